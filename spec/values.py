@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["FnValue", "normalize", "format_value"]
+__all__ = ["FnValue", "format_value", "normalize", "to_json"]
 
 
 def _sort_key(value: object) -> tuple[str, str]:
@@ -107,3 +107,18 @@ def format_value(value: Any) -> str:
             return "[" + ", ".join(f"{k} |-> {format_value(v)}" for k, v in value.items_) + "]"
         return "(" + " @@ ".join(f"{format_value(k)} :> {format_value(v)}" for k, v in value.items_) + ")"
     return repr(value)
+
+
+def to_json(value: Any) -> Any:
+    """A normal-form value as JSON data: sets become sorted lists, records objects."""
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, tuple):
+        return [to_json(v) for v in value]
+    if isinstance(value, frozenset):
+        return sorted((to_json(v) for v in value), key=lambda v: (str(type(v)), repr(v)))
+    if isinstance(value, FnValue):
+        if all(isinstance(k, str) for k, _ in value.items_):
+            return {k: to_json(v) for k, v in value.items_}
+        return [[to_json(k), to_json(v)] for k, v in value.items_]
+    raise TypeError(f"not a normal-form TLA+ value: {value!r}")

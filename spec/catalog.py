@@ -1,0 +1,45 @@
+"""The specs ledgerspec knows, by the name the command line uses."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+import attrs
+
+from ledgerspec.spec.kernel import Spec
+from ledgerspec.spec.ledger import LedgerSpec
+
+__all__ = ["SPECS", "SpecEntry", "find"]
+
+
+@attrs.frozen
+class SpecEntry:
+    name: str
+    python: type[Spec]  # type: ignore[type-arg]
+    tla_module: str  # module name of the TLA+ twin, in this package's directory
+    summary: str
+
+    @property
+    def tla_path(self) -> Path:
+        return Path(str(files("ledgerspec.spec") / f"{self.tla_module}.tla"))
+
+
+SPECS: dict[str, SpecEntry] = {
+    entry.name: entry
+    for entry in (
+        SpecEntry(
+            "ledger",
+            LedgerSpec,
+            "ledger",
+            "ledger append with striping, LAC, ensemble change, fencing and recovery",
+        ),
+    )
+}
+
+
+def find(name: str) -> SpecEntry:
+    try:
+        return SPECS[name]
+    except KeyError:
+        raise KeyError(f"unknown spec {name!r}; known specs: {', '.join(SPECS)}") from None
