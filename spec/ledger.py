@@ -80,7 +80,7 @@ BUGS = {
 }
 
 
-@attrs.frozen(cache_hash=True)
+@attrs.frozen(cache_hash=True, order=True)
 class Msg:
     """A request in flight. All kinds share one record shape, as in the TLA+ spec.
 
@@ -158,7 +158,7 @@ def _requests_of(type_: str) -> Any:
     """Each request of that type in flight, served with its reply delivered, or lost."""
 
     def each(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[Msg, bool]]:
-        for m in s.net:
+        for m in sorted(s.net):  # sorted: set order follows string hashing, which varies between runs
             if m.type == type_:
                 yield (m, True)
                 if s.lost < spec.MaxLoss:
@@ -176,7 +176,7 @@ def _each_recoverer(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int]]:
 
 
 def _each_message(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[Msg]]:
-    return ((m,) for m in s.net)
+    return ((m,) for m in sorted(s.net))
 
 
 def _replacements(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int]]:

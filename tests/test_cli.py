@@ -1,0 +1,90 @@
+"""The command line: JSON output, exit statuses, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ledgerspec.tools.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_python_engine_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "model-check", "ledger", "--engine", "python", "--const", "MaxEntries=1", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["constants"]["MaxEntries"] == 1
+    assert data["python"]["distinct_states"] == 1313
+    assert data["python"]["violations"] == []
+    assert "agree" not in data and "tlc" not in data
+
+
+def test_violation_json_names_the_invariant_and_gives_the_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "model-check", "ledger", "--engine", "python", "--json",
+        "--const", "E=3", "--const", "Qw=3", "--const", "MaxEntries=1", "--const", "Bug=recovery_read_no_fence",
+    )  # fmt: skip
+    assert code == 1
+    (violation,) = json.loads(out)["python"]["violations"]
+    assert violation["invariant"] == "NoAckedEntryLost"
+    trace = violation["trace"]
+    assert trace[0]["action"] == "Init" and trace[-1]["action"] == "RecovererClosesLedger"
+    assert trace[-1]["state"]["meta_status"] == "CLOSED" and trace[-1]["state"]["writer_lac"] == 0
+    assert trace[2]["params"]["m"]["type"] == "AddReq"
+
+
+def test_human_output_tells_the_counterexample(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "model-check", "ledger", "--engine", "python",
+        "--const", "E=3", "--const", "Qw=2", "--const", "Qa=1", "--const", "Bug=fence_qa_total",
+    )  # fmt: skip
+    assert code == 1
+    assert "invariant NoNewAcksToFencedWriter violated" in out
+    assert "RecovererStartsRecovery(c=1)" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--const", "Qa=3"], "ack quorum larger than the write quorum: Qa=3 > Qw=2"),
+        (["--const", "Qw=4"], "write quorum larger than the ensemble: Qw=4 > E=3"),
+        (["--const", "E=0", "--const", "Qw=0", "--const", "Qa=0"], "ensemble size E must be at least 1"),
+        (["--const", "Bogus=1"], "unknown constant Bogus for spec ledger"),
+        (["--const", "MaxEntries"], "--const expects NAME=VALUE, got 'MaxEntries'"),
+        (["--const", "MaxEntries=two"], "constant MaxEntries must be an integer, got 'two'"),
+    ],
+)
+def test_bad_constants_get_a_clear_error(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    code, out, err = run(capsys, "model-check", "ledger", "--engine", "python", *argv)
+    assert code == 2
+    assert message in " ".join(err.split())
+    assert "Traceback" not in err and out == ""
+
+
+def test_unknown_spec(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "model-check", "nosuchspec", "--engine", "python")
+    assert code == 2 and "unknown spec 'nosuchspec'; known specs: ledger" in err
+
+
+def test_specs_lists_constants(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "specs")
+    assert code == 0 and "ledger" in out and "MaxEntries" in out
+
+
+def test_console_script_is_installed() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ledgerspec", "model-check", "ledger", "--engine", "python", "--const", "Qa=5"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "ack quorum larger than the write quorum" in done.stderr and "Traceback" not in done.stderr
