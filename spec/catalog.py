@@ -6,7 +6,6 @@ from importlib.resources import files
 from pathlib import Path
 
 import attrs
-
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.ledger import LedgerSpec
 

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 import attrs
-
 from ledgerspec.spec.kernel import Spec, Step
 
 __all__ = ["Exploration", "Explorer", "TraceStep", "Violation"]

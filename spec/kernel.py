@@ -28,11 +28,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
-
 from ledgerspec.spec.values import format_value, normalize
 
 __all__ = [
-    "evolve",
     "Action",
     "ActionProperty",
     "Constant",
@@ -43,6 +41,7 @@ __all__ = [
     "Step",
     "action",
     "action_property",
+    "evolve",
     "invariant",
     "reachable",
 ]

@@ -45,11 +45,11 @@ so that tests can show the checkers catch each one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Any
+import operator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, ClassVar
 
 import attrs
-
 from ledgerspec.spec.kernel import (
     Constant,
     ConstantError,
@@ -80,7 +80,7 @@ BUGS = {
 }
 
 
-@attrs.frozen(cache_hash=True, order=True)
+@attrs.frozen(cache_hash=True)
 class Msg:
     """A request in flight. All kinds share one record shape, as in the TLA+ spec.
 
@@ -154,15 +154,19 @@ class LedgerState:
 
 
 # -- parameter generators: the \E in front of each TLA+ action ---------------------------
+# Messages are tried in a fixed order: a set's own order follows string hashing,
+# which changes from run to run, and counterexamples must not.
+_MSG_ORDER = operator.attrgetter("type", "client", "bookie", "entry", "lac", "recovery", "fence")
+
+
 def _requests_of(type_: str) -> Any:
     """Each request of that type in flight, served with its reply delivered, or lost."""
 
     def each(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[Msg, bool]]:
-        for m in sorted(s.net):  # sorted: set order follows string hashing, which varies between runs
-            if m.type == type_:
-                yield (m, True)
-                if s.lost < spec.MaxLoss:
-                    yield (m, False)
+        for m in sorted((m for m in s.net if m.type == type_), key=_MSG_ORDER):
+            yield (m, True)
+            if s.lost < spec.MaxLoss:
+                yield (m, False)
 
     return each
 
@@ -176,7 +180,7 @@ def _each_recoverer(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int]]:
 
 
 def _each_message(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[Msg]]:
-    return ((m,) for m in sorted(s.net))
+    return ((m,) for m in sorted(s.net, key=_MSG_ORDER))
 
 
 def _replacements(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int]]:
@@ -217,7 +221,7 @@ class LedgerSpec(Spec[LedgerState]):
         _int_constant("MaxLoss", 0, "messages the network may lose"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
     )
-    liveness = {
+    liveness: ClassVar[Mapping[str, str]] = {
         "RecoveryCloses": '(\\E c \\in Recoverers : rec[c].phase # "IDLE") ~> meta_status = "CLOSED"',
     }
 
@@ -254,6 +258,7 @@ class LedgerSpec(Spec[LedgerState]):
         self.entries = tuple(range(self.MaxEntries))
         # Write sets as ensemble indices (0-based): window i is i, i+1, .., i+Qw-1 mod E.
         self.windows = tuple(tuple((i + k) % self.E for k in range(self.Qw)) for i in range(self.E))
+        self._write_sets: dict[tuple[Any, int], tuple[int, ...]] = {}  # a cache: few segment lists occur
 
     # -- operators ------------------------------------------------------------------
     def segment_of(self, s: LedgerState, e: int) -> tuple[int, tuple[int, ...]]:
@@ -266,8 +271,12 @@ class LedgerSpec(Spec[LedgerState]):
 
     def write_set(self, s: LedgerState, e: int) -> tuple[int, ...]:
         """Bookies entry e is written to: ensemble indices (e + i) % E, i < Qw."""
-        ensemble = self.segment_of(s, e)[1]
-        return tuple(ensemble[i] for i in self.windows[e % self.E])
+        key = (s.meta_segments, e)
+        found = self._write_sets.get(key)
+        if found is None:
+            ensemble = self.segment_of(s, e)[1]
+            found = self._write_sets[key] = tuple(ensemble[i] for i in self.windows[e % self.E])
+        return found
 
     def last_ensemble(self, s: LedgerState) -> tuple[int, ...]:
         return s.meta_segments[-1][1]
@@ -288,8 +297,7 @@ class LedgerSpec(Spec[LedgerState]):
         if self.Bug == "fence_qa_total":
             return len(r.fence_replies) >= self.Qa
         return all(
-            sum(1 for i in window if ensemble[i] in r.fence_replies) >= self.Qw - self.Qa + 1
-            for window in self.windows
+            sum(1 for i in window if ensemble[i] in r.fence_replies) >= self.Qw - self.Qa + 1 for window in self.windows
         )
 
     # -- Init ------------------------------------------------------------------------
@@ -633,8 +641,7 @@ class LedgerSpec(Spec[LedgerState]):
             t.meta_status != CLOSED or t.meta_last_entry != s.meta_last_entry or t.meta_segments != s.meta_segments
         ):
             return (
-                f"closed ledger changed: lastEntryId {s.meta_last_entry} -> {t.meta_last_entry}, "
-                f"status {t.meta_status}"
+                f"closed ledger changed: lastEntryId {s.meta_last_entry} -> {t.meta_last_entry}, status {t.meta_status}"
             )
         return None
 

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from ledgerspec.tools.cli import main
 
 

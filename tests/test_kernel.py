@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import attrs
 import pytest
-
 from ledgerspec.spec.explorer import Explorer, explore
 from ledgerspec.spec.kernel import (
     Constant,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from ledgerspec.spec.explorer import explore
 from ledgerspec.spec.kernel import ConstantError
 from ledgerspec.spec.ledger import BUGS, LedgerSpec

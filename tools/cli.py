@@ -16,15 +16,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ledgerspec.spec import catalog
+from ledgerspec.spec.kernel import ConstantError
+from ledgerspec.spec.values import format_value
+from ledgerspec.tools.model_check import Comparison, EngineResult, ModelCheck, compare, run_python, run_tlc
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from ledgerspec import __version__
-from ledgerspec.spec import catalog
-from ledgerspec.spec.kernel import ConstantError
-from ledgerspec.spec.values import format_value
-from ledgerspec.tools.model_check import Comparison, EngineResult, ModelCheck, compare, run_python, run_tlc
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_MISSING_TOOL = 0, 1, 2, 3
 

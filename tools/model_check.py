@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-
 from ledgerspec.spec import catalog
 from ledgerspec.spec.explorer import Explorer
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.values import format_value, to_json
 
-__all__ = ["EngineResult", "Comparison", "ModelCheck", "run_python", "run_tlc", "compare", "write_tlc_config"]
+__all__ = ["Comparison", "EngineResult", "ModelCheck", "compare", "run_python", "run_tlc", "write_tlc_config"]
 
 
 @attrs.frozen
@@ -41,8 +40,11 @@ class ViolationReport:
             "invariant": self.invariant,
             "message": self.message,
             "trace": [
-                {"action": step["action"], **({"params": step["params"]} if "params" in step else {}),
-                 "state": {k: to_json(v) for k, v in step["state"].items()}}
+                {
+                    "action": step["action"],
+                    **({"params": step["params"]} if "params" in step else {}),
+                    "state": {k: to_json(v) for k, v in step["state"].items()},
+                }
                 for step in self.trace
             ],
         }
@@ -119,8 +121,11 @@ def run_python(
             v.name,
             v.message,
             tuple(
-                {"action": step.step.action, "params": {k: _param(v) for k, v in step.step.params},
-                 "state": spec.to_tla(step.state)}
+                {
+                    "action": step.step.action,
+                    "params": {k: _param(v) for k, v in step.step.params},
+                    "state": spec.to_tla(step.state),
+                }
                 for step in v.trace
             ),
         )
