@@ -57,11 +57,12 @@ def evolve(state: S, **changes: Any) -> S:
 
     Same result as ``attrs.evolve``, at a fraction of its cost on the explorer's hot path.
     """
-    cls = type(state)
+    cls: Any = type(state)
     names = _FIELD_NAMES.get(cls)
     if names is None:
         names = _FIELD_NAMES[cls] = tuple(f.name for f in attrs.fields(cls))
-    return cls(*[changes[n] if n in changes else getattr(state, n) for n in names])  # type: ignore[call-arg]
+    new: S = cls(*[changes[n] if n in changes else getattr(state, n) for n in names])
+    return new
 
 
 class ConstantError(ValueError):
@@ -281,7 +282,8 @@ class Spec(Generic[S]):
 
     def to_tla(self, state: S) -> dict[str, Any]:
         """The state as TLA+ values, variable by variable (what TLC would print)."""
-        return {f.name: normalize(getattr(state, f.name)) for f in attrs.fields(type(state))}
+        state_type: Any = type(state)
+        return {f.name: normalize(getattr(state, f.name)) for f in attrs.fields(state_type)}
 
     def variables(self) -> tuple[str, ...]:
         return tuple(f.name for f in attrs.fields(self.state_type))
