@@ -217,6 +217,7 @@ class LedgerSpec(Spec[LedgerState]):
         _int_constant("Qa", 2, "ack quorum: acks an add needs to complete"),
         _int_constant("NumRecoverers", 1, "clients that open the ledger with recovery"),
         _int_constant("MaxEntries", 2, "entries the writer pushes (ids 0 .. MaxEntries-1)"),
+        _int_constant("Throttle", 0, "adds the writer keeps pending at most (BookKeeper's client throttle); 0: no limit"),
         _int_constant("MaxCrashes", 0, "bookies that may crash"),
         _int_constant("MaxLoss", 0, "messages the network may lose"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
@@ -231,6 +232,7 @@ class LedgerSpec(Spec[LedgerState]):
     Qa: int
     NumRecoverers: int
     MaxEntries: int
+    Throttle: int
     MaxCrashes: int
     MaxLoss: int
     Bug: str
@@ -249,7 +251,7 @@ class LedgerSpec(Spec[LedgerState]):
                 f"not enough bookies for the ensemble: NumBookies={self.NumBookies} < E={self.E} "
                 "(BookKeeper fails the create with BKNotEnoughBookiesException)"
             )
-        for name in ("NumRecoverers", "MaxEntries", "MaxCrashes", "MaxLoss"):
+        for name in ("NumRecoverers", "MaxEntries", "Throttle", "MaxCrashes", "MaxLoss"):
             if getattr(self, name) < 0:
                 raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
         # Precomputed tables; the TLA+ text computes the same with operators.
@@ -327,6 +329,8 @@ class LedgerSpec(Spec[LedgerState]):
     def WriterAddsEntry(self, s: LedgerState) -> LedgerState | None:
         """entryId = ++lastAddPushed; the add goes to the write set with the writer's LAC."""
         if s.writer_status != WRITING or s.writer_lap + 1 >= self.MaxEntries:
+            return None
+        if self.Throttle > 0 and s.writer_lap - s.writer_lac >= self.Throttle:
             return None
         e = s.writer_lap + 1
         sends = {Msg("AddReq", WRITER, b, e, s.writer_lac) for b in self.write_set(s, e)}

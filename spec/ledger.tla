@@ -136,8 +136,7 @@ FencingComplete(replies, ens) ==
 (* Client c gives up waiting on bookie b about entry e: b crashed, or the  *)
 (* request is gone (lost, or served with its reply lost).                  *)
 TimedOut(type, c, b, e) ==
-    \/ b \in crashed
-    \/ ~\E m \in net : m.type = type /\ m.client = c /\ m.bookie = b /\ m.entry = e
+    b \notin crashed => ~\E m \in net : m.type = type /\ m.client = c /\ m.bookie = b /\ m.entry = e
 
 ReadRequests(c, e) == {ReadReq(c, b, e) : b \in WriteSet(e)}
 
@@ -188,10 +187,9 @@ WriterChangesEnsemble(b, nb) ==
     /\ nb \notin Range(LastEnsemble)
     /\ writer_status = "WRITING"
     /\ nb \notin crashed
-    /\ \E e \in writer_lac + 1 .. writer_lap :
-          /\ b \in WriteSet(e)
-          /\ <<e, b>> \notin writer_acks
-          /\ TimedOut("AddReq", Writer, b, e)
+    /\ {e \in writer_lac + 1 .. writer_lap : /\ b \in WriteSet(e)
+                                             /\ <<e, b>> \notin writer_acks
+                                             /\ TimedOut("AddReq", Writer, b, e)} # {}
     /\ IF meta_version # writer_version \/ meta_status # "OPEN"
        THEN /\ writer_status' = "FENCED"
             /\ writer_version' = meta_version
@@ -254,7 +252,7 @@ Stores(m) ==
     /\ bookie_lac' = [bookie_lac EXCEPT ![m.bookie] = Max(@, m.lac)]
 
 StoreChanges(m) ==
-    m.entry \notin bookie_entries[m.bookie] \/ m.lac > bookie_lac[m.bookie]
+    ~(m.entry \in bookie_entries[m.bookie] /\ m.lac <= bookie_lac[m.bookie])
 
 \* The writer counts an ack from a bookie still in the entry's write set; completion is in entry order.
 AddStoredForWriter(m, replied) ==
@@ -262,7 +260,7 @@ AddStoredForWriter(m, replied) ==
         acks == IF counts THEN writer_acks \cup {<<m.entry, m.bookie>>} ELSE writer_acks
         lac == IF counts THEN CompletedFrom(writer_lac, acks) ELSE writer_lac
         answered == acks # writer_acks \/ lac # writer_lac
-    IN /\ IF replied THEN answered \/ StoreChanges(m) ELSE answered
+    IN /\ ~answered => replied /\ StoreChanges(m)
        /\ net' = net \ {m}
        /\ Stores(m)
        /\ IF replied
@@ -277,7 +275,7 @@ AddStoredForRecoverer(m, replied) ==
         wb == IF r.phase \in {"READING", "WRITING_BACK"}
               THEN r.wb_acks \cup {<<m.entry, m.bookie>>} ELSE r.wb_acks
         answered == wb # r.wb_acks
-    IN /\ IF replied THEN answered \/ StoreChanges(m) ELSE answered
+    IN /\ ~answered => replied /\ StoreChanges(m)
        /\ net' = net \ {m}
        /\ Stores(m)
        /\ IF replied
@@ -291,7 +289,7 @@ AddStoredForRecoverer(m, replied) ==
 (* adds; it stores an add durably, then acks.                              *)
 BookieReceivesAdd(m, replied) ==
     /\ m.type = "AddReq"
-    /\ replied \/ lost < MaxLoss
+    /\ replied \in Replies
     /\ m.bookie \notin crashed
     /\ IF bookie_fenced[m.bookie] /\ ~m.recovery
        THEN AddRejected(m, replied)
@@ -305,7 +303,7 @@ BookieReceivesAdd(m, replied) ==
 (* max(highest LAC, first entry of the last segment - 1)).                 *)
 BookieReceivesFenceRead(m, replied) ==
     /\ m.type = "FenceReq"
-    /\ replied \/ lost < MaxLoss
+    /\ replied \in Replies
     /\ m.bookie \notin crashed
     /\ LET c == m.client
            b == m.bookie
@@ -320,7 +318,7 @@ BookieReceivesFenceRead(m, replied) ==
                       ELSE r1
            reads == IF r.phase = "FENCING" /\ done THEN ReadRequests(c, start + 1) ELSE {}
            answered == r2 # r
-       IN /\ IF replied THEN answered \/ ~bookie_fenced[b] ELSE answered
+       IN /\ ~answered => replied /\ ~bookie_fenced[b]
           /\ bookie_fenced' = [bookie_fenced EXCEPT ![b] = TRUE]
           /\ IF replied
              THEN /\ rec' = [rec EXCEPT ![c] = r2]
@@ -339,7 +337,7 @@ BookieReceivesFenceRead(m, replied) ==
 (* never reached Qa acks, so the ledger ends before it.                    *)
 BookieReceivesRecoveryRead(m, replied) ==
     /\ m.type = "ReadReq"
-    /\ replied \/ lost < MaxLoss
+    /\ replied \in Replies
     /\ m.bookie \notin crashed
     /\ LET c == m.client
            b == m.bookie
@@ -357,7 +355,7 @@ BookieReceivesRecoveryRead(m, replied) ==
                     THEN {AddReq(c, x, e, -1, TRUE) : x \in WriteSet(e)} \cup ReadRequests(c, e + 1)
                     ELSE {}
            answered == r2 # r
-       IN /\ IF replied THEN answered \/ (m.fence /\ ~bookie_fenced[b]) ELSE answered
+       IN /\ ~answered => replied /\ m.fence /\ ~bookie_fenced[b]
           /\ bookie_fenced' = IF m.fence THEN [bookie_fenced EXCEPT ![b] = TRUE] ELSE bookie_fenced
           /\ IF replied
              THEN /\ rec' = [rec EXCEPT ![c] = r2]
@@ -417,7 +415,7 @@ RecovererStartsRecovery(c) ==
 RecovererClosesLedger(c) ==
     LET r == rec[c] IN
     /\ r.phase = "WRITING_BACK"
-    /\ \A e \in r.start + 1 .. r.last : AcksOf(r.wb_acks, e) >= Qa
+    /\ ~\E e \in r.start + 1 .. r.last : AcksOf(r.wb_acks, e) < Qa
     /\ IF meta_version # r.version
        THEN /\ rec' = [rec EXCEPT ![c].phase = IF meta_status = "CLOSED" /\ meta_last_entry = r.last
                                                THEN "DONE" ELSE "FAILED",

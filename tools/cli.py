@@ -48,7 +48,9 @@ def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
         catalog.find(args.spec)
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None
-    model = ModelCheck(args.spec, _parse_constants(args.const), check_deadlock=args.deadlock)
+    model = ModelCheck(args.spec, _parse_constants(args.const), check_deadlock=args.deadlock, liveness=args.liveness)
+    if args.liveness and args.engine != "tlc":
+        raise UsageError("--liveness needs --engine tlc: the Python explorer checks safety only")
     model.build()  # validate the constants before anything starts
     engines = ["python", "tlc"] if args.engine == "both" else [args.engine]
     compare_states = args.engine == "both" and not args.no_state_compare
@@ -163,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--json", action="store_true", help="print one JSON object")
     mc.add_argument("--workers", type=int, default=1, help="TLC worker threads (default 1)")
     mc.add_argument("--deadlock", action="store_true", help="report states with no enabled action, as TLC does")
+    mc.add_argument("--liveness", action="store_true", help="also check the spec's liveness properties (TLC)")
     mc.add_argument("--no-state-compare", action="store_true", help="with both engines, compare counts only")
     mc.set_defaults(run=_model_check)
 

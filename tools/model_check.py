@@ -190,10 +190,12 @@ def run_tlc(
         log_path=log_path or workdir / "tlc.log",
     )
     seconds = time.perf_counter() - started
+    liveness = list(model.build().liveness) if model.liveness else []
     violations = tuple(
         ViolationReport(
             v.kind,
-            v.name or v.kind,
+            # TLC does not say which temporal property failed; with one checked, it is that one.
+            v.name or (liveness[0] if v.kind == "liveness" and len(liveness) == 1 else v.kind),
             v.message,
             tuple({"action": step.action, "state": dict(step.state)} for step in v.trace),
         )
