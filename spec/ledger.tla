@@ -46,12 +46,13 @@ CONSTANTS
     Qa,             \* ack quorum: acks an add needs to complete
     NumRecoverers,  \* clients that open the ledger with recovery
     MaxEntries,     \* entries the writer pushes, ids 0 .. MaxEntries-1
+    Throttle,       \* adds the writer keeps pending at most (the client's throttle); 0: no limit
     MaxCrashes,     \* bookies that may crash
     MaxLoss,        \* messages (requests and replies) the network may lose
     Bug             \* "none", "recovery_read_no_fence", "fence_qa_total", "lac_before_qa"
 
 ASSUME /\ E >= 1 /\ Qa >= 1 /\ Qw <= E /\ Qa <= Qw /\ NumBookies >= E
-       /\ \A k \in {NumRecoverers, MaxEntries, MaxCrashes, MaxLoss} : k \in Nat
+       /\ \A k \in {NumRecoverers, MaxEntries, Throttle, MaxCrashes, MaxLoss} : k \in Nat
        /\ Bug \in {"none", "recovery_read_no_fence", "fence_qa_total", "lac_before_qa"}
 
 VARIABLES
@@ -172,6 +173,7 @@ Init ==
 WriterAddsEntry ==
     /\ writer_status = "WRITING"
     /\ writer_lap + 1 < MaxEntries
+    /\ Throttle = 0 \/ writer_lap - writer_lac < Throttle
     /\ writer_lap' = writer_lap + 1
     /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, FALSE) : b \in WriteSet(writer_lap + 1)}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,

@@ -16,7 +16,7 @@ def _tlc_unavailable() -> str | None:
 
     try:
         tlc.find_tla2tools_jar()
-        tlc.find_jvm()
+        tlc.find_java()
     except tlc.TlcUnavailable as exc:
         return str(exc)
     return None
