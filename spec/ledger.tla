@@ -169,11 +169,12 @@ Init ==
 -----------------------------------------------------------------------------
 (* The writer. *)
 
-\* entryId = ++lastAddPushed: the add goes to its write set with the writer's LAC.
+(* entryId = ++lastAddPushed: the add goes to its write set with the      *)
+(* writer's LAC; the client's throttle (Throttle > 0) bounds pending adds. *)
 WriterAddsEntry ==
     /\ writer_status = "WRITING"
     /\ writer_lap + 1 < MaxEntries
-    /\ Throttle = 0 \/ writer_lap - writer_lac < Throttle
+    /\ Throttle > 0 => writer_lap - writer_lac < Throttle
     /\ writer_lap' = writer_lap + 1
     /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, FALSE) : b \in WriteSet(writer_lap + 1)}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
@@ -185,9 +186,9 @@ WriterAddsEntry ==
 (* segment that already starts there) with a compare-and-set; when that    *)
 (* fails the ledger is in recovery or closed and the writer gives up.      *)
 WriterChangesEnsemble(b, nb) ==
+    /\ writer_status = "WRITING"
     /\ b \in Range(LastEnsemble)
     /\ nb \notin Range(LastEnsemble)
-    /\ writer_status = "WRITING"
     /\ nb \notin crashed
     /\ {e \in writer_lac + 1 .. writer_lap : /\ b \in WriteSet(e)
                                              /\ <<e, b>> \notin writer_acks

@@ -775,7 +775,7 @@ def _at_exit() -> None:
         try:
             tlc.release_leftovers({})
             current = int(tlc.Thread.currentThread().getId())
-            deadline = time.monotonic() + 2.0
+            deadline = time.monotonic() + 1.0
             while True:
                 busy = [t for i, t in tlc.live_threads().items() if i != current and not t.isDaemon()]
                 if not busy or time.monotonic() > deadline:
@@ -787,7 +787,8 @@ def _at_exit() -> None:
             # JPype would wait for these threads forever; leave the JVM to die with the process.
             with contextlib.suppress(Exception):
                 tlc.jpype.JClass("org.jpype.ref.JPypeReferenceQueue").getInstance().stop()
-            importlib.import_module("jpype.config").destroy_jvm = False
+            jpype_config: Any = importlib.import_module("jpype.config")
+            jpype_config.destroy_jvm = False
     finally:
         for directory in _temp_dirs:
             shutil.rmtree(directory, ignore_errors=True)
