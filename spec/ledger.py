@@ -217,7 +217,9 @@ class LedgerSpec(Spec[LedgerState]):
         _int_constant("Qa", 2, "ack quorum: acks an add needs to complete"),
         _int_constant("NumRecoverers", 1, "clients that open the ledger with recovery"),
         _int_constant("MaxEntries", 2, "entries the writer pushes (ids 0 .. MaxEntries-1)"),
-        _int_constant("Throttle", 0, "adds the writer keeps pending at most (BookKeeper's client throttle); 0: no limit"),
+        _int_constant(
+            "Throttle", 0, "adds the writer keeps pending at most (BookKeeper's client throttle); 0: no limit"
+        ),
         _int_constant("MaxCrashes", 0, "bookies that may crash"),
         _int_constant("MaxLoss", 0, "messages the network may lose"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),

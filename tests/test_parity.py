@@ -9,7 +9,6 @@ invariant, and counterexamples of the same length (both search breadth-first).
 from __future__ import annotations
 
 import pytest
-
 from ledgerspec.tools.model_check import ModelCheck, compare, run_python, run_tlc
 
 pytestmark = pytest.mark.tlc
@@ -45,9 +44,7 @@ SEEDED_BUGS = [
 
 
 @pytest.mark.parametrize(("bug", "constants", "invariant"), SEEDED_BUGS, ids=[b for b, _, _ in SEEDED_BUGS])
-def test_seeded_bug_is_the_same_violation_in_both_engines(
-    bug: str, constants: dict[str, int], invariant: str
-) -> None:
+def test_seeded_bug_is_the_same_violation_in_both_engines(bug: str, constants: dict[str, int], invariant: str) -> None:
     model = ModelCheck("ledger", {**constants, "Bug": bug})
     python = run_python(model)
     tlc = run_tlc(model)

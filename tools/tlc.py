@@ -903,4 +903,3 @@ def run_tlc(
             log_path=log,
         )
     return result
-
