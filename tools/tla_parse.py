@@ -59,70 +59,71 @@ class TlaParseError(ValueError):
         self.source = source
 
 
+# One token per match: an integer, a string, a name (model value, record
+# field, TRUE/FALSE), an operator, or any other single character (an error).
+# findall returns the token texts without building match objects; the reader
+# tells token kinds apart by their first character.  Positions are worked out
+# again only to report an error.
 _TOKEN_RE = re.compile(
     r"""
-    \s*(?:
-        (?P<int>-?[0-9]+)(?![A-Za-z0-9_])
-      | (?P<str>"(?:[^"\\\n]|\\.)*")
-      | (?P<name>[A-Za-z0-9_]*[A-Za-z][A-Za-z0-9_]*)
-      | (?P<op><<|>>|\|->|:>|@@|\.\.|[{}\[\](),])
-      | (?P<bad>\S)
+    \s*(
+        -?[0-9]+(?![A-Za-z0-9_])
+      | "(?:[^"\\\n]|\\.)*"
+      | [A-Za-z0-9_]*[A-Za-z][A-Za-z0-9_]*
+      | <<|>>|\|->|:>|@@|\.\.|[{}\[\](),]
+      | \S
     )
     """,
     re.VERBOSE,
 )
-
+_OPERATORS = frozenset(["<<", ">>", "|->", ":>", "@@", "..", "{", "}", "[", "]", "(", ")", ","])
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_INT_START = frozenset("-0123456789")
 _ESCAPE_RE = re.compile(r"\\(.)")
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r", "f": "\f"}
-
-# Token kinds, as small ints so the reader compares cheaply.
-_INT, _STR, _NAME, _OP, _BAD, _END = range(6)
-_KIND = {"int": _INT, "str": _STR, "name": _NAME, "op": _OP, "bad": _BAD}
+_END = ""  # the token after the last one
 
 
-def _describe(kind: int, text: str) -> str:
-    if kind == _END:
-        return "end of input"
-    return repr(text)
+def _is_int(token: str) -> bool:
+    return (token[0] == "-" and token[1:].isdigit()) or token.isdigit()
+
+
+def _is_name(token: str) -> bool:
+    # A name may start with a digit ("1st"), then it is not all digits.
+    return token[0] in _NAME_START or (token[0].isdigit() and not token.isdigit())
 
 
 class _Reader:
     """Recursive-descent reader over the tokens of ``text[start:end]``.
 
-    Positions stay absolute in ``text`` so that errors point into the text
-    the caller handed over.
+    Error positions are absolute in ``text``, so that they point into the
+    text the caller handed over.
     """
 
-    __slots__ = ("end", "i", "kinds", "line_offset", "poss", "source", "text", "texts")
+    __slots__ = ("end", "i", "line_offset", "source", "start", "text", "tokens")
 
     def __init__(self, text: str, start: int, end: int, *, source: str | None, line_offset: int) -> None:
         self.text = text
+        self.start = start
         self.end = end
         self.source = source
         self.line_offset = line_offset
-        kinds: list[int] = []
-        texts: list[str] = []
-        poss: list[int] = []
-        for m in _TOKEN_RE.finditer(text, start, end):
-            group = m.lastgroup
-            if group is None:  # only whitespace was left
-                break
-            kinds.append(_KIND[group])
-            texts.append(m.group(group))
-            poss.append(m.start(group))
-        kinds.append(_END)
-        texts.append("")
-        poss.append(end)
-        self.kinds = kinds
-        self.texts = texts
-        self.poss = poss
+        self.tokens: list[str] = _TOKEN_RE.findall(text, start, end)
+        self.tokens.append(_END)
         self.i = 0
 
     # -- errors -------------------------------------------------------------
 
+    def position(self, index: int) -> int:
+        """Where token ``index`` starts in ``text``."""
+        for n, m in enumerate(_TOKEN_RE.finditer(self.text, self.start, self.end)):
+            if n == index:
+                return m.start(1)
+        return self.end
+
     def error(self, what: str, pos: int | None = None) -> TlaParseError:
         if pos is None:
-            pos = self.poss[self.i]
+            pos = self.position(self.i)
         text = self.text
         line_start = text.rfind("\n", 0, pos) + 1
         line_end = text.find("\n", pos)
@@ -138,13 +139,14 @@ class _Reader:
         return TlaParseError(what, line=line, column=column, snippet=snippet, source=self.source)
 
     def unexpected(self, expected: str) -> TlaParseError:
-        kind = self.kinds[self.i]
-        if kind == _BAD and self.texts[self.i] == '"':
+        token = self.tokens[self.i]
+        if token == '"':
             return self.error("unterminated string")
-        return self.error(f"expected {expected}, found {_describe(kind, self.texts[self.i])}")
+        found = repr(token) if token else "end of input"
+        return self.error(f"expected {expected}, found {found}")
 
-    def expect_op(self, op: str) -> None:
-        if self.kinds[self.i] == _OP and self.texts[self.i] == op:
+    def expect(self, op: str) -> None:
+        if self.tokens[self.i] == op:
             self.i += 1
             return
         raise self.unexpected(repr(op))
@@ -153,99 +155,103 @@ class _Reader:
 
     def value(self) -> Any:
         i = self.i
-        kind = self.kinds[i]
-        text = self.texts[i]
+        token = self.tokens[i]
         self.i = i + 1
-        if kind == _INT:
-            low = int(text)
-            if self.kinds[i + 1] == _OP and self.texts[i + 1] == "..":
-                self.i += 1
-                if self.kinds[self.i] != _INT:
-                    raise self.unexpected("an integer after '..'")
-                high = int(self.texts[self.i])
-                self.i += 1
-                return frozenset(range(low, high + 1))
-            return low
-        if kind == _STR:
-            return self.string(text, self.poss[i])
-        if kind == _NAME:
-            if text == "TRUE":
+        first = token[:1]
+        if first in _INT_START:
+            if token.isdigit() or (first == "-" and token[1:].isdigit()):
+                if self.tokens[i + 1] == "..":
+                    return self.interval(int(token))
+                return int(token)
+            if first != "-":
+                return token  # a model value whose name starts with a digit
+        elif first in _NAME_START:
+            if token == "TRUE":
                 return True
-            if text == "FALSE":
+            if token == "FALSE":
                 return False
-            return text  # a model value
-        if kind == _OP:
-            if text == "{":
-                return frozenset(self.items("}"))
-            if text == "<<":
-                return tuple(self.items(">>"))
-            if text == "[":
-                return self.record()
-            if text == "(":
-                return self.function()
+            return token  # a model value
+        elif first == '"':
+            if len(token) > 1:
+                return self.string(token, i)
+        elif token == "{":
+            return frozenset(self.items("}"))
+        elif token == "<<":
+            return tuple(self.items(">>"))
+        elif token == "[":
+            return self.record()
+        elif token == "(":
+            return self.function()
         self.i = i
         raise self.unexpected("a value")
 
+    def interval(self, low: int) -> frozenset[int]:
+        self.i += 1  # the ".."
+        token = self.tokens[self.i]
+        if not token or not _is_int(token):
+            raise self.unexpected("an integer after '..'")
+        self.i += 1
+        return frozenset(range(low, int(token) + 1))
+
     def items(self, close: str) -> list[Any]:
         out: list[Any] = []
-        kinds, texts = self.kinds, self.texts
-        if kinds[self.i] == _OP and texts[self.i] == close:
+        tokens = self.tokens
+        if tokens[self.i] == close:
             self.i += 1
             return out
         while True:
             out.append(self.value())
-            i = self.i
-            if kinds[i] == _OP:
-                if texts[i] == ",":
-                    self.i = i + 1
-                    continue
-                if texts[i] == close:
-                    self.i = i + 1
-                    return out
+            token = tokens[self.i]
+            self.i += 1
+            if token == ",":
+                continue
+            if token == close:
+                return out
+            self.i -= 1
             raise self.unexpected(f"',' or {close!r}")
 
     def record(self) -> FnValue:
         fields: dict[str, Any] = {}
+        tokens = self.tokens
         while True:
-            if self.kinds[self.i] != _NAME:
+            name = tokens[self.i]
+            if not name or name in _OPERATORS or not _is_name(name):
                 raise self.unexpected("a record field name")
-            name_pos = self.poss[self.i]
-            name = self.texts[self.i]
+            name_index = self.i
             self.i += 1
-            self.expect_op("|->")
+            self.expect("|->")
             if name in fields:
-                raise self.error(f"record field {name!r} given twice", name_pos)
+                raise self.error(f"record field {name!r} given twice", self.position(name_index))
             fields[name] = self.value()
-            i = self.i
-            if self.kinds[i] == _OP:
-                if self.texts[i] == ",":
-                    self.i = i + 1
-                    continue
-                if self.texts[i] == "]":
-                    self.i = i + 1
-                    return FnValue.of(fields)
+            token = tokens[self.i]
+            self.i += 1
+            if token == ",":
+                continue
+            if token == "]":
+                return FnValue.of(fields)
+            self.i -= 1
             raise self.unexpected("',' or ']'")
 
     def function(self) -> Any:
         mapping: dict[Any, Any] = {}
+        tokens = self.tokens
         while True:
-            key_pos = self.poss[self.i]
+            key_index = self.i
             key = self.value()
-            self.expect_op(":>")
+            self.expect(":>")
             if key in mapping:
-                raise self.error("function argument given twice", key_pos)
+                raise self.error("function argument given twice", self.position(key_index))
             mapping[key] = self.value()
-            i = self.i
-            if self.kinds[i] == _OP:
-                if self.texts[i] == "@@":
-                    self.i = i + 1
-                    continue
-                if self.texts[i] == ")":
-                    self.i = i + 1
-                    return _function(mapping)
+            token = tokens[self.i]
+            self.i += 1
+            if token == "@@":
+                continue
+            if token == ")":
+                return _function(mapping)
+            self.i -= 1
             raise self.unexpected("'@@' or ')'")
 
-    def string(self, token: str, pos: int) -> str:
+    def string(self, token: str, index: int) -> str:
         body = token[1:-1]
         if "\\" not in body:
             return body
@@ -253,13 +259,14 @@ class _Reader:
         def unescape(m: re.Match[str]) -> str:
             replacement = _ESCAPES.get(m.group(1))
             if replacement is None:
-                raise self.error(f"unknown escape '\\{m.group(1)}' in string", pos + 1 + m.start())
+                pos = self.position(index) + 1 + m.start()
+                raise self.error(f"unknown escape '\\{m.group(1)}' in string", pos)
             return replacement
 
         return _ESCAPE_RE.sub(unescape, body)
 
     def at_end(self) -> bool:
-        return self.kinds[self.i] == _END
+        return not self.tokens[self.i]
 
 
 def _function(mapping: dict[Any, Any]) -> Any:

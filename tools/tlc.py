@@ -754,6 +754,8 @@ def _start_tlc() -> _Tlc:
             # TLC copies the standard modules out of the jar into java.io.tmpdir;
             # a private one keeps concurrent processes apart.
             f"-Djava.io.tmpdir={java_tmp}",
+            # A JVM crash report goes there too, not into the working directory.
+            f"-XX:ErrorFile={Path(tempfile.gettempdir()) / 'ledgerspec-hs_err_pid%p.log'}",
             *_JVM_OPTIONS,
             *shlex.split(os.environ.get(JVM_ARGS_ENV, "")),
         ]
