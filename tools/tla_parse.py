@@ -325,7 +325,7 @@ def _parse_state(
         name = m.group(1)
         reader = _Reader(text, m.end(), end, source=source, line_offset=line_offset)
         if reader.at_end():
-            raise reader.error(f"expected a value for variable {name!r}, found end of line")
+            raise reader.error(f"expected a value for variable {name!r}", m.end())
         value = reader.value()
         if not reader.at_end():
             raise reader.unexpected("end of value")
