@@ -345,6 +345,16 @@ def _split_messages(output: str) -> list[_Message | str]:
     items: list[_Message | str] = []
     # Open messages: code, class, text parts, nested messages.
     stack: list[tuple[int, int, list[str], list[_Message]]] = []
+
+    def close_innermost() -> None:
+        code, cls, parts, nested = stack.pop()
+        message = _Message(code, cls, "".join(parts), tuple(nested))
+        if stack:
+            stack[-1][2].append(message.text)
+            stack[-1][3].append(message)
+        else:
+            items.append(message)
+
     pos = 0
     for m in _MARK_RE.finditer(output):
         chunk = output[pos : m.start()]
@@ -356,24 +366,12 @@ def _split_messages(output: str) -> list[_Message | str]:
         if m.group(1) is not None:
             stack.append((int(m.group(1)), int(m.group(2)), [], []))
         elif stack:
-            code, cls, parts, nested = stack.pop()
-            message = _Message(code, cls, "".join(parts), tuple(nested))
-            if stack:
-                stack[-1][2].append(message.text)
-                stack[-1][3].append(message)
-            else:
-                items.append(message)
+            close_innermost()
     tail = output[pos:]
     if stack:  # output cut short, e.g. by a crash: close what is open
         stack[-1][2].append(tail)
         while stack:
-            code, cls, parts, nested = stack.pop()
-            message = _Message(code, cls, "".join(parts), tuple(nested))
-            if stack:
-                stack[-1][2].append(message.text)
-                stack[-1][3].append(message)
-            else:
-                items.append(message)
+            close_innermost()
     elif tail.strip():
         items.append(tail)
     return items
