@@ -10,8 +10,6 @@ compared, the very same states.
 
 from __future__ import annotations
 
-import concurrent.futures
-import multiprocessing
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -176,16 +174,7 @@ def run_tlc(
     workers: int = 1,
     log_path: Path | None = None,
 ) -> EngineResult:
-    """Check the model with TLC, in this process through JPype.
-
-    A liveness check runs in a fresh child process (TLC in-process there):
-    TLC's liveness checker keeps state in its classes that a second liveness
-    run in the same JVM trips over (an EOFException reading its behaviour graph).
-    """
-    if model.liveness and multiprocessing.parent_process() is None:
-        context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-            return pool.submit(run_tlc, model, keep_states=keep_states, workers=workers, log_path=log_path).result()
+    """Check the model with TLC, in this process through JPype."""
     from ledgerspec.tools import tlc  # JPype is loaded only when TLC runs
 
     entry = catalog.find(model.spec_name)

@@ -638,6 +638,13 @@ class _Tlc:
         constructor.setAccessible(True)
         self._field(mp, "instance").set(None, constructor.newInstance())
         self.jpype.JClass("tlc2.module.TLC").OUTPUT = None
+        # BufferedRandomAccessFile.close() returns its buffer to a static pool
+        # without guarding against a second close, so a buffer can sit in the
+        # pool twice and end up shared by two files.  A run that starts with a
+        # pool holding buffers of earlier runs then read the liveness graph
+        # wrongly: missed violations, EOFExceptions (observed).
+        braf = self.jpype.JClass("tlc2.util.BufferedRandomAccessFile").class_
+        self._field(braf, "numAvailBuffs").setInt(None, 0)
 
     def live_threads(self) -> dict[int, Any]:
         return {int(t.getId()): t for t in self.Thread.getAllStackTraces().keySet() if t.isAlive()}
