@@ -1,0 +1,14 @@
+"""The subcommands of ``ledgerspec``, one module each.
+
+A command module provides ``register(commands)``, which adds its parser to
+the subparsers and sets ``run=`` to a function ``(args, out, err) -> int``.
+:data:`COMMANDS` lists them in the order ``ledgerspec --help`` shows them.
+"""
+
+from __future__ import annotations
+
+from ledgerspec.tools.commands import model_check, specs
+
+COMMANDS = (model_check, specs)
+
+__all__ = ["COMMANDS"]
