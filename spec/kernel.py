@@ -231,7 +231,10 @@ class Spec(Generic[S]):
                 properties.append(ActionProperty(attr_name, member, _doc(member)))
             elif hasattr(member, "__spec_reachable__"):
                 reachables.append(Reachable(attr_name, member, _doc(member)))
-        inherited = lambda attr: getattr(cls, attr, ())  # noqa: E731
+
+        def inherited(attr: str) -> tuple[Any, ...]:
+            return tuple(getattr(cls, attr, ()))
+
         cls.actions = tuple(inherited("actions")) + tuple(actions)
         cls.invariants = tuple(inherited("invariants")) + tuple(invariants)
         cls.action_properties = tuple(inherited("action_properties")) + tuple(properties)
