@@ -117,7 +117,7 @@ class WatchHandle(Protocol):
     """A persistent watch, as returned by :meth:`MetadataStore.watch`."""
 
     def cancel(self) -> None:
-        """Stop the watch; no event is delivered after this returns (embedded stores) or is processed."""
+        """Stop the watch: no event comes after this returns, except on ZooKeeper one already being delivered."""
         ...
 
 
