@@ -29,6 +29,7 @@ import re
 
 import attrs
 from ledgerspec.reference.bookie.errors import UnexpectedFileError
+from ledgerspec.reference.bookie.files import FileSystem, OsFileSystem
 
 __all__ = [
     "ENTRY_LOG_SUFFIX",
@@ -78,17 +79,17 @@ class BookieLayout:
         return cls(os.path.join(root, "journal", "current"), tuple(os.path.join(root, n, "current") for n in names))
 
     @classmethod
-    def discover(cls, root: str) -> BookieLayout | None:
+    def discover(cls, root: str, fs: FileSystem | None = None) -> BookieLayout | None:
         """The layout :meth:`in_data_dir` made under ``root``, or ``None`` if ``root`` has no journal directory."""
+        fs = fs or OsFileSystem()
         journal = os.path.join(root, "journal", "current")
-        if not os.path.isdir(journal):
+        if not fs.is_dir(journal):
             return None
         names = sorted(
-            (n for n in os.listdir(root) if _LEDGER_DIR.fullmatch(n) and os.path.isdir(os.path.join(root, n))),
+            (n for n in fs.list_dir(root) if _LEDGER_DIR.fullmatch(n) and fs.is_dir(os.path.join(root, n, "current"))),
             key=lambda n: int(n.partition("-")[2] or 0),
         )
-        dirs = tuple(os.path.join(root, n, "current") for n in names if os.path.isdir(os.path.join(root, n, "current")))
-        return cls(journal, dirs) if dirs else None
+        return cls(journal, tuple(os.path.join(root, n, "current") for n in names)) if names else None
 
     def journal_path(self, file_id: int) -> str:
         return os.path.join(self.journal_dir, f"{file_id:x}{JOURNAL_SUFFIX}")

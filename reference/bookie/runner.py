@@ -113,7 +113,7 @@ class BookieRunner:
                 future.set_result(request)
             else:
                 self._futures[request.seq] = future
-            if self._first_buffered is None:
+            if self._first_buffered is None and self.bookie.journal.buffered_bytes:
                 self._first_buffered = time.monotonic()
             self._lock.notify_all()
         return future
