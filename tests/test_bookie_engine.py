@@ -330,3 +330,18 @@ def test_a_crash_at_any_boundary_loses_nothing_acknowledged(tmp_path: Path, powe
     boundaries, violations = crash_sweep(tmp_path, scenario, SWEEP_CONFIG, power_loss=power_loss)
     assert boundaries > 60  # the scenario reaches rollovers, checkpoints and deletions
     assert violations == []
+
+
+def test_replay_makes_the_journal_it_read_durable(tmp_path: Path) -> None:
+    # A fence written to the OS but not fsynced survives a process crash; the restarted bookie replays it and
+    # answers the next fence at once. That answer must outlive a power loss.
+    fs = FaultyFileSystem(str(tmp_path), sync_to_disk=False)
+    bookie = started(tmp_path, fs)
+    bookie.fence_ledger(1, KEY)
+    bookie.journal_flush()
+    fs.restart_process()
+    after = started(tmp_path, fs, checkpoint=False)
+    answer = after.fence_ledger(1, KEY)
+    assert after.replies == [answer]
+    fs.power_loss()
+    assert started(tmp_path, fs).is_fenced(1)

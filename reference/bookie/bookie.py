@@ -49,6 +49,10 @@ Where the reference departs from BookKeeper, and why:
 - journal rollover may also be bounded by a number of records, to match the
   spec's ``RecordsPerJournal``; journal ids count up from 1 (BookKeeper uses
   the time in milliseconds for the first one);
+- replay fsyncs each journal it replays: after a process crash the tail it
+  read may be in the OS cache only, and a fence answered from the replayed
+  state must not vanish in a later power loss; BookKeeper leaves that to the
+  full flush that follows replay;
 - one journal directory (BookKeeper may have several, with ``lastMark.N``).
 
 Mutants (``BookieConfig.mutant``) are real bugs made on purpose, for the
@@ -261,9 +265,17 @@ class Bookie:
             scan = scan_journal(path, data, file_id, start)
             for record in scan.records:
                 self._replay_record(path, record)
+            self._fsync(path)  # after a process crash the tail may be in the OS only: replayed means durable
             self.synced = LogMark(file_id, scan.end)
             if self.mutant != "mark_not_advanced_in_replay":  # MUTANT: apache/bookkeeper#2087
                 self.mark = LogMark(file_id, scan.end)
+
+    def _fsync(self, path: str) -> None:
+        handle = self.fs.open(path)
+        try:
+            handle.fsync()
+        finally:
+            handle.close()
 
     def _replay_record(self, path: str, record: JournalRecord) -> None:
         ledger_id = record.ledger_id
@@ -403,7 +415,8 @@ class Bookie:
         if not batch:
             return []
         self._in_flight = [r for r in self._in_flight if r not in batch]
-        self.mark = self.synced = max(self.mark, batch[-1].mark)
+        self.synced = max(self.synced, batch[-1].mark)
+        self.mark = max(self.mark, batch[-1].mark)
         replies = [waiter for request in batch for waiter in request.waiters]
         if self._fences_in_flight:
             for waiter in replies:
