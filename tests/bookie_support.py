@@ -105,3 +105,24 @@ def crash_sweep(
 def _fresh(path: Path) -> Path:
     path.mkdir(parents=True)
     return path
+
+
+def sweep_scenario(bookie: Bookie) -> None:
+    """Adds, a fence, a recovery add, an explicit LAC, checkpoints, rollovers, and an unacknowledged tail."""
+    bookie.add_entry(entry(1, 0), KEY)
+    bookie.add_entry(entry(1, 1), KEY)
+    bookie.force_write()
+    bookie.checkpoint()
+    bookie.add_entry(entry(1, 2), KEY)
+    bookie.force_write()
+    bookie.fence_ledger(1, KEY)
+    bookie.force_write()
+    bookie.add_entry(entry(1, 3), KEY, recovery=True)
+    bookie.set_explicit_lac(lac(1, 2), KEY)
+    bookie.force_write()
+    bookie.checkpoint()
+    bookie.add_entry(entry(2, 0), KEY)
+    bookie.journal_flush()
+
+
+SWEEP_CONFIG = BookieConfig(journal_max_records=3)

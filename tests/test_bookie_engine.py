@@ -7,7 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from bookie_support import KEY, crash_sweep, entry, lac, started
+from bookie_support import KEY, SWEEP_CONFIG, crash_sweep, entry, lac, started, sweep_scenario
 from ledgerspec.reference.bookie import (
     BadEntryError,
     BookieConfig,
@@ -304,30 +304,9 @@ def test_entry_logs_roll_over_and_span_ledger_directories(tmp_path: Path) -> Non
     assert [after.read_entry(e % 3, e) for e in range(12)] == [entry(e % 3, e, bytes(500)) for e in range(12)]
 
 
-def scenario(bookie: Bookie) -> None:
-    """Adds, a fence, a recovery add, an explicit LAC, checkpoints, rollovers, and an unacknowledged tail."""
-    bookie.add_entry(entry(1, 0), KEY)
-    bookie.add_entry(entry(1, 1), KEY)
-    bookie.force_write()
-    bookie.checkpoint()
-    bookie.add_entry(entry(1, 2), KEY)
-    bookie.force_write()
-    bookie.fence_ledger(1, KEY)
-    bookie.force_write()
-    bookie.add_entry(entry(1, 3), KEY, recovery=True)
-    bookie.set_explicit_lac(lac(1, 2), KEY)
-    bookie.force_write()
-    bookie.checkpoint()
-    bookie.add_entry(entry(2, 0), KEY)
-    bookie.journal_flush()
-
-
-SWEEP_CONFIG = BookieConfig(journal_max_records=3)
-
-
 @pytest.mark.parametrize("power_loss", [True, False], ids=["power-loss", "process-crash"])
 def test_a_crash_at_any_boundary_loses_nothing_acknowledged(tmp_path: Path, power_loss: bool) -> None:
-    boundaries, violations = crash_sweep(tmp_path, scenario, SWEEP_CONFIG, power_loss=power_loss)
+    boundaries, violations = crash_sweep(tmp_path, sweep_scenario, SWEEP_CONFIG, power_loss=power_loss)
     assert boundaries > 60  # the scenario reaches rollovers, checkpoints and deletions
     assert violations == []
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from bookie_support import KEY, crash_sweep, entry, started
+from bookie_support import KEY, SWEEP_CONFIG, crash_sweep, entry, started, sweep_scenario
 from ledgerspec.reference.bookie import (
     MUTANTS,
     BookieConfig,
@@ -15,7 +15,6 @@ from ledgerspec.reference.bookie import (
     MissingFileError,
     SimulatedCrash,
 )
-from test_bookie_engine import SWEEP_CONFIG, scenario
 
 
 def test_unknown_mutants_are_refused() -> None:
@@ -112,7 +111,7 @@ def test_delete_journal_at_mark_removes_the_journal_the_restart_needs(tmp_path: 
                 started(root)
 
 
-# What each mutant breaks in the crash sweep of the engine's scenario (test_bookie_engine.scenario).
+# What each mutant breaks in the crash sweep of bookie_support.sweep_scenario.
 EXPECTED = {
     "ack_before_fsync": "acked entry",
     "mark_before_flush": "acked entry",
@@ -125,5 +124,5 @@ EXPECTED = {
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_the_crash_sweep_catches_every_mutant(tmp_path: Path, mutant: str) -> None:
     config = BookieConfig(journal_max_records=SWEEP_CONFIG.journal_max_records, mutant=mutant)
-    _, violations = crash_sweep(tmp_path, scenario, config)
+    _, violations = crash_sweep(tmp_path, sweep_scenario, config)
     assert any(EXPECTED[mutant] in v for v in violations), violations[:5]
