@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from bookie_support import KEY, entry, lac, started
-from ledgerspec.reference.bookie import BookieConfig, FaultyFileSystem, SimulatedCrash, read_bookie_files
+from ledgerspec.reference.bookie import BookieConfig, FaultyFileSystem, LogMark, SimulatedCrash, read_bookie_files
+from ledgerspec.reference.bookie.formats import encode_mark
 from ledgerspec.reference.bookie.layout import BookieLayout
 from ledgerspec.tools.cli import main
 
@@ -168,3 +169,40 @@ def test_explicit_directories_and_usage_errors(capsys: pytest.CaptureFixture[str
     ]:
         code, out, err = run(capsys, *argv)
         assert code == 2 and message in " ".join(err.split()) and out == "", argv
+
+
+@pytest.mark.parametrize(
+    ("offset", "message"),
+    [
+        (600, "lastMark (0x1, 600) points inside a record of"),
+        (9000, "lastMark (0x1, 9000) points past the end of"),
+        (1536, None),  # the end of the file
+        (556, None),  # a record boundary
+    ],
+)
+def test_where_the_mark_may_point(
+    capsys: pytest.CaptureFixture[str], bookie_dir: Path, offset: int, message: str | None
+) -> None:
+    (bookie_dir / "ledgers" / "current" / "lastMark").write_bytes(encode_mark(LogMark(1, offset)))
+    _, problems = _problems(capsys, bookie_dir)
+    errors = [p for p in problems if p.startswith("error") and "lastMark (" in p]
+    assert errors[0].split(": ", 2)[2].startswith(message) if message else errors == [], errors
+
+
+def test_a_mark_in_the_torn_tail_is_where_bookkeeper_leaves_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fs = FaultyFileSystem(str(tmp_path), sync_to_disk=False)
+    bookie = started(tmp_path, fs, checkpoint=False)
+    bookie.add_entry(entry(1, 0), KEY)
+    bookie.force_write()
+    bookie.checkpoint()
+    bookie.add_entry(entry(1, 1), KEY)
+    bookie.journal_flush()
+    journal = bookie.layout.journal_path(1)
+    fs.power_loss(torn={journal: 20})
+    size = os.path.getsize(journal)
+    (tmp_path / "ledgers" / "current" / "lastMark").write_bytes(encode_mark(LogMark(1, size)))  # at EOF, as replay
+    code, problems = _problems(capsys, tmp_path)
+    assert code == 0 and problems == []
+    assert started(tmp_path).read_entry(1, 0) == entry(1, 0)

@@ -270,27 +270,26 @@ def check_bookie_files(files: BookieFiles, digest_type: DigestType | None = None
 
 
 def _check_mark(files: BookieFiles) -> list[Problem]:
+    """The persisted mark must point into a journal that exists, at a record boundary (or into its torn tail).
+
+    BookKeeper's replay leaves the mark at the read position where the scan
+    stopped: the end of the file after a torn record, or 4 bytes into the
+    zeros after a zero length. A mark in that unreadable tail is accepted.
+    """
     mark = files.persisted_mark
     if mark.file_id == 0:
         return []
     journal = files.journal(mark.file_id)
+    name = f"{mark.file_id:x}{JOURNAL_SUFFIX}"
     where = files.marks[0].path if files.marks else files.layout.journal_dir
     if journal is None:
-        if any(e.path.endswith(f"{mark.file_id:x}{JOURNAL_SUFFIX}") for e in files.errors):
+        if any(os.path.basename(e.path) == name for e in files.errors):
             return []  # the journal is there but unreadable: already reported
-        return [
-            Problem("error", where, None, f"lastMark {mark} points into journal {mark.file_id:x}.txn, which is missing")
-        ]
-    if mark.offset > journal.end:
-        return [
-            Problem(
-                "error",
-                where,
-                None,
-                f"lastMark {mark} points past the end of the records of {journal.path} ({journal.end})",
-            )
-        ]
-    if mark.offset != 0 and mark.offset not in journal.boundaries:
+        return [Problem("error", where, None, f"lastMark {mark} points into journal {name}, which is missing")]
+    if mark.offset > journal.size:
+        message = f"lastMark {mark} points past the end of {journal.path} ({journal.size} bytes)"
+        return [Problem("error", where, None, message)]
+    if mark.offset != 0 and mark.offset < journal.end and mark.offset not in journal.boundaries:
         return [Problem("error", where, None, f"lastMark {mark} points inside a record of {journal.path}")]
     return []
 
@@ -349,14 +348,14 @@ def _check_index(files: BookieFiles) -> list[Problem]:
     problems = []
     logs = {log.log_id: log for log in files.entry_logs}
     starts = {(log.log_id, r.offset): r for log in files.entry_logs for r in log.records}
-    unreadable = {e.path for e in files.errors}
+    unreadable = {os.path.basename(e.path) for e in files.errors}
     for index in files.indexes:
         for entry_id, location in sorted(index.locations.items()):
             log_id, offset = split_location(location)
             what = f"index of ledger {index.ledger_id} entry {entry_id} points to location {location:#x}"
             log = logs.get(log_id)
             if log is None:
-                if not any(p.endswith(f"{log_id:x}{ENTRY_LOG_SUFFIX}") for p in unreadable):
+                if f"{log_id:x}{ENTRY_LOG_SUFFIX}" not in unreadable:
                     problems.append(
                         Problem("error", index.path, None, f"{what} in entry log {log_id:x}.log, which is missing")
                     )
