@@ -46,6 +46,11 @@ Where the reference departs from BookKeeper, and why:
   skips a fence record of a ledger it cannot find;
 - a fence request while the first fence record is not yet durable journals
   another fence record; BookKeeper hands out the first one's future;
+- every entry's digest is checked on add, replay and catch-up read;
+  BookKeeper's bookie stores entries unchecked and leaves that to clients;
+- journal files are not preallocated: BookKeeper writes zeros ahead of the
+  data (which is why its scanner stops at a length of 0); the readers accept
+  both;
 - journal rollover may also be bounded by a number of records, to match the
   spec's ``RecordsPerJournal``; journal ids count up from 1 (BookKeeper uses
   the time in milliseconds for the first one);
@@ -56,7 +61,7 @@ Where the reference departs from BookKeeper, and why:
 - one journal directory (BookKeeper may have several, with ``lastMark.N``).
 
 Mutants (``BookieConfig.mutant``) are real bugs made on purpose, for the
-crash checks; each is a one-line switch marked ``MUTANT`` in the code.
+crash checks; each is a small switch marked ``MUTANT`` in the code.
 """
 
 from __future__ import annotations
