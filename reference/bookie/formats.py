@@ -314,16 +314,16 @@ def scan_journal(path: str, data: bytes, file_id: int, start: int | None = None)
         records.append(_journal_record(path, version, pos, bytes(view[pos + 4 : pos + 4 + length])))
         pos += 4 + length
     return JournalScan(
-        path,
-        file_id,
-        version,
-        header_size,
-        size,
-        start or header_size,
-        tuple(records),
-        frozenset(boundaries),
-        pos,
-        end_kind,
+        path=path,
+        file_id=file_id,
+        version=version,
+        header_size=header_size,
+        size=size,
+        start=start or header_size,
+        records=tuple(records),
+        boundaries=frozenset(boundaries),
+        end=pos,
+        end_kind=end_kind,
     )
 
 
@@ -465,7 +465,16 @@ def scan_entry_log(path: str, data: bytes, log_id: int) -> EntryLogScan:
             records.append(EntryLogRecord(make_location(log_id, pos + 4), pos + 4, ledger_id, entry_id, length, entry))
         pos += 4 + length
     return EntryLogScan(
-        path, log_id, version, map_offset, ledgers_count, size, tuple(records), tuple(ledgers_map), pos, torn
+        path=path,
+        log_id=log_id,
+        version=version,
+        ledgers_map_offset=map_offset,
+        ledgers_count=ledgers_count,
+        size=size,
+        records=tuple(records),
+        ledgers_map=tuple(ledgers_map),
+        end=pos,
+        torn=torn,
     )
 
 
