@@ -1,0 +1,654 @@
+"""The reference bookie: BookKeeper's bookie storage, in explicit deterministic steps.
+
+One :class:`Bookie` owns a bookie directory (:class:`~.layout.BookieLayout`)
+and does all its I/O through the :class:`~.files.FileSystem` it is given.
+It does nothing on its own: every step is a method call, named as in the
+bookie spec (``spec/bookie.py``, BOOKIE_CONTRACT vocabulary), so tests and
+crash checks drive it one boundary at a time, and
+:class:`~.runner.BookieRunner` drives it from threads for real use.
+
+======================================  =============================================================
+step                                    BookKeeper (``bookkeeper-server/.../bookie/``)
+======================================  =============================================================
+``add_entry`` (BookieAddsEntry)         ``BookieImpl.addEntry``: memtable, then a journal record;
+                                        the reply waits for the fsync
+``fence_ledger`` (BookieFencesLedger)   ``LedgerDescriptorImpl.fenceAndLogInJournal``
+``set_explicit_lac``                    ``BookieImpl.setExplicitLac``
+(BookieSetsExplicitLac)
+``journal_flush``                       ``Journal.run``: pad and write a batch to the OS
+``journal_sync`` + ``journal_synced``   ``ForceWriteThread``: fsync, mark := end of batch, acks
+``force_write`` (JournalForceWrites)    the three above
+``roll_journal`` (JournalRollsOver)     ``Journal.run`` when the file passes ``maxJournalSize``
+``start_checkpoint`` (CheckpointStarts) ``Journal.newCheckpoint``: capture the mark
+``flush_ledger_storage``                ``LedgerStorage.checkpoint``/``flush``
+(LedgerStorageFlushes)
+``persist_mark``                        ``Journal.checkpointComplete``: lastMark in every ledger dir
+(CheckpointPersistsMark)
+``delete_journal`` (JournalFileDeleted) ``checkpointComplete(compact=true)``
+``start`` (BookieReplaysJournal)        ``BookieImpl.readJournal``/``replay``, then a full flush
+======================================  =============================================================
+
+A crash is not a method: the file system raises
+:class:`~.faults.SimulatedCrash` at a boundary, the :class:`Bookie` object
+is dropped, the file system loses power, and a new :class:`Bookie` is
+started on the same directory.
+
+Where the reference departs from BookKeeper, and why:
+
+- lastMark is replaced atomically (temp file, fsync, rename, directory
+  fsync); BookKeeper rewrites it in place, so a crash can leave a short copy
+  that ``readLog`` then skips;
+- journal files, entry logs and index files are created whole (see
+  :mod:`.journal`); new names are made durable with directory fsyncs, which
+  POSIX needs and BookKeeper leaves to the file system;
+- a fence of a ledger whose key this bookie has not journaled journals the
+  key first: BookKeeper journals keys only with entries, and its replay
+  skips a fence record of a ledger it cannot find;
+- a fence request while the first fence record is not yet durable journals
+  another fence record; BookKeeper hands out the first one's future;
+- every entry's digest is checked on add, replay and catch-up read;
+  BookKeeper's bookie stores entries unchecked and leaves that to clients;
+- journal files are not preallocated: BookKeeper writes zeros ahead of the
+  data (which is why its scanner stops at a length of 0); the readers accept
+  both;
+- journal rollover may also be bounded by a number of records, to match the
+  spec's ``RecordsPerJournal``; journal ids count up from 1 (BookKeeper uses
+  the time in milliseconds for the first one);
+- replay fsyncs each journal it replays: after a process crash the tail it
+  read may be in the OS cache only, and a fence answered from the replayed
+  state must not vanish in a later power loss; BookKeeper leaves that to the
+  full flush that follows replay;
+- one journal directory (BookKeeper may have several, with ``lastMark.N``).
+
+Mutants (``BookieConfig.mutant``) are real bugs made on purpose, for the
+crash checks; each is a small switch marked ``MUTANT`` in the code.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import os
+from collections.abc import Callable, Iterator
+
+import attrs
+from ledgerspec.reference.bookie.disk import find_leftovers, list_file_ids, read_mark_copies
+from ledgerspec.reference.bookie.entry import DigestType, EntryFormatError, check_entry, decode_lac
+from ledgerspec.reference.bookie.errors import (
+    BadEntryError,
+    BookieStateError,
+    CorruptFileError,
+    LedgerFencedError,
+    MissingFileError,
+    NoSuchEntryError,
+    NoSuchLedgerError,
+    UnauthorizedError,
+)
+from ledgerspec.reference.bookie.files import FileSystem, OsFileSystem
+from ledgerspec.reference.bookie.formats import (
+    JOURNAL_ALIGNMENT,
+    JournalRecord,
+    LogMark,
+    RecordKind,
+    encode_mark,
+    explicit_lac_record,
+    fence_record,
+    ledger_key_record,
+    scan_journal,
+)
+from ledgerspec.reference.bookie.journal import ForceWriteRequest, JournalFile, JournalWriter
+from ledgerspec.reference.bookie.layout import JOURNAL_SUFFIX, BookieLayout
+from ledgerspec.reference.bookie.storage import LedgerInfo, LedgerStorage
+
+__all__ = ["MUTANTS", "Bookie", "BookieConfig", "MemoryState", "Request", "RequestKind"]
+
+MUTANTS = {
+    "ack_before_fsync": "adds are acknowledged once written to the OS, before the fsync (as journalSyncData=false)",
+    "mark_before_flush": "a checkpoint persists its mark before it flushes the ledger storage",
+    "fence_not_journaled": "a fence is set in memory and acknowledged at once, without a journal record",
+    "mark_not_advanced_in_replay": "replay leaves the mark where lastMark was (apache/bookkeeper#2087)",
+    "delete_journal_at_mark": "journal deletion also removes the journal the persisted mark points into",
+}
+
+NO_MARK = LogMark(0, 0)
+
+
+def _check_mutant(_: object, __: object, value: str | None) -> None:
+    if value is not None and value not in MUTANTS:
+        raise ValueError(f"unknown mutant {value!r}; known mutants: {', '.join(MUTANTS)}")
+
+
+@attrs.frozen
+class BookieConfig:
+    """The bookie's settings (BookKeeper's ``ServerConfiguration`` names in the comments)."""
+
+    digest_type: DigestType = DigestType.CRC32C  # the entries' digest, checked on add, replay and read
+    journal_alignment: int = JOURNAL_ALIGNMENT  # journalAlignmentSize
+    journal_max_bytes: int = 2048 * 1024 * 1024  # maxJournalSizeMB: roll over past this size
+    journal_max_records: int | None = None  # also roll over at this many spec records (the spec's RecordsPerJournal)
+    entry_log_max_bytes: int = 1024 * 1024 * 1024  # logSizeLimit
+    max_backup_journals: int = 0  # maxBackupJournals (BookKeeper: 5): journals kept before the mark
+    mutant: str | None = attrs.field(default=None, validator=_check_mutant)  # a seeded bug from MUTANTS
+
+
+class RequestKind(enum.Enum):
+    ADD = "add"
+    FENCE = "fence"
+    LAC = "lac"
+
+
+class Request:
+    """A request that waits for its reply; the reply is the request itself, delivered once.
+
+    A plain slotted class rather than attrs: one is made per add, on the hot path.
+    """
+
+    __slots__ = ("entry_id", "kind", "lac", "ledger_id", "recovery", "seq")
+
+    def __init__(
+        self, seq: int, kind: RequestKind, ledger_id: int, entry_id: int = -1, lac: int = -1, recovery: bool = False
+    ) -> None:
+        self.seq = seq  # order of arrival
+        self.kind = kind
+        self.ledger_id = ledger_id
+        self.entry_id = entry_id  # ADD: the entry
+        self.lac = lac  # LAC: the explicit LAC
+        self.recovery = recovery  # ADD: a recovery add (accepted by a fenced ledger)
+
+    def __repr__(self) -> str:
+        what = {RequestKind.ADD: f" e{self.entry_id}", RequestKind.FENCE: "", RequestKind.LAC: f" lac={self.lac}"}
+        return f"{self.kind.value}(#{self.seq} l{self.ledger_id}{what[self.kind]})"
+
+
+@attrs.frozen
+class MemoryState:
+    """The bookie's memory in the spec's words: what an abstraction function reads besides the files."""
+
+    up: bool  # serving requests
+    memtable: frozenset[tuple[int, int]]  # (ledger, entry) added, not yet flushed to the entry log and index
+    flushed: frozenset[tuple[int, int]]  # (ledger, entry) durably in the entry log and the index
+    fenced: frozenset[int]  # ledgers fenced in memory
+    fenced_flushed: frozenset[int]  # ledgers whose index header durably says fenced
+    lac: tuple[tuple[int, int], ...]  # (ledger, explicit LAC) in memory
+    mark: LogMark  # in-memory LastLogMark: advanced by each fsync of the journal
+    checkpoint_mark: LogMark | None  # mark captured by a checkpoint under way
+    persisted_mark: LogMark  # what the lastMark files hold (as written by this bookie or read at start)
+    synced: LogMark  # the journal is durable up to here
+    written: LogMark  # the journal is written to the OS up to here
+    current_journal: int | None  # the journal file being written
+    buffered: tuple[tuple[str, int, int], ...]  # spec records appended but not yet written to the OS
+    pending: tuple[Request, ...]  # requests waiting for the fsync of their record
+    replies: tuple[Request, ...]  # every reply delivered, in order: the acked entries and fences
+
+
+class Bookie:
+    """BookKeeper's bookie storage over one directory, one explicit step at a time."""
+
+    def __init__(
+        self,
+        layout: BookieLayout,
+        fs: FileSystem | None = None,
+        config: BookieConfig | None = None,
+        on_reply: Callable[[Request], None] | None = None,
+    ) -> None:
+        self.layout = layout
+        self.fs = fs or OsFileSystem()
+        self.config = config or BookieConfig()
+        self.on_reply = on_reply  # called with each reply as it is delivered
+        self.mutant = self.config.mutant
+        self.up = False
+        self.replies: list[Request] = []  # every reply delivered, in order
+        self.mark = NO_MARK  # in-memory LastLogMark
+        self.synced = NO_MARK  # journal durable up to here
+        self.persisted_mark = NO_MARK  # content of the lastMark files
+        self.checkpoint_mark: LogMark | None = None
+        self._checkpoint_flushed = False  # the checkpoint under way has flushed the ledger storage
+        self._started = False
+        self._seq = itertools.count()
+        self._journaled_keys: set[int] = set()  # ledgers whose key is in the journal (BookieImpl.masterKeyCache)
+        self._fences_in_flight: dict[int, int] = {}  # ledger -> fence records not yet durable
+        self._queue: list[ForceWriteRequest[Request]] = []  # flushed batches waiting for their fsync
+        self._in_flight: list[ForceWriteRequest[Request]] = []  # batches taken by a force write, not yet synced
+        self.journal: JournalWriter[Request] = JournalWriter(self.fs, layout, self.config.journal_alignment)
+        self.storage = LedgerStorage(self.fs, layout, self.config.digest_type, self.config.entry_log_max_bytes)
+
+    # ------------------------------------------------------------ start: BookieReplaysJournal
+
+    def start(self, *, checkpoint: bool = True) -> None:
+        """Replay the journal from the persisted mark, then (``checkpoint``) flush and persist the mark.
+
+        As ``BookieImpl.start``: leftovers of interrupted file creations are
+        removed, lastMark is read (the maximum over the copies), the ledger
+        storage loaded, every journal record at or after the mark replayed,
+        the mark advanced to the end of each replayed journal (#2087), a full
+        checkpoint taken, and a new journal file started.
+        """
+        if self._started:
+            raise BookieStateError("a Bookie object starts once; make a new one to restart")
+        self._started = True
+        for directory in (self.layout.journal_dir, *self.layout.ledger_dirs):
+            self.fs.make_dirs(directory)
+        self._remove_leftovers()
+        for copy in read_mark_copies(self.fs, self.layout):
+            if copy.error is not None:
+                raise copy.error
+            assert copy.mark is not None
+            self.persisted_mark = max(self.persisted_mark, copy.mark)
+        self.mark = self.synced = self.persisted_mark
+        self.storage.load()
+        journal_ids = list_file_ids(self.fs, self.layout.journal_dir, JOURNAL_SUFFIX)
+        self._replay(journal_ids)
+        if checkpoint:
+            self._checkpoint(delete_journals=False)
+        self.journal.open_file(max([*journal_ids, self.mark.file_id, 0]) + 1)
+        self.up = True
+
+    def _remove_leftovers(self) -> None:
+        leftovers = find_leftovers(self.fs, self.layout)
+        for path in leftovers:
+            self.fs.delete(path)
+        for directory in sorted({os.path.dirname(p) for p in leftovers}):
+            self.fs.fsync_dir(directory)
+
+    def _replay(self, journal_ids: list[int]) -> None:
+        mark = self.persisted_mark
+        to_replay = [i for i in journal_ids if i >= mark.file_id]
+        if mark.file_id > 0 and (not to_replay or to_replay[0] != mark.file_id):
+            raise MissingFileError(
+                self.layout.journal_path(mark.file_id),
+                None,
+                f"lastMark {mark} points into this journal, which is missing",
+            )
+        for file_id in to_replay:
+            path = self.layout.journal_path(file_id)
+            data = self.fs.read_file(path)
+            start = mark.offset if file_id == mark.file_id else None
+            if start is not None and start > len(data):
+                raise CorruptFileError(
+                    path, start, f"lastMark {mark} points past the end of the journal ({len(data)} bytes)"
+                )
+            scan = scan_journal(path, data, file_id, start)
+            for record in scan.records:
+                self._replay_record(path, record)
+            self._fsync(path)  # after a process crash the tail may be in the OS only: replayed means durable
+            self.synced = LogMark(file_id, scan.end)
+            if self.mutant != "mark_not_advanced_in_replay":  # MUTANT: apache/bookkeeper#2087
+                self.mark = LogMark(file_id, scan.end)
+
+    def _fsync(self, path: str) -> None:
+        handle = self.fs.open(path)
+        try:
+            handle.fsync()
+        finally:
+            handle.close()
+
+    def _replay_record(self, path: str, record: JournalRecord) -> None:
+        ledger_id = record.ledger_id
+        if record.kind is RecordKind.LEDGER_KEY:
+            info = self.storage.ledger(ledger_id, record.master_key)
+            if info.master_key != record.master_key:
+                raise CorruptFileError(
+                    path, record.offset, f"ledger key record of ledger {ledger_id} differs from the key the ledger has"
+                )
+            self._journaled_keys.add(ledger_id)
+        elif record.kind is RecordKind.FENCE:
+            self.storage.ledger(ledger_id, None).fenced = True
+        elif record.kind is RecordKind.EXPLICIT_LAC:
+            try:
+                lac_ledger, _ = decode_lac(record.lac_buffer, self.config.digest_type)
+            except EntryFormatError as exc:
+                raise CorruptFileError(path, record.offset, f"explicit LAC record: {exc}") from None
+            if lac_ledger != ledger_id:
+                raise CorruptFileError(
+                    path, record.offset, f"explicit LAC of ledger {lac_ledger} in a record of ledger {ledger_id}"
+                )
+            self.storage.ledger(ledger_id, None).explicit_lac = record.lac_buffer
+        else:
+            try:
+                _, entry_id, lac = check_entry(record.data, self.config.digest_type)
+            except EntryFormatError as exc:
+                raise CorruptFileError(path, record.offset, f"entry record: {exc}") from None
+            self.storage.put(self.storage.ledger(ledger_id, None), entry_id, record.data, lac)
+
+    # ------------------------------------------------------------ requests
+
+    def add_entry(self, entry: bytes, master_key: bytes, *, recovery: bool = False) -> Request:
+        """BookieAddsEntry: the entry goes to the memtable and the journal buffer; the reply waits for the fsync.
+
+        Raises :class:`BadEntryError` (malformed entry, digest mismatch),
+        :class:`UnauthorizedError` (another master key) or
+        :class:`LedgerFencedError` (a normal add to a fenced ledger).
+        """
+        if not self.up:
+            self._require_up()
+        try:
+            ledger_id, entry_id, lac = check_entry(entry, self.config.digest_type)
+        except EntryFormatError as exc:
+            raise BadEntryError(str(exc)) from None
+        if ledger_id < 0 or entry_id < 0:
+            raise BadEntryError(f"ledger {ledger_id} entry {entry_id}: ids must not be negative")
+        info = self._ledger_for_request(ledger_id, master_key)
+        if info.fenced and not recovery:
+            raise LedgerFencedError(f"ledger {ledger_id} is fenced: add of entry {entry_id} refused")
+        self.storage.put(info, entry_id, entry, lac)
+        request = Request(next(self._seq), RequestKind.ADD, ledger_id, entry_id, recovery=recovery)
+        if ledger_id not in self._journaled_keys:
+            self._journal_key(info)
+        self.journal.append_entry(entry, ledger_id, entry_id, request)
+        return request
+
+    def fence_ledger(self, ledger_id: int, master_key: bytes) -> Request:
+        """BookieFencesLedger: fenced at once in memory; the reply waits until the fence record is durable."""
+        self._require_up()
+        info = self._ledger_for_request(ledger_id, master_key)
+        request = Request(next(self._seq), RequestKind.FENCE, ledger_id)
+        if self.mutant == "fence_not_journaled":  # MUTANT: no journal record, reply at once
+            info.fenced = True
+            self._deliver(request)
+            return request
+        if info.fenced and not self._fences_in_flight.get(ledger_id):
+            self._deliver(request)  # already fenced durably (journal or index): nothing to write
+            return request
+        info.fenced = True
+        self._journal_key(info)
+        self._fences_in_flight[ledger_id] = self._fences_in_flight.get(ledger_id, 0) + 1
+        self.journal.append(fence_record(ledger_id), ("fence", ledger_id, -1), request)
+        return request
+
+    def set_explicit_lac(self, lac_buffer: bytes, master_key: bytes) -> Request:
+        """BookieSetsExplicitLac: the explicit LAC buffer (ledgerId, lac, digest) is kept and journaled."""
+        self._require_up()
+        try:
+            ledger_id, lac = decode_lac(lac_buffer, self.config.digest_type)
+        except EntryFormatError as exc:
+            raise BadEntryError(str(exc)) from None
+        info = self._ledger_for_request(ledger_id, master_key)
+        info.explicit_lac = bytes(lac_buffer)
+        request = Request(next(self._seq), RequestKind.LAC, ledger_id, lac=lac)
+        self._journal_key(info)
+        self.journal.append(explicit_lac_record(ledger_id, lac_buffer), ("lac", ledger_id, lac), request)
+        return request
+
+    def _ledger_for_request(self, ledger_id: int, master_key: bytes) -> LedgerInfo:
+        info = self.storage.ledgers.get(ledger_id) or self.storage.ledger(ledger_id, master_key)
+        if info.master_key is None:
+            info.master_key = master_key
+        elif info.master_key != master_key:
+            raise UnauthorizedError(f"ledger {ledger_id}: the master key does not match")
+        return info
+
+    def _journal_key(self, info: LedgerInfo) -> None:
+        """Journal the ledger's key before its first record of this run (``BookieImpl.addEntryInternal``)."""
+        if info.ledger_id not in self._journaled_keys:
+            self._journaled_keys.add(info.ledger_id)
+            self.journal.append(ledger_key_record(info.ledger_id, info.master_key or b""), None, None)
+
+    # ------------------------------------------------------------ journal: group commit
+
+    def journal_flush(self) -> ForceWriteRequest[Request] | None:
+        """Write the buffered records, padded, to the OS in one write; queue the batch for its fsync."""
+        self._require_up()
+        request = self.journal.flush()
+        if request is None:
+            return None
+        if self.mutant == "ack_before_fsync":  # MUTANT: adds acknowledged before the fsync
+            for waiter in [w for w in request.waiters if w.kind is RequestKind.ADD]:
+                request.waiters.remove(waiter)
+                self._deliver(waiter)
+        self._queue.append(request)
+        return request
+
+    def has_batches(self) -> bool:
+        """Some flushed batch waits for its fsync."""
+        return bool(self._queue)
+
+    def take_batch(self) -> list[ForceWriteRequest[Request]]:
+        """The flushed batches waiting for their fsync, handed to whoever fsyncs them (the force-write step)."""
+        batch, self._queue = self._queue, []
+        self._in_flight += batch
+        return batch
+
+    @staticmethod
+    def journal_sync(batch: list[ForceWriteRequest[Request]]) -> None:
+        """Fsync the files of a batch, each once. Touches no bookie state: a force-write thread may run it."""
+        for i, request in enumerate(batch):
+            if i + 1 == len(batch) or batch[i + 1].file is not request.file:
+                JournalWriter.sync(request)
+
+    def journal_synced(self, batch: list[ForceWriteRequest[Request]]) -> list[Request]:
+        """After the fsync: mark := end of the batch, and the batch's requests are acknowledged."""
+        if not batch:
+            return []
+        self._in_flight = [r for r in self._in_flight if r not in batch]
+        self.synced = max(self.synced, batch[-1].mark)
+        self.mark = max(self.mark, batch[-1].mark)
+        replies = [waiter for request in batch for waiter in request.waiters]
+        if self._fences_in_flight:
+            for waiter in replies:
+                if waiter.kind is RequestKind.FENCE:
+                    self._fences_in_flight[waiter.ledger_id] -= 1
+        self.replies += replies
+        if self.on_reply is not None:
+            for waiter in replies:
+                self.on_reply(waiter)
+        for file in {id(r.file): r.file for r in batch}.values():
+            self._close_if_rolled(file)
+        return replies
+
+    def force_write(self) -> list[Request]:
+        """JournalForceWrites: flush, fsync, advance the mark, acknowledge; roll the journal over when full.
+
+        Returns the replies this step delivered.
+        """
+        self.journal_flush()
+        batch = self.take_batch()
+        self.journal_sync(batch)
+        replies = self.journal_synced(batch)
+        if self.journal_full:
+            self.roll_journal()
+        return replies
+
+    @property
+    def journal_full(self) -> bool:
+        """The current journal file has reached ``journal_max_bytes`` or ``journal_max_records``."""
+        current = self.journal.current
+        if current is None:
+            return False
+        limit = self.config.journal_max_records
+        return current.written > self.config.journal_max_bytes or (limit is not None and current.records >= limit)
+
+    def roll_journal(self) -> None:
+        """JournalRollsOver: start the next journal file; the old one is closed once its last batch is durable."""
+        self._require_up()
+        self.journal_flush()
+        old = self.journal.current
+        assert old is not None
+        self.journal.open_file(old.file_id + 1)
+        self._close_if_rolled(old)
+
+    def _close_if_rolled(self, file: JournalFile) -> None:
+        """Close a journal file that is no longer written once no batch of it waits for an fsync."""
+        if file is not self.journal.current and not any(r.file is file for r in [*self._queue, *self._in_flight]):
+            file.handle.close()
+
+    # ------------------------------------------------------------ checkpoint
+
+    def start_checkpoint(self) -> LogMark:
+        """CheckpointStarts: capture the mark; everything before it is in the memtable or already flushed."""
+        self._require_up()
+        if self.checkpoint_mark is not None:
+            raise BookieStateError(f"a checkpoint is already under way (mark {self.checkpoint_mark})")
+        self.checkpoint_mark = self.mark
+        self._checkpoint_flushed = False
+        return self.mark
+
+    def flush_ledger_storage(self) -> None:
+        """LedgerStorageFlushes: memtable to the entry log, locations and headers to the index, all fsynced."""
+        self._require_up()
+        self._flush()
+
+    def _flush(self) -> None:
+        self.storage.flush()
+        if self.checkpoint_mark is not None:
+            self._checkpoint_flushed = True
+
+    def persist_mark(self) -> None:
+        """CheckpointPersistsMark: write the checkpoint's mark to every ledger directory's lastMark.
+
+        Only after the flush of this checkpoint; a mark older than the
+        persisted one is not written (``checkpointComplete``, #4105).
+        """
+        self._require_up()
+        self._persist_mark()
+
+    def _persist_mark(self) -> None:
+        if self.checkpoint_mark is None:
+            raise BookieStateError("no checkpoint under way: start_checkpoint() first")
+        if not self._checkpoint_flushed and self.mutant != "mark_before_flush":  # MUTANT: skip the guard
+            raise BookieStateError("the ledger storage is not flushed for this checkpoint: flush first")
+        mark, self.checkpoint_mark = self.checkpoint_mark, None
+        if mark < self.persisted_mark:
+            return
+        for path in self.layout.last_mark_paths():
+            self.fs.replace_durably(path, encode_mark(mark))
+        self.persisted_mark = mark
+
+    def deletable_journals(self) -> list[int]:
+        """Journal files wholly before the persisted mark, beyond the ``max_backup_journals`` newest of them."""
+        limit = self.persisted_mark.file_id
+        ids = list_file_ids(self.fs, self.layout.journal_dir, JOURNAL_SUFFIX)
+        if self.mutant == "delete_journal_at_mark":  # MUTANT: <= instead of <
+            before = [i for i in ids if i <= limit]
+        else:
+            before = [i for i in ids if i < limit]
+        return before[: max(0, len(before) - self.config.max_backup_journals)]
+
+    def delete_journal(self, file_id: int) -> None:
+        """JournalFileDeleted: remove one journal file wholly before the persisted mark."""
+        self._require_up()
+        if file_id not in self.deletable_journals():
+            raise BookieStateError(
+                f"journal {file_id:x}.txn is not wholly before the persisted mark "
+                f"{self.persisted_mark}, or is kept as a backup"
+            )
+        self.fs.delete(self.layout.journal_path(file_id))
+        self.fs.fsync_dir(self.layout.journal_dir)
+
+    def checkpoint(self, *, delete_journals: bool = True) -> None:
+        """A whole checkpoint (``SyncThread.checkpoint``): capture the mark, flush, persist, delete old journals."""
+        self._require_up()
+        self._checkpoint(delete_journals=delete_journals)
+
+    def _checkpoint(self, *, delete_journals: bool) -> None:
+        if self.checkpoint_mark is not None:
+            raise BookieStateError(f"a checkpoint is already under way (mark {self.checkpoint_mark})")
+        self.checkpoint_mark, self._checkpoint_flushed = self.mark, False
+        if self.mutant == "mark_before_flush":  # MUTANT: persist, then flush
+            self._persist_mark()
+            self._flush()
+        else:
+            self._flush()
+            self._persist_mark()
+        if delete_journals:
+            for file_id in self.deletable_journals():
+                self.delete_journal(file_id)
+
+    # ------------------------------------------------------------ reads
+
+    def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
+        """The entry as the client sent it: a tailing read from the memtable or a catch-up read from the log."""
+        self._require_up()
+        if ledger_id not in self.storage.ledgers:
+            raise NoSuchLedgerError(f"ledger {ledger_id} is not on this bookie")
+        entry = self.storage.read(ledger_id, entry_id)
+        if entry is None:
+            raise NoSuchEntryError(f"ledger {ledger_id} entry {entry_id} is not on this bookie")
+        return entry
+
+    def read_path(self, ledger_id: int, entry_id: int) -> str | None:
+        """Which path a read of the entry takes: ``"memtable"``, ``"entry_log"``, or ``None`` (not stored)."""
+        return self.storage.read_path(ledger_id, entry_id)
+
+    def read_last_add_confirmed(self, ledger_id: int) -> int:
+        """The highest LAC this bookie has seen for the ledger: piggybacked on an entry, or explicit."""
+        self._require_up()
+        info = self.storage.ledgers.get(ledger_id)
+        if info is None:
+            raise NoSuchLedgerError(f"ledger {ledger_id} is not on this bookie")
+        lac = info.lac
+        stored = max(self.storage.stored_entries(ledger_id), default=None)
+        if stored is not None:  # the last entry's piggybacked LAC, as InterleavedLedgerStorage reads it
+            lac = max(lac, check_entry(self.read_entry(ledger_id, stored), self.config.digest_type)[2])
+        explicit = self.read_explicit_lac(ledger_id)
+        return max(lac, explicit if explicit is not None else -1)
+
+    def read_explicit_lac(self, ledger_id: int) -> int | None:
+        """The explicit LAC last set for the ledger, or ``None``."""
+        self._require_up()
+        info = self.storage.ledgers.get(ledger_id)
+        if info is None:
+            raise NoSuchLedgerError(f"ledger {ledger_id} is not on this bookie")
+        if info.explicit_lac is None:
+            return None
+        return decode_lac(info.explicit_lac, self.config.digest_type)[1]
+
+    def is_fenced(self, ledger_id: int) -> bool:
+        info = self.storage.ledgers.get(ledger_id)
+        return info is not None and info.fenced
+
+    # ------------------------------------------------------------ state
+
+    def pending(self) -> Iterator[Request]:
+        """Requests waiting for the fsync of their record: in the buffer, then in flushed batches."""
+        yield from self.journal.buffered_waiters
+        for request in self._queue:
+            yield from request.waiters
+
+    def memory_state(self) -> MemoryState:
+        """A frozen copy of the bookie's memory, in the spec's terms (:class:`MemoryState`)."""
+        ledgers = self.storage.ledgers.values()
+        current = self.journal.current
+        return MemoryState(
+            up=self.up,
+            memtable=frozenset(self.storage.memtable),
+            flushed=frozenset((i.ledger_id, e) for i in ledgers for e in i.flushed),
+            fenced=frozenset(i.ledger_id for i in ledgers if i.fenced),
+            fenced_flushed=frozenset(i.ledger_id for i in ledgers if i.fenced_flushed),
+            lac=tuple(
+                sorted(
+                    (i.ledger_id, decode_lac(i.explicit_lac, None)[1]) for i in ledgers if i.explicit_lac is not None
+                )
+            ),
+            mark=self.mark,
+            checkpoint_mark=self.checkpoint_mark,
+            persisted_mark=self.persisted_mark,
+            synced=self.synced,
+            written=LogMark(current.file_id, current.written) if current is not None else self.synced,
+            current_journal=current.file_id if current is not None else None,
+            buffered=tuple(self.journal.buffered_records),
+            pending=tuple(self.pending()),
+            replies=tuple(self.replies),
+        )
+
+    def close(self) -> None:
+        """Stop serving and close the files, flushing nothing (a clean stop is :meth:`shutdown`)."""
+        self.up = False
+        self.journal.close()
+        for request in [*self._queue, *self._in_flight]:
+            request.file.handle.close()
+        self.storage.close()
+
+    def shutdown(self) -> None:
+        """Make everything durable (force write, checkpoint), then close."""
+        self.force_write()
+        self.checkpoint()
+        self.close()
+
+    def _deliver(self, request: Request) -> None:
+        self.replies.append(request)
+        if self.on_reply is not None:
+            self.on_reply(request)
+
+    def _require_up(self) -> None:
+        if not self.up:
+            raise BookieStateError("the bookie is not up: start() it (a crashed bookie is replaced by a new one)")
