@@ -623,6 +623,12 @@ class BookieSpec(Spec[BookieState]):
         }
 
     # -- sometimes: the invariants above are not vacuous ----------------------------------
+    # AckedEntriesSurvive: TailingReadOfAckedEntry, CatchUpReadOfAckedEntry, AckedEntryReadAfterCrash,
+    #   UnackedRecordSurvivesCrash (a torn tail keeps part of what was unsynced);
+    # FencedLedgerStaysFenced: FenceKeptAfterCrash; MarkNeverPassesUnflushedData: MarkPersistedPastRecords,
+    #   ExplicitLacKeptAfterCrash; MarkCoversReplayedJournal and MarkNeverMovesBackwards:
+    #   CheckpointAfterRestartCoversReplay; JournalKeptFromMark: OldJournalDeleted,
+    #   AckedEntryReadAfterItsJournalDeleted.
     @reachable
     def TailingReadOfAckedEntry(self, s: BookieState) -> bool:
         """An acknowledged entry is served from the memtable."""

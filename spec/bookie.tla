@@ -17,8 +17,8 @@
 (*  - the ledger storage (SortedLedgerStorage over                         *)
 (*    InterleavedLedgerStorage): an entry goes into the memtable before    *)
 (*    its journal record is written; a flush writes the memtable to the    *)
-(*    entry log and the index, with the per-ledger index headers (FileInfo:*)
-(*    the fenced bit and the explicit LAC), and syncs them;                *)
+(*    entry log and the index, with the per-ledger index headers           *)
+(*    (FileInfo: the fenced bit and the explicit LAC), and syncs them;     *)
 (*  - the checkpoint (SyncThread.checkpoint, Journal.checkpointComplete):  *)
 (*    capture the mark, flush, persist the captured mark in lastMark; then *)
 (*    journal files wholly before the persisted mark may be deleted,       *)
@@ -38,7 +38,7 @@
 (*                                                                         *)
 (* Left out, and why that is sound here (spec/bookie.py says more):        *)
 (*  - payloads, digests, ledger key records: (ledger, entry) names the     *)
-(*    content, and key records matter to nothing checked here;            *)
+(*    content, and key records matter to nothing checked here;             *)
 (*  - recovery adds, duplicate adds, ledger deletion, entry log            *)
 (*    compaction: none removes an acknowledged entry unasked;              *)
 (*  - group commit timing: a force write syncs all that was written; a     *)
@@ -124,7 +124,7 @@ Records == UNION {{<< <<journal[k][1], i - 1>>, journal[k][2][i] >> : i \in 1 ..
 \* The position after the last record of the newest file: where the next record goes.
 EndOfJournal == <<Newest[1], Len(Newest[2])>>
 
-(* The position just after the journal's last record: the end of what a   *)
+(* The position just after the journal's last record: the end of what a    *)
 (* force write syncs (after a rollover the newest file may be empty; the   *)
 (* force write of the file before it marks that file's end).               *)
 EndOfRecords ==
