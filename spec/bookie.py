@@ -374,11 +374,11 @@ class BookieSpec(Spec[BookieState]):
         return evolve(s, fenced=s.fenced | {ledger}, journal=self._append(s, (FENCE, ledger, -1)))
 
     @action(_each_entry)
-    def BookieSetsExplicitLac(self, s: BookieState, ledger: int, lac: int) -> BookieState | None:
+    def BookieSetsExplicitLac(self, s: BookieState, ledger: int, new_lac: int) -> BookieState | None:
         """setExplicitLac: keep the writer's newer explicit LAC and journal it (the reply waits for the fsync)."""
-        if not s.up or lac <= s.lac[ledger - 1] or self.current_file_full(s):
+        if not s.up or new_lac <= s.lac[ledger - 1] or self.current_file_full(s):
             return None
-        return evolve(s, lac=_replace(s.lac, ledger - 1, lac), journal=self._append(s, (LAC, ledger, lac)))
+        return evolve(s, lac=_replace(s.lac, ledger - 1, new_lac), journal=self._append(s, (LAC, ledger, new_lac)))
 
     # -- the journal -----------------------------------------------------------------
     @action()

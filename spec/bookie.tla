@@ -181,39 +181,39 @@ Init ==
 (* Requests. *)
 
 \* addEntry: into the memtable first, then a journal record; the ack waits for the fsync.
-BookieAddsEntry(l, e) ==
+BookieAddsEntry(ledger, entry) ==
     /\ up
-    /\ l \notin fenced
+    /\ ledger \notin fenced
     /\ ~CurrentFileFull
-    /\ <<l, e>> \notin memtable
-    /\ <<l, e>> \notin flushed
-    /\ memtable' = memtable \cup {<<l, e>>}
-    /\ journal' = AppendRecord(<<"entry", l, e>>)
-    /\ acked' = IF Bug = "ack_before_fsync" THEN acked \cup {<<l, e>>} ELSE acked
+    /\ <<ledger, entry>> \notin memtable
+    /\ <<ledger, entry>> \notin flushed
+    /\ memtable' = memtable \cup {<<ledger, entry>>}
+    /\ journal' = AppendRecord(<<"entry", ledger, entry>>)
+    /\ acked' = IF Bug = "ack_before_fsync" THEN acked \cup {<<ledger, entry>>} ELSE acked
     /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, fenced, lac,
                    mark, checkpoint_mark, checkpoint_flushed, up, fence_acked, crashes>>
 
 \* fenceAndLogInJournal: set the fenced flag, journal a fence record; the reply waits for the fsync.
-BookieFencesLedger(l) ==
+BookieFencesLedger(ledger) ==
     /\ up
-    /\ l \notin fenced
-    /\ fenced' = fenced \cup {l}
+    /\ ledger \notin fenced
+    /\ fenced' = fenced \cup {ledger}
     /\ IF Bug = "fence_not_journaled"
-       THEN /\ fence_acked' = fence_acked \cup {l}
+       THEN /\ fence_acked' = fence_acked \cup {ledger}
             /\ UNCHANGED journal
        ELSE /\ ~CurrentFileFull
-            /\ journal' = AppendRecord(<<"fence", l, -1>>)
+            /\ journal' = AppendRecord(<<"fence", ledger, -1>>)
             /\ UNCHANGED fence_acked
     /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, lac,
                    mark, checkpoint_mark, checkpoint_flushed, up, acked, crashes>>
 
 \* setExplicitLac: keep the writer's newer explicit LAC and journal it (the reply waits for the fsync).
-BookieSetsExplicitLac(l, v) ==
+BookieSetsExplicitLac(ledger, new_lac) ==
     /\ up
-    /\ v > lac[l]
+    /\ new_lac > lac[ledger]
     /\ ~CurrentFileFull
-    /\ lac' = [lac EXCEPT ![l] = v]
-    /\ journal' = AppendRecord(<<"lac", l, v>>)
+    /\ lac' = [lac EXCEPT ![ledger] = new_lac]
+    /\ journal' = AppendRecord(<<"lac", ledger, new_lac>>)
     /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, fenced,
                    mark, checkpoint_mark, checkpoint_flushed, up, acked, fence_acked, crashes>>
 
@@ -327,9 +327,9 @@ BookieReplaysJournal ==
 
 -----------------------------------------------------------------------------
 Next ==
-    \/ \E l \in Ledgers, e \in Entries : BookieAddsEntry(l, e)
-    \/ \E l \in Ledgers : BookieFencesLedger(l)
-    \/ \E l \in Ledgers, v \in Entries : BookieSetsExplicitLac(l, v)
+    \/ \E ledger \in Ledgers, entry \in Entries : BookieAddsEntry(ledger, entry)
+    \/ \E ledger \in Ledgers : BookieFencesLedger(ledger)
+    \/ \E ledger \in Ledgers, new_lac \in Entries : BookieSetsExplicitLac(ledger, new_lac)
     \/ JournalForceWrites
     \/ JournalRollsOver
     \/ CheckpointStarts

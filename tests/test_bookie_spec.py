@@ -32,8 +32,11 @@ def test_tla_text_declares_the_same_variables_actions_and_invariants() -> None:
     assert declared is not None
     names = re.findall(r"^    (\w+),?\s", declared.group(1), re.M)
     assert tuple(names) == spec.variables()
-    for name in [a.name for a in spec.actions] + [i.name for i in spec.invariants + spec.action_properties]:
-        assert re.search(rf"^{name}(\(.*\))? ==", text, re.M), f"{name} is not defined in bookie.tla"
+    for act in spec.actions:  # the same parameters, by the same names: trace events use them
+        params = f"({', '.join(act.param_names)})" if act.param_names else ""
+        assert re.search(rf"^{re.escape(act.name + params)} ==", text, re.M), f"{act.name}{params} not in bookie.tla"
+    for name in [i.name for i in spec.invariants + spec.action_properties]:
+        assert re.search(rf"^{name} ==", text, re.M), f"{name} is not defined in bookie.tla"
 
 
 def test_command_line_checks_the_bookie(capsys: pytest.CaptureFixture[str]) -> None:
