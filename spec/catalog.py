@@ -6,6 +6,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import attrs
+from ledgerspec.spec.bookie import BookieSpec
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.ledger import LedgerSpec
 
@@ -32,6 +33,12 @@ SPECS: dict[str, SpecEntry] = {
             LedgerSpec,
             "ledger",
             "ledger append with striping, LAC, ensemble change, fencing and recovery",
+        ),
+        SpecEntry(
+            "bookie",
+            BookieSpec,
+            "bookie",
+            "one bookie's journal, memtable, entry log and index, LastLogMark, crashes and replay",
         ),
     )
 }

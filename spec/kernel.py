@@ -280,6 +280,24 @@ class Spec(Generic[S]):
                     if nxt is not None:
                         yield act, args, nxt
 
+    def invariant_failures(self, state: S) -> list[tuple[str, str]]:
+        """Every invariant ``state`` breaks, as (name, message), in definition order; empty when none."""
+        failures = []
+        for inv in self.invariants:
+            message = inv.fn(self, state)
+            if message is not None:
+                failures.append((inv.name, message))
+        return failures
+
+    def property_failures(self, before: S, after: S) -> list[tuple[str, str]]:
+        """Every action property the step ``before`` -> ``after`` breaks, as (name, message)."""
+        failures = []
+        for prop in self.action_properties:
+            message = prop.fn(self, before, after)
+            if message is not None:
+                failures.append((prop.name, message))
+        return failures
+
     def step(self, act: Action, args: tuple[Any, ...]) -> Step:
         return Step(act.name, tuple(zip(act.param_names, args, strict=True)))
 

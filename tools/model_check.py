@@ -94,9 +94,22 @@ class ModelCheck:
     constants: Mapping[str, Any] = attrs.field(factory=dict)
     check_deadlock: bool = False
     liveness: bool = False
+    #: names of the invariants and action properties to check; None for all of them
+    invariants: tuple[str, ...] | None = None
 
     def build(self) -> Spec[Any]:
         return catalog.find(self.spec_name).python(**self.constants)
+
+    def checked(self, spec: Spec[Any]) -> tuple[list[str], list[str]]:
+        """The invariants and the action properties this model checks, in the spec's order."""
+        invariants = [inv.name for inv in spec.invariants]
+        properties = [p.name for p in spec.action_properties]
+        if self.invariants is None:
+            return invariants, properties
+        unknown = sorted(set(self.invariants) - set(invariants) - set(properties))
+        if unknown:
+            raise KeyError(f"spec {spec.name} has no invariant or property {', '.join(unknown)}")
+        return [n for n in invariants if n in self.invariants], [n for n in properties if n in self.invariants]
 
 
 def _freeze(state: Mapping[str, Any]) -> frozenset[tuple[str, Any]]:
@@ -112,8 +125,14 @@ def run_python(
 ) -> EngineResult:
     """Explore the model with the Python explorer."""
     spec = model.build()
+    invariants, properties = model.checked(spec)
     result = Explorer(
-        spec, check_deadlock=model.check_deadlock, keep_states=keep_states, progress=progress, symmetry=symmetry
+        spec,
+        check_deadlock=model.check_deadlock,
+        keep_states=keep_states,
+        progress=progress,
+        symmetry=symmetry,
+        invariants=invariants + properties,
     ).run()
     violations = tuple(
         ViolationReport(
@@ -157,9 +176,11 @@ def write_tlc_config(model: ModelCheck, path: Path) -> Path:
     for name, value in spec.values.items():
         lines.append(f"    {name} = {format_value(value)}")
     lines.append("SPECIFICATION " + ("LiveSpec" if model.liveness else "Spec"))
-    lines.append("INVARIANTS")
-    lines += [f"    {inv.name}" for inv in spec.invariants]
-    properties = [p.name for p in spec.action_properties] + (list(spec.liveness) if model.liveness else [])
+    invariants, properties = model.checked(spec)
+    if invariants:
+        lines.append("INVARIANTS")
+        lines += [f"    {name}" for name in invariants]
+    properties += list(spec.liveness) if model.liveness else []
     if properties:
         lines.append("PROPERTIES")
         lines += [f"    {name}" for name in properties]
