@@ -46,6 +46,7 @@ __all__ = [
     "Logic",
     "Quorum",
     "Rule",
+    "acked",
     "check_quorum",
 ]
 

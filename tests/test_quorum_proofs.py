@@ -23,6 +23,7 @@ from ledgerspec.tools.quorum_proofs import (
     counting_core_holds_for_every_quorum,
     every_quorum,
     failures_tolerated,
+    main,
 )
 
 CONFIGS = [(q.E, q.Qw, q.Qa) for q in every_quorum(7)]
@@ -219,6 +220,14 @@ def test_missing_rules_depend_only_on_how_many_said_no_such_entry() -> None:
             for answered in subsets(range(Qw)):
                 by_count = rule.holds(q, [i < len(answered) for i in range(Qw)], PYTHON)
                 assert rule.holds(q, [i in answered for i in range(Qw)], PYTHON) == by_count
+
+
+def test_proving_every_configuration_reports_what_it_proved(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--max-ensemble", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("10 configurations 1 <= Qa <= Qw <= E <= 3, 0 spare bookies")
+    assert "BookKeeper's fencing and missing-entry rules: proved safe" in out
+    assert "10 proved" in out and "NOT" not in out
 
 
 def test_the_counting_step_holds_for_every_e() -> None:

@@ -69,17 +69,16 @@ def _print(out: Console, a: QuorumAnalysis) -> None:
     table.add_column("where it fails (smallest counterexample)", ratio=6)
     table.add_row("copies written of each entry", str(a.replicas_per_entry), "definition", "")
     table.add_row("copies of an acknowledged entry, at least", str(q.Qa), "definition", "")
-    fencing, missing = a.fencing[0], a.missing[0]
     table.add_row(
         "fencing replies needed in each write set",
         str(a.fencing_replies_per_write_set),
-        _proved(fencing.safe),
+        _proved(a.fencing_threshold_proved),
         _one_short(a.verdict("fencing", "one_short")),
     )
     table.add_row(
         "NoSuchEntry replies to declare an entry missing",
         str(a.missing_after_no_such_entry),
-        _proved(missing.safe),
+        _proved(a.missing_threshold_proved),
         _one_short(a.verdict("missing", "one_short")),
     )
     for t in a.tolerances:
