@@ -39,8 +39,14 @@ What is left out, and why that is sound here:
 - recovery adds piggyback no LAC (``-1``): readers of a closed ledger use its
   last entry id, not the bookies' LAC.
 
+The quorum rules (write sets, fencing complete, entry missing) are the
+functions of ``quorum.py``, which ``ledgerspec.tools.quorum_proofs`` proves
+with Z3 for every configuration up to E = 12.
+
 Seeded bugs, chosen by the constant ``Bug``, make the spec wrong on purpose
-so that tests can show the checkers catch each one.
+so that tests can show the checkers catch each one. ``fence_ensemble_coverage``
+is the odd one: BP-46's fencing rule, stricter than BookKeeper's, kept to show
+that it is safe but waits for more replies.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ from ledgerspec.spec.kernel import (
     invariant,
     reachable,
 )
+from ledgerspec.spec.quorum import FENCING_RULES, MISSING_RULES, PYTHON, Quorum, check_quorum
 
 __all__ = ["BUGS", "LedgerSpec", "LedgerState", "Msg", "Recoverer"]
 
@@ -77,7 +84,15 @@ BUGS = {
     "recovery_read_no_fence": "recovery reads do not set the fencing flag (apache/bookkeeper#2614)",
     "fence_qa_total": "fencing counted complete after Qa replies in total, not Qw - Qa + 1 in every write set",
     "lac_before_qa": "the writer completes an entry, and advances its LAC, on its first ack instead of Qa acks",
+    "missing_after_qa_no_such": "recovery declares an entry missing after Qa NoSuchEntry replies, not Qw - Qa + 1",
+    "fence_ensemble_coverage": (
+        "fencing counted complete after E - Qa + 1 replies in total (BP-46's ensemble coverage): not a safety "
+        "bug, as the rule is stricter than BookKeeper's; recovery waits for replies it does not need"
+    ),
 }
+# Which rule of spec/quorum.py each seeded bug puts in place of BookKeeper's.
+_FENCING_RULE_OF_BUG = {"fence_qa_total": "qa_total", "fence_ensemble_coverage": "ensemble_coverage"}
+_MISSING_RULE_OF_BUG = {"missing_after_qa_no_such": "qa_no_such"}
 
 
 @attrs.frozen(cache_hash=True)
@@ -240,14 +255,7 @@ class LedgerSpec(Spec[LedgerState]):
     Bug: str
 
     def check_constants(self) -> None:
-        if self.E < 1:
-            raise ConstantError(f"ensemble size E must be at least 1, got E={self.E}")
-        if self.Qa < 1:
-            raise ConstantError(f"ack quorum Qa must be at least 1, got Qa={self.Qa}")
-        if self.Qw > self.E:
-            raise ConstantError(f"write quorum larger than the ensemble: Qw={self.Qw} > E={self.E}")
-        if self.Qa > self.Qw:
-            raise ConstantError(f"ack quorum larger than the write quorum: Qa={self.Qa} > Qw={self.Qw}")
+        check_quorum(self.E, self.Qw, self.Qa)
         if self.NumBookies < self.E:
             raise ConstantError(
                 f"not enough bookies for the ensemble: NumBookies={self.NumBookies} < E={self.E} "
@@ -260,8 +268,17 @@ class LedgerSpec(Spec[LedgerState]):
         self.bookies = tuple(range(1, self.NumBookies + 1))
         self.recoverers = tuple(range(1, self.NumRecoverers + 1))
         self.entries = tuple(range(self.MaxEntries))
+        self.quorum = Quorum(self.E, self.Qw, self.Qa)
         # Write sets as ensemble indices (0-based): window i is i, i+1, .., i+Qw-1 mod E.
-        self.windows = tuple(tuple((i + k) % self.E for k in range(self.Qw)) for i in range(self.E))
+        self.windows = self.quorum.windows
+        # The quorum rules (spec/quorum.py) recovery follows; the seeded bugs swap in weaker ones.
+        self.fencing_rule = FENCING_RULES[_FENCING_RULE_OF_BUG.get(self.Bug, "write_set_coverage")]
+        self.missing_rule = MISSING_RULES[_MISSING_RULE_OF_BUG.get(self.Bug, "write_set_coverage")]
+        # A missing-entry rule counts NoSuchEntry replies, so it is tabulated by count, off the hot path:
+        # missing_after[k] is the rule's verdict when k members of the write set said NoSuchEntry.
+        self.missing_after = tuple(
+            self.missing_rule.holds(self.quorum, [i < k for i in range(self.Qw)], PYTHON) for k in range(self.Qw + 1)
+        )
         self._write_sets: dict[tuple[Any, int], tuple[int, ...]] = {}  # a cache: few segment lists occur
 
     # -- operators ------------------------------------------------------------------
@@ -298,11 +315,14 @@ class LedgerSpec(Spec[LedgerState]):
 
     def fencing_complete(self, r: Recoverer, ensemble: tuple[int, ...]) -> bool:
         """RRQuorumCoverageSet: every write set has Qw - Qa + 1 fencing replies."""
-        if self.Bug == "fence_qa_total":
-            return len(r.fence_replies) >= self.Qa
-        return all(
-            sum(1 for i in window if ensemble[i] in r.fence_replies) >= self.Qw - self.Qa + 1 for window in self.windows
-        )
+        return self.fencing_rule.holds(self.quorum, [b in r.fence_replies for b in ensemble], PYTHON)
+
+    def declared_missing(self, no_such: frozenset[int]) -> bool:
+        """Qw - Qa + 1 bookies of the entry's write set said NoSuchEntry: it never reached Qa acks.
+
+        ``no_such`` holds members of the write set only: reads go to the write set.
+        """
+        return self.missing_after[len(no_such)]
 
     # -- Init ------------------------------------------------------------------------
     def init_states(self) -> Iterator[LedgerState]:
@@ -508,7 +528,7 @@ class LedgerSpec(Spec[LedgerState]):
             r = evolve(r, next=e + 1, last=e, no_such=frozenset())
             return _set_rec(evolve(s, net=s.net | wb | self._read_requests(s, c, e + 1)), c, r)
         no_such = r.no_such | {m.bookie}
-        if len(no_such) >= self.Qw - self.Qa + 1:
+        if self.declared_missing(no_such):
             # Entry e cannot have reached Qa acks: the ledger ends at e - 1.
             return _set_rec(s, c, evolve(r, phase=WRITING_BACK, no_such=no_such))
         return _set_rec(s, c, evolve(r, no_such=no_such))

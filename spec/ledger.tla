@@ -55,11 +55,16 @@ CONSTANTS
     Throttle,       \* adds the writer keeps pending at most (the client's throttle); 0: no limit
     MaxCrashes,     \* bookies that may crash
     MaxLoss,        \* messages (requests and replies) the network may lose
-    Bug             \* "none", "recovery_read_no_fence", "fence_qa_total", "lac_before_qa"
+    Bug             \* "none" or a seeded bug: see Bugs
+
+\* The seeded bugs, as in ledger.py's BUGS.  fence_ensemble_coverage (BP-46's
+\* rule) is stricter than BookKeeper's: safe, but it waits for more replies.
+Bugs == {"none", "recovery_read_no_fence", "fence_qa_total", "lac_before_qa",
+         "missing_after_qa_no_such", "fence_ensemble_coverage"}
 
 ASSUME /\ E >= 1 /\ Qa >= 1 /\ Qw <= E /\ Qa <= Qw /\ NumBookies >= E
        /\ \A k \in {NumRecoverers, MaxEntries, Throttle, MaxCrashes, MaxLoss} : k \in Nat
-       /\ Bug \in {"none", "recovery_read_no_fence", "fence_qa_total", "lac_before_qa"}
+       /\ Bug \in Bugs
 
 VARIABLES
     \* -- metadata store (one znode, compare-and-set on its version)
@@ -132,13 +137,22 @@ CompletedFrom(lac, acks) ==
     THEN CompletedFrom(lac + 1, acks)
     ELSE lac
 
+(* The quorum rules of spec/quorum.py, which the Z3 proofs cover.           *)
+\* Replies among the bookies at a set of (0-based) ensemble indices.
+RepliesAt(replies, ens, indices) == Cardinality({i \in indices : ens[i + 1] \in replies})
+
 (* RRQuorumCoverageSet: every write set (window of Qw consecutive ensemble *)
-(* indices) has Qw - Qa + 1 fencing replies.                               *)
+(* indices) has Qw - Qa + 1 fencing replies.  Seeded bugs: Qa replies in   *)
+(* total; E - Qa + 1 in total (BP-46's ensemble coverage).                 *)
 FencingComplete(replies, ens) ==
-    IF Bug = "fence_qa_total"
-    THEN Cardinality(replies) >= Qa
-    ELSE \A i \in 0 .. E - 1 :
-            Cardinality({k \in 0 .. Qw - 1 : ens[((i + k) % E) + 1] \in replies}) >= Qw - Qa + 1
+    CASE Bug = "fence_qa_total" -> RepliesAt(replies, ens, 0 .. E - 1) >= Qa
+      [] Bug = "fence_ensemble_coverage" -> RepliesAt(replies, ens, 0 .. E - 1) >= E - Qa + 1
+      [] OTHER -> \A i \in 0 .. E - 1 :
+                    RepliesAt(replies, ens, {(i + k) % E : k \in 0 .. Qw - 1}) >= Qw - Qa + 1
+
+(* ReadOpBase.requiredBookiesMissingEntryForRecovery: NoSuchEntry replies, *)
+(* from the entry's write set, that declare it missing.  Seeded bug: Qa.    *)
+NoSuchNeeded == IF Bug = "missing_after_qa_no_such" THEN Qa ELSE Qw - Qa + 1
 
 (* Client c gives up waiting on bookie b about entry e: b crashed, or the  *)
 (* request is gone (lost, or served with its reply lost).                  *)
@@ -342,8 +356,9 @@ BookieReceivesFenceRead(m, replied) ==
 
 (* A recovery read fences the bookie when its flag is set, then answers    *)
 (* found or NoSuchEntry.  A found entry is written back with recovery adds *)
-(* and the next one is read; Qw - Qa + 1 NoSuchEntry replies mean the entry *)
-(* never reached Qa acks, so the ledger ends before it.                    *)
+(* and the next one is read; Qw - Qa + 1 NoSuchEntry replies from its      *)
+(* write set mean the entry never reached Qa acks, so the ledger ends      *)
+(* before it.                                                              *)
 BookieReceivesRecoveryRead(m, replied) ==
     /\ m.type = "ReadReq"
     /\ replied \in Replies
@@ -357,7 +372,7 @@ BookieReceivesRecoveryRead(m, replied) ==
            no_such == r.no_such \cup {b}
            r2 == IF ~waiting THEN r
                  ELSE IF found THEN [r EXCEPT !.next = e + 1, !.last = e, !.no_such = {}]
-                 ELSE IF Cardinality(no_such) >= Qw - Qa + 1
+                 ELSE IF Cardinality(no_such) >= NoSuchNeeded
                       THEN [r EXCEPT !.phase = "WRITING_BACK", !.no_such = no_such]
                       ELSE [r EXCEPT !.no_such = no_such]
            sends == IF waiting /\ found

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from ledgerspec.spec.explorer import explore
 from ledgerspec.spec.kernel import ConstantError
-from ledgerspec.spec.ledger import BUGS, LedgerSpec
+from ledgerspec.spec.ledger import BUGS, LedgerSpec, LedgerState
 
 
 def test_striping_follows_the_seed_example() -> None:
@@ -81,11 +81,14 @@ SEEDED = {
     "recovery_read_no_fence": ({"E": 3, "Qw": 3, "Qa": 2, "MaxEntries": 1}, "NoAckedEntryLost"),
     "fence_qa_total": ({"E": 3, "Qw": 2, "Qa": 1, "MaxEntries": 2}, "NoNewAcksToFencedWriter"),
     "lac_before_qa": ({"E": 3, "Qw": 2, "Qa": 2, "MaxEntries": 2}, "NoAckedEntryLost"),
+    "missing_after_qa_no_such": ({"NumBookies": 2, "E": 2, "Qw": 2, "Qa": 1, "MaxEntries": 1}, "NoAckedEntryLost"),
 }
+# A different rule that is not unsafe: BP-46's ensemble coverage for fencing (docs/quorum.md).
+STRICTER = {"fence_ensemble_coverage"}
 
 
 def test_every_seeded_bug_has_a_model() -> None:
-    assert set(SEEDED) == set(BUGS) - {"none"}
+    assert set(SEEDED) | STRICTER == set(BUGS) - {"none"}
 
 
 @pytest.mark.parametrize("bug", sorted(SEEDED))
@@ -108,3 +111,31 @@ def test_recovery_read_without_fencing_loses_an_acked_entry_as_in_bookkeeper_261
     assert steps.count("BookieReceivesRecoveryRead") == 2
     last = violation.trace[-1].state
     assert last.meta_status == "CLOSED" and last.meta_last_entry == -1 and last.writer_lac == 0
+
+
+def test_missing_after_qa_no_such_entry_closes_the_ledger_before_an_acked_entry() -> None:
+    constants, _ = SEEDED["missing_after_qa_no_such"]
+    (violation,) = explore(LedgerSpec(Bug="missing_after_qa_no_such", **constants), check_deadlock=False).violations
+    last = violation.trace[-1].state
+    # Bookie 1 acked entry 0 (Qa=1); bookie 2 said NoSuchEntry: one reply, Qa of them, and the entry is gone.
+    assert (0, 1) in last.writer_acks and last.rec[0].no_such == {2}
+    assert last.meta_last_entry == -1 and last.writer_lac == 0
+
+
+# E=4, Qw=2, Qa=2: bookies 1 and 3 meet every write set, but are fewer than E - Qa + 1 = 3.
+GAP_MODEL = {"NumBookies": 4, "E": 4, "Qw": 2, "Qa": 2, "MaxEntries": 1}
+
+
+def test_ensemble_coverage_is_safe_and_waits_for_more_fencing_replies() -> None:
+    def fenced_by_1_and_3(s: LedgerState) -> bool:
+        return any(r.phase not in ("IDLE", "FENCING") and r.fence_replies == {1, 3} for r in s.rec)
+
+    bookkeeper = explore(LedgerSpec(**GAP_MODEL), check_deadlock=False, keep_states=True)
+    bp46 = explore(LedgerSpec(Bug="fence_ensemble_coverage", **GAP_MODEL), check_deadlock=False, keep_states=True)
+    assert bookkeeper.violations == () and bp46.violations == ()
+    assert (bookkeeper.distinct_states, bp46.distinct_states) == (3524, 1762)
+    assert bp46.reached == bookkeeper.reached == {r.name for r in LedgerSpec.reachables}
+    # BookKeeper's rule moves on with replies from bookies 1 and 3 alone; BP-46's never does.
+    assert bookkeeper.states is not None and bp46.states is not None
+    assert any(fenced_by_1_and_3(s) for s in bookkeeper.states)
+    assert not any(fenced_by_1_and_3(s) for s in bp46.states)

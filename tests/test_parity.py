@@ -20,11 +20,14 @@ SMALL_MODELS = [
     {"NumBookies": 4, "MaxEntries": 1, "MaxCrashes": 1},
     {"NumBookies": 2, "E": 2, "Qw": 2, "Qa": 1, "MaxEntries": 1, "NumRecoverers": 2},
     {"MaxEntries": 2, "Throttle": 1},
+    # E > Qw, where BP-46's ensemble coverage and BookKeeper's per-write-set rule differ (docs/quorum.md).
+    {"NumBookies": 4, "E": 4, "Qw": 2, "Qa": 2, "MaxEntries": 1},
+    {"NumBookies": 4, "E": 4, "Qw": 2, "Qa": 2, "MaxEntries": 1, "Bug": "fence_ensemble_coverage"},
 ]
 
 
 @pytest.mark.parametrize("constants", SMALL_MODELS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
-def test_same_states(constants: dict[str, int]) -> None:
+def test_same_states(constants: dict[str, int | str]) -> None:
     model = ModelCheck("ledger", constants)
     python = run_python(model, keep_states=True)
     tlc = run_tlc(model, keep_states=True)
@@ -40,6 +43,11 @@ SEEDED_BUGS = [
     ("recovery_read_no_fence", {"E": 3, "Qw": 3, "Qa": 2, "MaxEntries": 1}, "NoAckedEntryLost"),
     ("fence_qa_total", {"E": 3, "Qw": 2, "Qa": 1, "MaxEntries": 2}, "NoNewAcksToFencedWriter"),
     ("lac_before_qa", {"E": 3, "Qw": 2, "Qa": 2, "MaxEntries": 2}, "NoAckedEntryLost"),
+    (
+        "missing_after_qa_no_such",
+        {"NumBookies": 2, "E": 2, "Qw": 2, "Qa": 1, "MaxEntries": 1},
+        "NoAckedEntryLost",
+    ),
 ]
 
 
