@@ -110,8 +110,9 @@ class _Outcome:
     peak: int = 1
 
 
-# A transition from a state by an event: (args, next state or None, what it breaks or None).
-_Transition = tuple[tuple[Any, ...], Any, "str | None"]
+# A way to take an event from a state: (args, next state or None, what the step breaks or None,
+# the cached canonical JSON of the next state's observable values).
+_Transition = tuple[tuple[Any, ...], Any, "str | None", "dict[str, bytes] | None"]
 
 
 class TraceChecker:
@@ -144,7 +145,9 @@ class TraceChecker:
         # Caches. States are interned (one object per distinct state), so that the lookups
         # below find their key by identity instead of comparing states field by field.
         self._intern: dict[Any, Any] = {}
-        self._transitions: dict[tuple[Any, str, bytes], tuple[_Transition, ...]] = {}
+        # (id of state, event type, params) -> (state, ways): keyed by id, since states are interned;
+        # the entry holds its state, so the id cannot be reused while the entry exists.
+        self._transitions: dict[tuple[int, str, bytes], tuple[Any, tuple[_Transition, ...]]] = {}
         self._views: dict[Any, dict[str, bytes]] = {}  # state -> observable name -> canonical JSON
         self._hidden: dict[Any, tuple[tuple[str, tuple[Any, ...], Any], ...]] = {}
         self._broken: dict[Any, str | None] = {}
@@ -315,10 +318,9 @@ class TraceChecker:
             new: dict[Any, _Node] = {}
             try:
                 for state, node in closure.items():
-                    found = transitions.get((state, ev.type, ev.params_key))
-                    if found is None:
-                        found = self._compute_transitions(state, ev)
-                    for args, nxt, broken in found:
+                    hit = transitions.get((id(state), ev.type, ev.params_key))
+                    found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
+                    for args, nxt, broken, _ in found:
                         if nxt is None or broken is not None or nxt in new:
                             continue
                         if ev.observed and not self._matches(nxt, ev):
@@ -345,27 +347,24 @@ class TraceChecker:
         Returns where it stopped (an event with several ways, or the end), the state and behaviour
         reached, and the outcome if an event failed. Behaviour nodes are built only when needed.
         """
-        transitions, views, dumps = self._transitions, self._views, orjson.dumps
+        transitions, dumps = self._transitions, orjson.dumps
         taken: list[tuple[str, tuple[Any, ...]]] = []
         outcome = None
         i, n = start, len(events)
         try:
             while i < n:
                 ev = events[i]
-                found = transitions.get((state, ev.type, ev.params_key))
-                if found is None:
-                    found = self._compute_transitions(state, ev)
+                hit = transitions.get((id(state), ev.type, ev.params_key))
+                found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
                 if len(found) != 1:
                     break
-                args, nxt, broken = found[0]
+                args, nxt, broken, view = found[0]
                 if nxt is None or broken is not None:
                     outcome = _Outcome(i, failure_index=i)
                     break
                 observed = ev.observed
                 if observed:
-                    view = views.get(nxt)
-                    if view is None:
-                        view = views[nxt] = {}
+                    assert view is not None
                     for name, value in observed.items():
                         if value is None:
                             continue
@@ -451,15 +450,17 @@ class TraceChecker:
         result: list[_Transition] = []
         for args in chosen:
             if decoded.args is not None and act.params is not None and args not in self._instances(act, state):
-                result.append((args, None, None))  # not an instance the spec offers: the \E does not hold
+                result.append((args, None, None, None))  # not an instance the spec offers: the \E does not hold
                 continue
             nxt = act.fn(spec, state, *args)
             if nxt is None:
-                result.append((args, None, None))
+                result.append((args, None, None, None))
             else:
                 nxt = self._state(nxt)
-                result.append((args, nxt, self._broken_step(state, nxt)))
-        found = self._transitions[(state, ev.type, ev.params_key)] = tuple(result)
+                view = self._views.setdefault(nxt, {})
+                result.append((args, nxt, self._broken_step(state, nxt), view))
+        found = tuple(result)
+        self._transitions[(id(state), ev.type, ev.params_key)] = (state, found)
         return found
 
     def _instances(self, act: Action, state: Any) -> list[tuple[Any, ...]]:
@@ -594,7 +595,8 @@ class TraceChecker:
         """Why the state cannot take the event, one sentence per way of taking it."""
         if ev.type == INIT:
             return [self._mismatch_text(state, ev, "the initial state")]
-        found = self._transitions.get((state, ev.type, ev.params_key)) or self._compute_transitions(state, ev)
+        hit = self._transitions.get((id(state), ev.type, ev.params_key))
+        found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
         if not found:
             act = self._actions[ev.type]
             offered = [self._step(act.name, args) for args in self._instances(act, state)]
@@ -604,7 +606,7 @@ class TraceChecker:
                 + (", ".join(offered[:6]) + (" ..." if len(offered) > 6 else "") if offered else "none in this state")
             ]
         out = []
-        for args, nxt, broken in found:
+        for args, nxt, broken, _ in found:
             step = self._step(ev.type, args)
             if nxt is None:
                 out.append(f"{step} is not enabled: {self._why_disabled(state, ev.type, args)}")
