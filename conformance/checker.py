@@ -53,7 +53,7 @@ from ledgerspec.conformance.merge import merge_trace
 from ledgerspec.conformance.verdict import CONFORMS, INCONCLUSIVE, VIOLATES, BoundHit, Candidate, Failure, Verdict
 from ledgerspec.spec.codecs import Codec, CodecError, RecordCodec, SeqCodec, SetCodec, TupleCodec, canonical_bytes
 from ledgerspec.spec.kernel import Action, Spec
-from ledgerspec.spec.tracing import INIT, ObservationMode, TraceMapping, mapping_for
+from ledgerspec.spec.tracing import INIT, NEXT, ObservationMode, TraceMapping, mapping_for
 
 __all__ = ["Bounds", "TraceChecker", "check_trace"]
 
@@ -110,9 +110,9 @@ class _Outcome:
     peak: int = 1
 
 
-# A way to take an event from a state: (args, next state or None, what the step breaks or None,
-# the cached canonical JSON of the next state's observable values).
-_Transition = tuple[tuple[Any, ...], Any, "str | None", "dict[str, bytes] | None"]
+# A way to take an event from a state: (action, args, next state or None, what the step breaks or
+# None, the cached canonical JSON of the next state's observable values).
+_Transition = tuple[str, tuple[Any, ...], Any, "str | None", "dict[str, bytes] | None"]
 
 
 class TraceChecker:
@@ -219,9 +219,9 @@ class TraceChecker:
         def error(message: str) -> InputError:
             return InputError(e.file, e.line, message, e.trace)
 
-        if e.type == INIT:
+        if e.type in (INIT, NEXT):
             if e.params:
-                return error("the Init event has no params")
+                return error(f"the {e.type} event has no params")
         elif e.type not in self._actions:
             return error(
                 f"unknown event type {e.type!r}: not an action of spec {self.spec.name} "
@@ -320,12 +320,12 @@ class TraceChecker:
                 for state, node in closure.items():
                     hit = transitions.get((id(state), ev.type, ev.params_key))
                     found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
-                    for args, nxt, broken, _ in found:
+                    for action, args, nxt, broken, _ in found:
                         if nxt is None or broken is not None or nxt in new:
                             continue
                         if ev.observed and not self._matches(nxt, ev):
                             continue
-                        new[nxt] = _Node(node, ev.type, args)
+                        new[nxt] = _Node(node, action, args)
             except _BadValueError as exc:
                 return _Outcome(i, bad_value=self._value_error(ev, exc), bound=bound, peak=peak)
             if not new:
@@ -358,7 +358,7 @@ class TraceChecker:
                 found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
                 if len(found) != 1:
                     break
-                args, nxt, broken, view = found[0]
+                action, args, nxt, broken, view = found[0]
                 if nxt is None or broken is not None:
                     outcome = _Outcome(i, failure_index=i)
                     break
@@ -376,7 +376,7 @@ class TraceChecker:
                             break
                     if outcome is not None:
                         break
-                taken.append((ev.type, args))
+                taken.append((action, args))
                 state = nxt
                 i += 1
         except _BadValueError as exc:
@@ -432,7 +432,8 @@ class TraceChecker:
 
     def _compute_transitions(self, state: Any, ev: Event) -> tuple[_Transition, ...]:
         """Every way the event's action, with the event's params, can be taken from the state."""
-        spec = self.spec
+        if ev.type == NEXT:
+            return self._compute_any_step(state, ev)
         act = self._actions[ev.type]
         decoded = self._decoded_params(ev)
         assert isinstance(decoded, _Params)
@@ -450,18 +451,32 @@ class TraceChecker:
         result: list[_Transition] = []
         for args in chosen:
             if decoded.args is not None and act.params is not None and args not in self._instances(act, state):
-                result.append((args, None, None, None))  # not an instance the spec offers: the \E does not hold
+                result.append((act.name, args, None, None, None))  # not an instance the spec offers
                 continue
-            nxt = act.fn(spec, state, *args)
-            if nxt is None:
-                result.append((args, None, None, None))
-            else:
-                nxt = self._state(nxt)
-                view = self._views.setdefault(nxt, {})
-                result.append((args, nxt, self._broken_step(state, nxt), view))
+            result.append(self._take(state, act, args))
         found = tuple(result)
         self._transitions[(id(state), ev.type, ev.params_key)] = (state, found)
         return found
+
+    def _compute_any_step(self, state: Any, ev: Event) -> tuple[_Transition, ...]:
+        """A ``Next`` event (a trace that does not name its actions): every enabled step of the spec."""
+        steps: list[_Transition] = []
+        for act in self.spec.actions:
+            for args in self._instances(act, state):
+                nxt = act.fn(self.spec, state, *args)
+                if nxt is not None:
+                    nxt = self._state(nxt)
+                    steps.append((act.name, args, nxt, self._broken_step(state, nxt), self._views.setdefault(nxt, {})))
+        found = tuple(steps)
+        self._transitions[(id(state), ev.type, ev.params_key)] = (state, found)
+        return found
+
+    def _take(self, state: Any, act: Action, args: tuple[Any, ...]) -> _Transition:
+        nxt = act.fn(self.spec, state, *args)
+        if nxt is None:
+            return (act.name, args, None, None, None)
+        nxt = self._state(nxt)
+        return (act.name, args, nxt, self._broken_step(state, nxt), self._views.setdefault(nxt, {}))
 
     def _instances(self, act: Action, state: Any) -> list[tuple[Any, ...]]:
         return [()] if act.params is None else list(act.params(self.spec, state))
@@ -597,6 +612,8 @@ class TraceChecker:
             return [self._mismatch_text(state, ev, "the initial state")]
         hit = self._transitions.get((id(state), ev.type, ev.params_key))
         found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
+        if not found and ev.type == NEXT:
+            return ["no step of the spec is enabled in this state"]
         if not found:
             act = self._actions[ev.type]
             offered = [self._step(act.name, args) for args in self._instances(act, state)]
@@ -606,10 +623,10 @@ class TraceChecker:
                 + (", ".join(offered[:6]) + (" ..." if len(offered) > 6 else "") if offered else "none in this state")
             ]
         out = []
-        for args, nxt, broken, _ in found:
-            step = self._step(ev.type, args)
+        for action, args, nxt, broken, _ in found:
+            step = self._step(action, args)
             if nxt is None:
-                out.append(f"{step} is not enabled: {self._why_disabled(state, ev.type, args)}")
+                out.append(f"{step} is not enabled: {self._why_disabled(state, action, args)}")
             elif broken is not None:
                 out.append(f"{step} {broken}")
             else:

@@ -9,9 +9,10 @@ file, or spread over several files (one per process), are held until their
 last line, which is as little as merging them allows.
 
 Files are read in the order given; a directory stands for its ``*.ndjson``
-and ``*.jsonl`` files (also gzipped, ``.gz``) in name order. Blank lines are
-skipped. A line longer than ``max_line_bytes`` is not read into memory: it
-is reported, and the reader goes on at the next line.
+and ``*.jsonl`` files (also gzipped, ``.gz``) and ITF traces (``*.itf.json``,
+one trace each) in name order. Blank lines are skipped. A line longer than
+``max_line_bytes`` is not read into memory: it is reported, and the reader
+goes on at the next line.
 """
 
 from __future__ import annotations
@@ -25,11 +26,13 @@ from typing import IO, Any, cast
 import attrs
 import orjson
 from ledgerspec.conformance.events import SEQ_MAX, Event, InputError, TraceFormatError, parse_event
+from ledgerspec.conformance.itf import read_itf
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "ReadStats", "TraceFileError", "TraceInput", "expand_paths", "read_traces"]
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
-_SUFFIXES = (".ndjson", ".jsonl", ".ndjson.gz", ".jsonl.gz")
+_SUFFIXES = (".ndjson", ".jsonl", ".ndjson.gz", ".jsonl.gz", ".itf.json")
+ITF_SUFFIX = ".itf.json"  # an ITF trace (Apalache, Quint): one trace per file, see conformance/itf.py
 # The layout this project writes: the envelope first, in this order, with names that need no
 # escapes. Such a line is read without parsing its envelope as JSON, and the rest of it (type,
 # params, observed) is parsed once per distinct text: among the traces of one system the same
@@ -40,6 +43,7 @@ _ENVELOPE = re.compile(
     rb'"seq":(0|[1-9][0-9]{0,18}),(?="type":)'
 )
 _ENVELOPE_KEYS = frozenset({"v", "trace", "process", "seq"})
+_UNPARSED: Any = object()
 BODY_CACHE_BYTES = 8 << 20  # text of line bodies whose parse is kept
 READ_BLOCK = 1 << 20
 # For lines that do not parse: the trace they most likely belong to, so the error can be charged to it.
@@ -170,11 +174,11 @@ class _Decoder:
         found = _ENVELOPE.match(raw)
         if found is not None:
             body = raw[found.end() :]
-            parts = self.bodies.get(body, False)
-            if parts is False:
+            parts = self.bodies.get(body, _UNPARSED)
+            if parts is _UNPARSED:
                 parts = self._parse_body(body)
             seq = int(found.group(3))
-            if parts is not None and seq <= SEQ_MAX:
+            if isinstance(parts, tuple) and seq <= SEQ_MAX:
                 try:
                     trace, process = found.group(1).decode(), found.group(2).decode()
                 except UnicodeDecodeError:
@@ -212,6 +216,8 @@ def read_traces(
     last: list[dict[str, int]] = [{} for _ in files]
     where: dict[str, int] = {}
     for index, path in enumerate(files):
+        if path.name.endswith(ITF_SUFFIX):
+            continue
         for number, raw, _too_long in _lines(path, max_line_bytes):
             trace_id = _trace_of(raw)
             if trace_id is not None:
@@ -227,9 +233,14 @@ def read_traces(
     decoder = _Decoder()
     buffered = 0
     for index, path in enumerate(files):
+        if path.name.endswith(ITF_SUFFIX):
+            itf_trace, itf_events, itf_errors = read_itf(path)
+            yield TraceInput(itf_trace, tuple(itf_events), tuple(itf_errors))
+            continue
         name = str(path)
         ends = last[index]
         for number, raw, too_long in _lines(path, max_line_bytes):
+            trace: str | None
             if not too_long:
                 try:
                     event = decoder.event(raw, name, number)
