@@ -8,7 +8,7 @@ a distributed run, holds one).
 How a trace is checked (docs/conformance.md):
 
 1. Vocabulary. Each event's type must be an action of the spec (or
-   ``Init``), its params the action's parameters with values of their types,
+   ``Init``, or ``Next`` for an unnamed step), its params the action's parameters with values of their types,
    its observed names variables or projections the mode observes.
 2. Merging: :mod:`ledgerspec.conformance.merge` puts the events in replay
    order. A bad event stops the check at its place in that order.
@@ -34,11 +34,12 @@ explanation for that action, which names the guard. Without one, it says
 whether the parameters are an instance the spec offers in that state and
 that the guard is false, nothing finer.
 
-Hot path, for the ``full`` mode: the successor of (state, event type,
-params) is computed once and cached, with the invariants of the new state;
-observed values are compared as canonical JSON bytes against the cached
-encoding of the state's variables, and decoded only when the bytes differ
-(a set in another order, or a real difference).
+Hot path, for the ``full`` mode: states are interned, and the successor of
+(state, event type, params) is computed once and cached, with the
+invariants of the new state; observed values are compared as canonical
+JSON bytes against the cached encoding of the state's variables, and
+decoded only when the bytes differ (a set in another order, or a real
+difference). Explanations are built only for a failing event.
 """
 
 from __future__ import annotations
@@ -48,10 +49,11 @@ from typing import Any
 
 import attrs
 import orjson
+from ledgerspec.conformance.describe import describe_difference
 from ledgerspec.conformance.events import Event, InputError
 from ledgerspec.conformance.merge import merge_trace
 from ledgerspec.conformance.verdict import CONFORMS, INCONCLUSIVE, VIOLATES, BoundHit, Candidate, Failure, Verdict
-from ledgerspec.spec.codecs import Codec, CodecError, RecordCodec, SeqCodec, SetCodec, TupleCodec, canonical_bytes
+from ledgerspec.spec.codecs import Codec, CodecError, canonical_bytes
 from ledgerspec.spec.kernel import Action, Spec
 from ledgerspec.spec.tracing import INIT, NEXT, ObservationMode, TraceMapping, mapping_for
 
@@ -662,7 +664,7 @@ class TraceChecker:
                 differences.append(str(exc))
                 continue
             if decoded != expected:
-                differences.append(_describe(name, codec, decoded, expected))
+                differences.append(describe_difference(name, codec, decoded, expected))
         if not differences:
             return f"{when}: the observed values match, but the state is already a candidate"
         return f"{when}: " + "; ".join(differences)
@@ -679,56 +681,6 @@ class TraceChecker:
 
     def _state_json(self, state: Any) -> dict[str, Any]:
         return {name: self._codecs[name].encode(getattr(state, name)) for name in self.mapping.variables}
-
-
-def _show(codec: Codec, value: Any) -> str:
-    """A spec value for a person: records by the spec's own repr, the rest as compact JSON."""
-    if isinstance(codec, RecordCodec):
-        return repr(value)
-    if isinstance(codec, SeqCodec | SetCodec) and isinstance(codec.element, RecordCodec):
-        items = sorted(value, key=repr) if isinstance(codec, SetCodec) else value
-        return "[" + ", ".join(map(repr, items)) + "]"
-    text = canonical_bytes(codec, value).decode()
-    return text if len(text) <= 160 else text[:157] + "..."
-
-
-def _describe(name: str, codec: Codec, observed: Any, expected: Any) -> str:
-    """Observed versus spec value, and the parts that differ when the values are large."""
-    shown_observed, shown_expected = _show(codec, observed), _show(codec, expected)
-    details = _differences(codec, observed, expected, name)
-    if len(shown_observed) + len(shown_expected) <= 160 or not details:
-        text = f"observed {name} = {shown_observed}, the spec has {shown_expected}"
-        if details and not (len(details) == 1 and details[0].startswith(f"{name}:")):
-            text += " (" + "; ".join(details[:6]) + (" ..." if len(details) > 6 else "") + ")"
-        return text
-    return f"observed {name} differs from the spec: " + "; ".join(details[:6]) + (" ..." if len(details) > 6 else "")
-
-
-def _differences(codec: Codec, observed: Any, expected: Any, path: str) -> list[str]:
-    if observed == expected:
-        return []
-    if isinstance(codec, SetCodec):
-        element = codec.element
-        extra = sorted(_show(element, v) for v in observed - expected)
-        missing = sorted(_show(element, v) for v in expected - observed)
-        out = []
-        if extra:
-            out.append(f"{path} has {', '.join(extra)} only in the observation")
-        if missing:
-            out.append(f"{path} has {', '.join(missing)} only in the spec")
-        return out
-    if isinstance(codec, SeqCodec | TupleCodec) and len(observed) == len(expected):
-        elements = codec.elements if isinstance(codec, TupleCodec) else (codec.element,) * len(observed)
-        out = []
-        for i, (c, o, x) in enumerate(zip(elements, observed, expected, strict=True)):
-            out += _differences(c, o, x, f"{path}[{i}]")
-        return out
-    if isinstance(codec, RecordCodec):
-        out = []
-        for field, c in codec.fields.items():
-            out += _differences(c, getattr(observed, field), getattr(expected, field), f"{path}.{field}")
-        return out
-    return [f"{path}: observed {_show(codec, observed)}, spec {_show(codec, expected)}"]
 
 
 def check_trace(
