@@ -217,6 +217,14 @@ class TraceChecker:
     # -- vocabulary ----------------------------------------------------------------------
     def _vocabulary(self, e: Event) -> InputError | None:
         """Is the event in the spec's vocabulary, for this mode? Params are decoded (and cached) here."""
+        if e.type in self._actions:
+            decoded = self._params.get((e.type, e.params_key)) or self._decoded_params(e)
+            if type(decoded) is _Params and self.mode.observes.issuperset(e.observed):
+                return None  # the usual case, in few steps
+        return self._vocabulary_error(e)
+
+    def _vocabulary_error(self, e: Event) -> InputError | None:
+        """What is wrong with the event's type, params or observed names, if anything."""
 
         def error(message: str) -> InputError:
             return InputError(e.file, e.line, message, e.trace)
@@ -227,7 +235,7 @@ class TraceChecker:
         elif e.type not in self._actions:
             return error(
                 f"unknown event type {e.type!r}: not an action of spec {self.spec.name} "
-                f"(actions: {', '.join(self._actions)}; or Init)"
+                f"(actions: {', '.join(self._actions)}; or Init, Next)"
             )
         else:
             decoded = self._decoded_params(e)
