@@ -287,6 +287,16 @@ def test_a_fence_is_answered_after_its_record_is_durable_and_survives_a_power_lo
     after.add_entry(entry(4, 0), KEY, recovery=True)
 
 
+def test_a_second_fence_waits_for_the_first_fence_record(tmp_path: Path) -> None:
+    bookie = started(tmp_path, FaultyFileSystem(str(tmp_path), sync_to_disk=False))
+    first = bookie.fence_ledger(4, KEY)
+    bookie.journal_flush()
+    second = bookie.fence_ledger(4, KEY)  # fenceAndLogInJournal: the first request's future, no second record
+    assert bookie.memory_state().buffered == () and bookie.memory_state().pending == (first, second)
+    assert bookie.force_write() == [first, second]
+    assert [r.spec_record() for r in read_bookie_files(bookie.layout).journals[-1].records] == [None, ("fence", 4, -1)]
+
+
 def test_entry_logs_roll_over_and_span_ledger_directories(tmp_path: Path) -> None:
     layout = BookieLayout.in_data_dir(str(tmp_path), ledger_dirs=2)
     bookie = Bookie(layout, config=BookieConfig(entry_log_max_bytes=4096))

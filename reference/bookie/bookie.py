@@ -44,8 +44,12 @@ Where the reference departs from BookKeeper, and why:
 - a fence of a ledger whose key this bookie has not journaled journals the
   key first: BookKeeper journals keys only with entries, and its replay
   skips a fence record of a ledger it cannot find;
-- a fence request while the first fence record is not yet durable journals
-  another fence record; BookKeeper hands out the first one's future;
+- the new journal file of a restart is created right after the replay,
+  before the full flush; BookKeeper creates it when the journal thread
+  starts, after that flush. A crash during the flush then leaves one empty
+  journal file more, which the next replay reads as empty; in exchange a
+  start is the spec's ``BookieReplaysJournal`` followed by an ordinary
+  checkpoint, and crashes inside it map to the spec's crashes;
 - every entry's digest is checked on add, replay and catch-up read;
   BookKeeper's bookie stores entries unchecked and leaves that to clients;
 - journal files are not preallocated: BookKeeper writes zeros ahead of the
@@ -172,6 +176,7 @@ class MemoryState:
     lac: tuple[tuple[int, int], ...]  # (ledger, explicit LAC) in memory
     mark: LogMark  # in-memory LastLogMark: advanced by each fsync of the journal
     checkpoint_mark: LogMark | None  # mark captured by a checkpoint under way
+    checkpoint_flushed: bool  # the checkpoint under way has flushed the ledger storage
     persisted_mark: LogMark  # what the lastMark files hold (as written by this bookie or read at start)
     synced: LogMark  # the journal is durable up to here
     written: LogMark  # the journal is written to the OS up to here
@@ -206,7 +211,8 @@ class Bookie:
         self._started = False
         self._seq = itertools.count()
         self._journaled_keys: set[int] = set()  # ledgers whose key is in the journal (BookieImpl.masterKeyCache)
-        self._fences_in_flight: dict[int, int] = {}  # ledger -> fence records not yet durable
+        # ledger -> fence requests waiting for the ledger's fence record, which is not yet durable
+        self._fence_followers: dict[int, list[Request]] = {}
         self._queue: list[ForceWriteRequest[Request]] = []  # flushed batches waiting for their fsync
         self._in_flight: list[ForceWriteRequest[Request]] = []  # batches taken by a force write, not yet synced
         self.journal: JournalWriter[Request] = JournalWriter(self.fs, layout, self.config.journal_alignment)
@@ -220,8 +226,8 @@ class Bookie:
         As ``BookieImpl.start``: leftovers of interrupted file creations are
         removed, lastMark is read (the maximum over the copies), the ledger
         storage loaded, every journal record at or after the mark replayed,
-        the mark advanced to the end of each replayed journal (#2087), a full
-        checkpoint taken, and a new journal file started.
+        the mark advanced to the end of each replayed journal (#2087), a new
+        journal file started, and a full checkpoint taken.
         """
         if self._started:
             raise BookieStateError("a Bookie object starts once; make a new one to restart")
@@ -238,9 +244,9 @@ class Bookie:
         self.storage.load()
         journal_ids = list_file_ids(self.fs, self.layout.journal_dir, JOURNAL_SUFFIX)
         self._replay(journal_ids)
+        self.journal.open_file(max([*journal_ids, self.mark.file_id, 0]) + 1)
         if checkpoint:
             self._checkpoint(delete_journals=False)
-        self.journal.open_file(max([*journal_ids, self.mark.file_id, 0]) + 1)
         self.up = True
 
     def _remove_leftovers(self) -> None:
@@ -338,7 +344,13 @@ class Bookie:
         return request
 
     def fence_ledger(self, ledger_id: int, master_key: bytes) -> Request:
-        """BookieFencesLedger: fenced at once in memory; the reply waits until the fence record is durable."""
+        """BookieFencesLedger: fenced at once in memory; the reply waits until the fence record is durable.
+
+        A ledger already fenced is answered at once when its fence is
+        durable (journaled and synced, flushed, or replayed); while its fence
+        record waits for the fsync, the request waits with it
+        (``fenceAndLogInJournal`` hands out the first request's future).
+        """
         self._require_up()
         info = self._ledger_for_request(ledger_id, master_key)
         request = Request(next(self._seq), RequestKind.FENCE, ledger_id)
@@ -346,12 +358,16 @@ class Bookie:
             info.fenced = True
             self._deliver(request)
             return request
-        if info.fenced and not self._fences_in_flight.get(ledger_id):
-            self._deliver(request)  # already fenced durably (journal or index): nothing to write
+        if info.fenced:
+            followers = self._fence_followers.get(ledger_id)
+            if followers is None:
+                self._deliver(request)
+            else:
+                followers.append(request)
             return request
         info.fenced = True
         self._journal_key(info)
-        self._fences_in_flight[ledger_id] = self._fences_in_flight.get(ledger_id, 0) + 1
+        self._fence_followers[ledger_id] = []
         self.journal.append(fence_record(ledger_id), ("fence", ledger_id, -1), request)
         return request
 
@@ -422,11 +438,11 @@ class Bookie:
         self._in_flight = [r for r in self._in_flight if r not in batch]
         self.synced = max(self.synced, batch[-1].mark)
         self.mark = max(self.mark, batch[-1].mark)
-        replies = [waiter for request in batch for waiter in request.waiters]
-        if self._fences_in_flight:
-            for waiter in replies:
-                if waiter.kind is RequestKind.FENCE:
-                    self._fences_in_flight[waiter.ledger_id] -= 1
+        replies = []
+        for waiter in (w for request in batch for w in request.waiters):
+            replies.append(waiter)
+            if waiter.kind is RequestKind.FENCE:  # the requests that waited for this fence record
+                replies += self._fence_followers.pop(waiter.ledger_id, [])
         self.replies += replies
         if self.on_reply is not None:
             for waiter in replies:
@@ -506,7 +522,7 @@ class Bookie:
             raise BookieStateError("no checkpoint under way: start_checkpoint() first")
         if not self._checkpoint_flushed and self.mutant != "mark_before_flush":  # MUTANT: skip the guard
             raise BookieStateError("the ledger storage is not flushed for this checkpoint: flush first")
-        mark, self.checkpoint_mark = self.checkpoint_mark, None
+        mark, self.checkpoint_mark, self._checkpoint_flushed = self.checkpoint_mark, None, False
         if mark < self.persisted_mark:
             return
         for path in self.layout.last_mark_paths():
@@ -599,10 +615,12 @@ class Bookie:
     # ------------------------------------------------------------ state
 
     def pending(self) -> Iterator[Request]:
-        """Requests waiting for the fsync of their record: in the buffer, then in flushed batches."""
+        """Requests waiting for the fsync of a record: in the buffer, in flushed batches, behind a fence."""
         yield from self.journal.buffered_waiters
-        for request in self._queue:
+        for request in [*self._in_flight, *self._queue]:
             yield from request.waiters
+        for followers in self._fence_followers.values():
+            yield from followers
 
     def memory_state(self) -> MemoryState:
         """A frozen copy of the bookie's memory, in the spec's terms (:class:`MemoryState`)."""
@@ -621,6 +639,7 @@ class Bookie:
             ),
             mark=self.mark,
             checkpoint_mark=self.checkpoint_mark,
+            checkpoint_flushed=self._checkpoint_flushed,
             persisted_mark=self.persisted_mark,
             synced=self.synced,
             written=LogMark(current.file_id, current.written) if current is not None else self.synced,
