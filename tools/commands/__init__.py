@@ -7,8 +7,8 @@ the subparsers and sets ``run=`` to a function ``(args, out, err) -> int``.
 
 from __future__ import annotations
 
-from ledgerspec.tools.commands import inspect_bookie, model_check, specs
+from ledgerspec.tools.commands import crash_check, inspect_bookie, model_check, specs
 
-COMMANDS = (model_check, specs, inspect_bookie)
+COMMANDS = (model_check, specs, inspect_bookie, crash_check)
 
 __all__ = ["COMMANDS"]
