@@ -157,7 +157,7 @@ def test_journal_rolls_over_and_old_journals_are_deleted_after_a_checkpoint(tmp_
     bookie.checkpoint()
     assert bookie.persisted_mark.file_id == 3
     assert [j.file_id for j in read_bookie_files(bookie.layout).journals] == [3]
-    with pytest.raises(BookieStateError, match="not wholly before the persisted mark"):
+    with pytest.raises(BookieStateError, match="not the oldest journal wholly before the persisted mark"):
         bookie.delete_journal(3)
     bookie.close()
     after = started(tmp_path)

@@ -38,6 +38,7 @@ from ledgerspec.reference.bookie import (
     BookieError,
     BookieFiles,
     BookieLayout,
+    BookieStateError,
     FaultyFileSystem,
     LedgerFencedError,
     RequestKind,
@@ -58,7 +59,7 @@ from ledgerspec.reference.bookie.faults import TreeSnapshot
 from ledgerspec.reference.bookie.formats import scan_journal
 from ledgerspec.reference.bookie.journal import ForceWriteRequest
 from ledgerspec.reference.bookie.layout import JOURNAL_SUFFIX
-from ledgerspec.spec.bookie import BookieSpec, BookieState
+from ledgerspec.spec.bookie import NOT_FOUND, BookieSpec, BookieState
 from ledgerspec.spec.values import format_value, normalize
 
 __all__ = ["MASTER_KEY", "ActionRef", "CheckedBookie", "CrashCandidates", "Violation", "entry_bytes"]
@@ -182,6 +183,7 @@ class CheckedBookie:
         self.crash_point = ""  # where a sweep crashed this run, for the reports
         self._step: _Step | None = None  # the step under way (left set when a crash interrupts it)
         self._batch: list[ForceWriteRequest[Request]] = []  # taken by the force-write thread, not yet synced
+        self._batch_fsynced = False  # the batch in flight is fsynced, not yet acknowledged
         self._last_crash = CrashCandidates(frozenset())  # what the last crash was matched against
         self._seen: set[tuple[str, str]] = set()  # (kind, name) reported in this run
         self._lost = False  # the abstraction failed: later states cannot be compared with the spec
@@ -192,7 +194,13 @@ class CheckedBookie:
 
     @property
     def batch_in_flight(self) -> bool:
+        """The force-write thread has taken a batch and not yet acknowledged it."""
         return bool(self._batch)
+
+    @property
+    def batch_fsynced(self) -> bool:
+        """The batch in flight is fsynced: the force-write thread acknowledges it next."""
+        return bool(self._batch) and self._batch_fsynced
 
     @property
     def step_under_way(self) -> str | None:
@@ -225,6 +233,26 @@ class CheckedBookie:
                 return False
         return True
 
+    def read(self, ledger: int, entry: int) -> str:
+        """Read an entry: the path that serves it must be the spec's ``read_path`` (memtable, entry log or
+        none), and an entry that is found reads back with its payload. Not a step: nothing changes."""
+        bookie = self._running()
+        path = bookie.read_path(ledger, entry) or NOT_FOUND
+        state = self.state
+        if state is not None and not self._lost and path != self.spec.read_path(state, ledger, entry):
+            expected = self.spec.read_path(state, ledger, entry)
+            message = f"a read of ({ledger}, {entry}) is served by {path}, the spec says {expected}"
+            self._report("check", "ReadPath", message, f"read({ledger}, {entry})")
+        if path != NOT_FOUND:
+            try:
+                data = bookie.read_entry(ledger, entry)
+            except BookieError as exc:
+                self._report("check", "ReadBack", f"a read of ({ledger}, {entry}) fails: {exc}", "read")
+            else:
+                if data != entry_bytes(ledger, entry):
+                    self._report("check", "ReadBack", f"a read of ({ledger}, {entry}) returns other bytes", "read")
+        return path
+
     # ------------------------------------------------------------ the journal
 
     def journal_flush(self) -> None:
@@ -239,17 +267,20 @@ class CheckedBookie:
         if self._batch:
             raise RuntimeError("a batch is in flight: journal_synced() it first")
         with self._checked("take_batch", ()):
-            self._batch = bookie.take_batch()
+            self._batch, self._batch_fsynced = bookie.take_batch(), False
 
     def journal_sync(self) -> None:
         """The force-write thread fsyncs the batch it took: a stutter, nothing is acknowledged yet."""
         self._running()
         with self._checked("journal_sync", ()):
             Bookie.journal_sync(self._batch)
+        self._batch_fsynced = True
 
     def journal_synced(self) -> None:
         """After the fsync: mark and synced at the end of the batch, its requests answered (JournalForceWrites)."""
         bookie = self._running()
+        if self._batch and not self._batch_fsynced:
+            raise RuntimeError("the batch in flight is not fsynced: journal_sync() it first")
         batch, self._batch = self._batch, []
         with self._checked("journal_synced", (ActionRef("JournalForceWrites"),)):
             bookie.journal_synced(batch)
@@ -280,10 +311,16 @@ class CheckedBookie:
         with self._checked("flush_ledger_storage", _CHECKPOINT[1:2]):
             bookie.flush_ledger_storage()
 
-    def persist_mark(self) -> None:
+    def persist_mark(self) -> bool:
+        """CheckpointPersistsMark; False when the bookie refuses (its checkpoint has not flushed yet)."""
         bookie = self._running()
         with self._checked("persist_mark", _CHECKPOINT[2:]):
-            bookie.persist_mark()
+            try:
+                bookie.persist_mark()
+            except BookieStateError:
+                self._check_refused(_CHECKPOINT[2])
+                return False
+        return True
 
     def checkpoint(self) -> None:
         """A whole checkpoint, then the deletion of the journal files it allows (oldest first)."""
@@ -475,8 +512,13 @@ class CheckedBookie:
         expected = [self.spec.initial_state()] if before is None else list(self._path(before, actions).last)
         if canonical(self.spec, after) not in {canonical(self.spec, e) for e in expected}:
             closest = min(expected, key=lambda e: len(_differences(e, after)))
-            names = ", ".join(str(a) for a in actions) or "no action"
-            what = "is not the spec's initial state" if before is None else f"is not reached by {names}, or a stutter"
+            names = ", ".join(str(a) for a in actions)
+            if before is None:
+                what = "is not the spec's initial state"
+            elif names:
+                what = f"is not reached by {names}, or a stutter"
+            else:
+                what = "is not the state before the step, which the spec sees as a stutter"
             self._report("refinement", "Refinement", f"the abstract state {what}", label, _differences(closest, after))
         self._check_state(label, before, after)
         self._check_synced_is_durable(label, after, durable)

@@ -540,12 +540,17 @@ class Bookie:
         return before[: max(0, len(before) - self.config.max_backup_journals)]
 
     def delete_journal(self, file_id: int) -> None:
-        """JournalFileDeleted: remove one journal file wholly before the persisted mark."""
+        """JournalFileDeleted: remove the oldest journal file, when it is wholly before the persisted mark.
+
+        Oldest first, as ``checkpointComplete`` deletes them: a crash between
+        two deletions leaves no gap in the journal ids.
+        """
         self._require_up()
-        if file_id not in self.deletable_journals():
+        deletable = self.deletable_journals()
+        if not deletable or file_id != deletable[0]:
             raise BookieStateError(
-                f"journal {file_id:x}.txn is not wholly before the persisted mark "
-                f"{self.persisted_mark}, or is kept as a backup"
+                f"journal {file_id:x}.txn is not the oldest journal wholly before the persisted mark "
+                f"{self.persisted_mark} (deletable: {[f'{i:x}.txn' for i in deletable]})"
             )
         self.fs.delete(self.layout.journal_path(file_id))
         self.fs.fsync_dir(self.layout.journal_dir)
