@@ -13,7 +13,8 @@ Group commit runs whole (``force_write``) or in the force-write thread's parts
 (``journal_flush``, ``take_batch``, ``journal_sync``, ``journal_synced``, with
 requests arriving in between); checkpoints whole or step by step. Crashes are
 power losses that keep any prefix of the journal's unsynced bytes (a torn tail,
-cut inside a record or between records) and process crashes.
+cut inside a record or between records, taken in file order as the spec's
+crash takes it) and process crashes.
 
 The bookie's files are real, but its fsyncs are modelled, not passed to the
 disk: ``FaultyFileSystem(sync_to_disk=False)``. What a crash keeps is decided by
@@ -22,8 +23,9 @@ fsyncs on would change nothing checked here and make every example wait for
 the disk.
 
 The spec's bounds do not bind the bookie: the spec is built with ledgers,
-entries and crashes enough for any run of the machine (entry ids and explicit
-LACs grow by one per step, and a run has fewer steps than ``MaxEntries``).
+entries and crashes enough for any run of the machine (an add rule adds at most
+``RECORDS_PER_JOURNAL`` entries and a LAC rule raises the LAC by one, so ids stay
+below ``MaxEntries``).
 """
 
 from __future__ import annotations
@@ -54,8 +56,12 @@ LEDGERS = 3
 RECORDS_PER_JOURNAL = 3
 STEPS = 50  # rules per run in the default profile; the slow one runs longer
 SLOW_STEPS = 100
+# An add rule adds up to RECORDS_PER_JOURNAL entries, a LAC rule raises the LAC by one: ids stay below MaxEntries.
 SPEC = BookieSpec(
-    NumLedgers=LEDGERS, MaxEntries=SLOW_STEPS + 1, RecordsPerJournal=RECORDS_PER_JOURNAL, MaxCrashes=SLOW_STEPS
+    NumLedgers=LEDGERS,
+    MaxEntries=RECORDS_PER_JOURNAL * SLOW_STEPS + 1,
+    RecordsPerJournal=RECORDS_PER_JOURNAL,
+    MaxCrashes=SLOW_STEPS,
 )
 CONFIG = BookieConfig(journal_max_records=RECORDS_PER_JOURNAL)
 
@@ -225,10 +231,13 @@ class BookieRefinement(RuleBasedStateMachine):
             note("process_crash")
             return
         torn = {}
-        for path, unsynced in sorted(self.bookie.fs.unsynced_files().items()):
-            keep = data.draw(st.integers(0, unsynced), label=f"unsynced bytes of {os.path.basename(path)} kept")
+        unsynced = self.bookie.fs.unsynced_files()
+        for path in self.bookie.unsynced_journals():  # a prefix of the journal's unsynced bytes, in file order
+            keep = data.draw(st.integers(0, unsynced[path]), label=f"unsynced bytes of {os.path.basename(path)} kept")
             if keep:
                 torn[path] = keep
+            if keep < unsynced[path]:
+                break
         self.bookie.power_loss(torn)
         note(f"power_loss(torn={ {os.path.basename(p): n for p, n in torn.items()} })")
 
@@ -253,7 +262,7 @@ def _settings(examples: int, steps: int) -> settings:
 
 
 def test_the_reference_bookie_refines_the_spec() -> None:
-    run_state_machine_as_test(BookieRefinement, settings=_settings(60, STEPS))
+    run_state_machine_as_test(BookieRefinement, settings=_settings(250, STEPS))
 
 
 @pytest.mark.slow

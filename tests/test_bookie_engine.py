@@ -7,7 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from bookie_support import KEY, SWEEP_CONFIG, crash_sweep, entry, lac, started, sweep_scenario
+from bookie_support import KEY, entry, lac, started
 from ledgerspec.reference.bookie import (
     BadEntryError,
     BookieConfig,
@@ -312,13 +312,6 @@ def test_entry_logs_roll_over_and_span_ledger_directories(tmp_path: Path) -> Non
     after = Bookie(layout)
     after.start()
     assert [after.read_entry(e % 3, e) for e in range(12)] == [entry(e % 3, e, bytes(500)) for e in range(12)]
-
-
-@pytest.mark.parametrize("power_loss", [True, False], ids=["power-loss", "process-crash"])
-def test_a_crash_at_any_boundary_loses_nothing_acknowledged(tmp_path: Path, power_loss: bool) -> None:
-    boundaries, violations = crash_sweep(tmp_path, sweep_scenario, SWEEP_CONFIG, power_loss=power_loss)
-    assert boundaries > 60  # the scenario reaches rollovers, checkpoints and deletions
-    assert violations == []
 
 
 def test_replay_makes_the_journal_it_read_durable(tmp_path: Path) -> None:

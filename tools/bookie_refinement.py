@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 from ledgerspec.reference.bookie import (
@@ -62,7 +62,7 @@ from ledgerspec.reference.bookie.layout import JOURNAL_SUFFIX
 from ledgerspec.spec.bookie import NOT_FOUND, BookieSpec, BookieState
 from ledgerspec.spec.values import format_value, normalize
 
-__all__ = ["MASTER_KEY", "ActionRef", "CheckedBookie", "CrashCandidates", "Violation", "entry_bytes"]
+__all__ = ["MASTER_KEY", "ActionRef", "CheckedBookie", "CrashCandidates", "CrashOutcome", "Violation", "entry_bytes"]
 
 MASTER_KEY = b"crash-check-masterkey"
 
@@ -117,6 +117,19 @@ class Violation:
 
 
 @attrs.frozen
+class CrashOutcome:
+    """One way a crash may end: what is on disk after it, and of that, what is durable."""
+
+    label: str  # "process crash", "power loss", "power loss, <file> keeps n of m unsynced bytes"
+    files: TreeSnapshot  # the files after the crash
+    machine: FaultyFileSystem | None = None  # a process crash: the file system that knows what is durable
+
+    @property
+    def is_torn(self) -> bool:
+        return "keeps" in self.label
+
+
+@attrs.frozen
 class CrashCandidates:
     """The spec states a crash may have hit, and those among them from which a flush was under way."""
 
@@ -165,13 +178,15 @@ class CheckedBookie:
         *,
         crash_at: int | None = None,
         sync_to_disk: bool = False,
+        fs: FaultyFileSystem | None = None,
     ) -> None:
+        """``fs``: a faulty file system already on ``root`` (a crash continued there); else a new one."""
         self.root = os.path.abspath(root)
         self.spec = spec
         self.config = config
         self.crash_at = crash_at
         os.makedirs(self.root, exist_ok=True)
-        self.fs = FaultyFileSystem(self.root, crash_at=crash_at, sync_to_disk=sync_to_disk)
+        self.fs = fs or FaultyFileSystem(self.root, crash_at=crash_at, sync_to_disk=sync_to_disk)
         self.layout = BookieLayout.in_data_dir(self.root)
         self.abstraction = BookieAbstraction(spec)
         self.bookie: Bookie | None = None
@@ -206,6 +221,11 @@ class CheckedBookie:
     def step_under_way(self) -> str | None:
         """The step a crash interrupted (None between steps)."""
         return self._step.label if self._step is not None else None
+
+    def close(self) -> None:
+        """Close the files, running or crashed: this run is over."""
+        self.fs.close()
+        self.bookie = None
 
     # ------------------------------------------------------------ requests
 
@@ -391,34 +411,62 @@ class CheckedBookie:
         path = self._path(step.before, step.actions)
         return path | self._last_crash if not step.before.up else path
 
-    def outcomes(self) -> Iterator[tuple[str, TreeSnapshot]]:
-        """What the crash that stopped this run may leave on disk: a process crash (the OS keeps every write), a
-        power loss, and power losses that keep part of what was not fsynced: torn tails at and inside journal
-        records, half or all of other files' unsynced bytes."""
-        yield "process crash", self.fs.written_view()
-        durable = self.fs.durable_view()
-        yield "power loss", durable
-        written = self.fs.written_view()
-        for path, unsynced in sorted(self.fs.unsynced_files().items()):
-            name = os.path.relpath(path, self.root)
-            for keep in _torn_prefixes(path, len(durable.files[path]), written.files[path], unsynced):
-                label = f"power loss, {name} keeps {keep} of {unsynced} unsynced bytes"
-                yield label, self.fs.durable_view({path: keep})
+    def outcomes(self) -> Iterator[CrashOutcome]:
+        """What the crash that stopped this run may leave on disk: a process crash (the OS keeps every write,
+        durable or not), a power loss, and power losses that keep part of what was not fsynced.
 
-    def fork(self, root: str, snapshot: TreeSnapshot, label: str, candidates: CrashCandidates) -> CheckedBookie:
-        """A checked bookie on the new directory ``root`` holding ``snapshot``, what a crash left, with this run's
-        history; the crash is checked at once against ``candidates``. ``label`` says how it happened."""
-        snapshot.write_to(root)
-        other = CheckedBookie(root, self.spec, self.config)
+        Torn journal tails end at and inside records, and are a prefix of the journal's unsynced bytes in
+        file order (:meth:`torn_journal`); other files keep half or all of their unsynced bytes.
+        """
+        written, durable = self.fs.written_view(), self.fs.durable_view()
+        yield CrashOutcome("process crash", written, self.fs)
+        yield CrashOutcome("power loss", durable)
+        unsynced = self.fs.unsynced_files()
+        earlier: dict[str, int] = {}  # journal files before this one keep all their unsynced bytes
+        for path in self.unsynced_journals():
+            name = os.path.relpath(path, self.root)
+            for keep in _torn_prefixes(path, len(durable.files[path]), written.files[path], unsynced[path]):
+                label = f"power loss, {name} keeps {keep} of {unsynced[path]} unsynced bytes"
+                yield CrashOutcome(label, self.fs.durable_view({**earlier, path: keep}))
+            earlier[path] = unsynced[path]
+        for path, size in sorted(unsynced.items()):
+            if not path.endswith(JOURNAL_SUFFIX):
+                name = os.path.relpath(path, self.root)
+                for keep in _torn_prefixes(path, len(durable.files[path]), written.files[path], size):
+                    label = f"power loss, {name} keeps {keep} of {size} unsynced bytes"
+                    yield CrashOutcome(label, self.fs.durable_view({path: keep}))
+
+    def unsynced_journals(self) -> list[str]:
+        """The journal files with unsynced bytes, oldest first.
+
+        A power loss keeps a prefix of their unsynced bytes taken in this order, as the spec's crash keeps a
+        prefix of the unsynced records: a later journal file written back before an earlier one is left out
+        of the spec (see ``spec/bookie.py``), and of the crashes tried here.
+        """
+        paths = [p for p in self.fs.unsynced_files() if p.endswith(JOURNAL_SUFFIX)]
+        return sorted(paths, key=lambda p: int(os.path.basename(p)[: -len(JOURNAL_SUFFIX)], 16))
+
+    def fork(
+        self, root: str, outcome: CrashOutcome, candidates: CrashCandidates, crash_point: str = ""
+    ) -> CheckedBookie:
+        """A checked bookie on the new directory ``root`` holding what the crash left (``outcome``), with this
+        run's history; the crash is checked at once against ``candidates``. ``crash_point`` says where the
+        crash was, for the reports (this run's, by default)."""
+        if outcome.machine is not None:
+            fs = outcome.machine.copy_to(root)
+        else:
+            outcome.files.write_to(root)
+            fs = FaultyFileSystem(root, sync_to_disk=self.fs.sync_to_disk)
+        other = CheckedBookie(root, self.spec, self.config, fs=fs)
         other.abstraction = self.abstraction.copy()
         other.history = self._history_now(self.history)
         other.lacs_acked = dict(self.lacs_acked)
         other.state = self.state
         other.steps = self.steps
-        other.crash_point = self.crash_point
+        other.crash_point = crash_point or self.crash_point
         other._last_crash = self._last_crash
         other._lost = self._lost
-        other._after_crash(label, candidates)
+        other._after_crash(outcome.label, candidates)
         return other
 
     def _after_crash(self, label: str, candidates: CrashCandidates) -> None:
@@ -430,18 +478,20 @@ class CheckedBookie:
         try:
             down = self.abstraction.crashed(read_bookie_files(self.layout, self.fs), self.history)
         except AbstractionError as exc:
-            if None in candidates.states and isinstance(exc, NoJournalError):
-                self.state, self._last_crash = None, CrashCandidates(frozenset([None]))  # never got to Init
+            if None in candidates.states and isinstance(exc, NoJournalError):  # a first start that never got to Init
+                self.state, self._last_crash = None, CrashCandidates(frozenset([None]))
+                self.history = History()
             else:
                 self._report("abstraction", "Abstraction", str(exc), label)
                 self._lost = True
             return
         if self._lost:
             return
-        expected = self._crashes_of(candidates, down)
+        sources = self._crashes_of(candidates, down)  # each crash, and the state it crashed
+        expected = list(sources)
         match = next((e for e in expected if canonical(self.spec, attrs.evolve(down, crashes=e.crashes)) == e), None)
         if match is None:
-            closest = min(expected, key=lambda e: len(_differences(e, down)), default=None)
+            closest = _closest(expected, attrs.evolve(down, crashes=-1))
             self._report(
                 "crash",
                 "BookieCrashes",
@@ -453,11 +503,13 @@ class CheckedBookie:
         else:
             down = attrs.evolve(down, crashes=match.crashes)
             self.history = attrs.evolve(self.history, crashes=match.crashes)
+            before = sources[match]  # the spec's step is the crash of that state (a restart never up is none)
         self._check_state(label, before, down)
         self.state, self._last_crash = down, candidates
 
-    def _crashes_of(self, candidates: CrashCandidates, down: BookieState) -> list[BookieState]:
-        """Every ``BookieCrashes(cut)`` of the candidates, and of the states a crash inside a flush leaves."""
+    def _crashes_of(self, candidates: CrashCandidates, down: BookieState) -> dict[BookieState, BookieState]:
+        """Every ``BookieCrashes(cut)`` of the candidates, and of the states a crash inside a flush leaves,
+        each (canonical) with the state it crashed."""
         starts = [s for s in candidates.states if s is not None and s.up]
         for s in candidates.flushing:  # inside the flush: the ledger storage between before and after
             flushed = self.spec.LedgerStorageFlushes(s)
@@ -469,13 +521,13 @@ class CheckedBookie:
                 )
         crash = self.spec.find_action("BookieCrashes")
         assert crash.params is not None
-        results: dict[BookieState, None] = {}
+        results: dict[BookieState, BookieState] = {}
         for s in starts:
             for args in crash.params(self.spec, s):
                 nxt = crash.fn(self.spec, s, *args)
                 if nxt is not None:
-                    results[canonical(self.spec, nxt)] = None
-        return list(results)
+                    results.setdefault(canonical(self.spec, nxt), s)
+        return results
 
     # ------------------------------------------------------------ checking
 
@@ -509,9 +561,11 @@ class CheckedBookie:
             return
         if self._lost:
             return
-        expected = [self.spec.initial_state()] if before is None else list(self._path(before, actions).last)
-        if canonical(self.spec, after) not in {canonical(self.spec, e) for e in expected}:
-            closest = min(expected, key=lambda e: len(_differences(e, after)))
+        reached = [self.spec.initial_state()] if before is None else self._path(before, actions).last
+        expected = {canonical(self.spec, e) for e in reached}
+        if canonical(self.spec, after) not in expected:
+            closest = _closest(expected, canonical(self.spec, after))
+            assert closest is not None
             names = ", ".join(str(a) for a in actions)
             if before is None:
                 what = "is not the spec's initial state"
@@ -519,7 +573,8 @@ class CheckedBookie:
                 what = f"is not reached by {names}, or a stutter"
             else:
                 what = "is not the state before the step, which the spec sees as a stutter"
-            self._report("refinement", "Refinement", f"the abstract state {what}", label, _differences(closest, after))
+            differences = _differences(closest, canonical(self.spec, after))
+            self._report("refinement", "Refinement", f"the abstract state {what}", label, differences)
         self._check_state(label, before, after)
         self._check_synced_is_durable(label, after, durable)
         self.state = after
@@ -578,6 +633,10 @@ class CheckedBookie:
                 offset = f" at offset {problem.offset}" if problem.offset is not None else ""
                 where = os.path.relpath(problem.path, self.root)
                 self._report("check", "FilesValid", f"{where}{offset}: {problem.message}")
+
+    def history_now(self) -> History:
+        """The history, with the replies the bookie has delivered so far (in the middle of a step too)."""
+        return self._history_now(self.history)
 
     def _history_now(self, history: History) -> History:
         """The history with the replies the running bookie has delivered."""
@@ -649,6 +708,12 @@ def _between(before: BookieState, down: BookieState, after: BookieState) -> bool
         and before.fenced_flushed <= down.fenced_flushed <= after.fenced_flushed
         and all(d in (b, a) for b, d, a in zip(before.lac_flushed, down.lac_flushed, after.lac_flushed, strict=True))
     )
+
+
+def _closest(candidates: Iterable[BookieState], actual: BookieState) -> BookieState | None:
+    """The candidate that differs from ``actual`` in the fewest variables (ties broken by the values, so that
+    reports do not depend on the order of a set)."""
+    return min(candidates, key=lambda c: (len(_differences(c, actual)), repr(c)), default=None)
 
 
 def _differences(expected: BookieState, actual: BookieState) -> tuple[tuple[str, str, str], ...]:

@@ -112,7 +112,7 @@ def rollover_and_deletion(b: CheckedBookie) -> None:
 def force_write_parts(b: CheckedBookie) -> None:
     """Group commit in its parts: a batch written and taken by the force-write thread while more records
     arrive and are written, the fsync, then the acknowledgements of the batch alone; a checkpoint taken step
-    by step around a force write."""
+    by step around a force write, whose mark is refused until its flush is done."""
     b.start()
     b.add(1, 0)
     b.journal_flush()
@@ -124,6 +124,7 @@ def force_write_parts(b: CheckedBookie) -> None:
     b.start_checkpoint()
     b.add(2, 0)  # the file is full after this one
     b.force_write()
+    b.persist_mark()  # refused: this checkpoint has not flushed yet
     b.flush_ledger_storage()
     b.persist_mark()
     b.add(2, 1)

@@ -6,21 +6,27 @@ configuration (a mutant, or none), :func:`check_workload`
 1. runs the workload once without a crash, checked step by step against the
    spec (:class:`~ledgerspec.tools.bookie_refinement.CheckedBookie`), and
    counts its file-system boundaries;
-2. for each boundary ``k`` (and the end of the workload) runs it again with a
-   crash at ``k``, and continues the crash in each way it may end
+2. for each boundary ``k`` (and the end of the workload) takes what a crash at
+   ``k`` leaves (the state just before ``k`` is performed, seen through the
+   file system's ``on_boundary`` hook during one more run), and continues the
+   crash in each way it may end
    (:meth:`~ledgerspec.tools.bookie_refinement.CheckedBookie.outcomes`: a
    process crash, a power loss, power losses with torn tails): the files are
    written to a fresh directory, checked as the spec's ``BookieCrashes`` of a
    state the interrupted step passes through, and the bookie is restarted
    there and checked again;
-3. for the plain power loss and the process crash, crashes the restart
-   itself at each of its boundaries (the replay and the checkpoint after it,
+3. for the plain power loss and the process crash (not the torn tails),
+   crashes the restart itself at each of its boundaries (the replay and the checkpoint after it,
    where apache/bookkeeper#2087 and the mark live), and restarts once more.
 
 A *crash point* is one crash continued one way: ``(boundary, outcome)``, or
 ``(boundary, outcome, boundary of the restart, outcome)`` for a second crash.
 Crash points that leave the same files, history and candidate states are
 restarted once and counted each time.
+
+The result is what separate runs crashed at ``k`` would give
+(``CheckedBookie(crash_at=k)``, as tests/test_bookie_abstraction.py does), at
+the cost of one run per workload and per restart.
 
 The bookies write real files, in scratch directories under ``scratch``
 (``/dev/shm`` where the machine has it, else the system's temporary
@@ -32,7 +38,6 @@ of times.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
@@ -41,15 +46,12 @@ import time
 from collections.abc import Callable, Iterable
 
 import attrs
-from ledgerspec.reference.bookie import MUTANTS, BookieConfig, SimulatedCrash
+from ledgerspec.reference.bookie import MUTANTS, BookieConfig, FsEvent
 from ledgerspec.reference.bookie.faults import TreeSnapshot
-from ledgerspec.tools.bookie_refinement import CheckedBookie, CrashCandidates, Violation
+from ledgerspec.tools.bookie_refinement import CheckedBookie, CrashOutcome, Violation
 from ledgerspec.tools.bookie_workloads import WORKLOAD_CONFIG, WORKLOADS, Workload, spec_for
 
 __all__ = ["CrashCheckResult", "WorkloadResult", "check_workload", "crash_check", "default_scratch"]
-
-#: Second crashes continue these outcomes of the first (torn tails are swept once, on the first crash).
-SECOND_CRASH_OUTCOMES = ("process crash", "power loss")
 
 Progress = Callable[[str, int, int], None]  # (workload, boundaries done, boundaries in all)
 
@@ -147,11 +149,8 @@ def check_workload(
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="crash-check-", dir=scratch or default_scratch()) as directory:
         sweep = _Sweep(workload, config, directory, second_crashes)
-        boundaries = sweep.run()
-        for k in range(boundaries + 1):
-            sweep.crash_at(k)
-            if progress is not None:
-                progress(workload.name, k + 1, boundaries + 1)
+        boundaries = sweep.count()
+        sweep.run(None if progress is None else lambda done: progress(workload.name, done, boundaries + 1))
     return WorkloadResult(
         workload=workload.name,
         mutant=config.mutant,
@@ -165,7 +164,13 @@ def check_workload(
 
 
 class _Sweep:
-    """The state of one workload's sweep: directories, counts, violations, and the crash points already seen."""
+    """One workload's sweep: directories, counts, violations, and the crash points already restarted.
+
+    A crash at boundary ``k`` leaves the state the bookie has just before it
+    performs ``k``: the file system's ``on_boundary`` hook shows it to the
+    sweep at every boundary of one run, which continues it every way (in other
+    directories) without disturbing the run.
+    """
 
     def __init__(self, workload: Workload, config: BookieConfig, scratch: str, second_crashes: bool) -> None:
         self.workload = workload
@@ -178,66 +183,61 @@ class _Sweep:
         self.restarts = 0
         self.violations: list[Violation] = []
         self._reported: set[tuple[str, str, str]] = set()  # (kind, name, step): the first crash point of each
-        self._seen: dict[tuple[object, ...], int] = {}  # crash point key -> crash points it stands for
+        self._seen: set[tuple[object, ...]] = set()  # what crash points left, once restarted
         self._dirs = 0
 
-    def run(self) -> int:
+    def count(self) -> int:
         """The workload without a crash; returns its boundaries."""
         bookie = CheckedBookie(self._dir(), self.spec, self.config)
         self.workload.run(bookie)
-        self._collect(bookie)
-        self._remove(bookie.root)
+        self._dispose(bookie)
         return bookie.fs.boundaries
 
-    def crash_at(self, k: int) -> None:
-        bookie = CheckedBookie(self._dir(), self.spec, self.config, crash_at=k)
-        try:
-            self.workload.run(bookie)
-            where = "crash at the end"
-        except SimulatedCrash:
-            where = f"crash at {_event(bookie)} in {bookie.step_under_way}"
-        candidates = bookie.crash_candidates()
-        for outcome, snapshot in _distinct(bookie.outcomes()):
-            self.crash_points += 1
-            bookie.crash_point = f"{where}, {outcome}"
-            after = self._restart(bookie, snapshot, outcome, candidates)
-            if after is not None and self.second_crashes and outcome in SECOND_CRASH_OUTCOMES:
-                self._second_crashes(bookie, snapshot, outcome, candidates, after)
-        self._remove(bookie.root)
+    def run(self, progress: Callable[[int], None] | None = None) -> None:
+        """The workload once, crashed (on the side) at every boundary and at its end."""
+        bookie = CheckedBookie(self._dir(), self.spec, self.config)
 
-    def _restart(
-        self, bookie: CheckedBookie, snapshot: TreeSnapshot, outcome: str, candidates: CrashCandidates
-    ) -> int | None:
-        """Continue the crash one way and restart; the restart's boundaries, or None if this was seen before."""
-        key = (_digest(snapshot), bookie.history, frozenset(bookie.lacs_acked.items()), candidates)
+        def crash_here(event: FsEvent | None) -> None:
+            self._collect(bookie)  # what the run found so far comes first
+            where = f"crash at {_event(bookie, event)}"
+            for outcome in _distinct(bookie.outcomes()):
+                self.crash_points += 1
+                self._restart(bookie, outcome, f"{where}, {outcome.label}", second=not outcome.is_torn)
+            if progress is not None:
+                progress(len(bookie.fs.events) + (event is not None))
+
+        bookie.fs.on_boundary = crash_here
+        self.workload.run(bookie)
+        bookie.fs.on_boundary = None
+        self._collect(bookie)
+        crash_here(None)
+        self._dispose(bookie)
+
+    def _restart(self, bookie: CheckedBookie, outcome: CrashOutcome, crash_point: str, *, second: bool) -> None:
+        """Continue a crash of ``bookie`` one way, and restart (crashing the restart at each boundary if
+        ``second``); crash points that leave what another one left are not restarted again."""
+        candidates = bookie.crash_candidates()
+        key = (_digest(outcome), bookie.history_now(), frozenset(bookie.lacs_acked.items()), candidates, second)
         if key in self._seen:
-            return None
-        after = bookie.fork(self._dir(), snapshot, outcome, candidates)
+            return
+        self._seen.add(key)
+        after = bookie.fork(self._dir(), outcome, candidates, crash_point)
+        if second and self.second_crashes:
+
+            def crash_restart(event: FsEvent) -> None:
+                where = f"{crash_point}; restart crashed at {_event(after, event)}"
+                for again in _distinct(after.outcomes()):
+                    if not again.is_torn:
+                        self.crash_points += 1
+                        self.second_crash_points += 1
+                        self._restart(after, again, f"{where}, {again.label}", second=False)
+
+            after.fs.on_boundary = crash_restart
         after.start()
+        after.fs.on_boundary = None
         self.restarts += 1
         self._collect(after)
-        self._seen[key] = after.fs.boundaries
-        self._remove(after.root)
-        return after.fs.boundaries
-
-    def _second_crashes(
-        self, bookie: CheckedBookie, snapshot: TreeSnapshot, outcome: str, candidates: CrashCandidates, boundaries: int
-    ) -> None:
-        for j in range(boundaries):
-            first = bookie.fork(self._dir(), snapshot, outcome, candidates)
-            first.fs.crash_at = first.crash_at = j
-            with contextlib.suppress(SimulatedCrash):
-                first.start()
-            restart_candidates = first.crash_candidates()
-            where = f"restart crashed at {_event(first)} in {first.step_under_way}"
-            for second_outcome, second_snapshot in _distinct(first.outcomes()):
-                if second_outcome not in SECOND_CRASH_OUTCOMES:
-                    continue
-                self.crash_points += 1
-                self.second_crash_points += 1
-                first.crash_point = f"{bookie.crash_point}; {where}, {second_outcome}"
-                self._restart(first, second_snapshot, second_outcome, restart_candidates)
-            self._remove(first.root)
+        self._dispose(after)
 
     def _collect(self, bookie: CheckedBookie) -> None:
         for v in bookie.violations:
@@ -251,8 +251,9 @@ class _Sweep:
         return os.path.join(self.scratch, str(self._dirs))
 
     @staticmethod
-    def _remove(path: str) -> None:
-        shutil.rmtree(path, ignore_errors=True)
+    def _dispose(bookie: CheckedBookie) -> None:
+        bookie.close()
+        shutil.rmtree(bookie.root, ignore_errors=True)
 
 
 def default_scratch() -> str | None:
@@ -261,30 +262,38 @@ def default_scratch() -> str | None:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
-def _event(bookie: CheckedBookie) -> str:
-    event = bookie.fs.crash_event
+def _event(bookie: CheckedBookie, event: FsEvent | None) -> str:
+    """``#12 fsync journal/current/1.txn in force_write``, or ``the end``."""
     if event is None:
         return "the end"
-    return str(event).replace(bookie.root + os.sep, "")
+    return str(event).replace(bookie.root + os.sep, "") + f" in {bookie.step_under_way}"
 
 
-def _digest(snapshot: TreeSnapshot) -> bytes:
+def _digest(outcome: CrashOutcome) -> bytes:
+    """What a crash left, as a digest: the files, and after a process crash what of them is durable."""
     h = hashlib.blake2b(digest_size=16)
-    for path in sorted(snapshot.files):
-        h.update(os.path.relpath(path, snapshot.root).encode() + b"\0")
-        h.update(len(snapshot.files[path]).to_bytes(8, "big") + snapshot.files[path])
-    for directory in sorted(snapshot.directories):
-        h.update(b"d" + os.path.relpath(directory, snapshot.root).encode() + b"\0")
+    snapshots = [outcome.files]
+    if outcome.machine is not None:
+        snapshots.append(outcome.machine.durable_view())
+        synced = {p: outcome.machine.synced_content(p) or b"" for p in outcome.files.files}
+        snapshots.append(TreeSnapshot(outcome.files.root, synced, set()))
+    for snapshot in snapshots:
+        h.update(b"|")
+        for path in sorted(snapshot.files):
+            h.update(snapshot.relative(path).encode() + b"\0")
+            h.update(len(snapshot.files[path]).to_bytes(8, "big") + snapshot.files[path])
+        for directory in sorted(snapshot.directories):
+            h.update(b"d" + snapshot.relative(directory).encode() + b"\0")
     return h.digest()
 
 
-def _distinct(outcomes: Iterable[tuple[str, TreeSnapshot]]) -> list[tuple[str, TreeSnapshot]]:
-    """The outcomes that leave different files (the first name of each)."""
+def _distinct(outcomes: Iterable[CrashOutcome]) -> list[CrashOutcome]:
+    """The outcomes that leave different files (the first of each)."""
     seen: set[bytes] = set()
     found = []
-    for name, snapshot in outcomes:
-        digest = _digest(snapshot)
+    for outcome in outcomes:
+        digest = _digest(outcome)
         if digest not in seen:
             seen.add(digest)
-            found.append((name, snapshot))
+            found.append(outcome)
     return found

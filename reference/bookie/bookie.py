@@ -58,10 +58,12 @@ Where the reference departs from BookKeeper, and why:
 - journal rollover may also be bounded by a number of records, to match the
   spec's ``RecordsPerJournal``; journal ids count up from 1 (BookKeeper uses
   the time in milliseconds for the first one);
-- replay fsyncs each journal it replays: after a process crash the tail it
-  read may be in the OS cache only, and a fence answered from the replayed
-  state must not vanish in a later power loss; BookKeeper leaves that to the
-  full flush that follows replay;
+- a start first fsyncs every file and directory of the bookie it finds:
+  after a process crash what the last run wrote may be in the OS cache only
+  (a journal tail, an index header with the fenced bit, the name of an index
+  file whose directory was never fsynced), and the replay and the checkpoint
+  after it build on what they read, so it must not vanish in a later power
+  loss; BookKeeper trusts the OS cache there;
 - one journal directory (BookKeeper may have several, with ``lastMark.N``).
 
 Mutants (``BookieConfig.mutant``) are real bugs made on purpose, for the
@@ -76,7 +78,7 @@ import os
 from collections.abc import Callable, Iterator
 
 import attrs
-from ledgerspec.reference.bookie.disk import find_leftovers, list_file_ids, read_mark_copies
+from ledgerspec.reference.bookie.disk import find_index_directories, find_leftovers, list_file_ids, read_mark_copies
 from ledgerspec.reference.bookie.entry import DigestType, EntryFormatError, check_entry, decode_lac
 from ledgerspec.reference.bookie.errors import (
     BadEntryError,
@@ -235,6 +237,7 @@ class Bookie:
         for directory in (self.layout.journal_dir, *self.layout.ledger_dirs):
             self.fs.make_dirs(directory)
         self._remove_leftovers()
+        self._make_found_durable()
         for copy in read_mark_copies(self.fs, self.layout):
             if copy.error is not None:
                 raise copy.error
@@ -254,6 +257,26 @@ class Bookie:
         for path in leftovers:
             self.fs.delete(path)
         for directory in sorted({os.path.dirname(p) for p in leftovers}):
+            self.fs.fsync_dir(directory)
+
+    def _make_found_durable(self) -> None:
+        """Fsync every file of the bookie as found, then every directory holding them, up to the directory
+        holding all of them: what the replay and the checkpoint after it read becomes durable."""
+        top = os.path.commonpath([self.layout.journal_dir, *self.layout.ledger_dirs])
+        directories = {self.layout.journal_dir}
+        for ledger_dir in self.layout.ledger_dirs:
+            directories |= {ledger_dir, *find_index_directories(self.fs, ledger_dir)}
+        for directory in sorted(directories):
+            for name in self.fs.list_dir(directory):
+                path = os.path.join(directory, name)
+                if not self.fs.is_dir(path):
+                    self._fsync(path)
+        parents = set(directories)
+        for directory in directories:
+            while directory != top and os.path.dirname(directory) != directory:
+                directory = os.path.dirname(directory)
+                parents.add(directory)
+        for directory in sorted(parents, key=len, reverse=True):  # children first, then the names of them
             self.fs.fsync_dir(directory)
 
     def _replay(self, journal_ids: list[int]) -> None:
@@ -276,7 +299,6 @@ class Bookie:
             scan = scan_journal(path, data, file_id, start)
             for record in scan.records:
                 self._replay_record(path, record)
-            self._fsync(path)  # after a process crash the tail may be in the OS only: replayed means durable
             self.synced = LogMark(file_id, scan.end)
             if self.mutant != "mark_not_advanced_in_replay":  # MUTANT: apache/bookkeeper#2087
                 self.mark = LogMark(file_id, scan.end)

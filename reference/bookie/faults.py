@@ -38,16 +38,19 @@ the disk each time.
 Without changing anything, :meth:`FaultyFileSystem.durable_view` shows what a
 power loss now would leave (with torn prefixes too) and
 :meth:`FaultyFileSystem.written_view` what the OS holds, each as a read-only
-:class:`TreeSnapshot`: the readers of :mod:`.disk` read either one, and a
-snapshot can be written out as a directory of its own, so that one crash can
-be continued in several ways.
+:class:`TreeSnapshot`: the readers of :mod:`.disk` read either one. So that one
+crash can be continued in several ways, a snapshot can be written out as a
+directory of its own (what a power loss left), and
+:meth:`FaultyFileSystem.copy_to` continues a process crash elsewhere, with
+what is durable and what is not.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 from ledgerspec.reference.bookie.files import FileHandle, FileSystem, OsFileSystem
@@ -145,6 +148,9 @@ class FaultyFileSystem(FileSystem):
         self.events: list[FsEvent] = []  # the boundaries passed, in order
         self.crashed = False
         self.crash_event: FsEvent | None = None  # the boundary that was not performed
+        # Called with each boundary before it is performed: what a crash there would leave can be looked at
+        # (durable_view, written_view, copy_to) without crashing; it must change nothing here.
+        self.on_boundary: Callable[[FsEvent], None] | None = None
         self._inner = OsFileSystem()
         self._generation = 0
         self._handles: set[_FaultyHandle] = set()
@@ -174,6 +180,25 @@ class FaultyFileSystem(FileSystem):
         """Crash (if not crashed yet) without losing power: the OS keeps every write, durable or not."""
         self._kill()
         self._revive()
+
+    def copy_to(self, root: str) -> FaultyFileSystem:
+        """The same machine after a process crash, continued in the empty directory ``root``: the files as the
+        OS holds them, and the same knowledge of what of them is durable (so a later power loss there loses
+        what it would lose here). This file system is left as it is."""
+        self.written_view().write_to(root)
+        other = FaultyFileSystem(root, sync_to_disk=self.sync_to_disk)
+        other._tree = copy.deepcopy(self._tree)
+        return other
+
+    def synced_content(self, path: str) -> bytes | None:
+        """The bytes of the file now named ``path`` as of its last fsync, whether or not its name is durable."""
+        node = self._node(path)
+        return node.durable if isinstance(node, _File) else None
+
+    def close(self) -> None:
+        """Close every handle opened through this file system: whoever used it is done with it."""
+        for handle in list(self._handles):
+            handle.close()
 
     def durable_view(self, torn: Mapping[str, int] | None = None) -> TreeSnapshot:
         """What a power loss now would leave, with the ``torn`` prefixes (as :meth:`power_loss`); changes nothing."""
@@ -296,6 +321,8 @@ class FaultyFileSystem(FileSystem):
             self.crashed = True
             self.crash_event = event
             raise SimulatedCrash(f"crash at boundary {event}")
+        if self.on_boundary is not None:
+            self.on_boundary(event)
         self.events.append(event)
 
     def _alive(self) -> None:
@@ -317,6 +344,11 @@ class FaultyFileSystem(FileSystem):
         return handle
 
     def _parts(self, path: str) -> list[str]:
+        prefix = self.root + os.sep
+        if path.startswith(prefix):  # the common case, an absolute path the layout joined: no normalising
+            parts = path[len(prefix) :].split(os.sep)
+            if all(part not in ("", ".", "..") for part in parts):
+                return parts
         relative = os.path.relpath(os.path.abspath(path), self.root)
         if relative == ".":
             return []
@@ -454,8 +486,12 @@ class TreeSnapshot(FileSystem):
             with open(self._moved(path, target), "wb") as f:
                 f.write(data)
 
+    def relative(self, path: str) -> str:
+        """``path`` relative to the snapshot's root."""
+        return "." if path == self.root else path[len(self.root) + 1 :]
+
     def _moved(self, path: str, target: str) -> str:
-        return os.path.join(target, os.path.relpath(path, self.root))
+        return os.path.join(target, self.relative(path))
 
     def create(self, path: str) -> FileHandle:
         raise PermissionError(f"{path}: a snapshot is read-only")
