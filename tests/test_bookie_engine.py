@@ -164,6 +164,22 @@ def test_journal_rolls_over_and_old_journals_are_deleted_after_a_checkpoint(tmp_
     assert [after.read_entry(1, e) for e in range(5)] == [entry(1, e) for e in range(5)]
 
 
+def test_journals_are_deleted_oldest_first(tmp_path: Path) -> None:
+    bookie = started(tmp_path, config=BookieConfig(journal_max_records=1))
+    for e in range(3):
+        bookie.add_entry(entry(1, e), KEY)
+        bookie.force_write()
+    bookie.checkpoint(delete_journals=False)
+    assert bookie.persisted_mark.file_id == 3 and bookie.deletable_journals() == [1, 2]
+    with pytest.raises(
+        BookieStateError, match=r"journal 2.txn is not the oldest .* \(deletable: \['1.txn', '2.txn'\]\)"
+    ):
+        bookie.delete_journal(2)  # a crash after it would leave a gap in the journal ids
+    bookie.delete_journal(1)
+    bookie.delete_journal(2)
+    assert [j.file_id for j in read_bookie_files(bookie.layout).journals] == [3, 4]
+
+
 def test_backup_journals_are_kept(tmp_path: Path) -> None:
     bookie = started(tmp_path, config=BookieConfig(journal_max_records=1, max_backup_journals=2))
     for e in range(5):

@@ -165,12 +165,7 @@ class FaultyFileSystem(FileSystem):
 
     def power_loss(self, torn: Mapping[str, int] | None = None) -> None:
         """Crash (if not crashed yet) and leave on disk only what was durable, plus the ``torn`` prefixes."""
-        torn = dict(torn or {})
-        survivors: dict[str, bytes] = {}
-        self._collect(self._tree, self.root, torn, survivors)
-        unknown = set(torn) - set(survivors)
-        if unknown:
-            raise ValueError(f"torn writes asked for files that do not survive: {sorted(unknown)}")
+        survivors = self.durable_view(torn).files
         self._kill()
         self._rewrite(self.root, self._tree, survivors)
         self._reset(self._tree, self.root, survivors)
