@@ -34,6 +34,7 @@ import os
 import shutil
 import tempfile
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, note, settings
 from hypothesis import strategies as st
@@ -47,8 +48,9 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from ledgerspec.reference.bookie import BookieConfig
+from ledgerspec.reference.bookie import MUTANTS, BookieConfig
 from ledgerspec.spec.bookie import BookieSpec, BookieState
+from ledgerspec.spec.explorer import explore
 from ledgerspec.tools.bookie_refinement import CheckedBookie
 from ledgerspec.tools.crash_check import default_scratch
 
@@ -71,11 +73,13 @@ class BookieRefinement(RuleBasedStateMachine):
 
     ledgers = Bundle("ledgers")
     entries = Bundle("entries")
+    config = CONFIG  # the reference bookie's settings (a mutant, for the machine's own test)
+    check_refinement = True  # off: the invariants and direct checks alone
 
     def __init__(self) -> None:
         super().__init__()
         self.directory = tempfile.mkdtemp(prefix="bookie-refinement-", dir=default_scratch())
-        self.bookie = CheckedBookie(self.directory, SPEC, CONFIG)
+        self.bookie = CheckedBookie(self.directory, SPEC, self.config, check_refinement=self.check_refinement)
         self.bookie.start()
         self.next_entry: dict[int, int] = {}
 
@@ -268,3 +272,16 @@ def test_the_reference_bookie_refines_the_spec() -> None:
 @pytest.mark.slow
 def test_the_reference_bookie_refines_the_spec_in_longer_runs() -> None:
     run_state_machine_as_test(BookieRefinement, settings=_settings(1000, SLOW_STEPS))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_the_machine_finds_each_mutant(mutant: str) -> None:
+    """The machine is not vacuous: with a seeded bug and the refinement checks off, it fails on the invariant
+    that the spec's bug of that name breaks. (With them on, a mutant step is no spec step first.)"""
+    expected = explore(BookieSpec(Bug=mutant), check_deadlock=False).violations[0].name
+    attributes = {"config": attrs.evolve(CONFIG, mutant=mutant), "check_refinement": False}
+    machine = type(f"BookieRefinement_{mutant}", (BookieRefinement,), attributes)
+    with pytest.raises(AssertionError) as failure:
+        run_state_machine_as_test(machine, settings=_settings(2000, STEPS))
+    assert f": {expected}: " in str(failure.value)

@@ -179,8 +179,11 @@ class CheckedBookie:
         crash_at: int | None = None,
         sync_to_disk: bool = False,
         fs: FaultyFileSystem | None = None,
+        check_refinement: bool = True,
     ) -> None:
-        """``fs``: a faulty file system already on ``root`` (a crash continued there); else a new one."""
+        """``fs``: a faulty file system already on ``root`` (a crash continued there); else a new one.
+        Without ``check_refinement`` only the invariants, the action properties and the direct checks are
+        reported (to show what they catch on their own)."""
         self.root = os.path.abspath(root)
         self.spec = spec
         self.config = config
@@ -196,6 +199,7 @@ class CheckedBookie:
         self.violations: list[Violation] = []
         self.steps = 0  # steps taken, crashes included
         self.crash_point = ""  # where a sweep crashed this run, for the reports
+        self.check_refinement = check_refinement  # report steps and crashes that are no spec steps
         self._step: _Step | None = None  # the step under way (left set when a crash interrupts it)
         self._batch: list[ForceWriteRequest[Request]] = []  # taken by the force-write thread, not yet synced
         self._batch_fsynced = False  # the batch in flight is fsynced, not yet acknowledged
@@ -457,7 +461,7 @@ class CheckedBookie:
         else:
             outcome.files.write_to(root)
             fs = FaultyFileSystem(root, sync_to_disk=self.fs.sync_to_disk)
-        other = CheckedBookie(root, self.spec, self.config, fs=fs)
+        other = CheckedBookie(root, self.spec, self.config, fs=fs, check_refinement=self.check_refinement)
         other.abstraction = self.abstraction.copy()
         other.history = self._history_now(self.history)
         other.lacs_acked = dict(self.lacs_acked)
@@ -685,7 +689,7 @@ class CheckedBookie:
         step: str = "start",
         differences: tuple[tuple[str, str, str], ...] = (),
     ) -> None:
-        if (kind, name) in self._seen:
+        if (kind, name) in self._seen or (kind in ("refinement", "crash") and not self.check_refinement):
             return
         self._seen.add((kind, name))
         self.violations.append(Violation(kind, name, message, step, self.crash_point, differences))
