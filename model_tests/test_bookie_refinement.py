@@ -266,7 +266,7 @@ def _settings(examples: int, steps: int) -> settings:
 
 
 def test_the_reference_bookie_refines_the_spec() -> None:
-    run_state_machine_as_test(BookieRefinement, settings=_settings(250, STEPS))
+    run_state_machine_as_test(BookieRefinement, settings=_settings(400, STEPS))
 
 
 @pytest.mark.slow

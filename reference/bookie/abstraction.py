@@ -64,7 +64,16 @@ Records and positions
 A crashed bookie
     From its files alone, as the spec's ``BookieCrashes`` leaves it: everything
     on disk is durable (``synced`` at the end of the journal), memory empty,
-    ``mark`` ``NONE``, not up.
+    ``mark`` ``NONE``, not up. After a process crash the files are what the OS
+    holds, some of it not durable; the restart's replay and checkpoint build
+    on them, so a second crash that is a power loss may take part of them
+    back (the reference makes what it finds durable as it starts, see
+    :mod:`.bookie`). *Checker*: what a power loss keeps of the journal's
+    unsynced bytes is a prefix taken in file order, as the spec's crash keeps
+    a prefix of the unsynced records (a later journal file written back before
+    an earlier one is left out of the spec); other files may keep any prefix
+    of their unsynced bytes. A crash matched with ``BookieCrashes`` of a state
+    is a step from that state, for the action properties.
 
 Steps that are several spec actions (*checker*)
     ``force_write`` is ``JournalForceWrites(upto)`` and, when the file is full,
