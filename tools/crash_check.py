@@ -196,15 +196,18 @@ class _Sweep:
     def run(self, progress: Callable[[int], None] | None = None) -> None:
         """The workload once, crashed (on the side) at every boundary and at its end."""
         bookie = CheckedBookie(self._dir(), self.spec, self.config)
+        done = 0
 
         def crash_here(event: FsEvent | None) -> None:
+            nonlocal done
             self._collect(bookie)  # what the run found so far comes first
             where = f"crash at {_event(bookie, event)}"
             for outcome in _distinct(bookie.outcomes()):
                 self.crash_points += 1
                 self._restart(bookie, outcome, f"{where}, {outcome.label}", second=not outcome.is_torn)
+            done += 1
             if progress is not None:
-                progress(len(bookie.fs.events) + (event is not None))
+                progress(done)
 
         bookie.fs.on_boundary = crash_here
         self.workload.run(bookie)

@@ -99,17 +99,7 @@ def _print_list(out: Console) -> None:
 
 def _print(out: Console, result: CrashCheckResult) -> None:
     title = "crash check of the reference bookie" + (f", mutant {result.mutant}" if result.mutant else "")
-    table = Table(
-        "workload",
-        "boundaries",
-        "crash points",
-        "of which restarts crashed",
-        "restarts",
-        "seconds",
-        "violations",
-        title=title,
-        title_justify="left",
-    )
+    table = Table("workload", "boundaries", "crash points", "2nd crashes", "restarts", "s", "violations", title=title)
     for w in result.workloads:
         table.add_row(
             w.workload,
@@ -124,9 +114,9 @@ def _print(out: Console, result: CrashCheckResult) -> None:
     rate = result.crash_points / result.seconds if result.seconds else 0.0
     summary = f"{result.crash_points:,} crash points in {result.seconds:.1f} s ({rate:,.0f} per second): "
     if not result.violations:
-        out.print(summary + "[green]no violation[/green]")
+        out.print(summary + "[green]no violation[/green]", highlight=False)
         return
-    out.print(summary + f"[red]{len(result.violations)} violation(s)[/red]")
+    out.print(summary + f"[red]{len(result.violations)} violation(s)[/red]", highlight=False)
     for w in result.workloads:
         for v in w.violations:
             out.print(f"\n[red bold]{escape(w.workload)}: {v.kind} {escape(v.name)}[/red bold]")
