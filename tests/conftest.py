@@ -1,4 +1,4 @@
-"""Test options: ``--run-slow`` for the larger models; TLC tests need Java; ZooKeeper tests need ZooKeeper.
+"""Test options: TLC tests need Java; ZooKeeper tests need ZooKeeper (``--run-slow`` is in the root conftest.py).
 
 Tests marked ``zookeeper`` talk to a real ZooKeeper server that the
 ``zookeeper_server`` fixture starts once per session. Where none can be
@@ -17,10 +17,6 @@ from metadata_backends import BACKEND_PARAMS, MetadataBackend
 from zookeeper_server import ZooKeeperServer, ZooKeeperUnavailableError, find_zkserver
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--run-slow", action="store_true", help="also run the larger models (tox -e tlc)")
-
-
 def _tlc_unavailable() -> str | None:
     from ledgerspec.tools import tlc
 
@@ -33,11 +29,6 @@ def _tlc_unavailable() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.getoption("--run-slow"):
-        skip_slow = pytest.mark.skip(reason="larger model: run with --run-slow (tox -e tlc)")
-        for item in items:
-            if "slow" in item.keywords:
-                item.add_marker(skip_slow)
     zookeeper_items = [item for item in items if item.get_closest_marker("zookeeper")]
     if zookeeper_items:
         try:
