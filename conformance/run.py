@@ -14,6 +14,7 @@ from pathlib import Path
 
 import attrs
 from ledgerspec.conformance.checker import TraceChecker
+from ledgerspec.conformance.coverage import Coverage
 from ledgerspec.conformance.events import InputError
 from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES, ReadStats, read_traces
 from ledgerspec.conformance.verdict import CONFORMS, VIOLATES, Verdict
@@ -31,6 +32,7 @@ class CheckRun:
     violations: list[Verdict] = attrs.Factory(list)
     inconclusive: list[Verdict] = attrs.Factory(list)
     input_errors: list[InputError] = attrs.Factory(list)  # every bad line, charged to a trace or not
+    coverage: Coverage = attrs.Factory(Coverage)  # the sum of the traces' (conformance/coverage.py)
     peak_buffered_events: int = 0  # most events held in memory at once: the largest trace, unless interleaved
     seconds: float = 0.0  # wall time
     cpu_seconds: float = 0.0  # CPU time of this process
@@ -42,6 +44,8 @@ class CheckRun:
         self.traces += 1
         self.events += item.events
         self.input_errors.extend(item.input_errors)
+        if item.coverage is not None:
+            self.coverage.add(item.coverage)
         if item.status == CONFORMS:
             self.conforms += 1
         elif item.status == VIOLATES:
