@@ -27,7 +27,8 @@ How a trace is checked (docs/conformance.md):
    spec path to the failing point. If a bound cut the search before that
    event, or bad input stopped it, *inconclusive*, naming which.
 5. Coverage (:mod:`ledgerspec.conformance.coverage`): the actions and the
-   guards of invariants exercised by one matching behaviour, the shortest.
+   guards of invariants exercised by one matching behaviour, the shortest;
+   :meth:`TraceChecker.coverage` sums it over the traces checked.
 
 Granularity of "which guard failed": a spec action is a function that
 returns no successor when disabled; the checker evaluates it with the
@@ -41,21 +42,20 @@ Hot path, for the ``full`` mode: states are interned, and the successor of
 invariants of the new state; observed values are compared as canonical
 JSON bytes against the cached encoding of the state's variables, and
 decoded only when the bytes differ (a set in another order, or a real
-difference). Explanations are built only for a failing event. Coverage is
-counted once per trace, from the steps the replay keeps anyway, with the
-guards that hold in a state computed once per state.
+difference). Explanations are built only for a failing event. Coverage
+counts, per trace, the serial numbers of the cached transitions the replay
+took, and works out what they stand for only when asked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import chain
+from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
 import attrs
 import orjson
-from ledgerspec.conformance.coverage import Coverage
+from ledgerspec.conformance.coverage import Coverage, Tally
 from ledgerspec.conformance.describe import describe_difference
 from ledgerspec.conformance.events import Event, InputError
 from ledgerspec.conformance.merge import merge_trace
@@ -96,15 +96,22 @@ class Bounds:
 class _Node:
     """A step of a spec behaviour matched so far, and the state it reaches; the chain of parents is the behaviour."""
 
-    __slots__ = ("action", "args", "depth", "hidden", "parent", "state")
+    __slots__ = ("action", "args", "depth", "hidden", "parent", "serial", "state")
 
     def __init__(
-        self, parent: _Node | None, action: str, args: tuple[Any, ...], state: Any, hidden: bool = False
+        self,
+        parent: _Node | None,
+        action: str,
+        args: tuple[Any, ...],
+        state: Any,
+        serial: int = -1,  # the step's serial number for coverage, or -1
+        hidden: bool = False,
     ) -> None:
         self.parent = parent
         self.action = action
         self.args = args
         self.state = state
+        self.serial = serial
         self.hidden = hidden
         self.depth: int = 0 if parent is None else parent.depth + 1
 
@@ -122,8 +129,12 @@ class _BadValueError(Exception):
 
 
 # A way to take an event from a state: (action, args, next state or None, what the step breaks or
-# None, the cached canonical JSON of the next state's observable values).
-_Transition = tuple[str, tuple[Any, ...], Any, "str | None", "dict[str, bytes] | None"]
+# None, the cached canonical JSON of the next state's observable values, the step's serial number
+# for coverage or -1).
+_Transition = tuple[str, tuple[Any, ...], Any, "str | None", "dict[str, bytes] | None", int]
+_SERIAL = itemgetter(5)
+# A hidden step from a state: (action, args, next state, serial number for coverage or -1).
+_HiddenStep = tuple[str, tuple[Any, ...], Any, int]
 
 
 @attrs.frozen
@@ -144,28 +155,12 @@ def _shortest(nodes: Mapping[Any, _Node]) -> _Node | None:
     return min(nodes.values(), key=lambda n: n.depth, default=None)
 
 
-_GuardKey = tuple[str, str]  # (invariant or action property, guard)
-
-
-class _HeldGuards(dict[Any, tuple[_GuardKey, ...]]):
-    """state -> the guards that hold in it, computed once per state."""
-
-    def __init__(self, spec: Spec[Any], guards: Sequence[tuple[_GuardKey, Callable[[Any, Any], bool]]]) -> None:
-        super().__init__()
-        self.spec = spec
-        self.guards = tuple(guards)
-
-    def __missing__(self, state: Any) -> tuple[_GuardKey, ...]:
-        held = self[state] = tuple(key for key, fn in self.guards if fn(self.spec, state))
-        return held
-
-
 class TraceChecker:
     """Checks traces of one spec, in one observation mode, within bounds; caches are kept between traces.
 
     ``mapping`` defaults to the spec's trace module (``ledgerspec.spec.<name>_trace``); ``cache_limit``
     bounds each cache (they are emptied when full, so memory stays bounded on any number of traces);
-    ``coverage`` gives each verdict what its trace exercised.
+    ``coverage``: collect what the traces exercise (:meth:`coverage`).
     """
 
     def __init__(
@@ -196,35 +191,21 @@ class TraceChecker:
         # the entry holds its state, so the id cannot be reused while the entry exists.
         self._transitions: dict[tuple[int, str, bytes], tuple[Any, tuple[_Transition, ...]]] = {}
         self._views: dict[Any, dict[str, bytes]] = {}  # state -> observable name -> canonical JSON
-        self._hidden: dict[Any, tuple[tuple[str, tuple[Any, ...], Any], ...]] = {}
+        self._hidden: dict[Any, tuple[_HiddenStep, ...]] = {}
         self._broken: dict[Any, str | None] = {}
         self._params: dict[tuple[str, bytes], _Params | InputError] = {}
         self._inits: tuple[Any, ...] = ()
-        self.coverage = coverage
-        guards = self.mapping.guards
-        # Guards of invariants hold in the state checked; those of action properties in the state a step leaves.
-        self._state_guards = _HeldGuards(
-            spec, [((inv.name, g.name), g.fn) for inv in spec.invariants for g in guards.get(inv.name, ())]
-        )
-        self._step_guards = _HeldGuards(
-            spec, [((p.name, g.name), g.fn) for p in spec.action_properties for g in guards.get(p.name, ())]
-        )
+        self._tally = Tally(spec, self.mapping, _SERIAL) if coverage else None
+        self._emptied = False  # the caches were emptied during this trace
 
     def _state(self, state: Any) -> Any:
         """The interned copy of a state. All state caches are emptied together when they hold too much."""
         found = self._intern.get(state)
         if found is None:
             if len(self._intern) >= self.cache_limit:
-                for cache in (
-                    self._intern,
-                    self._transitions,
-                    self._views,
-                    self._hidden,
-                    self._broken,
-                    self._state_guards,
-                    self._step_guards,
-                ):
+                for cache in (self._intern, self._transitions, self._views, self._hidden, self._broken):
                     cache.clear()
+                self._emptied = True
                 self._inits = ()
             found = self._intern[state] = state
         return found
@@ -242,6 +223,8 @@ class TraceChecker:
         ordered, total, merge_errors = self._replay_order(events, trace)
         errors = list(unread) + merge_errors
         outcome = self._search(ordered)
+        if self._tally is not None:
+            self._count(outcome.witness, outcome.tail)
         if outcome.bad_value is not None:
             errors.append(outcome.bad_value)
         failure = None
@@ -263,7 +246,6 @@ class TraceChecker:
             bound=outcome.bound if status == INCONCLUSIVE else None,
             input_errors=tuple(errors),
             max_candidates=outcome.peak,
-            coverage=self._cover(outcome.witness, outcome.tail) if self.coverage else None,
         )
 
     def replay_order(self, events: Sequence[Event]) -> list[Event]:
@@ -404,12 +386,12 @@ class TraceChecker:
                 for state, node in closure.items():
                     hit = transitions.get((id(state), ev.type, ev.params_key))
                     found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
-                    for action, args, nxt, broken, _ in found:
+                    for action, args, nxt, broken, _, serial in found:
                         if nxt is None or broken is not None or nxt in new:
                             continue
                         if ev.observed and not self._matches(nxt, ev):
                             continue
-                        new[nxt] = _Node(node, action, args, nxt)
+                        new[nxt] = _Node(node, action, args, nxt, serial)
             except _BadValueError as exc:
                 witness = _shortest(closure)
                 return _Outcome(i, bad_value=self._value_error(ev, exc), bound=bound, peak=peak, witness=witness)
@@ -446,7 +428,7 @@ class TraceChecker:
                 if len(found) != 1:
                     break
                 way = found[0]
-                _, _, nxt, broken, view = way
+                _, _, nxt, broken, view, _ = way
                 if nxt is None or broken is not None:
                     outcome = _Outcome(i, failure_index=i)
                     break
@@ -471,8 +453,8 @@ class TraceChecker:
             outcome = _Outcome(i, bad_value=self._value_error(events[i], exc))
         if i == n and outcome is None:
             return i, state, node, None, taken  # conforms: no need for the nodes
-        for action, args, nxt, _, _ in taken:
-            node = _Node(node, action, args, nxt)
+        for action, args, nxt, _, _, serial in taken:
+            node = _Node(node, action, args, nxt, serial)
         if outcome is not None:
             closure = {state: node} if outcome.failure_index is not None else None
             outcome = attrs.evolve(outcome, closure=closure, witness=node)
@@ -488,20 +470,20 @@ class TraceChecker:
             depth += 1
             next_layer = []
             for state, node in layer:
-                for name, args, t in self._hidden_steps(state):
+                for name, args, t, serial in self._hidden_steps(state):
                     if t in seen:
                         continue
                     if depth > limit:
                         return seen, BoundHit("max_hidden_steps", limit, index)
                     if len(seen) >= most:
                         return seen, BoundHit("max_candidates", most, index)
-                    n = _Node(node, name, args, t, hidden=True)
+                    n = _Node(node, name, args, t, serial, hidden=True)
                     seen[t] = n
                     next_layer.append((t, n))
             layer = next_layer
         return seen, None
 
-    def _hidden_steps(self, state: Any) -> tuple[tuple[str, tuple[Any, ...], Any], ...]:
+    def _hidden_steps(self, state: Any) -> tuple[_HiddenStep, ...]:
         """The hidden steps from a state that keep every invariant and action property."""
         found = self._hidden.get(state)
         if found is not None:
@@ -515,7 +497,9 @@ class TraceChecker:
                     continue
                 t = act.fn(spec, state, *args)
                 if t is not None and self._broken_step(state, t) is None:
-                    steps.append((act.name, args, self._state(t)))
+                    t = self._state(t)
+                    serial = self._tally.serial(act.name, state, t, hidden=True) if self._tally is not None else -1
+                    steps.append((act.name, args, t, serial))
         found = self._hidden[state] = tuple(steps)
         return found
 
@@ -540,7 +524,7 @@ class TraceChecker:
         result: list[_Transition] = []
         for args in chosen:
             if decoded.args is not None and act.params is not None and args not in self._instances(act, state):
-                result.append((act.name, args, None, None, None))  # not an instance the spec offers
+                result.append((act.name, args, None, None, None, -1))  # not an instance the spec offers
                 continue
             result.append(self._take(state, act, args))
         found = tuple(result)
@@ -555,7 +539,7 @@ class TraceChecker:
                 nxt = act.fn(self.spec, state, *args)
                 if nxt is not None:
                     nxt = self._state(nxt)
-                    steps.append((act.name, args, nxt, self._broken_step(state, nxt), self._views.setdefault(nxt, {})))
+                    steps.append(self._transition(state, act.name, args, nxt))
         found = tuple(steps)
         self._transitions[(id(state), ev.type, ev.params_key)] = (state, found)
         return found
@@ -563,9 +547,13 @@ class TraceChecker:
     def _take(self, state: Any, act: Action, args: tuple[Any, ...]) -> _Transition:
         nxt = act.fn(self.spec, state, *args)
         if nxt is None:
-            return (act.name, args, None, None, None)
-        nxt = self._state(nxt)
-        return (act.name, args, nxt, self._broken_step(state, nxt), self._views.setdefault(nxt, {}))
+            return (act.name, args, None, None, None, -1)
+        return self._transition(state, act.name, args, self._state(nxt))
+
+    def _transition(self, state: Any, action: str, args: tuple[Any, ...], nxt: Any) -> _Transition:
+        """A step to a new (interned) state, with what it breaks and its serial number for coverage."""
+        serial = self._tally.serial(action, state, nxt) if self._tally is not None else -1
+        return (action, args, nxt, self._broken_step(state, nxt), self._views.setdefault(nxt, {}), serial)
 
     def _instances(self, act: Action, state: Any) -> list[tuple[Any, ...]]:
         return [()] if act.params is None else list(act.params(self.spec, state))
@@ -691,27 +679,30 @@ class TraceChecker:
         )
 
     # -- coverage ----------------------------------------------------------------------------
-    def _cover(self, witness: _Node | None, tail: Sequence[_Transition]) -> Coverage:
-        """What one behaviour exercised: ``witness`` and then the steps of ``tail`` (module coverage)."""
-        coverage = Coverage(traces=1)
-        nodes = []
+    @property
+    def collects_coverage(self) -> bool:
+        return self._tally is not None
+
+    def coverage(self) -> Coverage:
+        """What the traces checked so far exercised (:mod:`ledgerspec.conformance.coverage`)."""
+        if self._tally is None:
+            raise ValueError("this checker does not collect coverage (coverage=False)")
+        return self._tally.coverage()
+
+    def _count(self, witness: _Node | None, tail: Sequence[_Transition]) -> None:
+        """Add a trace's witness to the tally: ``witness``, then the steps of ``tail``."""
+        assert self._tally is not None
+        serials = []
         n = witness
-        while n is not None:
-            nodes.append(n)
+        while n is not None and n.parent is not None:
+            serials.append(n.serial)
             n = n.parent
-        nodes.reverse()  # the first is the initial state
-        states = [n.state for n in nodes]
-        coverage.steps.update(n.action for n in nodes[1:] if not n.hidden)
-        coverage.hidden_steps.update(n.action for n in nodes if n.hidden)
-        if tail:
-            coverage.steps.update(map(itemgetter(0), tail))
-            states += map(itemgetter(2), tail)
-        coverage.states = len(states)
-        if self._state_guards.guards:
-            coverage.guards.update(chain.from_iterable(map(self._state_guards.__getitem__, states)))
-        if self._step_guards.guards and len(states) > 1:
-            coverage.guards.update(chain.from_iterable(map(self._step_guards.__getitem__, states[:-1])))
-        return coverage
+        self._tally.add(n.state if n is not None else None, serials, tail)
+        if self._emptied:  # forget the serials of the steps no longer cached, now that no trace holds them
+            keep = [t[5] for _, ways in self._transitions.values() for t in ways if t[5] >= 0]
+            keep += [h[3] for steps in self._hidden.values() for h in steps]
+            self._tally.fold(keep)
+            self._emptied = False
 
     def _hidden_tail(self, node: _Node) -> tuple[str, ...]:
         """The hidden steps that reached a candidate since the previous event."""
@@ -749,7 +740,7 @@ class TraceChecker:
             )
             return [(None, why, None)]
         out: list[tuple[str | None, str, Any]] = []
-        for action, args, nxt, broken, _ in found:
+        for action, args, nxt, broken, _, _ in found:
             step = self._step(action, args)
             if nxt is None:
                 out.append((step, f"{step} is not enabled: {self._why_disabled(state, action, args)}", None))

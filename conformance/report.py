@@ -182,7 +182,7 @@ def render_report(
     :func:`read_events` gives them); ``sources``: the paths checked, named in the header."""
     spec = checker.spec
     shown = [_violation(v, events.get(v.trace), checker) for v in run.violations[:SHOWN_VIOLATIONS]]
-    coverage = coverage_summary(run.coverage, spec, checker.mapping)
+    coverage = coverage_summary(run.coverage, spec, checker.mapping) if run.coverage is not None else None
     template = _ENVIRONMENT.get_template("report.html.j2")
     return template.render(
         title=title or f"Conformance of traces to spec {spec.name}",
@@ -196,7 +196,7 @@ def render_report(
         violations=shown,
         more_violations=run.violations[SHOWN_VIOLATIONS:],
         coverage=coverage,
-        most_steps=max([1, *(n for a in coverage["actions"].values() for n in a.values())]),
+        most_steps=max([1, *(n for a in coverage["actions"].values() for n in a.values())]) if coverage else 1,
         guard_docs={(p, g.name): g.doc for p, guards in checker.mapping.guards.items() for g in guards},
         property_docs={p.name: p.doc for p in spec.invariants} | {p.name: p.doc for p in spec.action_properties},
         action_docs={a.name: a.doc for a in spec.actions},

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-from ledgerspec.conformance.coverage import Coverage
 from ledgerspec.conformance.events import InputError
 
 __all__ = ["CONFORMS", "INCONCLUSIVE", "VIOLATES", "BoundHit", "Candidate", "Failure", "Successor", "Verdict"]
@@ -115,7 +114,6 @@ class Verdict:
     bound: BoundHit | None = None  # inconclusive because a search bound was hit
     input_errors: tuple[InputError, ...] = ()  # inconclusive because the check stopped at bad input
     max_candidates: int = 1  # largest set of candidate states the search kept
-    coverage: Coverage | None = None  # what the trace exercised (conformance/coverage.py); None if not collected
 
     @property
     def reason(self) -> str:
@@ -152,8 +150,6 @@ class Verdict:
             data["bound"] = self.bound.to_json()
         if self.input_errors:
             data["input_errors"] = [e.to_json() for e in self.input_errors]
-        if self.coverage is not None:
-            data["coverage"] = self.coverage.to_json()
         return data
 
     def to_row(self) -> dict[str, str | int | None]:

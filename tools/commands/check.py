@@ -179,7 +179,7 @@ def _to_json(checker: TraceChecker, run: CheckRun) -> dict[str, Any]:
         "violations": [_violation_json(v) for v in run.violations],
         "inconclusive": [_inconclusive_json(v) for v in run.inconclusive],
         "input_errors": [e.to_json() for e in run.input_errors],
-        "coverage": coverage_summary(run.coverage, checker.spec, checker.mapping),
+        "coverage": None if run.coverage is None else coverage_summary(run.coverage, checker.spec, checker.mapping),
         "seconds": round(run.seconds, 3),
     }
 
