@@ -23,7 +23,7 @@ __all__ = ["Arrow", "Lane", "Row", "SequenceDiagram", "lay_out"]
 
 LABELS_WIDTH = 300  # the column of event labels, left of the lanes
 LANE_WIDTH = 130
-ROW_HEIGHT = 30
+ROW_HEIGHT = 36  # room for a label above a row's arrows and one below
 HEADER_HEIGHT = 40
 ARROW_SPACING = 9  # between two arrows of one row
 DOT_RADIUS = 5  # an event's dot on its lane
@@ -62,6 +62,7 @@ class SequenceDiagram:
     rows: tuple[Row, ...]
     width: float
     height: float
+    row_height: float
     omitted: int  # events before the first row, not drawn
 
 
@@ -106,4 +107,4 @@ def lay_out(
         rows.append(Row(i, y, _label(i, e), _detail(i, e), x_of[e.process], tuple(arrows), kind))
     width = LABELS_WIDTH + LANE_WIDTH * len(lanes)
     height = HEADER_HEIGHT + ROW_HEIGHT * len(rows) + 10
-    return SequenceDiagram(lanes, tuple(rows), width, height, first)
+    return SequenceDiagram(lanes, tuple(rows), width, height, ROW_HEIGHT, first)

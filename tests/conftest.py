@@ -3,7 +3,8 @@
 Tests marked ``zookeeper`` talk to a real ZooKeeper server that the
 ``zookeeper_server`` fixture starts once per session. Where none can be
 started they are skipped with the reason, except in CI (``CI=true``), where
-that is an error, as for TLC.
+that is an error, as for TLC. Tests marked ``chromium`` render pages in a
+real headless Chromium, under the same rule.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from typing import NoReturn
 
 import pytest
+from headless_chromium import ChromiumUnavailableError, find_chromium
 from metadata_backends import BACKEND_PARAMS, MetadataBackend
 from zookeeper_server import ZooKeeperServer, ZooKeeperUnavailableError, find_zkserver
 
@@ -46,6 +48,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if os.environ.get("CI") == "true":
                 raise pytest.UsageError(f"CI needs ZooKeeper: {exc}") from None
             for item in zookeeper_items:
+                item.add_marker(pytest.mark.skip(reason=str(exc)))
+    chromium_items = [item for item in items if item.get_closest_marker("chromium")]
+    if chromium_items:
+        try:
+            find_chromium()
+        except ChromiumUnavailableError as exc:
+            if os.environ.get("CI") == "true":
+                raise pytest.UsageError(f"CI needs Chromium: {exc}") from None
+            for item in chromium_items:
                 item.add_marker(pytest.mark.skip(reason=str(exc)))
     if any("tlc" in item.keywords for item in items):
         reason = _tlc_unavailable()
