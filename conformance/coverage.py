@@ -28,19 +28,18 @@ distributed run's the sum of its checkers'.
 
 Cost: a checker collects coverage with a :class:`Tally`. The full-mode
 replay already keeps the steps it took, each a cached transition that got a
-serial number when it was computed; per trace the tally counts those
-numbers, in one pass in C, and the initial state. Which action a number
-stands for, and which guards hold in the states it joins, is worked out
-when the counts are folded into a :class:`Coverage`: once per distinct
-step, not once per event.
+serial number when it was computed; per trace the tally notes that list and
+the initial state, and counts the numbers a batch of traces at a time, in
+one pass in C. Which action a number stands for, and which guards hold in
+the states it joins, is worked out when the counts are folded into a
+:class:`Coverage`: once per distinct step, not once per event.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
+from itertools import chain, count
 from typing import Any
 
 import attrs
@@ -143,7 +142,7 @@ class Tally:
         self._step_guards = _HeldGuards(
             spec, [((p.name, g.name), g.fn) for p in spec.action_properties for g in guards.get(p.name, ())]
         )
-        self._numbers = itertools.count()
+        self._numbers = count()
         self._steps: dict[int, tuple[str, bool, Any, Any]] = {}  # serial -> (action, hidden, from, to)
         self._total = Coverage()
         # Not yet folded into the total:
@@ -187,7 +186,7 @@ class Tally:
         (the steps still in the checker's caches); the others are forgotten."""
         self._count()
         total = self._total
-        states, sources = self._initial, Counter[Any]()
+        states, sources = self._initial, Counter[Any]()  # the initial states, then the states steps reach
         for number, n in self._serials.items():
             action, hidden, source, target = self._steps[number]
             (total.hidden_steps if hidden else total.steps)[action] += n

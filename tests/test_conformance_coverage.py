@@ -165,3 +165,15 @@ def test_check_json_has_coverage(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_bad_guard_declarations_are_refused(guards: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         TraceMapping(LedgerSpec, TRACE.modes.values(), projections=TRACE.projections.values(), guards=guards)
+
+
+def test_check_tells_what_was_never_exercised(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = LedgerSpec(**MODEL)
+    walks = _walks(spec, 4, 3)
+    write_ndjson(tmp_path / "a.ndjson", [trace_events(spec, w, "full", f"t{i}") for i, w in enumerate(walks)])
+    assert main(["check", str(tmp_path / "a.ndjson"), *[f"--const={k}={v}" for k, v in MODEL.items()]]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    summary = coverage_summary(_recount(spec, walks), spec, TRACE)
+    idle = [a for a, n in summary["actions"].items() if not n["steps"]]
+    assert idle and f"coverage: {13 - len(idle)} of 13 actions taken; never taken: {', '.join(idle)}" in out
+    assert "guards that never held:" in out

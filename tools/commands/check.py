@@ -93,8 +93,27 @@ def _write_report(args: argparse.Namespace, checker: TraceChecker, run: CheckRun
 
     try:
         write_report(args.report, run, checker, args.paths, max_line_bytes=args.max_line_bytes)
+    except TraceFileError as exc:  # a file went away after the check
+        raise UsageError(f"cannot write the report {args.report}: {exc}") from None
     except OSError as exc:
         raise UsageError(f"cannot write the report {args.report}: {exc.strerror or exc}") from None
+
+
+def _print_coverage(out: Console, checker: TraceChecker, run: CheckRun) -> None:
+    """One line each: the actions no trace took, and the guards that never held."""
+    if run.coverage is None or not run.traces:
+        return
+    summary = coverage_summary(run.coverage, checker.spec, checker.mapping)
+    idle = [a for a, n in summary["actions"].items() if not n["steps"] and not n["hidden_steps"]]
+    unheld = [f"{p} ({g})" for p, c in summary["properties"].items() for g, n in c["guards"].items() if not n]
+    out.print(
+        f"\ncoverage: {len(summary['actions']) - len(idle)} of {len(summary['actions'])} actions taken"
+        + (f"; never taken: {', '.join(idle)}" if idle else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+    if unheld:
+        out.print(f"guards that never held: {escape(', '.join(unheld))}", highlight=False, soft_wrap=True)
 
 
 def _checker(args: argparse.Namespace) -> TraceChecker:
@@ -135,6 +154,7 @@ def _check(args: argparse.Namespace, out: Console, err: Console) -> int:
         print(json.dumps(_to_json(checker, run), indent=2))
     else:
         _print(out, checker, run)
+        _print_coverage(out, checker, run)
     _write_report(args, checker, run)
     return exit_status(run)
 
