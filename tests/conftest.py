@@ -10,7 +10,7 @@ real headless Chromium, under the same rule.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 import pytest
@@ -40,24 +40,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "slow" in item.keywords:
                 item.add_marker(skip_slow)
-    zookeeper_items = [item for item in items if item.get_closest_marker("zookeeper")]
-    if zookeeper_items:
-        try:
-            find_zkserver()
-        except ZooKeeperUnavailableError as exc:
-            if os.environ.get("CI") == "true":
-                raise pytest.UsageError(f"CI needs ZooKeeper: {exc}") from None
-            for item in zookeeper_items:
-                item.add_marker(pytest.mark.skip(reason=str(exc)))
-    chromium_items = [item for item in items if item.get_closest_marker("chromium")]
-    if chromium_items:
-        try:
-            find_chromium()
-        except ChromiumUnavailableError as exc:
-            if os.environ.get("CI") == "true":
-                raise pytest.UsageError(f"CI needs Chromium: {exc}") from None
-            for item in chromium_items:
-                item.add_marker(pytest.mark.skip(reason=str(exc)))
+    _needs(items, "zookeeper", "ZooKeeper", find_zkserver, ZooKeeperUnavailableError)
+    _needs(items, "chromium", "Chromium", find_chromium, ChromiumUnavailableError)
     if any("tlc" in item.keywords for item in items):
         reason = _tlc_unavailable()
         if reason is not None:
@@ -67,6 +51,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             for item in items:
                 if "tlc" in item.keywords:
                     item.add_marker(skip_tlc)
+
+
+def _needs(
+    items: list[pytest.Item], marker: str, what: str, find: Callable[[], object], missing: type[Exception]
+) -> None:
+    """Skip the tests marked ``marker`` when ``find`` raises ``missing``; under CI=true that is an error."""
+    marked = [item for item in items if item.get_closest_marker(marker)]
+    if not marked:
+        return
+    try:
+        find()
+    except missing as exc:
+        if os.environ.get("CI") == "true":
+            raise pytest.UsageError(f"CI needs {what}: {exc}") from None
+        for item in marked:
+            item.add_marker(pytest.mark.skip(reason=str(exc)))
 
 
 def _zookeeper_unavailable(reason: str) -> NoReturn:
