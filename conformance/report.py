@@ -42,6 +42,7 @@ from ledgerspec.conformance.run import CheckRun
 from ledgerspec.conformance.sequence import SequenceDiagram, lay_out
 from ledgerspec.conformance.verdict import Candidate, Failure, Verdict
 from ledgerspec.spec.codecs import CodecError
+from ledgerspec.spec.tracing import TraceMapping
 from ledgerspec.spec.values import format_value
 
 __all__ = ["SHOWN_VIOLATIONS", "read_events", "render_report", "write_report"]
@@ -78,7 +79,7 @@ class CandidateView:
     number: int
     hidden_steps: tuple[str, ...]
     reached_by: str
-    changes: tuple[Change, ...]  # what the last step changed
+    changes: tuple[Change, ...] | None  # what the last step changed (None for an initial state)
     versus_first: tuple[Change, ...] | None  # how it differs from the first candidate (None for the first)
     state: tuple[Variable, ...]
     successors: tuple[SuccessorView, ...]
@@ -97,8 +98,8 @@ class ViolationView:
 class _States:
     """JSON states of a failure, decoded with the mapping's codecs and shown variable by variable."""
 
-    def __init__(self, checker: TraceChecker) -> None:
-        self.mapping = checker.mapping
+    def __init__(self, mapping: TraceMapping) -> None:
+        self.mapping = mapping
 
     def decode(self, state: Mapping[str, Any]) -> dict[str, Any]:
         return {name: self.mapping.codecs[name].decode(value, name) for name, value in state.items()}
@@ -107,7 +108,7 @@ class _States:
         before, after = self.decode(old), self.decode(new)
         found: list[Change] = []
         for name, value in after.items():
-            found += changes(self.mapping.codecs[name], before.get(name), value, name)
+            found += changes(self.mapping.codecs[name], before[name], value, name)
         return tuple(found)
 
     def variables(self, state: Mapping[str, Any], previous: Mapping[str, Any] | None) -> tuple[Variable, ...]:
@@ -122,7 +123,7 @@ class _States:
             number=number,
             hidden_steps=c.hidden_steps,
             reached_by=c.reached_by,
-            changes=self.changes(c.previous, c.state) if c.previous is not None else (),
+            changes=None if c.previous is None else self.changes(c.previous, c.state),
             versus_first=None if c is first else self.changes(first.state, c.state),
             state=self.variables(c.state, c.previous),
             successors=tuple(
@@ -161,7 +162,7 @@ def _violation(verdict: Verdict, events: Sequence[Event] | None, checker: TraceC
     else:
         diagram = lay_out(events, f.event_index, checker.mapping)
         event = orjson.dumps(events[f.event_index].to_json(), option=orjson.OPT_INDENT_2).decode()
-    states = _States(checker)
+    states = _States(checker.mapping)
     try:
         candidates = tuple(states.candidate(k, c, f.candidates[0]) for k, c in enumerate(f.candidates, 1))
     except CodecError as exc:  # a failure from another version of the spec: show what it says, no diffs

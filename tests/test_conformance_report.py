@@ -311,3 +311,19 @@ def test_chromium_draws_the_violation(run: dict[str, Any], tmp_path: Path) -> No
     shot = screenshot(page, tmp_path / "profile", tmp_path / "shot.png", width=1000, height=int(sy + sheight) + 10)
     assert shot.colors() > 20  # not blank
     assert shot.count(ROW_RED, 4) > 2000 and shot.count(RED, 10) > 30
+
+
+def test_a_trace_that_fails_at_its_first_event_and_a_run_that_conforms(tmp_path: Path) -> None:
+    init = {"v": 1, "trace": "t", "process": "writer", "seq": 1, "type": "Init"}
+    write_ndjson(tmp_path / "bad-init.ndjson", [[{**init, "observed": {"writer_lac": 5}}]])
+    assert main(["check", str(tmp_path / "bad-init.ndjson"), "--report", str(tmp_path / "a.html")]) == 1
+    article = _violation(parse((tmp_path / "a.html").read_text("utf-8")), "t")
+    assert "the initial state: observed writer_lac = 5, the spec has -1" in words(article.find("p", "reason").text)
+    assert article.find("g", "failing").attrs["data-event-index"] == "0"
+    (candidate,) = article.find_all("div", "candidate")
+    assert "reached by Init" in words(candidate.text) and "What that step changed" not in candidate.text
+    write_ndjson(tmp_path / "good.ndjson", [[init]])
+    assert main(["check", str(tmp_path / "good.ndjson"), "--report", str(tmp_path / "b.html")]) == 0
+    good = parse((tmp_path / "b.html").read_text("utf-8"))
+    assert "Every trace conforms to the spec." in words(good.find("section", id="summary").text)
+    assert words(good.find("section", id="violations").text) == "Violations none"
