@@ -30,6 +30,18 @@ guard, in the order the action tests them. Two steps of the spec are left
 out on purpose and explained as such: serving a request that changes
 nothing, and losing a reply the client would ignore.
 
+The guards name the antecedents of the invariants that are implications:
+most of them speak of a CLOSED ledger only, and ``NoNewAcksToFencedWriter``
+of a recovery whose fencing completed. Coverage counts the states where
+each holds, so a run that never closed a ledger shows that it never
+exercised them. ``TypeOK`` has no antecedent.
+
+For drawings, an event's messages come from its params: a bookie's step
+receives request ``m`` from client ``m.client`` and sends its reply back
+(or loses it, to the ``network`` lane); a lost request goes to the network;
+a recovering client's resend goes to bookie ``b``. The writer's first send
+of an add is not drawn: ``WriterAddsEntry`` has no params naming bookies.
+
 Left out: a client's timeouts are not events (in the spec a timeout is the
 guard of the step that follows it, such as ``WriterChangesEnsemble``); a
 recovering client reports ``rec`` whole or the ``recoverer_phases``
@@ -39,11 +51,14 @@ of the spec, so they are not events either.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 from ledgerspec.spec.ledger import (
+    CLOSED,
+    DONE,
+    FAILED,
     FENCING,
     IDLE,
     READING,
@@ -54,9 +69,9 @@ from ledgerspec.spec.ledger import (
     LedgerState,
     Msg,
 )
-from ledgerspec.spec.tracing import INIT, Explanation, ObservationMode, Projection, TraceMapping
+from ledgerspec.spec.tracing import INIT, Explanation, Guard, Message, ObservationMode, Projection, TraceMapping
 
-__all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "TRACE", "client_process"]
+__all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "GUARDS", "TRACE", "client_process", "messages"]
 
 
 # -- projections: what a log line reports instead of a whole variable ---------------------
@@ -363,4 +378,95 @@ EXPLAIN: dict[str, Explanation] = {
     "RecovererResendsWriteBack": _explain_resend_write_back,
 }
 
-TRACE = TraceMapping(LedgerSpec, (FULL, CLIENT), projections=PROJECTIONS, explain=EXPLAIN)
+
+# -- guards: the antecedents of the invariants that are implications ------------------------
+def _closed(spec: LedgerSpec, s: LedgerState) -> bool:
+    return s.meta_status == CLOSED
+
+
+def _closed_after_acks(spec: LedgerSpec, s: LedgerState) -> bool:
+    return s.meta_status == CLOSED and s.writer_lac >= 0
+
+
+def _closed_while_a_bookie_serves_a_lac(spec: LedgerSpec, s: LedgerState) -> bool:
+    return s.meta_status == CLOSED and any(lac >= 0 for lac in s.bookie_lac)
+
+
+def _closed_with_entries(spec: LedgerSpec, s: LedgerState) -> bool:
+    return s.meta_status == CLOSED and s.meta_last_entry >= 0
+
+
+def _fencing_completed(spec: LedgerSpec, s: LedgerState) -> bool:
+    return any(r.phase in (READING, WRITING_BACK, DONE, FAILED) and bool(r.fence_replies) for r in s.rec)
+
+
+CLOSED_GUARD = Guard("ledger closed", _closed, "meta_status = CLOSED")
+GUARDS: dict[str, tuple[Guard, ...]] = {
+    "NoAckedEntryLost": (
+        CLOSED_GUARD,
+        Guard("closed after an ack", _closed_after_acks, "CLOSED, and the writer acknowledged an entry"),
+    ),
+    "ReadersAgreeUpToLac": (
+        CLOSED_GUARD,
+        Guard("closed while a bookie serves a LAC", _closed_while_a_bookie_serves_a_lac, "some bookie_lac >= 0"),
+    ),
+    "ClosedLedgerIsReadable": (Guard("closed with entries", _closed_with_entries, "CLOSED with meta_last_entry >= 0"),),
+    "NoNewAcksToFencedWriter": (
+        Guard("fencing completed", _fencing_completed, "a recovering client has its fencing replies and moved on"),
+    ),
+    "ClosedLedgerNeverChanges": (Guard("step from a closed ledger", _closed, "CLOSED before the step"),),
+}
+
+
+# -- drawings: lanes and messages ---------------------------------------------------------
+PROCESSES = ("writer", "recoverer", "bookie", "network")
+_REPLY = {"AddReq": "ack", "FenceReq": "fenced, LAC", "ReadReq": "entry or NoSuchEntry"}
+
+
+def _request_label(m: Mapping[str, Any]) -> str:
+    entry = m.get("entry")
+    label = str(m.get("type", "request"))
+    if isinstance(entry, int) and entry >= 0:
+        label += f" e{entry}"
+    if m.get("recovery") is True and m.get("type") == "AddReq":
+        label += " (write-back)"
+    return label
+
+
+def messages(action: str, params: Mapping[str, Any]) -> Sequence[Message]:
+    """The requests and replies an event names in its params (some fields may be left out)."""
+    m, c, b = params.get("m"), params.get("c"), params.get("b")
+    if (action.startswith("Bookie") and action != "BookieCrashes") or action == "NetworkLosesMessage":
+        if not isinstance(m, dict) or not isinstance(m.get("client"), int) or not isinstance(m.get("bookie"), int):
+            return ()
+        client, bookie = client_process(m["client"]), f"bookie-{m['bookie']}"
+        label = _request_label(m)
+        if action == "NetworkLosesMessage":
+            return (Message(client, "network", f"{label} lost"),)
+        sent = [Message(client, bookie, label)]
+        replied = params.get("replied")
+        reply = _REPLY.get(str(m.get("type")), "reply")
+        if replied is True:
+            sent.append(Message(bookie, client, reply))
+        elif replied is False:
+            sent.append(Message(bookie, "network", f"{reply} lost"))
+        return tuple(sent)
+    if action.startswith("RecovererResends") and isinstance(c, int) and isinstance(b, int):
+        if action == "RecovererResendsWriteBack":
+            e = params.get("e")
+            label = f"AddReq e{e} (write-back)" if isinstance(e, int) else "AddReq (write-back)"
+        else:
+            label = "FenceReq" if action == "RecovererResendsFenceRead" else "ReadReq"
+        return (Message(client_process(c), f"bookie-{b}", f"{label}, resent"),)
+    return ()
+
+
+TRACE = TraceMapping(
+    LedgerSpec,
+    (FULL, CLIENT),
+    projections=PROJECTIONS,
+    explain=EXPLAIN,
+    guards=GUARDS,
+    processes=PROCESSES,
+    messages=messages,
+)

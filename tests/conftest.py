@@ -1,18 +1,20 @@
-"""Test options: TLC tests need Java; ZooKeeper tests need ZooKeeper (``--run-slow`` is in the root conftest.py).
+"""Test options: TLC tests need Java, ZooKeeper tests a ZooKeeper server, Chromium tests Chromium (``--run-slow`` is in the root conftest.py).
 
 Tests marked ``zookeeper`` talk to a real ZooKeeper server that the
 ``zookeeper_server`` fixture starts once per session. Where none can be
 started they are skipped with the reason, except in CI (``CI=true``), where
-that is an error, as for TLC.
+that is an error, as for TLC. Tests marked ``chromium`` render pages in a
+real headless Chromium, under the same rule.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 import pytest
+from headless_chromium import ChromiumUnavailableError, find_chromium
 from metadata_backends import BACKEND_PARAMS, MetadataBackend
 from zookeeper_server import ZooKeeperServer, ZooKeeperUnavailableError, find_zkserver
 
@@ -29,15 +31,8 @@ def _tlc_unavailable() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    zookeeper_items = [item for item in items if item.get_closest_marker("zookeeper")]
-    if zookeeper_items:
-        try:
-            find_zkserver()
-        except ZooKeeperUnavailableError as exc:
-            if os.environ.get("CI") == "true":
-                raise pytest.UsageError(f"CI needs ZooKeeper: {exc}") from None
-            for item in zookeeper_items:
-                item.add_marker(pytest.mark.skip(reason=str(exc)))
+    _needs(items, "zookeeper", "ZooKeeper", find_zkserver, ZooKeeperUnavailableError)
+    _needs(items, "chromium", "Chromium", find_chromium, ChromiumUnavailableError)
     if any("tlc" in item.keywords for item in items):
         reason = _tlc_unavailable()
         if reason is not None:
@@ -47,6 +42,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             for item in items:
                 if "tlc" in item.keywords:
                     item.add_marker(skip_tlc)
+
+
+def _needs(
+    items: list[pytest.Item], marker: str, what: str, find: Callable[[], object], missing: type[Exception]
+) -> None:
+    """Skip the tests marked ``marker`` when ``find`` raises ``missing``; under CI=true that is an error."""
+    marked = [item for item in items if item.get_closest_marker(marker)]
+    if not marked:
+        return
+    try:
+        find()
+    except missing as exc:
+        if os.environ.get("CI") == "true":
+            raise pytest.UsageError(f"CI needs {what}: {exc}") from None
+        for item in marked:
+            item.add_marker(pytest.mark.skip(reason=str(exc)))
 
 
 def _zookeeper_unavailable(reason: str) -> NoReturn:
