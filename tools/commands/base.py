@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["EXIT_MISSING_TOOL", "EXIT_OK", "EXIT_USAGE", "EXIT_VIOLATION", "UsageError", "parse_constants"]
+__all__ = [
+    "EXIT_INCONCLUSIVE",
+    "EXIT_MISSING_TOOL",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "EXIT_VIOLATION",
+    "UsageError",
+    "parse_constants",
+]
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_MISSING_TOOL = 0, 1, 2, 3
+# A check that could not decide (a search bound was hit): neither a pass nor a violation.
+EXIT_INCONCLUSIVE = 4
 
 
 class UsageError(Exception):

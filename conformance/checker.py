@@ -1,0 +1,688 @@
+"""The conformance checker: is a trace of an implementation a behaviour of the spec?
+
+``check_trace(events, spec, mode, bounds) -> Verdict`` is a pure function
+of one trace's events; :class:`TraceChecker` is the same with its caches
+kept from one trace to the next (a run over many traces, or one executor of
+a distributed run, holds one).
+
+How a trace is checked (docs/conformance.md):
+
+1. Vocabulary. Each event's type must be an action of the spec (or
+   ``Init``), its params the action's parameters with values of their types,
+   its observed names variables or projections the mode observes.
+2. Merging: :mod:`ledgerspec.conformance.merge` puts the events in replay
+   order. A bad event stops the check at its place in that order.
+3. Search. The checker keeps the *frontier*: every spec state consistent
+   with the events so far, each with the shortest spec behaviour that
+   reaches it. Before each event, steps the mode hides may be taken, at most
+   ``max_hidden_steps`` in a row; then the event's action is taken with the
+   event's params, from every candidate, and the successors whose observed
+   values match and which keep every invariant (and action property) form
+   the next frontier. With nothing hidden and one initial state (the ``full``
+   mode) the frontier is one state and the replay is deterministic.
+4. Verdict. All events matched: *conforms*. An event no candidate takes:
+   *violates*, with every candidate and why it rejects the event (the guard
+   that fails, from the mapping's explanation of the action, or the
+   observed value that differs, or the invariant broken), and the shortest
+   spec path to the failing point. If a bound cut the search before that
+   event, or bad input stopped it, *inconclusive*, naming which.
+
+Granularity of "which guard failed": a spec action is a function that
+returns no successor when disabled; the checker evaluates it with the
+event's parameters and, when it is disabled, asks the trace mapping's
+explanation for that action, which names the guard. Without one, it says
+whether the parameters are an instance the spec offers in that state and
+that the guard is false, nothing finer.
+
+Hot path, for the ``full`` mode: the successor of (state, event type,
+params) is computed once and cached, with the invariants of the new state;
+observed values are compared as canonical JSON bytes against the cached
+encoding of the state's variables, and decoded only when the bytes differ
+(a set in another order, or a real difference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import orjson
+from ledgerspec.conformance.events import Event, InputError
+from ledgerspec.conformance.merge import merge_trace
+from ledgerspec.conformance.verdict import CONFORMS, INCONCLUSIVE, VIOLATES, BoundHit, Candidate, Failure, Verdict
+from ledgerspec.spec.codecs import Codec, CodecError, RecordCodec, SeqCodec, SetCodec, TupleCodec, canonical_bytes
+from ledgerspec.spec.kernel import Action, Spec
+from ledgerspec.spec.tracing import INIT, ObservationMode, TraceMapping, mapping_for
+
+__all__ = ["Bounds", "TraceChecker", "check_trace"]
+
+_SORT = orjson.OPT_SORT_KEYS
+_UNSEEN = object()
+SHOWN_CANDIDATES = 12  # candidates described in full in a failure
+
+
+@attrs.frozen
+class Bounds:
+    """Search bounds for partially observed traces."""
+
+    max_hidden_steps: int = 6  # hidden steps taken in a row between two events
+    max_candidates: int = 10_000  # candidate states kept at once
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_hidden_steps < 0 or self.max_candidates < 1:
+            raise ValueError(f"bounds must be max_hidden_steps >= 0 and max_candidates >= 1, got {self}")
+
+
+class _Node:
+    """A step of a spec behaviour matched so far; the chain of parents is the behaviour."""
+
+    __slots__ = ("action", "args", "depth", "hidden", "parent")
+
+    def __init__(self, parent: _Node | None, action: str, args: tuple[Any, ...], hidden: bool = False) -> None:
+        self.parent = parent
+        self.action = action
+        self.args = args
+        self.hidden = hidden
+        self.depth: int = 0 if parent is None else parent.depth + 1
+
+
+@attrs.frozen
+class _Params:
+    """An event's params, decoded: the action's arguments, or a pattern when some are not given."""
+
+    args: tuple[Any, ...] | None
+    pattern: Mapping[str, Any] | None
+
+
+class _BadValueError(Exception):
+    """An observed value that does not decode: bad input, found while checking."""
+
+
+@attrs.frozen
+class _Outcome:
+    checked: int  # events matched
+    failure_index: int | None = None
+    closure: Mapping[Any, _Node] | None = None  # the candidates at the failing event
+    bad_value: InputError | None = None
+    bound: BoundHit | None = None
+    peak: int = 1
+
+
+# A transition from a state by an event: (args, next state or None, what it breaks or None).
+_Transition = tuple[tuple[Any, ...], Any, "str | None"]
+
+
+class TraceChecker:
+    """Checks traces of one spec, in one observation mode, within bounds; caches are kept between traces.
+
+    ``mapping`` defaults to the spec's trace module (``ledgerspec.spec.<name>_trace``); ``cache_limit``
+    bounds each cache (they are emptied when full, so memory stays bounded on any number of traces).
+    """
+
+    def __init__(
+        self,
+        spec: Spec[Any],
+        mode: str | ObservationMode = "full",
+        bounds: Bounds | None = None,
+        *,
+        mapping: TraceMapping | None = None,
+        cache_limit: int = 100_000,
+    ) -> None:
+        self.spec = spec
+        self.mapping = mapping or mapping_for(spec.name)
+        if not isinstance(spec, self.mapping.spec_type):
+            raise TypeError(f"the trace mapping is for spec {self.mapping.spec_type.name}, not {spec.name}")
+        self.mode = mode if isinstance(mode, ObservationMode) else self.mapping.mode(mode)
+        self.bounds = bounds or Bounds()
+        self.cache_limit = cache_limit
+        self._actions: dict[str, Action] = self.mapping.actions
+        self._hidden_actions = tuple(a for a in spec.actions if a.name in self.mode.hidden)
+        self._codecs: dict[str, Codec] = self.mapping.codecs
+        self._projections = self.mapping.projections
+        # Caches. States are interned (one object per distinct state), so that the lookups
+        # below find their key by identity instead of comparing states field by field.
+        self._intern: dict[Any, Any] = {}
+        self._transitions: dict[tuple[Any, str, bytes], tuple[_Transition, ...]] = {}
+        self._views: dict[Any, dict[str, bytes]] = {}  # state -> observable name -> canonical JSON
+        self._hidden: dict[Any, tuple[tuple[str, tuple[Any, ...], Any], ...]] = {}
+        self._broken: dict[Any, str | None] = {}
+        self._params: dict[tuple[str, bytes], _Params | InputError] = {}
+        self._inits: tuple[Any, ...] = ()
+
+    def _state(self, state: Any) -> Any:
+        """The interned copy of a state. All state caches are emptied together when they hold too much."""
+        found = self._intern.get(state)
+        if found is None:
+            if len(self._intern) >= self.cache_limit:
+                for cache in (self._intern, self._transitions, self._views, self._hidden, self._broken):
+                    cache.clear()
+                self._inits = ()
+            found = self._intern[state] = state
+        return found
+
+    def _initial_states(self) -> tuple[Any, ...]:
+        if not self._inits:
+            self._inits = tuple(self._state(s) for s in self.spec.init_states())
+        return self._inits
+
+    # -- the public entry point --------------------------------------------------------
+    def check(self, events: Sequence[Event], input_errors: Iterable[InputError] = ()) -> Verdict:
+        """Check one trace. ``events`` in reading order; ``input_errors`` are its lines that could not be read."""
+        unread = tuple(input_errors)
+        trace = events[0].trace if events else (unread[0].trace if unread else None) or "?"
+        bad: dict[int, InputError] = {}
+        for e in events:
+            error = self._vocabulary(e)
+            if error is not None:
+                bad[id(e)] = error
+        merged = merge_trace(events, bad)
+        ordered = list(merged.events)
+        errors = list(unread) + list(merged.errors)
+        for i, e in enumerate(ordered):
+            if e.type == INIT and i > 0:
+                errors.append(InputError(e.file, e.line, f"Init must be the first event of trace {trace!r}", trace))
+                ordered = ordered[:i]
+                break
+        outcome = self._search(ordered)
+        if outcome.bad_value is not None:
+            errors.append(outcome.bad_value)
+        failure = None
+        if outcome.failure_index is not None:
+            assert outcome.closure is not None
+            failure = self._failure(ordered, outcome.failure_index, outcome.closure)
+        if failure is not None and outcome.bound is None and not unread:
+            status = VIOLATES
+        elif failure is not None or errors:
+            status = INCONCLUSIVE
+        else:
+            status = CONFORMS
+        return Verdict(
+            trace=trace,
+            status=status,
+            events=merged.total,
+            checked=outcome.checked,
+            failure=failure,
+            bound=outcome.bound if status == INCONCLUSIVE else None,
+            input_errors=tuple(errors),
+            max_candidates=outcome.peak,
+        )
+
+    # -- vocabulary ----------------------------------------------------------------------
+    def _vocabulary(self, e: Event) -> InputError | None:
+        """Is the event in the spec's vocabulary, for this mode? Params are decoded (and cached) here."""
+
+        def error(message: str) -> InputError:
+            return InputError(e.file, e.line, message, e.trace)
+
+        if e.type == INIT:
+            if e.params:
+                return error("the Init event has no params")
+        elif e.type not in self._actions:
+            return error(
+                f"unknown event type {e.type!r}: not an action of spec {self.spec.name} "
+                f"(actions: {', '.join(self._actions)}; or Init)"
+            )
+        else:
+            decoded = self._decoded_params(e)
+            if isinstance(decoded, InputError):
+                return error(decoded.message)
+        observes = self.mode.observes
+        for name in e.observed:
+            if name not in observes:
+                if name in self._codecs:
+                    return error(
+                        f"observed {name!r} is not observable in mode {self.mode.name!r} "
+                        f"(it observes {', '.join(sorted(observes))})"
+                    )
+                return error(
+                    f"observed {name!r} is neither a variable nor a projection of spec {self.spec.name} "
+                    f"(variables: {', '.join(self.mapping.variables)}; projections: "
+                    f"{', '.join(self._projections) or 'none'})"
+                )
+        return None
+
+    def _decoded_params(self, e: Event) -> _Params | InputError:
+        key = (e.type, e.params_key)
+        found = self._params.get(key)
+        if found is not None:
+            return found
+        codecs = self.mapping.param_codecs[e.type]
+        unknown = [name for name in e.params if name not in codecs]
+        if unknown:
+            found = InputError(
+                e.file,
+                e.line,
+                f"{e.type} has no parameter {', '.join(map(repr, unknown))} "
+                f"(parameters: {', '.join(codecs) or 'none'})",
+                e.trace,
+            )
+        else:
+            try:
+                complete = [codecs[n].check(v, f"params.{n}", partial=True) for n, v in e.params.items()]
+                if len(e.params) == len(codecs) and all(complete):
+                    found = _Params(tuple(c.decode(e.params[n], f"params.{n}") for n, c in codecs.items()), None)
+                else:
+                    found = _Params(None, dict(e.params))
+            except CodecError as exc:
+                found = InputError(e.file, e.line, str(exc), e.trace)
+        if len(self._params) >= self.cache_limit:
+            self._params.clear()
+        self._params[key] = found
+        return found
+
+    # -- the search ----------------------------------------------------------------------
+    def _search(self, events: Sequence[Event]) -> _Outcome:
+        bounds = self.bounds
+        frontier: dict[Any, _Node] = {}
+        start = 0
+        if events and events[0].type == INIT:
+            start = 1
+            inits = {s: _Node(None, INIT, ()) for s in self._initial_states()}
+            try:
+                for s, node in inits.items():
+                    if self._matches(s, events[0]) and self._broken_state(s) is None:
+                        frontier[s] = node
+            except _BadValueError as exc:
+                return _Outcome(0, bad_value=self._value_error(events[0], exc))
+            if not frontier:
+                return _Outcome(0, failure_index=0, closure=inits)
+        else:
+            frontier = {s: _Node(None, INIT, ()) for s in self._initial_states() if self._broken_state(s) is None}
+        bound: BoundHit | None = None
+        peak = len(frontier)
+        hidden = bool(self._hidden_actions)
+        transitions = self._transitions
+        i = start
+        while i < len(events):
+            if not hidden and len(frontier) == 1:
+                ((state, node),) = frontier.items()
+                i, state, node, stop = self._replay(events, i, state, node)
+                if stop is not None:
+                    return attrs.evolve(stop, bound=bound, peak=peak)
+                frontier = {state: node}
+                if i == len(events):
+                    break
+            ev = events[i]
+            if hidden:
+                closure, cut = self._closure(frontier, i)
+                if cut is not None and bound is None:
+                    bound = cut
+                peak = max(peak, len(closure))
+            else:
+                closure = frontier
+            new: dict[Any, _Node] = {}
+            try:
+                for state, node in closure.items():
+                    found = transitions.get((state, ev.type, ev.params_key))
+                    if found is None:
+                        found = self._compute_transitions(state, ev)
+                    for args, nxt, broken in found:
+                        if nxt is None or broken is not None or nxt in new:
+                            continue
+                        if ev.observed and not self._matches(nxt, ev):
+                            continue
+                        new[nxt] = _Node(node, ev.type, args)
+            except _BadValueError as exc:
+                return _Outcome(i, bad_value=self._value_error(ev, exc), bound=bound, peak=peak)
+            if not new:
+                return _Outcome(i, failure_index=i, closure=closure, bound=bound, peak=peak)
+            if len(new) > bounds.max_candidates:
+                new = dict(list(new.items())[: bounds.max_candidates])
+                if bound is None:
+                    bound = BoundHit("max_candidates", bounds.max_candidates, i + 1)
+            frontier = new
+            peak = max(peak, len(new))
+            i += 1
+        return _Outcome(len(events), bound=bound, peak=peak)
+
+    def _replay(
+        self, events: Sequence[Event], start: int, state: Any, node: _Node
+    ) -> tuple[int, Any, _Node, _Outcome | None]:
+        """The hot path: replay while each event has one way to be taken and nothing is hidden.
+
+        Returns where it stopped (an event with several ways, or the end), the state and behaviour
+        reached, and the outcome if an event failed. Behaviour nodes are built only when needed.
+        """
+        transitions, views, dumps = self._transitions, self._views, orjson.dumps
+        taken: list[tuple[str, tuple[Any, ...]]] = []
+        outcome = None
+        i, n = start, len(events)
+        try:
+            while i < n:
+                ev = events[i]
+                found = transitions.get((state, ev.type, ev.params_key))
+                if found is None:
+                    found = self._compute_transitions(state, ev)
+                if len(found) != 1:
+                    break
+                args, nxt, broken = found[0]
+                if nxt is None or broken is not None:
+                    outcome = _Outcome(i, failure_index=i)
+                    break
+                observed = ev.observed
+                if observed:
+                    view = views.get(nxt)
+                    if view is None:
+                        view = views[nxt] = {}
+                    for name, value in observed.items():
+                        if value is None:
+                            continue
+                        expected = view.get(name)
+                        if expected is None:
+                            expected = self._expected(nxt, name)
+                        if dumps(value, option=_SORT) != expected and not self._same(nxt, name, value):
+                            outcome = _Outcome(i, failure_index=i)
+                            break
+                    if outcome is not None:
+                        break
+                taken.append((ev.type, args))
+                state = nxt
+                i += 1
+        except _BadValueError as exc:
+            outcome = _Outcome(i, bad_value=self._value_error(events[i], exc))
+        if i == n and outcome is None:
+            return i, state, node, None  # conforms: no need for the behaviour
+        for action, args in taken:
+            node = _Node(node, action, args)
+        if outcome is not None and outcome.failure_index is not None:
+            outcome = attrs.evolve(outcome, closure={state: node})
+        return i, state, node, outcome
+
+    def _closure(self, frontier: dict[Any, _Node], index: int) -> tuple[dict[Any, _Node], BoundHit | None]:
+        """The frontier and every state hidden steps reach from it, breadth first (shortest paths)."""
+        limit, most = self.bounds.max_hidden_steps, self.bounds.max_candidates
+        seen = dict(frontier)
+        layer = list(frontier.items())
+        depth = 0
+        while layer:
+            depth += 1
+            next_layer = []
+            for state, node in layer:
+                for name, args, t in self._hidden_steps(state):
+                    if t in seen:
+                        continue
+                    if depth > limit:
+                        return seen, BoundHit("max_hidden_steps", limit, index)
+                    if len(seen) >= most:
+                        return seen, BoundHit("max_candidates", most, index)
+                    n = _Node(node, name, args, hidden=True)
+                    seen[t] = n
+                    next_layer.append((t, n))
+            layer = next_layer
+        return seen, None
+
+    def _hidden_steps(self, state: Any) -> tuple[tuple[str, tuple[Any, ...], Any], ...]:
+        """The hidden steps from a state that keep every invariant and action property."""
+        found = self._hidden.get(state)
+        if found is not None:
+            return found
+        spec, hidden = self.spec, self.mode.hidden
+        steps = []
+        for act in self._hidden_actions:
+            hides = hidden[act.name]  # None: every instance is hidden
+            for args in act.params(spec, state) if act.params is not None else ((),):
+                if hides is not None and not hides(*args):
+                    continue
+                t = act.fn(spec, state, *args)
+                if t is not None and self._broken_step(state, t) is None:
+                    steps.append((act.name, args, self._state(t)))
+        found = self._hidden[state] = tuple(steps)
+        return found
+
+    def _compute_transitions(self, state: Any, ev: Event) -> tuple[_Transition, ...]:
+        """Every way the event's action, with the event's params, can be taken from the state."""
+        spec = self.spec
+        act = self._actions[ev.type]
+        decoded = self._decoded_params(ev)
+        assert isinstance(decoded, _Params)
+        if decoded.args is not None:
+            chosen = [decoded.args]
+        else:
+            codecs = self.mapping.param_codecs[ev.type]
+            assert decoded.pattern is not None
+            pattern = decoded.pattern
+            chosen = [
+                args
+                for args in self._instances(act, state)
+                if all(codecs[n].matches(v, args[i]) for i, n in enumerate(codecs) if (v := pattern.get(n)) is not None)
+            ]
+        result: list[_Transition] = []
+        for args in chosen:
+            if decoded.args is not None and act.params is not None and args not in self._instances(act, state):
+                result.append((args, None, None))  # not an instance the spec offers: the \E does not hold
+                continue
+            nxt = act.fn(spec, state, *args)
+            if nxt is None:
+                result.append((args, None, None))
+            else:
+                nxt = self._state(nxt)
+                result.append((args, nxt, self._broken_step(state, nxt)))
+        found = self._transitions[(state, ev.type, ev.params_key)] = tuple(result)
+        return found
+
+    def _instances(self, act: Action, state: Any) -> list[tuple[Any, ...]]:
+        return [()] if act.params is None else list(act.params(self.spec, state))
+
+    def _broken_step(self, state: Any, nxt: Any) -> str | None:
+        """What a step breaks: an action property of the step, or an invariant of the new state."""
+        for prop in self.spec.action_properties:
+            message = prop.fn(self.spec, state, nxt)
+            if message is not None:
+                return f"breaks the action property {prop.name}: {message}"
+        return self._broken_state(nxt)
+
+    def _broken_state(self, state: Any) -> str | None:
+        found = self._broken.get(state, _UNSEEN)
+        if found is _UNSEEN:
+            found = None
+            for inv in self.spec.invariants:
+                message = inv.fn(self.spec, state)
+                if message is not None:
+                    found = f"reaches a state that breaks the invariant {inv.name}: {message}"
+                    break
+            self._broken[state] = found
+        assert found is None or isinstance(found, str)
+        return found
+
+    # -- observed values -------------------------------------------------------------------
+    def _expected(self, state: Any, name: str) -> bytes:
+        """The canonical JSON of a variable or projection in a state (cached)."""
+        view = self._views.get(state)
+        if view is None:
+            view = self._views[state] = {}
+        found = view.get(name)
+        if found is None:
+            found = view[name] = canonical_bytes(self._codecs[name], self.mapping.observe(self.spec, state, name))
+        return found
+
+    def _matches(self, state: Any, ev: Event) -> bool:
+        """Do the event's observed values (``null``: not observed) match the state?"""
+        for name, value in ev.observed.items():
+            if value is None:
+                continue
+            if orjson.dumps(value, option=_SORT) != self._expected(state, name) and not self._same(state, name, value):
+                return False
+        return True
+
+    def _same(self, state: Any, name: str, value: Any) -> bool:
+        """Slow path, when the JSON text differs: decode (sets in any order) and compare values."""
+        try:
+            decoded = self._codecs[name].decode(value, f"observed.{name}")
+        except CodecError as exc:
+            raise _BadValueError(str(exc)) from None
+        return bool(decoded == self.mapping.observe(self.spec, state, name))
+
+    @staticmethod
+    def _value_error(ev: Event, exc: _BadValueError) -> InputError:
+        return InputError(ev.file, ev.line, str(exc), ev.trace)
+
+    # -- explaining a failure --------------------------------------------------------------
+    def _failure(self, events: Sequence[Event], index: int, closure: Mapping[Any, _Node]) -> Failure:
+        ev = events[index]
+        ranked = sorted(closure.items(), key=lambda item: item[1].depth)
+        candidates = []
+        for state, node in ranked[:SHOWN_CANDIDATES]:
+            hidden = []
+            n: _Node | None = node
+            while n is not None and n.hidden:
+                hidden.append(self._step(n.action, n.args))
+                n = n.parent
+            candidates.append(
+                Candidate(tuple(reversed(hidden)), tuple(self._rejections(state, ev)), self._state_json(state))
+            )
+        shortest = ranked[0][1] if ranked else None
+        path = []
+        n = shortest
+        while n is not None:
+            path.append(("(hidden) " if n.hidden else "") + self._step(n.action, n.args))
+            n = n.parent
+        path.reverse()
+        where = f"event {index} ({self._event_text(ev)}, logged by {ev.process} as seq {ev.seq} at {ev.where})"
+        if len(ranked) == 1 and len(candidates[0].rejections) == 1:
+            reason = candidates[0].rejections[0]
+        else:
+            first = candidates[0].rejections[0] if candidates and candidates[0].rejections else "rejected"
+            reason = f"none of the {len(ranked)} candidate states takes {ev.type}; the first: {first}"
+        lines = [f"{where} matches no behaviour of spec {self.spec.name} ({self.mode.name} mode):"]
+        for k, c in enumerate(candidates, 1):
+            via = f", after hidden steps {', '.join(c.hidden_steps)}" if c.hidden_steps else ""
+            lines.append(f"  candidate {k} of {len(ranked)}{via}:")
+            lines += [f"    - {r}" for r in c.rejections]
+        if len(ranked) > len(candidates):
+            lines.append(f"  ... and {len(ranked) - len(candidates)} more candidate states")
+        return Failure(
+            event_index=index,
+            event_type=ev.type,
+            process=ev.process,
+            seq=ev.seq,
+            file=ev.file,
+            line=ev.line,
+            reason=reason,
+            explanation="\n".join(lines),
+            path=tuple(path),
+            candidates=tuple(candidates),
+            candidates_total=len(ranked),
+        )
+
+    def _rejections(self, state: Any, ev: Event) -> list[str]:
+        """Why the state cannot take the event, one sentence per way of taking it."""
+        if ev.type == INIT:
+            return [self._mismatch_text(state, ev, "the initial state")]
+        found = self._transitions.get((state, ev.type, ev.params_key)) or self._compute_transitions(state, ev)
+        if not found:
+            act = self._actions[ev.type]
+            offered = [self._step(act.name, args) for args in self._instances(act, state)]
+            given = orjson.dumps(ev.params).decode()
+            return [
+                f"no instance of {ev.type} matches the params {given}; the spec offers "
+                + (", ".join(offered[:6]) + (" ..." if len(offered) > 6 else "") if offered else "none in this state")
+            ]
+        out = []
+        for args, nxt, broken in found:
+            step = self._step(ev.type, args)
+            if nxt is None:
+                out.append(f"{step} is not enabled: {self._why_disabled(state, ev.type, args)}")
+            elif broken is not None:
+                out.append(f"{step} {broken}")
+            else:
+                out.append(self._mismatch_text(nxt, ev, f"after {step}"))
+        return out
+
+    def _why_disabled(self, state: Any, action: str, args: tuple[Any, ...]) -> str:
+        explain = self.mapping.explain.get(action)
+        if explain is not None:
+            why = explain(self.spec, state, *args)
+            if why is not None:
+                return str(why)
+        act = self._actions[action]
+        if act.params is not None and args not in self._instances(act, state):
+            offered = [self._step(action, a) for a in self._instances(act, state)]
+            return "these parameters are not an instance the spec offers in this state (it offers " + (
+                ", ".join(offered[:6]) + (" ..." if len(offered) > 6 else "") + ")" if offered else "none)"
+            )
+        return "its guard is false in this state (the trace mapping gives no finer explanation)"
+
+    def _mismatch_text(self, state: Any, ev: Event, when: str) -> str:
+        differences = []
+        for name, value in ev.observed.items():
+            if value is None:
+                continue
+            if orjson.dumps(value, option=_SORT) == self._expected(state, name):
+                continue
+            expected = self.mapping.observe(self.spec, state, name)
+            codec = self._codecs[name]
+            try:
+                decoded = codec.decode(value, f"observed.{name}")
+            except CodecError as exc:
+                differences.append(str(exc))
+                continue
+            if decoded != expected:
+                differences.append(_describe(name, codec, value, decoded, expected))
+        if not differences:
+            return f"{when}: the observed values match, but the state is already a candidate"
+        return f"{when}: " + "; ".join(differences)
+
+    def _step(self, action: str, args: tuple[Any, ...]) -> str:
+        if action == INIT:
+            return INIT
+        return str(self.spec.step(self._actions[action], args))
+
+    def _event_text(self, ev: Event) -> str:
+        if not ev.params:
+            return ev.type
+        return f"{ev.type} {orjson.dumps(ev.params).decode()}"
+
+    def _state_json(self, state: Any) -> dict[str, Any]:
+        return {name: self._codecs[name].encode(getattr(state, name)) for name in self.mapping.variables}
+
+
+def _json(codec: Codec, value: Any) -> str:
+    text = canonical_bytes(codec, value).decode()
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _describe(name: str, codec: Codec, raw: Any, observed: Any, expected: Any) -> str:
+    """Observed versus spec value, with the parts that differ."""
+    head = f"observed {name} = {_json(codec, observed)}, the spec has {_json(codec, expected)}"
+    details = _differences(codec, observed, expected, name)
+    if details and not (len(details) == 1 and details[0].startswith(f"{name}:")):
+        return head + " (" + "; ".join(details[:6]) + (" ..." if len(details) > 6 else "") + ")"
+    return head
+
+
+def _differences(codec: Codec, observed: Any, expected: Any, path: str) -> list[str]:
+    if observed == expected:
+        return []
+    if isinstance(codec, SetCodec):
+        extra, missing = observed - expected, expected - observed
+        out = []
+        if extra:
+            out.append(f"{path} has {', '.join(_json(codec.element, v) for v in extra)} only in the observation")
+        if missing:
+            out.append(f"{path} has {', '.join(_json(codec.element, v) for v in missing)} only in the spec")
+        return out
+    if isinstance(codec, SeqCodec | TupleCodec) and len(observed) == len(expected):
+        elements = codec.elements if isinstance(codec, TupleCodec) else (codec.element,) * len(observed)
+        out = []
+        for i, (c, o, x) in enumerate(zip(elements, observed, expected, strict=True)):
+            out += _differences(c, o, x, f"{path}[{i}]")
+        return out
+    if isinstance(codec, RecordCodec):
+        out = []
+        for field, c in codec.fields.items():
+            out += _differences(c, getattr(observed, field), getattr(expected, field), f"{path}.{field}")
+        return out
+    return [f"{path}: observed {_json(codec, observed)}, spec {_json(codec, expected)}"]
+
+
+def check_trace(
+    events: Sequence[Event],
+    spec: Spec[Any],
+    mode: str = "full",
+    bounds: Bounds | None = None,
+    *,
+    mapping: TraceMapping | None = None,
+) -> Verdict:
+    """Check one trace's events (in reading order) against a spec: a pure function of its arguments."""
+    return TraceChecker(spec, mode, bounds, mapping=mapping).check(events)

@@ -1,0 +1,87 @@
+"""Check trace files in this process, one trace at a time: the driver under ``ledgerspec check``.
+
+Memory holds the trace being checked (see :mod:`ledgerspec.conformance.reader`),
+the checker's bounded caches, and the verdicts that are not *conforms*.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import attrs
+from ledgerspec.conformance.checker import TraceChecker
+from ledgerspec.conformance.events import InputError
+from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES, read_traces
+from ledgerspec.conformance.verdict import CONFORMS, VIOLATES, Verdict
+
+__all__ = ["CheckRun", "check_files"]
+
+
+@attrs.define
+class CheckRun:
+    """What a run over trace files found."""
+
+    traces: int = 0
+    events: int = 0
+    conforms: int = 0
+    violations: list[Verdict] = attrs.Factory(list)
+    inconclusive: list[Verdict] = attrs.Factory(list)
+    input_errors: list[InputError] = attrs.Factory(list)  # every bad line, charged to a trace or not
+    seconds: float = 0.0  # wall time
+    cpu_seconds: float = 0.0  # CPU time of this process
+
+    def add(self, item: Verdict | InputError) -> None:
+        if isinstance(item, InputError):
+            self.input_errors.append(item)
+            return
+        self.traces += 1
+        self.events += item.events
+        self.input_errors.extend(item.input_errors)
+        if item.status == CONFORMS:
+            self.conforms += 1
+        elif item.status == VIOLATES:
+            self.violations.append(item)
+        else:
+            self.inconclusive.append(item)
+
+    @property
+    def events_per_cpu_second(self) -> float:
+        return self.events / self.cpu_seconds if self.cpu_seconds > 0 else float("inf")
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: the reader and checker make no reference cycles, and the
+    collector's repeated scans of the checker's caches would cost more than the check itself."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def check_files(
+    paths: Sequence[str | Path],
+    checker: TraceChecker,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    each: Callable[[Verdict | InputError], None] | None = None,
+) -> CheckRun:
+    """Check every trace in the files; ``each`` sees every verdict and stray input error as it comes."""
+    run = CheckRun()
+    started, cpu_started = time.perf_counter(), time.process_time()
+    with _collector_paused():
+        for item in read_traces(paths, max_line_bytes=max_line_bytes):
+            result = item if isinstance(item, InputError) else checker.check(item.events, item.errors)
+            run.add(result)
+            if each is not None:
+                each(result)
+    run.seconds = time.perf_counter() - started
+    run.cpu_seconds = time.process_time() - cpu_started
+    return run

@@ -1,0 +1,146 @@
+"""What the checker says about one trace: conforms, violates or inconclusive, and why.
+
+A verdict is plain data: ``to_json()`` gives a nested object, ``to_row()`` a
+flat mapping of strings and integers (one row per trace, the shape a
+distributed run collects).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from ledgerspec.conformance.events import InputError
+
+__all__ = ["CONFORMS", "INCONCLUSIVE", "VIOLATES", "BoundHit", "Candidate", "Failure", "Verdict"]
+
+CONFORMS, VIOLATES, INCONCLUSIVE = "conforms", "violates", "inconclusive"
+
+
+@attrs.frozen
+class Candidate:
+    """A spec state the trace could have reached before the failing event, and why it cannot take it."""
+
+    hidden_steps: tuple[str, ...]  # hidden steps taken since the previous event to reach this state
+    rejections: tuple[str, ...]  # one per way of taking the event: the guard that fails, or the value that differs
+    state: dict[str, Any]  # the state, variable -> JSON value
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hidden_steps": list(self.hidden_steps), "rejections": list(self.rejections), "state": self.state}
+
+
+@attrs.frozen
+class BoundHit:
+    """A search bound cut the search short: more states might have matched."""
+
+    bound: str  # max_hidden_steps or max_candidates
+    limit: int
+    event_index: int  # the event before which the search was cut
+
+    def __str__(self) -> str:
+        return f"{self.bound}={self.limit} reached before event {self.event_index}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bound": self.bound, "limit": self.limit, "event_index": self.event_index}
+
+
+@attrs.frozen
+class Failure:
+    """The event no behaviour of the spec can take, with every candidate state's reason."""
+
+    event_index: int  # in replay order, from 0
+    event_type: str
+    process: str
+    seq: int
+    file: str
+    line: int
+    reason: str  # one line
+    explanation: str  # several lines: each candidate state and why it rejects the event
+    path: tuple[str, ...]  # the shortest spec behaviour (Init, steps) to a candidate state at the failing event
+    candidates: tuple[Candidate, ...]
+    candidates_total: int  # candidates examined; only the first few are kept in ``candidates``
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "event_index": self.event_index,
+            "event": self.event_type,
+            "process": self.process,
+            "seq": self.seq,
+            "file": self.file,
+            "line": self.line,
+            "reason": self.reason,
+            "explanation": self.explanation,
+            "path": list(self.path),
+            "candidates_total": self.candidates_total,
+            "candidates": [c.to_json() for c in self.candidates],
+        }
+
+
+@attrs.frozen
+class Verdict:
+    """The checker's answer for one trace."""
+
+    trace: str
+    status: str  # conforms, violates or inconclusive
+    events: int  # events of the trace, as read
+    checked: int  # events matched by a behaviour of the spec
+    failure: Failure | None = None  # violates; or inconclusive when a bound was hit before the failing event
+    bound: BoundHit | None = None  # inconclusive because a search bound was hit
+    input_errors: tuple[InputError, ...] = ()  # inconclusive because the check stopped at bad input
+    max_candidates: int = 1  # largest set of candidate states the search kept
+
+    @property
+    def reason(self) -> str:
+        """One line saying why the trace does not conform ("" when it does)."""
+        if self.status == CONFORMS:
+            return ""
+        if self.status == VIOLATES:
+            assert self.failure is not None
+            return self.failure.reason
+        parts = []
+        if self.bound is not None:
+            parts.append(f"search bound {self.bound}")
+        if self.input_errors:
+            first = self.input_errors[0]
+            more = f" (and {len(self.input_errors) - 1} more)" if len(self.input_errors) > 1 else ""
+            parts.append(f"check stopped at bad input {first}{more}")
+        if self.failure is not None:
+            parts.append(f"then event {self.failure.event_index} matched no candidate: {self.failure.reason}")
+        return "; ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "trace": self.trace,
+            "status": self.status,
+            "events": self.events,
+            "checked": self.checked,
+            "max_candidates": self.max_candidates,
+        }
+        if self.status != CONFORMS:
+            data["reason"] = self.reason
+        if self.failure is not None:
+            data["failure"] = self.failure.to_json()
+        if self.bound is not None:
+            data["bound"] = self.bound.to_json()
+        if self.input_errors:
+            data["input_errors"] = [e.to_json() for e in self.input_errors]
+        return data
+
+    def to_row(self) -> dict[str, str | int | None]:
+        """A flat row: scalars only, lists joined by newlines."""
+        f = self.failure
+        return {
+            "trace": self.trace,
+            "status": self.status,
+            "events": self.events,
+            "checked": self.checked,
+            "reason": self.reason or None,
+            "event_index": f.event_index if f else None,
+            "event": f.event_type if f else None,
+            "file": f.file if f else None,
+            "line": f.line if f else None,
+            "explanation": f.explanation if f else None,
+            "path": "\n".join(f.path) if f else None,
+            "bound": str(self.bound) if self.bound else None,
+            "input_errors": "\n".join(map(str, self.input_errors)) or None,
+        }

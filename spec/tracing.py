@@ -1,0 +1,158 @@
+"""Trace mappings: how the events an implementation logs map onto a spec's actions and variables.
+
+The Python counterpart of a TLA+ trace module (tlaplus/Examples'
+``EWD998ChanTrace.tla``): it extends a spec without touching it. A spec
+``X`` (``spec/X.py``) has its mapping in ``spec/X_trace.py``, a module-level
+``TRACE`` that :func:`mapping_for` finds by that name; the conformance
+checker takes any spec that has one, with no change of its own.
+
+A mapping says, for one spec:
+
+- the event vocabulary. An event's type is an action's name (or ``Init``),
+  its ``params`` the action's parameters by name, its ``observed`` values
+  spec variables or named projections of them; values are JSON, encoded by
+  codecs (:mod:`ledgerspec.spec.codecs`) derived from the type hints of the
+  action's parameters and of the state's fields;
+- observation modes. A mode names the action instances an observer cannot
+  see (*hidden*: they may happen between two logged events), the variables
+  and projections it may report, and the process that logs each step. Every
+  instance the mode does not hide must be logged: that is what lets a
+  checker rule behaviours out;
+- projections: what an observer reports instead of a whole variable
+  (a recovering client's phase rather than its whole record);
+- explanations, per action: why an instance is not enabled in a state, in
+  the words of the spec's guards. A spec action only returns ``None`` when
+  disabled; the explanation says which guard. An explanation must agree
+  with the action (tests check it on every reachable state of small models).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+from ledgerspec.spec.codecs import Codec, codec_for, hints_of
+from ledgerspec.spec.kernel import Action, Spec
+
+__all__ = ["INIT", "Explanation", "ObservationMode", "Projection", "TraceMapping", "mapping_for"]
+
+#: The event type of a trace's first event: the spec's initial state (TLA+ ``Init``).
+INIT = "Init"
+
+#: ``explain(spec, state, *args)``: why that action instance is not enabled, or ``None`` when it is.
+Explanation = Callable[..., "str | None"]
+
+
+@attrs.frozen
+class Projection:
+    """A named function of a state that an observer may report, like a variable."""
+
+    name: str
+    fn: Callable[[Any, Any], Any]  # (spec, state) -> value
+    type: Any  # type hint of the value, for its JSON codec
+    doc: str
+
+
+def _always(_action: str, _args: tuple[Any, ...]) -> str:
+    return "main"
+
+
+@attrs.frozen
+class ObservationMode:
+    """What one kind of observer sees of a behaviour."""
+
+    name: str
+    doc: str
+    observes: frozenset[str]  # variables and projections an event may report
+    # action -> predicate on its arguments, true when that instance is hidden; None: every instance is hidden
+    hidden: Mapping[str, Callable[..., bool] | None] = attrs.field(factory=dict)
+    logged_by: Callable[[str, tuple[Any, ...]], str] = _always  # the process that logs a visible step
+
+    def hides(self, action: str, args: tuple[Any, ...]) -> bool:
+        """Is this action instance invisible to the observer?"""
+        if action not in self.hidden:
+            return False
+        predicate = self.hidden[action]
+        return predicate is None or bool(predicate(*args))
+
+
+class TraceMapping:
+    """A spec's trace vocabulary, observation modes, projections and explanations (module docstring)."""
+
+    def __init__(
+        self,
+        spec_type: type[Spec[Any]],
+        modes: Iterable[ObservationMode],
+        *,
+        projections: Iterable[Projection] = (),
+        explain: Mapping[str, Explanation] | None = None,
+        codecs: Mapping[str, Codec] | None = None,
+    ) -> None:
+        self.spec_type = spec_type
+        self.modes = {m.name: m for m in modes}
+        self.projections = {p.name: p for p in projections}
+        self.explain = dict(explain or {})
+        overrides = dict(codecs or {})
+        self.actions: dict[str, Action] = {a.name: a for a in spec_type.actions}
+        state_hints = hints_of(spec_type.state_type)
+        self.variables = tuple(f.name for f in attrs.fields(spec_type.state_type))
+        self.codecs: dict[str, Codec] = {}  # variables and projections
+        for name in self.variables:
+            self.codecs[name] = overrides.get(name) or codec_for(state_hints[name])
+        for p in self.projections.values():
+            if p.name in self.variables:
+                raise ValueError(f"projection {p.name} has the name of a variable of spec {spec_type.name}")
+            self.codecs[p.name] = overrides.get(p.name) or codec_for(p.type)
+        self.param_codecs: dict[str, dict[str, Codec]] = {}
+        for act in spec_type.actions:
+            hints = hints_of(act.fn)
+            self.param_codecs[act.name] = {
+                p: overrides.get(f"{act.name}.{p}") or codec_for(hints[p]) for p in act.param_names
+            }
+        for mode in self.modes.values():
+            unknown = sorted(mode.observes - set(self.codecs))
+            if unknown:
+                raise ValueError(f"mode {mode.name} observes unknown names {', '.join(unknown)}")
+            unknown = sorted(set(mode.hidden) - set(self.actions))
+            if unknown:
+                raise ValueError(f"mode {mode.name} hides unknown actions {', '.join(unknown)}")
+        for name in self.explain:
+            if name not in self.actions:
+                raise ValueError(f"explanation for unknown action {name}")
+
+    def mode(self, name: str) -> ObservationMode:
+        try:
+            return self.modes[name]
+        except KeyError:
+            raise KeyError(
+                f"spec {self.spec_type.name} has no observation mode {name!r}; modes: {', '.join(self.modes)}"
+            ) from None
+
+    def observe(self, spec: Spec[Any], state: Any, name: str) -> Any:
+        """The value of a variable or projection in a state."""
+        projection = self.projections.get(name)
+        if projection is not None:
+            return projection.fn(spec, state)
+        return getattr(state, name)
+
+    def encode_params(self, action: str, args: tuple[Any, ...]) -> dict[str, Any]:
+        """An action instance's arguments as the JSON ``params`` of an event."""
+        codecs = self.param_codecs[action]
+        return {name: codecs[name].encode(v) for name, v in zip(codecs, args, strict=True)}
+
+
+def mapping_for(spec_name: str) -> TraceMapping:
+    """The trace mapping of a spec: ``TRACE`` in the module ``ledgerspec.spec.<spec_name>_trace``."""
+    module_name = f"ledgerspec.spec.{spec_name}_trace"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        raise KeyError(f"spec {spec_name} has no trace mapping (no module {module_name})") from None
+    mapping = getattr(module, "TRACE", None)
+    if not isinstance(mapping, TraceMapping):
+        raise KeyError(f"module {module_name} defines no TRACE mapping")
+    return mapping

@@ -1,0 +1,198 @@
+"""``ledgerspec check PATH...``: check an implementation's traces against a spec (the conformance oracle).
+
+Exit status: 0 every trace conforms; 1 a trace violates the spec; 2 bad
+input (a line that cannot be read, an unknown event, out-of-order sequence
+numbers; the other traces are still checked and counted); 4 a trace is
+inconclusive (a search bound was hit). The first that applies, in that order
+of precedence: 1, 2, 4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ledgerspec.conformance.checker import Bounds, TraceChecker
+from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES, TraceFileError
+from ledgerspec.conformance.run import CheckRun, check_files
+from ledgerspec.conformance.verdict import Verdict
+from ledgerspec.spec import catalog
+from ledgerspec.spec.tracing import mapping_for
+from ledgerspec.spec.values import format_value
+from ledgerspec.tools.commands.base import (
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_VIOLATION,
+    UsageError,
+    parse_constants,
+)
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["exit_status", "register"]
+
+SHOWN_IN_FULL = 10  # violations printed with their explanation and path; the rest one line each
+PATH_TAIL = 15  # steps of the spec path printed
+
+
+_DEFAULT = Bounds()
+
+
+def register(commands: Any) -> None:
+    check = commands.add_parser(
+        "check",
+        help="check an implementation's traces (NDJSON) against a spec",
+        description="Check traces (NDJSON, one event per line; docs/trace-format.md) against a spec.",
+    )
+    check.add_argument("paths", nargs="+", metavar="PATH", help="trace files, or directories of *.ndjson files")
+    check.add_argument("--spec", default="ledger", help="spec name: " + ", ".join(catalog.SPECS))
+    check.add_argument("--mode", default="full", help="observation mode of the traces: full (default) or client")
+    check.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help="set a constant (repeatable)")
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.add_argument(
+        "--max-hidden-steps", type=int, default=_DEFAULT.max_hidden_steps, metavar="N",
+        help=f"hidden steps allowed in a row between two events (default {_DEFAULT.max_hidden_steps})",
+    )  # fmt: skip
+    check.add_argument(
+        "--max-candidates", type=int, default=_DEFAULT.max_candidates, metavar="N",
+        help=f"candidate states kept at once (default {_DEFAULT.max_candidates:,})",
+    )  # fmt: skip
+    check.add_argument(
+        "--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES, metavar="N",
+        help=f"longest line read (default {DEFAULT_MAX_LINE_BYTES:,})",
+    )  # fmt: skip
+    check.set_defaults(run=_check)
+
+
+def _checker(args: argparse.Namespace) -> TraceChecker:
+    try:
+        entry = catalog.find(args.spec)
+        mapping = mapping_for(entry.name)
+        mode = mapping.mode(args.mode)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
+    spec = entry.python(**parse_constants(args.const))
+    try:
+        bounds = Bounds(args.max_hidden_steps, args.max_candidates)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if args.max_line_bytes < 64:
+        raise UsageError(f"--max-line-bytes must be at least 64, got {args.max_line_bytes}")
+    return TraceChecker(spec, mode, bounds, mapping=mapping)
+
+
+def exit_status(run: CheckRun) -> int:
+    if run.violations:
+        return EXIT_VIOLATION
+    if run.input_errors:
+        return EXIT_USAGE
+    if run.inconclusive:
+        return EXIT_INCONCLUSIVE
+    return EXIT_OK
+
+
+def _check(args: argparse.Namespace, out: Console, err: Console) -> int:
+    checker = _checker(args)
+    try:
+        run = check_files(args.paths, checker, max_line_bytes=args.max_line_bytes)
+    except TraceFileError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(_to_json(checker, run), indent=2))
+    else:
+        _print(out, checker, run)
+    return exit_status(run)
+
+
+def _violation_json(v: Verdict) -> dict[str, Any]:
+    f = v.failure
+    assert f is not None
+    return {
+        "trace": v.trace,
+        "event_index": f.event_index,
+        "event": f.event_type,
+        "process": f.process,
+        "seq": f.seq,
+        "file": f.file,
+        "line": f.line,
+        "reason": f.reason,
+        "explanation": f.explanation,
+        "path": list(f.path),
+    }
+
+
+def _inconclusive_json(v: Verdict) -> dict[str, Any]:
+    data: dict[str, Any] = {"trace": v.trace, "reason": v.reason, "checked": v.checked, "events": v.events}
+    if v.bound is not None:
+        data["bound"] = v.bound.to_json()
+    if v.failure is not None:
+        data["event_index"] = v.failure.event_index
+        data["explanation"] = v.failure.explanation
+    if v.input_errors:
+        data["input_errors"] = [e.to_json() for e in v.input_errors]
+    return data
+
+
+def _to_json(checker: TraceChecker, run: CheckRun) -> dict[str, Any]:
+    return {
+        "spec": checker.spec.name,
+        "mode": checker.mode.name,
+        "constants": checker.spec.values,
+        "traces": run.traces,
+        "events": run.events,
+        "conforms": run.conforms,
+        "violations": [_violation_json(v) for v in run.violations],
+        "inconclusive": [_inconclusive_json(v) for v in run.inconclusive],
+        "input_errors": [e.to_json() for e in run.input_errors],
+        "seconds": round(run.seconds, 3),
+    }
+
+
+def _print(out: Console, checker: TraceChecker, run: CheckRun) -> None:
+    spec = checker.spec
+    out.print(
+        f"[bold]{spec.name}[/bold] ({checker.mode.name} mode) "
+        + escape(" ".join(f"{k}={format_value(v)}" for k, v in spec.values.items()))
+    )
+    table = Table("traces", "events", "conform", "violate", "inconclusive", "bad lines", "seconds")
+    table.add_row(
+        f"{run.traces:,}",
+        f"{run.events:,}",
+        f"[green]{run.conforms:,}[/green]",
+        f"[red]{len(run.violations):,}[/red]" if run.violations else "0",
+        f"[yellow]{len(run.inconclusive):,}[/yellow]" if run.inconclusive else "0",
+        f"[red]{len(run.input_errors):,}[/red]" if run.input_errors else "0",
+        f"{run.seconds:.2f}",
+    )
+    out.print(table)
+    for k, v in enumerate(run.violations):
+        f = v.failure
+        assert f is not None
+        out.print(
+            f"\n[red bold]trace {escape(v.trace)} violates the spec at event {f.event_index}[/red bold] "
+            f"({escape(f.file)}:{f.line}, {escape(f.process)} seq {f.seq}): {escape(f.reason)}",
+            highlight=False,
+        )
+        if k < SHOWN_IN_FULL:
+            out.print(escape(f.explanation), highlight=False)
+            shown = f.path[-PATH_TAIL:]
+            skipped = len(f.path) - len(shown)
+            out.print(
+                f"  shortest spec path to that point ({len(f.path) - 1} steps"
+                + (f", the last {len(shown)}" if skipped else "")
+                + "):",
+                highlight=False,
+            )
+            for i, step in enumerate(shown, skipped):
+                out.print(f"    {i}. {escape(step)}", highlight=False)
+    for v in run.inconclusive:
+        out.print(
+            f"\n[yellow bold]trace {escape(v.trace)} is inconclusive[/yellow bold]: {escape(v.reason)}", highlight=False
+        )
+    if run.input_errors:
+        out.print(f"\n[red bold]{len(run.input_errors)} bad line(s)[/red bold]:")
+        for e in run.input_errors:
+            out.print(f"  {escape(str(e))}", highlight=False)
