@@ -1,1 +1,40 @@
-"""conformance"""
+"""The conformance oracle: check the traces of an implementation against a spec.
+
+The trace format is in docs/trace-format.md, the checker in docs/conformance.md.
+The public surface:
+
+- :func:`check_trace` (one trace, a pure function) and :class:`TraceChecker`
+  (the same, with caches kept across traces), within :class:`Bounds`,
+  giving a :class:`Verdict`;
+- :func:`check_files`: every trace of NDJSON files, streamed, into a :class:`CheckRun`;
+- :class:`Event`, :func:`parse_event`, :func:`events_from_json`, :class:`InputError`:
+  the envelope of one line;
+- :mod:`ledgerspec.conformance.generate`: traces from random walks of a spec.
+"""
+
+from ledgerspec.conformance.checker import Bounds, TraceChecker, check_trace
+from ledgerspec.conformance.events import FORMAT_VERSION, Event, InputError, events_from_json, parse_event
+from ledgerspec.conformance.reader import read_traces
+from ledgerspec.conformance.run import CheckRun, check_files
+from ledgerspec.conformance.verdict import CONFORMS, INCONCLUSIVE, VIOLATES, BoundHit, Candidate, Failure, Verdict
+
+__all__ = [
+    "CONFORMS",
+    "FORMAT_VERSION",
+    "INCONCLUSIVE",
+    "VIOLATES",
+    "BoundHit",
+    "Bounds",
+    "Candidate",
+    "CheckRun",
+    "Event",
+    "Failure",
+    "InputError",
+    "TraceChecker",
+    "Verdict",
+    "check_files",
+    "check_trace",
+    "events_from_json",
+    "parse_event",
+    "read_traces",
+]

@@ -59,7 +59,8 @@ __all__ = ["Bounds", "TraceChecker", "check_trace"]
 
 _SORT = orjson.OPT_SORT_KEYS
 _UNSEEN = object()
-SHOWN_CANDIDATES = 12  # candidates described in full in a failure
+SHOWN_CANDIDATES = 12  # candidates kept, with their states, in a failure
+EXAMINED_CANDIDATES = 500  # candidates whose rejections a failure explains
 
 
 @attrs.frozen
@@ -519,38 +520,44 @@ class TraceChecker:
 
     # -- explaining a failure --------------------------------------------------------------
     def _failure(self, events: Sequence[Event], index: int, closure: Mapping[Any, _Node]) -> Failure:
+        """Why each candidate state rejects the failing event; candidates that reject it for the same
+        reasons are told once, with how many they are."""
         ev = events[index]
-        ranked = sorted(closure.items(), key=lambda item: item[1].depth)
+        ranked = sorted(closure.items(), key=lambda item: item[1].depth)  # shortest behaviour first
+        examined = ranked[:EXAMINED_CANDIDATES]
         candidates = []
-        for state, node in ranked[:SHOWN_CANDIDATES]:
-            hidden = []
-            n: _Node | None = node
-            while n is not None and n.hidden:
-                hidden.append(self._step(n.action, n.args))
-                n = n.parent
-            candidates.append(
-                Candidate(tuple(reversed(hidden)), tuple(self._rejections(state, ev)), self._state_json(state))
-            )
-        shortest = ranked[0][1] if ranked else None
-        path = []
-        n = shortest
-        while n is not None:
-            path.append(("(hidden) " if n.hidden else "") + self._step(n.action, n.args))
-            n = n.parent
-        path.reverse()
+        groups: dict[tuple[str, ...], list[tuple[str, ...]]] = {}  # rejections -> hidden steps of each candidate
+        for k, (state, node) in enumerate(examined):
+            rejections = tuple(self._rejections(state, ev))
+            hidden = self._hidden_tail(node)
+            groups.setdefault(rejections, []).append(hidden)
+            if k < SHOWN_CANDIDATES:
+                candidates.append(Candidate(hidden, rejections, self._state_json(state)))
+        path = self._path(ranked[0][1]) if ranked else ()
         where = f"event {index} ({self._event_text(ev)}, logged by {ev.process} as seq {ev.seq} at {ev.where})"
-        if len(ranked) == 1 and len(candidates[0].rejections) == 1:
-            reason = candidates[0].rejections[0]
+        first = next(iter(groups))
+        if len(groups) == 1 and len(first) == 1:
+            reason = first[0]
+            if len(ranked) > 1:
+                reason = f"every one of the {len(ranked)} candidate states rejects it: {reason}"
         else:
-            first = candidates[0].rejections[0] if candidates and candidates[0].rejections else "rejected"
-            reason = f"none of the {len(ranked)} candidate states takes {ev.type}; the first: {first}"
+            reason = f"none of the {len(ranked)} candidate states takes {ev.type}; the first: {'; '.join(first)}"
         lines = [f"{where} matches no behaviour of spec {self.spec.name} ({self.mode.name} mode):"]
-        for k, c in enumerate(candidates, 1):
-            via = f", after hidden steps {', '.join(c.hidden_steps)}" if c.hidden_steps else ""
-            lines.append(f"  candidate {k} of {len(ranked)}{via}:")
-            lines += [f"    - {r}" for r in c.rejections]
-        if len(ranked) > len(candidates):
-            lines.append(f"  ... and {len(ranked) - len(candidates)} more candidate states")
+        for rejections, hiddens in groups.items():
+            if len(ranked) == 1:
+                head = "  the state reached:"
+            else:
+                example = min(hiddens, key=len)
+                via = (
+                    f" (e.g. one after hidden steps {', '.join(example)} since the previous event)"
+                    if example
+                    else " (e.g. one with no hidden step since the previous event)"
+                )
+                head = f"  {len(hiddens)} of {len(ranked)} candidate states{via}:"
+            lines.append(head)
+            lines += [f"    - {r}" for r in rejections]
+        if len(ranked) > len(examined):
+            lines.append(f"  ... and {len(ranked) - len(examined)} more candidate states, not examined")
         return Failure(
             event_index=index,
             event_type=ev.type,
@@ -560,10 +567,28 @@ class TraceChecker:
             line=ev.line,
             reason=reason,
             explanation="\n".join(lines),
-            path=tuple(path),
+            path=path,
             candidates=tuple(candidates),
             candidates_total=len(ranked),
         )
+
+    def _hidden_tail(self, node: _Node) -> tuple[str, ...]:
+        """The hidden steps that reached a candidate since the previous event."""
+        steps = []
+        n: _Node | None = node
+        while n is not None and n.hidden:
+            steps.append(self._step(n.action, n.args))
+            n = n.parent
+        return tuple(reversed(steps))
+
+    def _path(self, node: _Node) -> tuple[str, ...]:
+        """The behaviour that reached a candidate, from Init; hidden steps marked."""
+        steps = []
+        n: _Node | None = node
+        while n is not None:
+            steps.append(("(hidden) " if n.hidden else "") + self._step(n.action, n.args))
+            n = n.parent
+        return tuple(reversed(steps))
 
     def _rejections(self, state: Any, ev: Event) -> list[str]:
         """Why the state cannot take the event, one sentence per way of taking it."""
@@ -618,7 +643,7 @@ class TraceChecker:
                 differences.append(str(exc))
                 continue
             if decoded != expected:
-                differences.append(_describe(name, codec, value, decoded, expected))
+                differences.append(_describe(name, codec, decoded, expected))
         if not differences:
             return f"{when}: the observed values match, but the state is already a candidate"
         return f"{when}: " + "; ".join(differences)
@@ -637,30 +662,41 @@ class TraceChecker:
         return {name: self._codecs[name].encode(getattr(state, name)) for name in self.mapping.variables}
 
 
-def _json(codec: Codec, value: Any) -> str:
+def _show(codec: Codec, value: Any) -> str:
+    """A spec value for a person: records by the spec's own repr, the rest as compact JSON."""
+    if isinstance(codec, RecordCodec):
+        return repr(value)
+    if isinstance(codec, SeqCodec | SetCodec) and isinstance(codec.element, RecordCodec):
+        items = sorted(value, key=repr) if isinstance(codec, SetCodec) else value
+        return "[" + ", ".join(map(repr, items)) + "]"
     text = canonical_bytes(codec, value).decode()
-    return text if len(text) <= 200 else text[:197] + "..."
+    return text if len(text) <= 160 else text[:157] + "..."
 
 
-def _describe(name: str, codec: Codec, raw: Any, observed: Any, expected: Any) -> str:
-    """Observed versus spec value, with the parts that differ."""
-    head = f"observed {name} = {_json(codec, observed)}, the spec has {_json(codec, expected)}"
+def _describe(name: str, codec: Codec, observed: Any, expected: Any) -> str:
+    """Observed versus spec value, and the parts that differ when the values are large."""
+    shown_observed, shown_expected = _show(codec, observed), _show(codec, expected)
     details = _differences(codec, observed, expected, name)
-    if details and not (len(details) == 1 and details[0].startswith(f"{name}:")):
-        return head + " (" + "; ".join(details[:6]) + (" ..." if len(details) > 6 else "") + ")"
-    return head
+    if len(shown_observed) + len(shown_expected) <= 160 or not details:
+        text = f"observed {name} = {shown_observed}, the spec has {shown_expected}"
+        if details and not (len(details) == 1 and details[0].startswith(f"{name}:")):
+            text += " (" + "; ".join(details[:6]) + (" ..." if len(details) > 6 else "") + ")"
+        return text
+    return f"observed {name} differs from the spec: " + "; ".join(details[:6]) + (" ..." if len(details) > 6 else "")
 
 
 def _differences(codec: Codec, observed: Any, expected: Any, path: str) -> list[str]:
     if observed == expected:
         return []
     if isinstance(codec, SetCodec):
-        extra, missing = observed - expected, expected - observed
+        element = codec.element
+        extra = sorted(_show(element, v) for v in observed - expected)
+        missing = sorted(_show(element, v) for v in expected - observed)
         out = []
         if extra:
-            out.append(f"{path} has {', '.join(_json(codec.element, v) for v in extra)} only in the observation")
+            out.append(f"{path} has {', '.join(extra)} only in the observation")
         if missing:
-            out.append(f"{path} has {', '.join(_json(codec.element, v) for v in missing)} only in the spec")
+            out.append(f"{path} has {', '.join(missing)} only in the spec")
         return out
     if isinstance(codec, SeqCodec | TupleCodec) and len(observed) == len(expected):
         elements = codec.elements if isinstance(codec, TupleCodec) else (codec.element,) * len(observed)
@@ -673,7 +709,7 @@ def _differences(codec: Codec, observed: Any, expected: Any, path: str) -> list[
         for field, c in codec.fields.items():
             out += _differences(c, getattr(observed, field), getattr(expected, field), f"{path}.{field}")
         return out
-    return [f"{path}: observed {_json(codec, observed)}, spec {_json(codec, expected)}"]
+    return [f"{path}: observed {_show(codec, observed)}, spec {_show(codec, expected)}"]
 
 
 def check_trace(

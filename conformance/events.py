@@ -10,13 +10,13 @@ spec's trace mapping. JSON Schema of the same envelope:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
 import attrs
 import orjson
 
-__all__ = ["FORMAT_VERSION", "Event", "InputError", "TraceFormatError", "parse_event"]
+__all__ = ["FORMAT_VERSION", "Event", "InputError", "TraceFormatError", "events_from_json", "parse_event"]
 
 FORMAT_VERSION = 1
 MAX_NAME = 256  # longest trace id, process or event type
@@ -154,6 +154,11 @@ def parse_event(obj: Any, file: str, line: int) -> Event:
     return _parse_checked(obj, file, line)
 
 
+def events_from_json(objs: Iterable[Any], file: str = "<memory>") -> list[Event]:
+    """Events from decoded lines (numbered from 1), as if read from ``file``; the first bad one raises."""
+    return [parse_event(obj, file, number) for number, obj in enumerate(objs, 1)]
+
+
 def _name(obj: dict[str, Any], key: str, fail: Callable[[str], NoReturn]) -> str:
     value = obj.get(key)
     if not isinstance(value, str) or not value:
@@ -166,31 +171,45 @@ def _name(obj: dict[str, Any], key: str, fail: Callable[[str], NoReturn]) -> str
 
 
 def _kind(value: Any) -> str:
-    text = orjson.dumps(value).decode() if not isinstance(value, float) else repr(value)
+    try:
+        text = orjson.dumps(value).decode() if not isinstance(value, float) else repr(value)
+    except TypeError:  # an integer beyond 64 bits
+        text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _integer(value: Any) -> int | None:
+    """An integer, as JSON Schema sees one: ``3`` or ``3.0`` (a number whose fraction is zero)."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer() and abs(value) <= SEQ_MAX:
+        return int(value)
+    return None
 
 
 def _parse_checked(obj: Any, file: str, line: int) -> Event:
     """Every rule of the envelope, in order, each failure with its own message."""
     trace_id = obj.get("trace") if type(obj) is dict and type(obj.get("trace")) is str else None
+    if trace_id is not None and not 0 < len(trace_id) <= MAX_NAME:
+        trace_id = None  # not a valid trace id: the error is charged to no trace
 
     def fail(message: str) -> NoReturn:
         raise TraceFormatError(InputError(file, line, message, trace_id))
 
     if type(obj) is not dict:
         fail(f"expected a JSON object (one event per line), got {_kind(obj)}")
-    v = obj.get("v")
-    if v != FORMAT_VERSION or type(v) is not int:
+    v = _integer(obj.get("v"))
+    if v != FORMAT_VERSION:
         if v is None:
             fail(f'not a trace event: no format version "v" (this reader knows version {FORMAT_VERSION})')
-        fail(f"unsupported format version {_kind(v)}; this reader knows version {FORMAT_VERSION}")
+        fail(f"unsupported format version {_kind(obj.get('v'))}; this reader knows version {FORMAT_VERSION}")
     trace = _name(obj, "trace", fail)
     process = _name(obj, "process", fail)
-    seq = obj.get("seq")
-    if type(seq) is not int or not 0 <= seq <= SEQ_MAX:
-        if seq is None:
+    seq = _integer(obj.get("seq"))
+    if seq is None or not 0 <= seq <= SEQ_MAX:
+        if "seq" not in obj:
             fail("no 'seq'")
-        fail(f"'seq' must be an integer from 0 to 2**63-1, got {_kind(seq)}")
+        fail(f"'seq' must be an integer from 0 to 2**63-1, got {_kind(obj['seq'])}")
     event_type = _name(obj, "type", fail)
     params = obj.get("params", _EMPTY)
     if type(params) is not dict:
@@ -205,10 +224,13 @@ def _parse_checked(obj: Any, file: str, line: int) -> Event:
     if clock is not None:
         if type(clock) is not dict or not clock:
             fail(f"'clock' must be a non-empty object of process -> counter, got {_kind(clock)}")
-        for p, n in clock.items():
-            if type(n) is not int or not 0 <= n <= SEQ_MAX:
-                fail(f"clock entry {p!r} must be an integer from 0 to 2**63-1, got {_kind(n)}")
-    known = 5 + ("params" in obj) + ("observed" in obj) + (time is not None) + (clock is not None)
+        clock = dict(clock)
+        for p, raw in clock.items():
+            n = _integer(raw)
+            if n is None or not 0 <= n <= SEQ_MAX:
+                fail(f"clock entry {p!r} must be an integer from 0 to 2**63-1, got {_kind(raw)}")
+            clock[p] = n
+    known = 5 + ("params" in obj) + ("observed" in obj) + ("time" in obj) + ("clock" in obj)
     if len(obj) != known:
         unknown = [k for k in obj if k not in _FIELDS and not k.startswith("x-")]
         if unknown:

@@ -26,7 +26,7 @@ import attrs
 import orjson
 from ledgerspec.conformance.events import Event, InputError, TraceFormatError, parse_event
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "TraceFileError", "TraceInput", "expand_paths", "read_traces"]
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "ReadStats", "TraceFileError", "TraceInput", "expand_paths", "read_traces"]
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 _SUFFIXES = (".ndjson", ".jsonl", ".ndjson.gz", ".jsonl.gz")
@@ -47,6 +47,15 @@ class TraceInput:
     trace: str
     events: tuple[Event, ...]
     errors: tuple[InputError, ...]
+
+
+@attrs.define
+class ReadStats:
+    """How much a read held: ``peak_buffered`` is the most events in memory at once."""
+
+    lines: int = 0
+    buffered: int = 0
+    peak_buffered: int = 0
 
 
 def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
@@ -119,10 +128,11 @@ def _trace_of(raw: bytes) -> str | None:
 
 
 def read_traces(
-    paths: Sequence[str | Path], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    paths: Sequence[str | Path], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, stats: ReadStats | None = None
 ) -> Iterator[TraceInput | InputError]:
     """Each trace of the files, complete, as soon as its last line is read; and each unreadable line
-    that names no trace, as an :class:`InputError`."""
+    that names no trace, as an :class:`InputError`. ``stats`` counts what the read holds."""
+    stats = stats if stats is not None else ReadStats()
     files = expand_paths(paths)
     last: dict[str, tuple[int, int]] = {}
     for index, path in enumerate(files):
@@ -136,6 +146,7 @@ def read_traces(
     for index, path in enumerate(files):
         name = str(path)
         for number, raw, too_long in _lines(path, max_line_bytes):
+            stats.lines += 1
             error: InputError | None = None
             trace: str | None
             if too_long:
@@ -151,6 +162,8 @@ def read_traces(
                     event = parse_event(orjson.loads(raw), name, number)
                     trace = event.trace
                     events.setdefault(trace, []).append(event)
+                    stats.buffered += 1
+                    stats.peak_buffered = max(stats.peak_buffered, stats.buffered)
                 except orjson.JSONDecodeError as exc:
                     trace = _guess_trace(raw)
                     error = InputError(name, number, f"not valid JSON: {exc}", trace)
@@ -164,7 +177,9 @@ def read_traces(
                 errors.setdefault(trace, []).append(error)
             assert trace is not None
             if last.get(trace) == (index, number):
-                yield TraceInput(trace, tuple(events.pop(trace, ())), tuple(errors.pop(trace, ())))
+                done = tuple(events.pop(trace, ()))
+                stats.buffered -= len(done)
+                yield TraceInput(trace, done, tuple(errors.pop(trace, ())))
     # Only when the two passes disagree about a line (a file changed under us, duplicate keys):
     for trace in list(events) + [t for t in errors if t not in events]:
         yield TraceInput(trace, tuple(events.pop(trace, ())), tuple(errors.pop(trace, ())))

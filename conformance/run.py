@@ -15,7 +15,7 @@ from pathlib import Path
 import attrs
 from ledgerspec.conformance.checker import TraceChecker
 from ledgerspec.conformance.events import InputError
-from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES, read_traces
+from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES, ReadStats, read_traces
 from ledgerspec.conformance.verdict import CONFORMS, VIOLATES, Verdict
 
 __all__ = ["CheckRun", "check_files"]
@@ -31,6 +31,7 @@ class CheckRun:
     violations: list[Verdict] = attrs.Factory(list)
     inconclusive: list[Verdict] = attrs.Factory(list)
     input_errors: list[InputError] = attrs.Factory(list)  # every bad line, charged to a trace or not
+    peak_buffered_events: int = 0  # most events held in memory at once: the largest trace, unless interleaved
     seconds: float = 0.0  # wall time
     cpu_seconds: float = 0.0  # CPU time of this process
 
@@ -76,12 +77,14 @@ def check_files(
     """Check every trace in the files; ``each`` sees every verdict and stray input error as it comes."""
     run = CheckRun()
     started, cpu_started = time.perf_counter(), time.process_time()
+    stats = ReadStats()
     with _collector_paused():
-        for item in read_traces(paths, max_line_bytes=max_line_bytes):
+        for item in read_traces(paths, max_line_bytes=max_line_bytes, stats=stats):
             result = item if isinstance(item, InputError) else checker.check(item.events, item.errors)
             run.add(result)
             if each is not None:
                 each(result)
+    run.peak_buffered_events = stats.peak_buffered
     run.seconds = time.perf_counter() - started
     run.cpu_seconds = time.process_time() - cpu_started
     return run

@@ -82,7 +82,10 @@ def _kind(data: Any) -> str:
 
 
 def _short(data: Any) -> str:
-    text = orjson.dumps(data).decode() if not isinstance(data, float) else repr(data)
+    try:
+        text = orjson.dumps(data).decode() if not isinstance(data, float) else repr(data)
+    except TypeError:  # an integer beyond 64 bits
+        text = repr(data)
     return text if len(text) <= 60 else text[:57] + "..."
 
 

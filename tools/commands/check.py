@@ -175,9 +175,10 @@ def _print(out: Console, checker: TraceChecker, run: CheckRun) -> None:
             f"\n[red bold]trace {escape(v.trace)} violates the spec at event {f.event_index}[/red bold] "
             f"({escape(f.file)}:{f.line}, {escape(f.process)} seq {f.seq}): {escape(f.reason)}",
             highlight=False,
+            soft_wrap=True,
         )
         if k < SHOWN_IN_FULL:
-            out.print(escape(f.explanation), highlight=False)
+            out.print(escape(f.explanation), highlight=False, soft_wrap=True)
             shown = f.path[-PATH_TAIL:]
             skipped = len(f.path) - len(shown)
             out.print(
@@ -185,9 +186,10 @@ def _print(out: Console, checker: TraceChecker, run: CheckRun) -> None:
                 + (f", the last {len(shown)}" if skipped else "")
                 + "):",
                 highlight=False,
+                soft_wrap=True,
             )
             for i, step in enumerate(shown, skipped):
-                out.print(f"    {i}. {escape(step)}", highlight=False)
+                out.print(f"    {i}. {escape(step)}", highlight=False, soft_wrap=True)
     for v in run.inconclusive:
         out.print(
             f"\n[yellow bold]trace {escape(v.trace)} is inconclusive[/yellow bold]: {escape(v.reason)}", highlight=False
@@ -195,4 +197,4 @@ def _print(out: Console, checker: TraceChecker, run: CheckRun) -> None:
     if run.input_errors:
         out.print(f"\n[red bold]{len(run.input_errors)} bad line(s)[/red bold]:")
         for e in run.input_errors:
-            out.print(f"  {escape(str(e))}", highlight=False)
+            out.print(f"  {escape(str(e))}", highlight=False, soft_wrap=True)

@@ -1,0 +1,202 @@
+"""Reading trace files: bad lines are reported with file and line and the rest is still checked;
+traces are streamed, one at a time when their lines are together."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from ledgerspec.conformance import TraceChecker
+from ledgerspec.conformance.generate import random_walk, trace_events, write_ndjson
+from ledgerspec.conformance.reader import TraceFileError, TraceInput, read_traces
+from ledgerspec.conformance.run import CheckRun, check_files
+from ledgerspec.spec.ledger import LedgerSpec
+
+SPEC = LedgerSpec(MaxEntries=3)
+
+
+def traces(count: int, seed: int = 1, mode: str = "full", **options: Any) -> list[list[dict[str, Any]]]:
+    rng = random.Random(seed)
+    return [
+        trace_events(SPEC, random_walk(SPEC, rng, 30, weights={"WriterClosesLedger": 0.1}), mode, f"t{i}", **options)
+        for i in range(count)
+    ]
+
+
+def lines_of(objs: list[list[dict[str, Any]]]) -> list[bytes]:
+    return [json.dumps(o, separators=(",", ":")).encode() for events in objs for o in events]
+
+
+def run(tmp_path: Path, lines: list[bytes], mode: str = "full", **options: Any) -> tuple[CheckRun, Path]:
+    path = tmp_path / "traces.ndjson"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return check_files([path], TraceChecker(SPEC, mode), **options), path
+
+
+def line_of(lines: list[bytes], needle: bytes, after: int = 0) -> int:
+    """1-based number of the first line at or after ``after`` holding ``needle``."""
+    return next(i for i, line in enumerate(lines, 1) if i > after and needle in line)
+
+
+def test_clean_files_conform(tmp_path: Path) -> None:
+    result, _ = run(tmp_path, lines_of(traces(30)))
+    assert (result.traces, result.conforms, result.violations, result.input_errors) == (30, 30, [], [])
+    assert result.events == sum(len(t) for t in traces(30))
+
+
+def test_a_malformed_line_is_reported_and_the_rest_is_checked(tmp_path: Path) -> None:
+    lines = lines_of(traces(10))
+    bad = line_of(lines, b'"trace":"t4"')
+    lines[bad - 1] = lines[bad - 1][:40]  # cut short: not JSON any more
+    result, path = run(tmp_path, lines)
+    (error,) = result.input_errors
+    assert (error.file, error.line, error.trace) == (str(path), bad, "t4")
+    assert error.message.startswith("not valid JSON: ")
+    assert result.traces == 10 and result.conforms == 9
+    (t4,) = result.inconclusive
+    assert t4.trace == "t4" and f"{path}:{bad}" in t4.reason
+
+
+def test_a_line_naming_no_trace_is_reported_alone(tmp_path: Path) -> None:
+    lines = lines_of(traces(3))
+    lines.insert(2, b"[1, 2, 3]")
+    lines.insert(5, b"{this is not json")
+    result, _ = run(tmp_path, lines)
+    assert [(e.line, e.trace) for e in result.input_errors] == [(3, None), (6, None)]
+    assert "expected a JSON object (one event per line), got [1,2,3]" in result.input_errors[0].message
+    assert result.traces == 3
+
+
+def test_an_unknown_event_type_names_file_and_line(tmp_path: Path) -> None:
+    objs = traces(5)
+    objs[2][3] = {**objs[2][3], "type": "WriterFlies"}
+    lines = lines_of(objs)
+    result, _ = run(tmp_path, lines)
+    (error,) = result.input_errors
+    assert error.line == line_of(lines, b"WriterFlies")
+    assert error.message.startswith("unknown event type 'WriterFlies': not an action of spec ledger (actions: ")
+    assert result.conforms == 4
+    (stopped,) = result.inconclusive
+    assert stopped.trace == "t2" and stopped.checked == 3  # checked up to the bad event, not past it
+
+
+def test_out_of_order_sequence_numbers_name_file_and_line(tmp_path: Path) -> None:
+    objs = traces(4, observe="none")
+    events = objs[1]
+    writer = [i for i, o in enumerate(events) if o["process"] == "writer"]
+    a, b = writer[0], writer[1]
+    events[a], events[b] = events[b], events[a]  # the writer's log has two lines the wrong way round
+    lines = lines_of(objs)
+    result, path = run(tmp_path, lines)
+    (error,) = result.input_errors
+    first_line = line_of(lines, b'"trace":"t1"')
+    assert error.line == first_line + b and error.file == str(path)
+    assert error.message == (
+        f"out-of-order sequence number: seq {events[b]['seq']} of process 'writer' in trace 't1' "
+        f"comes after seq {events[a]['seq']} ({path}:{first_line + a})"
+    )
+    assert result.conforms == 3 and len(result.inconclusive) == 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"seq": 10**30}, "'seq' must be an integer from 0 to 2**63-1, got 1e+30"),
+        ({"seq": -1}, "'seq' must be an integer from 0 to 2**63-1, got -1"),
+        ({"v": 2}, "unsupported format version 2; this reader knows version 1"),
+        ({"observerd": {}}, "unknown field 'observerd' (extensions are named 'x-...')"),
+        ({"trace": "x" * 300}, "'trace' is 300 characters long, over the limit of 256"),
+        ({"params": [1]}, "'params' must be an object, got [1]"),
+        ({"observed": {"writer_lac": 10**20}}, "observed.writer_lac: integer 1e+20 is out of range"),
+        ({"observed": {"writer_lac": True}}, "observed.writer_lac: expected an integer, got a boolean true"),
+        ({"observed": {"bookie_lac": [1, 2]}}, "observed 'bookie_lac' is not observable in mode 'client'"),
+        ({"observed": {"writer_lax": 1}}, "observed 'writer_lax' is neither a variable nor a projection"),
+        ({"params": {"b": 1}}, "has no parameter 'b'"),
+    ],
+)
+def test_bad_values_name_file_and_line(tmp_path: Path, edit: dict[str, Any], message: str) -> None:
+    objs = traces(3, mode="client")
+    target = objs[1][2]
+    if "observed" in edit:
+        edit = {"observed": {**target.get("observed", {}), **edit["observed"]}}
+    objs[1][2] = {**target, **edit}
+    lines = lines_of(objs)
+    result, path = run(tmp_path, lines, mode="client")
+    (error,) = result.input_errors
+    assert message in error.message
+    assert error.file == str(path) and error.line == line_of(lines, b'"trace":"t0"') + len(objs[0]) + 2
+    assert result.traces == 3
+    if "trace" in edit:  # a line whose trace id is not valid is charged to no trace
+        assert error.trace is None
+    else:
+        assert result.conforms == 2 and [v.trace for v in result.inconclusive] == ["t1"]
+
+
+def test_a_huge_line_is_not_read_into_memory(tmp_path: Path) -> None:
+    lines = lines_of(traces(3))
+    huge = orjson.loads(lines[4])
+    huge["x-padding"] = "z" * 50_000
+    lines[4] = orjson.dumps(huge)
+    result, _ = run(tmp_path, lines, max_line_bytes=4096)
+    (error,) = result.input_errors
+    assert (error.line, error.trace) == (5, huge["trace"])
+    assert error.message == "line is longer than 4,096 bytes (the limit; see --max-line-bytes)"
+    assert result.traces == 3
+
+
+def test_extension_fields_and_nulls_are_allowed(tmp_path: Path) -> None:
+    objs = traces(2, mode="client")
+    objs[0][1] = {**objs[0][1], "x-thread": "main", "time": 1700000000.25}
+    objs[1][1] = {**objs[1][1], "observed": {"writer_lac": None}}
+    result, _ = run(tmp_path, lines_of(objs), mode="client")
+    assert result.conforms == 2 and not result.input_errors
+
+
+def test_one_trace_at_a_time_when_lines_are_together(tmp_path: Path) -> None:
+    objs = traces(50)
+    path = tmp_path / "t.ndjson"
+    write_ndjson(path, objs)
+    result = check_files([path], TraceChecker(SPEC))
+    assert result.peak_buffered_events == max(len(t) for t in objs)
+    # Interleaved, two traces are held at once.
+    mixed = [o for pair in zip(objs[0], objs[1], strict=False) for o in pair]
+    write_ndjson(path, [mixed])
+    result = check_files([path], TraceChecker(SPEC))
+    assert result.conforms == 2 and result.peak_buffered_events > max(len(objs[0]), len(objs[1]))
+
+
+def test_traces_spread_over_files_and_gzip_are_merged(tmp_path: Path) -> None:
+    objs = traces(6, clocks=True)
+    by_process: dict[str, list[dict[str, Any]]] = {}
+    for events in objs:
+        for o in events:
+            by_process.setdefault(o["process"], []).append(o)
+    assert len(by_process) > 2
+    for process, events in by_process.items():
+        with gzip.open(tmp_path / f"{process}.ndjson.gz", "wb") as f:
+            f.writelines(orjson.dumps(o) + b"\n" for o in events)
+    (tmp_path / "notes.txt").write_text("not a trace file")
+    result = check_files([tmp_path], TraceChecker(SPEC))
+    assert (result.traces, result.conforms) == (6, 6), [v.reason for v in result.inconclusive]
+
+
+def test_files_that_cannot_be_read(tmp_path: Path) -> None:
+    with pytest.raises(TraceFileError, match=r"nope\.ndjson: no such file"):
+        list(read_traces([tmp_path / "nope.ndjson"]))
+    with pytest.raises(TraceFileError, match="directory holds no trace files"):
+        list(read_traces([tmp_path]))
+
+
+def test_reader_yields_each_trace_complete(tmp_path: Path) -> None:
+    objs = traces(5)
+    path = tmp_path / "t.ndjson"
+    write_ndjson(path, objs)
+    got = [t for t in read_traces([path]) if isinstance(t, TraceInput)]
+    assert [t.trace for t in got] == [f"t{i}" for i in range(5)]
+    assert [len(t.events) for t in got] == [len(t) for t in objs]
+    assert got[1].events[0].where == f"{path}:{len(objs[0]) + 1}"
