@@ -233,11 +233,15 @@ class LedgerSimulation:
         return self.handle.status is not WriterStatus.WRITING
 
     # -- the menu --------------------------------------------------------------------
+    def can_add(self) -> bool:
+        """The writer may push another entry: within its throttle and the spec's MaxEntries."""
+        return self.handle.writer.can_add() and self.handle.last_add_pushed + 1 < self.config.max_entries
+
     def steps(self) -> list[Step]:
         """Every step that can be taken now, in a fixed order."""
         cfg, cluster, writer = self.config, self.cluster, self.handle.writer
         found: list[Step] = []
-        if writer.can_add() and writer.lap + 1 < cfg.max_entries:
+        if self.can_add():
             found.append(Step(StepKind.ADD))
         if writer.can_close():
             found.append(Step(StepKind.CLOSE))
