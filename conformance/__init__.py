@@ -9,7 +9,8 @@ The public surface:
 - :func:`check_files`: every trace of NDJSON files, streamed, into a :class:`CheckRun`;
 - :class:`Event`, :func:`parse_event`, :func:`events_from_json`, :class:`InputError`:
   the envelope of one line;
-- :mod:`ledgerspec.conformance.generate`: traces from random walks of a spec.
+- :mod:`ledgerspec.conformance.generate`: traces from random walks of a spec;
+- :mod:`ledgerspec.conformance.itf`: ITF traces (Apalache, Quint) as events.
 """
 
 from ledgerspec.conformance.checker import Bounds, TraceChecker, check_trace

@@ -8,7 +8,7 @@ a distributed run, holds one).
 How a trace is checked (docs/conformance.md):
 
 1. Vocabulary. Each event's type must be an action of the spec (or
-   ``Init``), its params the action's parameters with values of their types,
+   ``Init``, or ``Next`` for an unnamed step), its params the action's parameters with values of their types,
    its observed names variables or projections the mode observes.
 2. Merging: :mod:`ledgerspec.conformance.merge` puts the events in replay
    order. A bad event stops the check at its place in that order.
@@ -34,11 +34,12 @@ explanation for that action, which names the guard. Without one, it says
 whether the parameters are an instance the spec offers in that state and
 that the guard is false, nothing finer.
 
-Hot path, for the ``full`` mode: the successor of (state, event type,
-params) is computed once and cached, with the invariants of the new state;
-observed values are compared as canonical JSON bytes against the cached
-encoding of the state's variables, and decoded only when the bytes differ
-(a set in another order, or a real difference).
+Hot path, for the ``full`` mode: states are interned, and the successor of
+(state, event type, params) is computed once and cached, with the
+invariants of the new state; observed values are compared as canonical
+JSON bytes against the cached encoding of the state's variables, and
+decoded only when the bytes differ (a set in another order, or a real
+difference). Explanations are built only for a failing event.
 """
 
 from __future__ import annotations
@@ -48,12 +49,13 @@ from typing import Any
 
 import attrs
 import orjson
+from ledgerspec.conformance.describe import describe_difference
 from ledgerspec.conformance.events import Event, InputError
 from ledgerspec.conformance.merge import merge_trace
 from ledgerspec.conformance.verdict import CONFORMS, INCONCLUSIVE, VIOLATES, BoundHit, Candidate, Failure, Verdict
-from ledgerspec.spec.codecs import Codec, CodecError, RecordCodec, SeqCodec, SetCodec, TupleCodec, canonical_bytes
+from ledgerspec.spec.codecs import Codec, CodecError, canonical_bytes
 from ledgerspec.spec.kernel import Action, Spec
-from ledgerspec.spec.tracing import INIT, ObservationMode, TraceMapping, mapping_for
+from ledgerspec.spec.tracing import INIT, NEXT, ObservationMode, TraceMapping, mapping_for
 
 __all__ = ["Bounds", "TraceChecker", "check_trace"]
 
@@ -110,8 +112,9 @@ class _Outcome:
     peak: int = 1
 
 
-# A transition from a state by an event: (args, next state or None, what it breaks or None).
-_Transition = tuple[tuple[Any, ...], Any, "str | None"]
+# A way to take an event from a state: (action, args, next state or None, what the step breaks or
+# None, the cached canonical JSON of the next state's observable values).
+_Transition = tuple[str, tuple[Any, ...], Any, "str | None", "dict[str, bytes] | None"]
 
 
 class TraceChecker:
@@ -144,7 +147,9 @@ class TraceChecker:
         # Caches. States are interned (one object per distinct state), so that the lookups
         # below find their key by identity instead of comparing states field by field.
         self._intern: dict[Any, Any] = {}
-        self._transitions: dict[tuple[Any, str, bytes], tuple[_Transition, ...]] = {}
+        # (id of state, event type, params) -> (state, ways): keyed by id, since states are interned;
+        # the entry holds its state, so the id cannot be reused while the entry exists.
+        self._transitions: dict[tuple[int, str, bytes], tuple[Any, tuple[_Transition, ...]]] = {}
         self._views: dict[Any, dict[str, bytes]] = {}  # state -> observable name -> canonical JSON
         self._hidden: dict[Any, tuple[tuple[str, tuple[Any, ...], Any], ...]] = {}
         self._broken: dict[Any, str | None] = {}
@@ -212,17 +217,25 @@ class TraceChecker:
     # -- vocabulary ----------------------------------------------------------------------
     def _vocabulary(self, e: Event) -> InputError | None:
         """Is the event in the spec's vocabulary, for this mode? Params are decoded (and cached) here."""
+        if e.type in self._actions:
+            decoded = self._params.get((e.type, e.params_key)) or self._decoded_params(e)
+            if type(decoded) is _Params and self.mode.observes.issuperset(e.observed):
+                return None  # the usual case, in few steps
+        return self._vocabulary_error(e)
+
+    def _vocabulary_error(self, e: Event) -> InputError | None:
+        """What is wrong with the event's type, params or observed names, if anything."""
 
         def error(message: str) -> InputError:
             return InputError(e.file, e.line, message, e.trace)
 
-        if e.type == INIT:
+        if e.type in (INIT, NEXT):
             if e.params:
-                return error("the Init event has no params")
+                return error(f"the {e.type} event has no params")
         elif e.type not in self._actions:
             return error(
                 f"unknown event type {e.type!r}: not an action of spec {self.spec.name} "
-                f"(actions: {', '.join(self._actions)}; or Init)"
+                f"(actions: {', '.join(self._actions)}; or Init, Next)"
             )
         else:
             decoded = self._decoded_params(e)
@@ -315,15 +328,14 @@ class TraceChecker:
             new: dict[Any, _Node] = {}
             try:
                 for state, node in closure.items():
-                    found = transitions.get((state, ev.type, ev.params_key))
-                    if found is None:
-                        found = self._compute_transitions(state, ev)
-                    for args, nxt, broken in found:
+                    hit = transitions.get((id(state), ev.type, ev.params_key))
+                    found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
+                    for action, args, nxt, broken, _ in found:
                         if nxt is None or broken is not None or nxt in new:
                             continue
                         if ev.observed and not self._matches(nxt, ev):
                             continue
-                        new[nxt] = _Node(node, ev.type, args)
+                        new[nxt] = _Node(node, action, args)
             except _BadValueError as exc:
                 return _Outcome(i, bad_value=self._value_error(ev, exc), bound=bound, peak=peak)
             if not new:
@@ -345,27 +357,24 @@ class TraceChecker:
         Returns where it stopped (an event with several ways, or the end), the state and behaviour
         reached, and the outcome if an event failed. Behaviour nodes are built only when needed.
         """
-        transitions, views, dumps = self._transitions, self._views, orjson.dumps
+        transitions, dumps = self._transitions, orjson.dumps
         taken: list[tuple[str, tuple[Any, ...]]] = []
         outcome = None
         i, n = start, len(events)
         try:
             while i < n:
                 ev = events[i]
-                found = transitions.get((state, ev.type, ev.params_key))
-                if found is None:
-                    found = self._compute_transitions(state, ev)
+                hit = transitions.get((id(state), ev.type, ev.params_key))
+                found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
                 if len(found) != 1:
                     break
-                args, nxt, broken = found[0]
+                action, args, nxt, broken, view = found[0]
                 if nxt is None or broken is not None:
                     outcome = _Outcome(i, failure_index=i)
                     break
                 observed = ev.observed
                 if observed:
-                    view = views.get(nxt)
-                    if view is None:
-                        view = views[nxt] = {}
+                    assert view is not None
                     for name, value in observed.items():
                         if value is None:
                             continue
@@ -377,7 +386,7 @@ class TraceChecker:
                             break
                     if outcome is not None:
                         break
-                taken.append((ev.type, args))
+                taken.append((action, args))
                 state = nxt
                 i += 1
         except _BadValueError as exc:
@@ -433,7 +442,8 @@ class TraceChecker:
 
     def _compute_transitions(self, state: Any, ev: Event) -> tuple[_Transition, ...]:
         """Every way the event's action, with the event's params, can be taken from the state."""
-        spec = self.spec
+        if ev.type == NEXT:
+            return self._compute_any_step(state, ev)
         act = self._actions[ev.type]
         decoded = self._decoded_params(ev)
         assert isinstance(decoded, _Params)
@@ -451,16 +461,32 @@ class TraceChecker:
         result: list[_Transition] = []
         for args in chosen:
             if decoded.args is not None and act.params is not None and args not in self._instances(act, state):
-                result.append((args, None, None))  # not an instance the spec offers: the \E does not hold
+                result.append((act.name, args, None, None, None))  # not an instance the spec offers
                 continue
-            nxt = act.fn(spec, state, *args)
-            if nxt is None:
-                result.append((args, None, None))
-            else:
-                nxt = self._state(nxt)
-                result.append((args, nxt, self._broken_step(state, nxt)))
-        found = self._transitions[(state, ev.type, ev.params_key)] = tuple(result)
+            result.append(self._take(state, act, args))
+        found = tuple(result)
+        self._transitions[(id(state), ev.type, ev.params_key)] = (state, found)
         return found
+
+    def _compute_any_step(self, state: Any, ev: Event) -> tuple[_Transition, ...]:
+        """A ``Next`` event (a trace that does not name its actions): every enabled step of the spec."""
+        steps: list[_Transition] = []
+        for act in self.spec.actions:
+            for args in self._instances(act, state):
+                nxt = act.fn(self.spec, state, *args)
+                if nxt is not None:
+                    nxt = self._state(nxt)
+                    steps.append((act.name, args, nxt, self._broken_step(state, nxt), self._views.setdefault(nxt, {})))
+        found = tuple(steps)
+        self._transitions[(id(state), ev.type, ev.params_key)] = (state, found)
+        return found
+
+    def _take(self, state: Any, act: Action, args: tuple[Any, ...]) -> _Transition:
+        nxt = act.fn(self.spec, state, *args)
+        if nxt is None:
+            return (act.name, args, None, None, None)
+        nxt = self._state(nxt)
+        return (act.name, args, nxt, self._broken_step(state, nxt), self._views.setdefault(nxt, {}))
 
     def _instances(self, act: Action, state: Any) -> list[tuple[Any, ...]]:
         return [()] if act.params is None else list(act.params(self.spec, state))
@@ -594,7 +620,10 @@ class TraceChecker:
         """Why the state cannot take the event, one sentence per way of taking it."""
         if ev.type == INIT:
             return [self._mismatch_text(state, ev, "the initial state")]
-        found = self._transitions.get((state, ev.type, ev.params_key)) or self._compute_transitions(state, ev)
+        hit = self._transitions.get((id(state), ev.type, ev.params_key))
+        found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
+        if not found and ev.type == NEXT:
+            return ["no step of the spec is enabled in this state"]
         if not found:
             act = self._actions[ev.type]
             offered = [self._step(act.name, args) for args in self._instances(act, state)]
@@ -604,10 +633,10 @@ class TraceChecker:
                 + (", ".join(offered[:6]) + (" ..." if len(offered) > 6 else "") if offered else "none in this state")
             ]
         out = []
-        for args, nxt, broken in found:
-            step = self._step(ev.type, args)
+        for action, args, nxt, broken, _ in found:
+            step = self._step(action, args)
             if nxt is None:
-                out.append(f"{step} is not enabled: {self._why_disabled(state, ev.type, args)}")
+                out.append(f"{step} is not enabled: {self._why_disabled(state, action, args)}")
             elif broken is not None:
                 out.append(f"{step} {broken}")
             else:
@@ -643,7 +672,7 @@ class TraceChecker:
                 differences.append(str(exc))
                 continue
             if decoded != expected:
-                differences.append(_describe(name, codec, decoded, expected))
+                differences.append(describe_difference(name, codec, decoded, expected))
         if not differences:
             return f"{when}: the observed values match, but the state is already a candidate"
         return f"{when}: " + "; ".join(differences)
@@ -660,56 +689,6 @@ class TraceChecker:
 
     def _state_json(self, state: Any) -> dict[str, Any]:
         return {name: self._codecs[name].encode(getattr(state, name)) for name in self.mapping.variables}
-
-
-def _show(codec: Codec, value: Any) -> str:
-    """A spec value for a person: records by the spec's own repr, the rest as compact JSON."""
-    if isinstance(codec, RecordCodec):
-        return repr(value)
-    if isinstance(codec, SeqCodec | SetCodec) and isinstance(codec.element, RecordCodec):
-        items = sorted(value, key=repr) if isinstance(codec, SetCodec) else value
-        return "[" + ", ".join(map(repr, items)) + "]"
-    text = canonical_bytes(codec, value).decode()
-    return text if len(text) <= 160 else text[:157] + "..."
-
-
-def _describe(name: str, codec: Codec, observed: Any, expected: Any) -> str:
-    """Observed versus spec value, and the parts that differ when the values are large."""
-    shown_observed, shown_expected = _show(codec, observed), _show(codec, expected)
-    details = _differences(codec, observed, expected, name)
-    if len(shown_observed) + len(shown_expected) <= 160 or not details:
-        text = f"observed {name} = {shown_observed}, the spec has {shown_expected}"
-        if details and not (len(details) == 1 and details[0].startswith(f"{name}:")):
-            text += " (" + "; ".join(details[:6]) + (" ..." if len(details) > 6 else "") + ")"
-        return text
-    return f"observed {name} differs from the spec: " + "; ".join(details[:6]) + (" ..." if len(details) > 6 else "")
-
-
-def _differences(codec: Codec, observed: Any, expected: Any, path: str) -> list[str]:
-    if observed == expected:
-        return []
-    if isinstance(codec, SetCodec):
-        element = codec.element
-        extra = sorted(_show(element, v) for v in observed - expected)
-        missing = sorted(_show(element, v) for v in expected - observed)
-        out = []
-        if extra:
-            out.append(f"{path} has {', '.join(extra)} only in the observation")
-        if missing:
-            out.append(f"{path} has {', '.join(missing)} only in the spec")
-        return out
-    if isinstance(codec, SeqCodec | TupleCodec) and len(observed) == len(expected):
-        elements = codec.elements if isinstance(codec, TupleCodec) else (codec.element,) * len(observed)
-        out = []
-        for i, (c, o, x) in enumerate(zip(elements, observed, expected, strict=True)):
-            out += _differences(c, o, x, f"{path}[{i}]")
-        return out
-    if isinstance(codec, RecordCodec):
-        out = []
-        for field, c in codec.fields.items():
-            out += _differences(c, getattr(observed, field), getattr(expected, field), f"{path}.{field}")
-        return out
-    return [f"{path}: observed {_show(codec, observed)}, spec {_show(codec, expected)}"]
 
 
 def check_trace(

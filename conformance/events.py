@@ -53,7 +53,9 @@ class Event:
     """One event of a trace, as read: envelope checked, values still JSON.
 
     ``params_key`` is the canonical JSON text of ``params``: with the state,
-    it keys the checker's cache of successor computations.
+    it keys the checker's cache of successor computations. Events read from
+    lines with the same text after the envelope share their ``params`` and
+    ``observed`` mappings: treat them as read-only.
     """
 
     __slots__ = (
@@ -78,11 +80,11 @@ class Event:
         type: str,
         params: dict[str, Any],
         observed: dict[str, Any],
-        *,
         time: float | None = None,
         clock: dict[str, int] | None = None,
         file: str = "<memory>",
         line: int = 0,
+        params_key: bytes | None = None,
     ) -> None:
         self.trace = trace
         self.process = process
@@ -94,7 +96,9 @@ class Event:
         self.clock = clock
         self.file = file
         self.line = line
-        self.params_key = orjson.dumps(params, option=orjson.OPT_SORT_KEYS) if params else b""
+        if params_key is None:
+            params_key = orjson.dumps(params, option=orjson.OPT_SORT_KEYS) if params else b""
+        self.params_key = params_key
 
     @property
     def where(self) -> str:

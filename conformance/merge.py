@@ -69,7 +69,7 @@ def merge_trace(events: Sequence[Event], bad: dict[int, InputError] | None = Non
     in_order = True  # already in replay order: no sort needed (the usual case)
     previous_key: tuple[int, str] | None = None
     for e in events:
-        if id(e) in bad:
+        if bad and id(e) in bad:
             in_order = False
             continue
         previous = last.get(e.process)

@@ -9,9 +9,10 @@ file, or spread over several files (one per process), are held until their
 last line, which is as little as merging them allows.
 
 Files are read in the order given; a directory stands for its ``*.ndjson``
-and ``*.jsonl`` files (also gzipped, ``.gz``) in name order. Blank lines are
-skipped. A line longer than ``max_line_bytes`` is not read into memory: it
-is reported, and the reader goes on at the next line.
+and ``*.jsonl`` files (also gzipped, ``.gz``) and ITF traces (``*.itf.json``,
+one trace each) in name order. Blank lines are skipped. A line longer than
+``max_line_bytes`` is not read into memory: it is reported, and the reader
+goes on at the next line.
 """
 
 from __future__ import annotations
@@ -20,18 +21,31 @@ import gzip
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, Any, cast
 
 import attrs
 import orjson
-from ledgerspec.conformance.events import Event, InputError, TraceFormatError, parse_event
+from ledgerspec.conformance.events import SEQ_MAX, Event, InputError, TraceFormatError, parse_event
+from ledgerspec.conformance.itf import read_itf
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "ReadStats", "TraceFileError", "TraceInput", "expand_paths", "read_traces"]
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
-_SUFFIXES = (".ndjson", ".jsonl", ".ndjson.gz", ".jsonl.gz")
-# The way this project writes events, and the fast way to find their trace id in the first pass.
-_CANONICAL = b'{"v":1,"trace":"'
+_SUFFIXES = (".ndjson", ".jsonl", ".ndjson.gz", ".jsonl.gz", ".itf.json")
+ITF_SUFFIX = ".itf.json"  # an ITF trace (Apalache, Quint): one trace per file, see conformance/itf.py
+# The layout this project writes: the envelope first, in this order, with names that need no
+# escapes. Such a line is read without parsing its envelope as JSON, and the rest of it (type,
+# params, observed) is parsed once per distinct text: among the traces of one system the same
+# steps with the same values recur. Any other layout, and any line this path is not sure of,
+# takes the general path (a JSON parse of the whole line), which gives the same event.
+_ENVELOPE = re.compile(
+    rb'\{"v":1,"trace":"([^"\\\x00-\x1f]{1,256})","process":"([^"\\\x00-\x1f]{1,256})",'
+    rb'"seq":(0|[1-9][0-9]{0,18}),(?="type":)'
+)
+_ENVELOPE_KEYS = frozenset({"v", "trace", "process", "seq"})
+_UNPARSED: Any = object()
+BODY_CACHE_BYTES = 8 << 20  # text of line bodies whose parse is kept
+READ_BLOCK = 1 << 20
 # For lines that do not parse: the trace they most likely belong to, so the error can be charged to it.
 _TRACE_FIELD = re.compile(rb'"trace"\s*:\s*"([^"\\]{1,256})"')
 
@@ -53,8 +67,6 @@ class TraceInput:
 class ReadStats:
     """How much a read held: ``peak_buffered`` is the most events in memory at once."""
 
-    lines: int = 0
-    buffered: int = 0
     peak_buffered: int = 0
 
 
@@ -87,25 +99,44 @@ def _open(path: Path) -> IO[bytes]:
 
 
 def _lines(path: Path, limit: int) -> Iterator[tuple[int, bytes, bool]]:
-    """(line number, bytes, too long) for each non-blank line; a too-long line gives its first bytes only."""
+    """(line number, bytes without the newline, too long) for each non-blank line.
+
+    Read in blocks; of a line longer than ``limit`` only the first ``limit`` bytes are kept.
+    """
+    number = 0
+    start = b""  # the line under way, not yet ended by a newline (at most ``limit`` bytes of it)
+    over = False  # the line under way is longer than the limit
     with _open(path) as f:
-        number = 0
         try:
             while True:
-                raw = f.readline(limit + 1)
-                if not raw:
-                    return
-                number += 1
-                if len(raw) > limit and not raw.endswith(b"\n"):
-                    while True:  # skip the rest of the line without holding it
-                        rest = f.readline(1 << 20)
-                        if not rest or rest.endswith(b"\n"):
-                            break
-                    yield number, raw, True
-                elif raw.strip():
-                    yield number, raw, False
+                block = f.read(READ_BLOCK)
+                if not block:
+                    break
+                lines = block.split(b"\n")
+                tail = lines.pop()
+                for i, line in enumerate(lines):
+                    number += 1
+                    long_line = False
+                    if i == 0 and (start or over):
+                        long_line = over or len(start) + len(line) > limit
+                        line = (start + line)[:limit] if not over else start
+                        start, over = b"", False
+                    elif len(line) > limit:
+                        long_line, line = True, line[:limit]
+                    if long_line:
+                        yield number, line, True
+                    elif line and not line.isspace():
+                        yield number, line, False
+                if not over:  # (a long line under way drops the rest of its bytes)
+                    start = start + tail if not lines else tail
+                    if len(start) > limit:
+                        start, over = start[:limit], True
         except (OSError, EOFError) as exc:
             raise TraceFileError(f"{path}:{number + 1}: cannot be read: {exc}") from None
+    if over:
+        yield number + 1, start, True
+    elif start and not start.isspace():
+        yield number + 1, start, False
 
 
 def _guess_trace(raw: bytes) -> str | None:
@@ -114,10 +145,12 @@ def _guess_trace(raw: bytes) -> str | None:
 
 
 def _trace_of(raw: bytes) -> str | None:
-    if raw.startswith(_CANONICAL):
-        end = raw.find(b'"', len(_CANONICAL))
-        if end > 0 and b"\\" not in raw[len(_CANONICAL) : end]:
-            return raw[len(_CANONICAL) : end].decode("utf-8", "replace")
+    found = _ENVELOPE.match(raw)
+    if found is not None:
+        try:
+            return found.group(1).decode()
+        except UnicodeDecodeError:
+            pass
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -127,6 +160,51 @@ def _trace_of(raw: bytes) -> str | None:
     return _guess_trace(raw)
 
 
+class _Decoder:
+    """Lines to events: the fast path for the usual layout, with parsed bodies kept within a budget."""
+
+    def __init__(self, budget: int = BODY_CACHE_BYTES) -> None:
+        self.budget = budget
+        self.kept = 0
+        # body text -> (type, params, observed, time, clock, params_key); None: take the general path
+        self.bodies: dict[bytes, tuple[Any, ...] | None] = {}
+
+    def event(self, raw: bytes, file: str, line: int) -> Event:
+        """The event of a line; ``orjson.JSONDecodeError`` or :class:`TraceFormatError` if it is bad."""
+        found = _ENVELOPE.match(raw)
+        if found is not None:
+            body = raw[found.end() :]
+            parts = self.bodies.get(body, _UNPARSED)
+            if parts is _UNPARSED:
+                parts = self._parse_body(body)
+            seq = int(found.group(3))
+            if isinstance(parts, tuple) and seq <= SEQ_MAX:
+                try:
+                    trace, process = found.group(1).decode(), found.group(2).decode()
+                except UnicodeDecodeError:
+                    pass
+                else:
+                    kind, params, observed, time, clock, key = parts
+                    return Event(trace, process, seq, kind, params, observed, time, clock, file, line, key)
+        return parse_event(orjson.loads(raw), file, line)
+
+    def _parse_body(self, body: bytes) -> tuple[Any, ...] | None:
+        parts: tuple[Any, ...] | None = None
+        try:
+            rest = orjson.loads(b"{" + body)
+            if isinstance(rest, dict) and not _ENVELOPE_KEYS & rest.keys():
+                e = parse_event({"v": 1, "trace": "t", "process": "p", "seq": 0, **rest}, "", 0)
+                parts = (e.type, e.params, e.observed, e.time, e.clock, e.params_key)
+        except (orjson.JSONDecodeError, TraceFormatError):
+            parts = None  # the general path reports it, with its own message
+        if self.kept + len(body) > self.budget:
+            self.bodies.clear()
+            self.kept = 0
+        self.bodies[body] = parts
+        self.kept += len(body)
+        return parts
+
+
 def read_traces(
     paths: Sequence[str | Path], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, stats: ReadStats | None = None
 ) -> Iterator[TraceInput | InputError]:
@@ -134,52 +212,72 @@ def read_traces(
     that names no trace, as an :class:`InputError`. ``stats`` counts what the read holds."""
     stats = stats if stats is not None else ReadStats()
     files = expand_paths(paths)
-    last: dict[str, tuple[int, int]] = {}
+    # For each file, the traces whose last line is in it, and that line's number.
+    last: list[dict[str, int]] = [{} for _ in files]
+    where: dict[str, int] = {}
     for index, path in enumerate(files):
+        if path.name.endswith(ITF_SUFFIX):
+            continue
         for number, raw, _too_long in _lines(path, max_line_bytes):
             trace_id = _trace_of(raw)
             if trace_id is not None:
-                last[trace_id] = (index, number)
+                previous = where.get(trace_id)
+                if previous is not None and previous != index:
+                    del last[previous][trace_id]
+                where[trace_id] = index
+                last[index][trace_id] = number
+    del where
 
     events: dict[str, list[Event]] = {}
     errors: dict[str, list[InputError]] = {}
+    decoder = _Decoder()
+    buffered = 0
     for index, path in enumerate(files):
+        if path.name.endswith(ITF_SUFFIX):
+            itf_trace, itf_events, itf_errors = read_itf(path)
+            yield TraceInput(itf_trace, tuple(itf_events), tuple(itf_errors))
+            continue
         name = str(path)
+        ends = last[index]
         for number, raw, too_long in _lines(path, max_line_bytes):
-            stats.lines += 1
-            error: InputError | None = None
             trace: str | None
-            if too_long:
-                trace = _guess_trace(raw)
-                error = InputError(
-                    name,
-                    number,
-                    f"line is longer than {max_line_bytes:,} bytes (the limit; see --max-line-bytes)",
-                    trace,
-                )
-            else:
+            if not too_long:
                 try:
-                    event = parse_event(orjson.loads(raw), name, number)
-                    trace = event.trace
-                    events.setdefault(trace, []).append(event)
-                    stats.buffered += 1
-                    stats.peak_buffered = max(stats.peak_buffered, stats.buffered)
+                    event = decoder.event(raw, name, number)
                 except orjson.JSONDecodeError as exc:
                     trace = _guess_trace(raw)
                     error = InputError(name, number, f"not valid JSON: {exc}", trace)
                 except TraceFormatError as exc:
                     trace = exc.error.trace or _guess_trace(raw)
                     error = attrs.evolve(exc.error, trace=trace)
-            if error is not None:
-                if trace is None:
-                    yield error
+                else:
+                    trace = event.trace
+                    held = events.get(trace)
+                    if held is None:
+                        events[trace] = [event]
+                    else:
+                        held.append(event)
+                    buffered += 1
+                    if ends.get(trace) == number:
+                        stats.peak_buffered = max(stats.peak_buffered, buffered)
+                        done = events.pop(trace)
+                        buffered -= len(done)
+                        yield TraceInput(trace, tuple(done), tuple(errors.pop(trace, ())))
                     continue
-                errors.setdefault(trace, []).append(error)
-            assert trace is not None
-            if last.get(trace) == (index, number):
-                done = tuple(events.pop(trace, ()))
-                stats.buffered -= len(done)
-                yield TraceInput(trace, done, tuple(errors.pop(trace, ())))
+            else:
+                trace = _guess_trace(raw)
+                message = f"line is longer than {max_line_bytes:,} bytes (the limit; see --max-line-bytes)"
+                error = InputError(name, number, message, trace)
+            if trace is None:
+                yield error
+                continue
+            errors.setdefault(trace, []).append(error)
+            if ends.get(trace) == number:
+                stats.peak_buffered = max(stats.peak_buffered, buffered)
+                done = events.pop(trace, [])
+                buffered -= len(done)
+                yield TraceInput(trace, tuple(done), tuple(errors.pop(trace)))
+    stats.peak_buffered = max(stats.peak_buffered, buffered)
     # Only when the two passes disagree about a line (a file changed under us, duplicate keys):
     for trace in list(events) + [t for t in errors if t not in events]:
         yield TraceInput(trace, tuple(events.pop(trace, ())), tuple(errors.pop(trace, ())))

@@ -34,6 +34,7 @@ of its own (:class:`Codec` is the interface).
 
 from __future__ import annotations
 
+import operator
 import types
 import typing
 from collections.abc import Callable
@@ -57,6 +58,10 @@ __all__ = [
 ]
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+
+
+def _identity(value: Any) -> Any:
+    return value
 
 
 class CodecError(ValueError):
@@ -112,6 +117,11 @@ class Codec:
         """Order of encoded values inside a set: ascending, so emitters can produce it naturally."""
         return orjson.dumps(data, option=orjson.OPT_SORT_KEYS)
 
+    def value_key(self) -> Callable[[Any], Any] | None:
+        """A key that orders values as :meth:`sort_key` orders their encodings, when one is cheap
+        (Python's own order of ints, strings, tuples of them, flat records); else ``None``."""
+        return None
+
 
 class _IntCodec(Codec):
     name = "integer"
@@ -136,6 +146,9 @@ class _IntCodec(Codec):
     def sort_key(self, data: Any) -> Any:
         return data
 
+    def value_key(self) -> Callable[[Any], Any] | None:
+        return _identity
+
 
 class _BoolCodec(Codec):
     name = "boolean"
@@ -158,6 +171,9 @@ class _BoolCodec(Codec):
     def sort_key(self, data: Any) -> Any:
         return data
 
+    def value_key(self) -> Callable[[Any], Any] | None:
+        return _identity
+
 
 class _StrCodec(Codec):
     name = "string"
@@ -179,6 +195,9 @@ class _StrCodec(Codec):
 
     def sort_key(self, data: Any) -> Any:
         return data
+
+    def value_key(self) -> Callable[[Any], Any] | None:
+        return _identity
 
 
 INT: Codec = _IntCodec()
@@ -221,6 +240,9 @@ class SeqCodec(Codec):
         key = self.element.sort_key
         return tuple(key(d) for d in data)
 
+    def value_key(self) -> Callable[[Any], Any] | None:
+        return _identity if self.element.value_key() is _identity else None
+
 
 class TupleCodec(Codec):
     """``tuple[X, Y]``: a fixed-length tuple, an array of that length."""
@@ -259,6 +281,9 @@ class TupleCodec(Codec):
     def sort_key(self, data: Any) -> Any:
         return tuple(c.sort_key(d) for c, d in zip(self.elements, data, strict=True))
 
+    def value_key(self) -> Callable[[Any], Any] | None:
+        return _identity if all(c.value_key() is _identity for c in self.elements) else None
+
 
 class SetCodec(Codec):
     """``frozenset[X]``: a TLA+ set, an array in any order; canonical order ascending."""
@@ -266,9 +291,12 @@ class SetCodec(Codec):
     def __init__(self, element: Codec) -> None:
         self.element = element
         self.name = f"set of {element.name}"
+        self._value_key = element.value_key()
 
     def encode(self, value: Any) -> Any:
         enc = self.element.encode
+        if self._value_key is not None:
+            return [enc(v) for v in sorted(value, key=self._value_key)]
         return sorted((enc(v) for v in value), key=self.element.sort_key)
 
     def decode(self, data: Any, path: str) -> Any:
@@ -361,6 +389,11 @@ class RecordCodec(Codec):
 
     def sort_key(self, data: Any) -> Any:
         return tuple(codec.sort_key(data[name]) for name, codec in self.fields.items())
+
+    def value_key(self) -> Callable[[Any], Any] | None:
+        if all(c.value_key() is _identity for c in self.fields.values()):
+            return operator.attrgetter(*self.fields)
+        return None
 
 
 _RECORDS: dict[type, RecordCodec] = {}

@@ -29,6 +29,12 @@ The explanations say which guard of an action fails, one sentence per
 guard, in the order the action tests them. Two steps of the spec are left
 out on purpose and explained as such: serving a request that changes
 nothing, and losing a reply the client would ignore.
+
+Left out: a client's timeouts are not events (in the spec a timeout is the
+guard of the step that follows it, such as ``WriterChangesEnsemble``); a
+recovering client reports ``rec`` whole or the ``recoverer_phases``
+projection, not a record of its own; reads by plain readers are not steps
+of the spec, so they are not events either.
 """
 
 from __future__ import annotations

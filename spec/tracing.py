@@ -36,10 +36,13 @@ import attrs
 from ledgerspec.spec.codecs import Codec, codec_for, hints_of
 from ledgerspec.spec.kernel import Action, Spec
 
-__all__ = ["INIT", "Explanation", "ObservationMode", "Projection", "TraceMapping", "mapping_for"]
+__all__ = ["INIT", "NEXT", "Explanation", "ObservationMode", "Projection", "TraceMapping", "mapping_for"]
 
 #: The event type of a trace's first event: the spec's initial state (TLA+ ``Init``).
 INIT = "Init"
+#: The event type of a step whose action the trace does not name: any step of TLA+ ``Next``
+#: (a trace that lists states only, such as an ITF trace).
+NEXT = "Next"
 
 #: ``explain(spec, state, *args)``: why that action instance is not enabled, or ``None`` when it is.
 Explanation = Callable[..., "str | None"]
@@ -96,6 +99,8 @@ class TraceMapping:
         self.explain = dict(explain or {})
         overrides = dict(codecs or {})
         self.actions: dict[str, Action] = {a.name: a for a in spec_type.actions}
+        if INIT in self.actions or NEXT in self.actions:
+            raise ValueError(f"spec {spec_type.name} has an action named {INIT} or {NEXT}: those are event types")
         state_hints = hints_of(spec_type.state_type)
         self.variables = tuple(f.name for f in attrs.fields(spec_type.state_type))
         self.codecs: dict[str, Codec] = {}  # variables and projections

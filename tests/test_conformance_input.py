@@ -6,11 +6,14 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ledgerspec.conformance import TraceChecker
 from ledgerspec.conformance.generate import random_walk, trace_events, write_ndjson
 from ledgerspec.conformance.reader import TraceFileError, TraceInput, read_traces
@@ -200,3 +203,68 @@ def test_reader_yields_each_trace_complete(tmp_path: Path) -> None:
     assert [t.trace for t in got] == [f"t{i}" for i in range(5)]
     assert [len(t.events) for t in got] == [len(t) for t in objs]
     assert got[1].events[0].where == f"{path}:{len(objs[0]) + 1}"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"v":1,"trace":"t1","process":"writer","seq":3,"type":"WriterAddsEntry"}',
+        b'{"v":1,"trace":"t1","process":"writer","seq":3,"type":"WriterAddsEntry","observed":{"writer_lap":0}}\n',
+        b'{"v":1,"trace":"t\\u00e9","process":"writer","seq":3,"type":"WriterAddsEntry"}',  # an escape
+        '{"v":1,"trace":"té","process":"w","seq":3,"type":"X","x-note":"ü"}'.encode(),
+        b'{"v":1,"trace":"t1","process":"writer","seq":03,"type":"X"}',  # not JSON: a leading zero
+        b'{"v":1,"trace":"t1","process":"writer","seq":99999999999999999999,"type":"X"}',  # too large
+        b'{"v":1,"trace":"t1","process":"writer","seq":9223372036854775807,"type":"X"}',
+        b'{"v":1,"trace":"t1","process":"writer","seq":1,"type":"X","trace":"t2"}',  # a second trace key
+        b'{"v":1,"trace":"t1","process":"writer","seq":1,"type":"X","params":{"c":1}} trailing',
+        b'{"v":1,"trace":"t1","process":"writer","seq":1,"type":"X","observed":7}',
+        b'{"v":1,"trace":"t\xff","process":"writer","seq":1,"type":"X"}',  # not UTF-8
+        b'{"v":1,"trace":"t1","process":"writer","seq":1,"type":"X","clock":{"writer":1},"time":2.5}',
+        b'{"seq":1,"v":1,"trace":"t1","process":"writer","type":"X"}',  # another order: the general path
+    ],
+)
+def test_the_fast_path_reads_lines_as_a_json_parser_does(raw: bytes) -> None:
+    """Lines in the usual layout skip the JSON parse of their envelope; they must give the same event,
+    or the same error, as a full parse."""
+    from ledgerspec.conformance.events import TraceFormatError, parse_event
+    from ledgerspec.conformance.reader import _Decoder
+
+    def outcome(read: Any) -> Any:
+        try:
+            e = read()
+        except (orjson.JSONDecodeError, TraceFormatError) as exc:
+            return type(exc).__name__, str(exc)
+        return (e.trace, e.process, e.seq, e.type, e.params, e.observed, e.time, e.clock, e.params_key)
+
+    decoder = _Decoder()
+    general = outcome(lambda: parse_event(orjson.loads(raw), "f", 1))
+    assert outcome(lambda: decoder.event(raw, "f", 1)) == general
+    assert outcome(lambda: decoder.event(raw, "f", 1)) == general  # again, from the kept body
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from([b"", b" ", b"a", b"abc", b"abcdefghij", b"\r", b"xyz" * 5]), max_size=12),
+    st.booleans(),
+    st.integers(1, 7),
+    st.integers(1, 12),
+)
+def test_lines_are_split_like_the_text(parts: list[bytes], final_newline: bool, block: int, limit: int) -> None:
+    """Block reading gives each line, with its number, as splitting the whole text would; a line over
+    the limit is cut to it and flagged, whatever the block boundaries."""
+    from ledgerspec.conformance import reader
+
+    text = b"\n".join(parts) + (b"\n" if final_newline and parts else b"")
+    expected = [
+        (n, line[:limit], len(line) > limit)
+        for n, line in enumerate(text.split(b"\n"), 1)
+        if len(line) > limit or (line and not line.isspace())
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.ndjson"
+        path.write_bytes(text)
+        saved, reader.READ_BLOCK = reader.READ_BLOCK, block
+        try:
+            assert list(reader._lines(path, limit)) == expected
+        finally:
+            reader.READ_BLOCK = saved

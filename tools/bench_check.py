@@ -6,7 +6,7 @@ in a temporary directory, then checked in this process on one core:
 - ``full``: every step logged with its params and every variable it changed
   (messages in flight included, so lines are long: about 550 bytes);
 - ``full, lean``: every step logged with its params, reporting only the
-  writer's, recoverers' and metadata values it changed (about 200 bytes);
+  writer's, recoverers' and metadata values it changed (about 260 bytes);
 - ``client``: what clients see, with nothing the spec could hide
   (``MaxLoss=0``, ``MaxCrashes=0``): replay is still deterministic, but the
   checker looks for hidden steps before every event;

@@ -47,7 +47,9 @@ def register(commands: Any) -> None:
         help="check an implementation's traces (NDJSON) against a spec",
         description="Check traces (NDJSON, one event per line; docs/trace-format.md) against a spec.",
     )
-    check.add_argument("paths", nargs="+", metavar="PATH", help="trace files, or directories of *.ndjson files")
+    check.add_argument(
+        "paths", nargs="+", metavar="PATH", help="trace files (NDJSON, or ITF: *.itf.json), or directories of them"
+    )
     check.add_argument("--spec", default="ledger", help="spec name: " + ", ".join(catalog.SPECS))
     check.add_argument("--mode", default="full", help="observation mode of the traces: full (default) or client")
     check.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help="set a constant (repeatable)")
