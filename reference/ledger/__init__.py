@@ -47,6 +47,7 @@ from ledgerspec.reference.ledger.errors import (
 )
 from ledgerspec.reference.ledger.events import EngineEvent, EventLog
 from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
+from ledgerspec.reference.ledger.reader import EntryRead, LacRead
 from ledgerspec.reference.ledger.recovery import LedgerRecovery, RecoveryPhase
 from ledgerspec.reference.ledger.schedule import RoundRobinSchedule
 from ledgerspec.reference.ledger.simulation import FAULTS, LedgerSimulation, SimulationConfig, Step, StepKind
@@ -61,8 +62,10 @@ __all__ = [
     "BookieView",
     "ClientConfig",
     "EngineEvent",
+    "EntryRead",
     "EventLog",
     "InProcessCluster",
+    "LacRead",
     "LedgerClientError",
     "LedgerClosedError",
     "LedgerFencedError",
