@@ -75,9 +75,10 @@ class LedgerMachine(RuleBasedStateMachine):
         return multiple(*self.sim.recovering_clients)
 
     def _take(self, step: Step) -> None:
+        note(f"  {step}")
         events = self.sim.take(step)
         self.steps += 1
-        note(f"  {step}: " + (", ".join(str(e) for e in events) if events else "no spec step"))
+        note("    -> " + (", ".join(str(e) for e in events) if events else "no spec step"))
 
     # -- the writer --------------------------------------------------------------------
     @precondition(lambda self: self.sim.can_add())
@@ -86,19 +87,25 @@ class LedgerMachine(RuleBasedStateMachine):
         self._take(Step(StepKind.ADD))
         return self.sim.handle.last_add_pushed
 
-    @precondition(lambda self: self.sim.handle.writer.can_close())
+    # The writer closes once it has added two entries or more: closing earlier would end most runs early.
+    @precondition(lambda self: self.sim.handle.writer.can_close() and self.sim.handle.last_add_pushed >= 1)
     @rule()
     def close_ledger(self) -> None:
         self._take(Step(StepKind.CLOSE))
 
     # -- bookies and the network -------------------------------------------------------
     @precondition(lambda self: bool(self.sim.cluster.deliverable()))
-    @rule(data=st.data())
-    def deliver(self, data: st.DataObject) -> None:
-        request = _draw(data, self.sim.cluster.deliverable())
-        can_lose = self.sim.cluster.lost < self.config.max_loss
-        lose_reply = can_lose and data.draw(st.booleans(), label="lose_reply")
-        self._take(Step(StepKind.DELIVER, request, lose_reply=lose_reply))
+    @rule(data=st.data(), count=st.integers(1, 4))
+    def deliver(self, data: st.DataObject, count: int) -> None:
+        """Up to ``count`` requests, one engine step each: a bookie serves it, the reply arrives or is lost."""
+        for _ in range(count):
+            deliverable = self.sim.cluster.deliverable()
+            if not deliverable:
+                return
+            request = _draw(data, deliverable)
+            can_lose = self.sim.cluster.lost < self.config.max_loss
+            lose_reply = can_lose and data.draw(st.booleans(), label="lose_reply")
+            self._take(Step(StepKind.DELIVER, request, lose_reply=lose_reply))
 
     @precondition(lambda self: self.sim.cluster.lost < self.config.max_loss and bool(self.sim.cluster.in_flight))
     @rule(data=st.data())
