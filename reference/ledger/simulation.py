@@ -76,15 +76,15 @@ def _faults(value: frozenset[str] | Sequence[str]) -> frozenset[str]:
 class SimulationConfig:
     """The system and the faults allowed; the bounds are the ledger spec's constants."""
 
-    bookies: int = 3  # NumBookies
+    bookies: int = 4  # NumBookies: one more than the ensemble, so that an ensemble change has a bookie to take
     ensemble: int = 3  # E
     write_quorum: int = 2  # Qw
     ack_quorum: int = 2  # Qa
     recoverers: int = 1  # NumRecoverers
-    max_entries: int = 3  # MaxEntries: entries the writer adds at most
+    max_entries: int = 5  # MaxEntries: entries the writer adds at most
     throttle: int = 0  # Throttle: adds pending at most, 0 for no limit
-    max_crashes: int = 1  # MaxCrashes: bookie crashes in all
-    max_loss: int = 1  # MaxLoss: requests and awaited replies lost in all
+    max_crashes: int = 2  # MaxCrashes: bookie crashes in all
+    max_loss: int = 2  # MaxLoss: requests and awaited replies lost in all
     faults: frozenset[str] = attrs.field(default=frozenset(FAULTS), converter=_faults)
     power_loss: bool = True  # a crash loses power (else only the bookie's process dies)
     sync_to_disk: bool = False  # pass the bookies' fsyncs to the disk (the crash model decides what survives)
@@ -156,7 +156,7 @@ WEIGHTS = {
     StepKind.TIMEOUT: 2.0,
     StepKind.RECOVER: 0.2,
     StepKind.LOCAL: 3.0,
-    StepKind.READ: 0.3,
+    StepKind.READ: 0.05,
 }
 LOST_REPLY_WEIGHT = 0.3
 

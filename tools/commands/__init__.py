@@ -7,8 +7,8 @@ the subparsers and sets ``run=`` to a function ``(args, out, err) -> int``.
 
 from __future__ import annotations
 
-from ledgerspec.tools.commands import check, inspect_bookie, model_check, specs
+from ledgerspec.tools.commands import check, inspect_bookie, model_check, simulate, specs
 
-COMMANDS = (model_check, check, specs, inspect_bookie)
+COMMANDS = (model_check, check, simulate, specs, inspect_bookie)
 
 __all__ = ["COMMANDS"]
