@@ -55,6 +55,10 @@ from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, Requ
 
 __all__ = ["BookieNode", "BookieView", "InProcessCluster"]
 
+# Journals roll over at 256 KiB (BookKeeper's maxJournalSizeMB, set low): the crash-injecting file
+# system models each file's durable bytes, and a small current journal keeps each fsync cheap.
+DEFAULT_BOOKIE_CONFIG = BookieConfig(journal_max_bytes=256 * 1024)
+
 _SERVED_ACTION = {
     RequestKind.ADD: "BookieReceivesAdd",
     RequestKind.FENCE: "BookieReceivesFenceRead",
@@ -130,14 +134,23 @@ class BookieNode:
         return BookieView(entries, lac, ledger_id in state.fenced)
 
     def serve(self, request: Request) -> tuple[Reply, bool]:
-        """Serve one request, durably; the reply, and whether the ledger's view (entries, LAC, fence) changed."""
+        """Serve one request, durably; the reply, and whether what the spec sees of the bookie changed."""
         bookie = self._live()
-        lid = request.ledger_id
-        before = self._view(bookie, lid) if request.in_spec else None
+        before = self._seen(bookie, request) if request.in_spec else None
         reply = self._answer(bookie, request)
         bookie.force_write()  # the group commit: the reply waits for the journal's fsync
-        changed = before is not None and self._view(bookie, lid) != before
+        changed = before is not None and self._seen(bookie, request) != before
         return reply, changed
+
+    @staticmethod
+    def _seen(bookie: Bookie, request: Request) -> tuple[bool, int, bool]:
+        """What the spec sees of the bookie that ``request`` can change: the entry stored, the LAC, the fence."""
+        lid = request.ledger_id
+        try:
+            lac = bookie.read_piggybacked_lac(lid)
+        except NoSuchLedgerError:
+            return (False, -1, False)
+        return (bookie.read_path(lid, request.entry_id) is not None, lac, bookie.is_fenced(lid))
 
     def _answer(self, bookie: Bookie, request: Request) -> Reply:
         kind, lid, key = request.kind, request.ledger_id, request.master_key
@@ -176,7 +189,7 @@ class InProcessCluster:
         sync_to_disk: bool = True,
         bookie_config: BookieConfig | None = None,
     ) -> None:
-        config = bookie_config or BookieConfig()
+        config = bookie_config or DEFAULT_BOOKIE_CONFIG
         self.nodes: dict[str, BookieNode] = {}
         for n in range(1, bookies + 1):
             address = f"bookie-{n}"
