@@ -300,3 +300,17 @@ def test_write_and_recovery_on_each_metadata_store(metadata_backend: MetadataBac
     closed = sim.ledgers.read(sim.ledger_id).metadata
     assert (closed.state, closed.last_entry_id) == (LedgerState.CLOSED, 2)
     assert check.steps > 10 and check.state.meta_status == "CLOSED"
+
+
+def test_close_waits_for_pending_adds_then_closes_at_the_lac(tmp_path: Path) -> None:
+    world = World(tmp_path, 3)
+    writer = world.client(0)
+    handle = writer.create_ledger(3, 2, 2)
+    adds = [handle.add_entry(p) for p in (b"ab", b"cde")]
+    closing = handle.close()
+    assert not closing.done() and writer.local_steps() == []
+    world.cluster.run_until(closing.done)
+    assert [f.result() for f in adds] == [0, 1]
+    closed = world.ledgers.read(handle.ledger_id).metadata
+    assert (closed.state, closed.last_entry_id, closed.length) == (LedgerState.CLOSED, 1, 5)
+    assert handle.status is WriterStatus.CLOSED

@@ -115,7 +115,7 @@ class EntryRead:
 
     def _problem(self, reply: Reply) -> str | None:
         if reply.code is not ReplyCode.OK:
-            return reply.code.value
+            return str(reply.code.value)
         try:
             entry = decode_entry(reply.data, self.digest_type)
         except EntryFormatError as exc:

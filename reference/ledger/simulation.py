@@ -142,7 +142,7 @@ class Step:
         if self.kind is StepKind.LOCAL:
             assert self.local is not None
             return f"{self.local.kind.value} (client {self.local.client})"
-        return self.kind.value
+        return str(self.kind.value)
 
 
 # How often each kind of step is picked, against the others enabled.
