@@ -191,7 +191,7 @@ class _Operation:
         return []
 
     def run_local(self, kind: StepKind) -> None:
-        raise LedgerStateError(f"operation {self.op} has no local step {kind.value}")
+        raise LedgerStateError(f"operation {self.op} has no step {kind.value}")
 
 
 class BookKeeperClient:
@@ -441,7 +441,7 @@ class LedgerHandle(_Operation):
         elif kind is StepKind.EXPLICIT_LAC and StepKind.EXPLICIT_LAC in self.local_steps():
             self.send_explicit_lac()
         else:
-            super().run_local(kind)
+            raise LedgerStateError(f"the writer of ledger {self.ledger_id} cannot take the step {kind.value} now")
 
 
 class RecoveryOpen(_Operation):
@@ -519,8 +519,9 @@ class RecoveryOpen(_Operation):
         return [StepKind.RECOVERY_CLOSE] if self.recovery.ready_to_close() else []
 
     def run_local(self, kind: StepKind) -> None:
+        """Close the ledger at the last recovered entry (RecovererClosesLedger), by compare-and-set."""
         if kind is not StepKind.RECOVERY_CLOSE or not self.recovery.ready_to_close():
-            super().run_local(kind)
+            raise LedgerStateError(f"recovery of ledger {self.ledger_id} cannot take the step {kind.value} now")
         recovery, ledgers = self.recovery, self.client.ledgers
         assert recovery.version is not None
         try:
