@@ -614,16 +614,28 @@ class Bookie:
 
     def read_last_add_confirmed(self, ledger_id: int) -> int:
         """The highest LAC this bookie has seen for the ledger: piggybacked on an entry, or explicit."""
+        lac = self.read_piggybacked_lac(ledger_id)
+        explicit = self.read_explicit_lac(ledger_id)
+        return max(lac, explicit if explicit is not None else -1)
+
+    def read_piggybacked_lac(self, ledger_id: int) -> int:
+        """The highest LAC piggybacked on an entry of the ledger; -1 if none.
+
+        What a fencing read of the LAC answers: ``ReadLastConfirmedOp`` takes
+        the LAC from an entry's header, not the explicit LAC. It covers the
+        entries added or replayed in this run, and the last entry flushed
+        before it (as InterleavedLedgerStorage reads the LAC of a ledger it
+        has not seen entries of since it started).
+        """
         self._require_up()
         info = self.storage.ledgers.get(ledger_id)
         if info is None:
             raise NoSuchLedgerError(f"ledger {ledger_id} is not on this bookie")
         lac = info.lac
-        stored = max(self.storage.stored_entries(ledger_id), default=None)
-        if stored is not None:  # the last entry's piggybacked LAC, as InterleavedLedgerStorage reads it
-            lac = max(lac, check_entry(self.read_entry(ledger_id, stored), self.config.digest_type)[2])
-        explicit = self.read_explicit_lac(ledger_id)
-        return max(lac, explicit if explicit is not None else -1)
+        if info.flushed:
+            last = self.read_entry(ledger_id, max(info.flushed))
+            lac = max(lac, check_entry(last, self.config.digest_type)[2])
+        return lac
 
     def read_explicit_lac(self, ledger_id: int) -> int | None:
         """The explicit LAC last set for the ledger, or ``None``."""
