@@ -92,6 +92,10 @@ PROJECTIONS = (
 
 
 # -- who logs a step ---------------------------------------------------------------------
+#: The bookie steps whose parameter is the bookie itself, not a request.
+_BOOKIE_UP_DOWN = frozenset({"BookieCrashes", "BookieRestarts"})
+
+
 def client_process(c: int) -> str:
     return "writer" if c == WRITER else f"recoverer-{c}"
 
@@ -102,7 +106,7 @@ def _actor(action: str, args: tuple[Any, ...]) -> str:
         return "writer"
     if action.startswith("Recoverer"):
         return client_process(args[0])
-    if action == "BookieCrashes":
+    if action in _BOOKIE_UP_DOWN:
         return f"bookie-{args[0]}"
     if action.startswith("Bookie"):
         return f"bookie-{args[0].bookie}"
@@ -111,7 +115,7 @@ def _actor(action: str, args: tuple[Any, ...]) -> str:
 
 def _observer(action: str, args: tuple[Any, ...]) -> str:
     """The client that sees the step (client mode): a reply is logged by the client it reaches."""
-    if action.startswith("Bookie") and action != "BookieCrashes":
+    if action.startswith("Bookie") and action not in _BOOKIE_UP_DOWN:
         return client_process(args[0].client)
     return _actor(action, args)
 
@@ -153,6 +157,7 @@ CLIENT = ObservationMode(
         "BookieReceivesFenceRead": _reply_lost,
         "BookieReceivesRecoveryRead": _reply_lost,
         "BookieCrashes": None,
+        "BookieRestarts": None,
         "NetworkLosesMessage": None,
     },
     logged_by=_observer,
@@ -268,8 +273,16 @@ def _explain_crash(spec: LedgerSpec, s: LedgerState, b: Any) -> str | None:
         return f"there is no bookie {b!r} (bookies 1..{spec.NumBookies})"
     if b in s.crashed:
         return f"bookie {b} has crashed already"
-    if len(s.crashed) >= spec.MaxCrashes:
-        return f"{len(s.crashed)} of MaxCrashes={spec.MaxCrashes} bookies have crashed"
+    if s.crashes >= spec.MaxCrashes:
+        return f"{s.crashes} of MaxCrashes={spec.MaxCrashes} crashes have happened"
+    return None
+
+
+def _explain_restart(spec: LedgerSpec, s: LedgerState, b: Any) -> str | None:
+    if b not in spec.bookies:
+        return f"there is no bookie {b!r} (bookies 1..{spec.NumBookies})"
+    if b not in s.crashed:
+        return f"bookie {b} is up: only a crashed bookie restarts"
     return None
 
 
@@ -370,6 +383,7 @@ EXPLAIN: dict[str, Explanation] = {
     "BookieReceivesFenceRead": _bookie_step("FenceReq", "BookieReceivesFenceRead"),
     "BookieReceivesRecoveryRead": _bookie_step("ReadReq", "BookieReceivesRecoveryRead"),
     "BookieCrashes": _explain_crash,
+    "BookieRestarts": _explain_restart,
     "NetworkLosesMessage": _explain_loss,
     "RecovererStartsRecovery": _explain_start,
     "RecovererClosesLedger": _explain_recoverer_close,
@@ -436,7 +450,7 @@ def _request_label(m: Mapping[str, Any]) -> str:
 def messages(action: str, params: Mapping[str, Any]) -> Sequence[Message]:
     """The requests and replies an event names in its params (some fields may be left out)."""
     m, c, b = params.get("m"), params.get("c"), params.get("b")
-    if (action.startswith("Bookie") and action != "BookieCrashes") or action == "NetworkLosesMessage":
+    if (action.startswith("Bookie") and action not in _BOOKIE_UP_DOWN) or action == "NetworkLosesMessage":
         if not isinstance(m, dict) or not isinstance(m.get("client"), int) or not isinstance(m.get("bookie"), int):
             return ()
         client, bookie = client_process(m["client"]), f"bookie-{m['bookie']}"
