@@ -1,4 +1,6 @@
-"""Test options: TLC tests need Java, ZooKeeper tests a ZooKeeper server, Chromium tests Chromium (``--run-slow`` is in the root conftest.py).
+"""Test options: TLC tests need Java, ZooKeeper tests a ZooKeeper server, Chromium tests Chromium.
+
+``--run-slow`` is in the root conftest.py.
 
 Tests marked ``zookeeper`` talk to a real ZooKeeper server that the
 ``zookeeper_server`` fixture starts once per session. Where none can be

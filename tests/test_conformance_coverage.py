@@ -175,5 +175,6 @@ def test_check_tells_what_was_never_exercised(tmp_path: Path, capsys: pytest.Cap
     out = " ".join(capsys.readouterr().out.split())
     summary = coverage_summary(_recount(spec, walks), spec, TRACE)
     idle = [a for a, n in summary["actions"].items() if not n["steps"]]
-    assert idle and f"coverage: {len(spec.actions) - len(idle)} of {len(spec.actions)} actions taken; never taken: {', '.join(idle)}" in out
+    taken = len(spec.actions) - len(idle)
+    assert idle and f"coverage: {taken} of {len(spec.actions)} actions taken; never taken: {', '.join(idle)}" in out
     assert "guards that never held:" in out
