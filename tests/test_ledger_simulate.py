@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from ledgerspec.conformance.events import FORMAT_VERSION
 from ledgerspec.reference.ledger.trace import TRACE_FORMAT_VERSION
-from ledgerspec.spec.ledger_trace import TRACE
 from ledgerspec.tools.cli import main
 
 FAULTS_WITHOUT_RESTART = "crash,loss,reorder,recovery,ensemble-change"
@@ -50,20 +49,13 @@ def test_the_same_seed_writes_the_same_bytes(tmp_path: Path, capsys: pytest.Capt
     assert other != (tmp_path / "a" / "ledger-5-0.ndjson").read_bytes()
 
 
-def _needs_restarts(faults: str) -> pytest.MarkDecorator:
-    return pytest.mark.skipif(
-        "restart" in faults and "BookieRestarts" not in TRACE.explain,
-        reason="the ledger trace mapping does not know BookieRestarts yet",
-    )
-
-
 @pytest.mark.parametrize(
     ("mode", "faults"),
     [
         ("full", FAULTS_WITHOUT_RESTART),
         ("client", FAULTS_WITHOUT_RESTART),
-        pytest.param("full", ALL_FAULTS, marks=_needs_restarts(ALL_FAULTS)),
-        pytest.param("client", ALL_FAULTS, marks=_needs_restarts(ALL_FAULTS)),
+        ("full", ALL_FAULTS),
+        ("client", ALL_FAULTS),
     ],
 )
 def test_traces_of_the_engine_conform(
