@@ -123,6 +123,7 @@ from ledgerspec.spec.kernel import (
     action,
     action_property,
     evolve,
+    int_constant,
     invariant,
     reachable,
 )
@@ -243,20 +244,16 @@ def _each_cut(spec: BookieSpec, s: BookieState) -> Iterable[tuple[Position]]:
     return ((cut,) for cut in cuts)
 
 
-def _int_constant(name: str, default: int, doc: str) -> Constant:
-    return Constant(name, int, default, doc)
-
-
 class BookieSpec(Spec[BookieState]):
     """One bookie's storage; see the module docstring."""
 
     name = "bookie"
     state_type = BookieState
     constants = (
-        _int_constant("NumLedgers", 1, "ledgers written to the bookie, 1 .. NumLedgers"),
-        _int_constant("MaxEntries", 1, "entries per ledger, ids 0 .. MaxEntries-1"),
-        _int_constant("RecordsPerJournal", 2, "records a journal file holds before the journal rolls over"),
-        _int_constant("MaxCrashes", 1, "crashes of the bookie"),
+        int_constant("NumLedgers", 1, "ledgers written to the bookie, 1 .. NumLedgers"),
+        int_constant("MaxEntries", 1, "entries per ledger, ids 0 .. MaxEntries-1"),
+        int_constant("RecordsPerJournal", 2, "records a journal file holds before the journal rolls over"),
+        int_constant("MaxCrashes", 1, "crashes of the bookie"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
     )
 

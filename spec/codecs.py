@@ -123,8 +123,10 @@ class Codec:
         return None
 
 
-class _IntCodec(Codec):
-    name = "integer"
+class _ScalarCodec(Codec):
+    """A JSON scalar that is its own encoding: only ``check`` differs between integers, booleans, strings."""
+
+    kind: type  # the exact JSON type (``type(data) is kind``: 1 is not true)
 
     def encode(self, value: Any) -> Any:
         return value
@@ -132,6 +134,20 @@ class _IntCodec(Codec):
     def decode(self, data: Any, path: str) -> Any:
         self.check(data, path, partial=False)
         return data
+
+    def matches(self, data: Any, value: Any) -> bool:
+        return type(data) is self.kind and data == value
+
+    def sort_key(self, data: Any) -> Any:
+        return data
+
+    def value_key(self) -> Callable[[Any], Any] | None:
+        return _identity
+
+
+class _IntCodec(_ScalarCodec):
+    name = "integer"
+    kind = int
 
     def check(self, data: Any, path: str, *, partial: bool) -> bool:
         if type(data) is int and INT_MIN <= data <= INT_MAX:
@@ -140,64 +156,25 @@ class _IntCodec(Codec):
             raise CodecError(f"{path}: integer {_short(data)} is out of range (64-bit signed integers only)")
         raise CodecError(f"{path}: expected an integer, got {_kind(data)} {_short(data)}")
 
-    def matches(self, data: Any, value: Any) -> bool:
-        return type(data) is int and data == value
 
-    def sort_key(self, data: Any) -> Any:
-        return data
-
-    def value_key(self) -> Callable[[Any], Any] | None:
-        return _identity
-
-
-class _BoolCodec(Codec):
+class _BoolCodec(_ScalarCodec):
     name = "boolean"
-
-    def encode(self, value: Any) -> Any:
-        return value
-
-    def decode(self, data: Any, path: str) -> Any:
-        self.check(data, path, partial=False)
-        return data
+    kind = bool
 
     def check(self, data: Any, path: str, *, partial: bool) -> bool:
         if type(data) is not bool:
             raise CodecError(f"{path}: expected true or false, got {_kind(data)} {_short(data)}")
         return True
 
-    def matches(self, data: Any, value: Any) -> bool:
-        return type(data) is bool and data == value
 
-    def sort_key(self, data: Any) -> Any:
-        return data
-
-    def value_key(self) -> Callable[[Any], Any] | None:
-        return _identity
-
-
-class _StrCodec(Codec):
+class _StrCodec(_ScalarCodec):
     name = "string"
-
-    def encode(self, value: Any) -> Any:
-        return value
-
-    def decode(self, data: Any, path: str) -> Any:
-        self.check(data, path, partial=False)
-        return data
+    kind = str
 
     def check(self, data: Any, path: str, *, partial: bool) -> bool:
         if type(data) is not str:
             raise CodecError(f"{path}: expected a string, got {_kind(data)} {_short(data)}")
         return True
-
-    def matches(self, data: Any, value: Any) -> bool:
-        return type(data) is str and data == value
-
-    def sort_key(self, data: Any) -> Any:
-        return data
-
-    def value_key(self) -> Callable[[Any], Any] | None:
-        return _identity
 
 
 INT: Codec = _IntCodec()
@@ -211,7 +188,17 @@ def _array(data: Any, path: str, what: str) -> list[Any]:
     return data
 
 
-class SeqCodec(Codec):
+class _ArrayOfCodec(Codec):
+    """An array whose items all have one codec: a sequence or a set."""
+
+    element: Codec
+
+    def check(self, data: Any, path: str, *, partial: bool) -> bool:
+        items = _array(data, path, self.name)
+        return all([self.element.check(v, f"{path}[{i}]", partial=partial) for i, v in enumerate(items)])
+
+
+class SeqCodec(_ArrayOfCodec):
     """``tuple[X, ...]``: a TLA+ sequence, an array in order."""
 
     def __init__(self, element: Codec) -> None:
@@ -225,10 +212,6 @@ class SeqCodec(Codec):
     def decode(self, data: Any, path: str) -> Any:
         dec = self.element.decode
         return tuple(dec(v, f"{path}[{i}]") for i, v in enumerate(_array(data, path, self.name)))
-
-    def check(self, data: Any, path: str, *, partial: bool) -> bool:
-        items = _array(data, path, self.name)
-        return all([self.element.check(v, f"{path}[{i}]", partial=partial) for i, v in enumerate(items)])
 
     def matches(self, data: Any, value: Any) -> bool:
         if type(data) is not list or len(data) != len(value):
@@ -285,7 +268,7 @@ class TupleCodec(Codec):
         return _identity if all(c.value_key() is _identity for c in self.elements) else None
 
 
-class SetCodec(Codec):
+class SetCodec(_ArrayOfCodec):
     """``frozenset[X]``: a TLA+ set, an array in any order; canonical order ascending."""
 
     def __init__(self, element: Codec) -> None:
@@ -302,10 +285,6 @@ class SetCodec(Codec):
     def decode(self, data: Any, path: str) -> Any:
         dec = self.element.decode
         return frozenset(dec(v, f"{path}[{i}]") for i, v in enumerate(_array(data, path, self.name)))
-
-    def check(self, data: Any, path: str, *, partial: bool) -> bool:
-        items = _array(data, path, self.name)
-        return all([self.element.check(v, f"{path}[{i}]", partial=partial) for i, v in enumerate(items)])
 
     def matches(self, data: Any, value: Any) -> bool:
         if type(data) is not list or len(data) != len(value):

@@ -42,6 +42,7 @@ __all__ = [
     "action",
     "action_property",
     "evolve",
+    "int_constant",
     "invariant",
     "reachable",
 ]
@@ -99,6 +100,11 @@ class Constant:
             allowed = ", ".join(str(c) for c in self.choices)
             raise ConstantError(f"constant {self.name} must be one of {allowed}, got {raw!r}")
         return value
+
+
+def int_constant(name: str, default: int, doc: str) -> Constant:
+    """An integer ``CONSTANT``: the common case, a bound or a size of the model."""
+    return Constant(name, int, default, doc)
 
 
 @attrs.frozen

@@ -66,6 +66,7 @@ from ledgerspec.spec.kernel import (
     action,
     action_property,
     evolve,
+    int_constant,
     invariant,
     reachable,
 )
@@ -220,27 +221,23 @@ def _write_backs(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int, i
                     yield (c, e, b)
 
 
-def _int_constant(name: str, default: int, doc: str) -> Constant:
-    return Constant(name, int, default, doc)
-
-
 class LedgerSpec(Spec[LedgerState]):
     """The ledger protocol; see the module docstring."""
 
     name = "ledger"
     state_type = LedgerState
     constants = (
-        _int_constant("NumBookies", 3, "bookies in the cluster, 1 .. NumBookies"),
-        _int_constant("E", 3, "ensemble size"),
-        _int_constant("Qw", 2, "write quorum: bookies each entry is sent to"),
-        _int_constant("Qa", 2, "ack quorum: acks an add needs to complete"),
-        _int_constant("NumRecoverers", 1, "clients that open the ledger with recovery"),
-        _int_constant("MaxEntries", 2, "entries the writer pushes (ids 0 .. MaxEntries-1)"),
-        _int_constant(
+        int_constant("NumBookies", 3, "bookies in the cluster, 1 .. NumBookies"),
+        int_constant("E", 3, "ensemble size"),
+        int_constant("Qw", 2, "write quorum: bookies each entry is sent to"),
+        int_constant("Qa", 2, "ack quorum: acks an add needs to complete"),
+        int_constant("NumRecoverers", 1, "clients that open the ledger with recovery"),
+        int_constant("MaxEntries", 2, "entries the writer pushes (ids 0 .. MaxEntries-1)"),
+        int_constant(
             "Throttle", 0, "adds the writer keeps pending at most (BookKeeper's client throttle); 0: no limit"
         ),
-        _int_constant("MaxCrashes", 0, "bookie crashes in all (a bookie that restarted may crash again)"),
-        _int_constant("MaxLoss", 0, "messages the network may lose"),
+        int_constant("MaxCrashes", 0, "bookie crashes in all (a bookie that restarted may crash again)"),
+        int_constant("MaxLoss", 0, "messages the network may lose"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
     )
     liveness: ClassVar[Mapping[str, str]] = {

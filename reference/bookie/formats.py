@@ -413,6 +413,18 @@ def split_location(location: int) -> tuple[int, int]:
     return location >> 32, location & 0xFFFFFFFF
 
 
+def _check_header(path: str, data: bytes, what: str, size: int, mark: str, magic: bytes, max_version: int) -> int:
+    """Check a fixed-size header that opens with ``magic`` and an int version; return the version."""
+    if len(data) < size:
+        raise CorruptFileError(path, 0, f"{what} header is incomplete: {len(data)} of {size} bytes")
+    if data[:4] != magic:
+        raise CorruptFileError(path, 0, f"no {mark} {magic.decode()!r} (found {data[:4]!r})")
+    (version,) = _INT.unpack_from(data, 4)
+    if not 0 <= version <= max_version:
+        raise CorruptFileError(path, 4, f"{what} header version {version}, expected 0 or {max_version}")
+    return int(version)
+
+
 def entry_log_header(ledgers_map_offset: int = 0, ledgers_count: int = 0) -> bytes:
     """The 1024-byte header of an entry log (``EntryLoggerAllocator``)."""
     head = ENTRY_LOG_MAGIC + _INT.pack(ENTRY_LOG_VERSION) + _LONG.pack(ledgers_map_offset) + _INT.pack(ledgers_count)
@@ -427,13 +439,9 @@ def entry_log_record(entry: bytes) -> bytes:
 def scan_entry_log(path: str, data: bytes, log_id: int) -> EntryLogScan:
     """Parse an entry log (``DefaultEntryLogger.scanEntryLog``); :class:`CorruptFileError` names the offset."""
     size = len(data)
-    if size < ENTRY_LOG_HEADER_SIZE:
-        raise CorruptFileError(path, 0, f"entry log header is incomplete: {size} of {ENTRY_LOG_HEADER_SIZE} bytes")
-    if data[:4] != ENTRY_LOG_MAGIC:
-        raise CorruptFileError(path, 0, f"no entry log magic 'BKLO' (found {data[:4]!r})")
-    (version,) = _INT.unpack_from(data, 4)
-    if not 0 <= version <= ENTRY_LOG_VERSION:
-        raise CorruptFileError(path, 4, f"entry log header version {version}, expected 0 or {ENTRY_LOG_VERSION}")
+    version = _check_header(
+        path, data, "entry log", ENTRY_LOG_HEADER_SIZE, "entry log magic", ENTRY_LOG_MAGIC, ENTRY_LOG_VERSION
+    )
     (map_offset,) = _LONG.unpack_from(data, 8)
     (ledgers_count,) = _INT.unpack_from(data, 16)
     records: list[EntryLogRecord] = []
@@ -579,13 +587,9 @@ def encode_index_slot(location: int) -> bytes:
 def parse_index(path: str, data: bytes, ledger_id: int) -> IndexFile:
     """Parse a ledger index file (``FileInfo.readHeader`` and its pages)."""
     size = len(data)
-    if size < INDEX_HEADER_SIZE:
-        raise CorruptFileError(path, 0, f"index header is incomplete: {size} of {INDEX_HEADER_SIZE} bytes")
-    if data[:4] != INDEX_SIGNATURE:
-        raise CorruptFileError(path, 0, f"no ledger index signature 'BKLE' (found {data[:4]!r})")
-    (version,) = _INT.unpack_from(data, 4)
-    if not 0 <= version <= INDEX_VERSION:
-        raise CorruptFileError(path, 4, f"index header version {version}, expected 0 or {INDEX_VERSION}")
+    version = _check_header(
+        path, data, "index", INDEX_HEADER_SIZE, "ledger index signature", INDEX_SIGNATURE, INDEX_VERSION
+    )
     (key_length,) = _INT.unpack_from(data, 8)
     if not 0 <= key_length <= INDEX_HEADER_SIZE - 20:
         raise CorruptFileError(path, 8, f"master key length {key_length} does not fit in the header")
