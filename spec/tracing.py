@@ -23,7 +23,14 @@ A mapping says, for one spec:
 - explanations, per action: why an instance is not enabled in a state, in
   the words of the spec's guards. A spec action only returns ``None`` when
   disabled; the explanation says which guard. An explanation must agree
-  with the action (tests check it on every reachable state of small models).
+  with the action (tests check it on every reachable state of small models);
+- optionally, a partition key: when one trace holds the steps of several
+  units the spec treats apart (ledgers of a bookie, topics of a broker),
+  ``partition(event type, params)`` names the unit of an event, and each
+  unit's events are checked as a trace of their own; ``None`` means the
+  event concerns every unit of its trace (``Init``, a crash), and goes to
+  each. Without one (the ledger spec: one ledger per trace) a trace is one
+  unit.
 """
 
 from __future__ import annotations
@@ -36,7 +43,16 @@ import attrs
 from ledgerspec.spec.codecs import Codec, codec_for, hints_of
 from ledgerspec.spec.kernel import Action, Spec
 
-__all__ = ["INIT", "NEXT", "Explanation", "ObservationMode", "Projection", "TraceMapping", "mapping_for"]
+__all__ = [
+    "INIT",
+    "NEXT",
+    "Explanation",
+    "ObservationMode",
+    "PartitionKey",
+    "Projection",
+    "TraceMapping",
+    "mapping_for",
+]
 
 #: The event type of a trace's first event: the spec's initial state (TLA+ ``Init``).
 INIT = "Init"
@@ -46,6 +62,8 @@ NEXT = "Next"
 
 #: ``explain(spec, state, *args)``: why that action instance is not enabled, or ``None`` when it is.
 Explanation = Callable[..., "str | None"]
+#: ``partition(event type, params as JSON)``: the unit (ledger, topic) an event belongs to; ``None``: every unit.
+PartitionKey = Callable[[str, Mapping[str, Any]], "str | None"]
 
 
 @attrs.frozen
@@ -92,8 +110,10 @@ class TraceMapping:
         projections: Iterable[Projection] = (),
         explain: Mapping[str, Explanation] | None = None,
         codecs: Mapping[str, Codec] | None = None,
+        partition: PartitionKey | None = None,
     ) -> None:
         self.spec_type = spec_type
+        self.partition = partition
         self.modes = {m.name: m for m in modes}
         self.projections = {p.name: p for p in projections}
         self.explain = dict(explain or {})

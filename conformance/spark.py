@@ -1,0 +1,609 @@
+"""Check trace files on Spark: ``ledgerspec check --spark``, the same verdicts as in-process, on a cluster.
+
+The checker is the in-process one (:class:`~ledgerspec.conformance.checker.TraceChecker`,
+a pure function of one trace); Spark brings the events of each trace together
+and runs it on the executors. The plan:
+
+1. List the input with Hadoop's file system API (any file system the cluster
+   reads: local, HDFS, S3): files as given, directories as their trace
+   files in name order, the order in which the in-process reader reads them.
+2. NDJSON: Spark's text reader, lines split on ``\\n`` only, as raw bytes.
+   A first job, in the JVM alone, counts the lines of each block of each
+   file; with those counts each line gets its number in its file, as the
+   in-process reader numbers it. A Python stage then charges each line to
+   the trace it names (the reader's :func:`~ledgerspec.conformance.reader.trace_key`,
+   a regular expression for the usual layout). Parquet: Spark's Parquet
+   reader; the trace is a column and the line is the row's number.
+3. Shuffle by trace (in the JVM), sorted within each partition by trace,
+   file and line: each trace's lines arrive together, in reading order.
+4. On the executors, each trace's lines are decoded with the reader's own
+   functions (:func:`~ledgerspec.conformance.reader.line_record`,
+   :func:`~ledgerspec.conformance.parquet.row_event`), split into units when
+   the spec's trace mapping has a partition key (:mod:`ledgerspec.conformance.partition`;
+   the ledger spec has none: one ledger per trace), and checked. Each
+   Python worker builds the spec and its checker once, from
+   :class:`SparkCheck` (plain data: that is all that is shipped), and keeps
+   the checker's caches from one trace and one partition to the next.
+5. The verdicts, one row per trace (``Verdict.to_row()`` and the verdict as
+   JSON when it is not *conforms*), are written as Parquet by Spark's
+   writer; the driver collects the counts and the traces that do not
+   conform, and builds the same :class:`~ledgerspec.conformance.run.CheckRun`
+   an in-process run gives.
+
+Bad lines get the same errors, with the same file and line, as in-process.
+Left out: ITF files (one JSON document per trace) are read in-process only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+import pyarrow as pa
+from ledgerspec.conformance.checker import Bounds, TraceChecker
+from ledgerspec.conformance.events import Event, InputError
+from ledgerspec.conformance.parquet import (
+    COLUMNS,
+    PARQUET_SUFFIX,
+    ParquetFileError,
+    RowDecoder,
+    check_layout,
+    row_event,
+)
+from ledgerspec.conformance.partition import split_trace
+from ledgerspec.conformance.reader import (
+    ITF_SUFFIX,
+    TRACE_SUFFIXES,
+    LineDecoder,
+    TraceFileError,
+    TraceInput,
+    line_key,
+    line_record,
+)
+from ledgerspec.conformance.run import CheckRun
+from ledgerspec.conformance.verdict import CONFORMS, Verdict
+from ledgerspec.spec import catalog
+
+__all__ = [
+    "VERDICT_COLUMNS",
+    "SparkCheck",
+    "SparkRun",
+    "SparkUnavailable",
+    "check_on_spark",
+    "spark_session",
+]
+
+DEFAULT_MASTER = "local[*]"
+# The verdict table: Verdict.to_row(), then the whole verdict as JSON for a trace that does not conform.
+VERDICT_COLUMNS = pa.schema(
+    [
+        pa.field("trace", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("events", pa.int64()),
+        pa.field("checked", pa.int64()),
+        pa.field("reason", pa.string()),
+        pa.field("event_index", pa.int64()),
+        pa.field("event", pa.string()),
+        pa.field("file", pa.string()),
+        pa.field("line", pa.int64()),
+        pa.field("explanation", pa.string()),
+        pa.field("path", pa.string()),
+        pa.field("bound", pa.string()),
+        pa.field("input_errors", pa.string()),
+        pa.field("verdict_json", pa.string()),
+    ]
+)
+_LINES = pa.schema(
+    [
+        pa.field("key", pa.string()),
+        pa.field("file_index", pa.int32()),
+        pa.field("line", pa.int64()),
+        pa.field("raw", pa.binary()),
+    ]
+)
+_ROW_COLUMNS = ("v", "trace", "process", "seq", "type", "params", "observed", "clock", "time")
+_SPARK_TYPES = {"v": "bigint", "seq": "bigint", "time": "double"}  # the others are strings
+OUTPUT_BATCH_ROWS = 4096
+
+
+class SparkUnavailable(Exception):  # noqa: N818
+    """Spark cannot start here: no Java runtime."""
+
+
+@attrs.frozen
+class SparkCheck:
+    """What the executors need to check traces: plain data, so that it pickles small.
+
+    The executors build the spec from ``spec`` and ``constants`` and keep one checker per Python worker.
+    """
+
+    spec: str  # a name in the spec catalog
+    constants: tuple[tuple[str, Any], ...]  # the spec's constants, parsed
+    mode: str
+    bounds: Bounds
+    max_line_bytes: int
+    files: tuple[str, ...] = ()  # the input files, by index, named as the in-process reader names them
+
+    def checker(self) -> TraceChecker:
+        """The checker of this worker process for this spec, mode and bounds (built on first use)."""
+        key = (self.spec, self.constants, self.mode, self.bounds)
+        found = _CHECKERS.get(key)
+        if found is None:
+            _CHECKERS.clear()
+            spec = catalog.find(self.spec).python(**dict(self.constants))
+            found = _CHECKERS[key] = TraceChecker(spec, self.mode, self.bounds)
+        return found
+
+
+_CHECKERS: dict[tuple[Any, ...], TraceChecker] = {}  # in each Python worker: the checker of the last job
+
+
+@attrs.define
+class SparkRun:
+    """What a Spark run found (as :class:`CheckRun`), and where it wrote its verdicts."""
+
+    run: CheckRun
+    verdicts: str  # URI of the verdict table (a Parquet directory)
+    summary: str  # URI of summary.json
+    master: str
+
+
+# -- the session ------------------------------------------------------------------------------
+def _is_local(master: str) -> bool:
+    return master.startswith("local")
+
+
+def _java_home() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").exists():
+        return home
+    java = shutil.which("java")
+    return str(Path(java).resolve().parent.parent) if java else None
+
+
+_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# PySpark's driver counts as a shell: without a level of its own, Spark sets the console to WARN.
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+"""
+
+
+@contextmanager
+def spark_session(master: str = DEFAULT_MASTER, *, app_name: str = "ledgerspec check") -> Iterator[Any]:
+    """A Spark session for checking traces, stopped at the end, with Spark's logging at ERROR and its
+    scratch files under one temporary directory, removed at the end.
+
+    With a local master (``local[N]``, ``local-cluster[...]``) the executors run this Python interpreter
+    and listen on the loopback interface only; on a cluster they need ledgerspec installed.
+    """
+    from pyspark.sql import SparkSession
+
+    if _java_home() is None:
+        raise SparkUnavailable(
+            "Spark needs a Java runtime, version 17 or 21: install one (e.g. `apt-get install "
+            "openjdk-17-jre-headless`) or set JAVA_HOME"
+        )
+    scratch = Path(tempfile.mkdtemp(prefix="ledgerspec-spark-"))
+    log4j = scratch / "log4j2.properties"
+    log4j.write_text(_LOG4J)
+    java_options = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Djava.io.tmpdir={scratch}"
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.local.dir", str(scratch / "local"))
+        .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
+        .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    if _is_local(master):
+        builder = (
+            builder.config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.executor.extraJavaOptions", java_options)
+        )
+        # PySpark starts its Python workers with $PYSPARK_PYTHON (default python3): here, this interpreter.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+# -- listing the input --------------------------------------------------------------------------
+@attrs.frozen
+class _InputFile:
+    uri: str  # as Spark names it in _metadata.file_path
+    name: str  # as the in-process reader names it
+    parquet: bool
+
+
+def _hadoop(spark: Any, raw: str) -> tuple[Any, Any]:
+    sc = spark.sparkContext
+    path = sc._jvm.org.apache.hadoop.fs.Path(raw)
+    return path, path.getFileSystem(sc._jsc.hadoopConfiguration())
+
+
+def _has_scheme(raw: str) -> bool:
+    head, sep, _ = raw.partition("://")
+    return bool(sep) and head.isalnum()
+
+
+def _list_input(spark: Any, paths: Sequence[str | Path]) -> list[_InputFile]:
+    """The files to read, in the in-process reader's order, through Hadoop's file system API."""
+    files = []
+    for given in paths:
+        raw = str(given)
+        path, fs = _hadoop(spark, raw)
+        if not fs.exists(path):
+            raise TraceFileError(f"{raw if _has_scheme(raw) else Path(raw)}: no such file")
+        status = fs.getFileStatus(path)
+        if status.isDirectory():
+            listed = [s.getPath() for s in fs.listStatus(path) if s.isFile()]
+            children = sorted((p for p in listed if p.getName().endswith(TRACE_SUFFIXES)), key=lambda p: str(p))
+            if not children:
+                raise TraceFileError(f"{raw}: directory holds no trace files ({', '.join(TRACE_SUFFIXES)})")
+            for child in children:
+                name = child.getName()
+                shown = raw.rstrip("/") + "/" + name if _has_scheme(raw) else str(Path(raw) / name)
+                files.append(_InputFile(str(fs.makeQualified(child).toString()), shown, name.endswith(PARQUET_SUFFIX)))
+        else:
+            shown = raw if _has_scheme(raw) else str(Path(raw))
+            files.append(_InputFile(str(fs.makeQualified(path).toString()), shown, raw.endswith(PARQUET_SUFFIX)))
+    itf = [f.name for f in files if f.name.endswith(ITF_SUFFIX)]
+    if itf:
+        raise TraceFileError(f"{itf[0]}: ITF traces are read in-process only (run without --spark)")
+    return files
+
+
+# -- executors: lines to trace keys -------------------------------------------------------------
+class _KeyLines:
+    """A Python stage over Spark's text reader: each non-blank line with its trace, file and number."""
+
+    def __init__(self, blocks: Mapping[tuple[str, int], tuple[int, int]], max_line_bytes: int) -> None:
+        self.blocks = blocks  # (file URI, block start) -> (file index, number of the block's first line)
+        self.max_line_bytes = max_line_bytes
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        block: str | None = None
+        start = index = number = 0
+        limit = self.max_line_bytes
+        for batch in batches:
+            files = batch.column(0).to_pylist()
+            starts = batch.column(1).to_pylist()
+            raws = batch.column(2).to_pylist()
+            kept: list[int] = []
+            keys: list[str | None] = []
+            numbers: list[int] = []
+            indexes: list[int] = []
+            for i, raw in enumerate(raws):
+                if files[i] != block or starts[i] != start:
+                    block, start = files[i], starts[i]
+                    index, number = self.blocks[(block, start)]
+                    number -= 1
+                number += 1
+                if not raw or raw.isspace():
+                    continue
+                kept.append(i)
+                keys.append(line_key(raw, limit))
+                numbers.append(number)
+                indexes.append(index)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array(keys, pa.string()),
+                    pa.array(indexes, pa.int32()),
+                    pa.array(numbers, pa.int64()),
+                    batch.column(2).take(pa.array(kept, pa.int64())),
+                ],
+                schema=_LINES,
+            )
+
+
+# -- executors: traces to verdicts -------------------------------------------------------------
+def _verdict_row(v: Verdict) -> dict[str, Any]:
+    row: dict[str, Any] = dict(v.to_row())
+    row["verdict_json"] = orjson.dumps(v.to_json()).decode() if v.status != CONFORMS else None
+    return row
+
+
+def _stray_row(error: InputError) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(VERDICT_COLUMNS.names)
+    detail = orjson.dumps(error.to_json()).decode()
+    row.update(file=error.file, line=error.line, input_errors=str(error), verdict_json=detail)
+    return row
+
+
+class _CheckTraces:
+    """A Python stage over the lines of whole traces, sorted by trace, file and line: one row per trace,
+    and one per line that names no trace."""
+
+    def __init__(self, job: SparkCheck) -> None:
+        self.job = job
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        job = self.job
+        checker = job.checker()
+        partition = checker.mapping.partition
+        lines, rows = LineDecoder(), RowDecoder(job.max_line_bytes)
+        files = job.files
+        out: list[dict[str, Any]] = []
+        group: list[tuple[str | None, Event | InputError]] = []
+        key: Any = _NO_KEY
+
+        def finish() -> None:
+            for trace, events, errors in _by_trace(group):
+                if trace is None:
+                    out.extend(_stray_row(e) for e in errors)
+                    continue
+                for unit in split_trace(TraceInput(trace, tuple(events), tuple(errors)), partition):
+                    out.append(_verdict_row(checker.check(unit.events, unit.errors)))
+            group.clear()
+
+        for batch in batches:
+            data = batch.to_pydict()
+            raws = data["raw"]
+            for i, k in enumerate(data["key"]):
+                if k != key:
+                    if group:
+                        finish()
+                    key = k
+                name, number = files[data["file_index"][i]], data["line"][i]
+                raw = raws[i]
+                if raw is not None:
+                    group.append(line_record(lines, raw, name, number, job.max_line_bytes))
+                else:
+                    item = row_event(rows, [data[c][i] for c in _ROW_COLUMNS], name, number)
+                    group.append((item.trace, item))
+            if len(out) >= OUTPUT_BATCH_ROWS:
+                yield pa.RecordBatch.from_pylist(out, schema=VERDICT_COLUMNS)
+                out.clear()
+        if group:
+            finish()
+        yield pa.RecordBatch.from_pylist(out, schema=VERDICT_COLUMNS)
+
+
+_NO_KEY = object()
+
+
+def _by_trace(
+    group: list[tuple[str | None, Event | InputError]],
+) -> Iterator[tuple[str | None, list[Event], list[InputError]]]:
+    """The records of one key, by the trace each is charged to (one, but for lines whose envelope
+    names another trace than the key guessed from the line's text)."""
+    traces: dict[str | None, tuple[list[Event], list[InputError]]] = {}
+    for trace, item in group:
+        events, errors = traces.setdefault(trace, ([], []))
+        if isinstance(item, Event):
+            events.append(item)
+        else:
+            errors.append(item)
+    for trace, (events, errors) in traces.items():
+        yield trace, events, errors
+
+
+# -- the driver -----------------------------------------------------------------------------------
+class _Progress:
+    """Progress of Spark's stages, polled from the driver's status tracker and drawn with rich."""
+
+    def __init__(self, spark: Any, console: Any | None) -> None:
+        self.tracker = spark.sparkContext.statusTracker()
+        self.console = console
+        self.phase = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> _Progress:
+        if self.console is not None:
+            self._thread = threading.Thread(target=self._poll, name="ledgerspec-spark-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _poll(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        shown: dict[int, Any] = {}
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=self.console, transient=True) as progress:
+            while not self._stop.wait(0.25):
+                active = set()
+                for stage in self.tracker.getActiveStageIds():
+                    info = self.tracker.getStageInfo(stage)
+                    if info is None:
+                        continue
+                    active.add(stage)
+                    if stage not in shown:
+                        shown[stage] = progress.add_task(f"{self.phase}: stage {stage}", total=info.numTasks)
+                    progress.update(shown[stage], completed=info.numCompletedTasks, total=info.numTasks)
+                for stage in [s for s in shown if s not in active]:
+                    progress.remove_task(shown.pop(stage))
+
+
+def _block_starts(spark: Any, text: Any, files: Sequence[_InputFile]) -> dict[tuple[str, int], tuple[int, int]]:
+    """For each block of each NDJSON file: the file's index and the number of the block's first line."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    counts = text.groupBy("file", "start").agg(F.count(F.lit(1)).alias("n")).collect()
+    index = {f.uri: i for i, f in enumerate(files)}
+    blocks: dict[tuple[str, int], tuple[int, int]] = {}
+    for uri in {row["file"] for row in counts}:
+        if uri not in index:
+            raise TraceFileError(f"{uri}: read by Spark, but not among the files listed ({', '.join(index)})")
+        first = 1
+        for row in sorted((r for r in counts if r["file"] == uri), key=lambda r: r["start"]):
+            blocks[(uri, row["start"])] = (index[uri], first)
+            first += row["n"]
+    return blocks
+
+
+def _parquet_frame(spark: Any, files: Sequence[_InputFile]) -> Any:
+    """Rows of the Parquet files, with their trace, file index and row number, in the layout's columns."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    present: set[str] = set()
+    parquet = [(i, f) for i, f in enumerate(files) if f.parquet]
+    for _, f in parquet:
+        schema = spark.read.parquet(f.uri).schema
+        kinds = [(field.name, _spark_kind_ok(field.name, field.dataType)) for field in schema.fields]
+        try:
+            present.update(check_layout(f.name, kinds))
+        except ParquetFileError as exc:
+            raise TraceFileError(str(exc)) from None
+    frame = spark.read.option("mergeSchema", "true").parquet(*[f.uri for _, f in parquet])
+    index = F.create_map(*[x for i, f in parquet for x in (F.lit(f.uri), F.lit(i))])
+    kinds = {c: _SPARK_TYPES.get(c, "string") for c in COLUMNS}
+    columns = [(F.col(c) if c in present else F.lit(None)).cast(kinds[c]).alias(c) for c in COLUMNS]
+    trace = F.col("trace")
+    key = F.when((F.length(trace) > 0) & (F.length(trace) <= 256), trace)
+    return frame.select(
+        key.alias("key"),
+        F.element_at(index, F.col("_metadata.file_path")).cast("int").alias("file_index"),
+        (F.col("_metadata.row_index") + 1).alias("line"),
+        F.lit(None).cast("binary").alias("raw"),
+        *columns,
+    )
+
+
+def _spark_kind_ok(column: str, kind: Any) -> bool:
+    from pyspark.sql import types as T  # noqa: N812
+
+    if column in ("v", "seq"):
+        return isinstance(kind, T.IntegralType)
+    if column == "time":
+        return isinstance(kind, T.NumericType)
+    return isinstance(kind, T.StringType)
+
+
+def _write_text(spark: Any, uri: str, text: str) -> None:
+    path, fs = _hadoop(spark, uri)
+    stream = fs.create(path, True)
+    try:
+        stream.write(bytearray(text.encode()))
+    finally:
+        stream.close()
+
+
+def check_on_spark(
+    spark: Any,
+    paths: Sequence[str | Path],
+    job: SparkCheck,
+    out: str | Path,
+    *,
+    progress: Any | None = None,
+    summary: Callable[[CheckRun], dict[str, Any]] | None = None,
+) -> SparkRun:
+    """Check every trace of the files on Spark; write ``OUT/verdicts.parquet`` and ``OUT/summary.json``.
+
+    ``progress``: a rich console to draw stage progress on. ``summary``: the JSON of the run written to
+    ``summary.json`` (by default its counts).
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F  # noqa: N812
+
+    started = time.perf_counter()
+    files = _list_input(spark, paths)
+    job = attrs.evolve(job, files=tuple(f.name for f in files))
+    ndjson = [f for f in files if not f.parquet]
+    parquet = [f for f in files if f.parquet]
+    out_dir = str(out).rstrip("/")
+    frames = []
+    with _Progress(spark, progress) as shown:
+        if ndjson:
+            text = (
+                spark.read.option("lineSep", "\n")
+                .text(*[f.uri for f in ndjson])
+                .select(
+                    F.col("_metadata.file_path").alias("file"),
+                    F.col("_metadata.file_block_start").alias("start"),
+                    F.col("value").cast("binary").alias("raw"),
+                )
+            )
+            shown.phase = "numbering lines"
+            blocks = _block_starts(spark, text, files)
+            lines = text.mapInArrow(_KeyLines(blocks, job.max_line_bytes), _spark_schema(_LINES))
+            frames.append(lines)
+        if parquet:
+            frames.append(_parquet_frame(spark, files))
+        if not frames:
+            raise TraceFileError("no trace files given")
+        records = frames[0]
+        for frame in frames[1:]:
+            records = records.unionByName(frame, allowMissingColumns=True)
+        if len(frames) == 1 and ndjson:
+            for c in _ROW_COLUMNS:
+                records = records.withColumn(c, F.lit(None).cast(_SPARK_TYPES.get(c, "string")))
+        ordered = records.repartition("key").sortWithinPartitions("key", "file_index", "line")
+        checked = ordered.mapInArrow(_CheckTraces(job), _spark_schema(VERDICT_COLUMNS))
+        checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            shown.phase = "checking traces"
+            verdicts_uri = f"{out_dir}/verdicts.parquet"
+            checked.filter(F.col("trace").isNotNull()).write.mode("overwrite").parquet(verdicts_uri)
+            shown.phase = "summing up"
+            totals = (
+                checked.filter(F.col("trace").isNotNull())
+                .agg(
+                    F.count(F.lit(1)).alias("traces"),
+                    F.coalesce(F.sum("events"), F.lit(0)).alias("events"),
+                    F.count(F.when(F.col("status") == CONFORMS, 1)).alias("conforms"),
+                )
+                .collect()[0]
+            )
+            detail = (
+                checked.filter(F.col("status").isNull() | (F.col("status") != CONFORMS))
+                .select("trace", "verdict_json")
+                .collect()
+            )
+        finally:
+            checked.unpersist()
+    run = CheckRun(traces=totals["traces"], events=totals["events"], conforms=totals["conforms"])
+    order = {name: i for i, name in enumerate(job.files)}
+    strays = []
+    for row in detail:
+        data = orjson.loads(row["verdict_json"])
+        if row["trace"] is None:
+            strays.append(InputError.from_json(data))
+            continue
+        verdict = Verdict.from_json(data)
+        (run.violations if verdict.status == "violates" else run.inconclusive).append(verdict)
+        run.input_errors.extend(verdict.input_errors)
+    run.violations.sort(key=lambda v: v.trace)
+    run.inconclusive.sort(key=lambda v: v.trace)
+    run.input_errors.extend(strays)
+    run.input_errors.sort(key=lambda e: (order.get(e.file, -1), e.line))
+    run.seconds = time.perf_counter() - started
+    summary_uri = f"{out_dir}/summary.json"
+    data = summary(run) if summary is not None else {"traces": run.traces, "events": run.events}
+    _write_text(spark, summary_uri, orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    return SparkRun(run, verdicts_uri, summary_uri, spark.sparkContext.master)
+
+
+def _spark_schema(schema: pa.Schema) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
