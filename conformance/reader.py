@@ -43,6 +43,7 @@ __all__ = [
     "is_parquet",
     "line_key",
     "line_record",
+    "read_events",
     "read_traces",
     "trace_key",
 ]
@@ -254,8 +255,9 @@ def line_record(
     return event.trace, event
 
 
-def is_parquet(path: Path) -> bool:
-    return path.name.endswith(PARQUET_SUFFIX)
+def is_parquet(path: str | Path) -> bool:
+    """Is this a Parquet trace file (by its name)?"""
+    return str(path).endswith(PARQUET_SUFFIX)
 
 
 def _trace_keys(path: Path, max_line_bytes: int) -> Iterator[tuple[int, str | None]]:
@@ -289,6 +291,21 @@ def _parquet_guarded(items: Iterator[_T], path: Path) -> Iterator[_T]:
         raise TraceFileError(str(exc)) from None
     except (OSError, pa.ArrowException) as exc:
         raise TraceFileError(f"{path}: cannot be read as Parquet: {exc}") from None
+
+
+def read_events(
+    paths: Sequence[str | Path], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Iterator[Event | InputError]:
+    """Every event of the files, and every line that cannot be read, in reading order (not by trace)."""
+    decoder = LineDecoder()
+    for path in expand_paths(paths):
+        if path.name.endswith(ITF_SUFFIX):
+            _, itf_events, itf_errors = read_itf(path)
+            yield from itf_errors
+            yield from itf_events
+            continue
+        for _, _, item in _records(path, max_line_bytes, decoder):
+            yield item
 
 
 def read_traces(

@@ -54,7 +54,6 @@ from ledgerspec.conformance.checker import Bounds, TraceChecker
 from ledgerspec.conformance.events import Event, InputError
 from ledgerspec.conformance.parquet import (
     COLUMNS,
-    PARQUET_SUFFIX,
     ParquetFileError,
     RowDecoder,
     check_layout,
@@ -67,6 +66,7 @@ from ledgerspec.conformance.reader import (
     LineDecoder,
     TraceFileError,
     TraceInput,
+    is_parquet,
     line_key,
     line_record,
 )
@@ -80,6 +80,7 @@ __all__ = [
     "SparkRun",
     "SparkUnavailable",
     "check_on_spark",
+    "find_java_home",
     "spark_session",
 ]
 
@@ -103,6 +104,7 @@ VERDICT_COLUMNS = pa.schema(
         pa.field("verdict_json", pa.string()),
     ]
 )
+_CHECKED = VERDICT_COLUMNS.append(pa.field("order_file", pa.int32())).append(pa.field("order_line", pa.int64()))
 _LINES = pa.schema(
     [
         pa.field("key", pa.string()),
@@ -114,6 +116,8 @@ _LINES = pa.schema(
 _ROW_COLUMNS = ("v", "trace", "process", "seq", "type", "params", "observed", "clock", "time")
 _SPARK_TYPES = {"v": "bigint", "seq": "bigint", "time": "double"}  # the others are strings
 OUTPUT_BATCH_ROWS = 4096
+PARTITION_BYTES = 64 << 20  # NDJSON text checked by one task, about
+PARQUET_RATIO = 8  # NDJSON bytes per byte of a Parquet trace file, about (JSON text compresses well)
 
 
 class SparkUnavailable(Exception):  # noqa: N818
@@ -163,7 +167,8 @@ def _is_local(master: str) -> bool:
     return master.startswith("local")
 
 
-def _java_home() -> str | None:
+def find_java_home() -> str | None:
+    """The Java runtime Spark will use: ``$JAVA_HOME``, else the ``java`` on the ``PATH``; ``None`` if neither."""
     home = os.environ.get("JAVA_HOME")
     if home and Path(home, "bin", "java").exists():
         return home
@@ -179,55 +184,63 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-# PySpark's driver counts as a shell: without a level of its own, Spark sets the console to WARN.
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
+# PySpark's driver counts as a shell: unless Spark's loggers have a level of their own, Spark sets the
+# console to WARN and says so.
+logger.spark.name = org.apache.spark
+logger.spark.level = error
 """
 
 
 @contextmanager
 def spark_session(master: str = DEFAULT_MASTER, *, app_name: str = "ledgerspec check") -> Iterator[Any]:
-    """A Spark session for checking traces, stopped at the end, with Spark's logging at ERROR and its
-    scratch files under one temporary directory, removed at the end.
+    """A Spark session for checking traces, with Spark's logging at ERROR and its scratch files under one
+    temporary directory; both are gone at the end. When this process already has an active session, that
+    one is used (whatever its master), and left running.
 
     With a local master (``local[N]``, ``local-cluster[...]``) the executors run this Python interpreter
     and listen on the loopback interface only; on a cluster they need ledgerspec installed.
     """
     from pyspark.sql import SparkSession
 
-    if _java_home() is None:
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    if find_java_home() is None:
         raise SparkUnavailable(
             "Spark needs a Java runtime, version 17 or 21: install one (e.g. `apt-get install "
             "openjdk-17-jre-headless`) or set JAVA_HOME"
         )
     scratch = Path(tempfile.mkdtemp(prefix="ledgerspec-spark-"))
-    log4j = scratch / "log4j2.properties"
-    log4j.write_text(_LOG4J)
-    java_options = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Djava.io.tmpdir={scratch}"
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.local.dir", str(scratch / "local"))
-        .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.sql.session.timeZone", "UTC")
-    )
-    if _is_local(master):
-        builder = (
-            builder.config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.executor.extraJavaOptions", java_options)
-        )
-        # PySpark starts its Python workers with $PYSPARK_PYTHON (default python3): here, this interpreter.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
     try:
-        yield session
+        log4j = scratch / "log4j2.properties"
+        log4j.write_text(_LOG4J)
+        java_options = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Djava.io.tmpdir={scratch}"
+        builder = (
+            SparkSession.builder.master(master)
+            .appName(app_name)
+            .config("spark.local.dir", str(scratch / "local"))
+            .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
+            .config("spark.driver.extraJavaOptions", java_options)
+            .config("spark.sql.session.timeZone", "UTC")
+        )
+        if _is_local(master):
+            builder = (
+                builder.config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.driver.host", "127.0.0.1")
+                .config("spark.driver.bindAddress", "127.0.0.1")
+                .config("spark.executor.extraJavaOptions", java_options)
+            )
+            # PySpark starts its Python workers with $PYSPARK_PYTHON (default python3): here, this interpreter.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        session = builder.getOrCreate()
+        try:
+            session.sparkContext.setLogLevel("ERROR")
+            yield session
+        finally:
+            session.stop()
     finally:
-        session.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
@@ -237,6 +250,12 @@ class _InputFile:
     uri: str  # as Spark names it in _metadata.file_path
     name: str  # as the in-process reader names it
     parquet: bool
+    size: int  # bytes
+
+    @property
+    def text_size(self) -> int:
+        """About how many bytes of NDJSON the file holds."""
+        return self.size * PARQUET_RATIO if self.parquet else self.size
 
 
 def _hadoop(spark: Any, raw: str) -> tuple[Any, Any]:
@@ -267,10 +286,11 @@ def _list_input(spark: Any, paths: Sequence[str | Path]) -> list[_InputFile]:
             for child in children:
                 name = child.getName()
                 shown = raw.rstrip("/") + "/" + name if _has_scheme(raw) else str(Path(raw) / name)
-                files.append(_InputFile(str(fs.makeQualified(child).toString()), shown, name.endswith(PARQUET_SUFFIX)))
+                size = fs.getFileStatus(child).getLen()
+                files.append(_InputFile(str(fs.makeQualified(child).toString()), shown, is_parquet(name), size))
         else:
             shown = raw if _has_scheme(raw) else str(Path(raw))
-            files.append(_InputFile(str(fs.makeQualified(path).toString()), shown, raw.endswith(PARQUET_SUFFIX)))
+            files.append(_InputFile(str(fs.makeQualified(path).toString()), shown, is_parquet(raw), status.getLen()))
     itf = [f.name for f in files if f.name.endswith(ITF_SUFFIX)]
     if itf:
         raise TraceFileError(f"{itf[0]}: ITF traces are read in-process only (run without --spark)")
@@ -321,22 +341,26 @@ class _KeyLines:
 
 
 # -- executors: traces to verdicts -------------------------------------------------------------
-def _verdict_row(v: Verdict) -> dict[str, Any]:
+def _verdict_row(v: Verdict, place: tuple[int, int]) -> dict[str, Any]:
     row: dict[str, Any] = dict(v.to_row())
     row["verdict_json"] = orjson.dumps(v.to_json()).decode() if v.status != CONFORMS else None
+    row["order_file"], row["order_line"] = place
     return row
 
 
-def _stray_row(error: InputError) -> dict[str, Any]:
-    row: dict[str, Any] = dict.fromkeys(VERDICT_COLUMNS.names)
+def _stray_row(error: InputError, place: tuple[int, int]) -> dict[str, Any]:
+    """A line that names no trace: not a trace, so not in the verdict table; the driver reports it."""
+    row: dict[str, Any] = dict.fromkeys(_CHECKED.names)
     detail = orjson.dumps(error.to_json()).decode()
     row.update(file=error.file, line=error.line, input_errors=str(error), verdict_json=detail)
+    row["order_file"], row["order_line"] = place
     return row
 
 
 class _CheckTraces:
     """A Python stage over the lines of whole traces, sorted by trace, file and line: one row per trace,
-    and one per line that names no trace."""
+    and one per line that names no trace. ``order_file`` and ``order_line`` say where the in-process
+    reader would hand the trace over (its last line), or read the line: the order of its results."""
 
     def __init__(self, job: SparkCheck) -> None:
         self.job = job
@@ -348,58 +372,62 @@ class _CheckTraces:
         lines, rows = LineDecoder(), RowDecoder(job.max_line_bytes)
         files = job.files
         out: list[dict[str, Any]] = []
-        group: list[tuple[str | None, Event | InputError]] = []
+        group: list[_Record] = []
         key: Any = _NO_KEY
 
         def finish() -> None:
-            for trace, events, errors in _by_trace(group):
+            for trace, records in _by_trace(group).items():
                 if trace is None:
-                    out.extend(_stray_row(e) for e in errors)
+                    out.extend(_stray_row(r.item, r.place) for r in records)  # type: ignore[arg-type]
                     continue
-                for unit in split_trace(TraceInput(trace, tuple(events), tuple(errors)), partition):
-                    out.append(_verdict_row(checker.check(unit.events, unit.errors)))
+                events = tuple(r.item for r in records if type(r.item) is Event)
+                errors = tuple(r.item for r in records if type(r.item) is InputError)
+                last = records[-1].place
+                for unit in split_trace(TraceInput(trace, events, errors), partition):  # type: ignore[arg-type]
+                    out.append(_verdict_row(checker.check(unit.events, unit.errors), last))
             group.clear()
 
         for batch in batches:
             data = batch.to_pydict()
-            raws = data["raw"]
+            raws, indexes, numbers = data["raw"], data["file_index"], data["line"]
             for i, k in enumerate(data["key"]):
                 if k != key:
                     if group:
                         finish()
                     key = k
-                name, number = files[data["file_index"][i]], data["line"][i]
+                index, number = indexes[i], numbers[i]
                 raw = raws[i]
                 if raw is not None:
-                    group.append(line_record(lines, raw, name, number, job.max_line_bytes))
+                    trace, item = line_record(lines, raw, files[index], number, job.max_line_bytes)
                 else:
-                    item = row_event(rows, [data[c][i] for c in _ROW_COLUMNS], name, number)
-                    group.append((item.trace, item))
+                    item = row_event(rows, [data[c][i] for c in _ROW_COLUMNS], files[index], number)
+                    trace = item.trace
+                group.append(_Record(trace, item, (index, number)))
             if len(out) >= OUTPUT_BATCH_ROWS:
-                yield pa.RecordBatch.from_pylist(out, schema=VERDICT_COLUMNS)
+                yield pa.RecordBatch.from_pylist(out, schema=_CHECKED)
                 out.clear()
         if group:
             finish()
-        yield pa.RecordBatch.from_pylist(out, schema=VERDICT_COLUMNS)
+        yield pa.RecordBatch.from_pylist(out, schema=_CHECKED)
 
 
 _NO_KEY = object()
 
 
-def _by_trace(
-    group: list[tuple[str | None, Event | InputError]],
-) -> Iterator[tuple[str | None, list[Event], list[InputError]]]:
-    """The records of one key, by the trace each is charged to (one, but for lines whose envelope
-    names another trace than the key guessed from the line's text)."""
-    traces: dict[str | None, tuple[list[Event], list[InputError]]] = {}
-    for trace, item in group:
-        events, errors = traces.setdefault(trace, ([], []))
-        if isinstance(item, Event):
-            events.append(item)
-        else:
-            errors.append(item)
-    for trace, (events, errors) in traces.items():
-        yield trace, events, errors
+@attrs.frozen
+class _Record:
+    trace: str | None  # the trace the line or row is charged to
+    item: Event | InputError
+    place: tuple[int, int]  # file index, line
+
+
+def _by_trace(group: list[_Record]) -> dict[str | None, list[_Record]]:
+    """The records of one key, by the trace each is charged to: one trace, but for lines whose envelope
+    names another trace than the key read from the line's text (duplicate keys in a JSON object, say)."""
+    traces: dict[str | None, list[_Record]] = {}
+    for record in group:
+        traces.setdefault(record.trace, []).append(record)
+    return traces
 
 
 # -- the driver -----------------------------------------------------------------------------------
@@ -536,7 +564,7 @@ def check_on_spark(
         if ndjson:
             text = (
                 spark.read.option("lineSep", "\n")
-                .text(*[f.uri for f in ndjson])
+                .text([f.uri for f in ndjson])
                 .select(
                     F.col("_metadata.file_path").alias("file"),
                     F.col("_metadata.file_block_start").alias("start"),
@@ -557,13 +585,15 @@ def check_on_spark(
         if len(frames) == 1 and ndjson:
             for c in _ROW_COLUMNS:
                 records = records.withColumn(c, F.lit(None).cast(_SPARK_TYPES.get(c, "string")))
-        ordered = records.repartition("key").sortWithinPartitions("key", "file_index", "line")
-        checked = ordered.mapInArrow(_CheckTraces(job), _spark_schema(VERDICT_COLUMNS))
+        tasks = max(spark.sparkContext.defaultParallelism, -(-sum(f.text_size for f in files) // PARTITION_BYTES))
+        ordered = records.repartition(tasks, "key").sortWithinPartitions("key", "file_index", "line")
+        checked = ordered.mapInArrow(_CheckTraces(job), _spark_schema(_CHECKED))
         checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             shown.phase = "checking traces"
             verdicts_uri = f"{out_dir}/verdicts.parquet"
-            checked.filter(F.col("trace").isNotNull()).write.mode("overwrite").parquet(verdicts_uri)
+            verdicts = checked.filter(F.col("trace").isNotNull()).drop("order_file", "order_line")
+            verdicts.write.mode("overwrite").parquet(verdicts_uri)
             shown.phase = "summing up"
             totals = (
                 checked.filter(F.col("trace").isNotNull())
@@ -576,26 +606,17 @@ def check_on_spark(
             )
             detail = (
                 checked.filter(F.col("status").isNull() | (F.col("status") != CONFORMS))
-                .select("trace", "verdict_json")
+                .select("trace", "verdict_json", "order_file", "order_line")
                 .collect()
             )
         finally:
             checked.unpersist()
-    run = CheckRun(traces=totals["traces"], events=totals["events"], conforms=totals["conforms"])
-    order = {name: i for i, name in enumerate(job.files)}
-    strays = []
-    for row in detail:
+    # The results that are not "conforms", added in the order the in-process run adds them.
+    run = CheckRun()
+    for row in sorted(detail, key=lambda r: (r["order_file"], r["order_line"])):
         data = orjson.loads(row["verdict_json"])
-        if row["trace"] is None:
-            strays.append(InputError.from_json(data))
-            continue
-        verdict = Verdict.from_json(data)
-        (run.violations if verdict.status == "violates" else run.inconclusive).append(verdict)
-        run.input_errors.extend(verdict.input_errors)
-    run.violations.sort(key=lambda v: v.trace)
-    run.inconclusive.sort(key=lambda v: v.trace)
-    run.input_errors.extend(strays)
-    run.input_errors.sort(key=lambda e: (order.get(e.file, -1), e.line))
+        run.add(Verdict.from_json(data) if row["trace"] is not None else InputError.from_json(data))
+    run.traces, run.events, run.conforms = totals["traces"], totals["events"], totals["conforms"]
     run.seconds = time.perf_counter() - started
     summary_uri = f"{out_dir}/summary.json"
     data = summary(run) if summary is not None else {"traces": run.traces, "events": run.events}

@@ -1,4 +1,4 @@
-"""Test options: ``--run-slow`` for the larger models; TLC tests need Java; ZooKeeper tests need ZooKeeper.
+"""Test options: ``--run-slow`` for the larger models; TLC and Spark tests need Java; ZooKeeper tests need ZooKeeper.
 
 Tests marked ``zookeeper`` talk to a real ZooKeeper server that the
 ``zookeeper_server`` fixture starts once per session. Where none can be
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 from metadata_backends import BACKEND_PARAMS, MetadataBackend
@@ -47,6 +47,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 raise pytest.UsageError(f"CI needs ZooKeeper: {exc}") from None
             for item in zookeeper_items:
                 item.add_marker(pytest.mark.skip(reason=str(exc)))
+    _skip_without_spark(items)
     if any("tlc" in item.keywords for item in items):
         reason = _tlc_unavailable()
         if reason is not None:
@@ -56,6 +57,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             for item in items:
                 if "tlc" in item.keywords:
                     item.add_marker(skip_tlc)
+
+
+def _spark_unavailable() -> str | None:
+    from ledgerspec.conformance.spark import find_java_home
+
+    return None if find_java_home() is not None else "Spark needs a Java runtime (17 or 21): none found"
+
+
+def _skip_without_spark(items: list[pytest.Item]) -> None:
+    spark_items = [item for item in items if item.get_closest_marker("spark")]
+    reason = _spark_unavailable() if spark_items else None
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            raise pytest.UsageError(f"CI needs Spark: {reason}")
+        for item in spark_items:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One Spark session (``local[2]``) for the whole test session: starting one takes seconds."""
+    from ledgerspec.conformance.spark import spark_session
+
+    with spark_session("local[2]", app_name="ledgerspec tests") as session:
+        yield session
 
 
 def _zookeeper_unavailable(reason: str) -> NoReturn:
