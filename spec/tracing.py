@@ -74,6 +74,7 @@ class Projection:
     fn: Callable[[Any, Any], Any]  # (spec, state) -> value
     type: Any  # type hint of the value, for its JSON codec
     doc: str
+    tla: str | None = None  # the same in TLA+, over the spec's variables (for TLA+ trace modules)
 
 
 def _always(_action: str, _args: tuple[Any, ...]) -> str:
