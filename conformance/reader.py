@@ -277,8 +277,17 @@ def _records(
         yield from _parquet_guarded(parquet_records(path, max_line_bytes), path)
         return
     name = str(path)
+    event = decoder.event
     for number, raw, too_long in _lines(path, max_line_bytes):
-        if too_long:  # _lines keeps max_line_bytes of the line; one more byte says it is longer
+        if not too_long:
+            try:  # the usual case, in few steps
+                e = event(raw, name, number)
+            except (orjson.JSONDecodeError, TraceFormatError):
+                pass
+            else:
+                yield number, e.trace, e
+                continue
+        else:  # _lines keeps max_line_bytes of the line; one more byte says it is longer
             raw += b" "
         trace, item = line_record(decoder, raw, name, number, max_line_bytes)
         yield number, trace, item
