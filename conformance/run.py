@@ -21,7 +21,7 @@ from ledgerspec.conformance.partition import split_trace
 from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES, ReadStats, read_traces
 from ledgerspec.conformance.verdict import CONFORMS, VIOLATES, Verdict
 
-__all__ = ["CheckRun", "check_files"]
+__all__ = ["CheckRun", "check_files", "collector_paused"]
 
 
 @attrs.define
@@ -58,7 +58,7 @@ class CheckRun:
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector: the reader and checker make no reference cycles, and the
     collector's repeated scans of the checker's caches would cost more than the check itself."""
     was_enabled = gc.isenabled()
@@ -81,7 +81,7 @@ def check_files(
     run = CheckRun()
     started, cpu_started = time.perf_counter(), time.process_time()
     stats = ReadStats()
-    with _collector_paused():
+    with collector_paused():
         partition = checker.mapping.partition
         for item in read_traces(paths, max_line_bytes=max_line_bytes, stats=stats):
             results: list[Verdict | InputError]

@@ -36,13 +36,14 @@ Left out: ITF files (one JSON document per trace) are read in-process only.
 
 from __future__ import annotations
 
+import bisect
 import os
 import shutil
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ import attrs
 import orjson
 import pyarrow as pa
 from ledgerspec.conformance.checker import Bounds, TraceChecker
-from ledgerspec.conformance.events import Event, InputError
+from ledgerspec.conformance.events import Event, InputError, TraceFormatError
 from ledgerspec.conformance.parquet import (
     COLUMNS,
     ParquetFileError,
@@ -70,7 +71,7 @@ from ledgerspec.conformance.reader import (
     line_key,
     line_record,
 )
-from ledgerspec.conformance.run import CheckRun
+from ledgerspec.conformance.run import CheckRun, collector_paused
 from ledgerspec.conformance.verdict import CONFORMS, Verdict
 from ledgerspec.spec import catalog
 
@@ -105,14 +106,7 @@ VERDICT_COLUMNS = pa.schema(
     ]
 )
 _CHECKED = VERDICT_COLUMNS.append(pa.field("order_file", pa.int32())).append(pa.field("order_line", pa.int64()))
-_LINES = pa.schema(
-    [
-        pa.field("key", pa.string()),
-        pa.field("file_index", pa.int32()),
-        pa.field("line", pa.int64()),
-        pa.field("raw", pa.binary()),
-    ]
-)
+_LINES = pa.schema([pa.field("key", pa.string()), pa.field("id", pa.int64()), pa.field("raw", pa.binary())])
 _ROW_COLUMNS = ("v", "trace", "process", "seq", "type", "params", "observed", "clock", "time")
 _SPARK_TYPES = {"v": "bigint", "seq": "bigint", "time": "double"}  # the others are strings
 OUTPUT_BATCH_ROWS = 4096
@@ -137,6 +131,9 @@ class SparkCheck:
     bounds: Bounds
     max_line_bytes: int
     files: tuple[str, ...] = ()  # the input files, by index, named as the in-process reader names them
+    # The blocks of the NDJSON files as Spark reads them, by the id of their first line: (that id, lines,
+    # file index, number of the first line). A line's id then says its file and number.
+    blocks: tuple[tuple[int, int, int, int], ...] = ()
 
     def checker(self) -> TraceChecker:
         """The checker of this worker process for this spec, mode and bounds (built on first use)."""
@@ -147,6 +144,21 @@ class SparkCheck:
             spec = catalog.find(self.spec).python(**dict(self.constants))
             found = _CHECKERS[key] = TraceChecker(spec, self.mode, self.bounds)
         return found
+
+
+class _Places:
+    """Where NDJSON lines are, from their ids: the file index and the line number."""
+
+    def __init__(self, blocks: Sequence[tuple[int, int, int, int]]) -> None:
+        self.blocks = blocks
+        self.starts = [b[0] for b in blocks]
+
+    def __call__(self, line_id: int) -> tuple[int, int]:
+        k = bisect.bisect_right(self.starts, line_id) - 1
+        first_id, count, index, number = self.blocks[k]
+        if k < 0 or line_id >= first_id + count:
+            raise TraceFileError(f"a line read by Spark (id {line_id}) is in no block counted before: a file changed?")
+        return index, number + line_id - first_id
 
 
 _CHECKERS: dict[tuple[Any, ...], TraceChecker] = {}  # in each Python worker: the checker of the last job
@@ -299,61 +311,35 @@ def _list_input(spark: Any, paths: Sequence[str | Path]) -> list[_InputFile]:
 
 # -- executors: lines to trace keys -------------------------------------------------------------
 class _KeyLines:
-    """A Python stage over Spark's text reader: each non-blank line with its trace, file and number."""
+    """A Python stage for the lines the JVM could not key: each non-blank one with the trace it names."""
 
-    def __init__(self, blocks: Mapping[tuple[str, int], tuple[int, int]], max_line_bytes: int) -> None:
-        self.blocks = blocks  # (file URI, block start) -> (file index, number of the block's first line)
+    def __init__(self, max_line_bytes: int) -> None:
         self.max_line_bytes = max_line_bytes
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        block: str | None = None
-        start = index = number = 0
         limit = self.max_line_bytes
         for batch in batches:
-            files = batch.column(0).to_pylist()
-            starts = batch.column(1).to_pylist()
-            raws = batch.column(2).to_pylist()
-            kept: list[int] = []
-            keys: list[str | None] = []
-            numbers: list[int] = []
-            indexes: list[int] = []
-            for i, raw in enumerate(raws):
-                if files[i] != block or starts[i] != start:
-                    block, start = files[i], starts[i]
-                    index, number = self.blocks[(block, start)]
-                    number -= 1
-                number += 1
-                if not raw or raw.isspace():
-                    continue
-                kept.append(i)
-                keys.append(line_key(raw, limit))
-                numbers.append(number)
-                indexes.append(index)
-            yield pa.RecordBatch.from_arrays(
-                [
-                    pa.array(keys, pa.string()),
-                    pa.array(indexes, pa.int32()),
-                    pa.array(numbers, pa.int64()),
-                    batch.column(2).take(pa.array(kept, pa.int64())),
-                ],
-                schema=_LINES,
-            )
+            raws = batch.column("raw").to_pylist()
+            kept = pa.array([i for i, raw in enumerate(raws) if raw and not raw.isspace()], pa.int64())
+            keys = [line_key(raws[i], limit) for i in kept.to_pylist()]
+            columns = [pa.array(keys, pa.string()), batch.column("id").take(kept), batch.column("raw").take(kept)]
+            yield pa.RecordBatch.from_arrays(columns, schema=_LINES)
 
 
 # -- executors: traces to verdicts -------------------------------------------------------------
-def _verdict_row(v: Verdict, place: tuple[int, int]) -> dict[str, Any]:
+def _verdict_row(v: Verdict, index: int, line: int) -> dict[str, Any]:
     row: dict[str, Any] = dict(v.to_row())
     row["verdict_json"] = orjson.dumps(v.to_json()).decode() if v.status != CONFORMS else None
-    row["order_file"], row["order_line"] = place
+    row["order_file"], row["order_line"] = index, line
     return row
 
 
-def _stray_row(error: InputError, place: tuple[int, int]) -> dict[str, Any]:
+def _stray_row(error: InputError, index: int, line: int) -> dict[str, Any]:
     """A line that names no trace: not a trace, so not in the verdict table; the driver reports it."""
     row: dict[str, Any] = dict.fromkeys(_CHECKED.names)
     detail = orjson.dumps(error.to_json()).decode()
     row.update(file=error.file, line=error.line, input_errors=str(error), verdict_json=detail)
-    row["order_file"], row["order_line"] = place
+    row["order_file"], row["order_line"] = index, line
     return row
 
 
@@ -366,43 +352,60 @@ class _CheckTraces:
         self.job = job
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        with collector_paused():  # as in-process: the collector's scans of the caches cost more than the check
+            yield from self._check(batches)
+
+    def _check(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         job = self.job
         checker = job.checker()
         partition = checker.mapping.partition
-        lines, rows = LineDecoder(), RowDecoder(job.max_line_bytes)
-        files = job.files
+        decoder, rows = LineDecoder(), RowDecoder(job.max_line_bytes)
+        event, limit, files, place = decoder.event, job.max_line_bytes, job.files, _Places(job.blocks)
         out: list[dict[str, Any]] = []
-        group: list[_Record] = []
+        group: list[tuple[str | None, Event | InputError, int, int]] = []  # trace, item, file index, line
         key: Any = _NO_KEY
 
         def finish() -> None:
+            group.sort(key=_reading_order)  # sorted by trace alone, lines may come in any order
             for trace, records in _by_trace(group).items():
                 if trace is None:
-                    out.extend(_stray_row(r.item, r.place) for r in records)  # type: ignore[arg-type]
+                    out.extend(_stray_row(item, index, line) for _, item, index, line in records)  # type: ignore[arg-type]
                     continue
-                events = tuple(r.item for r in records if type(r.item) is Event)
-                errors = tuple(r.item for r in records if type(r.item) is InputError)
-                last = records[-1].place
+                events = tuple(r[1] for r in records if type(r[1]) is Event)
+                errors = tuple(r[1] for r in records if type(r[1]) is InputError)
+                _, _, index, line = records[-1]
                 for unit in split_trace(TraceInput(trace, events, errors), partition):  # type: ignore[arg-type]
-                    out.append(_verdict_row(checker.check(unit.events, unit.errors), last))
+                    out.append(_verdict_row(checker.check(unit.events, unit.errors), index, line))
             group.clear()
 
         for batch in batches:
-            data = batch.to_pydict()
-            raws, indexes, numbers = data["raw"], data["file_index"], data["line"]
-            for i, k in enumerate(data["key"]):
+            keys = batch.column("key").to_pylist()
+            ids = batch.column("id").to_pylist()
+            raws = batch.column("raw").to_pylist()
+            fields = _row_fields(batch) if batch.column("raw").null_count else None
+            for i, k in enumerate(keys):
                 if k != key:
                     if group:
                         finish()
                     key = k
-                index, number = indexes[i], numbers[i]
                 raw = raws[i]
-                if raw is not None:
-                    trace, item = line_record(lines, raw, files[index], number, job.max_line_bytes)
-                else:
-                    item = row_event(rows, [data[c][i] for c in _ROW_COLUMNS], files[index], number)
-                    trace = item.trace
-                group.append(_Record(trace, item, (index, number)))
+                if raw is None:  # a Parquet row
+                    assert fields is not None
+                    index, number = fields[-2][i], fields[-1][i]
+                    item = row_event(rows, [column[i] for column in fields[:-2]], files[index], number)
+                    group.append((item.trace, item, index, number))
+                    continue
+                index, number = place(ids[i])
+                if len(raw) <= limit:
+                    try:  # the usual line, in few steps
+                        e = event(raw, files[index], number)
+                    except (orjson.JSONDecodeError, TraceFormatError):
+                        pass
+                    else:
+                        group.append((e.trace, e, index, number))
+                        continue
+                trace, item = line_record(decoder, raw, files[index], number, limit)
+                group.append((trace, item, index, number))
             if len(out) >= OUTPUT_BATCH_ROWS:
                 yield pa.RecordBatch.from_pylist(out, schema=_CHECKED)
                 out.clear()
@@ -414,19 +417,23 @@ class _CheckTraces:
 _NO_KEY = object()
 
 
-@attrs.frozen
-class _Record:
-    trace: str | None  # the trace the line or row is charged to
-    item: Event | InputError
-    place: tuple[int, int]  # file index, line
+def _reading_order(record: tuple[str | None, Event | InputError, int, int]) -> tuple[int, int]:
+    return record[2], record[3]
 
 
-def _by_trace(group: list[_Record]) -> dict[str | None, list[_Record]]:
+def _row_fields(batch: pa.RecordBatch) -> list[list[Any]]:
+    """The columns of Parquet rows, in the order :func:`row_event` takes them, then file index and line."""
+    return [batch.column(c).to_pylist() for c in (*_ROW_COLUMNS, "file_index", "line")]
+
+
+def _by_trace(
+    group: list[tuple[str | None, Event | InputError, int, int]],
+) -> dict[str | None, list[tuple[str | None, Event | InputError, int, int]]]:
     """The records of one key, by the trace each is charged to: one trace, but for lines whose envelope
     names another trace than the key read from the line's text (duplicate keys in a JSON object, say)."""
-    traces: dict[str | None, list[_Record]] = {}
+    traces: dict[str | None, list[tuple[str | None, Event | InputError, int, int]]] = {}
     for record in group:
-        traces.setdefault(record.trace, []).append(record)
+        traces.setdefault(record[0], []).append(record)
     return traces
 
 
@@ -472,21 +479,64 @@ class _Progress:
                     progress.remove_task(shown.pop(stage))
 
 
-def _block_starts(spark: Any, text: Any, files: Sequence[_InputFile]) -> dict[tuple[str, int], tuple[int, int]]:
-    """For each block of each NDJSON file: the file's index and the number of the block's first line."""
+def _fast_key(value: Any, max_line_bytes: int) -> Any:  # ``value``: the column of that name
+    """The trace of a line, computed in the JVM, where that is sure to be what the reader's ``line_key``
+    (:mod:`ledgerspec.conformance.reader`) gives; null for the other lines, which are keyed in Python.
+
+    Sure: the line starts ``{"v":1,"trace":"X"`` with X of 1 to 256 printable ASCII characters other
+    than a quote or a backslash (so the reader's envelope pattern, its JSON parse and its guess all find
+    X), names no other ``"trace"`` and has no ``\\u`` escape (so no second ``trace`` key can hide in it),
+    and is not too long.
+    """
     from pyspark.sql import functions as F  # noqa: N812
 
-    counts = text.groupBy("file", "start").agg(F.count(F.lit(1)).alias("n")).collect()
-    index = {f.uri: i for i, f in enumerate(files)}
-    blocks: dict[tuple[str, int], tuple[int, int]] = {}
-    for uri in {row["file"] for row in counts}:
+    prefix = '{"v":1,"trace":"'
+    begin = len(prefix) + 1  # where X starts (SQL counts from 1)
+    x = F.substring_index(F.substring(value, begin, 300), '"', 1)
+    x_sql = f"substring_index(substr(value, {begin}, 300), '\"', 1)"
+    sure = (
+        value.startswith(prefix)
+        & x.rlike(r"^[\x20\x21\x23-\x5b\x5d-\x7e]{1,256}$")
+        & (F.expr(f"substr(value, {begin} + length({x_sql}), 1)") == '"')
+        & (F.expr(f"locate('\"trace\"', value, {begin} + length({x_sql}))") == 0)
+        & (F.instr(value, "\\u") == 0)
+        & (F.octet_length(value) <= max_line_bytes)
+    )
+    return F.when(sure, x)
+
+
+def _ndjson_frame(spark: Any, files: Sequence[_InputFile], max_line_bytes: int) -> tuple[Any, list[tuple[int, ...]]]:
+    """The non-blank lines of the NDJSON files, each with its trace (``key``) and id, and the blocks the
+    files were read in (see :attr:`SparkCheck.blocks`).
+
+    A first job counts the lines of each block of each file, with the id (``monotonically_increasing_id``,
+    the same in every scan of the same files) of its first line: with those counts, a line's id gives
+    its file and line number, as the in-process reader numbers lines (blank ones included).
+    """
+    from pyspark.sql import functions as F  # noqa: N812
+
+    ndjson = [(i, f) for i, f in enumerate(files) if not f.parquet]
+    text = spark.read.option("lineSep", "\n").text([f.uri for _, f in ndjson])
+    numbered = text.select(F.monotonically_increasing_id().alias("id"), F.col("value"))
+    counts = (
+        text.select("_metadata.file_path", "_metadata.file_block_start", F.monotonically_increasing_id().alias("id"))
+        .groupBy("file_path", "file_block_start")
+        .agg(F.count(F.lit(1)).alias("n"), F.min("id").alias("first"))
+        .collect()
+    )
+    index = {f.uri: i for i, f in ndjson}
+    blocks = []
+    for uri in {row["file_path"] for row in counts}:
         if uri not in index:
             raise TraceFileError(f"{uri}: read by Spark, but not among the files listed ({', '.join(index)})")
-        first = 1
-        for row in sorted((r for r in counts if r["file"] == uri), key=lambda r: r["start"]):
-            blocks[(uri, row["start"])] = (index[uri], first)
-            first += row["n"]
-    return blocks
+        number = 1
+        for row in sorted((r for r in counts if r["file_path"] == uri), key=lambda r: r["file_block_start"]):
+            blocks.append((row["first"], row["n"], index[uri], number))
+            number += row["n"]
+    keyed = numbered.select(_fast_key(F.col("value"), max_line_bytes).alias("key"), "id", "value")
+    fast = keyed.filter(F.col("key").isNotNull()).select("key", "id", F.col("value").cast("binary").alias("raw"))
+    slow = keyed.filter(F.col("key").isNull()).select("id", F.col("value").cast("binary").alias("raw"))
+    return fast.unionByName(slow.mapInArrow(_KeyLines(max_line_bytes), _spark_schema(_LINES))), sorted(blocks)
 
 
 def _parquet_frame(spark: Any, files: Sequence[_InputFile]) -> Any:
@@ -512,8 +562,27 @@ def _parquet_frame(spark: Any, files: Sequence[_InputFile]) -> Any:
         key.alias("key"),
         F.element_at(index, F.col("_metadata.file_path")).cast("int").alias("file_index"),
         (F.col("_metadata.row_index") + 1).alias("line"),
-        F.lit(None).cast("binary").alias("raw"),
         *columns,
+    )
+
+
+_RECORD_COLUMNS = {
+    "key": "string",
+    "id": "bigint",
+    "file_index": "int",
+    "line": "bigint",
+    "raw": "binary",
+    **{c: _SPARK_TYPES.get(c, "string") for c in _ROW_COLUMNS},
+}
+
+
+def _with_columns(frame: Any) -> Any:
+    """The frame with every column of the records the check takes (null where it has none), in one order."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    have = set(frame.columns)
+    return frame.select(
+        *[(F.col(c) if c in have else F.lit(None)).cast(kind).alias(c) for c, kind in _RECORD_COLUMNS.items()]
     )
 
 
@@ -562,31 +631,21 @@ def check_on_spark(
     frames = []
     with _Progress(spark, progress) as shown:
         if ndjson:
-            text = (
-                spark.read.option("lineSep", "\n")
-                .text([f.uri for f in ndjson])
-                .select(
-                    F.col("_metadata.file_path").alias("file"),
-                    F.col("_metadata.file_block_start").alias("start"),
-                    F.col("value").cast("binary").alias("raw"),
-                )
-            )
             shown.phase = "numbering lines"
-            blocks = _block_starts(spark, text, files)
-            lines = text.mapInArrow(_KeyLines(blocks, job.max_line_bytes), _spark_schema(_LINES))
+            lines, blocks = _ndjson_frame(spark, files, job.max_line_bytes)
             frames.append(lines)
+            job = attrs.evolve(job, blocks=tuple(blocks))
         if parquet:
             frames.append(_parquet_frame(spark, files))
         if not frames:
             raise TraceFileError("no trace files given")
-        records = frames[0]
-        for frame in frames[1:]:
-            records = records.unionByName(frame, allowMissingColumns=True)
-        if len(frames) == 1 and ndjson:
-            for c in _ROW_COLUMNS:
-                records = records.withColumn(c, F.lit(None).cast(_SPARK_TYPES.get(c, "string")))
+        complete = [_with_columns(frame) for frame in frames]
+        records = complete[0]
+        for frame in complete[1:]:
+            records = records.unionByName(frame)
         tasks = max(spark.sparkContext.defaultParallelism, -(-sum(f.text_size for f in files) // PARTITION_BYTES))
-        ordered = records.repartition(tasks, "key").sortWithinPartitions("key", "file_index", "line")
+        # Each trace's lines together; the check puts them back in reading order.
+        ordered = records.repartition(tasks, "key").sortWithinPartitions("key")
         checked = ordered.mapInArrow(_CheckTraces(job), _spark_schema(_CHECKED))
         checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
         try:
