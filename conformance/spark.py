@@ -111,6 +111,7 @@ _ROW_COLUMNS = ("v", "trace", "process", "seq", "type", "params", "observed", "c
 _SPARK_TYPES = {"v": "bigint", "seq": "bigint", "time": "double"}  # the others are strings
 OUTPUT_BATCH_ROWS = 4096
 PARTITION_BYTES = 64 << 20  # NDJSON text checked by one task, about
+SLOW_LINES_PER_TASK = 1_000_000  # lines keyed in Python (not in the usual layout) by one task, at most
 PARQUET_RATIO = 8  # NDJSON bytes per byte of a Parquet trace file, about (JSON text compresses well)
 
 
@@ -479,30 +480,22 @@ class _Progress:
                     progress.remove_task(shown.pop(stage))
 
 
-def _fast_key(value: Any, max_line_bytes: int) -> Any:  # ``value``: the column of that name
-    """The trace of a line, computed in the JVM, where that is sure to be what the reader's ``line_key``
-    (:mod:`ledgerspec.conformance.reader`) gives; null for the other lines, which are keyed in Python.
+# A line in the layout this project writes, with a trace id and a process name in printable ASCII: the
+# reader's trace_key (a Python regular expression over bytes, of which this is a narrower copy) reads the
+# trace from its first group, and so can the JVM.
+_ENVELOPE_ASCII = (
+    r'^\{"v":1,"trace":"([\x20\x21\x23-\x5b\x5d-\x7e]{1,256})","process":"[\x20\x21\x23-\x5b\x5d-\x7e]{1,256}",'
+    r'"seq":(?:0|[1-9][0-9]{0,18}),"type":'
+)
 
-    Sure: the line starts ``{"v":1,"trace":"X"`` with X of 1 to 256 printable ASCII characters other
-    than a quote or a backslash (so the reader's envelope pattern, its JSON parse and its guess all find
-    X), names no other ``"trace"`` and has no ``\\u`` escape (so no second ``trace`` key can hide in it),
-    and is not too long.
-    """
+
+def _fast_key(value: Any, max_line_bytes: int) -> Any:  # ``value``: the column of that name
+    """The trace of a line, found in the JVM where that is sure to be what the reader's ``line_key`` gives
+    (:mod:`ledgerspec.conformance.reader`); null for the other lines, which are keyed in Python."""
     from pyspark.sql import functions as F  # noqa: N812
 
-    prefix = '{"v":1,"trace":"'
-    begin = len(prefix) + 1  # where X starts (SQL counts from 1)
-    x = F.substring_index(F.substring(value, begin, 300), '"', 1)
-    x_sql = f"substring_index(substr(value, {begin}, 300), '\"', 1)"
-    sure = (
-        value.startswith(prefix)
-        & x.rlike(r"^[\x20\x21\x23-\x5b\x5d-\x7e]{1,256}$")
-        & (F.expr(f"substr(value, {begin} + length({x_sql}), 1)") == '"')
-        & (F.expr(f"locate('\"trace\"', value, {begin} + length({x_sql}))") == 0)
-        & (F.instr(value, "\\u") == 0)
-        & (F.octet_length(value) <= max_line_bytes)
-    )
-    return F.when(sure, x)
+    found = F.regexp_extract(value, _ENVELOPE_ASCII, 1)
+    return F.when((found != "") & (F.octet_length(value) <= max_line_bytes), found)
 
 
 def _ndjson_frame(spark: Any, files: Sequence[_InputFile], max_line_bytes: int) -> tuple[Any, list[tuple[int, ...]]]:
@@ -517,11 +510,18 @@ def _ndjson_frame(spark: Any, files: Sequence[_InputFile], max_line_bytes: int) 
 
     ndjson = [(i, f) for i, f in enumerate(files) if not f.parquet]
     text = spark.read.option("lineSep", "\n").text([f.uri for _, f in ndjson])
-    numbered = text.select(F.monotonically_increasing_id().alias("id"), F.col("value"))
+    keyed = text.select(
+        _fast_key(F.col("value"), max_line_bytes).alias("key"), F.monotonically_increasing_id().alias("id"), "value"
+    )
     counts = (
-        text.select("_metadata.file_path", "_metadata.file_block_start", F.monotonically_increasing_id().alias("id"))
+        text.select(
+            "_metadata.file_path",
+            "_metadata.file_block_start",
+            F.monotonically_increasing_id().alias("id"),
+            _fast_key(F.col("value"), max_line_bytes).isNull().cast("int").alias("slow"),
+        )
         .groupBy("file_path", "file_block_start")
-        .agg(F.count(F.lit(1)).alias("n"), F.min("id").alias("first"))
+        .agg(F.count(F.lit(1)).alias("n"), F.min("id").alias("first"), F.sum("slow").alias("slow"))
         .collect()
     )
     index = {f.uri: i for i, f in ndjson}
@@ -533,10 +533,14 @@ def _ndjson_frame(spark: Any, files: Sequence[_InputFile], max_line_bytes: int) 
         for row in sorted((r for r in counts if r["file_path"] == uri), key=lambda r: r["file_block_start"]):
             blocks.append((row["first"], row["n"], index[uri], number))
             number += row["n"]
-    keyed = numbered.select(_fast_key(F.col("value"), max_line_bytes).alias("key"), "id", "value")
-    fast = keyed.filter(F.col("key").isNotNull()).select("key", "id", F.col("value").cast("binary").alias("raw"))
-    slow = keyed.filter(F.col("key").isNull()).select("id", F.col("value").cast("binary").alias("raw"))
-    return fast.unionByName(slow.mapInArrow(_KeyLines(max_line_bytes), _spark_schema(_LINES))), sorted(blocks)
+    lines = keyed.filter(F.col("key").isNotNull()).select("key", "id", F.col("value").cast("binary").alias("raw"))
+    slow = sum(row["slow"] for row in counts)
+    if slow:
+        # A Python worker for each partition would cost more than keying these lines: few tasks do it.
+        unkeyed = keyed.filter(F.col("key").isNull()).select("id", F.col("value").cast("binary").alias("raw"))
+        unkeyed = unkeyed.repartition(max(1, slow // SLOW_LINES_PER_TASK))
+        lines = lines.unionByName(unkeyed.mapInArrow(_KeyLines(max_line_bytes), _spark_schema(_LINES)))
+    return lines, sorted(blocks)
 
 
 def _parquet_frame(spark: Any, files: Sequence[_InputFile]) -> Any:
@@ -643,7 +647,8 @@ def check_on_spark(
         records = complete[0]
         for frame in complete[1:]:
             records = records.unionByName(frame)
-        tasks = max(spark.sparkContext.defaultParallelism, -(-sum(f.text_size for f in files) // PARTITION_BYTES))
+        cores = spark.sparkContext.defaultParallelism
+        tasks = cores * -(-sum(f.text_size for f in files) // (cores * PARTITION_BYTES))  # whole rounds of tasks
         # Each trace's lines together; the check puts them back in reading order.
         ordered = records.repartition(tasks, "key").sortWithinPartitions("key")
         checked = ordered.mapInArrow(_CheckTraces(job), _spark_schema(_CHECKED))
