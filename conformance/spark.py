@@ -372,10 +372,10 @@ class _CheckTraces:
                 if trace is None:
                     out.extend(_stray_row(item, index, line) for _, item, index, line in records)  # type: ignore[arg-type]
                     continue
-                events = tuple(r[1] for r in records if type(r[1]) is Event)
-                errors = tuple(r[1] for r in records if type(r[1]) is InputError)
+                events = tuple(r[1] for r in records if isinstance(r[1], Event))
+                errors = tuple(r[1] for r in records if isinstance(r[1], InputError))
                 _, _, index, line = records[-1]
-                for unit in split_trace(TraceInput(trace, events, errors), partition):  # type: ignore[arg-type]
+                for unit in split_trace(TraceInput(trace, events, errors), partition):
                     out.append(_verdict_row(checker.check(unit.events, unit.errors), index, line))
             group.clear()
 
@@ -498,7 +498,9 @@ def _fast_key(value: Any, max_line_bytes: int) -> Any:  # ``value``: the column 
     return F.when((found != "") & (F.octet_length(value) <= max_line_bytes), found)
 
 
-def _ndjson_frame(spark: Any, files: Sequence[_InputFile], max_line_bytes: int) -> tuple[Any, list[tuple[int, ...]]]:
+def _ndjson_frame(
+    spark: Any, files: Sequence[_InputFile], max_line_bytes: int
+) -> tuple[Any, list[tuple[int, int, int, int]]]:
     """The non-blank lines of the NDJSON files, each with its trace (``key``) and id, and the blocks the
     files were read in (see :attr:`SparkCheck.blocks`).
 
@@ -551,9 +553,9 @@ def _parquet_frame(spark: Any, files: Sequence[_InputFile]) -> Any:
     parquet = [(i, f) for i, f in enumerate(files) if f.parquet]
     for _, f in parquet:
         schema = spark.read.parquet(f.uri).schema
-        kinds = [(field.name, _spark_kind_ok(field.name, field.dataType)) for field in schema.fields]
+        fits = [(field.name, _spark_kind_ok(field.name, field.dataType)) for field in schema.fields]
         try:
-            present.update(check_layout(f.name, kinds))
+            present.update(check_layout(f.name, fits))
         except ParquetFileError as exc:
             raise TraceFileError(str(exc)) from None
     frame = spark.read.option("mergeSchema", "true").parquet(*[f.uri for _, f in parquet])

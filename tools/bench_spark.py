@@ -177,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     table = Table("run", "events", "traces", "wall s", "CPU s", "events / s", "vs one core", title="checking traces")
     base = local.events / local.seconds
+    rows: list[tuple[str, Any, float, float | None]]
     rows = [("in-process, one core", local, local.seconds, local.cpu_seconds)]
     rows += [(f"Spark {args.master}, {name}", run, seconds, cpu) for name, run, seconds, cpu in runs]
     for name, run, seconds, cpu in rows:
