@@ -7,15 +7,19 @@ and runs it on the executors. The plan:
 1. List the input with Hadoop's file system API (any file system the cluster
    reads: local, HDFS, S3): files as given, directories as their trace
    files in name order, the order in which the in-process reader reads them.
-2. NDJSON: Spark's text reader, lines split on ``\\n`` only, as raw bytes.
-   A first job, in the JVM alone, counts the lines of each block of each
-   file; with those counts each line gets its number in its file, as the
-   in-process reader numbers it. A Python stage then charges each line to
-   the trace it names (the reader's :func:`~ledgerspec.conformance.reader.trace_key`,
-   a regular expression for the usual layout). Parquet: Spark's Parquet
-   reader; the trace is a column and the line is the row's number.
-3. Shuffle by trace (in the JVM), sorted within each partition by trace,
-   file and line: each trace's lines arrive together, in reading order.
+2. NDJSON: Spark's text reader, lines split on ``\\n`` only, as raw bytes,
+   each with an id (``monotonically_increasing_id``). A first job, in the
+   JVM, counts the lines of each block of each file and notes the id of
+   its first line: from its id, a line's file and number (as the
+   in-process reader numbers it) follow. Lines in the layout this project
+   writes are charged to their trace by a regular expression in the JVM
+   that reads exactly what the reader's :func:`~ledgerspec.conformance.reader.trace_key`
+   reads; the others (few, usually none) by that function, in Python.
+   Parquet: Spark's Parquet reader; the trace is a column, the line is the
+   row's number.
+3. Shuffle by trace (in the JVM), sorted within each partition by trace:
+   each trace's lines arrive together, and are put back in reading order
+   (file, line) before they are decoded.
 4. On the executors, each trace's lines are decoded with the reader's own
    functions (:func:`~ledgerspec.conformance.reader.line_record`,
    :func:`~ledgerspec.conformance.parquet.row_event`), split into units when
@@ -23,15 +27,17 @@ and runs it on the executors. The plan:
    the ledger spec has none: one ledger per trace), and checked. Each
    Python worker builds the spec and its checker once, from
    :class:`SparkCheck` (plain data: that is all that is shipped), and keeps
-   the checker's caches from one trace and one partition to the next.
+   the checker's caches from one trace and one task to the next.
 5. The verdicts, one row per trace (``Verdict.to_row()`` and the verdict as
    JSON when it is not *conforms*), are written as Parquet by Spark's
-   writer; the driver collects the counts and the traces that do not
-   conform, and builds the same :class:`~ledgerspec.conformance.run.CheckRun`
-   an in-process run gives.
+   writer; the driver collects the counts and the results that are not
+   *conforms*, and builds the same :class:`~ledgerspec.conformance.run.CheckRun`
+   the in-process run gives, in the same order.
 
 Bad lines get the same errors, with the same file and line, as in-process.
-Left out: ITF files (one JSON document per trace) are read in-process only.
+Left out: ITF files (one JSON document per trace) are read in-process only;
+the units of one trace are checked in the task that gets the trace; each
+Parquet file's columns are checked by a small job of its own.
 """
 
 from __future__ import annotations

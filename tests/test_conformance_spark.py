@@ -58,6 +58,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lines[20] = lines[20].replace(b'"type":"', b'"type":"Writer', 1)  # an unknown event type
     lines[30] = lines[30][:-1] + b',"x-pad":"' + b"p" * MAX_LINE + b'"}'  # too long
     lines[40] = lines[40] + b"\r"  # a CRLF line: still one event
+    lines[25] = orjson.dumps(dict(reversed(orjson.loads(lines[25]).items())))  # another layout: keyed in Python
     lines.insert(50, b'{"v":1,"trace":"good-4","process":"writer","seq":99,"type":"\xff"}')  # not UTF-8
     split = good[5]
     lines += _lines([split[: len(split) // 2]])
