@@ -5,9 +5,10 @@ Trace files: ``--events`` events (10 million by default) of fully observed
 traces of the ledger spec (``MaxEntries=6``; every step logged with its
 params and the writer's, recoverers' and metadata values it changed: about
 260 bytes a line), in NDJSON files in a cache directory, written on the
-first run and reused after. A pool of distinct random walks (seeded) is
+first run and reused after. A pool of 100,000 distinct random walks (seeded;
+about 2.5 million events, more states than the checker's caches keep) is
 repeated under new trace ids until the count is reached, so that writing
-the files takes a minute, not an hour; both runs below read the same files.
+the files takes minutes, not an hour; both runs below read the same files.
 
 1. In-process: ``check_files`` on one core, end to end (read, parse,
    merge, check), as ``ledgerspec check`` runs it.
@@ -35,6 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -53,31 +55,41 @@ from rich.table import Table
 
 MODEL = {"MaxEntries": 6}
 WEIGHTS = {"WriterClosesLedger": 0.02, "RecovererStartsRecovery": 0.02}  # walks of about 25 events
-POOL = 20_000  # distinct walks
+POOL = 100_000  # distinct walks (about 2.5 million events), more than the checker's caches hold
 FILES = 8
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "ledgerspec-bench-spark"
 
 
-def _pool(seed: int, size: int) -> list[list[dict[str, Any]]]:
+def _walks(seed: int, first: int, count: int) -> list[list[dict[str, Any]]]:
+    """Walks ``first .. first+count-1`` of the pool: walk i from its own seeded generator."""
     spec = LedgerSpec(**MODEL)
-    rng = random.Random(seed)
     return [
-        trace_events(spec, random_walk(spec, rng, 60, weights=WEIGHTS), "full", "", only=CLIENT_OBSERVES)
-        for _ in range(size)
-    ]
+        trace_events(spec, random_walk(spec, random.Random(seed * 1_000_003 + i), 60, weights=WEIGHTS), "full", "",
+                     only=CLIENT_OBSERVES)
+        for i in range(first, first + count)
+    ]  # fmt: skip
 
 
-def write_cache(directory: Path, events: int, seed: int, console: Console) -> list[Path]:
+def _pool(seed: int, size: int) -> list[list[dict[str, Any]]]:
+    """The distinct walks, written by as many processes as there are cores."""
+    chunk = 2_000
+    with ProcessPoolExecutor() as workers:
+        firsts = range(0, size, chunk)
+        parts = workers.map(_walks, [seed] * len(firsts), firsts, [min(chunk, size - i) for i in firsts])
+        return [walk for part in parts for walk in part]
+
+
+def write_cache(directory: Path, events: int, seed: int, pool_size: int, console: Console) -> list[Path]:
     """The NDJSON files of the benchmark: written once, reused while their manifest matches."""
     manifest = directory / "manifest.json"
-    wanted = {"events": events, "seed": seed, "model": MODEL, "pool": POOL, "files": FILES, "format": 1}
+    wanted = {"events": events, "seed": seed, "model": MODEL, "pool": pool_size, "files": FILES, "format": 2}
     files = [directory / f"part-{k:02d}.ndjson" for k in range(FILES)]
     if manifest.exists() and orjson.loads(manifest.read_bytes()) == wanted and all(f.exists() for f in files):
         return files
     console.print(f"writing {events:,} events to {directory} (once) ...")
     directory.mkdir(parents=True, exist_ok=True)
     manifest.unlink(missing_ok=True)
-    pool = _pool(seed, POOL)
+    pool = _pool(seed, pool_size)
     per_file = -(-events // FILES)
     written, copy = 0, 0
     for path in files:
@@ -145,9 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--parquet", action="store_true", help="also check the files converted to Parquet, on Spark")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--pool", type=int, default=POOL, help=f"distinct walks, repeated (default {POOL:,})")
     args = parser.parse_args(argv)
     console = Console()
-    files = write_cache(args.cache, args.events, args.seed, console)
+    files = write_cache(args.cache, args.events, args.seed, args.pool, console)
     spec = LedgerSpec(**MODEL)
     failed = False
 
