@@ -26,6 +26,9 @@ How a trace is checked (docs/conformance.md):
    observed value that differs, or the invariant broken), and the shortest
    spec path to the failing point. If a bound cut the search before that
    event, or bad input stopped it, *inconclusive*, naming which.
+5. Coverage (:mod:`ledgerspec.conformance.coverage`): the actions and the
+   guards of invariants exercised by one matching behaviour, the shortest;
+   :meth:`TraceChecker.coverage` sums it over the traces checked.
 
 Granularity of "which guard failed": a spec action is a function that
 returns no successor when disabled; the checker evaluates it with the
@@ -39,20 +42,33 @@ Hot path, for the ``full`` mode: states are interned, and the successor of
 invariants of the new state; observed values are compared as canonical
 JSON bytes against the cached encoding of the state's variables, and
 decoded only when the bytes differ (a set in another order, or a real
-difference). Explanations are built only for a failing event.
+difference). Explanations are built only for a failing event. Coverage
+counts, per trace, the serial numbers of the cached transitions the replay
+took, and works out what they stand for only when asked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any
 
 import attrs
 import orjson
+from ledgerspec.conformance.coverage import Coverage, Tally
 from ledgerspec.conformance.describe import describe_difference
 from ledgerspec.conformance.events import Event, InputError
 from ledgerspec.conformance.merge import merge_trace
-from ledgerspec.conformance.verdict import CONFORMS, INCONCLUSIVE, VIOLATES, BoundHit, Candidate, Failure, Verdict
+from ledgerspec.conformance.verdict import (
+    CONFORMS,
+    INCONCLUSIVE,
+    VIOLATES,
+    BoundHit,
+    Candidate,
+    Failure,
+    Successor,
+    Verdict,
+)
 from ledgerspec.spec.codecs import Codec, CodecError, canonical_bytes
 from ledgerspec.spec.kernel import Action, Spec
 from ledgerspec.spec.tracing import INIT, NEXT, ObservationMode, TraceMapping, mapping_for
@@ -78,14 +94,24 @@ class Bounds:
 
 
 class _Node:
-    """A step of a spec behaviour matched so far; the chain of parents is the behaviour."""
+    """A step of a spec behaviour matched so far, and the state it reaches; the chain of parents is the behaviour."""
 
-    __slots__ = ("action", "args", "depth", "hidden", "parent")
+    __slots__ = ("action", "args", "depth", "hidden", "parent", "serial", "state")
 
-    def __init__(self, parent: _Node | None, action: str, args: tuple[Any, ...], hidden: bool = False) -> None:
+    def __init__(
+        self,
+        parent: _Node | None,
+        action: str,
+        args: tuple[Any, ...],
+        state: Any,
+        serial: int = -1,  # the step's serial number for coverage, or -1
+        hidden: bool = False,
+    ) -> None:
         self.parent = parent
         self.action = action
         self.args = args
+        self.state = state
+        self.serial = serial
         self.hidden = hidden
         self.depth: int = 0 if parent is None else parent.depth + 1
 
@@ -102,6 +128,15 @@ class _BadValueError(Exception):
     """An observed value that does not decode: bad input, found while checking."""
 
 
+# A way to take an event from a state: (action, args, next state or None, what the step breaks or
+# None, the cached canonical JSON of the next state's observable values, the step's serial number
+# for coverage or -1).
+_Transition = tuple[str, tuple[Any, ...], Any, "str | None", "dict[str, bytes] | None", int]
+_SERIAL = itemgetter(5)
+# A hidden step from a state: (action, args, next state, serial number for coverage or -1).
+_HiddenStep = tuple[str, tuple[Any, ...], Any, int]
+
+
 @attrs.frozen
 class _Outcome:
     checked: int  # events matched
@@ -110,18 +145,22 @@ class _Outcome:
     bad_value: InputError | None = None
     bound: BoundHit | None = None
     peak: int = 1
+    # The behaviour matched (the shortest): ``witness`` and then the steps of ``tail``, which the
+    # full-mode replay keeps as transitions rather than nodes.
+    witness: _Node | None = None
+    tail: Sequence[_Transition] = ()
 
 
-# A way to take an event from a state: (action, args, next state or None, what the step breaks or
-# None, the cached canonical JSON of the next state's observable values).
-_Transition = tuple[str, tuple[Any, ...], Any, "str | None", "dict[str, bytes] | None"]
+def _shortest(nodes: Mapping[Any, _Node]) -> _Node | None:
+    return min(nodes.values(), key=lambda n: n.depth, default=None)
 
 
 class TraceChecker:
     """Checks traces of one spec, in one observation mode, within bounds; caches are kept between traces.
 
     ``mapping`` defaults to the spec's trace module (``ledgerspec.spec.<name>_trace``); ``cache_limit``
-    bounds each cache (they are emptied when full, so memory stays bounded on any number of traces).
+    bounds each cache (they are emptied when full, so memory stays bounded on any number of traces);
+    ``coverage``: collect what the traces exercise (:meth:`coverage`).
     """
 
     def __init__(
@@ -132,6 +171,7 @@ class TraceChecker:
         *,
         mapping: TraceMapping | None = None,
         cache_limit: int = 100_000,
+        coverage: bool = True,
     ) -> None:
         self.spec = spec
         self.mapping = mapping or mapping_for(spec.name)
@@ -151,10 +191,12 @@ class TraceChecker:
         # the entry holds its state, so the id cannot be reused while the entry exists.
         self._transitions: dict[tuple[int, str, bytes], tuple[Any, tuple[_Transition, ...]]] = {}
         self._views: dict[Any, dict[str, bytes]] = {}  # state -> observable name -> canonical JSON
-        self._hidden: dict[Any, tuple[tuple[str, tuple[Any, ...], Any], ...]] = {}
+        self._hidden: dict[Any, tuple[_HiddenStep, ...]] = {}
         self._broken: dict[Any, str | None] = {}
         self._params: dict[tuple[str, bytes], _Params | InputError] = {}
         self._inits: tuple[Any, ...] = ()
+        self._tally = Tally(spec, self.mapping, _SERIAL) if coverage else None
+        self._emptied = False  # the caches were emptied during this trace
 
     def _state(self, state: Any) -> Any:
         """The interned copy of a state. All state caches are emptied together when they hold too much."""
@@ -163,6 +205,7 @@ class TraceChecker:
             if len(self._intern) >= self.cache_limit:
                 for cache in (self._intern, self._transitions, self._views, self._hidden, self._broken):
                     cache.clear()
+                self._emptied = True
                 self._inits = ()
             found = self._intern[state] = state
         return found
@@ -177,20 +220,11 @@ class TraceChecker:
         """Check one trace. ``events`` in reading order; ``input_errors`` are its lines that could not be read."""
         unread = tuple(input_errors)
         trace = events[0].trace if events else (unread[0].trace if unread else None) or "?"
-        bad: dict[int, InputError] = {}
-        for e in events:
-            error = self._vocabulary(e)
-            if error is not None:
-                bad[id(e)] = error
-        merged = merge_trace(events, bad)
-        ordered = list(merged.events)
-        errors = list(unread) + list(merged.errors)
-        for i, e in enumerate(ordered):
-            if e.type == INIT and i > 0:
-                errors.append(InputError(e.file, e.line, f"Init must be the first event of trace {trace!r}", trace))
-                ordered = ordered[:i]
-                break
+        ordered, total, merge_errors = self._replay_order(events, trace)
+        errors = list(unread) + merge_errors
         outcome = self._search(ordered)
+        if self._tally is not None:
+            self._count(outcome.witness, outcome.tail)
         if outcome.bad_value is not None:
             errors.append(outcome.bad_value)
         failure = None
@@ -206,13 +240,35 @@ class TraceChecker:
         return Verdict(
             trace=trace,
             status=status,
-            events=merged.total,
+            events=total,
             checked=outcome.checked,
             failure=failure,
             bound=outcome.bound if status == INCONCLUSIVE else None,
             input_errors=tuple(errors),
             max_candidates=outcome.peak,
         )
+
+    def replay_order(self, events: Sequence[Event]) -> list[Event]:
+        """The events of one trace (in reading order) in the order the checker replays them, up to the
+        first bad one: a verdict's ``event_index`` indexes this list."""
+        return self._replay_order(events, events[0].trace if events else "?")[0]
+
+    def _replay_order(self, events: Sequence[Event], trace: str) -> tuple[list[Event], int, list[InputError]]:
+        """Merged events up to the first bad one, how many the trace has, and the errors found."""
+        bad: dict[int, InputError] = {}
+        for e in events:
+            error = self._vocabulary(e)
+            if error is not None:
+                bad[id(e)] = error
+        merged = merge_trace(events, bad)
+        ordered = list(merged.events)
+        errors = list(merged.errors)
+        for i, e in enumerate(ordered):
+            if e.type == INIT and i > 0:
+                errors.append(InputError(e.file, e.line, f"Init must be the first event of trace {trace!r}", trace))
+                ordered = ordered[:i]
+                break
+        return ordered, merged.total, errors
 
     # -- vocabulary ----------------------------------------------------------------------
     def _vocabulary(self, e: Event) -> InputError | None:
@@ -292,7 +348,7 @@ class TraceChecker:
         start = 0
         if events and events[0].type == INIT:
             start = 1
-            inits = {s: _Node(None, INIT, ()) for s in self._initial_states()}
+            inits = {s: _Node(None, INIT, (), s) for s in self._initial_states()}
             try:
                 for s, node in inits.items():
                     if self._matches(s, events[0]) and self._broken_state(s) is None:
@@ -302,7 +358,7 @@ class TraceChecker:
             if not frontier:
                 return _Outcome(0, failure_index=0, closure=inits)
         else:
-            frontier = {s: _Node(None, INIT, ()) for s in self._initial_states() if self._broken_state(s) is None}
+            frontier = {s: _Node(None, INIT, (), s) for s in self._initial_states() if self._broken_state(s) is None}
         bound: BoundHit | None = None
         peak = len(frontier)
         hidden = bool(self._hidden_actions)
@@ -311,12 +367,12 @@ class TraceChecker:
         while i < len(events):
             if not hidden and len(frontier) == 1:
                 ((state, node),) = frontier.items()
-                i, state, node, stop = self._replay(events, i, state, node)
+                i, state, node, stop, tail = self._replay(events, i, state, node)
                 if stop is not None:
                     return attrs.evolve(stop, bound=bound, peak=peak)
-                frontier = {state: node}
                 if i == len(events):
-                    break
+                    return _Outcome(i, bound=bound, peak=peak, witness=node, tail=tail)
+                frontier = {state: node}
             ev = events[i]
             if hidden:
                 closure, cut = self._closure(frontier, i)
@@ -330,16 +386,18 @@ class TraceChecker:
                 for state, node in closure.items():
                     hit = transitions.get((id(state), ev.type, ev.params_key))
                     found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
-                    for action, args, nxt, broken, _ in found:
+                    for action, args, nxt, broken, _, serial in found:
                         if nxt is None or broken is not None or nxt in new:
                             continue
                         if ev.observed and not self._matches(nxt, ev):
                             continue
-                        new[nxt] = _Node(node, action, args)
+                        new[nxt] = _Node(node, action, args, nxt, serial)
             except _BadValueError as exc:
-                return _Outcome(i, bad_value=self._value_error(ev, exc), bound=bound, peak=peak)
+                witness = _shortest(closure)
+                return _Outcome(i, bad_value=self._value_error(ev, exc), bound=bound, peak=peak, witness=witness)
             if not new:
-                return _Outcome(i, failure_index=i, closure=closure, bound=bound, peak=peak)
+                witness = _shortest(closure)
+                return _Outcome(i, failure_index=i, closure=closure, bound=bound, peak=peak, witness=witness)
             if len(new) > bounds.max_candidates:
                 new = dict(list(new.items())[: bounds.max_candidates])
                 if bound is None:
@@ -347,18 +405,19 @@ class TraceChecker:
             frontier = new
             peak = max(peak, len(new))
             i += 1
-        return _Outcome(len(events), bound=bound, peak=peak)
+        return _Outcome(len(events), bound=bound, peak=peak, witness=_shortest(frontier))
 
     def _replay(
         self, events: Sequence[Event], start: int, state: Any, node: _Node
-    ) -> tuple[int, Any, _Node, _Outcome | None]:
+    ) -> tuple[int, Any, _Node, _Outcome | None, list[_Transition]]:
         """The hot path: replay while each event has one way to be taken and nothing is hidden.
 
         Returns where it stopped (an event with several ways, or the end), the state and behaviour
-        reached, and the outcome if an event failed. Behaviour nodes are built only when needed.
+        reached, and the outcome if an event failed. Behaviour nodes are built only when needed: at the
+        end of the trace the behaviour is ``node`` followed by the steps of the list returned.
         """
         transitions, dumps = self._transitions, orjson.dumps
-        taken: list[tuple[str, tuple[Any, ...]]] = []
+        taken: list[_Transition] = []
         outcome = None
         i, n = start, len(events)
         try:
@@ -368,7 +427,8 @@ class TraceChecker:
                 found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
                 if len(found) != 1:
                     break
-                action, args, nxt, broken, view = found[0]
+                way = found[0]
+                _, _, nxt, broken, view, _ = way
                 if nxt is None or broken is not None:
                     outcome = _Outcome(i, failure_index=i)
                     break
@@ -386,18 +446,19 @@ class TraceChecker:
                             break
                     if outcome is not None:
                         break
-                taken.append((action, args))
+                taken.append(way)
                 state = nxt
                 i += 1
         except _BadValueError as exc:
             outcome = _Outcome(i, bad_value=self._value_error(events[i], exc))
         if i == n and outcome is None:
-            return i, state, node, None  # conforms: no need for the behaviour
-        for action, args in taken:
-            node = _Node(node, action, args)
-        if outcome is not None and outcome.failure_index is not None:
-            outcome = attrs.evolve(outcome, closure={state: node})
-        return i, state, node, outcome
+            return i, state, node, None, taken  # conforms: no need for the nodes
+        for action, args, nxt, _, _, serial in taken:
+            node = _Node(node, action, args, nxt, serial)
+        if outcome is not None:
+            closure = {state: node} if outcome.failure_index is not None else None
+            outcome = attrs.evolve(outcome, closure=closure, witness=node)
+        return i, state, node, outcome, []
 
     def _closure(self, frontier: dict[Any, _Node], index: int) -> tuple[dict[Any, _Node], BoundHit | None]:
         """The frontier and every state hidden steps reach from it, breadth first (shortest paths)."""
@@ -409,20 +470,20 @@ class TraceChecker:
             depth += 1
             next_layer = []
             for state, node in layer:
-                for name, args, t in self._hidden_steps(state):
+                for name, args, t, serial in self._hidden_steps(state):
                     if t in seen:
                         continue
                     if depth > limit:
                         return seen, BoundHit("max_hidden_steps", limit, index)
                     if len(seen) >= most:
                         return seen, BoundHit("max_candidates", most, index)
-                    n = _Node(node, name, args, hidden=True)
+                    n = _Node(node, name, args, t, serial, hidden=True)
                     seen[t] = n
                     next_layer.append((t, n))
             layer = next_layer
         return seen, None
 
-    def _hidden_steps(self, state: Any) -> tuple[tuple[str, tuple[Any, ...], Any], ...]:
+    def _hidden_steps(self, state: Any) -> tuple[_HiddenStep, ...]:
         """The hidden steps from a state that keep every invariant and action property."""
         found = self._hidden.get(state)
         if found is not None:
@@ -436,7 +497,9 @@ class TraceChecker:
                     continue
                 t = act.fn(spec, state, *args)
                 if t is not None and self._broken_step(state, t) is None:
-                    steps.append((act.name, args, self._state(t)))
+                    t = self._state(t)
+                    serial = self._tally.serial(act.name, state, t, hidden=True) if self._tally is not None else -1
+                    steps.append((act.name, args, t, serial))
         found = self._hidden[state] = tuple(steps)
         return found
 
@@ -461,7 +524,7 @@ class TraceChecker:
         result: list[_Transition] = []
         for args in chosen:
             if decoded.args is not None and act.params is not None and args not in self._instances(act, state):
-                result.append((act.name, args, None, None, None))  # not an instance the spec offers
+                result.append((act.name, args, None, None, None, -1))  # not an instance the spec offers
                 continue
             result.append(self._take(state, act, args))
         found = tuple(result)
@@ -476,7 +539,7 @@ class TraceChecker:
                 nxt = act.fn(self.spec, state, *args)
                 if nxt is not None:
                     nxt = self._state(nxt)
-                    steps.append((act.name, args, nxt, self._broken_step(state, nxt), self._views.setdefault(nxt, {})))
+                    steps.append(self._transition(state, act.name, args, nxt))
         found = tuple(steps)
         self._transitions[(id(state), ev.type, ev.params_key)] = (state, found)
         return found
@@ -484,9 +547,13 @@ class TraceChecker:
     def _take(self, state: Any, act: Action, args: tuple[Any, ...]) -> _Transition:
         nxt = act.fn(self.spec, state, *args)
         if nxt is None:
-            return (act.name, args, None, None, None)
-        nxt = self._state(nxt)
-        return (act.name, args, nxt, self._broken_step(state, nxt), self._views.setdefault(nxt, {}))
+            return (act.name, args, None, None, None, -1)
+        return self._transition(state, act.name, args, self._state(nxt))
+
+    def _transition(self, state: Any, action: str, args: tuple[Any, ...], nxt: Any) -> _Transition:
+        """A step to a new (interned) state, with what it breaks and its serial number for coverage."""
+        serial = self._tally.serial(action, state, nxt) if self._tally is not None else -1
+        return (action, args, nxt, self._broken_step(state, nxt), self._views.setdefault(nxt, {}), serial)
 
     def _instances(self, act: Action, state: Any) -> list[tuple[Any, ...]]:
         return [()] if act.params is None else list(act.params(self.spec, state))
@@ -554,11 +621,24 @@ class TraceChecker:
         candidates = []
         groups: dict[tuple[str, ...], list[tuple[str, ...]]] = {}  # rejections -> hidden steps of each candidate
         for k, (state, node) in enumerate(examined):
-            rejections = tuple(self._rejections(state, ev))
+            ways = self._rejections(state, ev)
+            rejections = tuple(reason for _, reason, _ in ways)
             hidden = self._hidden_tail(node)
             groups.setdefault(rejections, []).append(hidden)
             if k < SHOWN_CANDIDATES:
-                candidates.append(Candidate(hidden, rejections, self._state_json(state)))
+                successors = tuple(
+                    Successor(step, why, None if nxt is None else self._state_json(nxt)) for step, why, nxt in ways
+                )
+                parent = node.parent
+                candidates.append(
+                    Candidate(
+                        hidden,
+                        self._state_json(state),
+                        successors,
+                        reached_by=("(hidden) " if node.hidden else "") + self._step(node.action, node.args),
+                        previous=None if parent is None else self._state_json(parent.state),
+                    )
+                )
         path = self._path(ranked[0][1]) if ranked else ()
         where = f"event {index} ({self._event_text(ev)}, logged by {ev.process} as seq {ev.seq} at {ev.where})"
         first = next(iter(groups))
@@ -598,6 +678,32 @@ class TraceChecker:
             candidates_total=len(ranked),
         )
 
+    # -- coverage ----------------------------------------------------------------------------
+    @property
+    def collects_coverage(self) -> bool:
+        return self._tally is not None
+
+    def coverage(self) -> Coverage:
+        """What the traces checked so far exercised (:mod:`ledgerspec.conformance.coverage`)."""
+        if self._tally is None:
+            raise ValueError("this checker does not collect coverage (coverage=False)")
+        return self._tally.coverage()
+
+    def _count(self, witness: _Node | None, tail: Sequence[_Transition]) -> None:
+        """Add a trace's witness to the tally: ``witness``, then the steps of ``tail``."""
+        assert self._tally is not None
+        serials = []
+        n = witness
+        while n is not None and n.parent is not None:
+            serials.append(n.serial)
+            n = n.parent
+        self._tally.add(n.state if n is not None else None, serials, tail)
+        if self._emptied:  # forget the serials of the steps no longer cached, now that no trace holds them
+            keep = [t[5] for _, ways in self._transitions.values() for t in ways if t[5] >= 0]
+            keep += [h[3] for steps in self._hidden.values() for h in steps]
+            self._tally.fold(keep)
+            self._emptied = False
+
     def _hidden_tail(self, node: _Node) -> tuple[str, ...]:
         """The hidden steps that reached a candidate since the previous event."""
         steps = []
@@ -616,31 +722,32 @@ class TraceChecker:
             n = n.parent
         return tuple(reversed(steps))
 
-    def _rejections(self, state: Any, ev: Event) -> list[str]:
-        """Why the state cannot take the event, one sentence per way of taking it."""
+    def _rejections(self, state: Any, ev: Event) -> list[tuple[str | None, str, Any]]:
+        """Why the state cannot take the event, one sentence per way of taking it: (the step, or None when
+        no instance matches the params; why it is rejected; the state it reaches, or None)."""
         if ev.type == INIT:
-            return [self._mismatch_text(state, ev, "the initial state")]
+            return [(INIT, self._mismatch_text(state, ev, "the initial state"), None)]
         hit = self._transitions.get((id(state), ev.type, ev.params_key))
         found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
         if not found and ev.type == NEXT:
-            return ["no step of the spec is enabled in this state"]
+            return [(None, "no step of the spec is enabled in this state", None)]
         if not found:
             act = self._actions[ev.type]
             offered = [self._step(act.name, args) for args in self._instances(act, state)]
             given = orjson.dumps(ev.params).decode()
-            return [
-                f"no instance of {ev.type} matches the params {given}; the spec offers "
-                + (", ".join(offered[:6]) + (" ..." if len(offered) > 6 else "") if offered else "none in this state")
-            ]
-        out = []
-        for action, args, nxt, broken, _ in found:
+            why = f"no instance of {ev.type} matches the params {given}; the spec offers " + (
+                ", ".join(offered[:6]) + (" ..." if len(offered) > 6 else "") if offered else "none in this state"
+            )
+            return [(None, why, None)]
+        out: list[tuple[str | None, str, Any]] = []
+        for action, args, nxt, broken, _, _ in found:
             step = self._step(action, args)
             if nxt is None:
-                out.append(f"{step} is not enabled: {self._why_disabled(state, action, args)}")
+                out.append((step, f"{step} is not enabled: {self._why_disabled(state, action, args)}", None))
             elif broken is not None:
-                out.append(f"{step} {broken}")
+                out.append((step, f"{step} {broken}", nxt))
             else:
-                out.append(self._mismatch_text(nxt, ev, f"after {step}"))
+                out.append((step, self._mismatch_text(nxt, ev, f"after {step}"), nxt))
         return out
 
     def _why_disabled(self, state: Any, action: str, args: tuple[Any, ...]) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import attrs
 from ledgerspec.conformance.checker import TraceChecker
+from ledgerspec.conformance.coverage import Coverage
 from ledgerspec.conformance.events import InputError
 from ledgerspec.conformance.partition import split_trace
 from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES, ReadStats, read_traces
@@ -34,6 +35,7 @@ class CheckRun:
     violations: list[Verdict] = attrs.Factory(list)
     inconclusive: list[Verdict] = attrs.Factory(list)
     input_errors: list[InputError] = attrs.Factory(list)  # every bad line, charged to a trace or not
+    coverage: Coverage | None = None  # what the traces exercised, if the checker collects it
     peak_buffered_events: int = 0  # most events held in memory at once: the largest trace, unless interleaved
     seconds: float = 0.0  # wall time
     cpu_seconds: float = 0.0  # CPU time of this process
@@ -81,6 +83,7 @@ def check_files(
     run = CheckRun()
     started, cpu_started = time.perf_counter(), time.process_time()
     stats = ReadStats()
+    covered = checker.coverage() if checker.collects_coverage else None
     with collector_paused():
         partition = checker.mapping.partition
         for item in read_traces(paths, max_line_bytes=max_line_bytes, stats=stats):
@@ -93,6 +96,8 @@ def check_files(
                 run.add(result)
                 if each is not None:
                     each(result)
+    if covered is not None:
+        run.coverage = checker.coverage().since(covered)
     run.peak_buffered_events = stats.peak_buffered
     run.seconds = time.perf_counter() - started
     run.cpu_seconds = time.process_time() - cpu_started

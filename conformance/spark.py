@@ -35,7 +35,9 @@ and runs it on the executors. The plan:
    the in-process run gives, in the same order.
 
 Bad lines get the same errors, with the same file and line, as in-process.
-Left out: ITF files (one JSON document per trace) are read in-process only;
+Left out: coverage (executors check without gathering it, so the run has
+none, and no HTML report); ITF files (one JSON document per trace) are read
+in-process only;
 the units of one trace are checked in the task that gets the trace; each
 Parquet file's columns are checked by a small job of its own.
 """
@@ -149,7 +151,7 @@ class SparkCheck:
         if found is None:
             _CHECKERS.clear()
             spec = catalog.find(self.spec).python(**dict(self.constants))
-            found = _CHECKERS[key] = TraceChecker(spec, self.mode, self.bounds)
+            found = _CHECKERS[key] = TraceChecker(spec, self.mode, self.bounds, coverage=False)
         return found
 
 
@@ -186,13 +188,19 @@ def _is_local(master: str) -> bool:
     return master.startswith("local")
 
 
-def find_java_home() -> str | None:
-    """The Java runtime Spark will use: ``$JAVA_HOME``, else the ``java`` on the ``PATH``; ``None`` if neither."""
+def find_java_home() -> str:
+    """The Java runtime Spark will use: ``$JAVA_HOME``, else the ``java`` on the ``PATH``;
+    :class:`SparkUnavailable` if neither."""
     home = os.environ.get("JAVA_HOME")
     if home and Path(home, "bin", "java").exists():
         return home
     java = shutil.which("java")
-    return str(Path(java).resolve().parent.parent) if java else None
+    if java is None:
+        raise SparkUnavailable(
+            "Spark needs a Java runtime, version 17 or 21: install one (e.g. `apt-get install "
+            "openjdk-17-jre-headless`) or set JAVA_HOME"
+        )
+    return str(Path(java).resolve().parent.parent)
 
 
 _LOG4J = """\
@@ -225,11 +233,7 @@ def spark_session(master: str = DEFAULT_MASTER, *, app_name: str = "ledgerspec c
     if active is not None:
         yield active
         return
-    if find_java_home() is None:
-        raise SparkUnavailable(
-            "Spark needs a Java runtime, version 17 or 21: install one (e.g. `apt-get install "
-            "openjdk-17-jre-headless`) or set JAVA_HOME"
-        )
+    find_java_home()
     scratch = Path(tempfile.mkdtemp(prefix="ledgerspec-spark-"))
     try:
         log4j = scratch / "log4j2.properties"

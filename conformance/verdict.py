@@ -12,9 +12,25 @@ from typing import Any
 import attrs
 from ledgerspec.conformance.events import InputError
 
-__all__ = ["CONFORMS", "INCONCLUSIVE", "VIOLATES", "BoundHit", "Candidate", "Failure", "Verdict"]
+__all__ = ["CONFORMS", "INCONCLUSIVE", "VIOLATES", "BoundHit", "Candidate", "Failure", "Successor", "Verdict"]
 
 CONFORMS, VIOLATES, INCONCLUSIVE = "conforms", "violates", "inconclusive"
+
+
+@attrs.frozen
+class Successor:
+    """One way of taking the failing event from a candidate state, and why it is rejected."""
+
+    step: str | None  # the action instance; None when no instance matches the event's params
+    rejection: str  # the guard that fails, the invariant broken, or the observed value that differs
+    state: dict[str, Any] | None  # the state the step reaches (variable -> JSON value); None when not enabled
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "rejection": self.rejection, "state": self.state}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Successor:
+        return cls(data["step"], data["rejection"], data["state"])
 
 
 @attrs.frozen
@@ -22,15 +38,35 @@ class Candidate:
     """A spec state the trace could have reached before the failing event, and why it cannot take it."""
 
     hidden_steps: tuple[str, ...]  # hidden steps taken since the previous event to reach this state
-    rejections: tuple[str, ...]  # one per way of taking the event: the guard that fails, or the value that differs
     state: dict[str, Any]  # the state, variable -> JSON value
+    successors: tuple[Successor, ...]  # one per way of taking the event
+    reached_by: str = "Init"  # the last step of the behaviour to this state (Init: it is an initial state)
+    previous: dict[str, Any] | None = None  # the state before that step
+
+    @property
+    def rejections(self) -> tuple[str, ...]:
+        """Why each way of taking the event is rejected."""
+        return tuple(s.rejection for s in self.successors)
 
     def to_json(self) -> dict[str, Any]:
-        return {"hidden_steps": list(self.hidden_steps), "rejections": list(self.rejections), "state": self.state}
+        return {
+            "hidden_steps": list(self.hidden_steps),
+            "rejections": list(self.rejections),
+            "state": self.state,
+            "reached_by": self.reached_by,
+            "previous": self.previous,
+            "successors": [s.to_json() for s in self.successors],
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Candidate:
-        return cls(tuple(data["hidden_steps"]), tuple(data["rejections"]), data["state"])
+        return cls(
+            hidden_steps=tuple(data["hidden_steps"]),
+            state=data["state"],
+            successors=tuple(Successor.from_json(s) for s in data["successors"]),
+            reached_by=data["reached_by"],
+            previous=data["previous"],
+        )
 
 
 @attrs.frozen

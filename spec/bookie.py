@@ -11,10 +11,15 @@ BRIEF section 3):
   increasing ids, each a sequence of records. A record is written to the
   operating system when the request arrives and is durable only once a force
   write (fsync) covers it; the force-write thread then sets the in-memory
-  LastLogMark to the end of what it synced and acknowledges the batch. Entries,
-  fence records (``METAENTRY_ID_FENCE_KEY``) and explicit LAC records
-  (``METAENTRY_ID_LEDGER_EXPLICITLAC``) all go through the journal, and each
-  reply waits for the fsync;
+  LastLogMark to the end of what it synced and acknowledges the batch. The
+  journal thread keeps writing while the force-write thread syncs, so a force
+  write covers a prefix of what was written (``JournalForceWrites(upto)``).
+  Entries, fence records (``METAENTRY_ID_FENCE_KEY``) and explicit LAC
+  records (``METAENTRY_ID_LEDGER_EXPLICITLAC``) all go through the journal,
+  and each reply waits for the fsync. A fence request for a ledger already
+  fenced is answered at once when the fence is durable, and otherwise waits
+  for the fence record already written
+  (``LedgerDescriptorImpl.fenceAndLogInJournal``);
 - journal rollover: after a file holds ``RecordsPerJournal`` records the
   journal thread starts the next file (``maxJournalSize``, counted in records);
 - the ledger storage (``SortedLedgerStorage`` over ``InterleavedLedgerStorage``):
@@ -32,7 +37,9 @@ BRIEF section 3):
   disk (the tail is torn: a record cut in the middle is lost);
 - restart (``BookieImpl.readJournal`` and ``replay``): read the persisted
   mark, replay every journal record at or after it (entries into the memtable,
-  fence records into the fenced flags, explicit LAC records into the LAC),
+  fence records into the fenced flags, explicit LAC records into the LAC: the
+  last one replayed wins over the flushed one, as ``FileInfo.setExplicitLac``
+  overwrites),
   advance the in-memory mark to the end of the replayed journal (the fix of
   apache/bookkeeper#2087), start a new journal file and serve again;
 - reads are not steps: a tailing read is served by the memtable, a catch-up
@@ -55,11 +62,9 @@ What is left out, and why that is sound here:
 - recovery adds (accepted on a fenced ledger), duplicate adds of an entry the
   bookie holds, ledger deletion, compaction and garbage collection of entry
   logs: none of them removes an acknowledged entry that no deletion asked for;
-- group commit as batches with timers: a force write syncs every record
-  written so far and acknowledges them together. A real fsync may cover only
-  a prefix of what was written; the records after that prefix were written
-  after the fsync began, and the model reaches the same states by taking the
-  fsync first and the writes after it;
+- group commit timers: a force write syncs the records written before it
+  began, any prefix of the unsynced ones, and acknowledges them together;
+  when it happens is left open;
 - a flush is one step. A crash in the middle of a real flush leaves part of
   the memtable in the entry log; the mark does not move until the flush is
   whole, so the replay restores the rest, as it does here;
@@ -97,7 +102,7 @@ so that tests can show the checkers catch each one.
 >>> s = spec.BookieAddsEntry(s, 1, 0)
 >>> (1, 0) in s.acked, spec.read_path(s, 1, 0)
 (False, 'memtable')
->>> s = spec.JournalForceWrites(s)
+>>> s = spec.JournalForceWrites(s, (1, 1))
 >>> (1, 0) in s.acked, s.synced, s.mark
 (True, (1, 1), (1, 1))
 >>> s = spec.BookieReplaysJournal(spec.BookieCrashes(s, (1, 1)))
@@ -226,6 +231,11 @@ def _each_journal_file(spec: BookieSpec, s: BookieState) -> Iterable[tuple[int]]
     return ((f,) for f, _ in s.journal)
 
 
+def _each_sync_end(spec: BookieSpec, s: BookieState) -> Iterable[tuple[Position]]:
+    """Where a force write ends: just after an unsynced record (the records written after it began wait)."""
+    return (((f, i + 1),) for (f, i), _ in spec.records(s) if (f, i) >= s.synced)
+
+
 def _each_cut(spec: BookieSpec, s: BookieState) -> Iterable[tuple[Position]]:
     """Where a crash cuts the journal: at an unsynced record (it and all after it are lost), or at the end."""
     cuts = [pos for pos, _ in spec.records(s) if pos >= s.synced]
@@ -281,18 +291,6 @@ class BookieSpec(Spec[BookieState]):
         """The position after the last record of the newest file (where the next record goes)."""
         f, recs = s.journal[-1]
         return (f, len(recs))
-
-    @staticmethod
-    def end_of_records(s: BookieState) -> Position:
-        """The position just after the journal's last record: the end of what a force write syncs.
-
-        (After a rollover the newest file may be empty; the force write of the file before it
-        marks the end of that file, as the real force-write thread does.)
-        """
-        for f, recs in reversed(s.journal):
-            if recs:
-                return (f, len(recs))
-        return BookieSpec.end_of_journal(s)
 
     def unsynced(self, s: BookieState) -> list[Record]:
         """Records written to the journal but not yet fsynced: their replies wait for the force write."""
@@ -364,9 +362,15 @@ class BookieSpec(Spec[BookieState]):
 
     @action(_each_ledger)
     def BookieFencesLedger(self, s: BookieState, ledger: int) -> BookieState | None:
-        """fenceAndLogInJournal: set the fenced flag, journal a fence record; the reply waits for the fsync."""
-        if not s.up or ledger in s.fenced:
+        """fenceAndLogInJournal: set the fenced flag, journal a fence record; the reply waits for the fsync.
+        A ledger already fenced is answered at once once its fence is durable; until then the request
+        waits for the fence record already written, which is no step."""
+        if not s.up:
             return None
+        if ledger in s.fenced:
+            if ledger in s.fence_acked or (FENCE, ledger, -1) in self.unsynced(s):
+                return None
+            return evolve(s, fence_acked=s.fence_acked | {ledger})
         if self.Bug == "fence_not_journaled":
             return evolve(s, fenced=s.fenced | {ledger}, fence_acked=s.fence_acked | {ledger})
         if self.current_file_full(s):
@@ -381,19 +385,18 @@ class BookieSpec(Spec[BookieState]):
         return evolve(s, lac=_replace(s.lac, ledger - 1, new_lac), journal=self._append(s, (LAC, ledger, new_lac)))
 
     # -- the journal -----------------------------------------------------------------
-    @action()
-    def JournalForceWrites(self, s: BookieState) -> BookieState | None:
-        """Force-write thread: fsync what was written, set the mark to its end, acknowledge the batch."""
+    @action(_each_sync_end)
+    def JournalForceWrites(self, s: BookieState, upto: Position) -> BookieState | None:
+        """Force-write thread: fsync the records written before ``upto``, set the mark there, acknowledge them."""
         if not s.up:
             return None
-        batch = self.unsynced(s)
+        batch = [rec for pos, rec in self.records(s) if s.synced <= pos < upto]
         if not batch:
             return None
-        end = self.end_of_records(s)
         return evolve(
             s,
-            synced=self.end_of_journal(s),
-            mark=end,
+            synced=upto,
+            mark=upto,
             acked=s.acked | {(ledger, v) for kind, ledger, v in batch if kind == ENTRY},
             fence_acked=s.fence_acked | {ledger for kind, ledger, _ in batch if kind == FENCE},
         )
@@ -487,7 +490,7 @@ class BookieSpec(Spec[BookieState]):
             elif kind == FENCE:
                 fenced.add(ledger)
             else:
-                lac[ledger - 1] = max(lac[ledger - 1], v)
+                lac[ledger - 1] = v  # FileInfo.setExplicitLac overwrites: the last record wins
         # #2087: the fixed replay sets the mark to the end of each file it scanned.
         mark = s.persisted_mark if self.Bug == "mark_not_advanced_in_replay" else self.end_of_journal(s)
         return evolve(

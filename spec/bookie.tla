@@ -10,9 +10,12 @@
 (*    increasing ids, each a sequence of records.  A record is written to  *)
 (*    the OS when the request arrives and is durable once a force write    *)
 (*    (fsync) covers it; the force-write thread then sets the in-memory    *)
-(*    LastLogMark to the end of what it synced and acknowledges the batch. *)
-(*    Entries, fence records and explicit LAC records all go through the   *)
-(*    journal and each reply waits for the fsync;                          *)
+(*    LastLogMark to the end of what it synced and acknowledges the batch; *)
+(*    the journal thread keeps writing meanwhile, so a force write covers  *)
+(*    a prefix of what was written.  Entries, fence records and explicit   *)
+(*    LAC records all go through the journal and each reply waits for the  *)
+(*    fsync; a fence request for a ledger already fenced is answered at    *)
+(*    once when the fence is durable (fenceAndLogInJournal);               *)
 (*  - rollover after RecordsPerJournal records (maxJournalSize);           *)
 (*  - the ledger storage (SortedLedgerStorage over                         *)
 (*    InterleavedLedgerStorage): an entry goes into the memtable before    *)
@@ -26,9 +29,10 @@
 (*  - crashes: memory and every unsynced record are lost, except a prefix  *)
 (*    of the unsynced records that reached the disk (a torn tail);         *)
 (*  - restart (BookieImpl.readJournal, replay): replay every record at or  *)
-(*    after the persisted mark, advance the mark to the end of the         *)
-(*    replayed journal (the fix of apache/bookkeeper#2087), start a new    *)
-(*    journal file, serve;                                                 *)
+(*    after the persisted mark (the last explicit LAC record replayed      *)
+(*    wins, as FileInfo.setExplicitLac overwrites), advance the mark to    *)
+(*    the end of the replayed journal (the fix of apache/bookkeeper#2087), *)
+(*    start a new journal file, serve;                                     *)
 (*  - reads are not steps: ReadPath says whether the memtable (tailing     *)
 (*    read) or the index and entry log (catch-up read) serves an entry.    *)
 (*                                                                         *)
@@ -41,9 +45,9 @@
 (*    content, and key records matter to nothing checked here;             *)
 (*  - recovery adds, duplicate adds, ledger deletion, entry log            *)
 (*    compaction: none removes an acknowledged entry unasked;              *)
-(*  - group commit timing: a force write syncs all that was written; a     *)
-(*    real fsync of a prefix is the same fsync taken before the later      *)
-(*    writes;                                                              *)
+(*  - group commit timers: a force write syncs any prefix of the unsynced  *)
+(*    records (those written before it began) and acknowledges them;       *)
+(*    when it happens is left open;                                        *)
 (*  - a flush is one step: the mark moves only after a whole flush, and    *)
 (*    the replay restores what a partial flush missed;                     *)
 (*  - a crash keeps a prefix of the unsynced records: the replay scan      *)
@@ -110,7 +114,6 @@ ZERO_MARK == <<0, 0>>   \* LastLogMark(0, 0): before every record (file ids star
 NONE == <<-1, -1>>      \* no mark: no checkpoint under way, or the bookie is down
 
 Min(a, b) == IF a <= b THEN a ELSE b
-MaxOf(S) == CHOOSE x \in S : \A y \in S : y <= x
 
 \* Position p is before position q (lexicographic order).
 Before(p, q) == IF p[1] = q[1] THEN p[2] < q[2] ELSE p[1] < q[1]
@@ -124,16 +127,11 @@ Records == UNION {{<< <<journal[k][1], i - 1>>, journal[k][2][i] >> : i \in 1 ..
 \* The position after the last record of the newest file: where the next record goes.
 EndOfJournal == <<Newest[1], Len(Newest[2])>>
 
-(* The position just after the journal's last record: the end of what a    *)
-(* force write syncs (after a rollover the newest file may be empty; the   *)
-(* force write of the file before it marks that file's end).               *)
-EndOfRecords ==
-    LET full == {k \in 1 .. Len(journal) : Len(journal[k][2]) > 0}
-    IN IF full = {} THEN EndOfJournal
-       ELSE <<journal[MaxOf(full)][1], Len(journal[MaxOf(full)][2])>>
-
 \* Records written but not yet fsynced: their replies wait for the force write.
 Unsynced == {r \in Records : ~Before(r[1], synced)}
+
+\* Where a force write ends: just after an unsynced record (the records written after it began wait).
+SyncEnds == {<<r[1][1], r[1][2] + 1>> : r \in Unsynced}
 
 CurrentFileFull == Len(Newest[2]) >= RecordsPerJournal
 
@@ -194,16 +192,22 @@ BookieAddsEntry(ledger, entry) ==
                    mark, checkpoint_mark, checkpoint_flushed, up, fence_acked, crashes>>
 
 \* fenceAndLogInJournal: set the fenced flag, journal a fence record; the reply waits for the fsync.
+\* A ledger already fenced is answered at once once its fence is durable; until then the request
+\* waits for the fence record already written, which is no step.
 BookieFencesLedger(ledger) ==
     /\ up
-    /\ ledger \notin fenced
-    /\ fenced' = fenced \cup {ledger}
-    /\ IF Bug = "fence_not_journaled"
-       THEN /\ fence_acked' = fence_acked \cup {ledger}
-            /\ UNCHANGED journal
-       ELSE /\ ~CurrentFileFull
-            /\ journal' = AppendRecord(<<"fence", ledger, -1>>)
-            /\ UNCHANGED fence_acked
+    /\ IF ledger \in fenced
+       THEN /\ ledger \notin fence_acked
+            /\ \A r \in Unsynced : r[2] # <<"fence", ledger, -1>>
+            /\ fence_acked' = fence_acked \cup {ledger}
+            /\ UNCHANGED <<journal, fenced>>
+       ELSE /\ fenced' = fenced \cup {ledger}
+            /\ IF Bug = "fence_not_journaled"
+               THEN /\ fence_acked' = fence_acked \cup {ledger}
+                    /\ UNCHANGED journal
+               ELSE /\ ~CurrentFileFull
+                    /\ journal' = AppendRecord(<<"fence", ledger, -1>>)
+                    /\ UNCHANGED fence_acked
     /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, lac,
                    mark, checkpoint_mark, checkpoint_flushed, up, acked, crashes>>
 
@@ -220,14 +224,15 @@ BookieSetsExplicitLac(ledger, new_lac) ==
 -----------------------------------------------------------------------------
 (* The journal. *)
 
-\* Force-write thread: fsync what was written, set the mark to its end, acknowledge the batch.
-JournalForceWrites ==
+\* Force-write thread: fsync the records written before upto, set the mark there, acknowledge them.
+JournalForceWrites(upto) ==
     /\ up
-    /\ Unsynced # {}
-    /\ synced' = EndOfJournal
-    /\ mark' = EndOfRecords
-    /\ acked' = acked \cup {<<r[2][2], r[2][3]>> : r \in {x \in Unsynced : x[2][1] = "entry"}}
-    /\ fence_acked' = fence_acked \cup {r[2][2] : r \in {x \in Unsynced : x[2][1] = "fence"}}
+    /\ LET batch == {x \in Unsynced : Before(x[1], upto)}
+       IN /\ batch # {}
+          /\ acked' = acked \cup {<<r[2][2], r[2][3]>> : r \in {x \in batch : x[2][1] = "entry"}}
+          /\ fence_acked' = fence_acked \cup {r[2][2] : r \in {x \in batch : x[2][1] = "fence"}}
+    /\ synced' = upto
+    /\ mark' = upto
     /\ UNCHANGED <<journal, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, fenced,
                    lac, checkpoint_mark, checkpoint_flushed, up, crashes>>
 
@@ -314,10 +319,13 @@ BookieCrashes(cut) ==
 BookieReplaysJournal ==
     /\ ~up
     /\ LET replayed == {r[2] : r \in {x \in Records : ~Before(x[1], persisted_mark)}}
+           \* the explicit LAC records of l replayed; the last one wins (FileInfo.setExplicitLac overwrites)
+           lacs(l) == {x \in Records : ~Before(x[1], persisted_mark) /\ x[2][1] = "lac" /\ x[2][2] = l}
        IN /\ memtable' = {<<r[2], r[3]>> : r \in {x \in replayed : x[1] = "entry"}}
           /\ fenced' = fenced_flushed \cup {r[2] : r \in {x \in replayed : x[1] = "fence"}}
           /\ lac' = [l \in Ledgers |->
-                        MaxOf({lac_flushed[l]} \cup {r[3] : r \in {x \in replayed : x[1] = "lac" /\ x[2] = l}})]
+                        IF lacs(l) = {} THEN lac_flushed[l]
+                        ELSE (CHOOSE x \in lacs(l) : \A y \in lacs(l) : ~Before(x[1], y[1]))[2][3]]
     \* #2087: the fixed replay sets the mark to the end of each file it scanned.
     /\ mark' = IF Bug = "mark_not_advanced_in_replay" THEN persisted_mark ELSE EndOfJournal
     /\ journal' = Append(journal, <<Newest[1] + 1, << >>>>)
@@ -330,7 +338,7 @@ Next ==
     \/ \E ledger \in Ledgers, entry \in Entries : BookieAddsEntry(ledger, entry)
     \/ \E ledger \in Ledgers : BookieFencesLedger(ledger)
     \/ \E ledger \in Ledgers, new_lac \in Entries : BookieSetsExplicitLac(ledger, new_lac)
-    \/ JournalForceWrites
+    \/ \E upto \in SyncEnds : JournalForceWrites(upto)
     \/ JournalRollsOver
     \/ CheckpointStarts
     \/ LedgerStorageFlushes

@@ -16,8 +16,11 @@ What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
   recovery while the writer may still be writing (``LedgerRecoveryOp``):
   fencing read of the LAC, per-write-set coverage, recovery reads that fence,
   write-back, and the close;
-- bookie crashes (the bookie stops; what it stored stays stored) and the loss
-  of any message, each bounded by a constant.
+- bookie crashes (the bookie stops; what it stored stays stored) and
+  restarts (its journal replay brings back what it stored, fenced and the
+  LACs it saw: it journals each of them before it replies), and the loss of
+  any message; ``MaxCrashes`` bounds the crashes in all, ``MaxLoss`` the
+  losses.
 
 What is left out, and why that is sound here:
 
@@ -154,7 +157,8 @@ class LedgerState:
     bookie_entries: tuple[frozenset[int], ...]  # entries stored (durably) on each bookie
     bookie_lac: tuple[int, ...]  # highest LAC piggybacked on an add the bookie stored
     bookie_fenced: tuple[bool, ...]  # fenced bookies reject normal adds, accept recovery adds
-    crashed: frozenset[int]  # bookies that stopped; they never answer again
+    crashed: frozenset[int]  # bookies that are down; they answer nothing until they restart
+    crashes: int  # bookie crashes so far (at most MaxCrashes)
     # -- network
     net: frozenset[Msg]  # messages in flight, delivered in any order
     lost: int  # messages lost so far (at most MaxLoss)
@@ -235,7 +239,7 @@ class LedgerSpec(Spec[LedgerState]):
         _int_constant(
             "Throttle", 0, "adds the writer keeps pending at most (BookKeeper's client throttle); 0: no limit"
         ),
-        _int_constant("MaxCrashes", 0, "bookies that may crash"),
+        _int_constant("MaxCrashes", 0, "bookie crashes in all (a bookie that restarted may crash again)"),
         _int_constant("MaxLoss", 0, "messages the network may lose"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
     )
@@ -336,6 +340,7 @@ class LedgerSpec(Spec[LedgerState]):
             bookie_lac=tuple(-1 for _ in self.bookies),
             bookie_fenced=tuple(False for _ in self.bookies),
             crashed=frozenset(),
+            crashes=0,
             net=frozenset(),
             lost=0,
             writer_status=WRITING,
@@ -467,10 +472,17 @@ class LedgerSpec(Spec[LedgerState]):
 
     @action(_each_bookie)
     def BookieCrashes(self, s: LedgerState, b: int) -> LedgerState | None:
-        """The bookie stops for good; what it stored stays on its disk, unreachable."""
-        if b in s.crashed or len(s.crashed) >= self.MaxCrashes:
+        """The bookie stops; what it stored stays on its disk, unreachable until it restarts."""
+        if b in s.crashed or s.crashes >= self.MaxCrashes:
             return None
-        return evolve(s, crashed=s.crashed | {b})
+        return evolve(s, crashed=s.crashed | {b}, crashes=s.crashes + 1)
+
+    @action(_each_bookie)
+    def BookieRestarts(self, s: LedgerState, b: int) -> LedgerState | None:
+        """A crashed bookie starts again: its journal replay restores every entry, fence and LAC it had."""
+        if b not in s.crashed:
+            return None
+        return evolve(s, crashed=s.crashed - {b})
 
     # -- the network -----------------------------------------------------------------
     @action(_each_message)
@@ -602,8 +614,10 @@ class LedgerSpec(Spec[LedgerState]):
             return f"writer_status is {s.writer_status!r}"
         if not -1 <= s.writer_lac <= s.writer_lap < self.MaxEntries:
             return f"need -1 <= writer_lac ({s.writer_lac}) <= writer_lap ({s.writer_lap}) < MaxEntries"
-        if len(s.crashed) > self.MaxCrashes or s.lost > self.MaxLoss:
-            return f"{len(s.crashed)} crashes and {s.lost} losses exceed the bounds"
+        if not s.crashed <= set(self.bookies) or len(s.crashed) > s.crashes:
+            return f"crashed is {sorted(s.crashed)} after {s.crashes} crashes"
+        if s.crashes > self.MaxCrashes or s.lost > self.MaxLoss:
+            return f"{s.crashes} crashes and {s.lost} losses exceed the bounds"
         for first, ensemble in s.meta_segments:
             if len(ensemble) != self.E or len(set(ensemble)) != self.E or not 0 <= first <= self.MaxEntries:
                 return f"malformed segment {first}: {ensemble}"

@@ -19,7 +19,9 @@
 (*    write set (RRQuorumCoverageSet), recovery reads that fence           *)
 (*    (apache/bookkeeper#2614), write-back and the close;                  *)
 (*  - the client's throttle on pending adds (Throttle, 0 for none);       *)
-(*  - bookie crashes and message losses, bounded by MaxCrashes, MaxLoss.   *)
+(*  - bookie crashes and restarts (the journal replay brings back what a  *)
+(*    bookie stored, fenced and the LACs it saw), and message losses,      *)
+(*    bounded by MaxCrashes (crashes in all) and MaxLoss.                  *)
 (*                                                                         *)
 (* Left out, and why that is sound here:                                   *)
 (*  - payloads and digests: only the writer creates entries and recovery   *)
@@ -53,7 +55,7 @@ CONSTANTS
     NumRecoverers,  \* clients that open the ledger with recovery
     MaxEntries,     \* entries the writer pushes, ids 0 .. MaxEntries-1
     Throttle,       \* adds the writer keeps pending at most (the client's throttle); 0: no limit
-    MaxCrashes,     \* bookies that may crash
+    MaxCrashes,     \* bookie crashes in all (a bookie that restarted may crash again)
     MaxLoss,        \* messages (requests and replies) the network may lose
     Bug             \* "none" or a seeded bug: see Bugs
 
@@ -76,7 +78,8 @@ VARIABLES
     bookie_entries,   \* bookie -> entries it stored (durably)
     bookie_lac,       \* bookie -> highest LAC piggybacked on an add it stored
     bookie_fenced,    \* bookie -> fenced? fenced bookies reject normal adds, accept recovery adds
-    crashed,          \* bookies that stopped; they never answer again
+    crashed,          \* bookies that are down; they answer nothing until they restart
+    crashes,          \* bookie crashes so far (at most MaxCrashes)
     \* -- network
     net,              \* requests in flight, delivered in any order
     lost,             \* messages lost so far (at most MaxLoss)
@@ -90,7 +93,7 @@ VARIABLES
     rec               \* client -> [phase, version, fence_replies, max_lac, start, next, no_such, last, wb_acks]
 
 vars == <<meta_status, meta_segments, meta_last_entry, meta_version,
-          bookie_entries, bookie_lac, bookie_fenced, crashed, net, lost,
+          bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
           writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
 
 -----------------------------------------------------------------------------
@@ -177,6 +180,7 @@ Init ==
     /\ bookie_lac = [b \in Bookies |-> -1]
     /\ bookie_fenced = [b \in Bookies |-> FALSE]
     /\ crashed = {}
+    /\ crashes = 0
     /\ net = {}
     /\ lost = 0
     /\ writer_status = "WRITING"
@@ -198,7 +202,7 @@ WriterAddsEntry ==
     /\ writer_lap' = writer_lap + 1
     /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, FALSE) : b \in WriteSet(writer_lap + 1)}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, lost,
+                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
                    writer_status, writer_version, writer_lac, writer_acks, rec>>
 
 (* ensembleChangeLoop: bookie b will not ack a pending add, so the writer  *)
@@ -217,7 +221,7 @@ WriterChangesEnsemble(b, nb) ==
        THEN /\ writer_status' = "FENCED"
             /\ writer_version' = meta_version
             /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                           bookie_entries, bookie_lac, bookie_fenced, crashed, net, lost,
+                           bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
                            writer_lap, writer_lac, writer_acks, rec>>
        ELSE LET first == writer_lac + 1
                 ens == [i \in 1 .. E |-> IF LastEnsemble[i] = b THEN nb ELSE LastEnsemble[i]]
@@ -230,7 +234,7 @@ WriterChangesEnsemble(b, nb) ==
                /\ net' = net \cup {AddReq(Writer, nb, e, writer_lac, FALSE) :
                                      e \in {x \in first .. writer_lap : nb \in WriteSetIn(segs, x)}}
                /\ UNCHANGED <<meta_status, meta_last_entry, bookie_entries, bookie_lac,
-                              bookie_fenced, crashed, lost, writer_status, writer_lap,
+                              bookie_fenced, crashed, crashes, lost, writer_status, writer_lap,
                               writer_lac, rec>>
 
 (* With nothing pending the writer closes the ledger at its LAC with a     *)
@@ -248,7 +252,7 @@ WriterClosesLedger ==
             /\ meta_version' = meta_version + 1
             /\ writer_version' = meta_version + 1
             /\ UNCHANGED <<meta_segments>>
-    /\ UNCHANGED <<bookie_entries, bookie_lac, bookie_fenced, crashed, net, lost,
+    /\ UNCHANGED <<bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
                    writer_lap, writer_lac, writer_acks, rec>>
 
 -----------------------------------------------------------------------------
@@ -266,7 +270,7 @@ AddRejected(m, replied) ==
        THEN writer_status' = "FENCED" /\ UNCHANGED lost
        ELSE lost' = lost + 1 /\ UNCHANGED writer_status
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed,
+                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
                    writer_version, writer_lap, writer_lac, writer_acks, rec>>
 
 \* The bookie stores the entry and the piggybacked LAC, then acks.
@@ -290,7 +294,7 @@ AddStoredForWriter(m, replied) ==
           THEN writer_acks' = acks /\ writer_lac' = lac /\ UNCHANGED lost
           ELSE lost' = lost + 1 /\ UNCHANGED <<writer_acks, writer_lac>>
        /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                      bookie_fenced, crashed, writer_status, writer_version, writer_lap, rec>>
+                      bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap, rec>>
 
 \* A recovering client collects the acks of its write-back while it reads or writes back.
 AddStoredForRecoverer(m, replied) ==
@@ -305,7 +309,7 @@ AddStoredForRecoverer(m, replied) ==
           THEN rec' = [rec EXCEPT ![m.client].wb_acks = wb] /\ UNCHANGED lost
           ELSE lost' = lost + 1 /\ UNCHANGED rec
        /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                      bookie_fenced, crashed, writer_status, writer_version, writer_lap,
+                      bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap,
                       writer_lac, writer_acks>>
 
 (* A fenced bookie rejects normal adds (EFENCED) and accepts recovery      *)
@@ -351,7 +355,7 @@ BookieReceivesFenceRead(m, replied) ==
                   /\ net' = net \ {m}
                   /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                         bookie_entries, bookie_lac, crashed, writer_status,
+                         bookie_entries, bookie_lac, crashed, crashes, writer_status,
                          writer_version, writer_lap, writer_lac, writer_acks>>
 
 (* A recovery read fences the bookie when its flag is set, then answers    *)
@@ -389,16 +393,25 @@ BookieReceivesRecoveryRead(m, replied) ==
                   /\ net' = net \ {m}
                   /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                         bookie_entries, bookie_lac, crashed, writer_status,
+                         bookie_entries, bookie_lac, crashed, crashes, writer_status,
                          writer_version, writer_lap, writer_lac, writer_acks>>
 
-\* The bookie stops for good; what it stored stays on its disk, unreachable.
+\* The bookie stops; what it stored stays on its disk, unreachable until it restarts.
 BookieCrashes(b) ==
     /\ b \notin crashed
-    /\ Cardinality(crashed) < MaxCrashes
+    /\ crashes < MaxCrashes
     /\ crashed' = crashed \cup {b}
+    /\ crashes' = crashes + 1
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_lac, bookie_fenced, net, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
+
+\* A crashed bookie starts again: its journal replay restores every entry, fence and LAC it had.
+BookieRestarts(b) ==
+    /\ b \in crashed
+    /\ crashed' = crashed \ {b}
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_lac, bookie_fenced, crashes, net, lost,
                    writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
 
 -----------------------------------------------------------------------------
@@ -410,7 +423,7 @@ NetworkLosesMessage(m) ==
     /\ net' = net \ {m}
     /\ lost' = lost + 1
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed,
+                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
                    writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
 
 -----------------------------------------------------------------------------
@@ -430,7 +443,7 @@ RecovererStartsRecovery(c) ==
                /\ net' = net \cup {FenceReq(c, b) : b \in Range(LastEnsemble)}
                /\ rec' = [rec EXCEPT ![c].phase = "FENCING", ![c].version = version]
     /\ UNCHANGED <<meta_segments, meta_last_entry, bookie_entries, bookie_lac,
-                   bookie_fenced, crashed, lost, writer_status, writer_version,
+                   bookie_fenced, crashed, crashes, lost, writer_status, writer_version,
                    writer_lap, writer_lac, writer_acks>>
 
 (* With every recovered entry on Qa bookies, CAS IN_RECOVERY -> CLOSED at  *)
@@ -449,14 +462,14 @@ RecovererClosesLedger(c) ==
             /\ meta_last_entry' = r.last
             /\ meta_version' = meta_version + 1
             /\ rec' = [rec EXCEPT ![c].phase = "DONE", ![c].version = meta_version + 1]
-    /\ UNCHANGED <<meta_segments, bookie_entries, bookie_lac, bookie_fenced, crashed,
+    /\ UNCHANGED <<meta_segments, bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
                    net, lost, writer_status, writer_version, writer_lap, writer_lac, writer_acks>>
 
 \* Retries after a timeout: a lost request or reply is asked for again.
 Resend(m) ==
     /\ net' = net \cup {m}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, lost,
+                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
                    writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
 
 \* No fencing reply from b, and none can come: ask again.
@@ -498,6 +511,7 @@ BookieSteps ==
     \/ \E m \in net, replied \in Replies : BookieReceivesFenceRead(m, replied)
     \/ \E m \in net, replied \in Replies : BookieReceivesRecoveryRead(m, replied)
     \/ \E b \in Bookies : BookieCrashes(b)
+    \/ \E b \in Bookies : BookieRestarts(b)
 
 NetworkSteps == \E m \in net : NetworkLosesMessage(m)
 
@@ -541,7 +555,7 @@ TypeOK ==
     /\ meta_status \in {"OPEN", "IN_RECOVERY", "CLOSED"}
     /\ writer_status \in {"WRITING", "CLOSED", "FENCED"}
     /\ -1 <= writer_lac /\ writer_lac <= writer_lap /\ writer_lap < MaxEntries
-    /\ Cardinality(crashed) <= MaxCrashes /\ lost <= MaxLoss
+    /\ crashed \subseteq Bookies /\ Cardinality(crashed) <= crashes /\ crashes <= MaxCrashes /\ lost <= MaxLoss
     /\ \A i \in 1 .. Len(meta_segments) :
           LET seg == meta_segments[i]
           IN /\ Len(seg[2]) = E

@@ -30,6 +30,18 @@ guard, in the order the action tests them. Two steps of the spec are left
 out on purpose and explained as such: serving a request that changes
 nothing, and losing a reply the client would ignore.
 
+The guards name the antecedents of the invariants that are implications:
+most of them speak of a CLOSED ledger only, and ``NoNewAcksToFencedWriter``
+of a recovery whose fencing completed. Coverage counts the states where
+each holds, so a run that never closed a ledger shows that it never
+exercised them. ``TypeOK`` has no antecedent.
+
+For drawings, an event's messages come from its params: a bookie's step
+receives request ``m`` from client ``m.client`` and sends its reply back
+(or loses it, to the ``network`` lane); a lost request goes to the network;
+a recovering client's resend goes to bookie ``b``. The writer's first send
+of an add is not drawn: ``WriterAddsEntry`` has no params naming bookies.
+
 Left out: a client's timeouts are not events (in the spec a timeout is the
 guard of the step that follows it, such as ``WriterChangesEnsemble``); a
 recovering client reports ``rec`` whole or the ``recoverer_phases``
@@ -39,11 +51,14 @@ of the spec, so they are not events either.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 from ledgerspec.spec.ledger import (
+    CLOSED,
+    DONE,
+    FAILED,
     FENCING,
     IDLE,
     READING,
@@ -54,9 +69,9 @@ from ledgerspec.spec.ledger import (
     LedgerState,
     Msg,
 )
-from ledgerspec.spec.tracing import INIT, Explanation, ObservationMode, Projection, TraceMapping
+from ledgerspec.spec.tracing import INIT, Explanation, Guard, Message, ObservationMode, Projection, TraceMapping
 
-__all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "TRACE", "client_process"]
+__all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "GUARDS", "TRACE", "client_process", "messages"]
 
 
 # -- projections: what a log line reports instead of a whole variable ---------------------
@@ -83,6 +98,10 @@ PROJECTIONS = (
 
 
 # -- who logs a step ---------------------------------------------------------------------
+#: The bookie steps whose parameter is the bookie itself, not a request.
+_BOOKIE_UP_DOWN = frozenset({"BookieCrashes", "BookieRestarts"})
+
+
 def client_process(c: int) -> str:
     return "writer" if c == WRITER else f"recoverer-{c}"
 
@@ -93,7 +112,7 @@ def _actor(action: str, args: tuple[Any, ...]) -> str:
         return "writer"
     if action.startswith("Recoverer"):
         return client_process(args[0])
-    if action == "BookieCrashes":
+    if action in _BOOKIE_UP_DOWN:
         return f"bookie-{args[0]}"
     if action.startswith("Bookie"):
         return f"bookie-{args[0].bookie}"
@@ -102,7 +121,7 @@ def _actor(action: str, args: tuple[Any, ...]) -> str:
 
 def _observer(action: str, args: tuple[Any, ...]) -> str:
     """The client that sees the step (client mode): a reply is logged by the client it reaches."""
-    if action.startswith("Bookie") and action != "BookieCrashes":
+    if action.startswith("Bookie") and action not in _BOOKIE_UP_DOWN:
         return client_process(args[0].client)
     return _actor(action, args)
 
@@ -144,6 +163,7 @@ CLIENT = ObservationMode(
         "BookieReceivesFenceRead": _reply_lost,
         "BookieReceivesRecoveryRead": _reply_lost,
         "BookieCrashes": None,
+        "BookieRestarts": None,
         "NetworkLosesMessage": None,
     },
     logged_by=_observer,
@@ -259,8 +279,16 @@ def _explain_crash(spec: LedgerSpec, s: LedgerState, b: Any) -> str | None:
         return f"there is no bookie {b!r} (bookies 1..{spec.NumBookies})"
     if b in s.crashed:
         return f"bookie {b} has crashed already"
-    if len(s.crashed) >= spec.MaxCrashes:
-        return f"{len(s.crashed)} of MaxCrashes={spec.MaxCrashes} bookies have crashed"
+    if s.crashes >= spec.MaxCrashes:
+        return f"{s.crashes} of MaxCrashes={spec.MaxCrashes} crashes have happened"
+    return None
+
+
+def _explain_restart(spec: LedgerSpec, s: LedgerState, b: Any) -> str | None:
+    if b not in spec.bookies:
+        return f"there is no bookie {b!r} (bookies 1..{spec.NumBookies})"
+    if b not in s.crashed:
+        return f"bookie {b} is up: only a crashed bookie restarts"
     return None
 
 
@@ -361,6 +389,7 @@ EXPLAIN: dict[str, Explanation] = {
     "BookieReceivesFenceRead": _bookie_step("FenceReq", "BookieReceivesFenceRead"),
     "BookieReceivesRecoveryRead": _bookie_step("ReadReq", "BookieReceivesRecoveryRead"),
     "BookieCrashes": _explain_crash,
+    "BookieRestarts": _explain_restart,
     "NetworkLosesMessage": _explain_loss,
     "RecovererStartsRecovery": _explain_start,
     "RecovererClosesLedger": _explain_recoverer_close,
@@ -369,4 +398,95 @@ EXPLAIN: dict[str, Explanation] = {
     "RecovererResendsWriteBack": _explain_resend_write_back,
 }
 
-TRACE = TraceMapping(LedgerSpec, (FULL, CLIENT), projections=PROJECTIONS, explain=EXPLAIN)
+
+# -- guards: the antecedents of the invariants that are implications ------------------------
+def _closed(spec: LedgerSpec, s: LedgerState) -> bool:
+    return s.meta_status == CLOSED
+
+
+def _closed_after_acks(spec: LedgerSpec, s: LedgerState) -> bool:
+    return s.meta_status == CLOSED and s.writer_lac >= 0
+
+
+def _closed_while_a_bookie_serves_a_lac(spec: LedgerSpec, s: LedgerState) -> bool:
+    return s.meta_status == CLOSED and any(lac >= 0 for lac in s.bookie_lac)
+
+
+def _closed_with_entries(spec: LedgerSpec, s: LedgerState) -> bool:
+    return s.meta_status == CLOSED and s.meta_last_entry >= 0
+
+
+def _fencing_completed(spec: LedgerSpec, s: LedgerState) -> bool:
+    return any(r.phase in (READING, WRITING_BACK, DONE, FAILED) and bool(r.fence_replies) for r in s.rec)
+
+
+CLOSED_GUARD = Guard("ledger closed", _closed, "meta_status = CLOSED")
+GUARDS: dict[str, tuple[Guard, ...]] = {
+    "NoAckedEntryLost": (
+        CLOSED_GUARD,
+        Guard("closed after an ack", _closed_after_acks, "CLOSED, and the writer acknowledged an entry"),
+    ),
+    "ReadersAgreeUpToLac": (
+        CLOSED_GUARD,
+        Guard("closed while a bookie serves a LAC", _closed_while_a_bookie_serves_a_lac, "some bookie_lac >= 0"),
+    ),
+    "ClosedLedgerIsReadable": (Guard("closed with entries", _closed_with_entries, "CLOSED with meta_last_entry >= 0"),),
+    "NoNewAcksToFencedWriter": (
+        Guard("fencing completed", _fencing_completed, "a recovering client has its fencing replies and moved on"),
+    ),
+    "ClosedLedgerNeverChanges": (Guard("step from a closed ledger", _closed, "CLOSED before the step"),),
+}
+
+
+# -- drawings: lanes and messages ---------------------------------------------------------
+PROCESSES = ("writer", "recoverer", "bookie", "network")
+_REPLY = {"AddReq": "ack", "FenceReq": "fenced, LAC", "ReadReq": "entry or NoSuchEntry"}
+
+
+def _request_label(m: Mapping[str, Any]) -> str:
+    entry = m.get("entry")
+    label = str(m.get("type", "request"))
+    if isinstance(entry, int) and entry >= 0:
+        label += f" e{entry}"
+    if m.get("recovery") is True and m.get("type") == "AddReq":
+        label += " (write-back)"
+    return label
+
+
+def messages(action: str, params: Mapping[str, Any]) -> Sequence[Message]:
+    """The requests and replies an event names in its params (some fields may be left out)."""
+    m, c, b = params.get("m"), params.get("c"), params.get("b")
+    if (action.startswith("Bookie") and action not in _BOOKIE_UP_DOWN) or action == "NetworkLosesMessage":
+        if not isinstance(m, dict) or not isinstance(m.get("client"), int) or not isinstance(m.get("bookie"), int):
+            return ()
+        client, bookie = client_process(m["client"]), f"bookie-{m['bookie']}"
+        label = _request_label(m)
+        if action == "NetworkLosesMessage":
+            return (Message(client, "network", f"{label} lost"),)
+        sent = [Message(client, bookie, label)]
+        replied = params.get("replied")
+        reply = _REPLY.get(str(m.get("type")), "reply")
+        if replied is True:
+            sent.append(Message(bookie, client, reply))
+        elif replied is False:
+            sent.append(Message(bookie, "network", f"{reply} lost"))
+        return tuple(sent)
+    if action.startswith("RecovererResends") and isinstance(c, int) and isinstance(b, int):
+        if action == "RecovererResendsWriteBack":
+            e = params.get("e")
+            label = f"AddReq e{e} (write-back)" if isinstance(e, int) else "AddReq (write-back)"
+        else:
+            label = "FenceReq" if action == "RecovererResendsFenceRead" else "ReadReq"
+        return (Message(client_process(c), f"bookie-{b}", f"{label}, resent"),)
+    return ()
+
+
+TRACE = TraceMapping(
+    LedgerSpec,
+    (FULL, CLIENT),
+    projections=PROJECTIONS,
+    explain=EXPLAIN,
+    guards=GUARDS,
+    processes=PROCESSES,
+    messages=messages,
+)

@@ -24,6 +24,14 @@ A mapping says, for one spec:
   the words of the spec's guards. A spec action only returns ``None`` when
   disabled; the explanation says which guard. An explanation must agree
   with the action (tests check it on every reachable state of small models);
+- guards of invariants: an invariant written as an implication ("if the
+  ledger is CLOSED then ...") holds trivially in a state where its
+  antecedent is false. A :class:`Guard` names such an antecedent, so that
+  coverage can say how many checked states actually exercised the
+  invariant. A guard must hold in every state that breaks its invariant
+  (tests check it on the states of the seeded bugs);
+- how a run is drawn: the processes in the order their lanes appear, and
+  the :class:`Message` each event sends or receives, read from its params.
 - optionally, a partition key: when one trace holds the steps of several
   units the spec treats apart (ledgers of a bookie, topics of a broker),
   ``partition(event type, params)`` names the unit of an event, and each
@@ -36,7 +44,7 @@ A mapping says, for one spec:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -47,6 +55,9 @@ __all__ = [
     "INIT",
     "NEXT",
     "Explanation",
+    "Guard",
+    "Message",
+    "MessagesOf",
     "ObservationMode",
     "PartitionKey",
     "Projection",
@@ -64,6 +75,37 @@ NEXT = "Next"
 Explanation = Callable[..., "str | None"]
 #: ``partition(event type, params as JSON)``: the unit (ledger, topic) an event belongs to; ``None``: every unit.
 PartitionKey = Callable[[str, Mapping[str, Any]], "str | None"]
+
+
+@attrs.frozen
+class Guard:
+    """A named antecedent of an invariant or action property: where it is false, the property holds trivially.
+
+    For an invariant it is a predicate of the state checked; for an action property, of the state the
+    step starts from.
+    """
+
+    name: str
+    fn: Callable[[Any, Any], bool]  # (spec, state) -> does the antecedent hold
+    doc: str = ""
+
+
+@attrs.frozen
+class Message:
+    """A message an event sends or receives, from one process to another: an arrow between two lanes."""
+
+    sender: str
+    receiver: str
+    label: str
+
+
+#: ``messages(action, params)``: the messages of an event, read from its params as JSON (which may be
+#: partial: a field left out is a value the observer did not see).
+MessagesOf = Callable[[str, Mapping[str, Any]], "Sequence[Message]"]
+
+
+def _no_messages(_action: str, _params: Mapping[str, Any]) -> Sequence[Message]:
+    return ()
 
 
 @attrs.frozen
@@ -110,7 +152,10 @@ class TraceMapping:
         *,
         projections: Iterable[Projection] = (),
         explain: Mapping[str, Explanation] | None = None,
+        guards: Mapping[str, Sequence[Guard]] | None = None,
         codecs: Mapping[str, Codec] | None = None,
+        processes: Sequence[str] = (),
+        messages: MessagesOf = _no_messages,
         partition: PartitionKey | None = None,
     ) -> None:
         self.spec_type = spec_type
@@ -118,6 +163,11 @@ class TraceMapping:
         self.modes = {m.name: m for m in modes}
         self.projections = {p.name: p for p in projections}
         self.explain = dict(explain or {})
+        # invariant or action property -> its guards
+        self.guards: dict[str, tuple[Guard, ...]] = {name: tuple(g) for name, g in (guards or {}).items()}
+        # Kinds of process, in the order of their lanes in a drawing: "bookie" stands for bookie-1, bookie-2, ...
+        self.processes = tuple(processes)
+        self.messages = messages
         overrides = dict(codecs or {})
         self.actions: dict[str, Action] = {a.name: a for a in spec_type.actions}
         if INIT in self.actions or NEXT in self.actions:
@@ -147,6 +197,13 @@ class TraceMapping:
         for name in self.explain:
             if name not in self.actions:
                 raise ValueError(f"explanation for unknown action {name}")
+        properties = {p.name for p in spec_type.invariants} | {p.name for p in spec_type.action_properties}
+        for name, declared in self.guards.items():
+            if name not in properties:
+                raise ValueError(f"guards for {name}, which is not an invariant or action property of {spec_type.name}")
+            names = [g.name for g in declared]
+            if len(set(names)) != len(names):
+                raise ValueError(f"guards of {name} have the same name twice: {', '.join(names)}")
 
     def mode(self, name: str) -> ObservationMode:
         try:
@@ -162,6 +219,15 @@ class TraceMapping:
         if projection is not None:
             return projection.fn(spec, state)
         return getattr(state, name)
+
+    def lane_order(self, process: str) -> tuple[int, int, str]:
+        """Sort key of a process's lane: its kind's place in ``processes``, then its number (``bookie-10``
+        after ``bookie-9``), then its name; kinds not listed come last."""
+        kind, _, number = process.rpartition("-")
+        if not kind or not number.isdigit():
+            kind, number = process, ""
+        place = self.processes.index(kind) if kind in self.processes else len(self.processes)
+        return (place, int(number) if number else -1, process)
 
     def encode_params(self, action: str, args: tuple[Any, ...]) -> dict[str, Any]:
         """An action instance's arguments as the JSON ``params`` of an event."""

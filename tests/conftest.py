@@ -1,24 +1,26 @@
-"""Test options: ``--run-slow`` for the larger models; TLC and Spark tests need Java; ZooKeeper tests need ZooKeeper.
+"""Test options: TLC and Spark tests need Java, ZooKeeper tests a ZooKeeper server, Chromium tests Chromium.
+
+``--run-slow`` is in the root conftest.py.
 
 Tests marked ``zookeeper`` talk to a real ZooKeeper server that the
 ``zookeeper_server`` fixture starts once per session. Where none can be
 started they are skipped with the reason, except in CI (``CI=true``), where
-that is an error, as for TLC.
+that is an error, as for TLC. Tests marked ``chromium`` render pages in a
+real headless Chromium, and tests marked ``spark`` run Spark (PySpark's JVM
+needs Java), under the same rule.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import pytest
+from headless_chromium import ChromiumUnavailableError, find_chromium
+from ledgerspec.conformance.spark import SparkUnavailable, find_java_home
 from metadata_backends import BACKEND_PARAMS, MetadataBackend
 from zookeeper_server import ZooKeeperServer, ZooKeeperUnavailableError, find_zkserver
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--run-slow", action="store_true", help="also run the larger models (tox -e tlc)")
 
 
 def _tlc_unavailable() -> str | None:
@@ -33,21 +35,9 @@ def _tlc_unavailable() -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.getoption("--run-slow"):
-        skip_slow = pytest.mark.skip(reason="larger model: run with --run-slow (tox -e tlc)")
-        for item in items:
-            if "slow" in item.keywords:
-                item.add_marker(skip_slow)
-    zookeeper_items = [item for item in items if item.get_closest_marker("zookeeper")]
-    if zookeeper_items:
-        try:
-            find_zkserver()
-        except ZooKeeperUnavailableError as exc:
-            if os.environ.get("CI") == "true":
-                raise pytest.UsageError(f"CI needs ZooKeeper: {exc}") from None
-            for item in zookeeper_items:
-                item.add_marker(pytest.mark.skip(reason=str(exc)))
-    _skip_without_spark(items)
+    _needs(items, "zookeeper", "ZooKeeper", find_zkserver, ZooKeeperUnavailableError)
+    _needs(items, "chromium", "Chromium", find_chromium, ChromiumUnavailableError)
+    _needs(items, "spark", "Spark", find_java_home, SparkUnavailable)
     if any("tlc" in item.keywords for item in items):
         reason = _tlc_unavailable()
         if reason is not None:
@@ -59,22 +49,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                     item.add_marker(skip_tlc)
 
 
-def _spark_unavailable() -> str | None:
-    from ledgerspec.conformance.spark import find_java_home
-
-    return None if find_java_home() is not None else "Spark needs a Java runtime (17 or 21): none found"
-
-
-def _skip_without_spark(items: list[pytest.Item]) -> None:
-    spark_items = [item for item in items if item.get_closest_marker("spark")]
-    reason = _spark_unavailable() if spark_items else None
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            raise pytest.UsageError(f"CI needs Spark: {reason}")
-        for item in spark_items:
-            item.add_marker(pytest.mark.skip(reason=reason))
-
-
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """One Spark session (``local[2]``) for the whole test session: starting one takes seconds."""
@@ -82,6 +56,22 @@ def spark() -> Iterator[Any]:
 
     with spark_session("local[2]", app_name="ledgerspec tests") as session:
         yield session
+
+
+def _needs(
+    items: list[pytest.Item], marker: str, what: str, find: Callable[[], object], missing: type[Exception]
+) -> None:
+    """Skip the tests marked ``marker`` when ``find`` raises ``missing``; under CI=true that is an error."""
+    marked = [item for item in items if item.get_closest_marker(marker)]
+    if not marked:
+        return
+    try:
+        find()
+    except missing as exc:
+        if os.environ.get("CI") == "true":
+            raise pytest.UsageError(f"CI needs {what}: {exc}") from None
+        for item in marked:
+            item.add_marker(pytest.mark.skip(reason=str(exc)))
 
 
 def _zookeeper_unavailable(reason: str) -> NoReturn:

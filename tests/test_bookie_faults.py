@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from ledgerspec.reference.bookie.faults import FaultyFileSystem, SimulatedCrash
+from ledgerspec.reference.bookie.faults import FaultyFileSystem, FsEvent, SimulatedCrash
 from ledgerspec.reference.bookie.files import OsFileSystem
 
 
@@ -123,3 +123,57 @@ def test_boundaries_are_numbered_and_described(tmp_path: Path) -> None:
     ]
     fs.power_loss()
     assert (tmp_path / "x").read_bytes() == b"abc"
+
+
+def test_views_show_what_a_crash_would_leave_without_crashing(tmp_path: Path) -> None:
+    fs = FaultyFileSystem(str(tmp_path))
+    handle = fs.create_durably(str(tmp_path / "j"), b"HEAD")
+    handle.write(4, b"abcdef")
+    late = fs.create(str(tmp_path / "late"))  # its name is not durable
+    late.write(0, b"x")
+    assert fs.unsynced_files() == {str(tmp_path / "j"): 6}  # "late" does not survive a power loss at all
+    assert fs.durable_view().files == {str(tmp_path / "j"): b"HEAD"}
+    assert fs.durable_view({str(tmp_path / "j"): 2}).files == {str(tmp_path / "j"): b"HEADab"}
+    assert fs.written_view().files == {str(tmp_path / "j"): b"HEADabcdef", str(tmp_path / "late"): b"x"}
+    assert sorted(fs.written_view().list_dir(str(tmp_path))) == ["j", "late"]
+    with pytest.raises(ValueError, match="do not survive"):
+        fs.durable_view({str(tmp_path / "late"): 1})
+    fs.durable_view({str(tmp_path / "j"): 3}).write_to(str(tmp_path.parent / "copy"))
+    assert (tmp_path.parent / "copy" / "j").read_bytes() == b"HEADabc"
+    assert (tmp_path / "j").read_bytes() == b"HEADabcdef"  # nothing changed here
+
+
+def test_a_copy_continues_a_process_crash_elsewhere_with_what_is_durable(tmp_path: Path) -> None:
+    (tmp_path / "here").mkdir()
+    fs = FaultyFileSystem(str(tmp_path / "here"))
+    fs.make_dirs(str(tmp_path / "here" / "d"))
+    handle = fs.create(str(tmp_path / "here" / "d" / "f"))
+    handle.write(0, b"synced")
+    handle.fsync()  # the data is durable, the name is not (no fsync of d)
+    handle.write(6, b"+more")
+    copy = fs.copy_to(str(tmp_path / "there"))
+    assert (tmp_path / "there" / "d" / "f").read_bytes() == b"synced+more"  # what the OS holds
+    assert copy.synced_content(str(tmp_path / "there" / "d" / "f")) == b"synced"
+    copy.fsync_dir(str(tmp_path / "there" / "d"))  # the name becomes durable; the data as of the fsync
+    copy.power_loss()
+    assert (tmp_path / "there" / "d" / "f").read_bytes() == b"synced"
+    assert (tmp_path / "here" / "d" / "f").read_bytes() == b"synced+more"
+
+
+def test_the_boundary_hook_sees_each_boundary_before_it_is_performed(tmp_path: Path) -> None:
+    fs = FaultyFileSystem(str(tmp_path))
+    seen = []
+
+    def look(event: FsEvent) -> None:
+        seen.append((event.op, fs.durable_view().files.get(str(tmp_path / "f"))))
+
+    fs.on_boundary = look
+    handle = fs.create(str(tmp_path / "f"))
+    handle.write(0, b"data")
+    handle.fsync()
+    fs.fsync_dir(str(tmp_path))
+    assert seen == [("create", None), ("write", None), ("fsync", None), ("fsync_dir", None)]
+    assert fs.durable_view().files == {str(tmp_path / "f"): b"data"}
+    fs.close()
+    with pytest.raises(OSError):
+        handle.read(0, 1)

@@ -188,6 +188,8 @@ def test_local_cluster_mode_with_separate_executors(
     spark_json = json.loads(got.stdout)
     assert spark_json.pop("verdict_table") == str(out / "verdicts.parquet")
     spark_json.pop("seconds"), in_process_json.pop("seconds")
+    assert spark_json.pop("coverage") is None  # executors gather none
+    in_process_json.pop("coverage")
     assert spark_json == in_process_json
     assert pq.read_table(out / "verdicts.parquet").num_rows == in_process_json["traces"]
     assert not re.search(rb" (WARN|INFO) ", got.stderr), got.stderr.decode()[-3000:]  # Spark's logging kept quiet

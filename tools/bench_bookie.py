@@ -17,7 +17,12 @@ two alternate for ``--rounds`` rounds, each in a fresh directory, and the best
 round of each counts: on a shared machine the best round is the one least
 disturbed by others.
 
-    python -m ledgerspec.tools.bench_bookie [--entries N] [--batch B ...] [--rounds R] [--dir DIR]
+Beside them, the crash checks (:mod:`ledgerspec.tools.crash_check`): crash
+points checked per second on each workload, every restart checked against the
+spec (second crashes included; the bookies' fsyncs are modelled, not passed to
+the disk).
+
+    python -m ledgerspec.tools.bench_bookie [--entries N] [--batch B ...] [--rounds R] [--dir DIR] [--no-crash-check]
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from collections.abc import Callable, Sequence
 
 from ledgerspec.reference.bookie import Bookie, BookieLayout, encode_entry
 from ledgerspec.reference.bookie.runner import BookieRunner
+from ledgerspec.tools.bookie_workloads import WORKLOAD_CONFIG, WORKLOADS
+from ledgerspec.tools.crash_check import WorkloadResult, check_workload
 from rich.console import Console
 from rich.table import Table
 
@@ -109,6 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds, the best counts (default 3)")
     parser.add_argument("--clients", type=int, default=16, help="client threads for the runner (default 16)")
     parser.add_argument("--dir", help="directory on the disk to measure (default: a temporary directory)")
+    parser.add_argument("--no-crash-check", action="store_true", help="leave out the crash points per second")
     args = parser.parse_args(argv)
     console = Console()
     entries = _entries(args.entries)
@@ -144,7 +152,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, batch_text, bookie_rate, plain_rate in rows:
         table.add_row(name, batch_text, f"{bookie_rate:,.0f}", f"{plain_rate:,.0f}", f"{bookie_rate / plain_rate:.2f}")
     console.print(table)
+    if not args.no_crash_check:
+        console.print(crash_check_table(bench_crash_check()))
     return 0
+
+
+def bench_crash_check() -> list[WorkloadResult]:
+    """Every workload's crash sweep with the correct bookie, second crashes included."""
+    return [check_workload(workload, WORKLOAD_CONFIG) for workload in WORKLOADS.values()]
+
+
+def crash_check_table(results: list[WorkloadResult]) -> Table:
+    table = Table("crash check", "boundaries", "crash points", "restarts", "seconds", "crash points/s")
+    for r in results:
+        table.add_row(
+            r.workload,
+            str(r.boundaries),
+            f"{r.crash_points:,}",
+            f"{r.restarts:,}",
+            f"{r.seconds:.1f}",
+            f"{r.crash_points / r.seconds:,.0f}",
+        )
+    points, seconds = sum(r.crash_points for r in results), sum(r.seconds for r in results)
+    table.add_row(
+        "all", "", f"{points:,}", f"{sum(r.restarts for r in results):,}", f"{seconds:.1f}", f"{points / seconds:,.0f}"
+    )
+    return table
 
 
 def _best_of(

@@ -21,8 +21,10 @@ other load on the machine disturbs less than wall time.
 For each: the end-to-end rate (read, parse, merge, check) with a fresh
 checker (cold caches) and again with the same checker (warm caches: the
 successors of states seen before are not recomputed); and the rate of the
-check alone on events already in memory (warm). Every trace must conform,
-or the figures measure something else and the benchmark fails.
+check alone on events already in memory (warm), with coverage collected
+(the default) and without, best of six runs each, each first in turn, and the
+ratio of the two. Every trace must conform, or the figures measure
+something else and the benchmark fails.
 
     python -m ledgerspec.tools.bench_check [--traces N] [--seed S]
 """
@@ -43,6 +45,7 @@ from ledgerspec.conformance.checker import TraceChecker
 from ledgerspec.conformance.generate import random_walk, trace_events, write_ndjson
 from ledgerspec.conformance.reader import TraceInput, read_traces
 from ledgerspec.conformance.run import check_files
+from ledgerspec.conformance.verdict import Verdict
 from ledgerspec.spec.ledger import LedgerSpec
 from ledgerspec.spec.ledger_trace import CLIENT_OBSERVES
 from rich.console import Console
@@ -74,6 +77,16 @@ def _rate(events: int, seconds: float) -> str:
     return f"{events / seconds:,.0f}" if seconds > 0 else "-"
 
 
+def _check_only(checker: TraceChecker, loaded: list[TraceInput]) -> tuple[float, list[Verdict]]:
+    """CPU seconds to check traces already in memory, and the verdicts."""
+    gc.disable()
+    started = time.process_time()
+    verdicts = [checker.check(t.events, t.errors) for t in loaded]
+    seconds = time.process_time() - started
+    gc.enable()
+    return seconds, verdicts
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ledgerspec.tools.bench_check", description=__doc__)
     parser.add_argument("--traces", type=int, default=3000, help="traces per kind (default 3000)")
@@ -82,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     table = Table(
         "kind", "traces", "events", "bytes / event", "end to end, cold", "end to end, warm", "check only, warm",
+        "check only, warm, no coverage", "coverage cost",
         title="events per second, one core",
     )  # fmt: skip
     failed = False
@@ -95,11 +109,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             cold = check_files([path], checker)
             warm = check_files([path], checker)
             loaded = [t for t in read_traces([path]) if isinstance(t, TraceInput)]
-            gc.disable()
-            started = time.process_time()
-            verdicts = [checker.check(t.events, t.errors) for t in loaded]
-            check_only = time.process_time() - started
-            gc.enable()
+            uncovered = TraceChecker(spec, kind["mode"], coverage=False)
+            _check_only(uncovered, loaded)  # warm its caches as the other's are
+            with_coverage, without = [], []
+            for turn in range(6):  # each first in turn: the second of two runs tends to be faster
+                if turn % 2:
+                    without.append(_check_only(uncovered, loaded)[0])
+                seconds, verdicts = _check_only(checker, loaded)
+                with_coverage.append(seconds)
+                if not turn % 2:
+                    without.append(_check_only(uncovered, loaded)[0])
+            check_only, bare = min(with_coverage), min(without)
             bad = [v for v in verdicts if v.status != "conforms"] + cold.violations + cold.inconclusive
             if bad or cold.input_errors:
                 console.print(f"[red]{name}: not every trace conforms: {bad[:1] or cold.input_errors[:1]}")
@@ -112,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _rate(cold.events, cold.cpu_seconds),
                 _rate(warm.events, warm.cpu_seconds),
                 _rate(events, check_only),
+                _rate(events, bare),
+                f"{check_only / bare - 1:+.1%}" if bare > 0 else "-",
             )
     console.print(table)
     return 1 if failed else 0

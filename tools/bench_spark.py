@@ -210,14 +210,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if failed else 0
 
 
+def _fails(spec: LedgerSpec, model: LedgerSpec, walk: Any) -> bool:
+    return check_trace(events_from_json(trace_events(model, walk, "full", "b")), spec).failure is not None
+
+
 def _tlc_against_python(console: Console) -> bool:
     """One small trace, by TLC and by the Python checker: the same verdict; the time of each."""
     from ledgerspec.tools.trace_tlc import validate_with_tlc
 
     spec = LedgerSpec(MaxEntries=3, MaxLoss=1, MaxCrashes=1)
-    walk = random_walk(spec, random.Random(5), 40, weights={"WriterClosesLedger": 0.05})
     buggy = LedgerSpec(MaxEntries=3, MaxLoss=1, MaxCrashes=1, Bug="lac_before_qa")
-    bad_walk = random_walk(buggy, random.Random(0), 40, weights={"WriterClosesLedger": 0.05})
+    weights = {"WriterClosesLedger": 0.05, "RecovererStartsRecovery": 0.05}
+    walks = (random_walk(spec, random.Random(seed), 40, weights=weights) for seed in range(100))
+    walk = next(w for w in walks if len(w) > 15)
+    bad_walks = (random_walk(buggy, random.Random(seed), 40, weights=weights) for seed in range(100))
+    bad_walk = next(w for w in bad_walks if _fails(spec, buggy, w))
     table = Table("trace", "events", "checker", "verdict", "failing event", "seconds", title="TLC and Python")
     failed = False
     for name, model, w in (("conforming", spec, walk), ("lac_before_qa", buggy, bad_walk)):

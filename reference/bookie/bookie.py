@@ -44,8 +44,12 @@ Where the reference departs from BookKeeper, and why:
 - a fence of a ledger whose key this bookie has not journaled journals the
   key first: BookKeeper journals keys only with entries, and its replay
   skips a fence record of a ledger it cannot find;
-- a fence request while the first fence record is not yet durable journals
-  another fence record; BookKeeper hands out the first one's future;
+- the new journal file of a restart is created right after the replay,
+  before the full flush; BookKeeper creates it when the journal thread
+  starts, after that flush. A crash during the flush then leaves one empty
+  journal file more, which the next replay reads as empty; in exchange a
+  start is the spec's ``BookieReplaysJournal`` followed by an ordinary
+  checkpoint, and crashes inside it map to the spec's crashes;
 - every entry's digest is checked on add, replay and catch-up read;
   BookKeeper's bookie stores entries unchecked and leaves that to clients;
 - journal files are not preallocated: BookKeeper writes zeros ahead of the
@@ -54,10 +58,12 @@ Where the reference departs from BookKeeper, and why:
 - journal rollover may also be bounded by a number of records, to match the
   spec's ``RecordsPerJournal``; journal ids count up from 1 (BookKeeper uses
   the time in milliseconds for the first one);
-- replay fsyncs each journal it replays: after a process crash the tail it
-  read may be in the OS cache only, and a fence answered from the replayed
-  state must not vanish in a later power loss; BookKeeper leaves that to the
-  full flush that follows replay;
+- a start first fsyncs every file and directory of the bookie it finds:
+  after a process crash what the last run wrote may be in the OS cache only
+  (a journal tail, an index header with the fenced bit, the name of an index
+  file whose directory was never fsynced), and the replay and the checkpoint
+  after it build on what they read, so it must not vanish in a later power
+  loss; BookKeeper trusts the OS cache there;
 - one journal directory (BookKeeper may have several, with ``lastMark.N``).
 
 Mutants (``BookieConfig.mutant``) are real bugs made on purpose, for the
@@ -72,7 +78,7 @@ import os
 from collections.abc import Callable, Iterator
 
 import attrs
-from ledgerspec.reference.bookie.disk import find_leftovers, list_file_ids, read_mark_copies
+from ledgerspec.reference.bookie.disk import find_index_directories, find_leftovers, list_file_ids, read_mark_copies
 from ledgerspec.reference.bookie.entry import DigestType, EntryFormatError, check_entry, decode_lac
 from ledgerspec.reference.bookie.errors import (
     BadEntryError,
@@ -172,6 +178,7 @@ class MemoryState:
     lac: tuple[tuple[int, int], ...]  # (ledger, explicit LAC) in memory
     mark: LogMark  # in-memory LastLogMark: advanced by each fsync of the journal
     checkpoint_mark: LogMark | None  # mark captured by a checkpoint under way
+    checkpoint_flushed: bool  # the checkpoint under way has flushed the ledger storage
     persisted_mark: LogMark  # what the lastMark files hold (as written by this bookie or read at start)
     synced: LogMark  # the journal is durable up to here
     written: LogMark  # the journal is written to the OS up to here
@@ -206,7 +213,8 @@ class Bookie:
         self._started = False
         self._seq = itertools.count()
         self._journaled_keys: set[int] = set()  # ledgers whose key is in the journal (BookieImpl.masterKeyCache)
-        self._fences_in_flight: dict[int, int] = {}  # ledger -> fence records not yet durable
+        # ledger -> fence requests waiting for the ledger's fence record, which is not yet durable
+        self._fence_followers: dict[int, list[Request]] = {}
         self._queue: list[ForceWriteRequest[Request]] = []  # flushed batches waiting for their fsync
         self._in_flight: list[ForceWriteRequest[Request]] = []  # batches taken by a force write, not yet synced
         self.journal: JournalWriter[Request] = JournalWriter(self.fs, layout, self.config.journal_alignment)
@@ -220,8 +228,8 @@ class Bookie:
         As ``BookieImpl.start``: leftovers of interrupted file creations are
         removed, lastMark is read (the maximum over the copies), the ledger
         storage loaded, every journal record at or after the mark replayed,
-        the mark advanced to the end of each replayed journal (#2087), a full
-        checkpoint taken, and a new journal file started.
+        the mark advanced to the end of each replayed journal (#2087), a new
+        journal file started, and a full checkpoint taken.
         """
         if self._started:
             raise BookieStateError("a Bookie object starts once; make a new one to restart")
@@ -229,6 +237,7 @@ class Bookie:
         for directory in (self.layout.journal_dir, *self.layout.ledger_dirs):
             self.fs.make_dirs(directory)
         self._remove_leftovers()
+        self._make_found_durable()
         for copy in read_mark_copies(self.fs, self.layout):
             if copy.error is not None:
                 raise copy.error
@@ -238,9 +247,9 @@ class Bookie:
         self.storage.load()
         journal_ids = list_file_ids(self.fs, self.layout.journal_dir, JOURNAL_SUFFIX)
         self._replay(journal_ids)
+        self.journal.open_file(max([*journal_ids, self.mark.file_id, 0]) + 1)
         if checkpoint:
             self._checkpoint(delete_journals=False)
-        self.journal.open_file(max([*journal_ids, self.mark.file_id, 0]) + 1)
         self.up = True
 
     def _remove_leftovers(self) -> None:
@@ -248,6 +257,26 @@ class Bookie:
         for path in leftovers:
             self.fs.delete(path)
         for directory in sorted({os.path.dirname(p) for p in leftovers}):
+            self.fs.fsync_dir(directory)
+
+    def _make_found_durable(self) -> None:
+        """Fsync every file of the bookie as found, then every directory holding them, up to the directory
+        holding all of them: what the replay and the checkpoint after it read becomes durable."""
+        top = os.path.commonpath([self.layout.journal_dir, *self.layout.ledger_dirs])
+        directories = {self.layout.journal_dir}
+        for ledger_dir in self.layout.ledger_dirs:
+            directories |= {ledger_dir, *find_index_directories(self.fs, ledger_dir)}
+        for directory in sorted(directories):
+            for name in self.fs.list_dir(directory):
+                path = os.path.join(directory, name)
+                if not self.fs.is_dir(path):
+                    self._fsync(path)
+        parents = set(directories)
+        for directory in directories:
+            while directory != top and os.path.dirname(directory) != directory:
+                directory = os.path.dirname(directory)
+                parents.add(directory)
+        for directory in sorted(parents, key=len, reverse=True):  # children first, then the names of them
             self.fs.fsync_dir(directory)
 
     def _replay(self, journal_ids: list[int]) -> None:
@@ -270,7 +299,6 @@ class Bookie:
             scan = scan_journal(path, data, file_id, start)
             for record in scan.records:
                 self._replay_record(path, record)
-            self._fsync(path)  # after a process crash the tail may be in the OS only: replayed means durable
             self.synced = LogMark(file_id, scan.end)
             if self.mutant != "mark_not_advanced_in_replay":  # MUTANT: apache/bookkeeper#2087
                 self.mark = LogMark(file_id, scan.end)
@@ -338,7 +366,13 @@ class Bookie:
         return request
 
     def fence_ledger(self, ledger_id: int, master_key: bytes) -> Request:
-        """BookieFencesLedger: fenced at once in memory; the reply waits until the fence record is durable."""
+        """BookieFencesLedger: fenced at once in memory; the reply waits until the fence record is durable.
+
+        A ledger already fenced is answered at once when its fence is
+        durable (journaled and synced, flushed, or replayed); while its fence
+        record waits for the fsync, the request waits with it
+        (``fenceAndLogInJournal`` hands out the first request's future).
+        """
         self._require_up()
         info = self._ledger_for_request(ledger_id, master_key)
         request = Request(next(self._seq), RequestKind.FENCE, ledger_id)
@@ -346,12 +380,16 @@ class Bookie:
             info.fenced = True
             self._deliver(request)
             return request
-        if info.fenced and not self._fences_in_flight.get(ledger_id):
-            self._deliver(request)  # already fenced durably (journal or index): nothing to write
+        if info.fenced:
+            followers = self._fence_followers.get(ledger_id)
+            if followers is None:
+                self._deliver(request)
+            else:
+                followers.append(request)
             return request
         info.fenced = True
         self._journal_key(info)
-        self._fences_in_flight[ledger_id] = self._fences_in_flight.get(ledger_id, 0) + 1
+        self._fence_followers[ledger_id] = []
         self.journal.append(fence_record(ledger_id), ("fence", ledger_id, -1), request)
         return request
 
@@ -422,11 +460,11 @@ class Bookie:
         self._in_flight = [r for r in self._in_flight if r not in batch]
         self.synced = max(self.synced, batch[-1].mark)
         self.mark = max(self.mark, batch[-1].mark)
-        replies = [waiter for request in batch for waiter in request.waiters]
-        if self._fences_in_flight:
-            for waiter in replies:
-                if waiter.kind is RequestKind.FENCE:
-                    self._fences_in_flight[waiter.ledger_id] -= 1
+        replies = []
+        for waiter in (w for request in batch for w in request.waiters):
+            replies.append(waiter)
+            if waiter.kind is RequestKind.FENCE:  # the requests that waited for this fence record
+                replies += self._fence_followers.pop(waiter.ledger_id, [])
         self.replies += replies
         if self.on_reply is not None:
             for waiter in replies:
@@ -506,7 +544,7 @@ class Bookie:
             raise BookieStateError("no checkpoint under way: start_checkpoint() first")
         if not self._checkpoint_flushed and self.mutant != "mark_before_flush":  # MUTANT: skip the guard
             raise BookieStateError("the ledger storage is not flushed for this checkpoint: flush first")
-        mark, self.checkpoint_mark = self.checkpoint_mark, None
+        mark, self.checkpoint_mark, self._checkpoint_flushed = self.checkpoint_mark, None, False
         if mark < self.persisted_mark:
             return
         for path in self.layout.last_mark_paths():
@@ -524,12 +562,17 @@ class Bookie:
         return before[: max(0, len(before) - self.config.max_backup_journals)]
 
     def delete_journal(self, file_id: int) -> None:
-        """JournalFileDeleted: remove one journal file wholly before the persisted mark."""
+        """JournalFileDeleted: remove the oldest journal file, when it is wholly before the persisted mark.
+
+        Oldest first, as ``checkpointComplete`` deletes them: a crash between
+        two deletions leaves no gap in the journal ids.
+        """
         self._require_up()
-        if file_id not in self.deletable_journals():
+        deletable = self.deletable_journals()
+        if not deletable or file_id != deletable[0]:
             raise BookieStateError(
-                f"journal {file_id:x}.txn is not wholly before the persisted mark "
-                f"{self.persisted_mark}, or is kept as a backup"
+                f"journal {file_id:x}.txn is not the oldest journal wholly before the persisted mark "
+                f"{self.persisted_mark} (deletable: {[f'{i:x}.txn' for i in deletable]})"
             )
         self.fs.delete(self.layout.journal_path(file_id))
         self.fs.fsync_dir(self.layout.journal_dir)
@@ -571,16 +614,28 @@ class Bookie:
 
     def read_last_add_confirmed(self, ledger_id: int) -> int:
         """The highest LAC this bookie has seen for the ledger: piggybacked on an entry, or explicit."""
+        lac = self.read_piggybacked_lac(ledger_id)
+        explicit = self.read_explicit_lac(ledger_id)
+        return max(lac, explicit if explicit is not None else -1)
+
+    def read_piggybacked_lac(self, ledger_id: int) -> int:
+        """The highest LAC piggybacked on an entry of the ledger; -1 if none.
+
+        What a fencing read of the LAC answers: ``ReadLastConfirmedOp`` takes
+        the LAC from an entry's header, not the explicit LAC. It covers the
+        entries added or replayed in this run, and the last entry flushed
+        before it (as InterleavedLedgerStorage reads the LAC of a ledger it
+        has not seen entries of since it started).
+        """
         self._require_up()
         info = self.storage.ledgers.get(ledger_id)
         if info is None:
             raise NoSuchLedgerError(f"ledger {ledger_id} is not on this bookie")
         lac = info.lac
-        stored = max(self.storage.stored_entries(ledger_id), default=None)
-        if stored is not None:  # the last entry's piggybacked LAC, as InterleavedLedgerStorage reads it
-            lac = max(lac, check_entry(self.read_entry(ledger_id, stored), self.config.digest_type)[2])
-        explicit = self.read_explicit_lac(ledger_id)
-        return max(lac, explicit if explicit is not None else -1)
+        if info.flushed:
+            last = self.read_entry(ledger_id, max(info.flushed))
+            lac = max(lac, check_entry(last, self.config.digest_type)[2])
+        return lac
 
     def read_explicit_lac(self, ledger_id: int) -> int | None:
         """The explicit LAC last set for the ledger, or ``None``."""
@@ -599,10 +654,12 @@ class Bookie:
     # ------------------------------------------------------------ state
 
     def pending(self) -> Iterator[Request]:
-        """Requests waiting for the fsync of their record: in the buffer, then in flushed batches."""
+        """Requests waiting for the fsync of a record: in the buffer, in flushed batches, behind a fence."""
         yield from self.journal.buffered_waiters
-        for request in self._queue:
+        for request in [*self._in_flight, *self._queue]:
             yield from request.waiters
+        for followers in self._fence_followers.values():
+            yield from followers
 
     def memory_state(self) -> MemoryState:
         """A frozen copy of the bookie's memory, in the spec's terms (:class:`MemoryState`)."""
@@ -621,6 +678,7 @@ class Bookie:
             ),
             mark=self.mark,
             checkpoint_mark=self.checkpoint_mark,
+            checkpoint_flushed=self._checkpoint_flushed,
             persisted_mark=self.persisted_mark,
             synced=self.synced,
             written=LogMark(current.file_id, current.written) if current is not None else self.synced,

@@ -51,6 +51,7 @@ __all__ = [
     "MarkCopy",
     "Problem",
     "check_bookie_files",
+    "find_index_directories",
     "find_index_files",
     "find_leftovers",
     "list_file_ids",
@@ -90,6 +91,15 @@ def find_index_files(fs: FileSystem, ledger_dir: str) -> Iterator[tuple[int, str
             for name in fs.list_dir(second):
                 if name.endswith(INDEX_SUFFIX):
                     yield parse_file_id(second, name, INDEX_SUFFIX), os.path.join(second, name)
+
+
+def find_index_directories(fs: FileSystem, ledger_dir: str) -> list[str]:
+    """The directories under ``ledger_dir`` that hold index files (and their parents), sorted."""
+    found = []
+    for first in _subdirs(fs, ledger_dir):
+        found.append(first)
+        found += _subdirs(fs, first)
+    return sorted(found)
 
 
 def find_leftovers(fs: FileSystem, layout: BookieLayout) -> list[str]:

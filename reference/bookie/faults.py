@@ -34,18 +34,28 @@ With ``sync_to_disk=False`` the fsyncs are counted, modelled and not passed
 to the disk: the model, not the disk, decides what a simulated crash keeps,
 so a crash sweep that runs a scenario hundreds of times need not wait for
 the disk each time.
+
+Without changing anything, :meth:`FaultyFileSystem.durable_view` shows what a
+power loss now would leave (with torn prefixes too) and
+:meth:`FaultyFileSystem.written_view` what the OS holds, each as a read-only
+:class:`TreeSnapshot`: the readers of :mod:`.disk` read either one. So that one
+crash can be continued in several ways, a snapshot can be written out as a
+directory of its own (what a power loss left), and
+:meth:`FaultyFileSystem.copy_to` continues a process crash elsewhere, with
+what is durable and what is not.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 from ledgerspec.reference.bookie.files import FileHandle, FileSystem, OsFileSystem
 
-__all__ = ["FaultyFileSystem", "FsEvent", "SimulatedCrash"]
+__all__ = ["FaultyFileSystem", "FsEvent", "SimulatedCrash", "TreeSnapshot"]
 
 
 class SimulatedCrash(BaseException):
@@ -138,6 +148,9 @@ class FaultyFileSystem(FileSystem):
         self.events: list[FsEvent] = []  # the boundaries passed, in order
         self.crashed = False
         self.crash_event: FsEvent | None = None  # the boundary that was not performed
+        # Called with each boundary before it is performed: what a crash there would leave can be looked at
+        # (durable_view, written_view, copy_to) without crashing; it must change nothing here.
+        self.on_boundary: Callable[[FsEvent], None] | None = None
         self._inner = OsFileSystem()
         self._generation = 0
         self._handles: set[_FaultyHandle] = set()
@@ -152,12 +165,7 @@ class FaultyFileSystem(FileSystem):
 
     def power_loss(self, torn: Mapping[str, int] | None = None) -> None:
         """Crash (if not crashed yet) and leave on disk only what was durable, plus the ``torn`` prefixes."""
-        torn = dict(torn or {})
-        survivors: dict[str, bytes] = {}
-        self._collect(self._tree, self.root, torn, survivors)
-        unknown = set(torn) - set(survivors)
-        if unknown:
-            raise ValueError(f"torn writes asked for files that do not survive: {sorted(unknown)}")
+        survivors = self.durable_view(torn).files
         self._kill()
         self._rewrite(self.root, self._tree, survivors)
         self._reset(self._tree, self.root, survivors)
@@ -167,6 +175,46 @@ class FaultyFileSystem(FileSystem):
         """Crash (if not crashed yet) without losing power: the OS keeps every write, durable or not."""
         self._kill()
         self._revive()
+
+    def copy_to(self, root: str) -> FaultyFileSystem:
+        """The same machine after a process crash, continued in the empty directory ``root``: the files as the
+        OS holds them, and the same knowledge of what of them is durable (so a later power loss there loses
+        what it would lose here). This file system is left as it is."""
+        self.written_view().write_to(root)
+        other = FaultyFileSystem(root, sync_to_disk=self.sync_to_disk)
+        other._tree = copy.deepcopy(self._tree)
+        return other
+
+    def synced_content(self, path: str) -> bytes | None:
+        """The bytes of the file now named ``path`` as of its last fsync, whether or not its name is durable."""
+        node = self._node(path)
+        return node.durable if isinstance(node, _File) else None
+
+    def close(self) -> None:
+        """Close every handle opened through this file system: whoever used it is done with it."""
+        for handle in list(self._handles):
+            handle.close()
+
+    def durable_view(self, torn: Mapping[str, int] | None = None) -> TreeSnapshot:
+        """What a power loss now would leave, with the ``torn`` prefixes (as :meth:`power_loss`); changes nothing."""
+        torn = dict(torn or {})
+        files: dict[str, bytes] = {}
+        self._collect(self._tree, self.root, torn, files)
+        unknown = set(torn) - set(files)
+        if unknown:
+            raise ValueError(f"torn writes asked for files that do not survive: {sorted(unknown)}")
+        return TreeSnapshot(self.root, files, self._directories(self._tree, self.root, durable=True))
+
+    def written_view(self) -> TreeSnapshot:
+        """What the OS holds now, durable or not (what a process crash keeps)."""
+        files: dict[str, bytes] = {}
+        self._contents(self._tree, self.root, files)
+        return TreeSnapshot(self.root, files, self._directories(self._tree, self.root, durable=False))
+
+    def unsynced_files(self) -> dict[str, int]:
+        """Bytes written since the last fsync, for each file whose name is durable (what ``torn`` may keep)."""
+        view = self.durable_view()
+        return {path: n for path in view.files if (n := self.unsynced_bytes(path))}
 
     def durable_content(self, path: str) -> bytes | None:
         """What a power loss now would leave in ``path`` (no torn writes), or ``None`` if it would be gone."""
@@ -268,6 +316,8 @@ class FaultyFileSystem(FileSystem):
             self.crashed = True
             self.crash_event = event
             raise SimulatedCrash(f"crash at boundary {event}")
+        if self.on_boundary is not None:
+            self.on_boundary(event)
         self.events.append(event)
 
     def _alive(self) -> None:
@@ -289,6 +339,11 @@ class FaultyFileSystem(FileSystem):
         return handle
 
     def _parts(self, path: str) -> list[str]:
+        prefix = self.root + os.sep
+        if path.startswith(prefix):  # the common case, an absolute path the layout joined: no normalising
+            parts = path[len(prefix) :].split(os.sep)
+            if all(part not in ("", ".", "..") for part in parts):
+                return parts
         relative = os.path.relpath(os.path.abspath(path), self.root)
         if relative == ".":
             return []
@@ -343,6 +398,21 @@ class FaultyFileSystem(FileSystem):
             else:
                 out[child] = node.content(torn.get(child, 0))
 
+    def _contents(self, directory: _Dir, path: str, out: dict[str, bytes]) -> None:
+        for name, node in directory.names.items():
+            child = os.path.join(path, name)
+            if isinstance(node, _Dir):
+                self._contents(node, child, out)
+            else:
+                out[child] = node.content(None)
+
+    def _directories(self, directory: _Dir, path: str, *, durable: bool) -> set[str]:
+        found = {path}
+        for name, node in (directory.durable if durable else directory.names).items():
+            if isinstance(node, _Dir):
+                found |= self._directories(node, os.path.join(path, name), durable=durable)
+        return found
+
     def _rewrite(self, path: str, directory: _Dir, survivors: dict[str, bytes]) -> None:
         """Make the real tree under ``path`` hold exactly the durable names, with the surviving bytes."""
         for entry in list(os.scandir(path)):
@@ -372,3 +442,89 @@ class FaultyFileSystem(FileSystem):
             else:
                 node.durable = survivors[child]
                 node.unsynced.clear()
+
+
+class _SnapshotHandle(FileHandle):
+    def __init__(self, path: str, data: bytes) -> None:
+        self.path = path
+        self._data = data
+
+    def write(self, offset: int, data: bytes | bytearray) -> None:
+        raise PermissionError(f"{self.path}: a snapshot is read-only")
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self._data[offset : offset + size]
+
+    def fsync(self) -> None:
+        raise PermissionError(f"{self.path}: a snapshot is read-only")
+
+    def close(self) -> None:
+        pass
+
+
+class TreeSnapshot(FileSystem):
+    """A frozen, read-only copy of the tree under ``root``: file contents and directories by absolute path."""
+
+    def __init__(self, root: str, files: Mapping[str, bytes], directories: set[str]) -> None:
+        self.root = root
+        self.files = dict(files)
+        self.directories = frozenset(directories)
+
+    def write_to(self, target: str) -> None:
+        """Make the real directory ``target`` (which must be empty or missing) hold this tree, re-rooted there."""
+        os.makedirs(target, exist_ok=True)
+        if os.listdir(target):
+            raise FileExistsError(f"{target} is not empty")
+        for directory in sorted(self.directories):
+            os.makedirs(self._moved(directory, target), exist_ok=True)
+        for path, data in self.files.items():
+            with open(self._moved(path, target), "wb") as f:
+                f.write(data)
+
+    def relative(self, path: str) -> str:
+        """``path`` relative to the snapshot's root."""
+        return "." if path == self.root else path[len(self.root) + 1 :]
+
+    def _moved(self, path: str, target: str) -> str:
+        return os.path.join(target, self.relative(path))
+
+    def create(self, path: str) -> FileHandle:
+        raise PermissionError(f"{path}: a snapshot is read-only")
+
+    def open(self, path: str) -> FileHandle:
+        if path not in self.files:
+            raise FileNotFoundError(path)
+        return _SnapshotHandle(path, self.files[path])
+
+    def read_file(self, path: str) -> bytes:
+        if path not in self.files:
+            raise FileNotFoundError(path)
+        return self.files[path]
+
+    def size(self, path: str) -> int:
+        return len(self.read_file(path))
+
+    def exists(self, path: str) -> bool:
+        return path in self.files or path in self.directories
+
+    def is_dir(self, path: str) -> bool:
+        return path in self.directories
+
+    def list_dir(self, path: str) -> list[str]:
+        if path not in self.directories:
+            raise NotADirectoryError(path)
+        prefix = path.rstrip(os.sep) + os.sep
+        names = {p[len(prefix) :] for p in (*self.files, *self.directories) if p.startswith(prefix)}
+        return sorted(n for n in names if n and os.sep not in n)
+
+    def make_dir(self, path: str) -> None:
+        raise PermissionError(f"{path}: a snapshot is read-only")
+
+    def rename(self, source: str, target: str) -> None:
+        raise PermissionError(f"{source}: a snapshot is read-only")
+
+    def delete(self, path: str) -> None:
+        raise PermissionError(f"{path}: a snapshot is read-only")
+
+    def fsync_dir(self, path: str) -> None:
+        raise PermissionError(f"{path}: a snapshot is read-only")

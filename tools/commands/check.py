@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from ledgerspec.conformance.checker import Bounds, TraceChecker
+from ledgerspec.conformance.coverage import coverage_summary
 from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES, TraceFileError
 from ledgerspec.conformance.run import CheckRun, check_files
 from ledgerspec.conformance.verdict import Verdict
@@ -74,8 +76,53 @@ def register(commands: Any) -> None:
         "--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES, metavar="N",
         help=f"longest line read (default {DEFAULT_MAX_LINE_BYTES:,})",
     )  # fmt: skip
+    _add_report_option(check)
     _add_spark_options(check)
     check.set_defaults(run=_check)
+
+
+def _add_report_option(check: Any) -> None:
+    check.add_argument(
+        "--report", metavar="FILE.html",
+        help="also write an HTML report: violations drawn as sequence diagrams, candidate states, coverage",
+    )  # fmt: skip
+
+
+def _check_report_path(args: argparse.Namespace) -> None:
+    """Fail before the check, not after it, when the report cannot be written there."""
+    if args.report and not Path(args.report).resolve().parent.is_dir():
+        raise UsageError(f"cannot write the report {args.report}: no directory {Path(args.report).parent}")
+
+
+def _write_report(args: argparse.Namespace, checker: TraceChecker, run: CheckRun) -> None:
+    """``--report``: the HTML report, from the run and the violating traces read again."""
+    if not args.report:
+        return
+    from ledgerspec.conformance.report import write_report  # jinja2, only when a report is asked for
+
+    try:
+        write_report(args.report, run, checker, args.paths, max_line_bytes=args.max_line_bytes)
+    except TraceFileError as exc:  # a file went away after the check
+        raise UsageError(f"cannot write the report {args.report}: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write the report {args.report}: {exc.strerror or exc}") from None
+
+
+def _print_coverage(out: Console, checker: TraceChecker, run: CheckRun) -> None:
+    """One line each: the actions no trace took, and the guards that never held."""
+    if run.coverage is None or not run.traces:
+        return
+    summary = coverage_summary(run.coverage, checker.spec, checker.mapping)
+    idle = [a for a, n in summary["actions"].items() if not n["steps"] and not n["hidden_steps"]]
+    unheld = [f"{p} ({g})" for p, c in summary["properties"].items() for g, n in c["guards"].items() if not n]
+    out.print(
+        f"\ncoverage: {len(summary['actions']) - len(idle)} of {len(summary['actions'])} actions taken"
+        + (f"; never taken: {', '.join(idle)}" if idle else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+    if unheld:
+        out.print(f"guards that never held: {escape(', '.join(unheld))}", highlight=False, soft_wrap=True)
 
 
 def _add_spark_options(check: argparse.ArgumentParser) -> None:
@@ -118,6 +165,7 @@ def _check(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.spark or args.master or args.out:
         return _check_on_spark(args, out, err)
     checker = _checker(args)
+    _check_report_path(args)
     try:
         run = check_files(args.paths, checker, max_line_bytes=args.max_line_bytes)
     except TraceFileError as exc:
@@ -126,12 +174,16 @@ def _check(args: argparse.Namespace, out: Console, err: Console) -> int:
         print(json.dumps(_to_json(checker, run), indent=2))
     else:
         _print(out, checker, run)
+        _print_coverage(out, checker, run)
+    _write_report(args, checker, run)
     return exit_status(run)
 
 
 def _check_on_spark(args: argparse.Namespace, out: Console, err: Console) -> int:
     if not args.spark:
         raise UsageError("--master and --out go with --spark")
+    if args.report:
+        raise UsageError("--report is written by runs in this process (without --spark): Spark gathers no coverage")
     checker = _checker(args)
     from ledgerspec.conformance.spark import (
         DEFAULT_MASTER,
@@ -202,6 +254,7 @@ def _to_json(checker: TraceChecker, run: CheckRun) -> dict[str, Any]:
         "violations": [_violation_json(v) for v in run.violations],
         "inconclusive": [_inconclusive_json(v) for v in run.inconclusive],
         "input_errors": [e.to_json() for e in run.input_errors],
+        "coverage": None if run.coverage is None else coverage_summary(run.coverage, checker.spec, checker.mapping),
         "seconds": round(run.seconds, 3),
     }
 

@@ -1,0 +1,84 @@
+"""The abstraction function: the ledger spec's state (``LedgerState``) of a running simulation.
+
+Read from the engine's parts, each by its own interface:
+
+===================  ==========================================================
+spec variables       read from
+===================  ==========================================================
+``meta_*``           the metadata store (the ledger's znode); versions are the
+                     znode's plus one (the spec's ledger starts at version 1)
+``bookie_*``         each bookie (``BookieNode.view``): entries and fence from
+                     its memory state, LAC from ``read_piggybacked_lac``; a
+                     down bookie as it was when it stopped
+``crashed``,         the cluster: bookies down, crashes so far
+``crashes``
+``net``, ``lost``    the cluster's requests in flight that the spec has
+                     messages for, plus those served to no effect (for the
+                     spec they are still in flight); losses of spec messages
+``writer_*``         the writer's core (``LedgerWriter``): status, version,
+                     lastAddPushed, LAC, acks
+``rec``              each recovery's core (``LedgerRecovery``), field by field;
+                     a client that has not started is IDLE
+===================  ==========================================================
+
+Bookies are numbered as the cluster numbers them (``bookie-3`` is 3).
+"""
+
+from __future__ import annotations
+
+from ledgerspec.reference.ledger.events import to_msg
+from ledgerspec.reference.ledger.recovery import LedgerRecovery
+from ledgerspec.reference.ledger.simulation import LedgerSimulation
+from ledgerspec.reference.metadata import LedgerState as MetadataState
+from ledgerspec.spec.ledger import IDLE, LedgerState, Recoverer
+
+__all__ = ["abstract_state"]
+
+_IDLE = Recoverer(IDLE, 0, frozenset(), -1, -1, -1, frozenset(), -1, frozenset())
+
+
+def _recoverer(recovery: LedgerRecovery, number: dict[str, int]) -> Recoverer:
+    return Recoverer(
+        phase=recovery.phase.value,
+        version=recovery.version + 1 if recovery.version is not None else 0,
+        fence_replies=frozenset(number[b] for b in recovery.fence_replies),
+        max_lac=recovery.max_lac,
+        start=recovery.start,
+        next=recovery.next,
+        no_such=frozenset(number[b] for b in recovery.no_such),
+        last=recovery.last,
+        wb_acks=frozenset((e, number[b]) for e, b in recovery.wb_acks),
+    )
+
+
+def abstract_state(sim: LedgerSimulation) -> LedgerState:
+    """The spec state the simulation is in (module docstring)."""
+    cluster, lid = sim.cluster, sim.ledger_id
+    number = {address: node.number for address, node in cluster.nodes.items()}
+    current = sim.ledgers.read(lid)
+    md = current.metadata
+    views = [node.view(lid) for node in sorted(cluster.nodes.values(), key=lambda n: n.number)]
+    writer = sim.handle.writer
+    requests = [*cluster.in_flight, *cluster.unserved]
+    return LedgerState(
+        meta_status=md.state.name,
+        meta_segments=tuple((s.first_entry_id, tuple(number[b] for b in s.ensemble)) for s in md.segments),
+        meta_last_entry=md.last_entry_id if md.state is MetadataState.CLOSED else -1,
+        meta_version=current.version + 1,
+        bookie_entries=tuple(v.entries for v in views),
+        bookie_lac=tuple(v.lac for v in views),
+        bookie_fenced=tuple(v.fenced for v in views),
+        crashed=frozenset(node.number for node in cluster.nodes.values() if not node.up),
+        crashes=cluster.crashes,
+        net=frozenset(to_msg(r, cluster.number) for r in requests if r.in_spec and r.ledger_id == lid),
+        lost=cluster.lost,
+        writer_status=writer.status.value,
+        writer_version=writer.version + 1,
+        writer_lap=writer.lap,
+        writer_lac=writer.lac,
+        writer_acks=frozenset((e, number[b]) for e, acked in writer.acks.items() for b in acked),
+        rec=tuple(
+            _recoverer(sim.recoveries[c].recovery, number) if c in sim.recoveries else _IDLE
+            for c in range(1, sim.config.recoverers + 1)
+        ),
+    )

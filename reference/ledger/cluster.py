@@ -1,0 +1,314 @@
+"""An in-process BookKeeper cluster: reference bookies, a network of requests in flight, faults, one step at a time.
+
+Nothing here moves on its own. Whoever drives the cluster (a test, the
+simulation in :mod:`.simulation`, :meth:`InProcessCluster.run_until`) picks
+each step, so a run is decided by its driver's choices and repeats exactly:
+
+- ``deliver(request)``: the request's bookie serves it and the reply goes to
+  its client at once, or is lost (``lose_reply``). This is the spec's
+  atomicity: "a bookie's step serves a request and delivers its reply (or
+  loses it)". A bookie journals and fsyncs what the request changed before
+  it replies (its group commit runs inside the step), so what it answered
+  is durable when the step ends;
+- ``lose(request)``: the network drops a request;
+- ``crash(bookie)``: the bookie stops; its file system loses power (or, with
+  ``power_loss=False``, only its process dies). Requests in flight to it
+  stay in flight, as in the spec: it serves them if it comes back;
+- ``restart(bookie)``: a new reference bookie starts on the same files and
+  replays its journal;
+- ``timeout(client, request)``: the client gives up waiting for a reply that
+  cannot come (the request or its reply was lost, or the bookie is down).
+
+The bookies never checkpoint, so a restarted bookie replays its whole
+journal and knows every LAC it was sent (after a checkpoint the reference
+bookie would know the LAC of the ledger's last entry only, which a recovery
+add, carrying none, can lower).
+
+The network is a set of requests, as in the spec: sending a request equal
+to one in flight sends nothing more. A request served to no effect (the
+bookie had it all, the client ignored the reply) is, for the spec, still in
+flight: its bookie step would be a stutter, which the spec leaves out. The
+cluster keeps such requests aside (``unserved``) for the abstraction.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+
+import attrs
+from ledgerspec.reference.bookie import (
+    BadEntryError,
+    Bookie,
+    BookieConfig,
+    BookieLayout,
+    FaultyFileSystem,
+    LedgerFencedError,
+    NoSuchEntryError,
+    NoSuchLedgerError,
+    UnauthorizedError,
+)
+from ledgerspec.reference.ledger.client import BookKeeperClient
+from ledgerspec.reference.ledger.errors import LedgerStateError
+from ledgerspec.reference.ledger.events import EventLog
+from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
+
+__all__ = ["BookieNode", "BookieView", "InProcessCluster"]
+
+# Journals roll over at 256 KiB (BookKeeper's maxJournalSizeMB, set low): the crash-injecting file
+# system models each file's durable bytes, and a small current journal keeps each fsync cheap.
+DEFAULT_BOOKIE_CONFIG = BookieConfig(journal_max_bytes=256 * 1024)
+
+_SERVED_ACTION = {
+    RequestKind.ADD: "BookieReceivesAdd",
+    RequestKind.FENCE: "BookieReceivesFenceRead",
+    RequestKind.RECOVERY_READ: "BookieReceivesRecoveryRead",
+}
+
+
+@attrs.frozen
+class BookieView:
+    """What a bookie holds of one ledger, in the spec's terms."""
+
+    entries: frozenset[int]  # entry ids stored
+    lac: int  # highest LAC piggybacked on an entry it stored
+    fenced: bool
+
+
+class BookieNode:
+    """One bookie of the cluster: a reference :class:`Bookie` on its own crash-injecting file system."""
+
+    def __init__(self, number: int, address: str, root: str, *, sync_to_disk: bool, config: BookieConfig) -> None:
+        self.number = number  # the spec's bookie number, 1 ..
+        self.address = address  # its id in ledger metadata
+        self.root = root
+        os.makedirs(root, exist_ok=True)
+        self.fs = FaultyFileSystem(root, sync_to_disk=sync_to_disk)
+        self.layout = BookieLayout.in_data_dir(root)
+        self.config = config
+        self.bookie: Bookie | None = None
+        self._frozen: dict[int, BookieView] = {}  # views of a down bookie, taken when it stopped
+
+    @property
+    def up(self) -> bool:
+        return self.bookie is not None
+
+    def start(self) -> None:
+        if self.bookie is not None:
+            raise LedgerStateError(f"bookie {self.address} is already up")
+        bookie = Bookie(self.layout, self.fs, self.config)
+        bookie.start(checkpoint=False)
+        self.bookie = bookie
+        self._frozen = {}
+
+    def stop(self, *, power_loss: bool) -> None:
+        """The bookie's process dies (and, with ``power_loss``, the machine loses power)."""
+        bookie = self._live()
+        ledgers = {lid for lid, _ in bookie.memory_state().memtable} | bookie.memory_state().fenced
+        self._frozen = {lid: self._view(bookie, lid) for lid in ledgers}
+        self.bookie = None
+        if power_loss:
+            self.fs.power_loss()
+        else:
+            self.fs.restart_process()
+
+    def _live(self) -> Bookie:
+        if self.bookie is None:
+            raise LedgerStateError(f"bookie {self.address} is down")
+        return self.bookie
+
+    def view(self, ledger_id: int) -> BookieView:
+        """What the bookie holds of the ledger: read from it when up, as it was when it stopped when down."""
+        if self.bookie is None:
+            return self._frozen.get(ledger_id, BookieView(frozenset(), -1, False))
+        return self._view(self.bookie, ledger_id)
+
+    @staticmethod
+    def _view(bookie: Bookie, ledger_id: int) -> BookieView:
+        state = bookie.memory_state()
+        entries = frozenset(e for lid, e in state.memtable | state.flushed if lid == ledger_id)
+        try:
+            lac = bookie.read_piggybacked_lac(ledger_id)
+        except NoSuchLedgerError:
+            lac = -1
+        return BookieView(entries, lac, ledger_id in state.fenced)
+
+    def serve(self, request: Request) -> tuple[Reply, bool]:
+        """Serve one request, durably; the reply, and whether what the spec sees of the bookie changed."""
+        bookie = self._live()
+        before = self._seen(bookie, request) if request.in_spec else None
+        reply = self._answer(bookie, request)
+        bookie.force_write()  # the group commit: the reply waits for the journal's fsync
+        changed = before is not None and self._seen(bookie, request) != before
+        return reply, changed
+
+    @staticmethod
+    def _seen(bookie: Bookie, request: Request) -> tuple[bool, int, bool]:
+        """What the spec sees of the bookie that ``request`` can change: the entry stored, the LAC, the fence."""
+        lid = request.ledger_id
+        try:
+            lac = bookie.read_piggybacked_lac(lid)
+        except NoSuchLedgerError:
+            return (False, -1, False)
+        return (bookie.read_path(lid, request.entry_id) is not None, lac, bookie.is_fenced(lid))
+
+    def _answer(self, bookie: Bookie, request: Request) -> Reply:
+        kind, lid, key = request.kind, request.ledger_id, request.master_key
+        try:
+            if kind is RequestKind.ADD:
+                bookie.add_entry(request.data, key, recovery=request.recovery)
+                return Reply(request, ReplyCode.OK)
+            if kind is RequestKind.WRITE_LAC:
+                bookie.set_explicit_lac(request.data, key)
+                return Reply(request, ReplyCode.OK)
+            if request.fence:
+                bookie.fence_ledger(lid, key)
+            if kind is RequestKind.FENCE:
+                return Reply(request, ReplyCode.OK, lac=bookie.read_piggybacked_lac(lid))
+            if kind is RequestKind.READ_LAC:
+                return Reply(request, ReplyCode.OK, lac=bookie.read_last_add_confirmed(lid))
+            return Reply(request, ReplyCode.OK, data=bookie.read_entry(lid, request.entry_id))
+        except LedgerFencedError:
+            return Reply(request, ReplyCode.FENCED)
+        except NoSuchLedgerError:
+            return Reply(request, ReplyCode.NO_SUCH_LEDGER)
+        except NoSuchEntryError:
+            return Reply(request, ReplyCode.NO_SUCH_ENTRY)
+        except (BadEntryError, UnauthorizedError):
+            return Reply(request, ReplyCode.REFUSED)
+
+
+class InProcessCluster:
+    """Bookies ``bookie-1 .. bookie-N`` under ``root``, the network between them and the clients, and faults."""
+
+    def __init__(
+        self,
+        root: str,
+        bookies: int,
+        *,
+        sync_to_disk: bool = True,
+        bookie_config: BookieConfig | None = None,
+    ) -> None:
+        config = bookie_config or DEFAULT_BOOKIE_CONFIG
+        self.nodes: dict[str, BookieNode] = {}
+        for n in range(1, bookies + 1):
+            address = f"bookie-{n}"
+            node = BookieNode(n, address, os.path.join(root, address), sync_to_disk=sync_to_disk, config=config)
+            node.start()
+            self.nodes[address] = node
+        self.events = EventLog(self.number)
+        self.clients: dict[int, BookKeeperClient] = {}
+        self.in_flight: list[Request] = []  # requests sent and not yet served or lost, in the order sent
+        self.unserved: set[Request] = set()  # served to no effect: in flight still, for the spec
+        self.lost = 0  # spec messages lost: requests, and replies a client waited for
+        self.crashes = 0
+
+    # -- for clients (the Network protocol) --------------------------------------------
+    def send(self, request: Request) -> None:
+        if request.bookie not in self.nodes:
+            raise LedgerStateError(f"{request!r}: no bookie {request.bookie} in this cluster")
+        if request in self.unserved:
+            self.unserved.discard(request)
+        elif request in self.in_flight:
+            return
+        self.in_flight.append(request)
+
+    def writable_bookies(self) -> list[str]:
+        return [address for address, node in self.nodes.items() if node.up]
+
+    def attach(self, client: BookKeeperClient) -> BookKeeperClient:
+        self.clients[client.client_id] = client
+        return client
+
+    def number(self, address: str) -> int:
+        """The spec's number of a bookie."""
+        return self.nodes[address].number
+
+    def node(self, bookie: str | int) -> BookieNode:
+        return self.nodes[bookie if isinstance(bookie, str) else f"bookie-{bookie}"]
+
+    # -- steps -------------------------------------------------------------------------
+    def deliverable(self) -> list[Request]:
+        """Requests in flight whose bookie is up."""
+        return [r for r in self.in_flight if self.nodes[r.bookie].up]
+
+    def deliver(self, request: Request, *, lose_reply: bool = False) -> bool:
+        """The bookie serves ``request``; the reply reaches its client, or is lost. Whether anything changed."""
+        node = self.nodes[request.bookie]
+        if not node.up:
+            raise LedgerStateError(f"{request!r}: bookie {request.bookie} is down")
+        self.in_flight.remove(request)
+        reply, changed = node.serve(request)
+        client = self.clients.get(request.client)
+        awaited = client is not None and client.awaits(reply)
+        if lose_reply and awaited:
+            replied = False
+            if request.in_spec:
+                self.lost += 1
+        else:
+            replied = True  # a reply nobody waits for is not lost: it arrives and is ignored
+            if client is not None:
+                client.deliver(reply)
+        if request.in_spec:
+            if changed or awaited:
+                self.events.bookie_served(_SERVED_ACTION[request.kind], request, replied)
+            else:
+                self.unserved.add(request)
+        return changed or awaited
+
+    def lose(self, request: Request) -> None:
+        """The network drops a request in flight."""
+        self.in_flight.remove(request)
+        if request.in_spec:
+            self.lost += 1
+            self.events.lost(request)
+
+    def crash(self, bookie: str, *, power_loss: bool = True) -> None:
+        self.nodes[bookie].stop(power_loss=power_loss)
+        self.crashes += 1
+        self.events.bookie("BookieCrashes", bookie)
+
+    def restart(self, bookie: str) -> None:
+        self.nodes[bookie].start()
+        self.events.bookie("BookieRestarts", bookie)
+
+    def reply_cannot_come(self, request: Request) -> bool:
+        """The bookie is down, or no request like this one is in flight (the spec's ``_timed_out``)."""
+        if not self.nodes[request.bookie].up:
+            return True
+        key = request.spec_key
+        return not any(r.spec_key == key for r in self.in_flight) and not any(r.spec_key == key for r in self.unserved)
+
+    def timeouts(self) -> list[Request]:
+        """Requests a client waits for whose reply cannot come."""
+        return [r for c in self.clients.values() for r in c.awaited() if self.reply_cannot_come(r)]
+
+    def timeout(self, request: Request) -> bool:
+        """Client ``request.client`` gives up on ``request``; whether it did something about it."""
+        if not self.reply_cannot_come(request):
+            raise LedgerStateError(f"{request!r} can still be answered: no timeout")
+        return self.clients[request.client].timeout(request)
+
+    # -- driving it to an end, without faults ------------------------------------------
+    def run_until(self, done: Callable[[], bool], *, max_steps: int = 1_000_000) -> int:
+        """Deliver the oldest deliverable request, or take a local step, until ``done()``; the steps taken."""
+        steps = 0
+        while not done():
+            if steps >= max_steps:
+                raise LedgerStateError(f"not done after {max_steps} steps")
+            deliverable = self.deliverable()
+            if deliverable:
+                self.deliver(deliverable[0])
+            else:
+                local = [s for c in self.clients.values() for s in c.local_steps()]
+                if local:
+                    self.clients[local[0].client].run_local(local[0])
+                else:
+                    stuck = self.timeouts()
+                    if not stuck or not any(self.timeout(r) for r in stuck):
+                        raise LedgerStateError("nothing left to do, and not done")
+            steps += 1
+        return steps
+
+    def views(self, ledger_id: int) -> Iterable[tuple[int, BookieView]]:
+        return ((node.number, node.view(ledger_id)) for node in self.nodes.values())

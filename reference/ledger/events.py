@@ -1,0 +1,114 @@
+"""The engine's log, in the ledger spec's words: one event per step, named by the spec action it takes.
+
+Each part of the engine reports its own steps as it takes them: the writer
+handle (``WriterAddsEntry``, ``WriterChangesEnsemble``, ``WriterClosesLedger``),
+a recovery (``RecovererStartsRecovery``, ``RecovererClosesLedger``,
+``RecovererResends*``), a bookie of the in-process cluster serving a request
+(``BookieReceivesAdd``, ``BookieReceivesFenceRead``,
+``BookieReceivesRecoveryRead``, with ``replied``), crashing or restarting
+(``BookieCrashes``, ``BookieRestarts``), and the network losing a request
+(``NetworkLosesMessage``). The ledger's creation is ``Init``.
+
+The engine speaks of bookies by their ids and of requests as
+:class:`~.protocol.Request` values; :class:`EventLog` turns them into the
+spec's values (bookie numbers, :class:`~ledgerspec.spec.ledger.Msg`
+records) with the cluster's numbering, so that the vocabulary lives here
+only. Steps the spec leaves out are not events: plain reads, the explicit
+LAC, a timeout that changes nothing, and serving a request to no effect
+(the spec never serves a request whose serving changes nothing, and never
+spends a loss on a reply nobody awaits).
+
+Who logs an event: ``process`` is the process that took the step (the
+``full`` observation mode of ``spec/ledger_trace.py``), ``observer`` the
+client that saw it, or ``None`` when no client sees it (a bookie's step
+whose reply was lost, a crash, a restart, a lost request): the ``client``
+mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from ledgerspec.reference.ledger.protocol import SPEC_KINDS, Request
+from ledgerspec.spec.ledger import WRITER, Msg
+
+__all__ = ["EngineEvent", "EventLog", "client_process", "to_msg"]
+
+
+def client_process(client: int) -> str:
+    return "writer" if client == WRITER else f"recoverer-{client}"
+
+
+def to_msg(request: Request, number: Callable[[str], int]) -> Msg:
+    """The spec's record of a request the spec has a message for."""
+    return Msg(
+        SPEC_KINDS[request.kind],
+        request.client,
+        number(request.bookie),
+        request.entry_id,
+        request.lac,
+        request.recovery,
+        request.fence,
+    )
+
+
+@attrs.frozen
+class EngineEvent:
+    """One step of the engine, as the spec names it."""
+
+    action: str  # a LedgerSpec action name, or Init
+    args: tuple[Any, ...]  # the action's parameters, as spec values
+    process: str  # the process that took the step
+    observer: str | None  # the client that saw it; None: no client did
+
+    def __str__(self) -> str:
+        args = ", ".join(repr(a) for a in self.args)
+        return f"{self.process}: {self.action}({args})"
+
+
+class EventLog:
+    """Collects the engine's events, translating engine values to spec values."""
+
+    def __init__(self, number: Callable[[str], int]) -> None:
+        self.number = number  # bookie id -> the spec's bookie number
+        self.events: list[EngineEvent] = []
+        self.listeners: list[Callable[[EngineEvent], None]] = []
+
+    def _emit(self, action: str, args: tuple[Any, ...], process: str, observer: str | None) -> None:
+        event = EngineEvent(action, args, process, observer)
+        self.events.append(event)
+        for listener in self.listeners:
+            listener(event)
+
+    def init(self) -> None:
+        self._emit("Init", (), "writer", "writer")
+
+    def writer(self, action: str, *bookies: str) -> None:
+        """WriterAddsEntry, WriterClosesLedger (no parameters), WriterChangesEnsemble(b, nb)."""
+        self._emit(action, tuple(self.number(b) for b in bookies), "writer", "writer")
+
+    def recoverer(self, action: str, client: int, *, entry: int | None = None, bookie: str | None = None) -> None:
+        """RecovererStartsRecovery(c), RecovererClosesLedger(c), RecovererResends*(c, [e,] b)."""
+        args: tuple[int, ...] = (client,)
+        if entry is not None:
+            args += (entry,)
+        if bookie is not None:
+            args += (self.number(bookie),)
+        process = client_process(client)
+        self._emit(action, args, process, process)
+
+    def bookie_served(self, action: str, request: Request, replied: bool) -> None:
+        """BookieReceivesAdd/FenceRead/RecoveryRead(m, replied): the reply reaches its client, or is lost."""
+        m = to_msg(request, self.number)
+        self._emit(action, (m, replied), f"bookie-{m.bookie}", client_process(request.client) if replied else None)
+
+    def bookie(self, action: str, bookie: str) -> None:
+        """BookieCrashes(b), BookieRestarts(b)."""
+        b = self.number(bookie)
+        self._emit(action, (b,), f"bookie-{b}", None)
+
+    def lost(self, request: Request) -> None:
+        """NetworkLosesMessage(m)."""
+        self._emit("NetworkLosesMessage", (to_msg(request, self.number),), "network", None)

@@ -1,0 +1,105 @@
+"""Simulated runs of the engine as traces in the oracle's format (docs/trace-format.md, version 1).
+
+:class:`TraceRecorder` watches a :class:`~.simulation.LedgerSimulation` and
+turns each event the engine logs into one line: ``type`` the spec action,
+``params`` its parameters, ``observed`` the spec variables (and
+projections) the observer can see that changed since its previous line,
+read through the abstraction function; values are encoded by the spec's
+codecs (``spec/codecs.py``, through the trace mapping ``spec/ledger_trace.py``).
+
+Observation modes, as the trace mapping defines them:
+
+``full``
+    every event, logged by the process that took the step (``writer``,
+    ``recoverer-<c>``, ``bookie-<b>``, ``network``), every variable;
+``client``
+    only what clients see: their own steps and the replies that reach them,
+    each logged by the client; a bookie's step whose reply was lost, a
+    crash, a restart and a lost request are left out; only the variables
+    the mode observes.
+
+``seq`` counts the trace's events (a Lamport clock over all processes), so
+merging by ``seq`` gives back the order of the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+from ledgerspec.reference.ledger.abstraction import abstract_state
+from ledgerspec.reference.ledger.events import EngineEvent
+from ledgerspec.reference.ledger.simulation import LedgerSimulation, SimulationConfig, Step
+from ledgerspec.spec.codecs import canonical_bytes
+from ledgerspec.spec.ledger import LedgerSpec
+from ledgerspec.spec.ledger_trace import TRACE
+
+__all__ = ["TRACE_FORMAT_VERSION", "TraceRecorder", "ndjson", "simulate_traces"]
+
+TRACE_FORMAT_VERSION = 1  # the "v" of every line (docs/trace-format.md)
+
+
+class TraceRecorder:
+    """Records a simulation's events as trace lines in one observation mode (module docstring)."""
+
+    def __init__(self, sim: LedgerSimulation, mode: str, trace_id: str) -> None:
+        self.sim = sim
+        self.mode = TRACE.mode(mode)
+        self.trace_id = trace_id
+        self.spec = LedgerSpec(**sim.config.spec_constants())
+        self.names = sorted(self.mode.observes)
+        self.lines: list[dict[str, Any]] = []
+        self._previous: dict[str, bytes] = {}
+        for event in sim.events:  # the ledger's creation, logged before the recorder existed
+            self._record(event)
+        sim.observers.append(self.on_step)
+
+    def on_step(self, step: Step, events: list[EngineEvent]) -> None:
+        for event in events:
+            self._record(event)
+
+    def _record(self, event: EngineEvent) -> None:
+        full = self.mode.name == "full"
+        process = event.process if full else event.observer
+        if process is None:
+            return  # no client sees this step
+        state = abstract_state(self.sim)
+        values = {n: canonical_bytes(TRACE.codecs[n], TRACE.observe(self.spec, state, n)) for n in self.names}
+        changed = [n for n in self.names if values[n] != self._previous.get(n)]
+        self._previous = values
+        line: dict[str, Any] = {
+            "v": TRACE_FORMAT_VERSION,
+            "trace": self.trace_id,
+            "process": process,
+            "seq": len(self.lines) + 1,
+            "type": event.action,
+        }
+        if event.args:
+            line["params"] = TRACE.encode_params(event.action, event.args)
+        if changed:
+            line["observed"] = {n: orjson.loads(values[n]) for n in changed}
+        self.lines.append(line)
+
+
+def simulate_traces(
+    config: SimulationConfig, *, seed: int, steps: int, traces: int, mode: str, root: str | None = None
+) -> Iterator[tuple[str, list[dict[str, Any]], LedgerSimulation]]:
+    """``traces`` random runs of ``steps`` steps each: (trace id, lines, the finished simulation) for each.
+
+    Run ``i`` is seeded with ``(seed, i)``: the same arguments give the same traces, byte for byte.
+    """
+    for i in range(traces):
+        trace_id = f"ledger-{seed}-{i}"
+        sim = LedgerSimulation(config, None if root is None else f"{root}/{trace_id}", seed=seed * 1_000_003 + i)
+        try:
+            recorder = TraceRecorder(sim, mode, trace_id)
+            sim.run(steps)
+            yield trace_id, recorder.lines, sim
+        finally:
+            sim.close()
+
+
+def ndjson(lines: list[dict[str, Any]]) -> bytes:
+    """The lines of one trace, one JSON object per line."""
+    return b"".join(orjson.dumps(line) + b"\n" for line in lines)

@@ -1,0 +1,167 @@
+"""``ledgerspec simulate ledger``: random runs of the reference engine, written as traces the oracle checks.
+
+Each run is a :class:`~ledgerspec.reference.ledger.simulation.LedgerSimulation`
+of ``--steps`` steps chosen by a generator seeded with the run's number and
+``--seed``: the same arguments write the same files, byte for byte. The
+model's sizes and fault bounds are the ledger spec's constants (``--const``),
+so ``ledgerspec check`` with the same constants (``manifest.json`` gives the
+command) must find every trace of the correct engine conforming, and a
+mutant's (``--mutant``) violating.
+
+Exit status: 0 the runs were written; 1 a reader read, up to the LAC, an
+entry other than the one written; 2 bad options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import attrs
+from ledgerspec.reference.ledger import FAULTS, MUTANTS, SimulationConfig
+from ledgerspec.reference.ledger.trace import ndjson, simulate_traces
+from ledgerspec.spec.ledger import LedgerSpec
+from ledgerspec.spec.values import format_value
+from ledgerspec.tools.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError, parse_constants
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["register", "simulation_config"]
+
+SIMULATIONS = ("ledger",)
+MODES = ("full", "client")
+# The spec constants a simulation takes, with their SimulationConfig fields.
+CONSTANT_FIELDS = {
+    "NumBookies": "bookies",
+    "E": "ensemble",
+    "Qw": "write_quorum",
+    "Qa": "ack_quorum",
+    "NumRecoverers": "recoverers",
+    "MaxEntries": "max_entries",
+    "Throttle": "throttle",
+    "MaxCrashes": "max_crashes",
+    "MaxLoss": "max_loss",
+}
+
+
+def register(commands: Any) -> None:
+    simulate = commands.add_parser(
+        "simulate",
+        help="random runs of the reference engine, written as NDJSON traces",
+        description="Run the reference engine on an in-process cluster with seeded random steps and faults; "
+        "write each run as a trace (docs/trace-format.md) for `ledgerspec check`.",
+    )
+    simulate.add_argument("spec", metavar="SPEC", help="what to simulate: " + ", ".join(SIMULATIONS))
+    simulate.add_argument("--seed", type=int, default=0, help="seed of the runs (default 0)")
+    simulate.add_argument("--steps", type=int, default=200, help="steps per run (default 200)")
+    simulate.add_argument("--traces", type=int, default=1, help="runs, one trace each (default 1)")
+    simulate.add_argument(
+        "--faults", default=",".join(FAULTS), help=f"faults allowed, comma-separated (default all: {','.join(FAULTS)})"
+    )
+    simulate.add_argument("--mode", default="full", help="observation mode of the traces: full (default) or client")
+    simulate.add_argument("--mutant", help="a client mutant: " + ", ".join(MUTANTS))
+    simulate.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help="a spec constant")
+    simulate.add_argument("--out", required=True, metavar="DIR", help="directory for the traces and manifest.json")
+    simulate.add_argument("--json", action="store_true", help="print one JSON object")
+    simulate.set_defaults(run=_simulate)
+
+
+def simulation_config(constants: dict[str, str], faults: str, mutant: str | None) -> SimulationConfig:
+    """The simulation's configuration from ``--const``, ``--faults`` and ``--mutant``; :class:`UsageError` if bad."""
+    if "Bug" in constants:
+        raise UsageError("the engine takes no Bug constant: a seeded bug of the engine is a --mutant")
+    spec_values = LedgerSpec(**constants).values  # unknown names, bad types and impossible quorums fail here
+    fields = {CONSTANT_FIELDS[name]: spec_values[name] for name in CONSTANT_FIELDS if name in constants}
+    chosen = [f.strip() for f in faults.split(",") if f.strip()]
+    unknown = [f for f in chosen if f not in FAULTS]
+    if unknown:
+        raise UsageError(f"unknown fault {', '.join(unknown)}; faults: {', '.join(FAULTS)}")
+    if mutant is not None and mutant not in MUTANTS:
+        raise UsageError(f"unknown mutant {mutant!r}; mutants: {', '.join(MUTANTS)}")
+    return attrs.evolve(SimulationConfig(), faults=frozenset(chosen), mutant=mutant, **fields)
+
+
+def _simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.spec not in SIMULATIONS:
+        raise UsageError(f"no simulation of spec {args.spec!r}; simulations: {', '.join(SIMULATIONS)}")
+    if args.mode not in MODES:
+        raise UsageError(f"unknown mode {args.mode!r}; modes: {', '.join(MODES)}")
+    for name in ("steps", "traces"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    config = simulation_config(parse_constants(args.const), args.faults, args.mutant)
+    directory = Path(args.out)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write to {directory}: {exc.strerror}") from None
+    constants = config.spec_constants()
+    runs: list[dict[str, Any]] = []
+    for trace_id, lines, sim in simulate_traces(
+        config, seed=args.seed, steps=args.steps, traces=args.traces, mode=args.mode
+    ):
+        path = directory / f"{trace_id}.ndjson"
+        path.write_bytes(ndjson(lines))
+        runs.append(
+            {
+                "trace": trace_id,
+                "file": path.name,
+                "events": len(lines),
+                "engine_events": len(sim.events),
+                "adds_acknowledged": len(sim.acknowledged),
+                "ledger": sim.ledgers.read(sim.ledger_id).metadata.state.name,
+                "reads": sim.reads,
+                "read_problems": list(sim.read_problems),
+            }
+        )
+    check = ["ledgerspec", "check", str(directory), "--mode", args.mode] + [
+        arg for name, value in constants.items() for arg in ("--const", f"{name}={value}")
+    ]
+    manifest = {
+        "spec": "ledger",
+        "mode": args.mode,
+        "seed": args.seed,
+        "steps": args.steps,
+        "faults": sorted(config.faults),
+        "mutant": config.mutant,
+        "constants": constants,
+        "check": shlex.join(check),
+        "traces": runs,
+    }
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    problems = [p for run in runs for p in run["read_problems"]]
+    if args.json:
+        print(json.dumps(manifest, indent=2))
+    else:
+        _print(out, manifest)
+    return EXIT_VIOLATION if problems else EXIT_OK
+
+
+def _print(out: Console, manifest: dict[str, Any]) -> None:
+    constants = " ".join(f"{k}={format_value(v)}" for k, v in manifest["constants"].items())
+    mutant = f", mutant {manifest['mutant']}" if manifest["mutant"] else ""
+    out.print(
+        f"[bold]ledger[/bold] ({manifest['mode']} mode, seed {manifest['seed']}, faults "
+        f"{','.join(manifest['faults']) or 'none'}{mutant}) {escape(constants)}",
+        highlight=False,
+    )
+    table = Table("trace", "events", "adds acked", "ledger", "reads", "read problems")
+    for run in manifest["traces"]:
+        bad = len(run["read_problems"])
+        table.add_row(
+            escape(run["trace"]),
+            f"{run['events']:,}",
+            str(run["adds_acknowledged"]),
+            run["ledger"],
+            str(run["reads"]),
+            f"[red]{bad}[/red]" if bad else "0",
+        )
+    out.print(table)
+    for run in manifest["traces"]:
+        for problem in run["read_problems"]:
+            out.print(f"[red]{escape(run['trace'])}:[/red] {escape(problem)}", highlight=False)
+    out.print(f"check them with: {escape(manifest['check'])}", highlight=False, soft_wrap=True)
