@@ -40,6 +40,10 @@ class InputError:
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "line": self.line, "trace": self.trace, "message": self.message}
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> InputError:
+        return cls(data["file"], data["line"], data["message"], data["trace"])
+
 
 class TraceFormatError(ValueError):
     """Raised by :func:`parse_event`; carries the :class:`InputError`."""

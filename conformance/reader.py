@@ -1,4 +1,4 @@
-"""Reading trace files (NDJSON, one event per line), one trace at a time, in bounded memory.
+"""Reading trace files (NDJSON, one event per line; or Parquet), one trace at a time, in bounded memory.
 
 Two passes over the input. The first notes, for each trace id, the last line
 holding one of its events: one small entry per trace. The second reads the
@@ -9,8 +9,9 @@ file, or spread over several files (one per process), are held until their
 last line, which is as little as merging them allows.
 
 Files are read in the order given; a directory stands for its ``*.ndjson``
-and ``*.jsonl`` files (also gzipped, ``.gz``) and ITF traces (``*.itf.json``,
-one trace each) in name order. Blank lines are skipped. A line longer than
+and ``*.jsonl`` files (also gzipped, ``.gz``), Parquet files (``*.parquet``,
+one event per row: :mod:`ledgerspec.conformance.parquet`) and ITF traces
+(``*.itf.json``, one trace each) in name order. Blank lines are skipped. A line longer than
 ``max_line_bytes`` is not read into memory: it is reported, and the reader
 goes on at the next line.
 """
@@ -21,17 +22,35 @@ import gzip
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, TypeVar, cast
 
 import attrs
 import orjson
+import pyarrow as pa
 from ledgerspec.conformance.events import SEQ_MAX, Event, InputError, TraceFormatError, parse_event
 from ledgerspec.conformance.itf import read_itf
+from ledgerspec.conformance.parquet import PARQUET_SUFFIX, ParquetFileError, parquet_records, parquet_trace_keys
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "ReadStats", "TraceFileError", "TraceInput", "expand_paths", "read_traces"]
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "ITF_SUFFIX",
+    "TRACE_SUFFIXES",
+    "LineDecoder",
+    "ReadStats",
+    "TraceFileError",
+    "TraceInput",
+    "expand_paths",
+    "is_parquet",
+    "line_key",
+    "line_record",
+    "read_events",
+    "read_traces",
+    "trace_key",
+]
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
-_SUFFIXES = (".ndjson", ".jsonl", ".ndjson.gz", ".jsonl.gz", ".itf.json")
+TRACE_SUFFIXES = (".ndjson", ".jsonl", ".ndjson.gz", ".jsonl.gz", ".itf.json", PARQUET_SUFFIX)
+_T = TypeVar("_T")
 ITF_SUFFIX = ".itf.json"  # an ITF trace (Apalache, Quint): one trace per file, see conformance/itf.py
 # The layout this project writes: the envelope first, in this order, with names that need no
 # escapes. Such a line is read without parsing its envelope as JSON, and the rest of it (type,
@@ -76,9 +95,9 @@ def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(_SUFFIXES))
+            found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
             if not found:
-                raise TraceFileError(f"{path}: directory holds no trace files ({', '.join(_SUFFIXES)})")
+                raise TraceFileError(f"{path}: directory holds no trace files ({', '.join(TRACE_SUFFIXES)})")
             files += found
         elif path.is_file():
             files.append(path)
@@ -144,7 +163,8 @@ def _guess_trace(raw: bytes) -> str | None:
     return found.group(1).decode("utf-8", "replace") if found else None
 
 
-def _trace_of(raw: bytes) -> str | None:
+def trace_key(raw: bytes) -> str | None:
+    """The trace a line most likely belongs to, without decoding the whole line when it has the usual layout."""
     found = _ENVELOPE.match(raw)
     if found is not None:
         try:
@@ -160,7 +180,7 @@ def _trace_of(raw: bytes) -> str | None:
     return _guess_trace(raw)
 
 
-class _Decoder:
+class LineDecoder:
     """Lines to events: the fast path for the usual layout, with parsed bodies kept within a budget."""
 
     def __init__(self, budget: int = BODY_CACHE_BYTES) -> None:
@@ -205,6 +225,98 @@ class _Decoder:
         return parts
 
 
+def line_key(raw: bytes, max_line_bytes: int) -> str | None:
+    """The trace :func:`line_record` will most likely charge a line to, read from its text alone."""
+    if len(raw) > max_line_bytes:
+        return _guess_trace(raw[:max_line_bytes])
+    return trace_key(raw)
+
+
+def line_record(
+    decoder: LineDecoder, raw: bytes, file: str, number: int, max_line_bytes: int
+) -> tuple[str | None, Event | InputError]:
+    """The trace a line is charged to, and its event or what is wrong with it.
+
+    ``raw`` is the line without its newline; of a line longer than ``max_line_bytes`` only the first
+    ``max_line_bytes`` bytes are needed. The in-process reader and the Spark run both read lines here.
+    """
+    if len(raw) > max_line_bytes:
+        message = f"line is longer than {max_line_bytes:,} bytes (the limit; see --max-line-bytes)"
+        trace = _guess_trace(raw[:max_line_bytes])
+        return trace, InputError(file, number, message, trace)
+    try:
+        event = decoder.event(raw, file, number)
+    except orjson.JSONDecodeError as exc:
+        trace = _guess_trace(raw)
+        return trace, InputError(file, number, f"not valid JSON: {exc}", trace)
+    except TraceFormatError as exc:
+        trace = exc.error.trace or _guess_trace(raw)
+        return trace, attrs.evolve(exc.error, trace=trace)
+    return event.trace, event
+
+
+def is_parquet(path: str | Path) -> bool:
+    """Is this a Parquet trace file (by its name)?"""
+    return str(path).endswith(PARQUET_SUFFIX)
+
+
+def _trace_keys(path: Path, max_line_bytes: int) -> Iterator[tuple[int, str | None]]:
+    """(line or row number, the trace it most likely belongs to): the first pass."""
+    if is_parquet(path):
+        yield from _parquet_guarded(parquet_trace_keys(path), path)
+        return
+    for number, raw, _too_long in _lines(path, max_line_bytes):
+        yield number, trace_key(raw)
+
+
+def _records(
+    path: Path, max_line_bytes: int, decoder: LineDecoder
+) -> Iterator[tuple[int, str | None, Event | InputError]]:
+    """(line or row number, trace charged, event or error) for each line or row: the second pass."""
+    if is_parquet(path):
+        yield from _parquet_guarded(parquet_records(path, max_line_bytes), path)
+        return
+    name = str(path)
+    event = decoder.event
+    for number, raw, too_long in _lines(path, max_line_bytes):
+        if not too_long:
+            try:  # the usual case, in few steps
+                e = event(raw, name, number)
+            except (orjson.JSONDecodeError, TraceFormatError):
+                pass
+            else:
+                yield number, e.trace, e
+                continue
+        else:  # _lines keeps max_line_bytes of the line; one more byte says it is longer
+            raw += b" "
+        trace, item = line_record(decoder, raw, name, number, max_line_bytes)
+        yield number, trace, item
+
+
+def _parquet_guarded(items: Iterator[_T], path: Path) -> Iterator[_T]:
+    try:
+        yield from items
+    except ParquetFileError as exc:
+        raise TraceFileError(str(exc)) from None
+    except (OSError, pa.ArrowException) as exc:
+        raise TraceFileError(f"{path}: cannot be read as Parquet: {exc}") from None
+
+
+def read_events(
+    paths: Sequence[str | Path], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Iterator[Event | InputError]:
+    """Every event of the files, and every line that cannot be read, in reading order (not by trace)."""
+    decoder = LineDecoder()
+    for path in expand_paths(paths):
+        if path.name.endswith(ITF_SUFFIX):
+            _, itf_events, itf_errors = read_itf(path)
+            yield from itf_errors
+            yield from itf_events
+            continue
+        for _, _, item in _records(path, max_line_bytes, decoder):
+            yield item
+
+
 def read_traces(
     paths: Sequence[str | Path], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, stats: ReadStats | None = None
 ) -> Iterator[TraceInput | InputError]:
@@ -218,8 +330,7 @@ def read_traces(
     for index, path in enumerate(files):
         if path.name.endswith(ITF_SUFFIX):
             continue
-        for number, raw, _too_long in _lines(path, max_line_bytes):
-            trace_id = _trace_of(raw)
+        for number, trace_id in _trace_keys(path, max_line_bytes):
             if trace_id is not None:
                 previous = where.get(trace_id)
                 if previous is not None and previous != index:
@@ -230,48 +341,34 @@ def read_traces(
 
     events: dict[str, list[Event]] = {}
     errors: dict[str, list[InputError]] = {}
-    decoder = _Decoder()
+    decoder = LineDecoder()
     buffered = 0
     for index, path in enumerate(files):
         if path.name.endswith(ITF_SUFFIX):
             itf_trace, itf_events, itf_errors = read_itf(path)
             yield TraceInput(itf_trace, tuple(itf_events), tuple(itf_errors))
             continue
-        name = str(path)
         ends = last[index]
-        for number, raw, too_long in _lines(path, max_line_bytes):
-            trace: str | None
-            if not too_long:
-                try:
-                    event = decoder.event(raw, name, number)
-                except orjson.JSONDecodeError as exc:
-                    trace = _guess_trace(raw)
-                    error = InputError(name, number, f"not valid JSON: {exc}", trace)
-                except TraceFormatError as exc:
-                    trace = exc.error.trace or _guess_trace(raw)
-                    error = attrs.evolve(exc.error, trace=trace)
+        for number, trace, item in _records(path, max_line_bytes, decoder):
+            if type(item) is Event:
+                trace = item.trace
+                held = events.get(trace)
+                if held is None:
+                    events[trace] = [item]
                 else:
-                    trace = event.trace
-                    held = events.get(trace)
-                    if held is None:
-                        events[trace] = [event]
-                    else:
-                        held.append(event)
-                    buffered += 1
-                    if ends.get(trace) == number:
-                        stats.peak_buffered = max(stats.peak_buffered, buffered)
-                        done = events.pop(trace)
-                        buffered -= len(done)
-                        yield TraceInput(trace, tuple(done), tuple(errors.pop(trace, ())))
-                    continue
-            else:
-                trace = _guess_trace(raw)
-                message = f"line is longer than {max_line_bytes:,} bytes (the limit; see --max-line-bytes)"
-                error = InputError(name, number, message, trace)
-            if trace is None:
-                yield error
+                    held.append(item)
+                buffered += 1
+                if ends.get(trace) == number:
+                    stats.peak_buffered = max(stats.peak_buffered, buffered)
+                    done = events.pop(trace)
+                    buffered -= len(done)
+                    yield TraceInput(trace, tuple(done), tuple(errors.pop(trace, ())))
                 continue
-            errors.setdefault(trace, []).append(error)
+            assert isinstance(item, InputError)
+            if trace is None:
+                yield item
+                continue
+            errors.setdefault(trace, []).append(item)
             if ends.get(trace) == number:
                 stats.peak_buffered = max(stats.peak_buffered, buffered)
                 done = events.pop(trace, [])

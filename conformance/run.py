@@ -1,5 +1,7 @@
 """Check trace files in this process, one trace at a time: the driver under ``ledgerspec check``.
 
+A trace whose spec checks its units apart (a partition key in the spec's
+trace mapping) is split into one trace per unit (:mod:`ledgerspec.conformance.partition`).
 Memory holds the trace being checked (see :mod:`ledgerspec.conformance.reader`),
 the checker's bounded caches, and the verdicts that are not *conforms*.
 """
@@ -16,10 +18,11 @@ import attrs
 from ledgerspec.conformance.checker import TraceChecker
 from ledgerspec.conformance.coverage import Coverage
 from ledgerspec.conformance.events import InputError
+from ledgerspec.conformance.partition import split_trace
 from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES, ReadStats, read_traces
 from ledgerspec.conformance.verdict import CONFORMS, VIOLATES, Verdict
 
-__all__ = ["CheckRun", "check_files"]
+__all__ = ["CheckRun", "check_files", "collector_paused"]
 
 
 @attrs.define
@@ -57,7 +60,7 @@ class CheckRun:
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector: the reader and checker make no reference cycles, and the
     collector's repeated scans of the checker's caches would cost more than the check itself."""
     was_enabled = gc.isenabled()
@@ -81,12 +84,18 @@ def check_files(
     started, cpu_started = time.perf_counter(), time.process_time()
     stats = ReadStats()
     covered = checker.coverage() if checker.collects_coverage else None
-    with _collector_paused():
+    with collector_paused():
+        partition = checker.mapping.partition
         for item in read_traces(paths, max_line_bytes=max_line_bytes, stats=stats):
-            result = item if isinstance(item, InputError) else checker.check(item.events, item.errors)
-            run.add(result)
-            if each is not None:
-                each(result)
+            results: list[Verdict | InputError]
+            if isinstance(item, InputError):
+                results = [item]
+            else:
+                results = [checker.check(unit.events, unit.errors) for unit in split_trace(item, partition)]
+            for result in results:
+                run.add(result)
+                if each is not None:
+                    each(result)
     if covered is not None:
         run.coverage = checker.coverage().since(covered)
     run.peak_buffered_events = stats.peak_buffered

@@ -1,8 +1,8 @@
 """What the checker says about one trace: conforms, violates or inconclusive, and why.
 
-A verdict is plain data: ``to_json()`` gives a nested object, ``to_row()`` a
-flat mapping of strings and integers (one row per trace, the shape a
-distributed run collects).
+A verdict is plain data: ``to_json()`` gives a nested object (and
+``from_json`` takes it back), ``to_row()`` a flat mapping of strings and
+integers (one row per trace, the shape a distributed run collects).
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ class Successor:
 
     def to_json(self) -> dict[str, Any]:
         return {"step": self.step, "rejection": self.rejection, "state": self.state}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Successor:
+        return cls(data["step"], data["rejection"], data["state"])
 
 
 @attrs.frozen
@@ -54,6 +58,16 @@ class Candidate:
             "successors": [s.to_json() for s in self.successors],
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Candidate:
+        return cls(
+            hidden_steps=tuple(data["hidden_steps"]),
+            state=data["state"],
+            successors=tuple(Successor.from_json(s) for s in data["successors"]),
+            reached_by=data["reached_by"],
+            previous=data["previous"],
+        )
+
 
 @attrs.frozen
 class BoundHit:
@@ -68,6 +82,10 @@ class BoundHit:
 
     def to_json(self) -> dict[str, Any]:
         return {"bound": self.bound, "limit": self.limit, "event_index": self.event_index}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BoundHit:
+        return cls(data["bound"], data["limit"], data["event_index"])
 
 
 @attrs.frozen
@@ -100,6 +118,22 @@ class Failure:
             "candidates_total": self.candidates_total,
             "candidates": [c.to_json() for c in self.candidates],
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Failure:
+        return cls(
+            event_index=data["event_index"],
+            event_type=data["event"],
+            process=data["process"],
+            seq=data["seq"],
+            file=data["file"],
+            line=data["line"],
+            reason=data["reason"],
+            explanation=data["explanation"],
+            path=tuple(data["path"]),
+            candidates=tuple(Candidate.from_json(c) for c in data["candidates"]),
+            candidates_total=data["candidates_total"],
+        )
 
 
 @attrs.frozen
@@ -151,6 +185,21 @@ class Verdict:
         if self.input_errors:
             data["input_errors"] = [e.to_json() for e in self.input_errors]
         return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Verdict:
+        """The verdict ``to_json()`` gave (a verdict sent from a Spark executor, say)."""
+        failure, bound = data.get("failure"), data.get("bound")
+        return cls(
+            trace=data["trace"],
+            status=data["status"],
+            events=data["events"],
+            checked=data["checked"],
+            failure=Failure.from_json(failure) if failure is not None else None,
+            bound=BoundHit.from_json(bound) if bound is not None else None,
+            input_errors=tuple(InputError.from_json(e) for e in data.get("input_errors", ())),
+            max_candidates=data["max_candidates"],
+        )
 
     def to_row(self) -> dict[str, str | int | None]:
         """A flat row: scalars only, lists joined by newlines."""

@@ -85,9 +85,15 @@ def _last_ensemble(spec: LedgerSpec, s: LedgerState) -> tuple[int, ...]:
 
 PROJECTIONS = (
     Projection(
-        "recoverer_phases", _recoverer_phases, tuple[str, ...], "phase of each recovering client 1..NumRecoverers"
+        "recoverer_phases",
+        _recoverer_phases,
+        tuple[str, ...],
+        "phase of each recovering client 1..NumRecoverers",
+        tla="[c \\in Recoverers |-> rec[c].phase]",
     ),
-    Projection("last_ensemble", _last_ensemble, tuple[int, ...], "the bookies of the ledger's last segment"),
+    Projection(
+        "last_ensemble", _last_ensemble, tuple[int, ...], "the bookies of the ledger's last segment", tla="LastEnsemble"
+    ),
 )
 
 

@@ -32,6 +32,13 @@ A mapping says, for one spec:
   (tests check it on the states of the seeded bugs);
 - how a run is drawn: the processes in the order their lanes appear, and
   the :class:`Message` each event sends or receives, read from its params.
+- optionally, a partition key: when one trace holds the steps of several
+  units the spec treats apart (ledgers of a bookie, topics of a broker),
+  ``partition(event type, params)`` names the unit of an event, and each
+  unit's events are checked as a trace of their own; ``None`` means the
+  event concerns every unit of its trace (``Init``, a crash), and goes to
+  each. Without one (the ledger spec: one ledger per trace) a trace is one
+  unit.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ __all__ = [
     "Message",
     "MessagesOf",
     "ObservationMode",
+    "PartitionKey",
     "Projection",
     "TraceMapping",
     "mapping_for",
@@ -65,6 +73,8 @@ NEXT = "Next"
 
 #: ``explain(spec, state, *args)``: why that action instance is not enabled, or ``None`` when it is.
 Explanation = Callable[..., "str | None"]
+#: ``partition(event type, params as JSON)``: the unit (ledger, topic) an event belongs to; ``None``: every unit.
+PartitionKey = Callable[[str, Mapping[str, Any]], "str | None"]
 
 
 @attrs.frozen
@@ -106,6 +116,7 @@ class Projection:
     fn: Callable[[Any, Any], Any]  # (spec, state) -> value
     type: Any  # type hint of the value, for its JSON codec
     doc: str
+    tla: str | None = None  # the same in TLA+, over the spec's variables (for TLA+ trace modules)
 
 
 def _always(_action: str, _args: tuple[Any, ...]) -> str:
@@ -145,8 +156,10 @@ class TraceMapping:
         codecs: Mapping[str, Codec] | None = None,
         processes: Sequence[str] = (),
         messages: MessagesOf = _no_messages,
+        partition: PartitionKey | None = None,
     ) -> None:
         self.spec_type = spec_type
+        self.partition = partition
         self.modes = {m.name: m for m in modes}
         self.projections = {p.name: p for p in projections}
         self.explain = dict(explain or {})

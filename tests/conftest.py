@@ -1,4 +1,4 @@
-"""Test options: TLC tests need Java, ZooKeeper tests a ZooKeeper server, Chromium tests Chromium.
+"""Test options: TLC and Spark tests need Java, ZooKeeper tests a ZooKeeper server, Chromium tests Chromium.
 
 ``--run-slow`` is in the root conftest.py.
 
@@ -6,17 +6,19 @@ Tests marked ``zookeeper`` talk to a real ZooKeeper server that the
 ``zookeeper_server`` fixture starts once per session. Where none can be
 started they are skipped with the reason, except in CI (``CI=true``), where
 that is an error, as for TLC. Tests marked ``chromium`` render pages in a
-real headless Chromium, under the same rule.
+real headless Chromium, and tests marked ``spark`` run Spark (PySpark's JVM
+needs Java), under the same rule.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 from headless_chromium import ChromiumUnavailableError, find_chromium
+from ledgerspec.conformance.spark import SparkUnavailable, find_java_home
 from metadata_backends import BACKEND_PARAMS, MetadataBackend
 from zookeeper_server import ZooKeeperServer, ZooKeeperUnavailableError, find_zkserver
 
@@ -35,6 +37,7 @@ def _tlc_unavailable() -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _needs(items, "zookeeper", "ZooKeeper", find_zkserver, ZooKeeperUnavailableError)
     _needs(items, "chromium", "Chromium", find_chromium, ChromiumUnavailableError)
+    _needs(items, "spark", "Spark", find_java_home, SparkUnavailable)
     if any("tlc" in item.keywords for item in items):
         reason = _tlc_unavailable()
         if reason is not None:
@@ -44,6 +47,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             for item in items:
                 if "tlc" in item.keywords:
                     item.add_marker(skip_tlc)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One Spark session (``local[2]``) for the whole test session: starting one takes seconds."""
+    from ledgerspec.conformance.spark import spark_session
+
+    with spark_session("local[2]", app_name="ledgerspec tests") as session:
+        yield session
 
 
 def _needs(

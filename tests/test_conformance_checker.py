@@ -12,7 +12,7 @@ import attrs
 import pytest
 from ledgerspec.conformance import Bounds, TraceChecker, check_trace, events_from_json
 from ledgerspec.conformance.generate import Walk, WalkStep, random_walk, trace_events
-from ledgerspec.conformance.verdict import CONFORMS, INCONCLUSIVE, VIOLATES
+from ledgerspec.conformance.verdict import CONFORMS, INCONCLUSIVE, VIOLATES, Verdict
 from ledgerspec.spec.codecs import canonical_bytes
 from ledgerspec.spec.explorer import explore
 from ledgerspec.spec.kernel import Constant, Spec, action, evolve, invariant
@@ -325,6 +325,15 @@ def test_verdicts_serialize_to_json_and_flat_rows() -> None:
     assert all(v is None or isinstance(v, str | int) for v in row.values())
     assert row["event_index"] == 1 and row["path"] == "Init\nWriterAddsEntry"
     assert check_trace(events_from_json(objs, "x.ndjson"), spec).to_json() == verdict.to_json()  # deterministic
+
+
+def test_a_verdict_comes_back_from_its_json() -> None:
+    """How a Spark executor's verdict reaches the driver: as JSON, taken back whole."""
+    buggy = LedgerSpec(**MODEL, Bug="lac_before_qa")
+    verdicts = [check(buggy, w, "client") for w in walks(buggy, 4, 30)]  # checked against the spec without the bug
+    assert {v.status for v in verdicts} >= {CONFORMS, VIOLATES}
+    for verdict in verdicts:
+        assert Verdict.from_json(json.loads(json.dumps(verdict.to_json()))) == verdict
 
 
 # -- the checker core takes any spec with a trace mapping ----------------------------------------

@@ -110,6 +110,8 @@ def test_inconclusive_exits_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         (["--spec", "nosuch"], "unknown spec 'nosuch'"),
         (["--const", "Qa=9"], "ack quorum larger than the write quorum"),
         (["--max-candidates", "0"], "bounds must be max_hidden_steps >= 0 and max_candidates >= 1"),
+        (["--master", "local[1]"], "--master and --out go with --spark"),
+        (["--spark", "--report", "r.html"], "--report is written by runs in this process (without --spark)"),
     ],
 )
 def test_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:

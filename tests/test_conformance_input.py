@@ -227,7 +227,7 @@ def test_the_fast_path_reads_lines_as_a_json_parser_does(raw: bytes) -> None:
     """Lines in the usual layout skip the JSON parse of their envelope; they must give the same event,
     or the same error, as a full parse."""
     from ledgerspec.conformance.events import TraceFormatError, parse_event
-    from ledgerspec.conformance.reader import _Decoder
+    from ledgerspec.conformance.reader import LineDecoder
 
     def outcome(read: Any) -> Any:
         try:
@@ -236,7 +236,7 @@ def test_the_fast_path_reads_lines_as_a_json_parser_does(raw: bytes) -> None:
             return type(exc).__name__, str(exc)
         return (e.trace, e.process, e.seq, e.type, e.params, e.observed, e.time, e.clock, e.params_key)
 
-    decoder = _Decoder()
+    decoder = LineDecoder()
     general = outcome(lambda: parse_event(orjson.loads(raw), "f", 1))
     assert outcome(lambda: decoder.event(raw, "f", 1)) == general
     assert outcome(lambda: decoder.event(raw, "f", 1)) == general  # again, from the kept body

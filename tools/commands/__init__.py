@@ -7,8 +7,17 @@ the subparsers and sets ``run=`` to a function ``(args, out, err) -> int``.
 
 from __future__ import annotations
 
-from ledgerspec.tools.commands import check, crash_check, inspect_bookie, model_check, quorum, simulate, specs
+from ledgerspec.tools.commands import (
+    check,
+    convert_traces,
+    crash_check,
+    inspect_bookie,
+    model_check,
+    quorum,
+    simulate,
+    specs,
+)
 
-COMMANDS = (model_check, check, simulate, quorum, specs, inspect_bookie, crash_check)
+COMMANDS = (model_check, check, convert_traces, simulate, quorum, specs, inspect_bookie, crash_check)
 
 __all__ = ["COMMANDS"]

@@ -1,5 +1,9 @@
 """``ledgerspec check PATH...``: check an implementation's traces against a spec (the conformance oracle).
 
+In this process by default, streaming; with ``--spark`` on Spark
+(:mod:`ledgerspec.conformance.spark`), which also writes the verdicts as a
+Parquet table and the summary as JSON.
+
 Exit status: 0 every trace conforms; 1 a trace violates the spec; 2 bad
 input (a line that cannot be read, an unknown event, out-of-order sequence
 numbers; the other traces are still checked and counted); 4 a trace is
@@ -24,6 +28,7 @@ from ledgerspec.spec.tracing import mapping_for
 from ledgerspec.spec.values import format_value
 from ledgerspec.tools.commands.base import (
     EXIT_INCONCLUSIVE,
+    EXIT_MISSING_TOOL,
     EXIT_OK,
     EXIT_USAGE,
     EXIT_VIOLATION,
@@ -46,11 +51,14 @@ _DEFAULT = Bounds()
 def register(commands: Any) -> None:
     check = commands.add_parser(
         "check",
-        help="check an implementation's traces (NDJSON) against a spec",
-        description="Check traces (NDJSON, one event per line; docs/trace-format.md) against a spec.",
+        help="check an implementation's traces (NDJSON, Parquet) against a spec",
+        description="Check traces (NDJSON, one event per line, or Parquet; docs/trace-format.md) against a spec.",
     )
     check.add_argument(
-        "paths", nargs="+", metavar="PATH", help="trace files (NDJSON, or ITF: *.itf.json), or directories of them"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="trace files (NDJSON, Parquet: *.parquet, ITF: *.itf.json), or directories of them",
     )
     check.add_argument("--spec", default="ledger", help="spec name: " + ", ".join(catalog.SPECS))
     check.add_argument("--mode", default="full", help="observation mode of the traces: full (default) or client")
@@ -69,6 +77,7 @@ def register(commands: Any) -> None:
         help=f"longest line read (default {DEFAULT_MAX_LINE_BYTES:,})",
     )  # fmt: skip
     _add_report_option(check)
+    _add_spark_options(check)
     check.set_defaults(run=_check)
 
 
@@ -116,6 +125,15 @@ def _print_coverage(out: Console, checker: TraceChecker, run: CheckRun) -> None:
         out.print(f"guards that never held: {escape(', '.join(unheld))}", highlight=False, soft_wrap=True)
 
 
+def _add_spark_options(check: argparse.ArgumentParser) -> None:
+    spark = check.add_argument_group("Spark", "check on Spark (NDJSON and Parquet input; docs/conformance.md)")
+    spark.add_argument("--spark", action="store_true", help="check on Spark, partitioned by trace")
+    spark.add_argument("--master", metavar="URL", help="Spark master URL (default local[*])")
+    spark.add_argument(
+        "--out", metavar="DIR", help="where to write verdicts.parquet and summary.json (default ledgerspec-check)"
+    )
+
+
 def _checker(args: argparse.Namespace) -> TraceChecker:
     try:
         entry = catalog.find(args.spec)
@@ -144,6 +162,8 @@ def exit_status(run: CheckRun) -> int:
 
 
 def _check(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.spark or args.master or args.out:
+        return _check_on_spark(args, out, err)
     checker = _checker(args)
     _check_report_path(args)
     try:
@@ -157,6 +177,41 @@ def _check(args: argparse.Namespace, out: Console, err: Console) -> int:
         _print_coverage(out, checker, run)
     _write_report(args, checker, run)
     return exit_status(run)
+
+
+def _check_on_spark(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if not args.spark:
+        raise UsageError("--master and --out go with --spark")
+    if args.report:
+        raise UsageError("--report is written by runs in this process (without --spark): Spark gathers no coverage")
+    checker = _checker(args)
+    from ledgerspec.conformance.spark import (
+        DEFAULT_MASTER,
+        SparkCheck,
+        SparkUnavailable,
+        check_on_spark,
+        spark_session,
+    )
+
+    spec = checker.spec
+    job = SparkCheck(spec.name, tuple(spec.values.items()), checker.mode.name, checker.bounds, args.max_line_bytes)
+    try:
+        with spark_session(args.master or DEFAULT_MASTER) as spark:
+            result = check_on_spark(
+                spark, args.paths, job, args.out or "ledgerspec-check", progress=err,
+                summary=lambda run: _to_json(checker, run),
+            )  # fmt: skip
+    except SparkUnavailable as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        return EXIT_MISSING_TOOL
+    except TraceFileError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps({**_to_json(checker, result.run), "verdict_table": result.verdicts}, indent=2))
+    else:
+        _print(out, checker, result.run)
+        out.print(f"\nverdicts: {escape(result.verdicts)}\nsummary: {escape(result.summary)}", highlight=False)
+    return exit_status(result.run)
 
 
 def _violation_json(v: Verdict) -> dict[str, Any]:

@@ -1,0 +1,706 @@
+"""Check trace files on Spark: ``ledgerspec check --spark``, the same verdicts as in-process, on a cluster.
+
+The checker is the in-process one (:class:`~ledgerspec.conformance.checker.TraceChecker`,
+a pure function of one trace); Spark brings the events of each trace together
+and runs it on the executors. The plan:
+
+1. List the input with Hadoop's file system API (any file system the cluster
+   reads: local, HDFS, S3): files as given, directories as their trace
+   files in name order, the order in which the in-process reader reads them.
+2. NDJSON: Spark's text reader, lines split on ``\\n`` only, as raw bytes,
+   each with an id (``monotonically_increasing_id``). A first job, in the
+   JVM, counts the lines of each block of each file and notes the id of
+   its first line: from its id, a line's file and number (as the
+   in-process reader numbers it) follow. Lines in the layout this project
+   writes are charged to their trace by a regular expression in the JVM
+   that reads exactly what the reader's :func:`~ledgerspec.conformance.reader.trace_key`
+   reads; the others (few, usually none) by that function, in Python.
+   Parquet: Spark's Parquet reader; the trace is a column, the line is the
+   row's number.
+3. Shuffle by trace (in the JVM), sorted within each partition by trace:
+   each trace's lines arrive together, and are put back in reading order
+   (file, line) before they are decoded.
+4. On the executors, each trace's lines are decoded with the reader's own
+   functions (:func:`~ledgerspec.conformance.reader.line_record`,
+   :func:`~ledgerspec.conformance.parquet.row_event`), split into units when
+   the spec's trace mapping has a partition key (:mod:`ledgerspec.conformance.partition`;
+   the ledger spec has none: one ledger per trace), and checked. Each
+   Python worker builds the spec and its checker once, from
+   :class:`SparkCheck` (plain data: that is all that is shipped), and keeps
+   the checker's caches from one trace and one task to the next.
+5. The verdicts, one row per trace (``Verdict.to_row()`` and the verdict as
+   JSON when it is not *conforms*), are written as Parquet by Spark's
+   writer; the driver collects the counts and the results that are not
+   *conforms*, and builds the same :class:`~ledgerspec.conformance.run.CheckRun`
+   the in-process run gives, in the same order.
+
+Bad lines get the same errors, with the same file and line, as in-process.
+Left out: coverage (executors check without gathering it, so the run has
+none, and no HTML report); ITF files (one JSON document per trace) are read
+in-process only;
+the units of one trace are checked in the task that gets the trace; each
+Parquet file's columns are checked by a small job of its own.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+import pyarrow as pa
+from ledgerspec.conformance.checker import Bounds, TraceChecker
+from ledgerspec.conformance.events import Event, InputError, TraceFormatError
+from ledgerspec.conformance.parquet import (
+    COLUMNS,
+    ParquetFileError,
+    RowDecoder,
+    check_layout,
+    row_event,
+)
+from ledgerspec.conformance.partition import split_trace
+from ledgerspec.conformance.reader import (
+    ITF_SUFFIX,
+    TRACE_SUFFIXES,
+    LineDecoder,
+    TraceFileError,
+    TraceInput,
+    is_parquet,
+    line_key,
+    line_record,
+)
+from ledgerspec.conformance.run import CheckRun, collector_paused
+from ledgerspec.conformance.verdict import CONFORMS, Verdict
+from ledgerspec.spec import catalog
+
+__all__ = [
+    "VERDICT_COLUMNS",
+    "SparkCheck",
+    "SparkRun",
+    "SparkUnavailable",
+    "check_on_spark",
+    "find_java_home",
+    "spark_session",
+]
+
+DEFAULT_MASTER = "local[*]"
+# The verdict table: Verdict.to_row(), then the whole verdict as JSON for a trace that does not conform.
+VERDICT_COLUMNS = pa.schema(
+    [
+        pa.field("trace", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("events", pa.int64()),
+        pa.field("checked", pa.int64()),
+        pa.field("reason", pa.string()),
+        pa.field("event_index", pa.int64()),
+        pa.field("event", pa.string()),
+        pa.field("file", pa.string()),
+        pa.field("line", pa.int64()),
+        pa.field("explanation", pa.string()),
+        pa.field("path", pa.string()),
+        pa.field("bound", pa.string()),
+        pa.field("input_errors", pa.string()),
+        pa.field("verdict_json", pa.string()),
+    ]
+)
+_CHECKED = VERDICT_COLUMNS.append(pa.field("order_file", pa.int32())).append(pa.field("order_line", pa.int64()))
+_LINES = pa.schema([pa.field("key", pa.string()), pa.field("id", pa.int64()), pa.field("raw", pa.binary())])
+_ROW_COLUMNS = ("v", "trace", "process", "seq", "type", "params", "observed", "clock", "time")
+_SPARK_TYPES = {"v": "bigint", "seq": "bigint", "time": "double"}  # the others are strings
+OUTPUT_BATCH_ROWS = 4096
+PARTITION_BYTES = 64 << 20  # NDJSON text checked by one task, about
+SLOW_LINES_PER_TASK = 1_000_000  # lines keyed in Python (not in the usual layout) by one task, at most
+PARQUET_RATIO = 8  # NDJSON bytes per byte of a Parquet trace file, about (JSON text compresses well)
+
+
+class SparkUnavailable(Exception):  # noqa: N818
+    """Spark cannot start here: no Java runtime."""
+
+
+@attrs.frozen
+class SparkCheck:
+    """What the executors need to check traces: plain data, so that it pickles small.
+
+    The executors build the spec from ``spec`` and ``constants`` and keep one checker per Python worker.
+    """
+
+    spec: str  # a name in the spec catalog
+    constants: tuple[tuple[str, Any], ...]  # the spec's constants, parsed
+    mode: str
+    bounds: Bounds
+    max_line_bytes: int
+    files: tuple[str, ...] = ()  # the input files, by index, named as the in-process reader names them
+    # The blocks of the NDJSON files as Spark reads them, by the id of their first line: (that id, lines,
+    # file index, number of the first line). A line's id then says its file and number.
+    blocks: tuple[tuple[int, int, int, int], ...] = ()
+
+    def checker(self) -> TraceChecker:
+        """The checker of this worker process for this spec, mode and bounds (built on first use)."""
+        key = (self.spec, self.constants, self.mode, self.bounds)
+        found = _CHECKERS.get(key)
+        if found is None:
+            _CHECKERS.clear()
+            spec = catalog.find(self.spec).python(**dict(self.constants))
+            found = _CHECKERS[key] = TraceChecker(spec, self.mode, self.bounds, coverage=False)
+        return found
+
+
+class _Places:
+    """Where NDJSON lines are, from their ids: the file index and the line number."""
+
+    def __init__(self, blocks: Sequence[tuple[int, int, int, int]]) -> None:
+        self.blocks = blocks
+        self.starts = [b[0] for b in blocks]
+
+    def __call__(self, line_id: int) -> tuple[int, int]:
+        k = bisect.bisect_right(self.starts, line_id) - 1
+        first_id, count, index, number = self.blocks[k]
+        if k < 0 or line_id >= first_id + count:
+            raise TraceFileError(f"a line read by Spark (id {line_id}) is in no block counted before: a file changed?")
+        return index, number + line_id - first_id
+
+
+_CHECKERS: dict[tuple[Any, ...], TraceChecker] = {}  # in each Python worker: the checker of the last job
+
+
+@attrs.define
+class SparkRun:
+    """What a Spark run found (as :class:`CheckRun`), and where it wrote its verdicts."""
+
+    run: CheckRun
+    verdicts: str  # URI of the verdict table (a Parquet directory)
+    summary: str  # URI of summary.json
+    master: str
+
+
+# -- the session ------------------------------------------------------------------------------
+def _is_local(master: str) -> bool:
+    return master.startswith("local")
+
+
+def find_java_home() -> str:
+    """The Java runtime Spark will use: ``$JAVA_HOME``, else the ``java`` on the ``PATH``;
+    :class:`SparkUnavailable` if neither."""
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").exists():
+        return home
+    java = shutil.which("java")
+    if java is None:
+        raise SparkUnavailable(
+            "Spark needs a Java runtime, version 17 or 21: install one (e.g. `apt-get install "
+            "openjdk-17-jre-headless`) or set JAVA_HOME"
+        )
+    return str(Path(java).resolve().parent.parent)
+
+
+_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# PySpark's driver counts as a shell: unless Spark's loggers have a level of their own, Spark sets the
+# console to WARN and says so.
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+"""
+
+
+@contextmanager
+def spark_session(master: str = DEFAULT_MASTER, *, app_name: str = "ledgerspec check") -> Iterator[Any]:
+    """A Spark session for checking traces, with Spark's logging at ERROR and its scratch files under one
+    temporary directory; both are gone at the end. When this process already has an active session, that
+    one is used (whatever its master), and left running.
+
+    With a local master (``local[N]``, ``local-cluster[...]``) the executors run this Python interpreter
+    and listen on the loopback interface only; on a cluster they need ledgerspec installed.
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    find_java_home()
+    scratch = Path(tempfile.mkdtemp(prefix="ledgerspec-spark-"))
+    try:
+        log4j = scratch / "log4j2.properties"
+        log4j.write_text(_LOG4J)
+        java_options = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Djava.io.tmpdir={scratch}"
+        builder = (
+            SparkSession.builder.master(master)
+            .appName(app_name)
+            .config("spark.local.dir", str(scratch / "local"))
+            .config("spark.sql.warehouse.dir", str(scratch / "warehouse"))
+            .config("spark.driver.extraJavaOptions", java_options)
+            .config("spark.sql.session.timeZone", "UTC")
+        )
+        if _is_local(master):
+            builder = (
+                builder.config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.driver.host", "127.0.0.1")
+                .config("spark.driver.bindAddress", "127.0.0.1")
+                .config("spark.executor.extraJavaOptions", java_options)
+            )
+            # PySpark starts its Python workers with $PYSPARK_PYTHON (default python3): here, this interpreter.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        session = builder.getOrCreate()
+        try:
+            session.sparkContext.setLogLevel("ERROR")
+            yield session
+        finally:
+            session.stop()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+# -- listing the input --------------------------------------------------------------------------
+@attrs.frozen
+class _InputFile:
+    uri: str  # as Spark names it in _metadata.file_path
+    name: str  # as the in-process reader names it
+    parquet: bool
+    size: int  # bytes
+
+    @property
+    def text_size(self) -> int:
+        """About how many bytes of NDJSON the file holds."""
+        return self.size * PARQUET_RATIO if self.parquet else self.size
+
+
+def _hadoop(spark: Any, raw: str) -> tuple[Any, Any]:
+    sc = spark.sparkContext
+    path = sc._jvm.org.apache.hadoop.fs.Path(raw)
+    return path, path.getFileSystem(sc._jsc.hadoopConfiguration())
+
+
+def _has_scheme(raw: str) -> bool:
+    head, sep, _ = raw.partition("://")
+    return bool(sep) and head.isalnum()
+
+
+def _list_input(spark: Any, paths: Sequence[str | Path]) -> list[_InputFile]:
+    """The files to read, in the in-process reader's order, through Hadoop's file system API."""
+    files = []
+    for given in paths:
+        raw = str(given)
+        path, fs = _hadoop(spark, raw)
+        if not fs.exists(path):
+            raise TraceFileError(f"{raw if _has_scheme(raw) else Path(raw)}: no such file")
+        status = fs.getFileStatus(path)
+        if status.isDirectory():
+            listed = [s.getPath() for s in fs.listStatus(path) if s.isFile()]
+            children = sorted((p for p in listed if p.getName().endswith(TRACE_SUFFIXES)), key=lambda p: str(p))
+            if not children:
+                raise TraceFileError(f"{raw}: directory holds no trace files ({', '.join(TRACE_SUFFIXES)})")
+            for child in children:
+                name = child.getName()
+                shown = raw.rstrip("/") + "/" + name if _has_scheme(raw) else str(Path(raw) / name)
+                size = fs.getFileStatus(child).getLen()
+                files.append(_InputFile(str(fs.makeQualified(child).toString()), shown, is_parquet(name), size))
+        else:
+            shown = raw if _has_scheme(raw) else str(Path(raw))
+            files.append(_InputFile(str(fs.makeQualified(path).toString()), shown, is_parquet(raw), status.getLen()))
+    itf = [f.name for f in files if f.name.endswith(ITF_SUFFIX)]
+    if itf:
+        raise TraceFileError(f"{itf[0]}: ITF traces are read in-process only (run without --spark)")
+    return files
+
+
+# -- executors: lines to trace keys -------------------------------------------------------------
+class _KeyLines:
+    """A Python stage for the lines the JVM could not key: each non-blank one with the trace it names."""
+
+    def __init__(self, max_line_bytes: int) -> None:
+        self.max_line_bytes = max_line_bytes
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        limit = self.max_line_bytes
+        for batch in batches:
+            raws = batch.column("raw").to_pylist()
+            kept = pa.array([i for i, raw in enumerate(raws) if raw and not raw.isspace()], pa.int64())
+            keys = [line_key(raws[i], limit) for i in kept.to_pylist()]
+            columns = [pa.array(keys, pa.string()), batch.column("id").take(kept), batch.column("raw").take(kept)]
+            yield pa.RecordBatch.from_arrays(columns, schema=_LINES)
+
+
+# -- executors: traces to verdicts -------------------------------------------------------------
+def _verdict_row(v: Verdict, index: int, line: int) -> dict[str, Any]:
+    row: dict[str, Any] = dict(v.to_row())
+    row["verdict_json"] = orjson.dumps(v.to_json()).decode() if v.status != CONFORMS else None
+    row["order_file"], row["order_line"] = index, line
+    return row
+
+
+def _stray_row(error: InputError, index: int, line: int) -> dict[str, Any]:
+    """A line that names no trace: not a trace, so not in the verdict table; the driver reports it."""
+    row: dict[str, Any] = dict.fromkeys(_CHECKED.names)
+    detail = orjson.dumps(error.to_json()).decode()
+    row.update(file=error.file, line=error.line, input_errors=str(error), verdict_json=detail)
+    row["order_file"], row["order_line"] = index, line
+    return row
+
+
+class _CheckTraces:
+    """A Python stage over the lines of whole traces, sorted by trace, file and line: one row per trace,
+    and one per line that names no trace. ``order_file`` and ``order_line`` say where the in-process
+    reader would hand the trace over (its last line), or read the line: the order of its results."""
+
+    def __init__(self, job: SparkCheck) -> None:
+        self.job = job
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        with collector_paused():  # as in-process: the collector's scans of the caches cost more than the check
+            yield from self._check(batches)
+
+    def _check(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        job = self.job
+        checker = job.checker()
+        partition = checker.mapping.partition
+        decoder, rows = LineDecoder(), RowDecoder(job.max_line_bytes)
+        event, limit, files, place = decoder.event, job.max_line_bytes, job.files, _Places(job.blocks)
+        out: list[dict[str, Any]] = []
+        group: list[tuple[str | None, Event | InputError, int, int]] = []  # trace, item, file index, line
+        key: Any = _NO_KEY
+
+        def finish() -> None:
+            group.sort(key=_reading_order)  # sorted by trace alone, lines may come in any order
+            for trace, records in _by_trace(group).items():
+                if trace is None:
+                    out.extend(_stray_row(item, index, line) for _, item, index, line in records)  # type: ignore[arg-type]
+                    continue
+                events = tuple(r[1] for r in records if isinstance(r[1], Event))
+                errors = tuple(r[1] for r in records if isinstance(r[1], InputError))
+                _, _, index, line = records[-1]
+                for unit in split_trace(TraceInput(trace, events, errors), partition):
+                    out.append(_verdict_row(checker.check(unit.events, unit.errors), index, line))
+            group.clear()
+
+        for batch in batches:
+            keys = batch.column("key").to_pylist()
+            ids = batch.column("id").to_pylist()
+            raws = batch.column("raw").to_pylist()
+            fields = _row_fields(batch) if batch.column("raw").null_count else None
+            for i, k in enumerate(keys):
+                if k != key:
+                    if group:
+                        finish()
+                    key = k
+                raw = raws[i]
+                if raw is None:  # a Parquet row
+                    assert fields is not None
+                    index, number = fields[-2][i], fields[-1][i]
+                    item = row_event(rows, [column[i] for column in fields[:-2]], files[index], number)
+                    group.append((item.trace, item, index, number))
+                    continue
+                index, number = place(ids[i])
+                if len(raw) <= limit:
+                    try:  # the usual line, in few steps
+                        e = event(raw, files[index], number)
+                    except (orjson.JSONDecodeError, TraceFormatError):
+                        pass
+                    else:
+                        group.append((e.trace, e, index, number))
+                        continue
+                trace, item = line_record(decoder, raw, files[index], number, limit)
+                group.append((trace, item, index, number))
+            if len(out) >= OUTPUT_BATCH_ROWS:
+                yield pa.RecordBatch.from_pylist(out, schema=_CHECKED)
+                out.clear()
+        if group:
+            finish()
+        yield pa.RecordBatch.from_pylist(out, schema=_CHECKED)
+
+
+_NO_KEY = object()
+
+
+def _reading_order(record: tuple[str | None, Event | InputError, int, int]) -> tuple[int, int]:
+    return record[2], record[3]
+
+
+def _row_fields(batch: pa.RecordBatch) -> list[list[Any]]:
+    """The columns of Parquet rows, in the order :func:`row_event` takes them, then file index and line."""
+    return [batch.column(c).to_pylist() for c in (*_ROW_COLUMNS, "file_index", "line")]
+
+
+def _by_trace(
+    group: list[tuple[str | None, Event | InputError, int, int]],
+) -> dict[str | None, list[tuple[str | None, Event | InputError, int, int]]]:
+    """The records of one key, by the trace each is charged to: one trace, but for lines whose envelope
+    names another trace than the key read from the line's text (duplicate keys in a JSON object, say)."""
+    traces: dict[str | None, list[tuple[str | None, Event | InputError, int, int]]] = {}
+    for record in group:
+        traces.setdefault(record[0], []).append(record)
+    return traces
+
+
+# -- the driver -----------------------------------------------------------------------------------
+class _Progress:
+    """Progress of Spark's stages, polled from the driver's status tracker and drawn with rich."""
+
+    def __init__(self, spark: Any, console: Any | None) -> None:
+        self.tracker = spark.sparkContext.statusTracker()
+        self.console = console
+        self.phase = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> _Progress:
+        if self.console is not None:
+            self._thread = threading.Thread(target=self._poll, name="ledgerspec-spark-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _poll(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        shown: dict[int, Any] = {}
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=self.console, transient=True) as progress:
+            while not self._stop.wait(0.25):
+                active = set()
+                for stage in self.tracker.getActiveStageIds():
+                    info = self.tracker.getStageInfo(stage)
+                    if info is None:
+                        continue
+                    active.add(stage)
+                    if stage not in shown:
+                        shown[stage] = progress.add_task(f"{self.phase}: stage {stage}", total=info.numTasks)
+                    progress.update(shown[stage], completed=info.numCompletedTasks, total=info.numTasks)
+                for stage in [s for s in shown if s not in active]:
+                    progress.remove_task(shown.pop(stage))
+
+
+# A line in the layout this project writes, with a trace id and a process name in printable ASCII: the
+# reader's trace_key (a Python regular expression over bytes, of which this is a narrower copy) reads the
+# trace from its first group, and so can the JVM.
+_ENVELOPE_ASCII = (
+    r'^\{"v":1,"trace":"([\x20\x21\x23-\x5b\x5d-\x7e]{1,256})","process":"[\x20\x21\x23-\x5b\x5d-\x7e]{1,256}",'
+    r'"seq":(?:0|[1-9][0-9]{0,18}),"type":'
+)
+
+
+def _fast_key(value: Any, max_line_bytes: int) -> Any:  # ``value``: the column of that name
+    """The trace of a line, found in the JVM where that is sure to be what the reader's ``line_key`` gives
+    (:mod:`ledgerspec.conformance.reader`); null for the other lines, which are keyed in Python."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    found = F.regexp_extract(value, _ENVELOPE_ASCII, 1)
+    return F.when((found != "") & (F.octet_length(value) <= max_line_bytes), found)
+
+
+def _ndjson_frame(
+    spark: Any, files: Sequence[_InputFile], max_line_bytes: int
+) -> tuple[Any, list[tuple[int, int, int, int]]]:
+    """The non-blank lines of the NDJSON files, each with its trace (``key``) and id, and the blocks the
+    files were read in (see :attr:`SparkCheck.blocks`).
+
+    A first job counts the lines of each block of each file, with the id (``monotonically_increasing_id``,
+    the same in every scan of the same files) of its first line: with those counts, a line's id gives
+    its file and line number, as the in-process reader numbers lines (blank ones included).
+    """
+    from pyspark.sql import functions as F  # noqa: N812
+
+    ndjson = [(i, f) for i, f in enumerate(files) if not f.parquet]
+    text = spark.read.option("lineSep", "\n").text([f.uri for _, f in ndjson])
+    keyed = text.select(
+        _fast_key(F.col("value"), max_line_bytes).alias("key"), F.monotonically_increasing_id().alias("id"), "value"
+    )
+    counts = (
+        text.select(
+            "_metadata.file_path",
+            "_metadata.file_block_start",
+            F.monotonically_increasing_id().alias("id"),
+            _fast_key(F.col("value"), max_line_bytes).isNull().cast("int").alias("slow"),
+        )
+        .groupBy("file_path", "file_block_start")
+        .agg(F.count(F.lit(1)).alias("n"), F.min("id").alias("first"), F.sum("slow").alias("slow"))
+        .collect()
+    )
+    index = {f.uri: i for i, f in ndjson}
+    blocks = []
+    for uri in {row["file_path"] for row in counts}:
+        if uri not in index:
+            raise TraceFileError(f"{uri}: read by Spark, but not among the files listed ({', '.join(index)})")
+        number = 1
+        for row in sorted((r for r in counts if r["file_path"] == uri), key=lambda r: r["file_block_start"]):
+            blocks.append((row["first"], row["n"], index[uri], number))
+            number += row["n"]
+    lines = keyed.filter(F.col("key").isNotNull()).select("key", "id", F.col("value").cast("binary").alias("raw"))
+    slow = sum(row["slow"] for row in counts)
+    if slow:
+        # A Python worker for each partition would cost more than keying these lines: few tasks do it.
+        unkeyed = keyed.filter(F.col("key").isNull()).select("id", F.col("value").cast("binary").alias("raw"))
+        unkeyed = unkeyed.repartition(max(1, slow // SLOW_LINES_PER_TASK))
+        lines = lines.unionByName(unkeyed.mapInArrow(_KeyLines(max_line_bytes), _spark_schema(_LINES)))
+    return lines, sorted(blocks)
+
+
+def _parquet_frame(spark: Any, files: Sequence[_InputFile]) -> Any:
+    """Rows of the Parquet files, with their trace, file index and row number, in the layout's columns."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    present: set[str] = set()
+    parquet = [(i, f) for i, f in enumerate(files) if f.parquet]
+    for _, f in parquet:
+        schema = spark.read.parquet(f.uri).schema
+        fits = [(field.name, _spark_kind_ok(field.name, field.dataType)) for field in schema.fields]
+        try:
+            present.update(check_layout(f.name, fits))
+        except ParquetFileError as exc:
+            raise TraceFileError(str(exc)) from None
+    frame = spark.read.option("mergeSchema", "true").parquet(*[f.uri for _, f in parquet])
+    index = F.create_map(*[x for i, f in parquet for x in (F.lit(f.uri), F.lit(i))])
+    kinds = {c: _SPARK_TYPES.get(c, "string") for c in COLUMNS}
+    columns = [(F.col(c) if c in present else F.lit(None)).cast(kinds[c]).alias(c) for c in COLUMNS]
+    trace = F.col("trace")
+    key = F.when((F.length(trace) > 0) & (F.length(trace) <= 256), trace)
+    return frame.select(
+        key.alias("key"),
+        F.element_at(index, F.col("_metadata.file_path")).cast("int").alias("file_index"),
+        (F.col("_metadata.row_index") + 1).alias("line"),
+        *columns,
+    )
+
+
+_RECORD_COLUMNS = {
+    "key": "string",
+    "id": "bigint",
+    "file_index": "int",
+    "line": "bigint",
+    "raw": "binary",
+    **{c: _SPARK_TYPES.get(c, "string") for c in _ROW_COLUMNS},
+}
+
+
+def _with_columns(frame: Any) -> Any:
+    """The frame with every column of the records the check takes (null where it has none), in one order."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    have = set(frame.columns)
+    return frame.select(
+        *[(F.col(c) if c in have else F.lit(None)).cast(kind).alias(c) for c, kind in _RECORD_COLUMNS.items()]
+    )
+
+
+def _spark_kind_ok(column: str, kind: Any) -> bool:
+    from pyspark.sql import types as T  # noqa: N812
+
+    if column in ("v", "seq"):
+        return isinstance(kind, T.IntegralType)
+    if column == "time":
+        return isinstance(kind, T.NumericType)
+    return isinstance(kind, T.StringType)
+
+
+def _write_text(spark: Any, uri: str, text: str) -> None:
+    path, fs = _hadoop(spark, uri)
+    stream = fs.create(path, True)
+    try:
+        stream.write(bytearray(text.encode()))
+    finally:
+        stream.close()
+
+
+def check_on_spark(
+    spark: Any,
+    paths: Sequence[str | Path],
+    job: SparkCheck,
+    out: str | Path,
+    *,
+    progress: Any | None = None,
+    summary: Callable[[CheckRun], dict[str, Any]] | None = None,
+) -> SparkRun:
+    """Check every trace of the files on Spark; write ``OUT/verdicts.parquet`` and ``OUT/summary.json``.
+
+    ``progress``: a rich console to draw stage progress on. ``summary``: the JSON of the run written to
+    ``summary.json`` (by default its counts).
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F  # noqa: N812
+
+    started = time.perf_counter()
+    files = _list_input(spark, paths)
+    job = attrs.evolve(job, files=tuple(f.name for f in files))
+    ndjson = [f for f in files if not f.parquet]
+    parquet = [f for f in files if f.parquet]
+    out_dir = str(out).rstrip("/")
+    frames = []
+    with _Progress(spark, progress) as shown:
+        if ndjson:
+            shown.phase = "numbering lines"
+            lines, blocks = _ndjson_frame(spark, files, job.max_line_bytes)
+            frames.append(lines)
+            job = attrs.evolve(job, blocks=tuple(blocks))
+        if parquet:
+            frames.append(_parquet_frame(spark, files))
+        if not frames:
+            raise TraceFileError("no trace files given")
+        complete = [_with_columns(frame) for frame in frames]
+        records = complete[0]
+        for frame in complete[1:]:
+            records = records.unionByName(frame)
+        cores = spark.sparkContext.defaultParallelism
+        tasks = cores * -(-sum(f.text_size for f in files) // (cores * PARTITION_BYTES))  # whole rounds of tasks
+        # Each trace's lines together; the check puts them back in reading order.
+        ordered = records.repartition(tasks, "key").sortWithinPartitions("key")
+        checked = ordered.mapInArrow(_CheckTraces(job), _spark_schema(_CHECKED))
+        checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            shown.phase = "checking traces"
+            verdicts_uri = f"{out_dir}/verdicts.parquet"
+            verdicts = checked.filter(F.col("trace").isNotNull()).drop("order_file", "order_line")
+            verdicts.write.mode("overwrite").parquet(verdicts_uri)
+            shown.phase = "summing up"
+            totals = (
+                checked.filter(F.col("trace").isNotNull())
+                .agg(
+                    F.count(F.lit(1)).alias("traces"),
+                    F.coalesce(F.sum("events"), F.lit(0)).alias("events"),
+                    F.count(F.when(F.col("status") == CONFORMS, 1)).alias("conforms"),
+                )
+                .collect()[0]
+            )
+            detail = (
+                checked.filter(F.col("status").isNull() | (F.col("status") != CONFORMS))
+                .select("trace", "verdict_json", "order_file", "order_line")
+                .collect()
+            )
+        finally:
+            checked.unpersist()
+    # The results that are not "conforms", added in the order the in-process run adds them.
+    run = CheckRun()
+    for row in sorted(detail, key=lambda r: (r["order_file"], r["order_line"])):
+        data = orjson.loads(row["verdict_json"])
+        run.add(Verdict.from_json(data) if row["trace"] is not None else InputError.from_json(data))
+    run.traces, run.events, run.conforms = totals["traces"], totals["events"], totals["conforms"]
+    run.seconds = time.perf_counter() - started
+    summary_uri = f"{out_dir}/summary.json"
+    data = summary(run) if summary is not None else {"traces": run.traces, "events": run.events}
+    _write_text(spark, summary_uri, orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    return SparkRun(run, verdicts_uri, summary_uri, spark.sparkContext.master)
+
+
+def _spark_schema(schema: pa.Schema) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
