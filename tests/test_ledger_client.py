@@ -10,6 +10,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 from pathlib import Path
 
+import attrs
 import pytest
 from ledgerspec.reference.bookie import DigestType, encode_entry
 from ledgerspec.reference.ledger import (
@@ -31,6 +32,7 @@ from ledgerspec.reference.ledger import (
     StepKind,
     WriterStatus,
 )
+from ledgerspec.reference.ledger.cluster import DEFAULT_BOOKIE_CONFIG
 from ledgerspec.reference.ledger.refinement import RefinementCheck
 from ledgerspec.reference.metadata import EmbeddedMetadataStore, LedgerMetadataStore, LedgerState, Segment
 from metadata_backends import MetadataBackend
@@ -263,6 +265,35 @@ def test_a_restarted_bookie_replays_its_journal(tmp_path: Path) -> None:
     world.cluster.crash("bookie-1", power_loss=True)
     world.cluster.restart("bookie-1")
     assert node.view(handle.ledger_id) == before
+
+
+@pytest.mark.parametrize("bookie_mutant", [None, "ack_before_fsync"])
+def test_a_power_loss_before_the_fsync_loses_the_add_and_only_an_early_ack_tells_the_writer(
+    tmp_path: Path, bookie_mutant: str | None
+) -> None:
+    world = World(tmp_path, 3)
+    if bookie_mutant is not None:
+        world.cluster = InProcessCluster(
+            str(tmp_path / "mutant"), 3, sync_to_disk=False,
+            bookie_config=attrs.evolve(DEFAULT_BOOKIE_CONFIG, mutant=bookie_mutant),
+        )  # fmt: skip
+    handle = world.client(0).create_ledger(3, 3, 3)
+    handle.add_entry(b"zero")
+    [request] = world.in_flight(RequestKind.ADD, 0, to="bookie-1")
+    node = world.cluster.nodes["bookie-1"]
+    assert node.journals_add(request)
+    durable = world.cluster.journal_unsynced(request)
+    world.cluster.power_off("bookie-1", durable)
+    acked = [b for e, bookies in handle.writer.acks.items() if e == 0 for b in bookies]
+    if bookie_mutant is None:
+        assert request in world.cluster.in_flight  # never answered: for the spec, still in flight
+        assert "bookie-1" not in acked
+    else:
+        assert request not in world.cluster.in_flight
+        assert "bookie-1" in acked  # the writer counts an ack for an entry the bookie no longer has
+    assert [e.action for e in world.cluster.events.events][-1] == "BookieCrashes"
+    world.cluster.restart("bookie-1")
+    assert node.view(handle.ledger_id).entries == frozenset()
 
 
 def test_the_same_seed_gives_the_same_run(tmp_path: Path) -> None:

@@ -14,6 +14,12 @@ each step, so a run is decided by its driver's choices and repeats exactly:
 - ``crash(bookie)``: the bookie stops; its file system loses power (or, with
   ``power_loss=False``, only its process dies). Requests in flight to it
   stay in flight, as in the spec: it serves them if it comes back;
+- ``journal_unsynced(request)``, then ``power_off(bookie)``: the bookie takes
+  an add into its journal and the machine loses power before the journal's
+  fsync (two calls, so that a driver can look in between). A bookie that
+  replies only after the fsync has sent nothing: for the spec the request
+  was never served and stays in flight. A bookie that replied early has
+  acknowledged an entry it no longer has;
 - ``restart(bookie)``: a new reference bookie starts on the same files and
   replays its journal;
 - ``timeout(client, request)``: the client gives up waiting for a reply that
@@ -103,9 +109,36 @@ class BookieNode:
 
     def stop(self, *, power_loss: bool) -> None:
         """The bookie's process dies (and, with ``power_loss``, the machine loses power)."""
+        self._stop(self._views(self._live()), power_loss=power_loss)
+
+    def journals_add(self, request: Request) -> bool:
+        """The bookie is up and would journal the add ``request``, its reply waiting for the fsync (no refusal)."""
+        if self.bookie is None or request.kind is not RequestKind.ADD:
+            return False
+        return request.recovery or not self.bookie.is_fenced(request.ledger_id)
+
+    def journal_unsynced(self, request: Request) -> tuple[bool, dict[int, BookieView]]:
+        """The bookie takes the add ``request`` into its journal, written to the OS and not fsynced: whether it
+        has acknowledged the add already (it should not have), and what it holds durably."""
+        if not self.journals_add(request):
+            raise LedgerStateError(f"{request!r}: bookie {self.address} would not journal this add")
         bookie = self._live()
+        durable = self._views(bookie)  # every step before this one ended with the fsync: all of it is durable
+        replies = len(bookie.replies)
+        self._answer(bookie, request)
+        bookie.journal_flush()
+        return len(bookie.replies) > replies, durable
+
+    def power_off(self, durable: dict[int, BookieView]) -> None:
+        """The machine loses power in the middle of a step; ``durable`` is what the bookie holds on its disk."""
+        self._stop(durable, power_loss=True)
+
+    def _views(self, bookie: Bookie) -> dict[int, BookieView]:
         ledgers = {lid for lid, _ in bookie.memory_state().memtable} | bookie.memory_state().fenced
-        self._frozen = {lid: self._view(bookie, lid) for lid in ledgers}
+        return {lid: self._view(bookie, lid) for lid in ledgers}
+
+    def _stop(self, frozen: dict[int, BookieView], *, power_loss: bool) -> None:
+        self._frozen = frozen
         self.bookie = None
         if power_loss:
             self.fs.power_loss()
@@ -265,6 +298,28 @@ class InProcessCluster:
 
     def crash(self, bookie: str, *, power_loss: bool = True) -> None:
         self.nodes[bookie].stop(power_loss=power_loss)
+        self.crashes += 1
+        self.events.bookie("BookieCrashes", bookie)
+
+    def journal_unsynced(self, request: Request) -> dict[int, BookieView]:
+        """First half of a crash before an fsync: the bookie of ``request`` (an add) journals it, not yet fsynced.
+
+        A correct bookie sends nothing: for the spec it never took the request, which stays in flight. A bookie
+        that acknowledges early has its reply delivered (and logged) here. Returns what the bookie holds durably,
+        for :meth:`power_off`.
+        """
+        acknowledged, durable = self.nodes[request.bookie].journal_unsynced(request)
+        if acknowledged:
+            self.in_flight.remove(request)
+            client = self.clients.get(request.client)
+            if client is not None:
+                client.deliver(Reply(request, ReplyCode.OK))
+            self.events.bookie_served(_SERVED_ACTION[request.kind], request, True)
+        return durable
+
+    def power_off(self, bookie: str, durable: dict[int, BookieView]) -> None:
+        """Second half of a crash before an fsync: the bookie's machine loses power; it keeps ``durable``."""
+        self.nodes[bookie].power_off(durable)
         self.crashes += 1
         self.events.bookie("BookieCrashes", bookie)
 

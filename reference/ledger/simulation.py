@@ -15,6 +15,8 @@ step                    what happens
                         lost (``lose_reply``)
 ``lose``                the network drops a request
 ``crash``, ``restart``  a bookie stops (power loss) / starts again
+``crash-before-fsync``  a bookie journals an add and loses power before the
+                        fsync (a crash, within the same bound)
 ``timeout``             a client gives up on a reply that cannot come: the
                         writer changes the ensemble, a recovery resends
 ``recover``             a recovering client opens the ledger with recovery
@@ -41,6 +43,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 import attrs
+from ledgerspec.reference.bookie import MUTANTS as BOOKIE_MUTANTS
 from ledgerspec.reference.bookie import BookieConfig
 from ledgerspec.reference.ledger.client import (
     BookKeeperClient,
@@ -51,7 +54,7 @@ from ledgerspec.reference.ledger.client import (
     ReadHandle,
     RecoveryOpen,
 )
-from ledgerspec.reference.ledger.cluster import InProcessCluster
+from ledgerspec.reference.ledger.cluster import DEFAULT_BOOKIE_CONFIG, InProcessCluster
 from ledgerspec.reference.ledger.events import EngineEvent
 from ledgerspec.reference.ledger.protocol import Request
 from ledgerspec.reference.ledger.writer import WriterStatus
@@ -72,6 +75,11 @@ def _faults(value: frozenset[str] | Sequence[str]) -> frozenset[str]:
     return faults
 
 
+def _check_bookie_mutant(_: object, __: object, value: str | None) -> None:
+    if value is not None and value not in BOOKIE_MUTANTS:
+        raise ValueError(f"unknown bookie mutant {value!r}; bookie mutants: {', '.join(BOOKIE_MUTANTS)}")
+
+
 @attrs.frozen
 class SimulationConfig:
     """The system and the faults allowed; the bounds are the ledger spec's constants."""
@@ -90,6 +98,7 @@ class SimulationConfig:
     sync_to_disk: bool = False  # pass the bookies' fsyncs to the disk (the crash model decides what survives)
     explicit_lac: bool = True  # the writer sends its LAC on its own when idle
     mutant: str | None = None  # a client mutant (client.MUTANTS)
+    bookie_mutant: str | None = attrs.field(default=None, validator=_check_bookie_mutant)  # bookie.MUTANTS
 
     def spec_constants(self) -> dict[str, int]:
         """The ledger spec's constants for runs of this configuration."""
@@ -112,6 +121,7 @@ class StepKind(enum.Enum):
     DELIVER = "deliver"
     LOSE = "lose"
     CRASH = "crash"
+    CRASH_BEFORE_FSYNC = "crash-before-fsync"
     RESTART = "restart"
     TIMEOUT = "timeout"
     RECOVER = "recover"
@@ -124,7 +134,7 @@ class Step:
     """One step the simulation can take."""
 
     kind: StepKind
-    request: Request | None = None  # deliver, lose, timeout
+    request: Request | None = None  # deliver, lose, timeout, crash-before-fsync
     lose_reply: bool = False  # deliver
     bookie: str | None = None  # crash, restart
     client: int | None = None  # recover
@@ -133,7 +143,7 @@ class Step:
     def __str__(self) -> str:
         if self.kind is StepKind.DELIVER:
             return f"deliver {self.request!r}" + (" (reply lost)" if self.lose_reply else "")
-        if self.kind in (StepKind.LOSE, StepKind.TIMEOUT):
+        if self.kind in (StepKind.LOSE, StepKind.TIMEOUT, StepKind.CRASH_BEFORE_FSYNC):
             return f"{self.kind.value} {self.request!r}"
         if self.kind in (StepKind.CRASH, StepKind.RESTART):
             return f"{self.kind.value} {self.bookie}"
@@ -152,6 +162,7 @@ WEIGHTS = {
     StepKind.DELIVER: 10.0,
     StepKind.LOSE: 0.3,
     StepKind.CRASH: 0.3,
+    StepKind.CRASH_BEFORE_FSYNC: 2.0,
     StepKind.RESTART: 0.6,
     StepKind.TIMEOUT: 2.0,
     StepKind.RECOVER: 0.2,
@@ -184,6 +195,8 @@ class LedgerSimulation:
         self._tmp = tempfile.TemporaryDirectory(prefix="ledger-sim-") if root is None else None
         self.root = root if root is not None else self._tmp.name  # type: ignore[union-attr]
         self.rng = random.Random(seed)
+        if bookie_config is None and config.bookie_mutant is not None:
+            bookie_config = attrs.evolve(DEFAULT_BOOKIE_CONFIG, mutant=config.bookie_mutant)
         self.cluster = InProcessCluster(
             self.root, config.bookies, sync_to_disk=config.sync_to_disk, bookie_config=bookie_config
         )
@@ -246,14 +259,17 @@ class LedgerSimulation:
         if writer.can_close():
             found.append(Step(StepKind.CLOSE))
         loss = "loss" in cfg.faults and cluster.lost < cfg.max_loss
+        crash = "crash" in cfg.faults and cluster.crashes < cfg.max_crashes
         for request in self._deliverable():
             found.append(Step(StepKind.DELIVER, request))
             if loss:
                 found.append(Step(StepKind.DELIVER, request, lose_reply=True))
+            if crash and cluster.nodes[request.bookie].journals_add(request):
+                found.append(Step(StepKind.CRASH_BEFORE_FSYNC, request))
         if loss:
             found += [Step(StepKind.LOSE, r) for r in cluster.in_flight]
         for address, node in cluster.nodes.items():
-            if node.up and "crash" in cfg.faults and cluster.crashes < cfg.max_crashes:
+            if node.up and crash:
                 found.append(Step(StepKind.CRASH, bookie=address))
             if not node.up and "restart" in cfg.faults:
                 found.append(Step(StepKind.RESTART, bookie=address))
@@ -279,8 +295,9 @@ class LedgerSimulation:
 
     # -- taking a step ---------------------------------------------------------------
     def take(self, step: Step) -> list[EngineEvent]:
-        """Take one step; the events it logged."""
-        before = len(self.events)
+        """Take one step; the events it logged. Observers see them after the step (a crash before an fsync
+        that the bookie acknowledged early: the acknowledgement, then the crash)."""
+        first = before = len(self.events)
         kind = step.kind
         if kind is StepKind.ADD:
             self.add()
@@ -295,6 +312,13 @@ class LedgerSimulation:
         elif kind is StepKind.CRASH:
             assert step.bookie is not None
             self.cluster.crash(step.bookie, power_loss=self.config.power_loss)
+        elif kind is StepKind.CRASH_BEFORE_FSYNC:
+            assert step.request is not None
+            durable = self.cluster.journal_unsynced(step.request)
+            if len(self.events) > before:  # acknowledged before the fsync: a step of its own, seen before the crash
+                self._observe(step, self.events[before:])
+                before = len(self.events)
+            self.cluster.power_off(step.request.bookie, durable)
         elif kind is StepKind.RESTART:
             assert step.bookie is not None
             self.cluster.restart(step.bookie)
@@ -311,10 +335,12 @@ class LedgerSimulation:
             self.cluster.clients[step.local.client].run_local(step.local)
         else:
             self.start_read()
-        events = self.events[before:]
+        self._observe(step, self.events[before:])
+        return self.events[first:]
+
+    def _observe(self, step: Step, events: list[EngineEvent]) -> None:
         for observer in self.observers:
             observer(step, events)
-        return events
 
     def add(self) -> int:
         """The writer adds the next entry; its id."""

@@ -114,9 +114,17 @@ class LedgerMachine(RuleBasedStateMachine):
         self._take(Step(StepKind.LOSE, request))
 
     @precondition(lambda self: self.sim.cluster.crashes < self.config.max_crashes)
-    @rule(target=down_bookies, bookie=consumes(up_bookies))
-    def crash_bookie(self, bookie: str) -> str:
-        self._take(Step(StepKind.CRASH, bookie=bookie))
+    @rule(target=down_bookies, bookie=consumes(up_bookies), data=st.data())
+    def crash_bookie(self, bookie: str, data: st.DataObject) -> str:
+        """The bookie loses power: between two requests, or with an add journaled and not yet fsynced."""
+        node = self.sim.cluster.nodes[bookie]
+        adds = [r for r in self.sim.cluster.deliverable() if r.bookie == bookie and node.journals_add(r)]
+        names = ["between requests", *(f"before the fsync of {r!r}" for r in adds)]
+        choice = names.index(data.draw(st.sampled_from(names), label="crash"))
+        if choice:
+            self._take(Step(StepKind.CRASH_BEFORE_FSYNC, adds[choice - 1]))
+        else:
+            self._take(Step(StepKind.CRASH, bookie=bookie))
         return bookie
 
     @rule(target=up_bookies, bookie=consumes(down_bookies))

@@ -11,13 +11,15 @@ from ledgerspec.tools.commands import (
     check,
     convert_traces,
     crash_check,
+    demo,
     inspect_bookie,
     model_check,
+    mutants,
     quorum,
     simulate,
     specs,
 )
 
-COMMANDS = (model_check, check, convert_traces, simulate, quorum, specs, inspect_bookie, crash_check)
+COMMANDS = (demo, model_check, check, convert_traces, simulate, mutants, quorum, specs, inspect_bookie, crash_check)
 
 __all__ = ["COMMANDS"]

@@ -1,0 +1,84 @@
+"""``ledgerspec mutants``: the oracle kills every engine mutant in full observation, and the unmutated engine
+has no false positive in either mode, over the default seeded fault workloads."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from typing import Any
+
+import pytest
+from ledgerspec.reference.bookie import MUTANTS as BOOKIE_MUTANTS
+from ledgerspec.reference.ledger import MUTANTS as CLIENT_MUTANTS
+from ledgerspec.tools.cli import main
+from ledgerspec.tools.mutants import MUTANTS, WORKLOADS, workload_traces
+
+# The mutants the issue names, by the engine's names for them.
+REQUIRED = {
+    "lac_before_qa",  # LAC advanced before Qa acks
+    "complete_out_of_order",  # an add completed out of order
+    "fence_qa_total",  # fencing complete after Qa replies in total
+    "recovery_read_no_fence",  # recovery reads without fencing (apache/bookkeeper#2614)
+    "ensemble_change_local",  # an ensemble change kept only locally (apache/bookkeeper#1591)
+    "ack_before_fsync",  # acknowledging before the journal fsync
+}
+
+
+@pytest.fixture(scope="module")
+def score() -> dict[str, Any]:
+    """``ledgerspec mutants --json`` on the default workloads: its exit status and its output."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        status = main(["mutants", "--json"])
+    return {"status": status, **json.loads(buffer.getvalue())}
+
+
+def test_every_client_mutant_and_the_named_bookie_mutant_is_in_the_score() -> None:
+    assert set(CLIENT_MUTANTS) <= set(MUTANTS)
+    assert set(MUTANTS) >= REQUIRED
+    assert {m.name for m in MUTANTS.values() if m.layer == "bookie"} <= set(BOOKIE_MUTANTS)
+
+
+def test_every_mutant_is_killed_in_full_observation_with_no_false_positive(score: dict[str, Any]) -> None:
+    assert score["status"] == 0
+    assert score["total"] == len(MUTANTS)
+    assert score["killed"] == score["total"]
+    assert score["false_positives"] == 0
+    for result in score["mutants"]:
+        assert result["full"]["killed"], result["mutant"]
+        by = result["full"]["by"]
+        assert by["trace"].startswith(by["workload"]) and by["reason"]
+    for mode in ("full", "client"):
+        assert score["by_mode"][mode]["false_positives"] == 0
+        assert score["baseline"][mode]["traces"] == sum(w.traces for w in WORKLOADS)
+        assert score["baseline"][mode]["violations"] == 0
+
+
+def test_the_client_only_kill_rate_is_reported(score: dict[str, Any]) -> None:
+    client = score["by_mode"]["client"]
+    assert client["killed"] == sum(r["client"]["killed"] for r in score["mutants"])
+    assert client["kill_rate"] == pytest.approx(client["killed"] / score["total"])
+
+
+def test_a_bookie_that_acks_before_its_fsync_is_caught_at_the_crash(score: dict[str, Any]) -> None:
+    [result] = [r for r in score["mutants"] if r["mutant"] == "ack_before_fsync"]
+    by = result["full"]["by"]
+    assert by["event"] == "BookieCrashes"
+    assert "bookie_entries" in by["reason"]
+
+
+def test_the_same_workload_gives_the_same_traces() -> None:
+    workload = WORKLOADS[0].scaled(2)
+    first = [lines for _, lines, _ in workload_traces(workload)]
+    again = [lines for _, lines, _ in workload_traces(workload)]
+    assert first == again
+    assert first[0]["full"] != first[1]["full"]
+
+
+def test_unknown_mutant_or_workload_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutants", "--mutant", "no_such_bug"]) == 2
+    assert "unknown mutant no_such_bug" in capsys.readouterr().err
+    assert main(["mutants", "--workload", "nowhere"]) == 2
+    assert "unknown workload nowhere" in capsys.readouterr().err
+    assert main(["mutants", "--traces", "0"]) == 2
