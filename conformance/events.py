@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 import attrs
 import orjson
+from ledgerspec.spec.codecs import short_json
 
 __all__ = ["FORMAT_VERSION", "Event", "InputError", "TraceFormatError", "events_from_json", "parse_event"]
 
@@ -179,11 +180,7 @@ def _name(obj: dict[str, Any], key: str, fail: Callable[[str], NoReturn]) -> str
 
 
 def _kind(value: Any) -> str:
-    try:
-        text = orjson.dumps(value).decode() if not isinstance(value, float) else repr(value)
-    except TypeError:  # an integer beyond 64 bits
-        text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return short_json(value, 40)
 
 
 def _integer(value: Any) -> int | None:

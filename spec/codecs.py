@@ -55,6 +55,7 @@ __all__ = [
     "TupleCodec",
     "canonical_bytes",
     "codec_for",
+    "short_json",
 ]
 
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
@@ -86,12 +87,13 @@ def _kind(data: Any) -> str:
     return type(data).__name__
 
 
-def _short(data: Any) -> str:
+def short_json(data: Any, limit: int = 60) -> str:
+    """``data`` as JSON for an error message, cut to ``limit`` characters."""
     try:
         text = orjson.dumps(data).decode() if not isinstance(data, float) else repr(data)
     except TypeError:  # an integer beyond 64 bits
         text = repr(data)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class Codec:
@@ -153,8 +155,8 @@ class _IntCodec(_ScalarCodec):
         if type(data) is int and INT_MIN <= data <= INT_MAX:
             return True
         if type(data) is int or (type(data) is float and abs(data) >= 2**63):
-            raise CodecError(f"{path}: integer {_short(data)} is out of range (64-bit signed integers only)")
-        raise CodecError(f"{path}: expected an integer, got {_kind(data)} {_short(data)}")
+            raise CodecError(f"{path}: integer {short_json(data)} is out of range (64-bit signed integers only)")
+        raise CodecError(f"{path}: expected an integer, got {_kind(data)} {short_json(data)}")
 
 
 class _BoolCodec(_ScalarCodec):
@@ -163,7 +165,7 @@ class _BoolCodec(_ScalarCodec):
 
     def check(self, data: Any, path: str, *, partial: bool) -> bool:
         if type(data) is not bool:
-            raise CodecError(f"{path}: expected true or false, got {_kind(data)} {_short(data)}")
+            raise CodecError(f"{path}: expected true or false, got {_kind(data)} {short_json(data)}")
         return True
 
 
@@ -173,7 +175,7 @@ class _StrCodec(_ScalarCodec):
 
     def check(self, data: Any, path: str, *, partial: bool) -> bool:
         if type(data) is not str:
-            raise CodecError(f"{path}: expected a string, got {_kind(data)} {_short(data)}")
+            raise CodecError(f"{path}: expected a string, got {_kind(data)} {short_json(data)}")
         return True
 
 
@@ -184,7 +186,7 @@ STR: Codec = _StrCodec()
 
 def _array(data: Any, path: str, what: str) -> list[Any]:
     if type(data) is not list:
-        raise CodecError(f"{path}: expected an array ({what}), got {_kind(data)} {_short(data)}")
+        raise CodecError(f"{path}: expected an array ({what}), got {_kind(data)} {short_json(data)}")
     return data
 
 
@@ -327,7 +329,7 @@ class RecordCodec(Codec):
         if type(data) is not dict:
             raise CodecError(
                 f"{path}: expected an object ({self.name} with fields {', '.join(self.fields)}), "
-                f"got {_kind(data)} {_short(data)}"
+                f"got {_kind(data)} {short_json(data)}"
             )
         unknown = [k for k in data if k not in self.fields]
         if unknown:

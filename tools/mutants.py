@@ -90,8 +90,9 @@ class Workload:
     seed: int = 0
     doc: str = ""
 
-    def scaled(self, traces: int | None) -> Workload:
-        return self if traces is None else attrs.evolve(self, traces=traces)
+    def scaled(self, traces: int) -> Workload:
+        """The same runs, ``traces`` of them."""
+        return attrs.evolve(self, traces=traces)
 
 
 #: The fault workloads, in the order they run. Each allows every fault (ledger/simulation.py: FAULTS).

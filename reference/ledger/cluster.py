@@ -298,8 +298,7 @@ class InProcessCluster:
 
     def crash(self, bookie: str, *, power_loss: bool = True) -> None:
         self.nodes[bookie].stop(power_loss=power_loss)
-        self.crashes += 1
-        self.events.bookie("BookieCrashes", bookie)
+        self._crashed(bookie)
 
     def journal_unsynced(self, request: Request) -> dict[int, BookieView]:
         """First half of a crash before an fsync: the bookie of ``request`` (an add) journals it, not yet fsynced.
@@ -320,6 +319,9 @@ class InProcessCluster:
     def power_off(self, bookie: str, durable: dict[int, BookieView]) -> None:
         """Second half of a crash before an fsync: the bookie's machine loses power; it keeps ``durable``."""
         self.nodes[bookie].power_off(durable)
+        self._crashed(bookie)
+
+    def _crashed(self, bookie: str) -> None:
         self.crashes += 1
         self.events.bookie("BookieCrashes", bookie)
 

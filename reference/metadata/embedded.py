@@ -192,6 +192,16 @@ class EmbeddedMetadataStore:
         if self._closed:
             raise SessionClosedError(operation, path)
 
+    def _record_at(self, path: str, version: int, operation: str) -> NodeRecord:
+        """The node at ``path`` for an operation that expects ``version`` (or any); the tree's lock is held."""
+        self._check_open(operation, path)
+        record = self._tree.table.get(path)
+        if record is None:
+            raise NoNodeError(path)
+        if version not in (ANY_VERSION, record.version):
+            raise BadVersionError(path, version, record.version)
+        return record
+
     def _watches(self) -> _SessionWatches:
         return self._tree.sessions[self._session_id]
 
@@ -257,12 +267,7 @@ class EmbeddedMetadataStore:
         validate_path(path)
         tree = self._tree
         with tree.lock:
-            self._check_open("set", path)
-            record = tree.table.get(path)
-            if record is None:
-                raise NoNodeError(path)
-            if version not in (ANY_VERSION, record.version):
-                raise BadVersionError(path, version, record.version)
+            record = self._record_at(path, version, "set")
             updated = attrs.evolve(record, value=value, version=_int32(record.version + 1), modified_ms=tree.clock())
             with tree.table.transaction():
                 tree.table.put(updated)
@@ -275,12 +280,7 @@ class EmbeddedMetadataStore:
             raise InvalidPathError(path, "the root cannot be deleted")
         tree = self._tree
         with tree.lock:
-            self._check_open("delete", path)
-            record = tree.table.get(path)
-            if record is None:
-                raise NoNodeError(path)
-            if version not in (ANY_VERSION, record.version):
-                raise BadVersionError(path, version, record.version)
+            self._record_at(path, version, "delete")
             if tree.table.count_children(path):
                 raise NotEmptyError(path)
             with tree.table.transaction():
