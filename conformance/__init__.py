@@ -10,7 +10,8 @@ The public surface:
 - :class:`Event`, :func:`parse_event`, :func:`events_from_json`, :class:`InputError`:
   the envelope of one line;
 - :mod:`ledgerspec.conformance.generate`: traces from random walks of a spec;
-- :mod:`ledgerspec.conformance.itf`: ITF traces (Apalache, Quint) as events.
+- :mod:`ledgerspec.conformance.itf` and :mod:`ledgerspec.conformance.tlc_json`: ITF traces
+  (Apalache, Quint) and TLC's JSON traces (``-dumpTrace json``) as events.
 """
 
 from ledgerspec.conformance.checker import Bounds, TraceChecker, check_trace

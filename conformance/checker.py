@@ -739,16 +739,18 @@ class TraceChecker:
                 ", ".join(offered[:6]) + (" ..." if len(offered) > 6 else "") if offered else "none in this state"
             )
             return [(None, why, None)]
+        # A step whose state the event observes, but that breaks a property, is the likely culprit: first.
+        culprits: list[tuple[str | None, str, Any]] = []
         out: list[tuple[str | None, str, Any]] = []
         for action, args, nxt, broken, _, _ in found:
             step = self._step(action, args)
             if nxt is None:
                 out.append((step, f"{step} is not enabled: {self._why_disabled(state, action, args)}", None))
-            elif broken is not None:
-                out.append((step, f"{step} {broken}", nxt))
+            elif broken is not None and self._matches(nxt, ev):
+                culprits.append((step, f"{step} {broken}", nxt))
             else:
                 out.append((step, self._mismatch_text(nxt, ev, f"after {step}"), nxt))
-        return out
+        return culprits + out
 
     def _why_disabled(self, state: Any, action: str, args: tuple[Any, ...]) -> str:
         explain = self.mapping.explain.get(action)

@@ -23,14 +23,12 @@ Reference: https://apalache-mc.org/docs/adr/015adr-trace.html
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import orjson
-from ledgerspec.conformance.events import FORMAT_VERSION, Event, InputError, TraceFormatError, parse_event
+from ledgerspec.conformance.events import FORMAT_VERSION
 from ledgerspec.spec.tracing import INIT, NEXT
 
-__all__ = ["ItfError", "from_itf", "itf_events", "read_itf"]
+__all__ = ["ItfError", "from_itf", "itf_events"]
 
 ACTION_TAKEN = "mbt::actionTaken"
 NONDET_PICKS = "mbt::nondetPicks"
@@ -118,20 +116,3 @@ def itf_events(doc: Any, trace: str) -> list[dict[str, Any]]:
         }
         events.append(event)
     return events
-
-
-def read_itf(path: Path) -> tuple[str, list[Event], list[InputError]]:
-    """The trace of an ITF file: its id (the file name), its events, and what could not be read."""
-    trace = path.name
-    try:
-        doc = orjson.loads(path.read_bytes())
-        lines = itf_events(doc, trace)
-    except (OSError, orjson.JSONDecodeError, ItfError) as exc:
-        return trace, [], [InputError(str(path), 0, f"not a readable ITF trace: {exc}", trace)]
-    events, errors = [], []
-    for index, line in enumerate(lines):
-        try:
-            events.append(parse_event(line, str(path), index))
-        except TraceFormatError as exc:
-            errors.append(exc.error)
-    return trace, events, errors

@@ -10,8 +10,9 @@ last line, which is as little as merging them allows.
 
 Files are read in the order given; a directory stands for its ``*.ndjson``
 and ``*.jsonl`` files (also gzipped, ``.gz``), Parquet files (``*.parquet``,
-one event per row: :mod:`ledgerspec.conformance.parquet`) and ITF traces
-(``*.itf.json``, one trace each) in name order. Blank lines are skipped. A line longer than
+one event per row: :mod:`ledgerspec.conformance.parquet`), ITF traces
+(``*.itf.json``) and TLC's JSON traces (``*.tlc.json``), one trace each
+(:mod:`ledgerspec.conformance.documents`), in name order. Blank lines are skipped. A line longer than
 ``max_line_bytes`` is not read into memory: it is reported, and the reader
 goes on at the next line.
 """
@@ -20,20 +21,19 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar, cast
 
 import attrs
 import orjson
 import pyarrow as pa
+from ledgerspec.conformance.documents import DOCUMENT_SUFFIXES, is_document, read_document
 from ledgerspec.conformance.events import SEQ_MAX, Event, InputError, TraceFormatError, parse_event
-from ledgerspec.conformance.itf import read_itf
 from ledgerspec.conformance.parquet import PARQUET_SUFFIX, ParquetFileError, parquet_records, parquet_trace_keys
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
-    "ITF_SUFFIX",
     "TRACE_SUFFIXES",
     "LineDecoder",
     "ReadStats",
@@ -49,9 +49,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
-TRACE_SUFFIXES = (".ndjson", ".jsonl", ".ndjson.gz", ".jsonl.gz", ".itf.json", PARQUET_SUFFIX)
+TRACE_SUFFIXES = (".ndjson", ".jsonl", ".ndjson.gz", ".jsonl.gz", PARQUET_SUFFIX, *DOCUMENT_SUFFIXES)
 _T = TypeVar("_T")
-ITF_SUFFIX = ".itf.json"  # an ITF trace (Apalache, Quint): one trace per file, see conformance/itf.py
 # The layout this project writes: the envelope first, in this order, with names that need no
 # escapes. Such a line is read without parsing its envelope as JSON, and the rest of it (type,
 # params, observed) is parsed once per distinct text: among the traces of one system the same
@@ -303,32 +302,41 @@ def _parquet_guarded(items: Iterator[_T], path: Path) -> Iterator[_T]:
 
 
 def read_events(
-    paths: Sequence[str | Path], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    paths: Sequence[str | Path],
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    actions: Collection[str] | None = None,
 ) -> Iterator[Event | InputError]:
-    """Every event of the files, and every line that cannot be read, in reading order (not by trace)."""
+    """Every event of the files, and every line that cannot be read, in reading order (not by trace).
+    ``actions``: the spec's action names, for TLC's JSON traces (:mod:`ledgerspec.conformance.tlc_json`)."""
     decoder = LineDecoder()
     for path in expand_paths(paths):
-        if path.name.endswith(ITF_SUFFIX):
-            _, itf_events, itf_errors = read_itf(path)
-            yield from itf_errors
-            yield from itf_events
+        if is_document(path):
+            _, document_events, document_errors = read_document(path, actions)
+            yield from document_errors
+            yield from document_events
             continue
         for _, _, item in _records(path, max_line_bytes, decoder):
             yield item
 
 
 def read_traces(
-    paths: Sequence[str | Path], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, stats: ReadStats | None = None
+    paths: Sequence[str | Path],
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    stats: ReadStats | None = None,
+    actions: Collection[str] | None = None,
 ) -> Iterator[TraceInput | InputError]:
     """Each trace of the files, complete, as soon as its last line is read; and each unreadable line
-    that names no trace, as an :class:`InputError`. ``stats`` counts what the read holds."""
+    that names no trace, as an :class:`InputError`. ``stats`` counts what the read holds; ``actions``
+    are the spec's action names, for TLC's JSON traces (:mod:`ledgerspec.conformance.tlc_json`)."""
     stats = stats if stats is not None else ReadStats()
     files = expand_paths(paths)
     # For each file, the traces whose last line is in it, and that line's number.
     last: list[dict[str, int]] = [{} for _ in files]
     where: dict[str, int] = {}
     for index, path in enumerate(files):
-        if path.name.endswith(ITF_SUFFIX):
+        if is_document(path):
             continue
         for number, trace_id in _trace_keys(path, max_line_bytes):
             if trace_id is not None:
@@ -344,9 +352,9 @@ def read_traces(
     decoder = LineDecoder()
     buffered = 0
     for index, path in enumerate(files):
-        if path.name.endswith(ITF_SUFFIX):
-            itf_trace, itf_events, itf_errors = read_itf(path)
-            yield TraceInput(itf_trace, tuple(itf_events), tuple(itf_errors))
+        if is_document(path):
+            document_trace, document_events, document_errors = read_document(path, actions)
+            yield TraceInput(document_trace, tuple(document_events), tuple(document_errors))
             continue
         ends = last[index]
         for number, trace, item in _records(path, max_line_bytes, decoder):

@@ -145,7 +145,7 @@ def read_events(
     found: dict[str, list[Event]] = {}
     if not wanted:
         return found
-    for item in read_traces(paths, max_line_bytes=max_line_bytes):
+    for item in read_traces(paths, max_line_bytes=max_line_bytes, actions=checker.mapping.actions):
         if isinstance(item, TraceInput) and item.trace in wanted:
             found[item.trace] = checker.replay_order(item.events)
     return found

@@ -86,7 +86,7 @@ def check_files(
     covered = checker.coverage() if checker.collects_coverage else None
     with collector_paused():
         partition = checker.mapping.partition
-        for item in read_traces(paths, max_line_bytes=max_line_bytes, stats=stats):
+        for item in read_traces(paths, max_line_bytes=max_line_bytes, stats=stats, actions=checker.mapping.actions):
             results: list[Verdict | InputError]
             if isinstance(item, InputError):
                 results = [item]

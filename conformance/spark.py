@@ -36,8 +36,8 @@ and runs it on the executors. The plan:
 
 Bad lines get the same errors, with the same file and line, as in-process.
 Left out: coverage (executors check without gathering it, so the run has
-none, and no HTML report); ITF files (one JSON document per trace) are read
-in-process only;
+none, and no HTML report); ITF and TLC JSON files (one JSON document per
+trace) are read in-process only;
 the units of one trace are checked in the task that gets the trace; each
 Parquet file's columns are checked by a small job of its own.
 """
@@ -60,6 +60,7 @@ import attrs
 import orjson
 import pyarrow as pa
 from ledgerspec.conformance.checker import Bounds, TraceChecker
+from ledgerspec.conformance.documents import is_document
 from ledgerspec.conformance.events import Event, InputError, TraceFormatError
 from ledgerspec.conformance.parquet import (
     COLUMNS,
@@ -70,7 +71,6 @@ from ledgerspec.conformance.parquet import (
 )
 from ledgerspec.conformance.partition import split_trace
 from ledgerspec.conformance.reader import (
-    ITF_SUFFIX,
     TRACE_SUFFIXES,
     LineDecoder,
     TraceFileError,
@@ -314,9 +314,9 @@ def _list_input(spark: Any, paths: Sequence[str | Path]) -> list[_InputFile]:
         else:
             shown = raw if _has_scheme(raw) else str(Path(raw))
             files.append(_InputFile(str(fs.makeQualified(path).toString()), shown, is_parquet(raw), status.getLen()))
-    itf = [f.name for f in files if f.name.endswith(ITF_SUFFIX)]
-    if itf:
-        raise TraceFileError(f"{itf[0]}: ITF traces are read in-process only (run without --spark)")
+    documents = [f.name for f in files if is_document(Path(f.name))]
+    if documents:
+        raise TraceFileError(f"{documents[0]}: ITF and TLC JSON traces are read in-process only (run without --spark)")
     return files
 
 

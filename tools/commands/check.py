@@ -58,7 +58,8 @@ def register(commands: Any) -> None:
         "paths",
         nargs="+",
         metavar="PATH",
-        help="trace files (NDJSON, Parquet: *.parquet, ITF: *.itf.json), or directories of them",
+        help="trace files (NDJSON, Parquet: *.parquet, ITF: *.itf.json, TLC -dumpTrace json: *.tlc.json), "
+        "or directories of them",
     )
     check.add_argument("--spec", default="ledger", help="spec name: " + ", ".join(catalog.SPECS))
     check.add_argument("--mode", default="full", help="observation mode of the traces: full (default) or client")

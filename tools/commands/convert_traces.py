@@ -1,8 +1,10 @@
 """``ledgerspec convert-traces IN... --to parquet|ndjson OUT``: trace files from one format to the other.
 
 Events are written in reading order (files in the order given, directories
-as their trace files in name order), each as it was read; ITF traces become
-their events. A line or row that cannot be read is reported with its file and
+as their trace files in name order), each as it was read; ITF traces and
+TLC's JSON traces become their events (``--spec`` names the spec a TLC trace
+is of: a step TLC names otherwise becomes a ``Next`` event, see
+:mod:`ledgerspec.conformance.tlc_json`). A line or row that cannot be read is reported with its file and
 line and left out: the output holds only events, and the exit status is 2.
 The Parquet layout is in docs/trace-format.md ("Parquet").
 """
@@ -18,6 +20,8 @@ import orjson
 from ledgerspec.conformance.events import Event, InputError
 from ledgerspec.conformance.parquet import write_parquet
 from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES, TraceFileError, read_events
+from ledgerspec.spec import catalog
+from ledgerspec.spec.tracing import mapping_for
 from ledgerspec.tools.commands.base import EXIT_OK, EXIT_USAGE, UsageError
 from rich.console import Console
 from rich.markup import escape
@@ -31,11 +35,14 @@ def register(commands: Any) -> None:
     convert = commands.add_parser(
         "convert-traces",
         help="convert trace files between NDJSON and Parquet",
-        description="Write the events of trace files (NDJSON, Parquet, ITF) to one NDJSON or Parquet file.",
+        description="Write the events of trace files (NDJSON, Parquet, ITF, TLC JSON) to one NDJSON or Parquet file.",
     )
     convert.add_argument("inputs", nargs="+", metavar="IN", help="trace files, or directories of them")
     convert.add_argument("--to", required=True, choices=FORMATS, help="the output format")
     convert.add_argument("output", metavar="OUT", help="the file to write")
+    convert.add_argument(
+        "--spec", help="the spec TLC JSON traces are of (" + ", ".join(catalog.SPECS) + "): names their steps"
+    )
     convert.add_argument(
         "--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES, metavar="N",
         help=f"longest line read (default {DEFAULT_MAX_LINE_BYTES:,})",
@@ -49,9 +56,13 @@ def _convert(args: argparse.Namespace, out: Console, err: Console) -> int:
     if output.resolve() in inputs:
         raise UsageError(f"{output}: the output would overwrite an input")
     bad: list[InputError] = []
+    try:
+        actions = None if args.spec is None else mapping_for(catalog.find(args.spec).name).actions
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
 
     def events() -> Iterator[Event]:
-        for item in read_events(args.inputs, max_line_bytes=args.max_line_bytes):
+        for item in read_events(args.inputs, max_line_bytes=args.max_line_bytes, actions=actions):
             if isinstance(item, InputError):
                 bad.append(item)
             else:
