@@ -62,7 +62,16 @@ from ledgerspec.reference.bookie.layout import JOURNAL_SUFFIX
 from ledgerspec.spec.bookie import NOT_FOUND, BookieSpec, BookieState
 from ledgerspec.spec.values import format_value, normalize
 
-__all__ = ["MASTER_KEY", "ActionRef", "CheckedBookie", "CrashCandidates", "CrashOutcome", "Violation", "entry_bytes"]
+__all__ = [
+    "MASTER_KEY",
+    "ActionRef",
+    "CheckedBookie",
+    "CrashCandidates",
+    "CrashOutcome",
+    "StepObserver",
+    "Violation",
+    "entry_bytes",
+]
 
 MASTER_KEY = b"crash-check-masterkey"
 
@@ -148,6 +157,10 @@ _CHECKPOINT = (
 )
 _RESTART = (ActionRef("BookieReplaysJournal", ()), *_CHECKPOINT)
 _FORCE_WRITE = (ActionRef("JournalForceWrites"), ActionRef("JournalRollsOver", ()))
+_CRASH = (ActionRef("BookieCrashes"),)
+
+#: ``observer(actions, before, after)``: a step (or crash) of a checked bookie, in spec terms (see ``observers``).
+StepObserver = Callable[[tuple["ActionRef", ...], BookieState | None, BookieState], None]
 
 
 @attrs.frozen
@@ -206,6 +219,9 @@ class CheckedBookie:
         self._last_crash = CrashCandidates(frozenset())  # what the last crash was matched against
         self._seen: set[tuple[str, str]] = set()  # (kind, name) reported in this run
         self._lost = False  # the abstraction failed: later states cannot be compared with the spec
+        #: called after every step and crash whose abstract state is known: (the spec actions the step is made
+        #: of, the abstract state before it or None for the first start, the abstract state after it)
+        self.observers: list[StepObserver] = []
 
     @property
     def up(self) -> bool:
@@ -465,6 +481,7 @@ class CheckedBookie:
         other.abstraction = self.abstraction.copy()
         other.history = self._history_now(self.history)
         other.lacs_acked = dict(self.lacs_acked)
+        other.observers = list(self.observers)
         other.state = self.state
         other.steps = self.steps
         other.crash_point = crash_point or self.crash_point
@@ -509,6 +526,9 @@ class CheckedBookie:
             self.history = attrs.evolve(self.history, crashes=match.crashes)
             before = sources[match]  # the spec's step is the crash of that state (a restart never up is none)
         self._check_state(label, before, down)
+        if self.state is not None:
+            for observer in self.observers:
+                observer(_CRASH, self.state, down)
         self.state, self._last_crash = down, candidates
 
     def _crashes_of(self, candidates: CrashCandidates, down: BookieState) -> dict[BookieState, BookieState]:
@@ -582,6 +602,8 @@ class CheckedBookie:
         self._check_state(label, before, after)
         self._check_synced_is_durable(label, after, durable)
         self.state = after
+        for observer in self.observers:
+            observer(actions, before, after)
 
     def _check_state(self, label: str, before: BookieState | None, after: BookieState) -> None:
         for name, message in self.spec.invariant_failures(after):

@@ -17,32 +17,46 @@ same workloads, every trace of them: each violation there is a *false
 positive*. Runs are deterministic: the same workloads give the same traces
 and verdicts on every machine.
 
-Bookie mutants that only move the LastLogMark or delete journals
+Bookie mutants run under a second kind of workload as well, one bookie's
+storage checked against the bookie spec (``spec/bookie_trace.py``): the
+scripted crash-check workloads (``tools/bookie_workloads.py``), each as
+written and with a power loss or a process crash after each of its steps,
+recorded by :mod:`ledgerspec.tools.bookie_traces`. The mutants that only
+misplace the LastLogMark or delete a journal file early
 (``mark_before_flush``, ``mark_not_advanced_in_replay``,
-``delete_journal_at_mark``) need checkpoints, which the ledger-level
-cluster does not take: they are caught by ``ledgerspec crash-check bookie``
-against the bookie spec, and are not part of this score.
+``delete_journal_at_mark``) need checkpoints, which the ledger-level cluster
+does not take: they run under that workload only. A mutant runs under every
+workload of the specs it lists (:attr:`Mutant.specs`); the unmutated engine
+runs under all of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 from ledgerspec.conformance.checker import Bounds, TraceChecker
 from ledgerspec.conformance.events import events_from_json
 from ledgerspec.conformance.verdict import CONFORMS, VIOLATES, Verdict
 from ledgerspec.reference.bookie import MUTANTS as BOOKIE_MUTANTS
+from ledgerspec.reference.bookie import BookieConfig
 from ledgerspec.reference.ledger import MUTANTS as CLIENT_MUTANTS
 from ledgerspec.reference.ledger import LedgerSimulation, SimulationConfig
 from ledgerspec.reference.ledger.trace import TraceRecorder
+from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.ledger import LedgerSpec
+from ledgerspec.tools.bookie_traces import BookieRun, bookie_runs, record_run
+from ledgerspec.tools.bookie_workloads import WORKLOAD_CONFIG, spec_for
+from ledgerspec.tools.bookie_workloads import WORKLOADS as BOOKIE_WORKLOADS
 
 __all__ = [
+    "BOOKIE_STORAGE",
+    "LEDGER_WORKLOADS",
     "MODES",
     "MUTANTS",
     "WORKLOADS",
+    "BookieWorkload",
     "Kill",
     "Mutant",
     "MutantResult",
@@ -57,25 +71,34 @@ MODES = ("full", "client")
 
 @attrs.frozen
 class Mutant:
-    """A seeded bug of the engine: where it lives, and what it breaks."""
+    """A seeded bug of the engine: where it lives, what it breaks, and the specs whose traces can show it."""
 
     name: str
     layer: str  # "client" or "bookie"
     description: str
+    specs: tuple[str, ...] = ("ledger",)  # it runs under the workloads of these specs
 
     def configure(self, config: SimulationConfig) -> SimulationConfig:
         if self.layer == "client":
             return attrs.evolve(config, mutant=self.name)
         return attrs.evolve(config, bookie_mutant=self.name)
 
+    def configure_bookie(self, config: BookieConfig) -> BookieConfig:
+        return attrs.evolve(config, mutant=self.name)
 
-# Bookie mutants whose effect the ledger spec's traces can show: what a bookie acknowledged is gone after a crash.
-_BOOKIE_MUTANTS_IN_SCORE = ("ack_before_fsync", "fence_not_journaled")
 
-#: The mutants of the score, by name: every client mutant, and the bookie mutants a ledger trace can show.
+# Bookie mutants whose effect the ledger spec's traces can show too: what a bookie acknowledged is gone after a crash.
+_BOOKIE_MUTANTS_SEEN_BY_LEDGER = ("ack_before_fsync", "fence_not_journaled")
+
+#: The mutants of the score, by name: every client mutant and every bookie mutant.
 MUTANTS: dict[str, Mutant] = {
     **{name: Mutant(name, "client", text) for name, text in CLIENT_MUTANTS.items()},
-    **{name: Mutant(name, "bookie", BOOKIE_MUTANTS[name]) for name in _BOOKIE_MUTANTS_IN_SCORE},
+    **{
+        name: Mutant(
+            name, "bookie", text, ("ledger", "bookie") if name in _BOOKIE_MUTANTS_SEEN_BY_LEDGER else ("bookie",)
+        )
+        for name, text in BOOKIE_MUTANTS.items()
+    },
 }
 
 
@@ -89,14 +112,79 @@ class Workload:
     steps: int
     seed: int = 0
     doc: str = ""
+    spec: ClassVar[str] = "ledger"
 
     def scaled(self, traces: int) -> Workload:
         """The same runs, ``traces`` of them."""
         return attrs.evolve(self, traces=traces)
 
+    def run_count(self) -> int:
+        return self.traces
 
-#: The fault workloads, in the order they run. Each allows every fault (ledger/simulation.py: FAULTS).
-WORKLOADS: tuple[Workload, ...] = (
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "spec": self.spec,
+            "doc": self.doc,
+            "traces": self.traces,
+            "steps": self.steps,
+            "seed": self.seed,
+        }
+
+    def recorded(self, mutant: Mutant | None, modes: Sequence[str]) -> Iterator[_Recorded]:
+        for trace_id, lines, sim in workload_traces(self, mutant, modes):
+            yield _Recorded(trace_id, lines, LedgerSpec(**sim.config.spec_constants()), len(sim.read_problems))
+
+
+@attrs.frozen
+class BookieWorkload:
+    """The scripted crash-check workloads of one bookie, as written and with a crash after each step, checked
+    against the bookie spec (:mod:`ledgerspec.tools.bookie_traces`); ``traces``: only the first so many runs."""
+
+    name: str
+    scripts: tuple[str, ...]
+    doc: str = ""
+    traces: int | None = None
+    spec: ClassVar[str] = "bookie"
+
+    def scaled(self, traces: int) -> BookieWorkload:
+        return attrs.evolve(self, traces=traces)
+
+    def runs(self) -> list[BookieRun]:
+        runs = bookie_runs(self.scripts)
+        return runs if self.traces is None else runs[: self.traces]
+
+    def run_count(self) -> int:
+        return len(self.runs())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "spec": self.spec,
+            "doc": self.doc,
+            "traces": self.run_count(),
+            "scripts": list(self.scripts),
+        }
+
+    def recorded(self, mutant: Mutant | None, modes: Sequence[str]) -> Iterator[_Recorded]:
+        config = WORKLOAD_CONFIG if mutant is None else mutant.configure_bookie(WORKLOAD_CONFIG)
+        spec = spec_for(WORKLOAD_CONFIG)
+        for run in self.runs():
+            yield _Recorded(run.trace_id, record_run(run, config=config, modes=modes).lines, spec, 0)
+
+
+@attrs.frozen
+class _Recorded:
+    """One run of a workload: its lines in each mode, the spec to check them against, wrong reads seen."""
+
+    trace_id: str
+    lines: dict[str, list[dict[str, Any]]]
+    spec: Spec[Any]
+    read_problems: int
+
+
+#: The cluster workloads, checked against the ledger spec; each allows every fault (ledger/simulation.py: FAULTS).
+LEDGER_WORKLOADS: tuple[Workload, ...] = (
     Workload(
         "striped",
         SimulationConfig(bookies=4, ensemble=3, write_quorum=2, ack_quorum=2, recoverers=2, max_entries=5),
@@ -122,6 +210,17 @@ WORKLOADS: tuple[Workload, ...] = (
         doc="E=3 Qw=2 Qa=1 on three bookies: fencing must hear from every bookie",
     ),
 )
+
+#: One bookie's workloads, checked against the bookie spec.
+BOOKIE_STORAGE = BookieWorkload(
+    "bookie-storage",
+    tuple(BOOKIE_WORKLOADS),
+    doc="one bookie's scripted workloads (tools/bookie_workloads.py), with a power loss or a process crash "
+    "and the restart after each step",
+)
+
+#: Every workload, in the order they run.
+WORKLOADS: tuple[Workload | BookieWorkload, ...] = (*LEDGER_WORKLOADS, BOOKIE_STORAGE)
 
 
 @attrs.frozen
@@ -183,7 +282,7 @@ class MutationRun:
 
     mutants: list[MutantResult]
     baseline: MutantResult
-    workloads: tuple[Workload, ...]
+    workloads: tuple[Workload | BookieWorkload, ...]
 
     def killed(self, mode: str) -> int:
         return sum(r.killed(mode) for r in self.mutants)
@@ -212,10 +311,7 @@ class MutationRun:
             },
             "mutants": [r.to_json() for r in self.mutants],
             "baseline": self.baseline.to_json(),
-            "workloads": [
-                {"name": w.name, "doc": w.doc, "traces": w.traces, "steps": w.steps, "seed": w.seed}
-                for w in self.workloads
-            ],
+            "workloads": [w.to_json() for w in self.workloads],
         }
 
 
@@ -237,39 +333,41 @@ def workload_traces(
 
 
 class _Checkers:
-    """One checker per (spec constants, mode), kept across traces for their caches."""
+    """One checker per (spec, mode), kept across traces for their caches."""
 
     def __init__(self, bounds: Bounds) -> None:
         self.bounds = bounds
-        self._checkers: dict[tuple[tuple[tuple[str, int], ...], str], TraceChecker] = {}
+        self._checkers: dict[tuple[str, tuple[tuple[str, Any], ...], str], TraceChecker] = {}
 
-    def check(self, config: SimulationConfig, mode: str, trace_id: str, lines: list[dict[str, Any]]) -> Verdict:
-        constants = config.spec_constants()
-        key = (tuple(sorted(constants.items())), mode)
+    def check(self, spec: Spec[Any], mode: str, trace_id: str, lines: list[dict[str, Any]]) -> Verdict:
+        key = (spec.name, tuple(sorted(spec.values.items())), mode)
         checker = self._checkers.get(key)
         if checker is None:
-            checker = TraceChecker(LedgerSpec(**constants), mode, self.bounds, coverage=False)
+            checker = TraceChecker(spec, mode, self.bounds, coverage=False)
             self._checkers[key] = checker
         return checker.check(events_from_json(lines, file=f"{trace_id}.{mode}.ndjson"))
 
 
 def _run_one(
     mutant: Mutant | None,
-    workloads: Iterable[Workload],
+    workloads: Iterable[Workload | BookieWorkload],
     checkers: _Checkers,
     modes: Sequence[str],
     progress: Callable[[str, int], None],
 ) -> MutantResult:
-    """Run ``mutant`` (None: the unmutated engine) on the workloads. A mutant stops once every mode killed it;
-    the unmutated engine runs every trace."""
+    """Run ``mutant`` (None: the unmutated engine) on the workloads of its specs. A mutant stops once every mode
+    killed it; the unmutated engine runs every trace."""
     result = MutantResult(mutant)
     for workload in workloads:
-        for trace_id, lines, sim in workload_traces(workload, mutant, modes):
-            result.read_problems += len(sim.read_problems)
+        if mutant is not None and workload.spec not in mutant.specs:
+            continue
+        for run in workload.recorded(mutant, modes):
+            trace_id, lines = run.trace_id, run.lines
+            result.read_problems += run.read_problems
             for mode in modes:
                 if mutant is not None and result.killed(mode):
                     continue
-                verdict = checkers.check(sim.config, mode, trace_id, lines[mode])
+                verdict = checkers.check(run.spec, mode, trace_id, lines[mode])
                 result.traces[mode] += 1
                 result.events[mode] += verdict.events
                 if verdict.status == VIOLATES:
@@ -290,7 +388,7 @@ def _run_one(
 
 def run_mutants(
     mutants: Sequence[Mutant] | None = None,
-    workloads: Sequence[Workload] = WORKLOADS,
+    workloads: Sequence[Workload | BookieWorkload] = WORKLOADS,
     *,
     modes: Sequence[str] = MODES,
     bounds: Bounds | None = None,

@@ -32,7 +32,7 @@ from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES
 from ledgerspec.conformance.run import CheckRun, check_files
 from ledgerspec.spec.ledger import LedgerSpec
 from ledgerspec.tools.commands.base import EXIT_MISSING_TOOL, EXIT_OK, EXIT_VIOLATION, UsageError
-from ledgerspec.tools.mutants import MUTANTS, WORKLOADS, Mutant, workload_traces
+from ledgerspec.tools.mutants import LEDGER_WORKLOADS, MUTANTS, Mutant, workload_traces
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -53,7 +53,7 @@ def register(commands: Any) -> None:
         "and in this process, print the summary and write an HTML report.",
     )
     demo.add_argument("--out", default="ledgerspec-demo", metavar="DIR", help="output directory (ledgerspec-demo)")
-    demo.add_argument("--traces", type=int, default=WORKLOADS[0].traces, metavar="N", help="runs per engine")
+    demo.add_argument("--traces", type=int, default=LEDGER_WORKLOADS[0].traces, metavar="N", help="runs per engine")
     demo.add_argument("--master", metavar="URL", help="Spark master URL (default local[*])")
     demo.add_argument("--json", action="store_true", help="print one JSON object")
     demo.set_defaults(run=_demo)
@@ -61,7 +61,7 @@ def register(commands: Any) -> None:
 
 def _simulate(directory: Path, traces: int) -> tuple[dict[str, list[str]], dict[str, int]]:
     """Write each engine's traces; the trace ids of each engine, and the spec constants they share."""
-    workload = WORKLOADS[0].scaled(traces)
+    workload = LEDGER_WORKLOADS[0].scaled(traces)
     engines: dict[str, Mutant | None] = {UNMUTATED: None, **{name: MUTANTS[name] for name in DEMO_MUTANTS}}
     ids: dict[str, list[str]] = {}
     for engine, mutant in engines.items():

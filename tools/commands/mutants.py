@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from ledgerspec.tools.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError
-from ledgerspec.tools.mutants import MODES, MUTANTS, WORKLOADS, MutationRun, run_mutants
+from ledgerspec.tools.mutants import MODES, MUTANTS, WORKLOADS, MutationRun, Workload, run_mutants
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -62,7 +62,14 @@ def _mutants(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.list:
         _print_catalog(out, mutants, workloads)
         return EXIT_OK
-    runs = sum(w.traces for w in workloads) * (len(mutants) + 1)
+    runnable = [m for m in mutants if any(w.spec in m.specs for w in workloads)]
+    idle = [m for m in mutants if m not in runnable]
+    if args.mutant and idle:
+        specs = " or ".join(idle[0].specs)
+        raise UsageError(f"no workload chosen runs mutant {idle[0].name}: it needs a workload of the {specs} spec")
+    mutants = runnable  # without --mutant: those the chosen workloads can show
+    counts = {w.name: w.run_count() for w in workloads}
+    runs = sum(counts.values()) + sum(counts[w.name] for m in mutants for w in workloads if w.spec in m.specs)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -86,13 +93,14 @@ def _mutants(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _print_catalog(out: Console, mutants: list[Any], workloads: list[Any]) -> None:
-    table = Table("mutant", "layer", "the bug", title="mutants")
+    table = Table("mutant", "layer", "checked by", "the bug", title="mutants")
     for m in mutants:
-        table.add_row(m.name, m.layer, escape(m.description))
+        table.add_row(m.name, m.layer, ", ".join(f"{s} traces" for s in m.specs), escape(m.description))
     out.print(table)
-    table = Table("workload", "runs", "steps", "seed", "", title="workloads (every fault allowed)")
+    table = Table("workload", "spec", "runs", "", title="workloads (every fault allowed)")
     for w in workloads:
-        table.add_row(w.name, str(w.traces), str(w.steps), str(w.seed), escape(w.doc))
+        detail = f"{w.steps} steps each, seed {w.seed}: " if isinstance(w, Workload) else ""
+        table.add_row(w.name, w.spec, str(w.run_count()), escape(detail + w.doc))
     out.print(table)
 
 

@@ -1,0 +1,260 @@
+"""The bookie spec under the oracle: its trace mapping (spec/bookie_trace.py) and traces of the reference bookie
+(tools/bookie_traces.py), checked in both observation modes."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from ledgerspec.conformance import TraceChecker, events_from_json
+from ledgerspec.spec.bookie import BUGS, BookieSpec, BookieState
+from ledgerspec.spec.bookie_trace import CLIENT, CLIENT_OBSERVES, FULL, GUARDS, TRACE, messages, readable, unsynced_from
+from ledgerspec.spec.explorer import explore
+from ledgerspec.spec.tracing import Message, mapping_for
+from ledgerspec.tools.bookie_refinement import ActionRef
+from ledgerspec.tools.bookie_traces import BookieRun, bookie_runs, record_run, spec_steps
+from ledgerspec.tools.bookie_workloads import WORKLOAD_CONFIG, WORKLOAD_SPEC
+from ledgerspec.tools.cli import main
+
+MODELS = {"default": {}, "two ledgers, one record per file": {"NumLedgers": 2, "RecordsPerJournal": 1}}
+
+
+@functools.cache
+def _explored(bug: str, model: str) -> tuple[BookieSpec, tuple[BookieState, ...]]:
+    spec = BookieSpec(Bug=bug, **MODELS[model])
+    result = explore(spec, check_deadlock=False, stop_at_first=False, keep_states=True, max_states=15_000)
+    assert result.states is not None
+    return spec, result.states
+
+
+# -- the mapping --------------------------------------------------------------------------
+def test_mapping_is_found_by_spec_name_and_speaks_the_specs_vocabulary() -> None:
+    assert mapping_for("bookie") is TRACE
+    assert list(TRACE.actions) == [a.name for a in BookieSpec.actions]
+    assert {a.name for a in attrs.fields(BookieState)} | {"unsynced_from", "readable"} == FULL.observes
+    assert TRACE.param_codecs["JournalForceWrites"]["upto"].encode((2, 1)) == [2, 1]
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("bug", list(BUGS))
+def test_explanations_agree_with_the_actions(bug: str, model: str) -> None:
+    """In every reachable state, also of the seeded bugs: an explanation names a failing guard exactly when the
+    instance is disabled."""
+    spec, states = _explored(bug, model)
+    disabled = 0
+    for s in states:
+        for act in spec.actions:
+            for args in [()] if act.params is None else list(act.params(spec, s)):
+                why = TRACE.explain[act.name](spec, s, *args)
+                assert (why is None) == (act.fn(spec, s, *args) is not None), (act.name, args, why, s)
+                disabled += why is not None
+    assert disabled
+
+
+def test_explanations_name_an_unknown_ledger_or_entry() -> None:
+    spec, states = _explored("none", "default")
+    assert TRACE.explain["BookieAddsEntry"](spec, states[0], 3, 0) == "there is no ledger 3 in the model (ledgers 1..1)"
+    assert "there is no entry 5" in str(TRACE.explain["BookieSetsExplicitLac"](spec, states[0], 1, 5))
+
+
+def test_every_guard_holds_in_each_state_that_breaks_its_property() -> None:
+    broken: set[str] = set()
+    for bug in BUGS:
+        spec, states = _explored(bug, "default")
+        by_state = {s: spec for s in states}
+        for s in by_state:
+            for inv in spec.invariants:
+                if inv.fn(spec, s) is not None:
+                    broken.add(inv.name)
+                    assert all(g.fn(spec, s) for g in GUARDS.get(inv.name, ())), (bug, inv.name)
+    assert broken >= {"MarkNeverPassesUnflushedData", "JournalKeptFromMark", "AckedEntriesSurvive"}
+
+
+def test_every_guard_holds_somewhere() -> None:
+    spec, states = _explored("none", "default")
+    for prop, guards in GUARDS.items():
+        for g in guards:
+            assert any(g.fn(spec, s) for s in states), (prop, g.name)
+
+
+def test_hidden_steps_change_nothing_a_client_observes() -> None:
+    """Client events report their observations once per reference step, on its last visible event: sound only
+    because no hidden step changes what a client observes."""
+    spec, states = _explored("none", "default")
+    hidden = [a for a in spec.actions if a.name in CLIENT.hidden]
+    assert {a.name for a in hidden} == set(CLIENT.hidden)
+    for s in states:
+        for act in hidden:
+            for args in [()] if act.params is None else list(act.params(spec, s)):
+                t = act.fn(spec, s, *args)
+                if t is not None:
+                    for name in CLIENT_OBSERVES:
+                        assert TRACE.observe(spec, t, name) == TRACE.observe(spec, s, name), (act.name, name)
+
+
+def test_projections() -> None:
+    spec = BookieSpec()
+    s = spec.BookieAddsEntry(spec.initial_state(), 1, 0)
+    assert s is not None and unsynced_from(spec, s) == (1, 0) and readable(spec, s) == {(1, 0)}
+    t = spec.JournalForceWrites(s, (1, 1))
+    assert t is not None and unsynced_from(spec, t) == (1, 1)
+    down = spec.BookieCrashes(t, (1, 1))
+    assert down is not None and readable(spec, down) == frozenset()
+
+
+def test_lanes_and_messages() -> None:
+    assert sorted(["machine", "sync-thread", "client", "journal", "bookie"], key=TRACE.lane_order) == [
+        "client",
+        "bookie",
+        "journal",
+        "sync-thread",
+        "machine",
+    ]
+    assert messages("BookieAddsEntry", {"ledger": 1, "entry": 2}) == (Message("client", "bookie", "add (1, 2)"),)
+    assert messages("JournalForceWrites", {}) == (Message("journal", "client", "replies"),)
+    assert messages("CheckpointStarts", {}) == ()
+
+
+# -- reading the reference bookie's steps ---------------------------------------------------
+def test_spec_steps_read_a_checkpoint_and_the_deletions_it_allows() -> None:
+    spec = BookieSpec(RecordsPerJournal=1, MaxEntries=2)
+    s = spec.BookieAddsEntry(spec.initial_state(), 1, 0)
+    s = spec.JournalRollsOver(spec.JournalForceWrites(s, (1, 1)))
+    s = spec.BookieAddsEntry(s, 1, 1)
+    s = before = spec.JournalForceWrites(s, (2, 1))  # the mark is in file 2: file 1 may go after the checkpoint
+    for action in ("CheckpointStarts", "LedgerStorageFlushes", "CheckpointPersistsMark"):
+        s = getattr(spec, action)(s)
+    after = spec.JournalFileDeleted(s, 1)
+    refs = (
+        ActionRef("CheckpointStarts", ()),
+        ActionRef("LedgerStorageFlushes", ()),
+        ActionRef("CheckpointPersistsMark", ()),
+        ActionRef("JournalFileDeleted"),
+    )
+    assert spec_steps(spec, refs, before, after) == [
+        ("CheckpointStarts", ()),
+        ("LedgerStorageFlushes", ()),
+        ("CheckpointPersistsMark", ()),
+        ("JournalFileDeleted", (1,)),
+    ]
+    # a checkpoint that cannot move the mark is a plain flush, or nothing
+    assert spec_steps(spec, refs[:3], after, after) == []
+
+
+def test_spec_steps_read_a_force_write_and_a_crash() -> None:
+    spec = BookieSpec(MaxEntries=3, RecordsPerJournal=3)
+    s = spec.initial_state()
+    for e in range(3):
+        s = spec.BookieAddsEntry(s, 1, e)
+    synced = spec.JournalForceWrites(s, (1, 1))
+    assert spec_steps(spec, (ActionRef("JournalForceWrites"), ActionRef("JournalRollsOver", ())), s, synced) == [
+        ("JournalForceWrites", ((1, 1),))
+    ]
+    down = spec.BookieCrashes(synced, (1, 2))  # keeps one of the two unsynced records
+    assert spec_steps(spec, (ActionRef("BookieCrashes"),), synced, down) == [("BookieCrashes", ((1, 2),))]
+
+
+# -- traces of the reference bookie ---------------------------------------------------------
+@functools.cache
+def _runs() -> list[Any]:
+    return [record_run(run) for run in bookie_runs()]
+
+
+def test_the_runs_cover_every_workload_and_crash() -> None:
+    runs = bookie_runs()
+    assert {r.workload for r in runs} == {"basic", "fencing", "rollover-and-deletion", "force-write-parts", "restart"}
+    assert {r.crash for r in runs if r.crash_after is not None} == {"power-loss", "process-crash"}
+    assert not [r for r in runs if r.workload == "restart" and r.crash_after is not None]  # it crashes on its own
+    assert len({r.trace_id for r in runs}) == len(runs)
+
+
+@pytest.mark.parametrize("mode", ["full", "client"])
+def test_the_correct_bookie_conforms_in_both_modes(mode: str) -> None:
+    checker = TraceChecker(WORKLOAD_SPEC, mode)
+    events = 0
+    actions: set[str] = set()
+    for run in _runs():
+        assert run.violations == ()  # the crash checks agree: the run refines the spec
+        verdict = checker.check(events_from_json(run.lines[mode]))
+        assert verdict.status == "conforms", (run.trace_id, verdict.reason)
+        events += verdict.events
+        actions |= {line["type"] for line in run.lines[mode]}
+    hidden = set(CLIENT.hidden) if mode == "client" else set()
+    assert actions == ({"Init", *TRACE.actions} - hidden)  # every action the mode sees is exercised
+    assert events > 1000
+
+
+def test_client_lines_carry_what_a_client_knows() -> None:
+    lines = [line for run in _runs() for line in run.lines["client"]]
+    assert {line["process"] for line in lines} == {"client"}
+    assert all("upto" not in line.get("params", {}) and "cut" not in line.get("params", {}) for line in lines)
+    assert {n for line in lines for n in line.get("observed", {})} <= CLIENT_OBSERVES
+
+
+def test_full_lines_report_synced_in_one_spelling() -> None:
+    lines = [line for run in _runs() for line in run.lines["full"]]
+    observed = {n for line in lines for n in line.get("observed", {})}
+    assert "synced" not in observed and "unsynced_from" in observed
+
+
+@pytest.mark.parametrize(
+    ("mutant", "event", "words"),
+    [
+        ("mark_before_flush", "CheckpointPersistsMark", "the checkpoint has not flushed the ledger storage yet"),
+        ("delete_journal_at_mark", "JournalFileDeleted", "is not wholly before the persisted mark"),
+        ("ack_before_fsync", "BookieAddsEntry", "acked has"),
+    ],
+)
+def test_a_mutant_is_caught_at_its_own_step(mutant: str, event: str, words: str) -> None:
+    config = attrs.evolve(WORKLOAD_CONFIG, mutant=mutant)
+    checker = TraceChecker(WORKLOAD_SPEC, "full")
+    for run in bookie_runs():
+        verdict = checker.check(events_from_json(record_run(run, config=config, modes=("full",)).lines["full"]))
+        if verdict.status == "violates":
+            assert verdict.failure is not None
+            assert (verdict.failure.event_type, words in verdict.reason) == (event, True), verdict.reason
+            return
+    pytest.fail(f"no trace of {mutant} violates the spec")
+
+
+def test_bookie_traces_are_checked_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = record_run(BookieRun("basic", 8, "power-loss"), modes=("full",))
+    path = tmp_path / "basic.ndjson"
+    path.write_text("".join(json.dumps(line) + "\n" for line in run.lines["full"]))
+    consts = [f"--const={k}={v}" for k, v in WORKLOAD_SPEC.values.items() if k != "Bug"]
+    assert main(["check", str(path), "--spec", "bookie", *consts, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["traces"], summary["conforms"], summary["events"]) == (1, 1, len(run.lines["full"]))
+    # the same trace against a spec whose journal files hold fewer records: the first full file is refused
+    assert main(["check", str(path), "--spec", "bookie", *consts, "--const=RecordsPerJournal=2", "--json"]) == 1
+    (violation,) = json.loads(capsys.readouterr().out)["violations"]
+    assert "is full (2 records)" in violation["reason"]
+
+
+@pytest.mark.tlc
+@pytest.mark.parametrize(
+    ("run", "mutant", "failing_event"),
+    [
+        (BookieRun("basic", 8, "power-loss"), None, None),
+        (BookieRun("force-write-parts"), "mark_before_flush", 8),
+        (BookieRun("basic", 1, "power-loss"), "mark_not_advanced_in_replay", 2),
+    ],
+    ids=["conforms", "mark_before_flush", "mark_not_advanced_in_replay"],
+)
+def test_tlc_gives_the_same_verdict_on_a_bookie_trace(
+    tmp_path: Path, run: BookieRun, mutant: str | None, failing_event: int | None
+) -> None:
+    """The trace as a TLA+ module over bookie.tla (the projections in TLA+ too), validated by TLC."""
+    from ledgerspec.tools.trace_tlc import validate_with_tlc
+
+    config = attrs.evolve(WORKLOAD_CONFIG, mutant=mutant)
+    events = events_from_json(record_run(run, config=config, modes=("full",)).lines["full"])
+    verdict = TraceChecker(WORKLOAD_SPEC, "full").check(events)
+    checked = validate_with_tlc(events, WORKLOAD_SPEC, directory=tmp_path)
+    assert checked.outcome.conforms == (verdict.status == "conforms") == (failing_event is None)
+    assert checked.outcome.event_index == failing_event
+    assert verdict.failure is None or verdict.failure.event_index == failing_event
