@@ -44,6 +44,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from ledgerspec.conformance.events import FORMAT_VERSION
+from ledgerspec.spec.codecs import short_json
 from ledgerspec.spec.tracing import INIT, NEXT
 
 __all__ = ["TlcJsonError", "tlc_json_events"]
@@ -64,13 +65,8 @@ def _indexed(item: Any, where: str) -> tuple[int, Mapping[str, Any]]:
         or item[0] < 1
         or not isinstance(item[1], Mapping)
     ):
-        raise TlcJsonError(f"{where}: a state must be [index >= 1, {{variable: value}}], got {_brief(item)}")
+        raise TlcJsonError(f"{where}: a state must be [index >= 1, {{variable: value}}], got {short_json(item, 80)}")
     return item[0], item[1]
-
-
-def _brief(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _states(counterexample: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -48,7 +48,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-from ledgerspec.spec.codecs import Codec, codec_for, hints_of
+import orjson
+from ledgerspec.spec.codecs import Codec, canonical_bytes, codec_for, hints_of
 from ledgerspec.spec.kernel import Action, Spec
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "Message",
     "MessagesOf",
     "ObservationMode",
+    "ObservedChanges",
     "PartitionKey",
     "Projection",
     "TraceMapping",
@@ -233,6 +235,23 @@ class TraceMapping:
         """An action instance's arguments as the JSON ``params`` of an event."""
         codecs = self.param_codecs[action]
         return {name: codecs[name].encode(v) for name, v in zip(codecs, args, strict=True)}
+
+
+class ObservedChanges:
+    """What a recorder reports on each line: the named variables and projections whose value changed since
+    its previous report (compared as canonical JSON, so equal values are equal whatever their order)."""
+
+    def __init__(self, mapping: TraceMapping, spec: Spec[Any], names: Iterable[str]) -> None:
+        self.mapping, self.spec, self.names = mapping, spec, sorted(names)
+        self._previous: dict[str, bytes] = {}
+
+    def since_last(self, state: Any) -> dict[str, Any]:
+        """The values in ``state`` that differ from the last report, as JSON; ``state`` is reported now."""
+        codecs, observe = self.mapping.codecs, self.mapping.observe
+        values = {n: canonical_bytes(codecs[n], observe(self.spec, state, n)) for n in self.names}
+        changed = {n: orjson.loads(v) for n, v in values.items() if v != self._previous.get(n)}
+        self._previous = values
+        return changed
 
 
 def mapping_for(spec_name: str) -> TraceMapping:

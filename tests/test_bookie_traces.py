@@ -65,8 +65,7 @@ def test_every_guard_holds_in_each_state_that_breaks_its_property() -> None:
     broken: set[str] = set()
     for bug in BUGS:
         spec, states = _explored(bug, "default")
-        by_state = {s: spec for s in states}
-        for s in by_state:
+        for s in states:
             for inv in spec.invariants:
                 if inv.fn(spec, s) is not None:
                     broken.add(inv.name)

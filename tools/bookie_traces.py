@@ -34,17 +34,17 @@ and checkpoint), where the run ends, as in the crash sweep.
 from __future__ import annotations
 
 import contextlib
+import functools
 import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
-import orjson
+from ledgerspec.conformance.events import FORMAT_VERSION
 from ledgerspec.reference.bookie import BookieConfig
 from ledgerspec.spec.bookie import NONE, BookieSpec, BookieState, Position
 from ledgerspec.spec.bookie_trace import TRACE
-from ledgerspec.spec.codecs import canonical_bytes
-from ledgerspec.spec.tracing import INIT
+from ledgerspec.spec.tracing import INIT, ObservedChanges
 from ledgerspec.tools.bookie_refinement import ActionRef, CheckedBookie, Violation
 from ledgerspec.tools.bookie_workloads import WORKLOAD_CONFIG, WORKLOADS, Workload, spec_for
 
@@ -59,7 +59,6 @@ __all__ = [
     "spec_steps",
 ]
 
-TRACE_FORMAT_VERSION = 1
 #: How a recorded run may crash between two steps.
 CRASHES = ("power-loss", "process-crash")
 _REQUESTS = frozenset({"BookieAddsEntry", "BookieFencesLedger", "BookieSetsExplicitLac"})
@@ -145,9 +144,9 @@ class BookieTraceRecorder:
         self.mode = TRACE.mode(mode)
         self.trace_id = trace_id
         # full: every variable but synced, whose spelling the reference cannot give (module docstring)
-        self.names = sorted(self.mode.observes - {"synced"}) if mode == "full" else sorted(self.mode.observes)
+        names = self.mode.observes - {"synced"} if mode == "full" else self.mode.observes
         self.lines: list[dict[str, Any]] = []
-        self._previous: dict[str, bytes] = {}
+        self._observed = ObservedChanges(TRACE, self.spec, names)
         bookie.observers.append(self.on_step)
 
     def on_step(self, actions: tuple[ActionRef, ...], before: BookieState | None, after: BookieState) -> None:
@@ -158,7 +157,7 @@ class BookieTraceRecorder:
 
     def _record(self, name: str, args: tuple[Any, ...], state: BookieState | None) -> None:
         line: dict[str, Any] = {
-            "v": TRACE_FORMAT_VERSION,
+            "v": FORMAT_VERSION,
             "trace": self.trace_id,
             "process": self.mode.logged_by(name, args),
             "seq": len(self.lines) + 1,
@@ -170,12 +169,8 @@ class BookieTraceRecorder:
                 params.pop(_UNSEEN_PARAMS.get(name, ""), None)
             if params:
                 line["params"] = params
-        if state is not None:
-            values = {n: canonical_bytes(TRACE.codecs[n], TRACE.observe(self.spec, state, n)) for n in self.names}
-            changed = [n for n in self.names if values[n] != self._previous.get(n)]
-            self._previous = values
-            if changed:
-                line["observed"] = {n: orjson.loads(values[n]) for n in changed}
+        if state is not None and (changed := self._observed.since_last(state)):
+            line["observed"] = changed
         self.lines.append(line)
 
 
@@ -245,6 +240,7 @@ def record_run(
     return RecordedRun(run.trace_id, {m: r.lines for m, r in recorders.items()}, tuple(bookie.violations))
 
 
+@functools.cache
 def _crash_points(workload: Workload, config: BookieConfig) -> range:
     """After which steps a crash is put into the workload: each but the last, unless it crashes on its own
     (its script then assumes what its own crashes leave, so none is added)."""

@@ -47,7 +47,7 @@ from ledgerspec.reference.ledger.trace import TraceRecorder
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.ledger import LedgerSpec
 from ledgerspec.tools.bookie_traces import BookieRun, bookie_runs, record_run
-from ledgerspec.tools.bookie_workloads import WORKLOAD_CONFIG, spec_for
+from ledgerspec.tools.bookie_workloads import WORKLOAD_CONFIG, WORKLOAD_SPEC
 from ledgerspec.tools.bookie_workloads import WORKLOADS as BOOKIE_WORKLOADS
 
 __all__ = [
@@ -168,9 +168,8 @@ class BookieWorkload:
 
     def recorded(self, mutant: Mutant | None, modes: Sequence[str]) -> Iterator[_Recorded]:
         config = WORKLOAD_CONFIG if mutant is None else mutant.configure_bookie(WORKLOAD_CONFIG)
-        spec = spec_for(WORKLOAD_CONFIG)
         for run in self.runs():
-            yield _Recorded(run.trace_id, record_run(run, config=config, modes=modes).lines, spec, 0)
+            yield _Recorded(run.trace_id, record_run(run, config=config, modes=modes).lines, WORKLOAD_SPEC, 0)
 
 
 @attrs.frozen

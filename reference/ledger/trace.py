@@ -31,9 +31,9 @@ import orjson
 from ledgerspec.reference.ledger.abstraction import abstract_state
 from ledgerspec.reference.ledger.events import EngineEvent
 from ledgerspec.reference.ledger.simulation import LedgerSimulation, SimulationConfig, Step
-from ledgerspec.spec.codecs import canonical_bytes
 from ledgerspec.spec.ledger import LedgerSpec
 from ledgerspec.spec.ledger_trace import TRACE
+from ledgerspec.spec.tracing import ObservedChanges
 
 __all__ = ["TRACE_FORMAT_VERSION", "TraceRecorder", "ndjson", "simulate_traces"]
 
@@ -48,9 +48,8 @@ class TraceRecorder:
         self.mode = TRACE.mode(mode)
         self.trace_id = trace_id
         self.spec = LedgerSpec(**sim.config.spec_constants())
-        self.names = sorted(self.mode.observes)
         self.lines: list[dict[str, Any]] = []
-        self._previous: dict[str, bytes] = {}
+        self._observed = ObservedChanges(TRACE, self.spec, self.mode.observes)
         for event in sim.events:  # the ledger's creation, logged before the recorder existed
             self._record(event)
         sim.observers.append(self.on_step)
@@ -64,10 +63,7 @@ class TraceRecorder:
         process = event.process if full else event.observer
         if process is None:
             return  # no client sees this step
-        state = abstract_state(self.sim)
-        values = {n: canonical_bytes(TRACE.codecs[n], TRACE.observe(self.spec, state, n)) for n in self.names}
-        changed = [n for n in self.names if values[n] != self._previous.get(n)]
-        self._previous = values
+        changed = self._observed.since_last(abstract_state(self.sim))
         line: dict[str, Any] = {
             "v": TRACE_FORMAT_VERSION,
             "trace": self.trace_id,
@@ -78,7 +74,7 @@ class TraceRecorder:
         if event.args:
             line["params"] = TRACE.encode_params(event.action, event.args)
         if changed:
-            line["observed"] = {n: orjson.loads(values[n]) for n in changed}
+            line["observed"] = changed
         self.lines.append(line)
 
 
