@@ -9,6 +9,7 @@ import attrs
 from ledgerspec.spec.bookie import BookieSpec
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.ledger import LedgerSpec
+from ledgerspec.spec.managed_ledger import ManagedLedgerSpec
 
 __all__ = ["SPECS", "SpecEntry", "find"]
 
@@ -39,6 +40,12 @@ SPECS: dict[str, SpecEntry] = {
             BookieSpec,
             "bookie",
             "one bookie's journal, memtable, entry log and index, LastLogMark, crashes and replay",
+        ),
+        SpecEntry(
+            "managed_ledger",
+            ManagedLedgerSpec,
+            "managed_ledger",
+            "a Pulsar topic's ledger list: publish with dedup, rollover, broker crash and reopen, trimming",
         ),
     )
 }

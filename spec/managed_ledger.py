@@ -1,0 +1,501 @@
+"""A Pulsar managed ledger: the ledger list, rollover, publish with dedup, broker crash and reopen, trimming.
+
+The twin of ``managed_ledger.tla``: the same variables, actions and invariants,
+by the same names; the explorer and TLC reach the same states
+(tests/test_managed_ledger_parity.py).
+
+What is modelled (pulsar ``managed-ledger`` module, ``ManagedLedgerImpl``, and
+the broker's ``MessageDeduplication``; BRIEF section 4, seeds 002 and 003):
+
+- one topic partition: a managed ledger whose ledger list
+  (``ManagedLedgerInfo.ledgerInfo``) lives in the metadata store. Only the
+  last ledger of the list is written to (``WritesGoToLastLedger``); ledger ids
+  come from one counter, so a new ledger's id is above every other;
+- producers ``1 .. NumProducers``, each sending batches with sequence ids
+  ``0 .. MaxMessages-1`` in order over one connection (FIFO); a batch of
+  ``BatchSize`` messages is one entry. On reconnecting after a broker crash a
+  producer sends again every batch not yet acknowledged, in order;
+- the broker's dedup check (``MessageDeduplication.isDuplicate``): a batch whose
+  sequence id is at most the highest one pushed for that producer is a
+  duplicate, answered without being written;
+- the add to BookKeeper (``OpAddEntry``): adds complete in order; the producer
+  then gets the message ids ``ledgerId:entryId:partition:batchIndex``;
+- rollover (``currentLedgerIsFull``, seed 002): the current ledger is full when
+  it holds ``MaxEntriesPerLedger`` entries, or ``MaxSizePerLedger`` messages,
+  or is ``MaximumRolloverTime`` ticks old; with ``MinimumRolloverTime > 0`` it
+  must also be older than that. A ledger full by age alone is rolled only when
+  it holds an entry (``rollCurrentLedgerIfFull``). Entries still in flight
+  count towards the limits, so a ledger never holds more than the limits say;
+- a broker crash: the broker's memory is lost; of the adds in flight, a
+  prefix may have reached the bookies without the broker learning it;
+- opening the managed ledger after the crash (``ManagedLedgerImpl.initialize``):
+  recover-open the last ledger (it holds what reached the bookies), drop it
+  from the list if it is empty, create a new ledger, and rebuild the dedup
+  state from the entries written (standing for Pulsar's dedup cursor snapshot
+  and the replay of the entries after it);
+- durable cursors ``1 .. NumCursors``, reduced to their mark-delete position,
+  which a consumer moves forward one entry at a time; it is persisted at
+  once (the cursor spec, ``cursor.py``, models how it is persisted and
+  restored);
+- trimming (``maybeUpdateCursorBeforeTrimmingConsumedLedger``, then
+  ``internalTrimLedgers``): a cursor whose mark-delete is the last entry of a
+  ledger moves to ``(next ledger, -1)``; then every ledger of the list below
+  the slowest cursor's ledger is deleted, but never the current one.
+
+Positions are ``(ledger id, entry id)`` (``positions.py``). ``entries`` holds
+every ledger ever created, deleted ones too: their entries are the history
+the invariants speak of.
+
+What is left out, and why that is sound here:
+
+- payloads and sizes: an entry's content is its ``(producer, sequence id)``,
+  and its size is its number of messages (``MaxSizePerLedger`` counts messages);
+- time: ``ClockTicks`` ages the current ledger, one tick at a time, only as
+  far as the rollover rules can tell ages apart;
+- the "unknown" answer of the dedup check (a sequence id pushed but not yet
+  persisted): a producer sends a batch again only after a crash, when the
+  broker has nothing in flight;
+- several brokers and ownership changes of the topic: one broker, which
+  crashes and opens the managed ledger again;
+- retention, offloading, the ledger-creation timeout and the fencing of the
+  previous owner's last ledger (recover-open in BookKeeper; ``ledger.py``);
+- the dedup cursor: trimming here never asks for it. Its snapshot is assumed
+  to cover every entry trimmed (Pulsar's dedup cursor is durable, so
+  trimming stops at it).
+
+Seeded bugs, chosen by the constant ``Bug``, make the spec wrong on purpose so
+that tests can show the checkers catch each one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+from ledgerspec.spec.kernel import (
+    Constant,
+    ConstantError,
+    Spec,
+    action,
+    action_property,
+    evolve,
+    int_constant,
+    invariant,
+    reachable,
+)
+from ledgerspec.spec.positions import Position, next_ledger, next_position
+
+__all__ = ["BUGS", "ManagedLedgerSpec", "ManagedLedgerState", "MessageId"]
+
+BUGS = {
+    "none": "the managed ledger as Pulsar implements it",
+    "trim_deletes_needed_ledger": "trimming also deletes the ledger the slowest cursor's mark-delete points into",
+    "dedup_forgets_on_reopen": "reopening the managed ledger does not rebuild the dedup state from the entries",
+}
+
+NO_LEDGER = -1  # the broker writes to no ledger: it is down, or between two ledgers
+#: A message id ``(ledgerId, entryId, partitionIndex, batchIndex)``.
+MessageId = tuple[int, int, int, int]
+NO_MESSAGE_ID: MessageId = (-1, -1, -1, -1)
+
+
+@attrs.frozen(cache_hash=True)
+class ManagedLedgerState:
+    # -- the metadata store and the bookies
+    ledgers: tuple[int, ...]  # the ledger list in ManagedLedgerInfo, increasing ids
+    entries: tuple[tuple[tuple[int, int], ...], ...]  # ledger l -> its entries (producer, sequence id); all ledgers
+    deleted: frozenset[int]  # ledgers taken out of the list and deleted
+    mark_delete: tuple[Position, ...]  # cursor c -> its persisted mark-delete position
+    # -- the broker
+    broker_up: bool
+    current: int  # the ledger being written, or -1 (NO_LEDGER)
+    age: int  # ticks since the current ledger was created
+    pending: tuple[tuple[int, int], ...]  # adds sent to BookKeeper and not yet completed, in order
+    highest_pushed: tuple[int, ...]  # producer -> highest sequence id accepted (the dedup state)
+    crashes: int  # broker crashes so far (at most MaxCrashes)
+    # -- producers
+    sent: tuple[int, ...]  # producer -> sequence ids sent so far (the next one to send)
+    acked: tuple[int, ...]  # producer -> highest sequence id acknowledged (acks come in order)
+    net: tuple[tuple[int, ...], ...]  # producer -> sequence ids in flight to the broker, in order
+    last_id: MessageId  # the last message id handed to a producer
+
+
+# -- parameter generators: the \E in front of each TLA+ action ---------------------------
+def _each_producer(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> Iterable[tuple[int]]:
+    return ((p,) for p in spec.producers)
+
+
+def _each_cursor(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> Iterable[tuple[int]]:
+    return ((c,) for c in spec.cursors)
+
+
+def _crash_cuts(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> Iterable[tuple[int]]:
+    """How many of the adds in flight reached the bookies before the crash."""
+    return ((k,) for k in range(len(s.pending) + 1))
+
+
+class ManagedLedgerSpec(Spec[ManagedLedgerState]):
+    """The managed ledger of one topic partition; see the module docstring."""
+
+    name = "managed_ledger"
+    state_type = ManagedLedgerState
+    constants = (
+        int_constant("NumProducers", 1, "producers publishing to the topic"),
+        int_constant("MaxMessages", 3, "batches each producer sends (sequence ids 0 .. MaxMessages-1)"),
+        int_constant("BatchSize", 1, "messages in a batch, one entry; 1: not batched (batch index -1)"),
+        Constant(
+            "Partitioned", bool, False, "the topic is partition 0 of a partitioned topic; else partition index -1"
+        ),
+        int_constant("MaxEntriesPerLedger", 2, "maxEntriesPerLedger: entries after which a ledger is full"),
+        int_constant("MaxSizePerLedger", 0, "messages after which a ledger is full (maxSizePerLedgerMb); 0: none"),
+        int_constant("MaximumRolloverTime", 0, "ticks after which a ledger is full (maximumRolloverTimeMs); 0: none"),
+        int_constant("MinimumRolloverTime", 0, "ticks a ledger must be older than to roll over; 0: none"),
+        int_constant("NumCursors", 1, "durable cursors (subscriptions)"),
+        int_constant("MaxCrashes", 1, "broker crashes in all"),
+        Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
+    )
+
+    NumProducers: int
+    MaxMessages: int
+    BatchSize: int
+    Partitioned: bool
+    MaxEntriesPerLedger: int
+    MaxSizePerLedger: int
+    MaximumRolloverTime: int
+    MinimumRolloverTime: int
+    NumCursors: int
+    MaxCrashes: int
+    Bug: str
+
+    def check_constants(self) -> None:
+        for name in ("NumProducers", "MaxMessages", "NumCursors", "MaxCrashes"):
+            if getattr(self, name) < 0:
+                raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
+        for name in ("MaxSizePerLedger", "MaximumRolloverTime", "MinimumRolloverTime"):
+            if getattr(self, name) < 0:
+                raise ConstantError(f"{name} must not be negative (0 switches it off), got {getattr(self, name)}")
+        if self.BatchSize < 1:
+            raise ConstantError(f"BatchSize must be at least 1, got {self.BatchSize}")
+        if self.MaxEntriesPerLedger < 1:
+            raise ConstantError(f"MaxEntriesPerLedger must be at least 1, got {self.MaxEntriesPerLedger}")
+        self.partition = 0 if self.Partitioned else -1  # the partition index in message ids
+        self.producers = tuple(range(1, self.NumProducers + 1))
+        self.cursors = tuple(range(1, self.NumCursors + 1))
+        # Ages beyond this one are alike for the rollover rules: the clock stops there.
+        self.max_age = max(self.MaximumRolloverTime, self.MinimumRolloverTime + 1) if self.ages else 0
+
+    @property
+    def ages(self) -> bool:
+        """Does the age of a ledger matter to rollover?"""
+        return self.MaximumRolloverTime > 0 or self.MinimumRolloverTime > 0
+
+    # -- operators ------------------------------------------------------------------
+    def ledger_is_full(self, entries: int, age: int) -> bool:
+        """``currentLedgerIsFull``: a space or time limit is reached, and the ledger is old enough."""
+        space = entries >= self.MaxEntriesPerLedger or (
+            self.MaxSizePerLedger > 0 and entries * self.BatchSize >= self.MaxSizePerLedger
+        )
+        time = self.MaximumRolloverTime > 0 and age >= self.MaximumRolloverTime
+        if not (space or time):
+            return False
+        return self.MinimumRolloverTime == 0 or age > self.MinimumRolloverTime
+
+    def written(self, s: ManagedLedgerState) -> int:
+        """Entries of the current ledger, those in flight included."""
+        return len(s.entries[s.current - 1]) + len(s.pending)
+
+    def message_ids(self, pos: Position) -> tuple[MessageId, ...]:
+        """The ids of the messages of the entry at ``pos``: one per batch index, -1 when not batched."""
+        if self.BatchSize == 1:
+            return ((pos[0], pos[1], self.partition, -1),)
+        return tuple((pos[0], pos[1], self.partition, i) for i in range(self.BatchSize))
+
+    def recovered_dedup(self, entries: tuple[tuple[tuple[int, int], ...], ...]) -> tuple[int, ...]:
+        """The highest sequence id each producer has in the entries written."""
+        highest = [-1] * self.NumProducers
+        for ledger in entries:
+            for p, seq in ledger:
+                highest[p - 1] = max(highest[p - 1], seq)
+        return tuple(highest)
+
+    # -- Init ------------------------------------------------------------------------
+    def init_states(self) -> Iterator[ManagedLedgerState]:
+        yield ManagedLedgerState(
+            ledgers=(1,),
+            entries=((),),
+            deleted=frozenset(),
+            mark_delete=tuple((1, -1) for _ in self.cursors),
+            broker_up=True,
+            current=1,
+            age=0,
+            pending=(),
+            highest_pushed=tuple(-1 for _ in self.producers),
+            crashes=0,
+            sent=tuple(0 for _ in self.producers),
+            acked=tuple(-1 for _ in self.producers),
+            net=tuple(() for _ in self.producers),
+            last_id=NO_MESSAGE_ID,
+        )
+
+    # -- producers -------------------------------------------------------------------
+    def awaits_resend(self, s: ManagedLedgerState, p: int) -> bool:
+        """The producer has batches not acknowledged that are neither in flight nor at the broker: lost in a crash."""
+        return s.acked[p - 1] + 1 < s.sent[p - 1] and not s.net[p - 1] and all(q != p for q, _ in s.pending)
+
+    @action(_each_producer)
+    def ProducerSends(self, s: ManagedLedgerState, p: int) -> ManagedLedgerState | None:
+        """The producer sends its next batch on its connection; batches lost in a crash go first."""
+        if not s.broker_up or s.sent[p - 1] >= self.MaxMessages or self.awaits_resend(s, p):
+            return None
+        seq = s.sent[p - 1]
+        return evolve(s, sent=_replace(s.sent, p - 1, seq + 1), net=_replace(s.net, p - 1, (*s.net[p - 1], seq)))
+
+    @action(_each_producer)
+    def ProducerResends(self, s: ManagedLedgerState, p: int) -> ManagedLedgerState | None:
+        """Reconnected after a crash, the producer sends again, in order, every batch not acknowledged."""
+        if not s.broker_up or not self.awaits_resend(s, p):
+            return None
+        return evolve(s, net=_replace(s.net, p - 1, tuple(range(s.acked[p - 1] + 1, s.sent[p - 1]))))
+
+    # -- the broker ------------------------------------------------------------------
+    @action(_each_producer)
+    def BrokerReceives(self, s: ManagedLedgerState, p: int) -> ManagedLedgerState | None:
+        """The dedup check; a new batch goes to BookKeeper as the next entry, a duplicate is acked unwritten."""
+        if not s.broker_up or not s.net[p - 1] or s.current == NO_LEDGER:
+            return None
+        if self.ledger_is_full(self.written(s), s.age):
+            return None  # the add waits for the rollover (pendingAddEntries)
+        seq, rest = s.net[p - 1][0], s.net[p - 1][1:]
+        net = _replace(s.net, p - 1, rest)
+        if seq <= s.highest_pushed[p - 1]:
+            # A duplicate: answered with message id -1:-1 and not written (MessageDupStatus.Dup).
+            return evolve(s, net=net, acked=_replace(s.acked, p - 1, max(s.acked[p - 1], seq)))
+        return evolve(s, net=net, highest_pushed=_replace(s.highest_pushed, p - 1, seq), pending=(*s.pending, (p, seq)))
+
+    @action()
+    def BookKeeperCompletesAdd(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
+        """The oldest add in flight reaches its ack quorum; the producer gets its message ids."""
+        if not s.broker_up or not s.pending:
+            return None
+        (p, seq), rest = s.pending[0], s.pending[1:]
+        ledger = s.entries[s.current - 1]
+        ids = self.message_ids((s.current, len(ledger)))
+        return evolve(
+            s,
+            entries=_replace(s.entries, s.current - 1, (*ledger, (p, seq))),
+            pending=rest,
+            acked=_replace(s.acked, p - 1, seq),
+            last_id=ids[-1],
+        )
+
+    @action()
+    def LedgerRollsOver(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
+        """The current ledger is full and has nothing in flight: close it, create the next, add it to the list."""
+        if not s.broker_up or s.current == NO_LEDGER or s.pending:
+            return None
+        count = len(s.entries[s.current - 1])
+        if not self.ledger_is_full(count, s.age) or count == 0:
+            return None
+        new = len(s.entries) + 1
+        return evolve(s, ledgers=(*s.ledgers, new), entries=(*s.entries, ()), current=new, age=0)
+
+    @action()
+    def ClockTicks(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
+        """Time passes for the current ledger (only as far as the rollover rules can tell)."""
+        if not s.broker_up or s.current == NO_LEDGER or s.age >= self.max_age:
+            return None
+        return evolve(s, age=s.age + 1)
+
+    @action(_crash_cuts)
+    def BrokerCrashes(self, s: ManagedLedgerState, k: int) -> ManagedLedgerState | None:
+        """The broker dies: its memory and connections are gone; the first k adds in flight reached the bookies."""
+        if not s.broker_up or s.crashes >= self.MaxCrashes:
+            return None
+        entries = s.entries
+        if k > 0:
+            entries = _replace(entries, s.current - 1, (*entries[s.current - 1], *s.pending[:k]))
+        return evolve(
+            s,
+            entries=entries,
+            broker_up=False,
+            current=NO_LEDGER,
+            age=0,
+            pending=(),
+            highest_pushed=tuple(-1 for _ in self.producers),
+            crashes=s.crashes + 1,
+            net=tuple(() for _ in self.producers),
+        )
+
+    @action()
+    def ManagedLedgerOpens(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
+        """initialize: recover-open the last ledger, drop it if empty, create a new one, rebuild the dedup state."""
+        if s.broker_up:
+            return None
+        ledgers, deleted = s.ledgers, s.deleted
+        if ledgers and not s.entries[ledgers[-1] - 1]:
+            ledgers, deleted = ledgers[:-1], deleted | {ledgers[-1]}
+        new = len(s.entries) + 1
+        dedup = tuple(-1 for _ in self.producers)
+        if self.Bug != "dedup_forgets_on_reopen":
+            dedup = self.recovered_dedup(s.entries)
+        return evolve(
+            s,
+            ledgers=(*ledgers, new),
+            entries=(*s.entries, ()),
+            deleted=deleted,
+            broker_up=True,
+            current=new,
+            highest_pushed=dedup,
+        )
+
+    # -- cursors and trimming ----------------------------------------------------------
+    @action(_each_cursor)
+    def ConsumerAcks(self, s: ManagedLedgerState, c: int) -> ManagedLedgerState | None:
+        """The subscription acknowledges the next entry cumulatively: its mark-delete moves there."""
+        if not s.broker_up:
+            return None
+        nxt = next_position(s.entries, s.ledgers, s.mark_delete[c - 1])
+        if nxt is None:
+            return None
+        return evolve(s, mark_delete=_replace(s.mark_delete, c - 1, nxt))
+
+    @action()
+    def CursorsSkipConsumedLedgers(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
+        """maybeUpdateCursorBeforeTrimmingConsumedLedger: a cursor at a ledger's last entry moves to (next, -1)."""
+        if not s.broker_up:
+            return None
+        marks = tuple(self._skipped(s, md) for md in s.mark_delete)
+        if marks == s.mark_delete:
+            return None
+        return evolve(s, mark_delete=marks)
+
+    def _skipped(self, s: ManagedLedgerState, md: Position) -> Position:
+        ledger, entry = md
+        after = next_ledger(s.ledgers, ledger)
+        if ledger not in s.ledgers or after is None or entry == -1 or entry + 1 < len(s.entries[ledger - 1]):
+            return md
+        return (after, -1)
+
+    @action()
+    def TrimConsumedLedgers(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
+        """internalTrimLedgers: delete the ledgers below the slowest cursor's ledger, never the current one."""
+        if not s.broker_up or s.current == NO_LEDGER:
+            return None
+        slowest = min((md[0] for md in s.mark_delete), default=s.current + 1)
+        if self.Bug == "trim_deletes_needed_ledger":
+            slowest += 1
+        gone = frozenset(x for x in s.ledgers if x < slowest and x != s.current)
+        if not gone:
+            return None
+        return evolve(s, ledgers=tuple(x for x in s.ledgers if x not in gone), deleted=s.deleted | gone)
+
+    # -- invariants ------------------------------------------------------------------
+    @invariant
+    def TypeOK(self, s: ManagedLedgerState) -> str | None:
+        """Every variable holds a value of its type, within the model's bounds."""
+        if list(s.ledgers) != sorted(set(s.ledgers)) or any(not 1 <= x <= len(s.entries) for x in s.ledgers):
+            return f"ledgers {list(s.ledgers)} is not an increasing list of created ledgers"
+        if s.deleted & set(s.ledgers):
+            return f"ledgers {sorted(s.deleted & set(s.ledgers))} are both deleted and in the list"
+        if s.crashes > self.MaxCrashes:
+            return f"{s.crashes} crashes exceed MaxCrashes={self.MaxCrashes}"
+        if any(not -1 <= a < n <= self.MaxMessages for a, n in zip(s.acked, s.sent, strict=True)):
+            return f"acked {list(s.acked)} and sent {list(s.sent)} are out of bounds"
+        return None
+
+    @invariant
+    def WritesGoToLastLedger(self, s: ManagedLedgerState) -> str | None:
+        """Only the last ledger of the list is open: the broker writes to no other."""
+        if s.current != NO_LEDGER and (not s.ledgers or s.current != s.ledgers[-1]):
+            return f"the broker writes to ledger {s.current}, but the last ledger of the list is {s.ledgers[-1:]}"
+        return None
+
+    @invariant
+    def NoAcknowledgedMessageLost(self, s: ManagedLedgerState) -> str | None:
+        """Every batch acknowledged to its producer is in a ledger of the list, or every cursor consumed it."""
+        for p in self.producers:
+            for seq in range(s.acked[p - 1] + 1):
+                places = [
+                    (ledger, e) for ledger, es in enumerate(s.entries, 1) for e, m in enumerate(es) if m == (p, seq)
+                ]
+                if not places:
+                    return f"producer {p}'s batch {seq} was acknowledged but is in no ledger"
+                if not any(pos[0] in s.ledgers or all(pos <= md for md in s.mark_delete) for pos in places):
+                    pos = places[0]
+                    return (
+                        f"producer {p}'s batch {seq} was acknowledged at {pos[0]}:{pos[1]}, whose ledger was "
+                        f"deleted before every cursor consumed it (mark-deletes {_positions(s.mark_delete)})"
+                    )
+        return None
+
+    @invariant
+    def DedupPersistsNoDuplicate(self, s: ManagedLedgerState) -> str | None:
+        """No (producer, sequence id) is written twice."""
+        seen: dict[tuple[int, int], Position] = {}
+        for ledger, es in enumerate(s.entries, 1):
+            for e, msg in enumerate(es):
+                if msg in seen:
+                    first = seen[msg]
+                    return (
+                        f"producer {msg[0]}'s batch {msg[1]} is written twice: at {first[0]}:{first[1]} "
+                        f"and at {ledger}:{e}"
+                    )
+                seen[msg] = (ledger, e)
+        return None
+
+    @invariant
+    def TrimKeepsUnconsumedEntries(self, s: ManagedLedgerState) -> str | None:
+        """No deleted ledger holds an entry some durable cursor has not consumed."""
+        for ledger in sorted(s.deleted):
+            count = len(s.entries[ledger - 1])
+            for c, md in zip(self.cursors, s.mark_delete, strict=True):
+                if count > 0 and md < (ledger, count - 1):
+                    return (
+                        f"ledger {ledger} was deleted, but cursor {c} (mark-delete {md[0]}:{md[1]}) has not "
+                        f"consumed its entry {ledger}:{count - 1}"
+                    )
+        return None
+
+    @action_property
+    def MessageIdsIncrease(self, s: ManagedLedgerState, t: ManagedLedgerState) -> str | None:
+        """Message ids handed to producers strictly increase within the partition."""
+        if t.last_id != s.last_id and not t.last_id > s.last_id:
+            return f"message id {_message_id(t.last_id)} was handed out after {_message_id(s.last_id)}"
+        return None
+
+    @action_property
+    def MarkDeleteNeverMovesBackwards(self, s: ManagedLedgerState, t: ManagedLedgerState) -> str | None:
+        """A cursor's persisted mark-delete position only moves forward."""
+        for c, before, after in zip(self.cursors, s.mark_delete, t.mark_delete, strict=True):
+            if after < before:
+                return f"cursor {c}'s mark-delete moved back from {before[0]}:{before[1]} to {after[0]}:{after[1]}"
+        return None
+
+    # -- sometimes: the invariants above are not vacuous ----------------------------------
+    @reachable
+    def LedgerRolledOver(self, s: ManagedLedgerState) -> bool:
+        """The managed ledger has written to more than one ledger."""
+        return any(len(es) > 0 for es in s.entries[1:])
+
+    @reachable
+    def ConsumedLedgerTrimmed(self, s: ManagedLedgerState) -> bool:
+        """A ledger that held entries was trimmed."""
+        return any(len(s.entries[x - 1]) > 0 for x in s.deleted)
+
+    @reachable
+    def UnacknowledgedEntryRecovered(self, s: ManagedLedgerState) -> bool:
+        """After a crash, the log holds a batch its producer was never told about."""
+        return s.broker_up and any(seq > s.acked[p - 1] for es in s.entries for p, seq in es)
+
+
+def _replace(values: tuple[Any, ...], i: int, value: Any) -> tuple[Any, ...]:
+    return (*values[:i], value, *values[i + 1 :])
+
+
+def _positions(positions: Iterable[Position]) -> str:
+    return ", ".join(f"{ledger}:{entry}" for ledger, entry in positions)
+
+
+def _message_id(mid: MessageId) -> str:
+    return ":".join(str(x) for x in mid)
