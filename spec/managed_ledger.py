@@ -355,7 +355,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         """The subscription acknowledges the next entry cumulatively: its mark-delete moves there."""
         if not s.broker_up:
             return None
-        nxt = next_position(s.entries, s.ledgers, s.mark_delete[c - 1])
+        nxt = next_position(s.ledgers, lambda x: len(s.entries[x - 1]), s.mark_delete[c - 1])
         if nxt is None:
             return None
         return evolve(s, mark_delete=_replace(s.mark_delete, c - 1, nxt))

@@ -242,7 +242,7 @@ ManagedLedgerOpens ==
 \* The subscription acknowledges the next entry cumulatively: its mark-delete moves there.
 ConsumerAcks(c) ==
     /\ broker_up
-    /\ LET nxt == NextPosition(entries, ledgers, mark_delete[c]) IN
+    /\ LET nxt == NextPosition(ledgers, LAMBDA l : Len(entries[l]), mark_delete[c]) IN
           /\ nxt # NoPosition
           /\ mark_delete' = [mark_delete EXCEPT ![c] = nxt]
     /\ UNCHANGED <<ledgers, entries, deleted, broker_vars, producer_vars>>

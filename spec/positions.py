@@ -6,35 +6,20 @@ Python's tuple order, TLA+'s ``PosLess``. Entry id ``-1`` stands before the
 first entry of its ledger: ``(l, -1)`` is the mark-delete position of a
 cursor that has consumed everything before ledger ``l``.
 
-A managed ledger's entries are given here as ``entries``, the sequence of
-all ledgers ever created with their entries (ledger ``l`` is
-``entries[l - 1]``: ids are handed out from one counter starting at 1), and
-``ledgers``, the ids of the ledger list (``ManagedLedgerInfo.ledgerInfo``),
-in increasing order.
+A managed ledger is given here as ``ledgers``, the ids of its ledger list
+(``ManagedLedgerInfo.ledgerInfo``) in increasing order, and ``count``, the
+number of entries of a ledger (``LedgerInfo.entries``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
-__all__ = [
-    "NO_POSITION",
-    "Position",
-    "entry_count",
-    "last_position",
-    "next_ledger",
-    "next_position",
-]
+__all__ = ["NO_POSITION", "Position", "last_confirmed", "next_ledger", "next_position"]
 
 Position = tuple[int, int]
 #: The position of nothing (Pulsar prints it as -1:-1).
 NO_POSITION: Position = (-1, -1)
-
-
-def entry_count(entries: Sequence[Sequence[Any]], ledger: int) -> int:
-    """How many entries ledger ``ledger`` holds (``LedgerInfo.entries``)."""
-    return len(entries[ledger - 1])
 
 
 def next_ledger(ledgers: Sequence[int], ledger: int) -> int | None:
@@ -42,24 +27,24 @@ def next_ledger(ledgers: Sequence[int], ledger: int) -> int | None:
     return next((x for x in ledgers if x > ledger), None)
 
 
-def next_position(entries: Sequence[Sequence[Any]], ledgers: Sequence[int], pos: Position) -> Position | None:
+def next_position(ledgers: Sequence[int], count: Callable[[int], int], pos: Position) -> Position | None:
     """The first entry after ``pos`` in the ledger list (``getNextValidPosition``), or None when there is none.
 
-    Ledgers of the list that hold no entry are passed over.
+    ``count(l)`` is the number of entries of ledger ``l``; ledgers of the list that hold none are passed over.
     """
     ledger, entry = pos
-    if ledger in ledgers and entry + 1 < entry_count(entries, ledger):
+    if ledger in ledgers and entry + 1 < count(ledger):
         return (ledger, entry + 1)
     for later in ledgers:
-        if later > ledger and entry_count(entries, later) > 0:
+        if later > ledger and count(later) > 0:
             return (later, 0)
     return None
 
 
-def last_position(entries: Sequence[Sequence[Any]], ledgers: Sequence[int]) -> Position | None:
-    """The last entry of the ledger list (``ManagedLedgerImpl.getLastPosition``), or None when it holds none."""
+def last_confirmed(ledgers: Sequence[int], count: Callable[[int], int]) -> Position:
+    """``initLastConfirmedEntry``: the last entry of the ledger list; from the last ledger, empty ledgers are
+    passed over towards the first; when none holds an entry, ``(first ledger, -1)``."""
     for ledger in reversed(ledgers):
-        count = entry_count(entries, ledger)
-        if count > 0:
-            return (ledger, count - 1)
-    return None
+        if count(ledger) > 0:
+            return (ledger, count(ledger) - 1)
+    return (ledgers[0], -1) if ledgers else NO_POSITION

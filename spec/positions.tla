@@ -5,10 +5,9 @@
 (*                                                                         *)
 (* A position is <<ledger id, entry id>> (Pulsar's Position), ordered      *)
 (* ledger first, then entry.  Entry id -1 stands before the first entry of *)
-(* its ledger.  A managed ledger's entries are given as `entries`, the     *)
-(* sequence of all ledgers ever created with their entries (ledger ids are *)
-(* handed out from one counter starting at 1, so ledger l is entries[l]),  *)
-(* and `ledgers`, the increasing ids of the ledger list.                   *)
+(* its ledger.  A managed ledger is its ledger list (ids are              *)
+(* handed out from one counter), given as `ledgers`, the increasing ids of *)
+(* the ledger list, and an operator Count(l), a ledger's entries.          *)
 (***************************************************************************)
 EXTENDS Integers, Sequences
 
@@ -26,14 +25,17 @@ LaterLedgers(ledgers, l) == {x \in Range(ledgers) : x > l}
 
 (* The first entry after pos in the ledger list (getNextValidPosition),    *)
 (* passing over ledgers that hold no entry; NoPosition when there is none. *)
-NextPosition(entries, ledgers, pos) ==
-    IF pos[1] \in Range(ledgers) /\ pos[2] + 1 < Len(entries[pos[1]])
+(* Count(l) is the number of entries of ledger l.                          *)
+NextPosition(ledgers, Count(_), pos) ==
+    IF pos[1] \in Range(ledgers) /\ pos[2] + 1 < Count(pos[1])
     THEN <<pos[1], pos[2] + 1>>
-    ELSE LET later == {x \in LaterLedgers(ledgers, pos[1]) : Len(entries[x]) > 0}
+    ELSE LET later == {x \in LaterLedgers(ledgers, pos[1]) : Count(x) > 0}
          IN IF later = {} THEN NoPosition ELSE <<SetMin(later), 0>>
 
-\* The last entry of the ledger list (getLastPosition); NoPosition when it holds none.
-LastPosition(entries, ledgers) ==
-    LET full == {x \in Range(ledgers) : Len(entries[x]) > 0}
-    IN IF full = {} THEN NoPosition ELSE LET l == SetMax(full) IN <<l, Len(entries[l]) - 1>>
+(* initLastConfirmedEntry: the last entry of the ledger list; when no      *)
+(* ledger holds one, <<first ledger, -1>>.                                 *)
+LastConfirmed(ledgers, Count(_)) ==
+    LET full == {x \in Range(ledgers) : Count(x) > 0}
+    IN IF full # {} THEN LET l == SetMax(full) IN <<l, Count(l) - 1>>
+       ELSE IF ledgers # <<>> THEN <<ledgers[1], -1>> ELSE NoPosition
 =============================================================================
