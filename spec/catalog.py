@@ -7,6 +7,7 @@ from pathlib import Path
 
 import attrs
 from ledgerspec.spec.bookie import BookieSpec
+from ledgerspec.spec.cursor import CursorSpec
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.ledger import LedgerSpec
 from ledgerspec.spec.managed_ledger import ManagedLedgerSpec
@@ -46,6 +47,12 @@ SPECS: dict[str, SpecEntry] = {
             ManagedLedgerSpec,
             "managed_ledger",
             "a Pulsar topic's ledger list: publish with dedup, rollover, broker crash and reopen, trimming",
+        ),
+        SpecEntry(
+            "cursor",
+            CursorSpec,
+            "cursor",
+            "a Pulsar durable cursor: acks, persistence to its ledger and znode, crash, restore and rollback",
         ),
     )
 }

@@ -1,0 +1,627 @@
+"""A Pulsar durable cursor: acknowledgements, their persistence, a broker crash and the cursor's restore.
+
+The twin of ``cursor.tla``: the same variables, actions and invariants, by the
+same names; the explorer and TLC reach the same states
+(tests/test_cursor_parity.py).
+
+What is modelled (pulsar ``managed-ledger`` module, ``ManagedCursorImpl`` and
+the parts of ``ManagedLedgerImpl`` a cursor depends on; BRIEF section 4,
+seed 003):
+
+- the managed ledger the cursor reads, reduced to its ledger list
+  ``(ledger id, entries)``: entries are published to the last ledger, which
+  rolls over after ``MaxEntriesPerLedger`` entries; each entry holds a batch
+  of ``BatchSize`` messages. Data ledgers and cursor ledgers take their ids
+  from one counter, as BookKeeper hands them out;
+- the consumer's acknowledgements: an individual ack of one message
+  (``asyncDelete``), a whole entry when it is not batched, one batch index
+  otherwise. The cursor keeps its mark-delete position (everything up to it
+  is acknowledged), the individually acknowledged entries after it
+  (``individualDeletedMessages``, kept here as a set of positions) and the
+  acknowledged indexes of partly acknowledged batches
+  (``batchDeletedIndexes``). When the entries after the mark-delete position
+  are acknowledged, the mark jumps over them;
+- persisting that state (``persistPositionToLedger``,
+  ``persistPositionMetaStore``): a ``PositionInfo`` record appended to the
+  cursor's own ledger, and ``ManagedCursorInfo`` in the cursor's znode, which
+  names the cursor ledger (``cursorsLedgerId``). A new cursor ledger is
+  created when there is none to write to, or when the current one holds
+  ``MetadataMaxEntriesPerLedger`` records: the record goes into the new
+  ledger first, then the znode is switched to it (with the mark-delete
+  position but not the individual acks), then the old ledger is deleted.
+  When the cursor ledger cannot be created, or an append to it fails, the
+  state goes to the znode instead with ``cursorsLedgerId = -1``
+  (apache/pulsar#1461, #20935). A clean close writes the znode with
+  ``cursorsLedgerId = -1`` and the individual acks, then deletes the ledger;
+- a broker crash (the cursor's memory is lost) and the restore
+  (``ManagedCursorImpl.recover``, seed 003): ``cursorsLedgerId = -1`` takes
+  the state from the znode; otherwise the last record of the cursor ledger;
+  when that ledger is missing, unreadable or empty, the cursor rolls back to
+  the znode's mark-delete position (raised to the first position of the
+  managed ledger) with no individual acks, and persists that
+  (``getRollbackPosition``, ``initialize``). ``recoveredCursor`` then moves a
+  mark-delete at ``(l, -1)`` of a ledger that is gone to the next ledger, and
+  one past the last entry back to it;
+- opening the managed ledger (drop the last ledger if empty, create a new
+  one), then the reset of a cursor that consumed its ledger to
+  ``(next ledger, -1)`` and the trimming of consumed ledgers
+  (``maybeUpdateCursorBeforeTrimmingConsumedLedger``, ``internalTrimLedgers``);
+- faults of the environment: a failed write to BookKeeper (``MaxFaults``) and
+  the loss of a cursor ledger (``MaxLedgerLoss``), the case the rollback is
+  for.
+
+``acked`` (what the consumer acknowledged) and ``durable`` (the acknowledgements
+a completed persist covers) are history variables: no process reads them;
+the invariants are stated with them.
+
+What is left out, and why that is sound here:
+
+- reads and dispatch: a message is redelivered after a restore exactly when
+  the restored cursor does not cover it, which is what the invariants speak
+  of;
+- the read position, properties, ``lastActive``, rate limiting of
+  mark-deletes and the queue of pending mark-delete operations: each persist
+  writes the cursor's whole current state, which covers every acknowledgement
+  queued before it;
+- ``maxUnackedRangesToPersist`` (a cap on the individual acks persisted, which
+  gives up their durability past the cap) and closes that write the ranges to
+  the cursor ledger because there are too many for the znode;
+- the znode's version check (one broker owns the topic);
+- a failure to write the znode itself: the mark-delete then fails and stays
+  in memory only, which the crash step already covers.
+
+Divergence from Pulsar, on purpose: Pulsar writes the state to the znode after
+a failed cursor-ledger creation only when no message follows the mark-delete
+position (``isNoMessagesAfterPos``; apache/pulsar#26485 reports it). The spec
+always falls back to the znode, as apache/pulsar#20935 meant to.
+
+Seeded bugs, chosen by the constant ``Bug``, make the spec wrong on purpose so
+that tests can show the checkers catch each one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+from ledgerspec.spec.kernel import (
+    Constant,
+    ConstantError,
+    Spec,
+    action,
+    action_property,
+    evolve,
+    int_constant,
+    invariant,
+    reachable,
+)
+from ledgerspec.spec.positions import NO_POSITION, Position, last_confirmed, next_ledger, next_position
+
+__all__ = ["BUGS", "CursorInfo", "CursorSpec", "CursorState", "Message", "PositionInfo"]
+
+BUGS = {
+    "none": "the cursor as Pulsar implements it (with the metadata-store fallback #20935 meant)",
+    "restore_ignores_no_ledger": "the restore treats cursorsLedgerId = -1 as a ledger to read, and rolls back",
+    "no_store_fallback": (
+        "when the cursor ledger cannot be created, the mark-delete is reported done but not written to the "
+        "metadata store (apache/pulsar#20935)"
+    ),
+    "restore_skips_unacked": "the restore moves the mark-delete to the last individually acked entry",
+    "trim_deletes_needed_ledger": "trimming also deletes the ledger the cursor's mark-delete points into",
+}
+
+# The cursor's states (ManagedCursorImpl.State). The broker being down is Uninitialized too.
+UNINITIALIZED, NO_LEDGER, OPEN, SWITCHING, CLOSED = "Uninitialized", "NoLedger", "Open", "SwitchingLedger", "Closed"
+ACTIVE = frozenset({NO_LEDGER, OPEN, SWITCHING})  # the cursor takes acks and persists them
+NONE = -1  # no ledger (cursorsLedgerId = -1)
+
+#: A message: (ledger id, entry id, batch index); the batch index is 0 for a message that is not batched.
+Message = tuple[int, int, int]
+
+
+@attrs.frozen(cache_hash=True)
+class PositionInfo:
+    """A record of the cursor ledger (MLDataFormats.PositionInfo)."""
+
+    mark_delete: Position
+    ranges: frozenset[Position]  # individually acknowledged entries after the mark-delete
+    batch: frozenset[Message]  # acknowledged indexes of partly acknowledged batches
+
+
+@attrs.frozen(cache_hash=True)
+class CursorInfo:
+    """The cursor's znode (MLDataFormats.ManagedCursorInfo)."""
+
+    cursors_ledger: int  # the cursor ledger to restore from, or -1: the state is in this znode
+    mark_delete: Position
+    ranges: frozenset[Position]
+    batch: frozenset[Message]
+
+
+@attrs.frozen(cache_hash=True)
+class CursorState:
+    # -- the managed ledger (metadata store) and BookKeeper
+    ledgers: tuple[tuple[int, int], ...]  # the ledger list: (ledger id, entries), increasing ids
+    deleted: frozenset[tuple[int, int]]  # data ledgers trimmed or dropped: (ledger id, entries)
+    next_id: int  # the next ledger id BookKeeper hands out
+    cursor_ledgers: tuple[tuple[int, tuple[PositionInfo, ...]], ...]  # readable cursor ledgers and their records
+    znode: CursorInfo  # the cursor's znode
+    # -- the broker
+    broker_up: bool
+    crashes: int  # broker crashes so far (at most MaxCrashes)
+    status: str  # the cursor's state (Uninitialized while the broker is down)
+    mark_delete: Position
+    ranges: frozenset[Position]  # individually acknowledged entries after the mark-delete
+    batch: frozenset[Message]  # acknowledged batch indexes of entries not wholly acknowledged
+    cursor_ledger: int  # the cursor ledger the cursor holds (to write to when Open), or -1
+    switching_to: int  # the new cursor ledger written but not yet named in the znode, or -1
+    retired: frozenset[int]  # old cursor ledgers to delete
+    dirty: bool  # acknowledgements in memory that no persist covers yet
+    # -- the environment
+    faults: int  # failed writes to BookKeeper so far (at most MaxFaults)
+    lost: int  # cursor ledgers lost so far (at most MaxLedgerLoss)
+    # -- history
+    acked: frozenset[Message]  # every message the consumer acknowledged
+    durable: frozenset[Message]  # acknowledgements covered by a completed persist
+
+
+# -- parameter generators: the \E in front of each TLA+ action ---------------------------
+def _messages(spec: CursorSpec, s: CursorState) -> Iterable[tuple[int, int, int]]:
+    for ledger, count in s.ledgers:
+        for e in range(count):
+            for i in range(spec.BatchSize):
+                yield (ledger, e, i)
+
+
+def _named_ledger(spec: CursorSpec, s: CursorState) -> Iterable[tuple[int]]:
+    """The cursor ledger the znode names, if any: the one whose loss the restore has to survive."""
+    named = s.znode.cursors_ledger
+    return ((named,),) if any(ledger == named for ledger, _ in s.cursor_ledgers) else ()
+
+
+def _retired(spec: CursorSpec, s: CursorState) -> Iterable[tuple[int]]:
+    return ((ledger,) for ledger in sorted(s.retired))
+
+
+class CursorSpec(Spec[CursorState]):
+    """One durable cursor over a managed ledger; see the module docstring."""
+
+    name = "cursor"
+    state_type = CursorState
+    constants = (
+        int_constant("MaxEntries", 3, "entries published in all"),
+        int_constant("MaxEntriesPerLedger", 2, "maxEntriesPerLedger of the data ledgers"),
+        int_constant("BatchSize", 1, "messages in an entry; above 1 the consumer acknowledges batch indexes"),
+        int_constant("MetadataMaxEntriesPerLedger", 2, "records after which the cursor ledger is replaced"),
+        int_constant("MaxCrashes", 1, "broker crashes in all"),
+        int_constant("MaxFaults", 1, "failed writes to BookKeeper (cursor ledger creations and appends)"),
+        int_constant("MaxLedgerLoss", 0, "cursor ledgers lost (unreadable) in all"),
+        Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
+    )
+
+    MaxEntries: int
+    MaxEntriesPerLedger: int
+    BatchSize: int
+    MetadataMaxEntriesPerLedger: int
+    MaxCrashes: int
+    MaxFaults: int
+    MaxLedgerLoss: int
+    Bug: str
+
+    def check_constants(self) -> None:
+        for name in ("MaxEntries", "MaxCrashes", "MaxFaults", "MaxLedgerLoss"):
+            if getattr(self, name) < 0:
+                raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
+        for name in ("MaxEntriesPerLedger", "BatchSize", "MetadataMaxEntriesPerLedger"):
+            if getattr(self, name) < 1:
+                raise ConstantError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+    # -- operators ------------------------------------------------------------------
+    @staticmethod
+    def ids(s: CursorState) -> tuple[int, ...]:
+        return tuple(ledger for ledger, _ in s.ledgers)
+
+    @staticmethod
+    def counter(s: CursorState) -> Any:
+        """Entries of a data ledger, deleted ones included."""
+        counts = dict(s.ledgers) | dict(s.deleted)
+        return lambda ledger: counts.get(ledger, 0)
+
+    def entry_messages(self, ledger: int, e: int) -> frozenset[Message]:
+        return frozenset((ledger, e, i) for i in range(self.BatchSize))
+
+    def covered(
+        self, s: CursorState, md: Position, ranges: frozenset[Position], batch: frozenset[Message]
+    ) -> frozenset[Message]:
+        """The messages a cursor state acknowledges: up to the mark-delete, the ranges, the batch indexes."""
+        covered = set(batch)
+        for ledger, count in (*s.ledgers, *s.deleted):
+            for e in range(count):
+                if (ledger, e) <= md or (ledger, e) in ranges:
+                    covered |= self.entry_messages(ledger, e)
+        return frozenset(covered)
+
+    def cursor_covers(self, s: CursorState) -> frozenset[Message]:
+        return self.covered(s, s.mark_delete, s.ranges, s.batch)
+
+    def snapshot(self, s: CursorState) -> PositionInfo:
+        return PositionInfo(s.mark_delete, s.ranges, s.batch)
+
+    def records_of(self, s: CursorState, ledger: int) -> tuple[PositionInfo, ...] | None:
+        """The records of a readable cursor ledger, or None when it is gone."""
+        return next((records for x, records in s.cursor_ledgers if x == ledger), None)
+
+    def advanced(
+        self, s: CursorState, md: Position, ranges: frozenset[Position], batch: frozenset[Message]
+    ) -> tuple[Position, frozenset[Position], frozenset[Message]]:
+        """The mark-delete jumps over the acknowledged entries that follow it; what it passes is dropped."""
+        count = self.counter(s)
+        while (nxt := next_position(self.ids(s), count, md)) is not None and nxt in ranges:
+            md = nxt
+        return md, frozenset(p for p in ranges if p > md), frozenset(m for m in batch if (m[0], m[1]) > md)
+
+    def first_position(self, s: CursorState) -> Position:
+        """``ManagedLedgerImpl.getFirstPosition``: before the first entry of the first ledger of the list."""
+        return (s.ledgers[0][0], -1) if s.ledgers else NO_POSITION
+
+    def recovered_position(self, s: CursorState, md: Position) -> Position:
+        """``recoveredCursor``: a mark at (l, -1) of a ledger gone moves to the next; none is past the last entry."""
+        ids = self.ids(s)
+        if md[1] == -1 and md[0] not in ids:
+            after = next_ledger(ids, md[0])
+            if after is not None:
+                md = (after, -1)
+        return min(md, last_confirmed(ids, self.counter(s)))
+
+    # -- Init ------------------------------------------------------------------------
+    def init_states(self) -> Iterator[CursorState]:
+        # The subscription is created at the start of ledger 1: its znode says so (initialize).
+        start = (1, -1)
+        yield CursorState(
+            ledgers=((1, 0),),
+            deleted=frozenset(),
+            next_id=2,
+            cursor_ledgers=(),
+            znode=CursorInfo(NONE, start, frozenset(), frozenset()),
+            broker_up=True,
+            crashes=0,
+            status=NO_LEDGER,
+            mark_delete=start,
+            ranges=frozenset(),
+            batch=frozenset(),
+            cursor_ledger=NONE,
+            switching_to=NONE,
+            retired=frozenset(),
+            dirty=False,
+            faults=0,
+            lost=0,
+            acked=frozenset(),
+            durable=frozenset(),
+        )
+
+    # -- the managed ledger ----------------------------------------------------------
+    @action()
+    def EntryPublished(self, s: CursorState) -> CursorState | None:
+        """A producer's entry is added to the last ledger of the list."""
+        published = sum(count for _, count in (*s.ledgers, *s.deleted))
+        if s.status not in ACTIVE or published >= self.MaxEntries or s.ledgers[-1][1] >= self.MaxEntriesPerLedger:
+            return None
+        ledger, count = s.ledgers[-1]
+        return evolve(s, ledgers=(*s.ledgers[:-1], (ledger, count + 1)))
+
+    @action()
+    def LedgerRollsOver(self, s: CursorState) -> CursorState | None:
+        """The last ledger is full: a new ledger is created and added to the list."""
+        if s.status not in ACTIVE or s.ledgers[-1][1] < self.MaxEntriesPerLedger:
+            return None
+        return evolve(s, ledgers=(*s.ledgers, (s.next_id, 0)), next_id=s.next_id + 1)
+
+    # -- the consumer ----------------------------------------------------------------
+    @action(_messages)
+    def ConsumerAcks(self, s: CursorState, ledger: int, entry: int, index: int) -> CursorState | None:
+        """An individual ack of one message (asyncDelete); an entry whose batch is all acked counts whole."""
+        if s.status not in ACTIVE or (ledger, entry, index) in self.cursor_covers(s):
+            return None
+        batch = s.batch | {(ledger, entry, index)}
+        ranges = s.ranges
+        whole = self.entry_messages(ledger, entry)
+        if whole <= batch:
+            batch, ranges = batch - whole, ranges | {(ledger, entry)}
+        md, ranges, batch = self.advanced(s, s.mark_delete, ranges, batch)
+        return evolve(
+            s, mark_delete=md, ranges=ranges, batch=batch, dirty=True, acked=s.acked | {(ledger, entry, index)}
+        )
+
+    # -- persisting the cursor -------------------------------------------------------
+    @action()
+    def CursorCreatesLedger(self, s: CursorState) -> CursorState | None:
+        """With no cursor ledger to write to, create one and append the cursor's state as its first record."""
+        if s.status != NO_LEDGER or not s.dirty:
+            return None
+        new = s.next_id
+        return evolve(
+            s,
+            next_id=new + 1,
+            cursor_ledgers=(*s.cursor_ledgers, (new, (self.snapshot(s),))),
+            status=SWITCHING,
+            switching_to=new,
+            dirty=False,
+        )
+
+    @action()
+    def CursorSwitchesLedger(self, s: CursorState) -> CursorState | None:
+        """switchToNewLedger: the znode names the new ledger (mark-delete only); the old one is retired."""
+        if s.status != SWITCHING:
+            return None
+        first = (self.records_of(s, s.switching_to) or ())[-1]
+        retired = s.retired | {s.cursor_ledger} if s.cursor_ledger != NONE else s.retired
+        return evolve(
+            s,
+            znode=CursorInfo(s.switching_to, first.mark_delete, frozenset(), frozenset()),
+            status=OPEN,
+            cursor_ledger=s.switching_to,
+            switching_to=NONE,
+            retired=retired,
+            durable=s.durable | self.covered(s, first.mark_delete, first.ranges, first.batch),
+        )
+
+    @action()
+    def CursorLedgerCreationFails(self, s: CursorState) -> CursorState | None:
+        """BookKeeper cannot create the cursor ledger: the state goes to the znode instead (#20935)."""
+        if s.status != NO_LEDGER or not s.dirty or s.faults >= self.MaxFaults:
+            return None
+        znode = s.znode
+        if self.Bug != "no_store_fallback":
+            znode = CursorInfo(NONE, s.mark_delete, s.ranges, s.batch)
+        return evolve(s, znode=znode, dirty=False, faults=s.faults + 1, durable=s.durable | self.cursor_covers(s))
+
+    @action()
+    def CursorPersistsToLedger(self, s: CursorState) -> CursorState | None:
+        """persistPositionToLedger: append the state to the cursor ledger; a full ledger is then replaced."""
+        if s.status != OPEN or not s.dirty:
+            return None
+        records = self.records_of(s, s.cursor_ledger)
+        if records is None:
+            return None  # the ledger is gone: the append fails (CursorLedgerWriteFails)
+        records = (*records, self.snapshot(s))
+        ledgers = tuple((x, records if x == s.cursor_ledger else r) for x, r in s.cursor_ledgers)
+        full = len(records) >= self.MetadataMaxEntriesPerLedger
+        return evolve(
+            s,
+            cursor_ledgers=ledgers,
+            status=NO_LEDGER if full else OPEN,
+            dirty=full,  # rolloverLedgerIfNeeded: the next ledger starts with the state again
+            durable=s.durable | self.cursor_covers(s),
+        )
+
+    @action()
+    def CursorLedgerWriteFails(self, s: CursorState) -> CursorState | None:
+        """An append to the cursor ledger fails: the state goes to the znode instead (persistPositionToMetaStore)."""
+        if s.status != OPEN or not s.dirty:
+            return None
+        gone = self.records_of(s, s.cursor_ledger) is None  # a lost ledger fails every append, no fault needed
+        if not gone and s.faults >= self.MaxFaults:
+            return None
+        faults = s.faults if gone else s.faults + 1
+        return evolve(
+            s,
+            znode=CursorInfo(NONE, s.mark_delete, s.ranges, s.batch),
+            status=NO_LEDGER,
+            dirty=False,
+            faults=faults,
+            durable=s.durable | self.cursor_covers(s),
+        )
+
+    @action(_retired)
+    def CursorDeletesOldLedger(self, s: CursorState, ledger: int) -> CursorState | None:
+        """A cursor ledger no longer named by the znode is deleted."""
+        if not s.broker_up or ledger not in s.retired:
+            return None
+        return evolve(
+            s, cursor_ledgers=tuple(x for x in s.cursor_ledgers if x[0] != ledger), retired=s.retired - {ledger}
+        )
+
+    @action()
+    def CursorCloses(self, s: CursorState) -> CursorState | None:
+        """A clean close: the znode gets the whole state with cursorsLedgerId = -1; the cursor ledger is retired."""
+        if s.status not in (NO_LEDGER, OPEN):
+            return None
+        retired = s.retired | {s.cursor_ledger} if s.cursor_ledger != NONE else s.retired
+        return evolve(
+            s,
+            znode=CursorInfo(NONE, s.mark_delete, s.ranges, s.batch),
+            status=CLOSED,
+            cursor_ledger=NONE,
+            retired=retired,
+            dirty=False,
+            durable=s.durable | self.cursor_covers(s),
+        )
+
+    # -- the broker's crash and the restore -----------------------------------------------
+    @action()
+    def BrokerCrashes(self, s: CursorState) -> CursorState | None:
+        """The broker dies (or stops after a clean close): the cursor's memory is gone, the stores stay."""
+        if not s.broker_up or s.crashes >= self.MaxCrashes:
+            return None
+        return evolve(
+            s,
+            broker_up=False,
+            crashes=s.crashes + 1,
+            status=UNINITIALIZED,
+            mark_delete=NO_POSITION,
+            ranges=frozenset(),
+            batch=frozenset(),
+            cursor_ledger=NONE,
+            switching_to=NONE,
+            retired=frozenset(),
+            dirty=False,
+        )
+
+    @action()
+    def ManagedLedgerOpens(self, s: CursorState) -> CursorState | None:
+        """The broker opens the managed ledger again: an empty last ledger is dropped and a new one created."""
+        if s.broker_up:
+            return None
+        ledgers, deleted = s.ledgers, s.deleted
+        if ledgers[-1][1] == 0:
+            ledgers, deleted = ledgers[:-1], deleted | {ledgers[-1]}
+        return evolve(s, ledgers=(*ledgers, (s.next_id, 0)), deleted=deleted, next_id=s.next_id + 1, broker_up=True)
+
+    @action()
+    def CursorRecovers(self, s: CursorState) -> CursorState | None:
+        """recover: from the znode when cursorsLedgerId = -1, else from the cursor ledger's last record;
+        when that ledger cannot be read, roll back to the znode's mark-delete and persist it."""
+        if not s.broker_up or s.status != UNINITIALIZED:
+            return None
+        info = s.znode
+        records = self.records_of(s, info.cursors_ledger) if info.cursors_ledger != NONE else None
+        if info.cursors_ledger == NONE and self.Bug != "restore_ignores_no_ledger":
+            md, ranges, batch, znode, holds = info.mark_delete, info.ranges, info.batch, info, NONE
+        elif records:
+            last = records[-1]
+            md, ranges, batch, znode, holds = last.mark_delete, last.ranges, last.batch, info, info.cursors_ledger
+        else:
+            # getRollbackPosition: the znode's mark-delete, raised to the first position; no individual acks.
+            md = max(info.mark_delete, self.first_position(s))
+            ranges, batch, holds = frozenset(), frozenset(), NONE
+            znode = CursorInfo(NONE, md, frozenset(), frozenset())
+        if self.Bug == "restore_skips_unacked" and ranges:
+            md = max(md, *ranges)
+        md = self.recovered_position(s, md)
+        ranges = frozenset(p for p in ranges if p > md)
+        batch = frozenset(m for m in batch if (m[0], m[1]) > md)
+        return evolve(s, znode=znode, status=NO_LEDGER, mark_delete=md, ranges=ranges, batch=batch, cursor_ledger=holds)
+
+    @action()
+    def CursorSkipsConsumedLedger(self, s: CursorState) -> CursorState | None:
+        """maybeUpdateCursorBeforeTrimmingConsumedLedger: a mark-delete at its ledger's last entry moves to
+        (next ledger, -1)."""
+        if s.status not in ACTIVE:
+            return None
+        ledger, entry = s.mark_delete
+        ids = self.ids(s)
+        after = next_ledger(ids, ledger)
+        if ledger not in ids or after is None or entry == -1 or entry + 1 < self.counter(s)(ledger):
+            return None
+        return evolve(s, mark_delete=(after, -1), dirty=True)
+
+    @action()
+    def TrimConsumedLedgers(self, s: CursorState) -> CursorState | None:
+        """internalTrimLedgers: the ledgers before the cursor's mark-delete ledger are deleted, never the last."""
+        if s.status not in ACTIVE:
+            return None
+        slowest = s.mark_delete[0] + (1 if self.Bug == "trim_deletes_needed_ledger" else 0)
+        last = s.ledgers[-1][0]
+        gone = frozenset(x for x in s.ledgers if x[0] < slowest and x[0] != last)
+        if not gone:
+            return None
+        return evolve(s, ledgers=tuple(x for x in s.ledgers if x not in gone), deleted=s.deleted | gone)
+
+    # -- faults of the environment -----------------------------------------------------
+    @action(_named_ledger)
+    def CursorLedgerLost(self, s: CursorState, ledger: int) -> CursorState | None:
+        """BookKeeper loses the cursor ledger the znode names: it can no longer be read."""
+        if s.lost >= self.MaxLedgerLoss or ledger != s.znode.cursors_ledger:
+            return None
+        return evolve(
+            s,
+            cursor_ledgers=tuple(x for x in s.cursor_ledgers if x[0] != ledger),
+            retired=s.retired - {ledger},
+            lost=s.lost + 1,
+        )
+
+    # -- invariants ------------------------------------------------------------------
+    @invariant
+    def TypeOK(self, s: CursorState) -> str | None:
+        """Every variable holds a value of its type, within the model's bounds."""
+        ids = self.ids(s)
+        if not ids or list(ids) != sorted(set(ids)) or any(x >= s.next_id for x in ids):
+            return f"the ledger list {list(ids)} is not increasing, or names ledgers not yet created"
+        if s.status not in (UNINITIALIZED, NO_LEDGER, OPEN, SWITCHING, CLOSED):
+            return f"the cursor's state is {s.status!r}"
+        if s.crashes > self.MaxCrashes or s.faults > self.MaxFaults or s.lost > self.MaxLedgerLoss:
+            return f"{s.crashes} crashes, {s.faults} faults and {s.lost} losses exceed the bounds"
+        if any(p <= s.mark_delete for p in s.ranges) or any((m[0], m[1]) <= s.mark_delete for m in s.batch):
+            return f"individual acks {sorted(s.ranges)} or batch acks at or before the mark-delete {s.mark_delete}"
+        return None
+
+    @invariant
+    def CursorSkipsNoUnackedMessage(self, s: CursorState) -> str | None:
+        """The cursor never covers a message the consumer did not acknowledge, also after a restore."""
+        if s.status == UNINITIALIZED:
+            return None
+        skipped = sorted(self.cursor_covers(s) - s.acked)
+        if skipped:
+            ledger, entry, index = skipped[0]
+            return (
+                f"message {ledger}:{entry} (batch index {index}) was never acknowledged, but the cursor "
+                f"(mark-delete {ledger_entry(s.mark_delete)}, acked {_entries(s.ranges)}) covers it: it is skipped"
+            )
+        return None
+
+    @invariant
+    def OnlyUnpersistedAcksRedelivered(self, s: CursorState) -> str | None:
+        """Every acknowledgement a completed persist covered is kept by the cursor, also after a restore
+        (unless BookKeeper lost the cursor ledger)."""
+        if s.status == UNINITIALIZED or s.lost > 0:
+            return None
+        forgotten = sorted(s.durable - self.cursor_covers(s))
+        if forgotten:
+            ledger, entry, index = forgotten[0]
+            return (
+                f"the ack of message {ledger}:{entry} (batch index {index}) was persisted, but the cursor "
+                f"(mark-delete {ledger_entry(s.mark_delete)}, acked {_entries(s.ranges)}) would deliver it again"
+            )
+        return None
+
+    @invariant
+    def TrimKeepsUnconsumedEntries(self, s: CursorState) -> str | None:
+        """No trimmed ledger holds a message the consumer did not acknowledge."""
+        for ledger, count in sorted(s.deleted):
+            for e in range(count):
+                missing = sorted(self.entry_messages(ledger, e) - s.acked)
+                if missing:
+                    return f"ledger {ledger} was deleted, but its message {ledger}:{e} was never acknowledged"
+        return None
+
+    @action_property
+    def MarkDeleteNeverMovesBackwards(self, s: CursorState, t: CursorState) -> str | None:
+        """While the cursor is active, its mark-delete position only moves forward."""
+        if s.status in ACTIVE and t.status in ACTIVE and t.mark_delete < s.mark_delete:
+            return f"the mark-delete moved back from {ledger_entry(s.mark_delete)} to {ledger_entry(t.mark_delete)}"
+        return None
+
+    # -- sometimes: the invariants above are not vacuous ----------------------------------
+    @reachable
+    def RestoredWithIndividualAcks(self, s: CursorState) -> bool:
+        """After a crash, the restored cursor holds individual acks."""
+        return s.crashes > 0 and s.status in ACTIVE and bool(s.ranges)
+
+    @reachable
+    def RestoredFromCursorLedger(self, s: CursorState) -> bool:
+        """After a crash, the cursor was restored from its ledger's last record."""
+        return s.crashes > 0 and s.status == NO_LEDGER and s.cursor_ledger != NONE
+
+    @reachable
+    def CursorResetToNextLedger(self, s: CursorState) -> bool:
+        """The cursor moved past a consumed ledger to (next ledger, -1), as in seed 003."""
+        return s.status in ACTIVE and s.mark_delete[1] == -1 and s.mark_delete[0] > 1
+
+    @reachable
+    def ConsumedLedgerTrimmed(self, s: CursorState) -> bool:
+        """A ledger that held entries was trimmed."""
+        return any(count > 0 for _, count in s.deleted)
+
+    @reachable
+    def AckRedeliveredAfterRestore(self, s: CursorState) -> bool:
+        """A restore forgot an acknowledgement that was never persisted: the message will come again."""
+        return s.crashes > 0 and s.status in ACTIVE and bool(s.acked - self.cursor_covers(s))
+
+
+def ledger_entry(pos: Position) -> str:
+    return f"{pos[0]}:{pos[1]}"
+
+
+def _entries(positions: Iterable[Position]) -> str:
+    return "{" + ", ".join(ledger_entry(p) for p in sorted(positions)) + "}"
