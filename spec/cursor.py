@@ -276,12 +276,13 @@ class CursorSpec(Spec[CursorState]):
 
     # -- Init ------------------------------------------------------------------------
     def init_states(self) -> Iterator[CursorState]:
-        # The subscription is created at the start of ledger 1: its znode says so (initialize).
-        start = (1, -1)
+        # The managed ledger's first ledger has id 0 (BookKeeper's first id); the subscription is created
+        # at its start, with no cursor ledger yet: its znode says so (initialize).
+        start = (0, -1)
         yield CursorState(
-            ledgers=((1, 0),),
+            ledgers=((0, 0),),
             deleted=frozenset(),
-            next_id=2,
+            next_id=1,
             cursor_ledgers=(),
             znode=CursorInfo(NONE, start, frozenset(), frozenset()),
             broker_up=True,
@@ -606,7 +607,7 @@ class CursorSpec(Spec[CursorState]):
     @reachable
     def CursorResetToNextLedger(self, s: CursorState) -> bool:
         """The cursor moved past a consumed ledger to (next ledger, -1), as in seed 003."""
-        return s.status in ACTIVE and s.mark_delete[1] == -1 and s.mark_delete[0] > 1
+        return s.status in ACTIVE and s.mark_delete[1] == -1 and s.mark_delete[0] > 0
 
     @reachable
     def ConsumedLedgerTrimmed(self, s: CursorState) -> bool:

@@ -120,17 +120,18 @@ RecoveredPosition(md) ==
     IN PosMin(moved, LastConfirmed(Ids, CountOf))
 
 -----------------------------------------------------------------------------
-\* The subscription is created at the start of ledger 1: its znode says so.
+(* The managed ledger's first ledger has id 0 (BookKeeper's first id); the *)
+(* subscription is created at its start, with no cursor ledger yet.        *)
 Init ==
-    /\ ledgers = << <<1, 0>> >>
+    /\ ledgers = << <<0, 0>> >>
     /\ deleted = {}
-    /\ next_id = 2
+    /\ next_id = 1
     /\ cursor_ledgers = <<>>
-    /\ znode = CursorInfo(None, <<1, -1>>, {}, {})
+    /\ znode = CursorInfo(None, <<0, -1>>, {}, {})
     /\ broker_up = TRUE
     /\ crashes = 0
     /\ status = NoLedger
-    /\ mark_delete = <<1, -1>>
+    /\ mark_delete = <<0, -1>>
     /\ ranges = {}
     /\ batch = {}
     /\ cursor_ledger = None
