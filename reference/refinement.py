@@ -81,9 +81,11 @@ class SpecSteps(Generic[S]):
             expected = nxt
         return expected
 
-    def step(self, events: Sequence[EngineEvent], after: S, where: str) -> None:
-        """The engine took a step that logged ``events`` and whose abstract state is ``after``."""
-        expected = self.expected(events, where)
+    def step(self, events: Sequence[EngineEvent], after: S, where: str, expected: S | None = None) -> None:
+        """The engine took a step that logged ``events`` and whose abstract state is ``after`` (``expected``:
+        what :meth:`expected` gave for these events, when the caller has it already)."""
+        if expected is None:
+            expected = self.expected(events, where)
         if after != expected:
             what = ", ".join(str(e) for e in events) if events else "no event (a step the spec leaves out)"
             diff = "\n".join(differences(expected, after))

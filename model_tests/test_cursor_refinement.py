@@ -1,0 +1,170 @@
+"""The reference managed ledger and cursor refine the cursor spec: random runs with crashes at every persistence step.
+
+Each rule takes one step of a :class:`~ledgerspec.reference.managed_ledger.CursorRun`
+(publish, acknowledge, flush, trim, close, crash, restart, a failed
+BookKeeper call, a lost cursor ledger); :class:`~ledgerspec.reference.managed_ledger.CursorRefinement`
+checks every event the run logs against the spec, on the abstraction of the
+run's real state: the znodes decoded from Pulsar's bytes, the cursor ledgers'
+records read from the bookies, the cursor's memory. A crash can be armed at
+each persistence step of the cursor (creating its ledger, switching the znode
+to it, deleting the old one, appending a record, the close's znode write) and
+at a rollover; the next step that reaches it stops the broker there.
+
+Each engine mutant (``ManagedLedgerConfig.mutant``) must make the machine fail.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+import pytest
+from hypothesis import HealthCheck, note, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from ledgerspec.reference.managed_ledger import MUTANTS, CursorRefinement, CursorRun, RunConfig
+from ledgerspec.reference.managed_ledger.cursor import CursorStatus
+from ledgerspec.reference.refinement import RefinementError
+from ledgerspec.tools.crash_check import default_scratch
+
+CRASH_POINTS = (
+    "cursor-ledger-create",
+    "cursor-ledger-switch",
+    "cursor-ledger-delete",
+    "cursor-ledger-append",
+    "cursor-znode-close",
+    "ledger-rollover",
+)
+MAX_ENTRIES = 8  # entries published in a run, at most
+STEPS = 40
+SLOW_STEPS = 80
+
+
+class CursorRefinementMachine(RuleBasedStateMachine):
+    """A topic, its cursor and a crashing broker, checked against the cursor spec at every event."""
+
+    config = RunConfig(max_entries_per_ledger=2, metadata_max_entries_per_ledger=2, batch_size=1)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.directory = tempfile.mkdtemp(prefix="cursor-refinement-", dir=default_scratch())
+        self.run = CursorRun(self.directory, self.config)
+        self.check = CursorRefinement(self.run)
+        self.published: list[tuple[int, int]] = []
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def active(self) -> bool:
+        cursor = self.run.cursor
+        return cursor is not None and cursor.status in (CursorStatus.NO_LEDGER, CursorStatus.OPEN)
+
+    @precondition(lambda self: self.active() and len(self.published) < MAX_ENTRIES)
+    @rule()
+    def publish(self) -> None:
+        position = self.run.publish()
+        note(f"publish: {position}")
+        if position is not None:
+            self.published.append(position)
+
+    @precondition(lambda self: self.active() and bool(self.live_messages()))
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        position, index = data.draw(st.sampled_from(self.live_messages()), label="message")
+        took = self.run.ack(position, index)
+        note(f"ack({position}, {index}): {'taken' if took else 'acknowledged before'}")
+
+    def live_messages(self) -> list[tuple[tuple[int, int], int]]:
+        ml = self.run.ml
+        if ml is None:
+            return []
+        return [(p, i) for p in self.published if ml.holds(p) for i in range(self.config.batch_size)]
+
+    @precondition(active)
+    @rule()
+    def flush(self) -> None:
+        crashed = self.run.flush()
+        note(f"flush{': crashed' if crashed else ''}")
+
+    @precondition(active)
+    @rule()
+    def trim(self) -> None:
+        crashed = self.run.trim()
+        note(f"trim{': crashed' if crashed else ''}")
+
+    @precondition(active)
+    @rule()
+    def close_cursor(self) -> None:
+        crashed = self.run.close_cursor()
+        note(f"close_cursor{': crashed' if crashed else ''}")
+
+    @precondition(lambda self: self.run.up and self.run.crash_at is None)
+    @rule(point=st.sampled_from(CRASH_POINTS))
+    def arm_crash(self, point: str) -> None:
+        self.run.crash_at = point
+        note(f"crash at the next {point}")
+
+    @precondition(lambda self: self.run.up)
+    @rule()
+    def crash(self) -> None:
+        self.run.crash()
+        note("crash")
+
+    @precondition(lambda self: not self.run.up)
+    @rule()
+    def restart(self) -> None:
+        self.run.restart()
+        note(f"restart: cursor at {self.run.cursor.mark_delete if self.run.cursor else None}")
+
+    @precondition(lambda self: self.active() and self.run.faults.creates + self.run.faults.appends == 0)
+    @rule(call=st.sampled_from(["creates", "appends"]))
+    def fail_next(self, call: str) -> None:
+        """The next creation of a cursor ledger, or the next append to the open cursor ledger, fails."""
+        assert self.run.cursor is not None
+        if call == "appends" and self.run.cursor.status != CursorStatus.OPEN:
+            call = "creates"  # an injected append failure hits appends to an open cursor ledger only
+        self.run.fail_next(call)
+        note(f"the next BookKeeper {call[:-1]} fails")
+
+    @rule()
+    def lose_cursor_ledger(self) -> None:
+        note(f"cursor ledger lost: {self.run.lose_cursor_ledger()}")
+
+
+def _settings(examples: int, steps: int) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+
+
+def test_the_reference_cursor_refines_the_spec() -> None:
+    run_state_machine_as_test(CursorRefinementMachine, settings=_settings(60, STEPS))
+
+
+def test_batched_acks_refine_the_spec() -> None:
+    machine = type("BatchedCursorRefinement", (CursorRefinementMachine,), {"config": RunConfig(batch_size=3)})
+    run_state_machine_as_test(machine, settings=_settings(40, STEPS))
+
+
+@pytest.mark.slow
+def test_the_reference_cursor_refines_the_spec_in_longer_runs() -> None:
+    run_state_machine_as_test(CursorRefinementMachine, settings=_settings(300, SLOW_STEPS))
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_the_machine_finds_each_mutant(mutant: str) -> None:
+    """Each seeded bug of the engine is a step the spec does not take."""
+    machine = type(
+        f"CursorRefinement_{mutant}",
+        (CursorRefinementMachine,),
+        {"config": RunConfig(max_entries_per_ledger=2, metadata_max_entries_per_ledger=2, mutant=mutant)},
+    )
+    with pytest.raises((RefinementError, ExceptionGroup)) as failure:
+        run_state_machine_as_test(machine, settings=_settings(400, STEPS))
+    # Hypothesis reports each distinct failure it found: every one is a step the spec does not take.
+    group = failure.value
+    errors = group.exceptions if isinstance(group, ExceptionGroup) else (group,)
+    assert all(isinstance(e, RefinementError) for e in errors), errors

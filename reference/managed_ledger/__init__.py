@@ -1,0 +1,64 @@
+"""The reference managed ledger and cursor: Pulsar's storage of a topic on the reference BookKeeper.
+
+Modules, each with one job:
+
+- :mod:`.bookkeeper`: the BookKeeper calls a managed ledger makes, each run to
+  its end on the in-process cluster, with failures on purpose;
+- :mod:`.snapshot`: a cursor's acknowledgement state as a value, and as
+  Pulsar's ranges and batch bitsets;
+- :mod:`.meta_store`: the ledger list and the cursors' znodes, in Pulsar's
+  paths and bytes;
+- :mod:`.managed_ledger`: ``ManagedLedger``: open and recovery, publish and
+  rollover, trimming;
+- :mod:`.cursor`: ``ManagedCursor``: acknowledgements, their persistence to
+  the cursor ledger and the znode, the restore;
+- :mod:`.events`: the log, in the cursor spec's words;
+- :mod:`.run`, :mod:`.abstraction`, :mod:`.refinement`: a topic and a cursor
+  on a crashing broker, its spec state, and the check that each step is one
+  the spec allows.
+"""
+
+from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
+from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperError, BookKeeperFaults, BookKeeperLedgers
+from ledgerspec.reference.managed_ledger.cursor import (
+    CursorRecoveryError,
+    CursorStateError,
+    CursorStatus,
+    ManagedCursor,
+)
+from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
+from ledgerspec.reference.managed_ledger.managed_ledger import (
+    MUTANTS,
+    ManagedLedger,
+    ManagedLedgerConfig,
+    ManagedLedgerError,
+)
+from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore, StoredStateError
+from ledgerspec.reference.managed_ledger.refinement import CursorRefinement
+from ledgerspec.reference.managed_ledger.run import SUBSCRIPTION, TOPIC, BrokerCrashed, CursorRun, RunConfig
+from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
+
+__all__ = [
+    "MUTANTS",
+    "SUBSCRIPTION",
+    "TOPIC",
+    "BookKeeperError",
+    "BookKeeperFaults",
+    "BookKeeperLedgers",
+    "BrokerCrashed",
+    "CursorAbstraction",
+    "CursorRecoveryError",
+    "CursorRefinement",
+    "CursorRun",
+    "CursorSnapshot",
+    "CursorStateError",
+    "CursorStatus",
+    "ManagedCursor",
+    "ManagedLedger",
+    "ManagedLedgerConfig",
+    "ManagedLedgerError",
+    "ManagedLedgerLog",
+    "ManagedLedgerStore",
+    "RunConfig",
+    "StoredStateError",
+]

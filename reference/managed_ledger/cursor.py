@@ -1,0 +1,300 @@
+"""A durable cursor (Pulsar's ``ManagedCursorImpl``): acknowledgements, their persistence, the restore.
+
+The cursor spec (``spec/cursor.py``) is the design; each method takes the
+spec's steps in order and logs each as it completes, and between two steps
+calls the broker's crash hook with the name of the next one, so that a test
+can stop the broker at every persistence step:
+
+=================================  ==========================================
+crash point                        the step that follows
+=================================  ==========================================
+``cursor-ledger-create``           create the cursor ledger and write the
+                                   state as its first record
+``cursor-ledger-switch``           point the znode at the new ledger
+``cursor-ledger-delete``           delete the old cursor ledger
+``cursor-ledger-append``           append the state to the cursor ledger
+``cursor-znode-close``             the close's write of the state to the
+                                   znode
+=================================  ==========================================
+
+A failed BookKeeper call and the znode write that stands in for it are one
+step (``CursorLedgerCreationFails``, ``CursorLedgerWriteFails``): the spec
+has no state between them.
+
+The state a persist writes is a :class:`~.snapshot.CursorSnapshot`; in the
+cursor ledger as a ``PositionInfo`` record, in the znode as
+``ManagedCursorInfo`` (:mod:`.meta_store`).
+
+Acknowledgements are in memory until :meth:`ManagedCursor.flush` persists
+them (Pulsar persists a mark-delete at once, rate-limited, and individual
+acks on its flush task); a crash before the flush loses them, and the
+messages come again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ledgerspec.reference.ledger import LedgerHandle
+from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperError, NoSuchLedgerError
+from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
+from ledgerspec.spec.positions import Position, next_position
+
+if TYPE_CHECKING:
+    from ledgerspec.reference.managed_ledger.managed_ledger import ManagedLedger
+
+__all__ = ["CursorRecoveryError", "CursorStateError", "CursorStatus", "ManagedCursor"]
+
+NO_LEDGER_ID = -1  # cursorsLedgerId when the state is in the znode
+
+
+class CursorStatus:
+    """``ManagedCursorImpl.State``, by the spec's names."""
+
+    UNINITIALIZED = "Uninitialized"
+    NO_LEDGER = "NoLedger"
+    OPEN = "Open"
+    SWITCHING = "SwitchingLedger"
+    CLOSED = "Closed"
+
+
+ACTIVE = frozenset({CursorStatus.NO_LEDGER, CursorStatus.OPEN, CursorStatus.SWITCHING})
+
+
+class CursorRecoveryError(Exception):
+    """The cursor cannot be restored: its znode or its ledger's last record is not what Pulsar writes."""
+
+
+class CursorStateError(Exception):
+    """A call the cursor cannot take in its state (closed, say)."""
+
+
+class ManagedCursor:
+    """One durable cursor of a :class:`~.managed_ledger.ManagedLedger` (see the module docstring)."""
+
+    def __init__(self, ml: ManagedLedger, name: str, snapshot: CursorSnapshot, znode_version: int) -> None:
+        self.ml = ml
+        self.name = name
+        self.status = CursorStatus.NO_LEDGER
+        self.mark_delete: Position = snapshot.mark_delete
+        self.acked: set[Position] = set(snapshot.acked)  # individually acknowledged entries after the mark
+        self.unacked_batch: dict[Position, frozenset[int]] = dict(snapshot.unacked_batch)
+        self.ledger: LedgerHandle | None = None  # the cursor ledger to append to
+        self.ledger_id = NO_LEDGER_ID  # the cursor ledger held (written to, or restored from), or -1
+        self.records = 0  # records appended to the current cursor ledger
+        self.switching_to: LedgerHandle | None = None  # the new cursor ledger, not yet named in the znode
+        self.switching_mark: Position = snapshot.mark_delete  # the mark-delete of its first record
+        self.retired: set[int] = set()
+        self.dirty = False
+        self.znode_version = znode_version
+        self._drop_passed()
+
+    # -- the spec's view -------------------------------------------------------------
+    def snapshot(self) -> CursorSnapshot:
+        return CursorSnapshot(self.mark_delete, frozenset(self.acked), self.unacked_batch)
+
+    def covers(self, position: Position, batch_index: int) -> bool:
+        """Is the message at ``position`` (batch index ``batch_index``; 0 unbatched) acknowledged?"""
+        if position <= self.mark_delete or position in self.acked:
+            return True
+        unacked = self.unacked_batch.get(position)
+        return unacked is not None and batch_index not in unacked
+
+    # -- the consumer ----------------------------------------------------------------
+    def ack(self, position: Position, batch_index: int | None = None, batch_size: int = 1) -> bool:
+        """An individual ack (``asyncDelete``) of an entry, or of one message of a batch of ``batch_size``.
+
+        Whether it acknowledged anything: an ack of a message already acknowledged changes nothing.
+        """
+        self._require_active("acknowledge")
+        index = 0 if batch_index is None else batch_index
+        if batch_index is not None and not 0 <= batch_index < batch_size:
+            raise ValueError(f"batch index {batch_index} is outside a batch of {batch_size}")
+        if not self.ml.holds(position):
+            raise ValueError(f"{position[0]}:{position[1]} is not an entry of managed ledger {self.ml.name}")
+        if self.covers(position, index):
+            return False
+        if batch_index is None or batch_size == 1:
+            self.unacked_batch.pop(position, None)
+            self.acked.add(position)
+        else:
+            unacked = self.unacked_batch.get(position, frozenset(range(batch_size))) - {batch_index}
+            if unacked:
+                self.unacked_batch[position] = unacked
+            else:
+                del self.unacked_batch[position]
+                self.acked.add(position)
+        while (nxt := next_position(self.ml.ids(), self.ml.entries_of, self.mark_delete)) in self.acked:
+            assert nxt is not None
+            self.mark_delete = nxt
+        self._drop_passed()
+        self.dirty = True
+        self.ml.log.emit("ConsumerAcks", position[0], position[1], index)
+        return True
+
+    def _drop_passed(self) -> None:
+        self.acked = {p for p in self.acked if p > self.mark_delete}
+        self.unacked_batch = {p: u for p, u in self.unacked_batch.items() if p > self.mark_delete}
+
+    # -- persisting ------------------------------------------------------------------
+    def flush(self) -> None:
+        """Persist the acknowledgements not persisted yet: to the cursor ledger, or to the znode."""
+        self._require_active("flush")
+        while self.dirty:
+            if self.status == CursorStatus.NO_LEDGER:
+                if not self._create_ledger():
+                    return
+                self._switch_ledger()
+            else:
+                self._append()
+
+    def _create_ledger(self) -> bool:
+        """createNewMetadataLedger: a new ledger whose first record is the state; on failure, the znode."""
+        bk, snapshot = self.ml.bookkeeper, self.snapshot()
+        self.ml.crash_point("cursor-ledger-create")
+        handle = None
+        try:
+            handle = bk.create("cursor")
+            bk.append(handle, self.ml.store.encode_position_info(snapshot), "cursor")
+        except BookKeeperError:
+            if handle is not None:
+                bk.delete(handle.ledger_id)
+            if self.ml.config.mutant != "no_store_fallback":  # MUTANT: the mark-delete is reported done, not stored
+                self._write_znode(NO_LEDGER_ID, snapshot)
+            self.dirty = False
+            self.ml.log.emit("CursorLedgerCreationFails")
+            return False
+        self.switching_to, self.switching_mark = handle, snapshot.mark_delete
+        self.status = CursorStatus.SWITCHING
+        self.dirty = False
+        self.ml.log.emit("CursorCreatesLedger")
+        return True
+
+    def _switch_ledger(self) -> None:
+        """switchToNewLedger: the znode names the new ledger, with the mark-delete only; the old one goes."""
+        new = self.switching_to
+        assert new is not None
+        self.ml.crash_point("cursor-ledger-switch")
+        self._write_znode(new.ledger_id, CursorSnapshot(self.switching_mark))
+        old = self._retire()
+        self.ledger, self.ledger_id, self.records, self.switching_to = new, new.ledger_id, 1, None
+        self.status = CursorStatus.OPEN
+        self.ml.log.emit("CursorSwitchesLedger")
+        self._delete_retired(old)
+
+    def _append(self) -> None:
+        """persistPositionToLedger; a failed append writes the znode instead (persistPositionToMetaStore)."""
+        bk, snapshot, handle = self.ml.bookkeeper, self.snapshot(), self.ledger
+        assert handle is not None
+        self.ml.crash_point("cursor-ledger-append")
+        try:
+            bk.append(handle, self.ml.store.encode_position_info(snapshot), "cursor")
+        except BookKeeperError:
+            self._write_znode(NO_LEDGER_ID, snapshot)
+            self.status = CursorStatus.NO_LEDGER
+            self.dirty = False
+            self.ml.log.emit("CursorLedgerWriteFails")
+            return
+        self.records += 1
+        full = self.records >= self.ml.config.metadata_max_entries_per_ledger
+        if full:  # rolloverLedgerIfNeeded: a new ledger, which starts with the state again
+            self.status = CursorStatus.NO_LEDGER
+        self.dirty = full
+        self.ml.log.emit("CursorPersistsToLedger")
+
+    def _retire(self) -> int:
+        """The cursor ledger held, now to be deleted (or -1)."""
+        old = self.ledger_id
+        if old != NO_LEDGER_ID:
+            self.retired.add(old)
+        return old
+
+    def _delete_retired(self, ledger_id: int) -> None:
+        if ledger_id == NO_LEDGER_ID:
+            return
+        self.ml.crash_point("cursor-ledger-delete")
+        self.ml.bookkeeper.delete(ledger_id)
+        self.retired.discard(ledger_id)
+        self.ml.log.emit("CursorDeletesOldLedger", ledger_id)
+
+    def _write_znode(self, cursors_ledger_id: int, snapshot: CursorSnapshot) -> None:
+        self.znode_version = self.ml.store.write_cursor(
+            self.ml.name, self.name, cursors_ledger_id, snapshot, self.znode_version
+        )
+
+    def close(self) -> None:
+        """A clean close: the whole state to the znode with cursorsLedgerId = -1, then the cursor ledger goes."""
+        if self.status not in (CursorStatus.NO_LEDGER, CursorStatus.OPEN):
+            raise CursorStateError(f"cursor {self.name} cannot close while {self.status}")
+        self.ml.crash_point("cursor-znode-close")
+        self._write_znode(NO_LEDGER_ID, self.snapshot())
+        old = self._retire()
+        self.status, self.ledger, self.ledger_id, self.dirty = CursorStatus.CLOSED, None, NO_LEDGER_ID, False
+        self.ml.log.emit("CursorCloses")
+        self._delete_retired(old)
+
+    # -- the restore -----------------------------------------------------------------
+    @classmethod
+    def recover(cls, ml: ManagedLedger, name: str) -> ManagedCursor:
+        """``ManagedCursorImpl.recover``: the znode's state when it says cursorsLedgerId = -1, else the last
+        record of the cursor ledger; a ledger that is gone or empty rolls back to the znode's mark-delete."""
+        cursors_ledger_id, stored, version = ml.store.read_cursor(ml.name, name, ml.ids(), ml.entries_of)
+        rollback = None
+        held = NO_LEDGER_ID
+        if cursors_ledger_id == NO_LEDGER_ID and ml.config.mutant != "restore_ignores_no_ledger":
+            snapshot = stored  # MUTANT (restore_ignores_no_ledger): the -1 is taken for a ledger to open
+        else:
+            last = cls._last_record(ml, cursors_ledger_id)
+            if last is None:
+                rollback = CursorSnapshot(max(stored.mark_delete, ml.first_position()))
+                snapshot = rollback
+            else:
+                snapshot, held = last, cursors_ledger_id
+        cursor = cls(ml, name, snapshot, version)
+        if rollback is not None:  # initialize(getRollbackPosition): persisted with no individual acks
+            cursor._write_znode(NO_LEDGER_ID, rollback)
+        if ml.config.mutant == "restore_skips_unacked" and cursor.acked:  # MUTANT: jumps past the gaps
+            cursor.mark_delete = max(cursor.mark_delete, *cursor.acked)
+        cursor.mark_delete = ml.recovered_position(cursor.mark_delete)
+        cursor._drop_passed()
+        cursor.ledger_id = held
+        ml.cursors[name] = cursor
+        ml.log.emit("CursorRecovers")
+        return cursor
+
+    @staticmethod
+    def _last_record(ml: ManagedLedger, ledger_id: int) -> CursorSnapshot | None:
+        """The cursor ledger's last PositionInfo; None when the ledger is gone or holds no record."""
+        if ledger_id < 0:
+            return None
+        try:
+            handle = ml.bookkeeper.open_recovered(ledger_id)
+        except NoSuchLedgerError:
+            return None
+        last = handle.metadata.last_entry_id
+        if last < 0:
+            return None
+        data = ml.bookkeeper.read(handle, last, last)[0]
+        try:
+            return ml.store.decode_position_info(data, ml.ids(), ml.entries_of)
+        except ValueError as e:
+            raise CursorRecoveryError(
+                f"cursor ledger {ledger_id}, entry {last}: not a PositionInfo record ({e})"
+            ) from e
+
+    # -- consumed ledgers ------------------------------------------------------------
+    def skip_consumed_ledger(self) -> bool:
+        """maybeUpdateCursorBeforeTrimmingConsumedLedger: a mark at its ledger's last entry moves to (next, -1)."""
+        ledger, entry = self.mark_delete
+        ids = self.ml.ids()
+        later = [x for x in ids if x > ledger]
+        if ledger not in ids or not later or entry == -1 or entry + 1 < self.ml.entries_of(ledger):
+            return False
+        self.mark_delete = (later[0], -1)
+        self.dirty = True
+        self.ml.log.emit("CursorSkipsConsumedLedger")
+        return True
+
+    def _require_active(self, what: str) -> None:
+        if self.status not in ACTIVE:
+            raise CursorStateError(f"cursor {self.name} cannot {what} while {self.status}")

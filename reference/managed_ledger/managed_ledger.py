@@ -1,0 +1,305 @@
+"""A managed ledger (Pulsar's ``ManagedLedgerImpl``): a topic partition's list of BookKeeper ledgers.
+
+Only the last ledger of the list is written to. Its life, step by step as
+the cursor spec (``spec/cursor.py``) and the managed-ledger spec
+(``spec/managed_ledger.py``) take it:
+
+- **open** (:meth:`ManagedLedger.open`, the spec's ``ManagedLedgerOpens``):
+  read the ledger list from the znode; recover-open its last ledger (fence
+  it, close it at its last entry, fix its ``LedgerInfo``), drop it if it is
+  empty; create a new ledger and write the list; then restore every durable
+  cursor stored under the znode (``CursorRecovers``);
+- **publish** (:meth:`ManagedLedger.add_entry`, ``EntryPublished``): add the
+  entry to the last ledger; when that ledger is full (``currentLedgerIsFull``),
+  roll over (``LedgerRollsOver``): close it, create the next, write the list;
+- **trim** (:meth:`ManagedLedger.trim_consumed_ledgers`): cursors at the last
+  entry of a ledger move to the start of the next
+  (``CursorSkipsConsumedLedger``); the ledgers before the slowest cursor's
+  mark-delete ledger leave the list, never the last one
+  (``TrimConsumedLedgers``), and are deleted from BookKeeper.
+
+A restart is :meth:`ManagedLedger.close` and :meth:`ManagedLedger.open` again;
+a broker crash is dropping the object: nothing is written, the store and the
+bookies keep what they have.
+
+Rollover (seed 002): the ledger is full when it holds ``max_entries_per_ledger``
+entries or ``max_size_per_ledger_bytes`` bytes, or is ``maximum_rollover_ms``
+old; and, if ``minimum_rollover_ms`` is set, it is older than that. A limit of
+0 is no limit (in Pulsar a zero maximum rollover time rolls at every add).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import attrs
+from ledgerspec.reference.ledger import LedgerHandle
+from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperLedgers, NoSuchLedgerError
+from ledgerspec.reference.managed_ledger.cursor import ACTIVE, CursorStatus, ManagedCursor
+from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
+from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore, StoredLedger
+from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
+from ledgerspec.spec.positions import NO_POSITION, Position, last_confirmed, next_ledger
+
+__all__ = ["MUTANTS", "ManagedLedger", "ManagedLedgerConfig", "ManagedLedgerError"]
+
+MUTANTS = {
+    "restore_ignores_no_ledger": "the restore takes cursorsLedgerId = -1 for a ledger to open, and rolls back",
+    "no_store_fallback": (
+        "when the cursor ledger cannot be created, the mark-delete is reported done but not written to the "
+        "metadata store (apache/pulsar#20935)"
+    ),
+    "restore_skips_unacked": "the restore moves the mark-delete past the gaps to the last individually acked entry",
+    "trim_deletes_needed_ledger": "trimming also deletes the ledger the slowest cursor's mark-delete points into",
+}
+
+
+def _check_mutant(_: object, __: object, value: str | None) -> None:
+    if value is not None and value not in MUTANTS:
+        raise ValueError(f"unknown managed-ledger mutant {value!r}; known: {', '.join(MUTANTS)}")
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@attrs.frozen
+class ManagedLedgerConfig:
+    """The managed ledger's settings (Pulsar's broker.conf defaults; see the module docstring on rollover)."""
+
+    max_entries_per_ledger: int = 50_000  # managedLedgerMaxEntriesPerLedger
+    max_size_per_ledger_bytes: int = 2048 * 1024 * 1024  # managedLedgerMaxSizePerLedgerMbytes
+    minimum_rollover_ms: int = 10 * 60_000  # managedLedgerMinLedgerRolloverTimeMinutes
+    maximum_rollover_ms: int = 240 * 60_000  # managedLedgerMaxLedgerRolloverTimeMinutes
+    metadata_max_entries_per_ledger: int = 50_000  # managedLedgerCursorMaxEntriesPerLedger
+    mutant: str | None = attrs.field(default=None, validator=_check_mutant)  # a seeded bug from MUTANTS
+
+
+class ManagedLedgerError(Exception):
+    """The managed ledger cannot do what was asked: the message says what, and which ledger."""
+
+
+@attrs.define
+class _Ledger:
+    ledger_id: int
+    entries: int
+    size: int
+    timestamp: int  # when it was closed; 0 while open
+
+
+def _ignore(point: str) -> None:
+    pass
+
+
+class ManagedLedger:
+    """One topic partition's ledger list and its durable cursors (see the module docstring)."""
+
+    def __init__(
+        self,
+        name: str,
+        store: ManagedLedgerStore,
+        bookkeeper: BookKeeperLedgers,
+        config: ManagedLedgerConfig,
+        *,
+        log: ManagedLedgerLog,
+        clock: Callable[[], int],
+        crash_point: Callable[[str], None],
+    ) -> None:
+        self.name = name
+        self.store = store
+        self.bookkeeper = bookkeeper
+        self.config = config
+        self.log = log
+        self.clock = clock
+        self.crash_point = crash_point
+        self.ledgers: list[_Ledger] = []
+        self.current: LedgerHandle | None = None
+        self.created_ms = 0
+        self.version: int | None = None  # the znode's version last written or read
+        self.cursors: dict[str, ManagedCursor] = {}
+        self.closed = False
+
+    # -- opening ---------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        name: str,
+        store: ManagedLedgerStore,
+        bookkeeper: BookKeeperLedgers,
+        config: ManagedLedgerConfig | None = None,
+        *,
+        log: ManagedLedgerLog | None = None,
+        clock: Callable[[], int] = _wall_clock_ms,
+        crash_point: Callable[[str], None] = _ignore,
+    ) -> ManagedLedger:
+        """Open the managed ledger ``name`` (``tenant/namespace/persistent/topic``), new or stored."""
+        ml = cls(
+            name,
+            store,
+            bookkeeper,
+            config or ManagedLedgerConfig(),
+            log=log or ManagedLedgerLog(),
+            clock=clock,
+            crash_point=crash_point,
+        )
+        ml.initialize()
+        return ml
+
+    def initialize(self) -> None:
+        """Read the ledger list, recover its last ledger, create a new one, restore the cursors."""
+        stored = self.store.read_ledgers(self.name)
+        if stored is not None:
+            ledgers, self.version = stored
+            self.ledgers = [_Ledger(x.ledger_id, x.entries, x.size, x.timestamp) for x in ledgers]
+            self._recover_last_ledger()
+        self._create_current()
+        if stored is not None:
+            self.log.emit("ManagedLedgerOpens")
+            for cursor in self.store.cursor_names(self.name):
+                ManagedCursor.recover(self, cursor)
+
+    def _recover_last_ledger(self) -> None:
+        """Fence and close the last ledger at its last entry; drop it when it holds none."""
+        if not self.ledgers:
+            return
+        last = self.ledgers[-1]
+        try:
+            handle = self.bookkeeper.open_recovered(last.ledger_id)
+        except NoSuchLedgerError as e:
+            raise ManagedLedgerError(
+                f"managed ledger {self.name}: its last ledger {last.ledger_id} is gone from BookKeeper"
+            ) from e
+        entries = handle.metadata.last_entry_id + 1
+        if entries == 0:
+            self.ledgers.pop()
+            self.bookkeeper.delete(last.ledger_id)
+        else:
+            last.entries, last.size = entries, handle.metadata.length
+            last.timestamp = last.timestamp or self.clock()
+
+    def _create_current(self) -> None:
+        handle = self.bookkeeper.create()
+        self.ledgers.append(_Ledger(handle.ledger_id, 0, 0, 0))
+        self.current, self.created_ms = handle, self.clock()
+        self._write_ledgers()
+
+    def _write_ledgers(self) -> None:
+        listed = [
+            StoredLedger(x.ledger_id, x.entries, x.size, x.timestamp)
+            if self.current is None or x.ledger_id != self.current.ledger_id
+            else StoredLedger(x.ledger_id, 0, 0, 0)  # the open ledger: its entries are known once it is closed
+            for x in self.ledgers
+        ]
+        self.version = self.store.write_ledgers(self.name, listed, self.version)
+
+    # -- positions -------------------------------------------------------------------
+    def ids(self) -> tuple[int, ...]:
+        return tuple(x.ledger_id for x in self.ledgers)
+
+    def entries_of(self, ledger_id: int) -> int:
+        return next((x.entries for x in self.ledgers if x.ledger_id == ledger_id), 0)
+
+    def holds(self, position: Position) -> bool:
+        return 0 <= position[1] < self.entries_of(position[0])
+
+    def first_position(self) -> Position:
+        """``getFirstPosition``: before the first entry of the first ledger of the list."""
+        return (self.ledgers[0].ledger_id, -1) if self.ledgers else NO_POSITION
+
+    def last_confirmed(self) -> Position:
+        return last_confirmed(self.ids(), self.entries_of)
+
+    def recovered_position(self, mark_delete: Position) -> Position:
+        """``recoveredCursor``: a mark at (l, -1) of a ledger gone moves to the next; none passes the last entry."""
+        ids = self.ids()
+        if mark_delete[1] == -1 and mark_delete[0] not in ids:
+            after = next_ledger(ids, mark_delete[0])
+            if after is not None:
+                mark_delete = (after, -1)
+        return min(mark_delete, self.last_confirmed())
+
+    # -- publishing ------------------------------------------------------------------
+    def add_entry(self, data: bytes) -> Position:
+        """Add an entry to the last ledger; its position. A full ledger is rolled over after the add."""
+        self._require_open("add an entry")
+        if self.current is None:
+            self._create_current()
+        assert self.current is not None
+        entry_id = self.bookkeeper.append(self.current, data)
+        last = self.ledgers[-1]
+        last.entries, last.size = last.entries + 1, last.size + len(data)
+        self.log.emit("EntryPublished")
+        self.roll_over_if_full()
+        return (last.ledger_id, entry_id)
+
+    def is_full(self) -> bool:
+        """``currentLedgerIsFull`` (see the module docstring)."""
+        c, last = self.config, self.ledgers[-1]
+        age = self.clock() - self.created_ms
+        space = last.entries >= c.max_entries_per_ledger or (
+            c.max_size_per_ledger_bytes > 0 and last.size >= c.max_size_per_ledger_bytes
+        )
+        aged = c.maximum_rollover_ms > 0 and age >= c.maximum_rollover_ms
+        return (space or aged) and (c.minimum_rollover_ms == 0 or age > c.minimum_rollover_ms)
+
+    def roll_over_if_full(self) -> bool:
+        """Close a full last ledger (one with entries), create the next and list it (``LedgerRollsOver``)."""
+        self._require_open("roll over")
+        if self.current is None or self.ledgers[-1].entries == 0 or not self.is_full():
+            return False
+        self.crash_point("ledger-rollover")
+        self.bookkeeper.close(self.current)
+        self.ledgers[-1].timestamp = self.clock()
+        self.current = None
+        self._create_current()
+        self.log.emit("LedgerRollsOver")
+        return True
+
+    # -- cursors ---------------------------------------------------------------------
+    def open_cursor(self, name: str, *, earliest: bool = False) -> ManagedCursor:
+        """A durable cursor: restored if stored, else new, at the last entry (``Latest``) or before the first."""
+        self._require_open("open a cursor")
+        if name in self.cursors:
+            return self.cursors[name]
+        start = self.first_position() if earliest else self.last_confirmed()
+        snapshot = CursorSnapshot(start)
+        version = self.store.create_cursor(self.name, name, snapshot)
+        cursor = self.cursors[name] = ManagedCursor(self, name, snapshot, version)
+        return cursor
+
+    def trim_consumed_ledgers(self) -> list[int]:
+        """``internalTrimLedgers``, after ``maybeUpdateCursorBeforeTrimmingConsumedLedger``; the ledgers trimmed."""
+        self._require_open("trim")
+        active = [c for c in self.cursors.values() if c.status in ACTIVE]
+        for cursor in active:
+            cursor.skip_consumed_ledger()
+        current = self.ledgers[-1].ledger_id
+        slowest = min((c.mark_delete[0] for c in active), default=current)
+        if self.config.mutant == "trim_deletes_needed_ledger":  # MUTANT: one ledger too far
+            slowest += 1
+        gone = [x for x in self.ledgers if x.ledger_id < slowest and x.ledger_id != current]
+        if not gone:
+            return []
+        self.ledgers = [x for x in self.ledgers if x not in gone]
+        self._write_ledgers()
+        for x in gone:
+            self.bookkeeper.delete(x.ledger_id)
+        self.log.emit("TrimConsumedLedgers")
+        return [x.ledger_id for x in gone]
+
+    # -- closing ---------------------------------------------------------------------
+    def close(self) -> None:
+        """Close every cursor (their state goes to their znodes) and the last ledger."""
+        if self.closed:
+            return
+        for cursor in self.cursors.values():
+            if cursor.status in (CursorStatus.NO_LEDGER, CursorStatus.OPEN):
+                cursor.close()
+        if self.current is not None:
+            self.bookkeeper.close(self.current)
+        self.closed = True
+
+    def _require_open(self, what: str) -> None:
+        if self.closed:
+            raise ManagedLedgerError(f"managed ledger {self.name} is closed: cannot {what}")

@@ -1,0 +1,60 @@
+"""Refinement, event by event: a :class:`~.run.CursorRun` takes only steps the cursor spec allows.
+
+:class:`CursorRefinement` listens to the run's log. At each event it takes
+the abstraction of the run (:class:`~.abstraction.CursorAbstraction`) and
+checks, with :class:`~ledgerspec.reference.refinement.SpecSteps`, that the
+event is the spec action it names, enabled where the run was, and that it
+leads to exactly the abstract state the run is in now, with every invariant
+and action property of the spec holding. The first abstract state (the run
+just set up) must be the spec's initial state.
+
+The spec is built with the run's sizes and with bounds (entries, crashes,
+faults, losses) that no run reaches.
+"""
+
+from __future__ import annotations
+
+from ledgerspec.reference.ledger import EngineEvent
+from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
+from ledgerspec.reference.managed_ledger.run import CursorRun
+from ledgerspec.reference.refinement import RefinementError, SpecSteps
+from ledgerspec.spec.cursor import CursorSpec, CursorState
+
+__all__ = ["CursorRefinement", "RefinementError", "spec_for"]
+
+UNBOUNDED = 1_000_000
+
+
+def spec_for(run: CursorRun) -> CursorSpec:
+    c = run.config
+    return CursorSpec(
+        MaxEntries=UNBOUNDED,
+        MaxEntriesPerLedger=c.max_entries_per_ledger,
+        BatchSize=c.batch_size,
+        MetadataMaxEntriesPerLedger=c.metadata_max_entries_per_ledger,
+        MaxCrashes=UNBOUNDED,
+        MaxFaults=UNBOUNDED,
+        MaxLedgerLoss=UNBOUNDED,
+    )
+
+
+class CursorRefinement:
+    """Checks every event of one run against the cursor spec (module docstring)."""
+
+    def __init__(self, run: CursorRun, spec: CursorSpec | None = None) -> None:
+        self.run = run
+        self.spec = spec or spec_for(run)
+        self.abstraction = CursorAbstraction(run)
+        self.events = 0
+        self.steps: SpecSteps[CursorState] = SpecSteps(self.spec, self.abstraction(frozenset()))
+        run.log.listeners.append(self.check)
+
+    @property
+    def state(self) -> CursorState:
+        return self.steps.state
+
+    def check(self, event: EngineEvent) -> None:
+        self.events += 1
+        where = f"event {self.events} ({event})"
+        expected = self.steps.expected([event], where)
+        self.steps.step([event], self.abstraction(expected.durable), where, expected)

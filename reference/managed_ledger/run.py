@@ -1,0 +1,207 @@
+"""One topic with one durable cursor, on a broker that crashes and restarts: the cursor spec's world, run for real.
+
+:class:`CursorRun` sets up an in-process BookKeeper cluster, a metadata
+store (embedded unless one is given: a ZooKeeper store works the same), opens
+the managed ledger ``public/default/persistent/topic`` and its subscription
+``sub`` at the earliest position, and then takes one step per call, each
+what a broker, a producer or a consumer does:
+
+=========================  ===================================================
+call                       steps (the cursor spec's actions)
+=========================  ===================================================
+``publish()``              ``EntryPublished``, ``LedgerRollsOver`` when full
+``ack(position, index)``   ``ConsumerAcks`` (none for a message acked before)
+``flush()``                the persist: ``CursorCreatesLedger``,
+                           ``CursorSwitchesLedger``, ``CursorDeletesOldLedger``,
+                           ``CursorPersistsToLedger``, or a fallback to the
+                           znode after a failure
+``trim()``                 ``CursorSkipsConsumedLedger``, ``TrimConsumedLedgers``
+``close_cursor()``         ``CursorCloses``, ``CursorDeletesOldLedger``
+``crash()``                ``BrokerCrashes``: the broker's memory is dropped
+``restart()``              ``ManagedLedgerOpens``, ``CursorRecovers``
+``fail_next(call)``        the next BookKeeper ``creates`` or ``appends`` fails
+``lose_cursor_ledger()``   ``CursorLedgerLost``: the ledger the znode names is
+                           gone from BookKeeper
+=========================  ===================================================
+
+``crash_at`` names a crash point (``reference/managed_ledger/cursor.py`` lists
+them) at which the next step stops the broker, as a crash would: what was
+written before stays, the rest never happens, and the run logs
+``BrokerCrashes``.
+
+The consumer's acknowledgements are kept (``acked``): the run is the
+consumer, and what it acknowledged is what the spec's invariants speak of.
+"""
+
+from __future__ import annotations
+
+import attrs
+from ledgerspec.reference.ledger import InProcessCluster
+from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperFaults, BookKeeperLedgers
+from ledgerspec.reference.managed_ledger.cursor import ManagedCursor
+from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
+from ledgerspec.reference.managed_ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
+from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore
+from ledgerspec.reference.metadata import ANY_VERSION, EmbeddedMetadataStore, LedgerMetadataStore, MetadataStore
+from ledgerspec.spec.positions import Position
+
+__all__ = ["SUBSCRIPTION", "TOPIC", "BrokerCrashed", "CursorRun", "RunConfig"]
+
+TOPIC = "public/default/persistent/topic"
+SUBSCRIPTION = "sub"
+
+
+class BrokerCrashed(Exception):  # noqa: N818 (a control-flow signal, not an error)
+    """The broker stopped at a crash point."""
+
+
+@attrs.frozen
+class RunConfig:
+    """The run's sizes (the cursor spec's constants of the same meaning) and a seeded bug."""
+
+    max_entries_per_ledger: int = 2  # MaxEntriesPerLedger
+    metadata_max_entries_per_ledger: int = 2  # MetadataMaxEntriesPerLedger
+    batch_size: int = 1  # BatchSize: messages in an entry
+    bookies: int = 2
+    mutant: str | None = None
+
+    def managed_ledger_config(self) -> ManagedLedgerConfig:
+        return ManagedLedgerConfig(
+            max_entries_per_ledger=self.max_entries_per_ledger,
+            max_size_per_ledger_bytes=0,
+            minimum_rollover_ms=0,
+            maximum_rollover_ms=0,
+            metadata_max_entries_per_ledger=self.metadata_max_entries_per_ledger,
+            mutant=self.mutant,
+        )
+
+
+class CursorRun:
+    """A topic, its subscription and a broker, driven one step at a time (see the module docstring)."""
+
+    def __init__(self, root: str, config: RunConfig | None = None, *, store: MetadataStore | None = None) -> None:
+        self.config = config or RunConfig()
+        self.cluster = InProcessCluster(root, bookies=self.config.bookies, sync_to_disk=False)
+        self.metadata = store or EmbeddedMetadataStore()
+        self.ledger_metadata = LedgerMetadataStore(self.metadata)
+        self.store = ManagedLedgerStore(self.metadata)
+        self.faults = BookKeeperFaults()
+        self.log = ManagedLedgerLog()
+        self.created: list[int] = []  # every ledger id BookKeeper handed out, in order
+        self.crashes = 0
+        self.losses = 0
+        self.acked: set[tuple[int, int, int]] = set()  # (ledger, entry, batch index) the consumer acknowledged
+        self.crash_at: str | None = None
+        self.ml: ManagedLedger | None = None
+        self._start()
+        assert self.ml is not None
+        self.ml.open_cursor(SUBSCRIPTION, earliest=True)
+
+    # -- the broker ------------------------------------------------------------------
+    def _start(self) -> None:
+        bookkeeper = BookKeeperLedgers(
+            self.cluster, self.ledger_metadata, faults=self.faults, on_create=self.created.append
+        )
+        self.ml = ManagedLedger(
+            TOPIC,
+            self.store,
+            bookkeeper,
+            self.config.managed_ledger_config(),
+            log=self.log,
+            clock=lambda: 0,
+            crash_point=self._crash_point,
+        )
+        self.ml.initialize()
+
+    def _crash_point(self, point: str) -> None:
+        if point == self.crash_at:
+            self.crash_at = None
+            raise BrokerCrashed(point)
+
+    @property
+    def up(self) -> bool:
+        return self.ml is not None
+
+    @property
+    def cursor(self) -> ManagedCursor | None:
+        return self.ml.cursors.get(SUBSCRIPTION) if self.ml is not None else None
+
+    def _live(self) -> tuple[ManagedLedger, ManagedCursor]:
+        if self.ml is None or self.cursor is None:
+            raise BrokerCrashed("the broker is down")
+        return self.ml, self.cursor
+
+    def crash(self) -> None:
+        """The broker dies: its memory is gone; the store and the bookies keep what they have."""
+        self.ml = None
+        self.crash_at = None
+        self.faults.creates = self.faults.appends = 0  # failures meant for this broker's calls
+        self.crashes += 1
+        self.log.emit("BrokerCrashes")
+
+    def restart(self) -> None:
+        """A new broker opens the managed ledger: recovery, a new ledger, the cursor's restore."""
+        if self.ml is not None:
+            raise ValueError("the broker is up: crash it first")
+        self._guarded(self._start)
+
+    def _guarded(self, step: object) -> bool:
+        """Take a step; a crash point reached on the way crashes the broker. Whether it crashed."""
+        try:
+            step()  # type: ignore[operator]
+        except BrokerCrashed:
+            self.crash()
+            return True
+        return False
+
+    # -- the producer and the consumer -------------------------------------------------
+    def publish(self) -> Position | None:
+        ml, _ = self._live()
+        published: list[Position] = []
+        self._guarded(lambda: published.append(ml.add_entry(b"entry %d" % len(self.created))))
+        return published[0] if published else None
+
+    def ack(self, position: Position, index: int = 0) -> bool:
+        """The consumer acknowledges one message; whether the cursor took it (not acknowledged before)."""
+        _, cursor = self._live()
+        batched = self.config.batch_size > 1
+        if cursor.covers(position, index):
+            return False
+        self.acked.add((position[0], position[1], index))  # the consumer's record, before the broker takes it
+        return cursor.ack(position, index if batched else None, self.config.batch_size)
+
+    # -- the cursor's persistence ------------------------------------------------------
+    def flush(self) -> bool:
+        _, cursor = self._live()
+        return self._guarded(cursor.flush)
+
+    def trim(self) -> bool:
+        ml, _ = self._live()
+        return self._guarded(ml.trim_consumed_ledgers)
+
+    def close_cursor(self) -> bool:
+        _, cursor = self._live()
+        return self._guarded(cursor.close)
+
+    # -- faults ----------------------------------------------------------------------
+    def fail_next(self, call: str) -> None:
+        """The next BookKeeper ledger creation (``creates``) or add (``appends``) fails."""
+        setattr(self.faults, call, getattr(self.faults, call) + 1)
+
+    def lose_cursor_ledger(self) -> int | None:
+        """BookKeeper loses the cursor ledger the znode names, if it still has it; its id."""
+        ml_ids = self._listed_ids()
+        named = self.store.read_cursor(TOPIC, SUBSCRIPTION, ml_ids, lambda _: 0)[0]
+        if named < 0 or not self.ledger_metadata_exists(named):
+            return None
+        self.ledger_metadata.delete(named, ANY_VERSION)
+        self.losses += 1
+        self.log.emit("CursorLedgerLost", named, process="bookkeeper")
+        return named
+
+    def ledger_metadata_exists(self, ledger_id: int) -> bool:
+        return self.metadata.exists(self.ledger_metadata.path(ledger_id)) is not None
+
+    def _listed_ids(self) -> tuple[int, ...]:
+        stored = self.store.read_ledgers(TOPIC)
+        return tuple(x.ledger_id for x in stored[0]) if stored is not None else ()
