@@ -33,6 +33,7 @@ messages come again.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from ledgerspec.reference.ledger import LedgerHandle
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["CursorRecoveryError", "CursorStateError", "CursorStatus", "ManagedCursor"]
 
 NO_LEDGER_ID = -1  # cursorsLedgerId when the state is in the znode
+LOG = logging.getLogger("ledgerspec.managed_ledger")
 
 
 class CursorStatus:
@@ -244,9 +246,17 @@ class ManagedCursor:
         if cursors_ledger_id == NO_LEDGER_ID and ml.config.mutant != "restore_ignores_no_ledger":
             snapshot = stored  # MUTANT (restore_ignores_no_ledger): the -1 is taken for a ledger to open
         else:
+            LOG.info("[%s] Recovering from bookkeeper ledger %d cursor: %s", ml.name, cursors_ledger_id, name)
             last = cls._last_record(ml, cursors_ledger_id)
             if last is None:
                 rollback = CursorSnapshot(max(stored.mark_delete, ml.first_position()))
+                LOG.warning(
+                    "[%s] Cursor %s: ledger %d is gone or empty; rolling back to %d:%d",
+                    ml.name,
+                    name,
+                    cursors_ledger_id,
+                    *rollback.mark_delete,
+                )
                 snapshot = rollback
             else:
                 snapshot, held = last, cursors_ledger_id
@@ -259,6 +269,7 @@ class ManagedCursor:
         cursor._drop_passed()
         cursor.ledger_id = held
         ml.cursors[name] = cursor
+        LOG.info("[%s] Cursor %s recovered to position %d:%d", ml.name, name, *cursor.mark_delete)
         ml.log.emit("CursorRecovers")
         return cursor
 
@@ -290,6 +301,14 @@ class ManagedCursor:
         later = [x for x in ids if x > ledger]
         if ledger not in ids or not later or entry == -1 or entry + 1 < self.ml.entries_of(ledger):
             return False
+        LOG.info(
+            "Reset cursor %s of %s at %d:%d to %d:-1 since ledger consumed completely",
+            self.name,
+            self.ml.name,
+            ledger,
+            entry,
+            later[0],
+        )
         self.mark_delete = (later[0], -1)
         self.dirty = True
         self.ml.log.emit("CursorSkipsConsumedLedger")

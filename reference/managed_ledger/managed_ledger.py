@@ -30,6 +30,7 @@ old; and, if ``minimum_rollover_ms`` is set, it is older than that. A limit of
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
@@ -42,7 +43,10 @@ from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore, S
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
 from ledgerspec.spec.positions import NO_POSITION, Position, last_confirmed, next_ledger
 
-__all__ = ["MUTANTS", "ManagedLedger", "ManagedLedgerConfig", "ManagedLedgerError"]
+__all__ = ["LOG", "MUTANTS", "ManagedLedger", "ManagedLedgerConfig", "ManagedLedgerError"]
+
+#: The broker's log lines, in the words of Pulsar's ManagedLedgerImpl and ManagedCursorImpl (seed 003).
+LOG = logging.getLogger("ledgerspec.managed_ledger")
 
 MUTANTS = {
     "restore_ignores_no_ledger": "the restore takes cursorsLedgerId = -1 for a ledger to open, and rolls back",
@@ -100,17 +104,18 @@ class ManagedLedger:
         name: str,
         store: ManagedLedgerStore,
         bookkeeper: BookKeeperLedgers,
-        config: ManagedLedgerConfig,
+        config: ManagedLedgerConfig | None = None,
         *,
-        log: ManagedLedgerLog,
-        clock: Callable[[], int],
-        crash_point: Callable[[str], None],
+        log: ManagedLedgerLog | None = None,
+        clock: Callable[[], int] = _wall_clock_ms,
+        crash_point: Callable[[str], None] = _ignore,
     ) -> None:
+        """A managed ledger not opened yet: :meth:`initialize` opens it (:meth:`open` does both)."""
         self.name = name
         self.store = store
         self.bookkeeper = bookkeeper
-        self.config = config
-        self.log = log
+        self.config = config or ManagedLedgerConfig()
+        self.log = log or ManagedLedgerLog()
         self.clock = clock
         self.crash_point = crash_point
         self.ledgers: list[_Ledger] = []
@@ -134,20 +139,13 @@ class ManagedLedger:
         crash_point: Callable[[str], None] = _ignore,
     ) -> ManagedLedger:
         """Open the managed ledger ``name`` (``tenant/namespace/persistent/topic``), new or stored."""
-        ml = cls(
-            name,
-            store,
-            bookkeeper,
-            config or ManagedLedgerConfig(),
-            log=log or ManagedLedgerLog(),
-            clock=clock,
-            crash_point=crash_point,
-        )
+        ml = cls(name, store, bookkeeper, config, log=log, clock=clock, crash_point=crash_point)
         ml.initialize()
         return ml
 
     def initialize(self) -> None:
         """Read the ledger list, recover its last ledger, create a new one, restore the cursors."""
+        LOG.info("Opening managed ledger %s", self.name)
         stored = self.store.read_ledgers(self.name)
         if stored is not None:
             ledgers, self.version = stored
@@ -180,6 +178,7 @@ class ManagedLedger:
 
     def _create_current(self) -> None:
         handle = self.bookkeeper.create()
+        LOG.info("[%s] Created ledger %d", self.name, handle.ledger_id)
         self.ledgers.append(_Ledger(handle.ledger_id, 0, 0, 0))
         self.current, self.created_ms = handle, self.clock()
         self._write_ledgers()
@@ -283,7 +282,9 @@ class ManagedLedger:
             return []
         self.ledgers = [x for x in self.ledgers if x not in gone]
         self._write_ledgers()
+        LOG.info("[%s] End TrimConsumedLedgers. ledgers=%d", self.name, len(self.ledgers))
         for x in gone:
+            LOG.info("[%s] Removing ledger %d - size: %d", self.name, x.ledger_id, x.size)
             self.bookkeeper.delete(x.ledger_id)
         self.log.emit("TrimConsumedLedgers")
         return [x.ledger_id for x in gone]

@@ -190,6 +190,9 @@ def _parse(message: Any, data: bytes, what: str, offset: int = 0) -> None:
         raise ManagedLedgerFormatError(
             f"{what}: the protobuf message at byte {offset} does not parse ({len(data) - offset} bytes): {e}"
         ) from e
+    if not message.IsInitialized():  # proto2 required fields
+        missing = ", ".join(message.FindInitializationErrors())
+        raise ManagedLedgerFormatError(f"{what}: required fields missing: {missing}")
 
 
 def encode_managed_ledger_info(info: ManagedLedgerInfo) -> bytes:
