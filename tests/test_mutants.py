@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from ledgerspec.reference.bookie import MUTANTS as BOOKIE_MUTANTS
 from ledgerspec.reference.ledger import MUTANTS as CLIENT_MUTANTS
+from ledgerspec.reference.managed_ledger import MUTANTS as MANAGED_LEDGER_MUTANTS
 from ledgerspec.tools.cli import main
 from ledgerspec.tools.mutants import LEDGER_WORKLOADS, MUTANTS, WORKLOADS, workload_traces
 
@@ -22,6 +23,10 @@ REQUIRED = {
     "recovery_read_no_fence",  # recovery reads without fencing (apache/bookkeeper#2614)
     "ensemble_change_local",  # an ensemble change kept only locally (apache/bookkeeper#1591)
     "ack_before_fsync",  # acknowledging before the journal fsync
+    "restore_ignores_no_ledger",  # the cursor's restore ignores cursorsLedgerId = -1
+    "no_store_fallback",  # mark-delete not stored when the cursor ledger cannot be created (apache/pulsar#20935)
+    "restore_skips_unacked",  # the restore jumps past an unacked range
+    "trim_deletes_needed_ledger",  # trimming deletes a ledger a cursor still needs
 }
 
 
@@ -34,8 +39,8 @@ def score() -> dict[str, Any]:
     return {"status": status, **json.loads(buffer.getvalue())}
 
 
-def test_every_client_and_bookie_mutant_is_in_the_score() -> None:
-    assert set(CLIENT_MUTANTS) | set(BOOKIE_MUTANTS) == set(MUTANTS)
+def test_every_client_bookie_and_managed_ledger_mutant_is_in_the_score() -> None:
+    assert set(CLIENT_MUTANTS) | set(BOOKIE_MUTANTS) | set(MANAGED_LEDGER_MUTANTS) == set(MUTANTS)
     assert set(MUTANTS) >= REQUIRED
 
 
@@ -50,7 +55,7 @@ def test_every_mutant_is_killed_in_full_observation_with_no_false_positive(score
         assert by["workload"] in {w.name for w in WORKLOADS} and by["trace"] and by["reason"]
     for mode in ("full", "client"):
         assert score["by_mode"][mode]["false_positives"] == 0
-        assert score["baseline"][mode]["traces"] == sum(w.run_count() for w in WORKLOADS)
+        assert score["baseline"][mode]["traces"] == sum(w.run_count() for w in WORKLOADS if mode in w.modes)
         assert score["baseline"][mode]["violations"] == 0
 
 
@@ -113,3 +118,10 @@ def test_a_lost_acknowledged_entry_is_seen_by_the_bookies_clients(score: dict[st
 def test_a_mutant_no_chosen_workload_can_show_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mutants", "--workload", "bookie-storage", "--mutant", "lac_before_qa"]) == 2
     assert "no workload chosen runs mutant lac_before_qa" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(MANAGED_LEDGER_MUTANTS))
+def test_managed_ledger_mutants_are_killed_by_the_cursor_specs_traces(score: dict[str, Any], name: str) -> None:
+    [result] = [r for r in score["mutants"] if r["mutant"] == name]
+    assert result["full"]["by"]["workload"] == "cursor-restore"
+    assert MUTANTS[name].specs == ("cursor",)

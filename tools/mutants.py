@@ -17,6 +17,15 @@ same workloads, every trace of them: each violation there is a *false
 positive*. Runs are deterministic: the same workloads give the same traces
 and verdicts on every machine.
 
+Managed-ledger mutants (``reference/managed_ledger/managed_ledger.py``,
+``MUTANTS``) run under a third: seeded random runs of a topic and its
+durable cursor on a broker that crashes, also at each persistence step of the
+cursor (:mod:`ledgerspec.reference.managed_ledger.simulation`), checked
+against the cursor spec (``spec/cursor_trace.py``) in full observation; in
+client observation the persistence steps are hidden and the search for them
+reaches the checker's bounds, so those runs are checked in full mode only
+(:attr:`CursorWorkload.modes`).
+
 Bookie mutants run under a second kind of workload as well, one bookie's
 storage checked against the bookie spec (``spec/bookie_trace.py``): the
 scripted crash-check workloads (``tools/bookie_workloads.py``), each as
@@ -32,6 +41,7 @@ runs under all of them.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -44,6 +54,10 @@ from ledgerspec.reference.bookie import BookieConfig
 from ledgerspec.reference.ledger import MUTANTS as CLIENT_MUTANTS
 from ledgerspec.reference.ledger import LedgerSimulation, SimulationConfig
 from ledgerspec.reference.ledger.trace import TraceRecorder
+from ledgerspec.reference.managed_ledger import MUTANTS as MANAGED_LEDGER_MUTANTS
+from ledgerspec.reference.managed_ledger import RunConfig
+from ledgerspec.reference.managed_ledger.refinement import spec_for_config
+from ledgerspec.reference.managed_ledger.simulation import simulate_cursor_traces
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.ledger import LedgerSpec
 from ledgerspec.tools.bookie_traces import BookieRun, bookie_runs, record_run
@@ -52,11 +66,13 @@ from ledgerspec.tools.bookie_workloads import WORKLOADS as BOOKIE_WORKLOADS
 
 __all__ = [
     "BOOKIE_STORAGE",
+    "CURSOR_WORKLOAD",
     "LEDGER_WORKLOADS",
     "MODES",
     "MUTANTS",
     "WORKLOADS",
     "BookieWorkload",
+    "CursorWorkload",
     "Kill",
     "Mutant",
     "MutantResult",
@@ -74,7 +90,7 @@ class Mutant:
     """A seeded bug of the engine: where it lives, what it breaks, and the specs whose traces can show it."""
 
     name: str
-    layer: str  # "client" or "bookie"
+    layer: str  # "client", "bookie" or "managed-ledger"
     description: str
     specs: tuple[str, ...] = ("ledger",)  # it runs under the workloads of these specs
 
@@ -84,6 +100,9 @@ class Mutant:
         return attrs.evolve(config, bookie_mutant=self.name)
 
     def configure_bookie(self, config: BookieConfig) -> BookieConfig:
+        return attrs.evolve(config, mutant=self.name)
+
+    def configure_cursor(self, config: RunConfig) -> RunConfig:
         return attrs.evolve(config, mutant=self.name)
 
 
@@ -99,6 +118,7 @@ MUTANTS: dict[str, Mutant] = {
         )
         for name, text in BOOKIE_MUTANTS.items()
     },
+    **{name: Mutant(name, "managed-ledger", text, ("cursor",)) for name, text in MANAGED_LEDGER_MUTANTS.items()},
 }
 
 
@@ -113,6 +133,7 @@ class Workload:
     seed: int = 0
     doc: str = ""
     spec: ClassVar[str] = "ledger"
+    modes: ClassVar[tuple[str, ...]] = MODES
 
     def scaled(self, traces: int) -> Workload:
         """The same runs, ``traces`` of them."""
@@ -146,6 +167,7 @@ class BookieWorkload:
     doc: str = ""
     traces: int | None = None
     spec: ClassVar[str] = "bookie"
+    modes: ClassVar[tuple[str, ...]] = MODES
 
     def scaled(self, traces: int) -> BookieWorkload:
         return attrs.evolve(self, traces=traces)
@@ -170,6 +192,47 @@ class BookieWorkload:
         config = WORKLOAD_CONFIG if mutant is None else mutant.configure_bookie(WORKLOAD_CONFIG)
         for run in self.runs():
             yield _Recorded(run.trace_id, record_run(run, config=config, modes=modes).lines, WORKLOAD_SPEC, 0)
+
+
+@attrs.frozen
+class CursorWorkload:
+    """Seeded random runs of a topic and its cursor on a crashing broker, checked against the cursor spec."""
+
+    name: str
+    config: RunConfig
+    traces: int
+    steps: int
+    seed: int = 0
+    doc: str = ""
+    spec: ClassVar[str] = "cursor"
+    modes: ClassVar[tuple[str, ...]] = ("full",)  # client mode: the hidden persistence steps exceed the bounds
+
+    def scaled(self, traces: int) -> CursorWorkload:
+        return attrs.evolve(self, traces=traces)
+
+    def run_count(self) -> int:
+        return self.traces
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "spec": self.spec,
+            "doc": self.doc,
+            "traces": self.traces,
+            "steps": self.steps,
+            "seed": self.seed,
+            "modes": list(self.modes),
+        }
+
+    def recorded(self, mutant: Mutant | None, modes: Sequence[str]) -> Iterator[_Recorded]:
+        config = self.config if mutant is None else mutant.configure_cursor(self.config)
+        spec = spec_for_config(config)
+        chosen = tuple(m for m in modes if m in self.modes)
+        with tempfile.TemporaryDirectory(prefix="ledgerspec-broker-") as root:
+            for trace_id, lines in simulate_cursor_traces(
+                config, root, seed=self.seed, steps=self.steps, traces=self.traces, modes=chosen
+            ):
+                yield _Recorded(trace_id, lines, spec, 0)
 
 
 @attrs.frozen
@@ -218,8 +281,21 @@ BOOKIE_STORAGE = BookieWorkload(
     "and the restart after each step",
 )
 
+#: A topic and its cursor, checked against the cursor spec.
+CURSOR_WORKLOAD = CursorWorkload(
+    "cursor-restore",
+    RunConfig(max_entries_per_ledger=2, metadata_max_entries_per_ledger=2),
+    traces=10,
+    steps=120,
+    seed=1,
+    doc="a topic and its durable cursor on a broker crashing at each persistence step, with failed BookKeeper "
+    "calls and lost cursor ledgers",
+)
+
+AnyWorkload = Workload | BookieWorkload | CursorWorkload
+
 #: Every workload, in the order they run.
-WORKLOADS: tuple[Workload | BookieWorkload, ...] = (*LEDGER_WORKLOADS, BOOKIE_STORAGE)
+WORKLOADS: tuple[AnyWorkload, ...] = (*LEDGER_WORKLOADS, BOOKIE_STORAGE, CURSOR_WORKLOAD)
 
 
 @attrs.frozen
@@ -281,7 +357,7 @@ class MutationRun:
 
     mutants: list[MutantResult]
     baseline: MutantResult
-    workloads: tuple[Workload | BookieWorkload, ...]
+    workloads: tuple[AnyWorkload, ...]
 
     def killed(self, mode: str) -> int:
         return sum(r.killed(mode) for r in self.mutants)
@@ -349,7 +425,7 @@ class _Checkers:
 
 def _run_one(
     mutant: Mutant | None,
-    workloads: Iterable[Workload | BookieWorkload],
+    workloads: Iterable[AnyWorkload],
     checkers: _Checkers,
     modes: Sequence[str],
     progress: Callable[[str, int], None],
@@ -364,7 +440,7 @@ def _run_one(
             trace_id, lines = run.trace_id, run.lines
             result.read_problems += run.read_problems
             for mode in modes:
-                if mutant is not None and result.killed(mode):
+                if mode not in lines or (mutant is not None and result.killed(mode)):
                     continue
                 verdict = checkers.check(run.spec, mode, trace_id, lines[mode])
                 result.traces[mode] += 1
@@ -380,14 +456,14 @@ def _run_one(
                 elif verdict.status != CONFORMS:
                     result.inconclusive[mode] += 1
             progress(result.name, 1)
-            if mutant is not None and all(result.killed(m) for m in modes):
+            if mutant is not None and all(result.killed(m) for m in modes if m in workload.modes):
                 return result
     return result
 
 
 def run_mutants(
     mutants: Sequence[Mutant] | None = None,
-    workloads: Sequence[Workload | BookieWorkload] = WORKLOADS,
+    workloads: Sequence[AnyWorkload] = WORKLOADS,
     *,
     modes: Sequence[str] = MODES,
     bounds: Bounds | None = None,

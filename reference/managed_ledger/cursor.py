@@ -250,7 +250,7 @@ class ManagedCursor:
             last = cls._last_record(ml, cursors_ledger_id)
             if last is None:
                 rollback = CursorSnapshot(max(stored.mark_delete, ml.first_position()))
-                LOG.warning(
+                LOG.info(
                     "[%s] Cursor %s: ledger %d is gone or empty; rolling back to %d:%d",
                     ml.name,
                     name,

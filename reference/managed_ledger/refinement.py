@@ -16,26 +16,31 @@ from __future__ import annotations
 
 from ledgerspec.reference.ledger import EngineEvent
 from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
-from ledgerspec.reference.managed_ledger.run import CursorRun
+from ledgerspec.reference.managed_ledger.run import CursorRun, RunConfig
 from ledgerspec.reference.refinement import RefinementError, SpecSteps
 from ledgerspec.spec.cursor import CursorSpec, CursorState
 
-__all__ = ["CursorRefinement", "RefinementError", "spec_for"]
+__all__ = ["CursorRefinement", "RefinementError", "spec_for", "spec_for_config"]
 
 UNBOUNDED = 1_000_000
 
 
+def spec_for_config(config: RunConfig, **constants: object) -> CursorSpec:
+    """The cursor spec of runs with this configuration (``constants`` override it, as ``--const`` does)."""
+    values: dict[str, object] = {
+        "MaxEntries": UNBOUNDED,
+        "MaxEntriesPerLedger": config.max_entries_per_ledger,
+        "BatchSize": config.batch_size,
+        "MetadataMaxEntriesPerLedger": config.metadata_max_entries_per_ledger,
+        "MaxCrashes": UNBOUNDED,
+        "MaxFaults": UNBOUNDED,
+        "MaxLedgerLoss": UNBOUNDED,
+    }
+    return CursorSpec(**{**values, **constants})
+
+
 def spec_for(run: CursorRun) -> CursorSpec:
-    c = run.config
-    return CursorSpec(
-        MaxEntries=UNBOUNDED,
-        MaxEntriesPerLedger=c.max_entries_per_ledger,
-        BatchSize=c.batch_size,
-        MetadataMaxEntriesPerLedger=c.metadata_max_entries_per_ledger,
-        MaxCrashes=UNBOUNDED,
-        MaxFaults=UNBOUNDED,
-        MaxLedgerLoss=UNBOUNDED,
-    )
+    return spec_for_config(run.config)
 
 
 class CursorRefinement:

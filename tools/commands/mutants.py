@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from ledgerspec.tools.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError
-from ledgerspec.tools.mutants import MODES, MUTANTS, WORKLOADS, MutationRun, Workload, run_mutants
+from ledgerspec.tools.mutants import MODES, MUTANTS, WORKLOADS, CursorWorkload, MutationRun, Workload, run_mutants
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -99,7 +99,7 @@ def _print_catalog(out: Console, mutants: list[Any], workloads: list[Any]) -> No
     out.print(table)
     table = Table("workload", "spec", "runs", "", title="workloads (every fault allowed)")
     for w in workloads:
-        detail = f"{w.steps} steps each, seed {w.seed}: " if isinstance(w, Workload) else ""
+        detail = f"{w.steps} steps each, seed {w.seed}: " if isinstance(w, Workload | CursorWorkload) else ""
         table.add_row(w.name, w.spec, str(w.run_count()), escape(detail + w.doc))
     out.print(table)
 
@@ -110,7 +110,9 @@ def _print(out: Console, run: MutationRun) -> None:
         cells = []
         for mode in MODES:
             kill = result.kills[mode]
-            if kill is None:
+            if kill is None and not result.traces[mode]:
+                cells.append("not checked (no workload of its specs records this mode)")
+            elif kill is None:
                 cells.append(f"[yellow]survived[/yellow] ({result.traces[mode]} traces)")
             else:
                 cells.append(f"[green]killed[/green] by {escape(kill.trace)}, event {kill.event_index} ({kill.event})")

@@ -1,12 +1,20 @@
-"""``ledgerspec simulate ledger``: random runs of the reference engine, written as traces the oracle checks.
+"""``ledgerspec simulate ledger|managed-ledger``: random runs of the reference engine, written as traces.
 
-Each run is a :class:`~ledgerspec.reference.ledger.simulation.LedgerSimulation`
+``ledger``: each run is a :class:`~ledgerspec.reference.ledger.simulation.LedgerSimulation`
 of ``--steps`` steps chosen by a generator seeded with the run's number and
 ``--seed``: the same arguments write the same files, byte for byte. The
 model's sizes and fault bounds are the ledger spec's constants (``--const``),
 so ``ledgerspec check`` with the same constants (``manifest.json`` gives the
 command) must find every trace of the correct engine conforming, and a
 mutant's (``--mutant``) violating.
+
+``managed-ledger``: each run is a topic and its durable cursor on a broker
+that crashes (also at each persistence step of the cursor) and restarts,
+with failed BookKeeper calls and lost cursor ledgers
+(:mod:`ledgerspec.reference.managed_ledger.simulation`), checked against the
+cursor spec (``--spec cursor``). Its sizes are the cursor spec's constants
+``MaxEntriesPerLedger``, ``MetadataMaxEntriesPerLedger`` and ``BatchSize``;
+its mutants the managed ledger's.
 
 Exit status: 0 the runs were written; 1 a reader read, up to the LAC, an
 entry other than the one written; 2 bad options.
@@ -17,12 +25,17 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import attrs
 from ledgerspec.reference.ledger import FAULTS, MUTANTS, SimulationConfig
 from ledgerspec.reference.ledger.trace import ndjson, simulate_traces
+from ledgerspec.reference.managed_ledger import MUTANTS as ML_MUTANTS
+from ledgerspec.reference.managed_ledger import RunConfig
+from ledgerspec.reference.managed_ledger.refinement import spec_for_config
+from ledgerspec.reference.managed_ledger.simulation import simulate_cursor_traces
 from ledgerspec.spec.ledger import LedgerSpec
 from ledgerspec.spec.values import format_value
 from ledgerspec.tools.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError, parse_constants
@@ -30,9 +43,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["register", "simulation_config"]
+__all__ = ["cursor_run_config", "register", "simulation_config"]
 
-SIMULATIONS = ("ledger",)
+SIMULATIONS = ("ledger", "managed-ledger")
 MODES = ("full", "client")
 # The spec constants a simulation takes, with their SimulationConfig fields.
 CONSTANT_FIELDS = {
@@ -60,10 +73,19 @@ def register(commands: Any) -> None:
     simulate.add_argument("--steps", type=int, default=200, help="steps per run (default 200)")
     simulate.add_argument("--traces", type=int, default=1, help="runs, one trace each (default 1)")
     simulate.add_argument(
-        "--faults", default=",".join(FAULTS), help=f"faults allowed, comma-separated (default all: {','.join(FAULTS)})"
+        "--faults",
+        default=",".join(FAULTS),
+        help=f"ledger: faults allowed, comma-separated (default all: {','.join(FAULTS)})",
     )
     simulate.add_argument("--mode", default="full", help="observation mode of the traces: full (default) or client")
-    simulate.add_argument("--mutant", help="a client mutant: " + ", ".join(MUTANTS))
+    simulate.add_argument(
+        "--mutant",
+        help="a seeded bug: of the client (ledger: "
+        + ", ".join(MUTANTS)
+        + ") or of the managed ledger (managed-ledger: "
+        + ", ".join(ML_MUTANTS)
+        + ")",
+    )
     simulate.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help="a spec constant")
     simulate.add_argument("--out", required=True, metavar="DIR", help="directory for the traces and manifest.json")
     simulate.add_argument("--json", action="store_true", help="print one JSON object")
@@ -93,6 +115,8 @@ def _simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
     for name in ("steps", "traces"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if args.spec == "managed-ledger":
+        return _simulate_managed_ledger(args, out)
     config = simulation_config(parse_constants(args.const), args.faults, args.mutant)
     directory = Path(args.out)
     try:
@@ -165,3 +189,85 @@ def _print(out: Console, manifest: dict[str, Any]) -> None:
         for problem in run["read_problems"]:
             out.print(f"[red]{escape(run['trace'])}:[/red] {escape(problem)}", highlight=False)
     out.print(f"check them with: {escape(manifest['check'])}", highlight=False, soft_wrap=True)
+
+
+# The cursor spec's constants a managed-ledger run takes, with their RunConfig fields.
+CURSOR_FIELDS = {
+    "MaxEntriesPerLedger": "max_entries_per_ledger",
+    "MetadataMaxEntriesPerLedger": "metadata_max_entries_per_ledger",
+    "BatchSize": "batch_size",
+}
+
+
+def cursor_run_config(constants: dict[str, str], mutant: str | None) -> RunConfig:
+    """A managed-ledger run's configuration from ``--const`` and ``--mutant``; :class:`UsageError` if bad."""
+    unknown = sorted(set(constants) - set(CURSOR_FIELDS))
+    if unknown:
+        raise UsageError(
+            f"a managed-ledger run takes the constants {', '.join(CURSOR_FIELDS)}; not {', '.join(unknown)}"
+        )
+    values = spec_for_config(RunConfig(), **constants).values  # bad types and values fail here
+    if mutant is not None and mutant not in ML_MUTANTS:
+        raise UsageError(f"unknown managed-ledger mutant {mutant!r}; mutants: {', '.join(ML_MUTANTS)}")
+    return RunConfig(mutant=mutant, **{CURSOR_FIELDS[name]: values[name] for name in constants})
+
+
+def _simulate_managed_ledger(args: argparse.Namespace, out: Console) -> int:
+    if args.faults != ",".join(FAULTS):
+        raise UsageError("--faults is for ledger runs: a managed-ledger run takes every fault of the cursor spec")
+    config = cursor_run_config(parse_constants(args.const), args.mutant)
+    directory = Path(args.out)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write to {directory}: {exc.strerror}") from None
+    constants = spec_for_config(config).values
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="ledgerspec-broker-") as scratch:  # the bookies' files
+        recorded = list(
+            simulate_cursor_traces(
+                config, scratch, seed=args.seed, steps=args.steps, traces=args.traces, modes=(args.mode,)
+            )
+        )
+    for trace_id, lines in recorded:
+        path = directory / f"{trace_id}.ndjson"
+        path.write_bytes(ndjson(lines[args.mode]))
+        kinds = [line["type"] for line in lines[args.mode]]
+        runs.append(
+            {
+                "trace": trace_id,
+                "file": path.name,
+                "events": len(kinds),
+                "acks": kinds.count("ConsumerAcks"),
+                "crashes": kinds.count("BrokerCrashes"),
+                "restores": kinds.count("CursorRecovers"),
+                "trims": kinds.count("TrimConsumedLedgers"),
+            }
+        )
+    check = ["ledgerspec", "check", str(directory), "--spec", "cursor", "--mode", args.mode] + [
+        arg for name, value in constants.items() if name != "Bug" for arg in ("--const", f"{name}={value}")
+    ]
+    manifest = {
+        "spec": "cursor",
+        "mode": args.mode,
+        "seed": args.seed,
+        "steps": args.steps,
+        "mutant": config.mutant,
+        "constants": constants,
+        "check": shlex.join(check),
+        "traces": runs,
+    }
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(manifest, indent=2))
+        return EXIT_OK
+    mutant = f", mutant {manifest['mutant']}" if manifest["mutant"] else ""
+    out.print(f"[bold]managed ledger[/bold] ({args.mode} mode, seed {args.seed}{mutant})", highlight=False)
+    table = Table("trace", "events", "acks", "crashes", "restores", "trims")
+    for run in runs:
+        table.add_row(
+            escape(run["trace"]), *(f"{run[k]:,}" for k in ("events", "acks", "crashes", "restores", "trims"))
+        )
+    out.print(table)
+    out.print(f"check them with: {escape(manifest['check'])}", highlight=False, soft_wrap=True)
+    return EXIT_OK

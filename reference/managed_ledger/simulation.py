@@ -1,0 +1,127 @@
+"""Seeded random runs of a topic and its cursor on a crashing broker, recorded as traces for the oracle.
+
+:func:`random_steps` drives a :class:`~.run.CursorRun` by a seeded
+``random.Random``: publishes, acknowledgements of random messages, flushes,
+trims, now and then a close, a crash (also armed at a persistence step), a
+failed BookKeeper call or a lost cursor ledger, and a restart after every
+crash. The same seed gives the same run on every machine.
+
+:class:`CursorTraceRecorder` turns each event the run logs into one line of
+the trace format (docs/trace-format.md): ``type`` the cursor spec's action,
+``params`` its parameters, ``observed`` the values the observation mode may
+report (``spec/cursor_trace.py``) that changed since the previous line, read
+through the abstraction function. In ``client`` mode the steps the mode
+hides are left out and every line is the consumer's.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from ledgerspec.reference.ledger import EngineEvent
+from ledgerspec.reference.ledger.trace import TRACE_FORMAT_VERSION, ndjson
+from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
+from ledgerspec.reference.managed_ledger.cursor import CursorStatus
+from ledgerspec.reference.managed_ledger.refinement import spec_for
+from ledgerspec.reference.managed_ledger.run import CursorRun, RunConfig
+from ledgerspec.spec.cursor_trace import TRACE
+from ledgerspec.spec.tracing import INIT, ObservedChanges
+
+__all__ = ["CRASH_POINTS", "CursorTraceRecorder", "ndjson", "random_steps", "simulate_cursor_traces"]
+
+#: Where a crash can be armed: each persistence step of the cursor, and the rollover of the topic's ledger.
+CRASH_POINTS = (
+    "cursor-ledger-create",
+    "cursor-ledger-switch",
+    "cursor-ledger-delete",
+    "cursor-ledger-append",
+    "cursor-znode-close",
+    "ledger-rollover",
+)
+
+
+class CursorTraceRecorder:
+    """Records a run's events as trace lines in one observation mode (module docstring)."""
+
+    def __init__(self, run: CursorRun, mode: str, trace_id: str) -> None:
+        self.run = run
+        self.mode = TRACE.mode(mode)
+        self.trace_id = trace_id
+        self.spec = spec_for(run)
+        self.abstraction = CursorAbstraction(run)
+        self.lines: list[dict[str, Any]] = []
+        self._observed = ObservedChanges(TRACE, self.spec, self.mode.observes)
+        self._record(INIT, (), self.mode.logged_by(INIT, ()))
+        run.log.listeners.append(self.on_event)
+
+    def on_event(self, event: EngineEvent) -> None:
+        if self.mode.hides(event.action, event.args):
+            return
+        self._record(event.action, event.args, self.mode.logged_by(event.action, event.args))
+
+    def _record(self, action: str, args: tuple[Any, ...], process: str) -> None:
+        changed = self._observed.since_last(self.abstraction(frozenset()))  # durable: observed by no mode
+        line: dict[str, Any] = {
+            "v": TRACE_FORMAT_VERSION,
+            "trace": self.trace_id,
+            "process": process,
+            "seq": len(self.lines) + 1,
+            "type": action,
+        }
+        if args:
+            line["params"] = TRACE.encode_params(action, args)
+        if changed:
+            line["observed"] = changed
+        self.lines.append(line)
+
+
+def random_steps(run: CursorRun, rng: random.Random, steps: int, *, max_entries: int = 8) -> None:
+    """``steps`` random steps of the run (module docstring); a crashed broker restarts at its next step."""
+    published: list[tuple[int, int]] = []
+    for _ in range(steps):
+        cursor = run.cursor
+        if not run.up:
+            run.restart()
+            continue
+        if cursor is None or cursor.status not in (CursorStatus.NO_LEDGER, CursorStatus.OPEN):
+            run.crash()  # a closed cursor: the broker stops, and comes back at the next step
+            continue
+        choice = rng.random()
+        ml = run.ml
+        assert ml is not None
+        live = [(p, i) for p in published if ml.holds(p) for i in range(run.config.batch_size)]
+        if choice < 0.3 and len(published) < max_entries:
+            position = run.publish()
+            if position is not None:
+                published.append(position)
+        elif choice < 0.6 and live:
+            run.ack(*rng.choice(live))
+        elif choice < 0.78:
+            run.flush()
+        elif choice < 0.85:
+            run.trim()
+        elif choice < 0.87:
+            run.close_cursor()
+        elif choice < 0.9:
+            run.crash()
+        elif choice < 0.95:
+            run.crash_at = rng.choice(CRASH_POINTS)
+        elif choice < 0.98:
+            run.fail_next("appends" if cursor.status == CursorStatus.OPEN and rng.random() < 0.5 else "creates")
+        else:
+            run.lose_cursor_ledger()
+
+
+def simulate_cursor_traces(
+    config: RunConfig, root: str, *, seed: int, steps: int, traces: int, modes: tuple[str, ...] = ("full",)
+) -> Iterator[tuple[str, dict[str, list[dict[str, Any]]]]]:
+    """``traces`` random runs of ``steps`` steps: (trace id, lines per mode) for each; run ``i`` is seeded
+    with ``(seed, i)``, so the same arguments give the same traces, byte for byte."""
+    for i in range(traces):
+        trace_id = f"cursor-{seed}-{i}"
+        run = CursorRun(f"{root}/{trace_id}", config)
+        recorders = {mode: CursorTraceRecorder(run, mode, trace_id) for mode in modes}
+        random_steps(run, random.Random(seed * 1_000_003 + i), steps)
+        yield trace_id, {mode: r.lines for mode, r in recorders.items()}

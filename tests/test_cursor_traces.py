@@ -1,0 +1,209 @@
+"""The cursor spec under the oracle: its trace mapping (spec/cursor_trace.py), and the reference managed
+ledger's runs (reference/managed_ledger/simulation.py) as traces, checked from the library and the command line."""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from ledgerspec.conformance import TraceChecker, events_from_json
+from ledgerspec.reference.managed_ledger import CursorRun, RunConfig
+from ledgerspec.reference.managed_ledger.refinement import CursorRefinement, spec_for_config
+from ledgerspec.reference.managed_ledger.simulation import random_steps, simulate_cursor_traces
+from ledgerspec.spec.cursor import BUGS, CursorSpec, CursorState
+from ledgerspec.spec.cursor_trace import CLIENT, CLIENT_OBSERVES, FULL, GUARDS, TRACE
+from ledgerspec.spec.explorer import explore
+from ledgerspec.spec.tracing import mapping_for
+from ledgerspec.tools.cli import main
+
+MODELS = {"loss": {"MaxEntries": 2, "MaxLedgerLoss": 1}, "batches": {"MaxEntries": 1, "BatchSize": 2}}
+
+
+@functools.cache
+def _explored(bug: str, model: str) -> tuple[CursorSpec, tuple[CursorState, ...]]:
+    spec = CursorSpec(Bug=bug, **MODELS[model])
+    result = explore(spec, check_deadlock=False, stop_at_first=False, keep_states=True)
+    assert result.states is not None
+    return spec, result.states
+
+
+# -- the mapping --------------------------------------------------------------------------
+def test_mapping_is_found_by_spec_name_and_speaks_the_specs_vocabulary() -> None:
+    assert mapping_for("cursor") is TRACE
+    assert list(TRACE.actions) == [a.name for a in CursorSpec.actions]
+    assert "durable" not in FULL.observes and {"znode", "cursor_ledgers", "covered"} <= FULL.observes
+    assert TRACE.encode_params("ConsumerAcks", (56, 9, 0)) == {"ledger": 56, "entry": 9, "index": 0}
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("bug", list(BUGS))
+def test_explanations_agree_with_the_actions(bug: str, model: str) -> None:
+    """In every reachable state, also of the seeded bugs: an explanation names a failing guard exactly when the
+    instance is disabled."""
+    spec, states = _explored(bug, model)
+    disabled = 0
+    for s in states:
+        for act in spec.actions:
+            for args in [()] if act.params is None else list(act.params(spec, s)):
+                why = TRACE.explain[act.name](spec, s, *args)
+                assert (why is None) == (act.fn(spec, s, *args) is not None), (act.name, args, why, s)
+                disabled += why is not None
+    assert disabled
+
+
+def test_explanations_name_the_failing_guard() -> None:
+    spec, states = _explored("none", "loss")
+    first = states[0]
+    no_message = "there is no message 0:0 (batch index 0) in the ledger list"
+    assert TRACE.explain["ConsumerAcks"](spec, first, 0, 0, 0) == no_message
+    assert TRACE.explain["CursorSwitchesLedger"](spec, first) == (
+        "the cursor is NoLedger, not SwitchingLedger: no new cursor ledger waits to be named in the znode"
+    )
+    assert TRACE.explain["ManagedLedgerOpens"](spec, first) == "the broker is up: the managed ledger is open"
+
+
+def test_every_guard_holds_in_each_state_that_breaks_its_invariant() -> None:
+    broken: set[str] = set()
+    for bug in BUGS:
+        spec, states = _explored(bug, "loss")
+        for s in states:
+            for inv in spec.invariants:
+                if inv.fn(spec, s) is not None:
+                    broken.add(inv.name)
+                    assert all(g.fn(spec, s) for g in GUARDS.get(inv.name, ())), (bug, inv.name)
+    assert broken == {"CursorSkipsNoUnackedMessage", "OnlyUnpersistedAcksRedelivered", "TrimKeepsUnconsumedEntries"}
+
+
+def test_every_guard_holds_somewhere() -> None:
+    spec, states = _explored("none", "loss")
+    for prop, guards in GUARDS.items():
+        for g in guards:
+            assert any(g.fn(spec, s) for s in states), (prop, g.name)
+
+
+def test_hidden_steps_change_nothing_a_client_observes() -> None:
+    for model in MODELS:
+        spec, states = _explored("none", model)
+        hidden = [a for a in spec.actions if a.name in CLIENT.hidden]
+        assert {a.name for a in hidden} == set(CLIENT.hidden)
+        for s in states:
+            for act in hidden:
+                for args in [()] if act.params is None else list(act.params(spec, s)):
+                    t = act.fn(spec, s, *args)
+                    if t is not None:
+                        for name in CLIENT_OBSERVES:
+                            assert TRACE.observe(spec, t, name) == TRACE.observe(spec, s, name), (act.name, name)
+
+
+# -- traces of the reference managed ledger -------------------------------------------------
+@functools.cache
+def _traces(mutant: str | None = None) -> list[tuple[str, dict[str, list[dict[str, Any]]]]]:
+    root = tempfile.mkdtemp(prefix="cursor-traces-")
+    return list(
+        simulate_cursor_traces(RunConfig(mutant=mutant), root, seed=3, steps=100, traces=6, modes=("full", "client"))
+    )
+
+
+def test_the_correct_engine_conforms_in_full_observation() -> None:
+    checker = TraceChecker(spec_for_config(RunConfig()), "full")
+    actions: set[str] = set()
+    for trace_id, lines in _traces():
+        verdict = checker.check(events_from_json(lines["full"]))
+        assert verdict.status == "conforms", (trace_id, verdict.reason)
+        actions |= {line["type"] for line in lines["full"]}
+    assert actions == {"Init", *TRACE.actions}  # every action is exercised
+
+
+def test_client_lines_carry_what_a_consumer_knows() -> None:
+    lines = [line for _, trace in _traces() for line in trace["client"]]
+    assert {line["process"] for line in lines} == {"consumer"}
+    assert not {line["type"] for line in lines} & set(CLIENT.hidden)
+    assert {n for line in lines for n in line.get("observed", {})} <= CLIENT_OBSERVES
+
+
+def test_a_short_client_trace_conforms() -> None:
+    """Client observation hides every persistence step; a short run stays within the checker's search bounds."""
+    [(trace_id, lines)] = simulate_cursor_traces(
+        RunConfig(), tempfile.mkdtemp(), seed=5, steps=25, traces=1, modes=("client",)
+    )
+    verdict = TraceChecker(spec_for_config(RunConfig()), "client").check(events_from_json(lines["client"]))
+    assert verdict.status == "conforms", (trace_id, verdict.reason)
+
+
+@pytest.mark.parametrize(
+    ("mutant", "event"),
+    [
+        ("restore_ignores_no_ledger", "CursorRecovers"),
+        ("restore_skips_unacked", "CursorRecovers"),
+        ("trim_deletes_needed_ledger", "TrimConsumedLedgers"),
+    ],
+)
+def test_a_mutant_is_caught_at_its_own_step(mutant: str, event: str) -> None:
+    checker = TraceChecker(spec_for_config(RunConfig()), "full")
+    for _, lines in _traces(mutant):
+        verdict = checker.check(events_from_json(lines["full"]))
+        if verdict.status == "violates":
+            assert verdict.failure is not None and verdict.failure.event_type == event, verdict.reason
+            return
+    pytest.fail(f"no trace of {mutant} violates the spec")
+
+
+def test_the_random_runs_refine_the_spec_event_by_event(tmp_path: Path) -> None:
+    run = CursorRun(str(tmp_path), RunConfig(batch_size=2))
+    check = CursorRefinement(run)
+    random_steps(run, random.Random(11), 150)
+    assert check.events > 50 and check.state.crashes > 0
+
+
+def test_the_same_seed_gives_the_same_traces(tmp_path: Path) -> None:
+    first = list(simulate_cursor_traces(RunConfig(), str(tmp_path / "a"), seed=2, steps=60, traces=2))
+    again = list(simulate_cursor_traces(RunConfig(), str(tmp_path / "b"), seed=2, steps=60, traces=2))
+    assert first == again and first[0][1] != first[1][1]
+
+
+# -- the command line -------------------------------------------------------------------
+def test_simulate_then_check_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "traces"
+    args = ["simulate", "managed-ledger", "--out", str(out), "--traces", "2", "--steps", "60", "--json"]
+    assert main(args) == 0
+    manifest = json.loads(capsys.readouterr().out)
+    assert manifest["spec"] == "cursor" and len(manifest["traces"]) == 2
+    assert sorted(p.name for p in out.iterdir()) == ["cursor-0-0.ndjson", "cursor-0-1.ndjson", "manifest.json"]
+    check = manifest["check"].split()[1:]
+    assert main([*check, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["conforms"] == 2
+    assert main([*args[:-1], "--mutant", "restore_skips_unacked", "--traces", "6", "--json"]) == 0
+    capsys.readouterr()
+    assert main([*check, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["violations"]
+
+
+@pytest.mark.parametrize(
+    ("option", "words"),
+    [
+        (["--const", "E=3"], "a managed-ledger run takes the constants"),
+        (["--const", "BatchSize=0"], "BatchSize must be at least 1"),
+        (["--mutant", "lac_before_qa"], "unknown managed-ledger mutant"),
+        (["--faults", "crash"], "--faults is for ledger runs"),
+    ],
+)
+def test_bad_options_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], words: str
+) -> None:
+    assert main(["simulate", "managed-ledger", "--out", str(tmp_path), *option]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_runs_with_batches_use_batch_indexes() -> None:
+    config = attrs.evolve(RunConfig(), batch_size=3)
+    [(_, lines)] = simulate_cursor_traces(config, tempfile.mkdtemp(), seed=1, steps=80, traces=1)
+    indexes = {line["params"]["index"] for line in lines["full"] if line["type"] == "ConsumerAcks"}
+    assert indexes == {0, 1, 2}
+    verdict = TraceChecker(spec_for_config(config), "full").check(events_from_json(lines["full"]))
+    assert verdict.status == "conforms", verdict.reason
