@@ -11,6 +11,7 @@ from ledgerspec.tools.commands import (
     check,
     convert_traces,
     crash_check,
+    decode_cursor,
     demo,
     inspect_bookie,
     model_check,
@@ -20,6 +21,18 @@ from ledgerspec.tools.commands import (
     specs,
 )
 
-COMMANDS = (demo, model_check, check, convert_traces, simulate, mutants, quorum, specs, inspect_bookie, crash_check)
+COMMANDS = (
+    demo,
+    model_check,
+    check,
+    convert_traces,
+    simulate,
+    mutants,
+    quorum,
+    specs,
+    inspect_bookie,
+    crash_check,
+    decode_cursor,
+)
 
 __all__ = ["COMMANDS"]
