@@ -70,43 +70,30 @@ class CursorAbstraction:
         )
         cursors_ledger, stored_cursor, _ = run.store.read_cursor(TOPIC, SUBSCRIPTION, ids, count)
         snap = self._spec_snapshot(stored_cursor)
-        common = {
-            "ledgers": ledgers,
-            "deleted": frozenset((x, n) for x, n in self.listed.items() if x not in ids),
-            "next_id": run.created[-1] + 1,
-            "cursor_ledgers": cursor_ledgers,
-            "znode": CursorInfo(cursors_ledger, snap.mark_delete, snap.ranges, snap.batch),
-            "broker_up": run.up,
-            "crashes": run.crashes,
-            "faults": run.faults.failed,
-            "lost": run.losses,
-            "acked": frozenset(run.acked),
-            "durable": durable,
-        }
         cursor = run.cursor
-        if cursor is None:
-            return CursorState(
-                **common,
-                status=UNINITIALIZED,
-                mark_delete=NO_POSITION,
-                ranges=frozenset(),
-                batch=frozenset(),
-                cursor_ledger=NO_LEDGER_ID,
-                switching_to=NO_LEDGER_ID,
-                retired=frozenset(),
-                dirty=False,
-            )
-        memory = self._spec_snapshot(cursor.snapshot())
+        memory = self._spec_snapshot(cursor.snapshot()) if cursor is not None else None
         return CursorState(
-            **common,
-            status=cursor.status,
-            mark_delete=memory.mark_delete,
-            ranges=memory.ranges,
-            batch=memory.batch,
-            cursor_ledger=cursor.ledger_id,
-            switching_to=cursor.switching_to.ledger_id if cursor.switching_to is not None else NO_LEDGER_ID,
-            retired=frozenset(cursor.retired),
-            dirty=cursor.dirty,
+            ledgers=ledgers,
+            deleted=frozenset((x, n) for x, n in self.listed.items() if x not in ids),
+            next_id=run.created[-1] + 1,
+            cursor_ledgers=cursor_ledgers,
+            znode=CursorInfo(cursors_ledger, snap.mark_delete, snap.ranges, snap.batch),
+            broker_up=run.up,
+            crashes=run.crashes,
+            status=cursor.status if cursor is not None else UNINITIALIZED,
+            mark_delete=memory.mark_delete if memory is not None else NO_POSITION,
+            ranges=memory.ranges if memory is not None else frozenset(),
+            batch=memory.batch if memory is not None else frozenset(),
+            cursor_ledger=cursor.ledger_id if cursor is not None else NO_LEDGER_ID,
+            switching_to=cursor.switching_to.ledger_id
+            if cursor is not None and cursor.switching_to is not None
+            else NO_LEDGER_ID,
+            retired=frozenset(cursor.retired) if cursor is not None else frozenset(),
+            dirty=cursor.dirty if cursor is not None else False,
+            faults=run.faults.failed,
+            lost=run.losses,
+            acked=frozenset(run.acked),
+            durable=durable,
         )
 
     def _spec_snapshot(self, snapshot: CursorSnapshot) -> PositionInfo:

@@ -34,6 +34,10 @@ from ledgerspec.spec.positions import Position
 __all__ = ["CursorSnapshot", "bits_of", "entries_of_ranges", "longs_of", "ranges_of_entries"]
 
 
+def _batch_map(batches: Mapping[Position, frozenset[int]]) -> dict[Position, frozenset[int]]:
+    return dict(batches)
+
+
 @attrs.frozen
 class CursorSnapshot:
     """A cursor's acknowledgements: everything up to ``mark_delete``, the entries ``acked`` after it, and the
@@ -41,7 +45,7 @@ class CursorSnapshot:
 
     mark_delete: Position
     acked: frozenset[Position] = frozenset()
-    unacked_batch: Mapping[Position, frozenset[int]] = attrs.field(factory=dict, converter=lambda m: dict(m))
+    unacked_batch: Mapping[Position, frozenset[int]] = attrs.field(factory=dict, converter=_batch_map)
 
     def __hash__(self) -> int:
         return hash((self.mark_delete, self.acked, frozenset(self.unacked_batch.items())))

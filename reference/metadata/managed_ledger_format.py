@@ -72,6 +72,14 @@ __all__ = [
 COMPRESSED_MAGIC = 0x4778  # MetaStoreImpl.MAGIC_MANAGED_INFO_METADATA
 
 
+def _str_map(properties: Mapping[str, str]) -> dict[str, str]:
+    return dict(properties)
+
+
+def _long_map(properties: Mapping[str, int]) -> dict[str, int]:
+    return dict(properties)
+
+
 class ManagedLedgerFormatError(ValueError):
     """Bytes that are not the managed-ledger message expected; the message says which, what and where."""
 
@@ -117,7 +125,7 @@ class LedgerInfo:
 class ManagedLedgerInfo:
     ledgers: tuple[LedgerInfo, ...] = ()
     terminated_position: Position | None = None
-    properties: Mapping[str, str] = attrs.field(factory=dict, converter=dict, hash=False)
+    properties: Mapping[str, str] = attrs.field(factory=dict, converter=_str_map, hash=False)
 
 
 @attrs.frozen
@@ -125,7 +133,7 @@ class ManagedCursorInfo:
     cursors_ledger_id: int  # -1: the state below is the cursor's; else read the cursor ledger's last record
     mark_delete: Position
     individual_deleted: tuple[MessageRange, ...] = ()
-    properties: Mapping[str, int] = attrs.field(factory=dict, converter=dict, hash=False)
+    properties: Mapping[str, int] = attrs.field(factory=dict, converter=_long_map, hash=False)
     last_active: int = 0
     batched_deletion: tuple[BatchDeletionIndex, ...] = ()
 
@@ -134,7 +142,7 @@ class ManagedCursorInfo:
 class PositionInfo:
     mark_delete: Position
     individual_deleted: tuple[MessageRange, ...] = ()
-    properties: Mapping[str, int] = attrs.field(factory=dict, converter=dict, hash=False)
+    properties: Mapping[str, int] = attrs.field(factory=dict, converter=_long_map, hash=False)
     batched_deletion: tuple[BatchDeletionIndex, ...] = ()
 
 
@@ -303,9 +311,11 @@ def _parse_maybe_compressed(message: Any, data: bytes, what: str, header_type: A
 
 def compress(data: bytes, codec: str = "ZLIB", *, cursor: bool = False) -> bytes:
     """``data`` (a ManagedLedgerInfo, or a ManagedCursorInfo with ``cursor``) in the compressed form."""
-    header = (pb.ManagedCursorInfoMetadata if cursor else pb.ManagedLedgerInfoMetadata)()
-    header.compressionType = pb.CompressionType.Value(codec)
-    header.uncompressedSize = len(data)
+    header_type = pb.ManagedCursorInfoMetadata if cursor else pb.ManagedLedgerInfoMetadata
+    codecs = list(pb.CompressionType.keys())
+    if codec not in codecs:
+        raise ManagedLedgerFormatError(f"no codec {codec}; codecs: {', '.join(codecs)}")
+    header = header_type(compressionType=codec, uncompressedSize=len(data))
     if codec == "NONE":
         body = data
     elif codec == "ZLIB":
