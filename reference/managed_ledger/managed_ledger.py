@@ -267,6 +267,14 @@ class ManagedLedger:
         cursor = self.cursors[name] = ManagedCursor(self, name, snapshot, version)
         return cursor
 
+    def delete_cursor(self, name: str) -> None:
+        """``deleteCursor``: the cursor's znode goes, and its cursor ledger if it holds one."""
+        self._require_open("delete a cursor")
+        cursor = self.cursors.pop(name)
+        self.store.delete_cursor(self.name, name)
+        for ledger_id in {cursor.ledger_id, *cursor.retired} - {-1}:
+            self.bookkeeper.delete(ledger_id)
+
     def trim_consumed_ledgers(self) -> list[int]:
         """``internalTrimLedgers``, after ``maybeUpdateCursorBeforeTrimmingConsumedLedger``; the ledgers trimmed."""
         self._require_open("trim")

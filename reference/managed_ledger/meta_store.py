@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
-from ledgerspec.reference.metadata import MetadataStore, NodeExistsError, NoNodeError
+from ledgerspec.reference.metadata import ANY_VERSION, MetadataStore, NodeExistsError, NoNodeError
 from ledgerspec.reference.metadata.managed_ledger_format import (
     LedgerInfo,
     ManagedCursorInfo,
@@ -84,6 +84,9 @@ class ManagedLedgerStore:
         except NodeExistsError as e:
             raise StoredStateError(f"cursor {cursor} of {name} exists already") from e
         return 0
+
+    def delete_cursor(self, name: str, cursor: str) -> None:
+        self.store.delete(cursor_path(name, cursor), version=ANY_VERSION)
 
     def read_cursor(
         self, name: str, cursor: str, ledgers: Sequence[int], count: Callable[[int], int]
