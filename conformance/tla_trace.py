@@ -27,6 +27,7 @@ This module writes text only; ``ledgerspec.tools.trace_tlc`` runs TLC on it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -69,9 +70,11 @@ class TraceModule:
     start: int  # events matched in the initial state: 1 when the trace opens with Init
 
     def write(self, directory: Path, spec_tla: Path) -> tuple[Path, Path]:
-        """Write the module, its config and a copy of the spec's module; the paths of the module and config."""
+        """Write the module, its config and copies of the spec's module and of the modules of its directory it
+        extends (``positions.tla``, say); the paths of the module and config."""
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / f"{self.spec_module}.tla").write_text(spec_tla.read_text())
+        for source in _local_modules(spec_tla):
+            (directory / source.name).write_text(source.read_text())
         module = directory / f"{self.name}.tla"
         module.write_text(self.text)
         config = directory / f"{self.name}.cfg"
@@ -186,3 +189,23 @@ def _observed(e: Event, mapping: TraceMapping, spec: Spec[Any], *, primed: bool)
             raise TraceModuleError(f"{e.where}: projection {name} has no TLA+ text in the trace mapping")
         conditions.append(f"({tla}){prime} = {text}")
     return conditions
+
+
+_EXTENDS = re.compile(r"^EXTENDS[ \t]+([\w \t,]+)$", re.MULTILINE)
+
+
+def _local_modules(spec_tla: Path) -> list[Path]:
+    """The spec's module and, transitively, the modules it extends that sit beside it."""
+    found: list[Path] = []
+    pending = [spec_tla]
+    while pending:
+        path = pending.pop()
+        if path in found:
+            continue
+        found.append(path)
+        for match in _EXTENDS.finditer(path.read_text()):
+            for name in (n.strip() for n in match.group(1).split(",")):
+                sibling = path.with_name(f"{name}.tla")
+                if sibling.is_file():
+                    pending.append(sibling)
+    return found

@@ -207,3 +207,21 @@ def test_runs_with_batches_use_batch_indexes() -> None:
     assert indexes == {0, 1, 2}
     verdict = TraceChecker(spec_for_config(config), "full").check(events_from_json(lines["full"]))
     assert verdict.status == "conforms", verdict.reason
+
+
+@pytest.mark.tlc
+@pytest.mark.parametrize("mutant", [None, "restore_skips_unacked"])
+def test_tlc_gives_the_same_verdicts_on_cursor_traces(tmp_path: Path, mutant: str | None) -> None:
+    """Each trace as a TLA+ module over cursor.tla (and positions.tla, which it extends), validated by TLC."""
+    from ledgerspec.tools.trace_tlc import validate_with_tlc
+
+    spec = spec_for_config(RunConfig())
+    verdicts = []
+    for trace_id, lines in simulate_cursor_traces(RunConfig(mutant=mutant), str(tmp_path), seed=3, steps=60, traces=3):
+        events = events_from_json(lines["full"])
+        verdict = TraceChecker(spec, "full").check(events)
+        checked = validate_with_tlc(events, spec, directory=tmp_path / f"tlc-{trace_id}")
+        assert checked.outcome.conforms == (verdict.status == "conforms"), (trace_id, checked.outcome, verdict.reason)
+        assert verdict.failure is None or verdict.failure.event_index == checked.outcome.event_index
+        verdicts.append(verdict.status)
+    assert ("violates" in verdicts) == (mutant is not None)
