@@ -126,10 +126,11 @@ class ManagedCursor:
             else:
                 del self.unacked_batch[position]
                 self.acked.add(position)
-        while (nxt := next_position(self.ml.ids(), self.ml.entries_of, self.mark_delete)) in self.acked:
+        ids = self.ml.ids()
+        while (nxt := next_position(ids, self.ml.entries_of, self.mark_delete)) in self.acked:
             assert nxt is not None
+            self.acked.discard(nxt)  # the mark passes it: no longer an individual ack
             self.mark_delete = nxt
-        self._drop_passed()
         self.dirty = True
         self.ml.log.emit("ConsumerAcks", position[0], position[1], index)
         return True
