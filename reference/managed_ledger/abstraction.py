@@ -32,17 +32,18 @@ keeps the indexes *not* acknowledged: the one is the other's complement in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ledgerspec.reference.bookie import DigestType
 from ledgerspec.reference.bookie.entry import decode_entry
+from ledgerspec.reference.ledger import InProcessCluster
 from ledgerspec.reference.managed_ledger.cursor import NO_LEDGER_ID
 from ledgerspec.reference.managed_ledger.run import SUBSCRIPTION, TOPIC, CursorRun
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
 from ledgerspec.spec.cursor import UNINITIALIZED, CursorInfo, CursorState, Message, PositionInfo
 from ledgerspec.spec.positions import NO_POSITION, Position
 
-__all__ = ["CursorAbstraction"]
+__all__ = ["CursorAbstraction", "bookie_entries"]
 
 
 class CursorAbstraction:
@@ -107,13 +108,21 @@ class CursorAbstraction:
         """The entry ids the bookies store of ``ledger``."""
         return {e for _, view in self.run.cluster.views(ledger) for e in view.entries}
 
-    def _records(self, ledger: int, ids: tuple[int, ...], count: object) -> tuple[PositionInfo, ...]:
+    def _records(self, ledger: int, ids: tuple[int, ...], count: Callable[[int], int]) -> tuple[PositionInfo, ...]:
         """The cursor ledger's records, in entry order, read from the bookies that store them."""
-        records = []
-        for entry in sorted(self._entries(ledger)):
-            node = next(n for n in self.run.cluster.nodes.values() if n.up and entry in n.view(ledger).entries)
-            assert node.bookie is not None
-            payload = decode_entry(node.bookie.read_entry(ledger, entry), DigestType.CRC32C).payload
-            snapshot = self.run.store.decode_position_info(payload, ids, count)  # type: ignore[arg-type]
-            records.append(self._spec_snapshot(snapshot))
-        return tuple(records)
+        return tuple(
+            self._spec_snapshot(self.run.store.decode_position_info(payload, ids, count))
+            for payload in bookie_entries(self.run.cluster, ledger)
+        )
+
+
+def bookie_entries(cluster: InProcessCluster, ledger: int) -> list[bytes]:
+    """The payloads of the entries the bookies store of ``ledger``, in entry order, each read from a bookie that
+    has it (bypassing the client: no fencing, no LAC)."""
+    nodes = list(cluster.nodes.values())
+    payloads = []
+    for entry in sorted({e for node in nodes for e in node.view(ledger).entries}):
+        node = next(n for n in nodes if n.up and entry in n.view(ledger).entries)
+        assert node.bookie is not None
+        payloads.append(decode_entry(node.bookie.read_entry(ledger, entry), DigestType.CRC32C).payload)
+    return payloads

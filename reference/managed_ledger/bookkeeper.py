@@ -19,6 +19,7 @@ call                        BookKeeper
 ``close(handle)``           ``asyncClose``
 ``open_recovered(id)``      ``asyncOpenLedger`` (with recovery): fence, recover
                             the last entries, close; the handle to read
+``open_closed(id)``         ``asyncOpenLedgerNoRecovery`` of a closed ledger
 ``read(handle, a, b)``      ``asyncReadEntries``
 ``delete(id)``              ``asyncDeleteLedger``: the metadata goes; the
                             bookies' garbage collection is left out
@@ -149,6 +150,13 @@ class BookKeeperLedgers:
             return recovery.future.result()
         except LedgerClientError as e:
             raise BookKeeperError(f"recovering ledger {ledger_id} failed: {e}") from e
+
+    def open_closed(self, ledger_id: int) -> ReadHandle:
+        """Open a closed ledger without recovery (``asyncOpenLedgerNoRecovery``), to read it."""
+        try:
+            return self.client.open_ledger(ledger_id, password=self.password)
+        except LedgerClientError as e:
+            raise BookKeeperError(f"opening ledger {ledger_id} failed: {e}") from e
 
     def read(self, handle: ReadHandle, first: int, last: int) -> list[bytes]:
         future = handle.read(first, last)

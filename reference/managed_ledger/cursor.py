@@ -81,6 +81,7 @@ class ManagedCursor:
         self.mark_delete: Position = snapshot.mark_delete
         self.acked: set[Position] = set(snapshot.acked)  # individually acknowledged entries after the mark
         self.unacked_batch: dict[Position, frozenset[int]] = dict(snapshot.unacked_batch)
+        self.properties: dict[str, int] = dict(snapshot.properties)  # kept with the mark-delete
         self.ledger: LedgerHandle | None = None  # the cursor ledger to append to
         self.ledger_id = NO_LEDGER_ID  # the cursor ledger held (written to, or restored from), or -1
         self.records = 0  # records appended to the current cursor ledger
@@ -93,7 +94,7 @@ class ManagedCursor:
 
     # -- the spec's view -------------------------------------------------------------
     def snapshot(self) -> CursorSnapshot:
-        return CursorSnapshot(self.mark_delete, frozenset(self.acked), self.unacked_batch)
+        return CursorSnapshot(self.mark_delete, frozenset(self.acked), self.unacked_batch, self.properties)
 
     def covers(self, position: Position, batch_index: int) -> bool:
         """Is the message at ``position`` (batch index ``batch_index``; 0 unbatched) acknowledged?"""
@@ -134,6 +135,18 @@ class ManagedCursor:
         self.dirty = True
         self.ml.log.emit("ConsumerAcks", position[0], position[1], index)
         return True
+
+    def mark_delete_to(self, position: Position, properties: dict[str, int]) -> None:
+        """A cumulative ack (``asyncMarkDelete``) up to ``position``, with the properties to keep beside it.
+
+        Not a step of the cursor spec, which models individual acks: the deduplication cursor uses it.
+        """
+        self._require_active("mark-delete")
+        if position < self.mark_delete:
+            raise ValueError(f"mark-delete {position} is before the cursor's {self.mark_delete}")
+        self.mark_delete, self.properties = position, dict(properties)
+        self._drop_passed()
+        self.dirty = True
 
     def _drop_passed(self) -> None:
         self.acked = {p for p in self.acked if p > self.mark_delete}
@@ -250,7 +263,7 @@ class ManagedCursor:
             LOG.info("[%s] Recovering from bookkeeper ledger %d cursor: %s", ml.name, cursors_ledger_id, name)
             last = cls._last_record(ml, cursors_ledger_id)
             if last is None:
-                rollback = CursorSnapshot(max(stored.mark_delete, ml.first_position()))
+                rollback = CursorSnapshot(max(stored.mark_delete, ml.first_position()), properties=stored.properties)
                 LOG.info(
                     "[%s] Cursor %s: ledger %d is gone or empty; rolling back to %d:%d",
                     ml.name,

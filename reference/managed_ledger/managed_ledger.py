@@ -219,8 +219,9 @@ class ManagedLedger:
         return min(mark_delete, self.last_confirmed())
 
     # -- publishing ------------------------------------------------------------------
-    def add_entry(self, data: bytes) -> Position:
-        """Add an entry to the last ledger; its position. A full ledger is rolled over after the add."""
+    def add_entry(self, data: bytes, *, roll_over: bool = True) -> Position:
+        """Add an entry to the last ledger; its position. A full ledger is rolled over after the add, unless
+        ``roll_over`` is false (the caller has more adds for this ledger in flight)."""
         self._require_open("add an entry")
         if self.current is None:
             self._create_current()
@@ -229,18 +230,27 @@ class ManagedLedger:
         last = self.ledgers[-1]
         last.entries, last.size = last.entries + 1, last.size + len(data)
         self.log.emit("EntryPublished")
-        self.roll_over_if_full()
+        if roll_over:
+            self.roll_over_if_full()
         return (last.ledger_id, entry_id)
 
-    def is_full(self) -> bool:
-        """``currentLedgerIsFull`` (see the module docstring)."""
+    def is_full(self, in_flight: int = 0) -> bool:
+        """``currentLedgerIsFull`` (see the module docstring), counting ``in_flight`` adds as written."""
         c, last = self.config, self.ledgers[-1]
         age = self.clock() - self.created_ms
-        space = last.entries >= c.max_entries_per_ledger or (
+        entries = last.entries + in_flight
+        space = entries >= c.max_entries_per_ledger or (
             c.max_size_per_ledger_bytes > 0 and last.size >= c.max_size_per_ledger_bytes
         )
         aged = c.maximum_rollover_ms > 0 and age >= c.maximum_rollover_ms
         return (space or aged) and (c.minimum_rollover_ms == 0 or age > c.minimum_rollover_ms)
+
+    def read_entries(self, ledger_id: int) -> list[bytes]:
+        """Every entry of a closed ledger of the list, in order."""
+        count = self.entries_of(ledger_id)
+        if count == 0:
+            return []
+        return self.bookkeeper.read(self.bookkeeper.open_closed(ledger_id), 0, count - 1)
 
     def roll_over_if_full(self) -> bool:
         """Close a full last ledger (one with entries), create the next and list it (``LedgerRollsOver``)."""

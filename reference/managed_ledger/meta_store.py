@@ -99,7 +99,7 @@ class ManagedLedgerStore:
         except ManagedLedgerFormatError as e:
             raise StoredStateError(f"{path}: not a ManagedCursorInfo ({e})") from e
         snapshot = CursorSnapshot.from_wire(
-            info.mark_delete, info.individual_deleted, info.batched_deletion, ledgers, count
+            info.mark_delete, info.individual_deleted, info.batched_deletion, ledgers, count, info.properties
         )
         return info.cursors_ledger_id, snapshot, node.stat.version
 
@@ -117,6 +117,7 @@ class ManagedLedgerStore:
                 cursors_ledger_id,
                 WirePosition(*snapshot.mark_delete),
                 snapshot.wire_ranges(),
+                snapshot.properties,
                 batched_deletion=snapshot.wire_batches(),
             )
         )
@@ -126,7 +127,10 @@ class ManagedLedgerStore:
     def encode_position_info(snapshot: CursorSnapshot) -> bytes:
         return encode_position_info(
             PositionInfo(
-                WirePosition(*snapshot.mark_delete), snapshot.wire_ranges(), batched_deletion=snapshot.wire_batches()
+                WirePosition(*snapshot.mark_delete),
+                snapshot.wire_ranges(),
+                snapshot.properties,
+                snapshot.wire_batches(),
             )
         )
 
@@ -134,5 +138,5 @@ class ManagedLedgerStore:
     def decode_position_info(data: bytes, ledgers: Sequence[int], count: Callable[[int], int]) -> CursorSnapshot:
         info = decode_position_info(data)
         return CursorSnapshot.from_wire(
-            info.mark_delete, info.individual_deleted, info.batched_deletion, ledgers, count
+            info.mark_delete, info.individual_deleted, info.batched_deletion, ledgers, count, info.properties
         )

@@ -1,4 +1,8 @@
-"""Refinement, event by event: a :class:`~.run.CursorRun` takes only steps the cursor spec allows.
+"""Refinement, event by event: runs of the reference managed ledger take only steps their specs allow.
+
+:class:`CursorRefinement` checks a :class:`~.run.CursorRun` against the
+cursor spec; :class:`TopicRefinement` a :class:`~.topic_run.TopicRun` against
+the managed-ledger spec, the same way.
 
 :class:`CursorRefinement` listens to the run's log. At each event it takes
 the abstraction of the run (:class:`~.abstraction.CursorAbstraction`) and
@@ -17,10 +21,13 @@ from __future__ import annotations
 from ledgerspec.reference.ledger import EngineEvent
 from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
 from ledgerspec.reference.managed_ledger.run import CursorRun, RunConfig
+from ledgerspec.reference.managed_ledger.topic_abstraction import TopicAbstraction
+from ledgerspec.reference.managed_ledger.topic_run import TopicRun
 from ledgerspec.reference.refinement import RefinementError, SpecSteps
 from ledgerspec.spec.cursor import CursorSpec, CursorState
+from ledgerspec.spec.managed_ledger import ManagedLedgerSpec, ManagedLedgerState
 
-__all__ = ["CursorRefinement", "RefinementError", "spec_for", "spec_for_config"]
+__all__ = ["CursorRefinement", "RefinementError", "TopicRefinement", "spec_for", "spec_for_config"]
 
 UNBOUNDED = 1_000_000
 
@@ -63,3 +70,23 @@ class CursorRefinement:
         where = f"event {self.events} ({event})"
         expected = self.steps.expected([event], where)
         self.steps.step([event], self.abstraction(expected.durable), where, expected)
+
+
+class TopicRefinement:
+    """Checks every event of one topic run against the managed-ledger spec."""
+
+    def __init__(self, run: TopicRun, spec: ManagedLedgerSpec | None = None) -> None:
+        self.run = run
+        self.spec = spec or ManagedLedgerSpec(**run.config.spec_constants(), MaxCrashes=UNBOUNDED)
+        self.abstraction = TopicAbstraction(run, self.spec)
+        self.events = 0
+        self.steps: SpecSteps[ManagedLedgerState] = SpecSteps(self.spec, self.abstraction())
+        run.log.listeners.append(self.check)
+
+    @property
+    def state(self) -> ManagedLedgerState:
+        return self.steps.state
+
+    def check(self, event: EngineEvent) -> None:
+        self.events += 1
+        self.steps.step([event], self.abstraction(), f"event {self.events} ({event})")

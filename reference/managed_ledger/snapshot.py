@@ -2,7 +2,9 @@
 
 A :class:`CursorSnapshot` is what a persist writes and a restore reads: the
 mark-delete position, the individually acknowledged entries after it, and,
-for each partly acknowledged batch, the batch indexes not acknowledged yet.
+for each partly acknowledged batch, the batch indexes not acknowledged yet;
+and the cursor's properties (named longs: the deduplication cursor keeps
+each producer's highest sequence id there).
 Pulsar writes it in these shapes (``ManagedCursorImpl.buildIndividualDeletedMessageRanges``,
 ``buildBatchEntryDeletionIndexInfoList``):
 
@@ -38,6 +40,10 @@ def _batch_map(batches: Mapping[Position, frozenset[int]]) -> dict[Position, fro
     return dict(batches)
 
 
+def _property_map(properties: Mapping[str, int]) -> dict[str, int]:
+    return dict(properties)
+
+
 @attrs.frozen
 class CursorSnapshot:
     """A cursor's acknowledgements: everything up to ``mark_delete``, the entries ``acked`` after it, and the
@@ -46,9 +52,12 @@ class CursorSnapshot:
     mark_delete: Position
     acked: frozenset[Position] = frozenset()
     unacked_batch: Mapping[Position, frozenset[int]] = attrs.field(factory=dict, converter=_batch_map)
+    properties: Mapping[str, int] = attrs.field(factory=dict, converter=_property_map)  # LongProperty
 
     def __hash__(self) -> int:
-        return hash((self.mark_delete, self.acked, frozenset(self.unacked_batch.items())))
+        return hash(
+            (self.mark_delete, self.acked, frozenset(self.unacked_batch.items()), frozenset(self.properties.items()))
+        )
 
     def wire_ranges(self) -> tuple[MessageRange, ...]:
         return tuple(
@@ -69,12 +78,14 @@ class CursorSnapshot:
         batches: Sequence[BatchDeletionIndex],
         ledgers: Sequence[int],
         count: Callable[[int], int],
+        properties: Mapping[str, int] | None = None,
     ) -> CursorSnapshot:
         bounds = [((r.lower.ledger_id, r.lower.entry_id), (r.upper.ledger_id, r.upper.entry_id)) for r in ranges]
         return cls(
             (mark_delete.ledger_id, mark_delete.entry_id),
             frozenset(entries_of_ranges(bounds, ledgers, count)),
             {(b.position.ledger_id, b.position.entry_id): frozenset(bits_of(b.delete_set)) for b in batches},
+            properties or {},
         )
 
 

@@ -1,0 +1,167 @@
+"""The reference topic and managed ledger refine the managed-ledger spec: producers with deduplication,
+rollover, crashes at each step of an add, restarts, consumption and trimming.
+
+Each rule takes one step of a :class:`~ledgerspec.reference.managed_ledger.topic_run.TopicRun`;
+the producers', the clock's and the add's rules are taken when the spec's
+action is enabled (they ask the spec, on the abstraction of the run), the
+broker's trims whenever it is up (a trim the spec does not allow must then
+change nothing); :class:`~ledgerspec.reference.managed_ledger.refinement.TopicRefinement`
+checks each event against the spec on the run's real state: the ledger list
+and the subscriptions' positions decoded from the store and the bookies, the
+entries' producers and sequence ids decoded from Pulsar's ``MessageMetadata``.
+A crash can strike before an add is written or after it is written and
+before the producer's answer.
+
+Seeded bugs (a managed-ledger mutant, and the topic forgetting its
+deduplication state on reopen) must make the machine fail.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+import pytest
+from hypothesis import HealthCheck, note, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from ledgerspec.reference.managed_ledger.refinement import TopicRefinement
+from ledgerspec.reference.managed_ledger.topic_run import TopicRun, TopicRunConfig
+from ledgerspec.reference.refinement import RefinementError
+from ledgerspec.spec.managed_ledger import ManagedLedgerState
+from ledgerspec.tools.crash_check import default_scratch
+
+STEPS = 40
+CONFIGS = {
+    "two producers": TopicRunConfig(producers=2, messages=3, cursors=1),
+    "batches, partitioned, age": TopicRunConfig(
+        producers=1, messages=4, batch_size=2, partitioned=True, maximum_rollover=2, minimum_rollover=1, cursors=2
+    ),
+}
+
+
+class TopicRefinementMachine(RuleBasedStateMachine):
+    """A topic, its producers and subscriptions, and a crashing broker, checked against the spec at every event."""
+
+    config = CONFIGS["two producers"]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.directory = tempfile.mkdtemp(prefix="topic-refinement-", dir=default_scratch())
+        self.run = TopicRun(self.directory, self.config)
+        self.check = TopicRefinement(self.run)
+        self.spec = self.check.spec
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    @property
+    def state(self) -> ManagedLedgerState:
+        return self.check.state
+
+    def enabled(self, action: str, *args: int) -> bool:
+        return getattr(self.spec, action)(self.state, *args) is not None
+
+    @rule(data=st.data())
+    def producer_sends(self, data: st.DataObject) -> None:
+        choices = [p for p in self.spec.producers if self.enabled("ProducerSends", p)]
+        if choices:
+            p = data.draw(st.sampled_from(choices), label="producer")
+            self.run.send(p)
+            note(f"send({p})")
+
+    @rule(data=st.data())
+    def producer_resends(self, data: st.DataObject) -> None:
+        choices = [p for p in self.spec.producers if self.enabled("ProducerResends", p)]
+        if choices:
+            p = data.draw(st.sampled_from(choices), label="producer")
+            self.run.resend(p)
+            note(f"resend({p})")
+
+    @rule(data=st.data())
+    def broker_receives(self, data: st.DataObject) -> None:
+        choices = [p for p in self.spec.producers if self.enabled("BrokerReceives", p)]
+        if choices:
+            p = data.draw(st.sampled_from(choices), label="producer")
+            self.run.receive(p)
+            note(f"receive({p})")
+
+    @precondition(lambda self: self.enabled("BookKeeperCompletesAdd"))
+    @rule(crash=st.sampled_from([None, None, "add-write", "add-ack"]))
+    def complete_add(self, crash: str | None) -> None:
+        self.run.crash_at = crash if self.state.crashes < self.spec.MaxCrashes else None
+        crashed = self.run.complete_add()
+        note(f"complete_add{f': crashed at {crash}' if crashed else ''}")
+
+    @precondition(lambda self: self.enabled("LedgerRollsOver"))
+    @rule()
+    def roll_over(self) -> None:
+        assert self.run.roll_over()
+        note("roll_over")
+
+    @precondition(lambda self: self.enabled("ClockTicks"))
+    @rule()
+    def tick(self) -> None:
+        self.run.tick()
+        note("tick")
+
+    @precondition(lambda self: self.run.up)
+    @rule()
+    def crash(self) -> None:
+        self.run.crash()
+        note("crash")
+
+    @precondition(lambda self: not self.run.up)
+    @rule()
+    def restart(self) -> None:
+        self.run.restart()
+        note("restart")
+
+    @rule(data=st.data())
+    def consume(self, data: st.DataObject) -> None:
+        choices = [c for c in self.spec.cursors if self.enabled("ConsumerAcks", c)]
+        if choices:
+            c = data.draw(st.sampled_from(choices), label="subscription")
+            assert self.run.consume(c)
+            note(f"consume({c})")
+
+    @precondition(lambda self: self.run.up)
+    @rule()
+    def skip_consumed(self) -> None:
+        note(f"skip_consumed: {self.run.skip_consumed()}")
+
+    @precondition(lambda self: self.run.up)
+    @rule()
+    def trim(self) -> None:
+        """Also when the spec would trim nothing: the engine must then trim nothing either."""
+        note(f"trim: {self.run.trim()}")
+
+
+def _settings(examples: int) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=STEPS,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_the_reference_topic_refines_the_managed_ledger_spec(name: str) -> None:
+    machine = type(f"TopicRefinement_{name.replace(' ', '_')}", (TopicRefinementMachine,), {"config": CONFIGS[name]})
+    run_state_machine_as_test(machine, settings=_settings(40))
+
+
+@pytest.mark.parametrize(
+    "bug",
+    [{"mutant": "trim_deletes_needed_ledger"}, {"forget_dedup_on_open": True}],
+    ids=["trim_deletes_needed_ledger", "dedup_forgets_on_reopen"],
+)
+def test_the_machine_finds_each_seeded_bug(bug: dict[str, object]) -> None:
+    config = TopicRunConfig(producers=1, messages=3, cursors=1, **bug)  # type: ignore[arg-type]
+    machine = type("TopicRefinement_bug", (TopicRefinementMachine,), {"config": config})
+    with pytest.raises((RefinementError, ExceptionGroup)) as failure:
+        run_state_machine_as_test(machine, settings=_settings(300))
+    group = failure.value
+    errors = group.exceptions if isinstance(group, ExceptionGroup) else (group,)
+    assert all(isinstance(e, RefinementError) for e in errors), errors

@@ -1,0 +1,174 @@
+"""A topic partition on a broker: the publish path with deduplication, over a managed ledger.
+
+The managed-ledger spec (``spec/managed_ledger.py``) is the design; the topic
+takes its broker steps and logs each in the spec's words as it completes:
+
+- ``BrokerReceives(p)``: a batch from a producer passes the deduplication
+  check (``MessageDeduplication.isDuplicate``): a sequence id at most the
+  highest the producer got accepted is a duplicate, answered at once with
+  message id ``-1:-1:-1:-1`` and not written; a new one waits to be added.
+  While the current ledger is full (its entries and the adds waiting count)
+  nothing is received: the adds wait for the rollover;
+- ``BookKeeperCompletesAdd``: the oldest batch waiting is added to the
+  managed ledger (its entry is Pulsar's ``MessageMetadata`` and payload,
+  :mod:`.entry_format`), and the producer gets its message ids;
+- ``LedgerRollsOver``: with no add waiting, a full ledger is closed and the
+  next created;
+- ``ManagedLedgerOpens``: after a restart, the managed ledger is open and the
+  deduplication state rebuilt: each producer's highest sequence id from the
+  last snapshot, then from the entries written after it;
+- ``CursorsSkipConsumedLedgers``, ``TrimConsumedLedgers``: the consumed
+  ledgers go, after a snapshot of the deduplication state.
+
+The deduplication state is persisted as Pulsar does: in the properties of a
+durable cursor named ``pulsar.dedup`` (each producer's highest sequence id),
+whose mark-delete position is the last entry the snapshot covers. A snapshot
+is taken before each trim, so that no entry it has not seen is trimmed.
+
+Crash points (the topic calls the broker's crash hook between two steps):
+``add-write`` before an add goes to BookKeeper, ``add-ack`` after it is
+written and before the producer is answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+from ledgerspec.reference.managed_ledger.cursor import ManagedCursor
+from ledgerspec.reference.managed_ledger.entry_format import Message, decode_message, encode_message
+from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
+from ledgerspec.reference.managed_ledger.managed_ledger import ManagedLedger
+from ledgerspec.reference.managed_ledger.message_id import MessageId
+
+__all__ = ["DEDUP_CURSOR", "DUPLICATE", "Reply", "Topic", "TopicStateError"]
+
+DEDUP_CURSOR = "pulsar.dedup"  # MessageDeduplication's cursor
+DUPLICATE = MessageId(-1, -1)  # the id a duplicate is answered with
+
+#: ``reply(sequence id, message ids)``: the producer's answer (``[DUPLICATE]`` for a duplicate).
+Reply = Callable[[int, list[MessageId]], None]
+
+
+class TopicStateError(Exception):
+    """A call the topic cannot take now (a full ledger, nothing waiting)."""
+
+
+@attrs.define
+class _Waiting:
+    producer: str
+    sequence_id: int
+    payload: bytes
+    messages: int
+    reply: Reply
+
+
+class Topic:
+    """One topic partition's publish path (see the module docstring)."""
+
+    def __init__(
+        self,
+        ml: ManagedLedger,
+        *,
+        partition: int = -1,
+        log: ManagedLedgerLog | None = None,
+        clock: Callable[[], int] = lambda: 0,
+        forget_dedup_on_open: bool = False,
+    ) -> None:
+        self.ml = ml
+        self.partition = partition
+        self.log = log or ManagedLedgerLog()
+        self.clock = clock
+        self.forget_dedup_on_open = forget_dedup_on_open  # MUTANT switch: dedup_forgets_on_reopen
+        self.highest_pushed: dict[str, int] = {}  # producer -> highest sequence id accepted
+        self.highest_written: dict[str, int] = {}  # producer -> highest sequence id in the entries
+        self.waiting: list[_Waiting] = []  # batches accepted and not yet added, in order
+        self.dedup = ml.cursors.get(DEDUP_CURSOR) or ml.open_cursor(DEDUP_CURSOR)
+
+    # -- opening ---------------------------------------------------------------------
+    def recover(self) -> None:
+        """Rebuild the deduplication state: the last snapshot, then the entries after it (``ManagedLedgerOpens``)."""
+        self.highest_written = dict(self.dedup.properties)
+        for data in self._entries_after(self.dedup.mark_delete):
+            message = decode_message(data)
+            self.highest_written[message.producer] = max(
+                self.highest_written.get(message.producer, -1), message.sequence_id
+            )
+        if not self.forget_dedup_on_open:  # MUTANT (dedup_forgets_on_reopen): every batch is new again
+            self.highest_pushed = dict(self.highest_written)
+        self.log.emit("ManagedLedgerOpens")
+
+    def _entries_after(self, position: tuple[int, int]) -> list[bytes]:
+        found = []
+        for ledger in self.ml.ids():
+            if ledger >= position[0]:
+                first = position[1] + 1 if ledger == position[0] else 0
+                found += self.ml.read_entries(ledger)[first:]
+        return found
+
+    # -- publishing ------------------------------------------------------------------
+    def can_receive(self) -> bool:
+        return not self.ml.is_full(len(self.waiting))
+
+    def receive(self, producer: str, sequence_id: int, payload: bytes, reply: Reply, *, messages: int = 1) -> None:
+        """A batch from ``producer``: a duplicate is answered now; a new one waits to be added."""
+        if not self.can_receive():
+            raise TopicStateError(f"ledger {self.ml.ids()[-1]} is full: the batch waits for the rollover")
+        if sequence_id <= self.highest_pushed.get(producer, -1):
+            reply(sequence_id, [DUPLICATE])
+        else:
+            self.highest_pushed[producer] = sequence_id
+            self.waiting.append(_Waiting(producer, sequence_id, payload, messages, reply))
+        self.log.emit("BrokerReceives", self.producer_number(producer))
+
+    def producer_number(self, producer: str) -> int:
+        """The spec's number of a producer named ``producer-<n>``."""
+        return int(producer.rpartition("-")[2])
+
+    def complete_add(self) -> None:
+        """The oldest batch waiting is added to the managed ledger; its producer gets the message ids."""
+        if not self.waiting:
+            raise TopicStateError("no batch waits to be added")
+        batch = self.waiting[0]
+        self.ml.crash_point("add-write")
+        message = Message(batch.producer, batch.sequence_id, self.clock(), batch.payload, batch.messages)
+        position = self.ml.add_entry(encode_message(message), roll_over=False)
+        self.ml.crash_point("add-ack")
+        self.waiting.pop(0)
+        self.highest_written[batch.producer] = max(self.highest_written.get(batch.producer, -1), batch.sequence_id)
+        batch.reply(batch.sequence_id, MessageId.batch(position, batch.messages, partition=self.partition))
+        self.log.emit("BookKeeperCompletesAdd")
+
+    def roll_over(self) -> bool:
+        """Roll a full ledger over once no add waits for it (``LedgerRollsOver``)."""
+        if self.waiting or not self.ml.roll_over_if_full():
+            return False
+        self.log.emit("LedgerRollsOver")
+        return True
+
+    # -- consumed ledgers --------------------------------------------------------------
+    def skip_consumed_ledgers(self, cursors: list[ManagedCursor]) -> bool:
+        """Cursors at a ledger's last entry move to the next ledger, persisted (``CursorsSkipConsumedLedgers``)."""
+        moved = [c for c in cursors if c.skip_consumed_ledger()]
+        for cursor in moved:
+            cursor.flush()
+        if moved:
+            self.log.emit("CursorsSkipConsumedLedgers")
+        return bool(moved)
+
+    def trim(self) -> list[int]:
+        """Snapshot the deduplication state, then trim the consumed ledgers (``TrimConsumedLedgers``).
+
+        The managed ledger's trim moves every cursor at a ledger's last entry to the next ledger first,
+        the deduplication cursor too, so that it never holds back a ledger the snapshot covers.
+        """
+        self.snapshot_dedup()
+        gone = self.ml.trim_consumed_ledgers()
+        if gone:
+            self.log.emit("TrimConsumedLedgers")
+        return gone
+
+    def snapshot_dedup(self) -> None:
+        """``MessageDeduplication.takeSnapshot``: the dedup cursor at the last entry, each producer's highest id."""
+        self.dedup.mark_delete_to(max(self.ml.last_confirmed(), self.dedup.mark_delete), self.highest_written)
+        self.dedup.flush()

@@ -1,0 +1,255 @@
+"""Producers, subscriptions and a topic on a broker that crashes and restarts: the managed-ledger spec's world.
+
+:class:`TopicRun` sets up an in-process BookKeeper cluster and an embedded
+metadata store (or one given), opens the topic ``public/default/persistent/topic``
+(:class:`~.topic.Topic` over a :class:`~.managed_ledger.ManagedLedger`) with
+durable subscriptions ``sub-1 .. sub-C`` at the earliest position, and plays
+the producers ``producer-1 .. producer-P`` as the spec's producers behave:
+each sends its batches with sequence ids 0, 1, ... in order on its
+connection; after a crash, once reconnected, it sends again every batch it
+got no answer for. Each call is one step of the spec, logged in its words:
+
+=================================  ==========================================
+call                               the managed-ledger spec's action
+=================================  ==========================================
+``send(p)``                        ``ProducerSends(p)``
+``resend(p)``                      ``ProducerResends(p)``
+``receive(p)``                     ``BrokerReceives(p)`` (the topic logs it)
+``complete_add()``                 ``BookKeeperCompletesAdd`` (the topic)
+``roll_over()``                    ``LedgerRollsOver`` (the topic)
+``tick()``                         ``ClockTicks``: a millisecond passes
+``crash()``                        ``BrokerCrashes(k)``: k adds were written
+``restart()``                      ``ManagedLedgerOpens`` (the topic)
+``consume(c)``                     ``ConsumerAcks(c)``: ``sub-c`` acknowledges
+                                   its next entry, and persists it
+``skip_consumed()``                ``CursorsSkipConsumedLedgers``
+``trim()``                         ``TrimConsumedLedgers`` (the topic)
+=================================  ==========================================
+
+``crash_at`` names a crash point of the topic (``add-write``, ``add-ack``)
+at which the next ``complete_add`` stops the broker. The producers' side
+(what each sent, what it got answered, what is in flight on its connection,
+the last message id it was given) is kept here: it is the spec's producers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+from ledgerspec.reference.ledger import InProcessCluster
+from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperLedgers
+from ledgerspec.reference.managed_ledger.cursor import ManagedCursor
+from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
+from ledgerspec.reference.managed_ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
+from ledgerspec.reference.managed_ledger.message_id import MessageId
+from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore
+from ledgerspec.reference.managed_ledger.run import BrokerCrashed
+from ledgerspec.reference.managed_ledger.topic import DUPLICATE, Topic
+from ledgerspec.reference.metadata import EmbeddedMetadataStore, LedgerMetadataStore, MetadataStore
+from ledgerspec.spec.positions import next_position
+
+__all__ = ["TOPIC", "TopicRun", "TopicRunConfig"]
+
+TOPIC = "public/default/persistent/topic"
+
+
+@attrs.frozen
+class TopicRunConfig:
+    """The run's sizes (the managed-ledger spec's constants of the same meaning) and seeded bugs."""
+
+    producers: int = 1  # NumProducers
+    messages: int = 3  # MaxMessages: batches each producer sends
+    batch_size: int = 1  # BatchSize
+    partitioned: bool = False  # Partitioned
+    max_entries_per_ledger: int = 2  # MaxEntriesPerLedger
+    maximum_rollover: int = 0  # MaximumRolloverTime, in milliseconds
+    minimum_rollover: int = 0  # MinimumRolloverTime, in milliseconds
+    cursors: int = 1  # NumCursors
+    mutant: str | None = None  # a managed-ledger mutant
+    forget_dedup_on_open: bool = False  # the topic's seeded bug (the spec's dedup_forgets_on_reopen)
+
+    def managed_ledger_config(self) -> ManagedLedgerConfig:
+        return ManagedLedgerConfig(
+            max_entries_per_ledger=self.max_entries_per_ledger,
+            max_size_per_ledger_bytes=0,
+            minimum_rollover_ms=self.minimum_rollover,
+            maximum_rollover_ms=self.maximum_rollover,
+            mutant=self.mutant,
+        )
+
+    def spec_constants(self) -> dict[str, int | bool]:
+        return {
+            "NumProducers": self.producers,
+            "MaxMessages": self.messages,
+            "BatchSize": self.batch_size,
+            "Partitioned": self.partitioned,
+            "MaxEntriesPerLedger": self.max_entries_per_ledger,
+            "MaximumRolloverTime": self.maximum_rollover,
+            "MinimumRolloverTime": self.minimum_rollover,
+            "NumCursors": self.cursors,
+        }
+
+
+@attrs.define
+class Producer:
+    """One producer, as the spec's producers behave."""
+
+    name: str
+    sent: int = 0  # sequence ids sent so far
+    acked: int = -1  # highest sequence id answered (answers come in order)
+    net: list[int] = attrs.Factory(list)  # sequence ids on the connection, not yet at the broker
+
+
+class TopicRun:
+    """A topic, its producers and subscriptions, and a broker, driven one step at a time (module docstring)."""
+
+    def __init__(self, root: str, config: TopicRunConfig | None = None, *, store: MetadataStore | None = None) -> None:
+        self.config = config or TopicRunConfig()
+        self.cluster = InProcessCluster(root, bookies=2, sync_to_disk=False)
+        self.metadata = store or EmbeddedMetadataStore()
+        self.ledger_metadata = LedgerMetadataStore(self.metadata)
+        self.store = ManagedLedgerStore(self.metadata)
+        self.log = ManagedLedgerLog()  # in the managed-ledger spec's words
+        self.now = 0
+        self.crashes = 0
+        self.crash_at: str | None = None
+        self.producers = [Producer(f"producer-{p}") for p in range(1, self.config.producers + 1)]
+        self.last_id = MessageId(-1, -1, -1, -1)
+        self.topic: Topic | None = None
+        self.written_at_crash = 0  # adds written by the crashed broker that it never answered
+        self._start()
+        assert self.ml is not None
+        for c in range(1, self.config.cursors + 1):
+            self.ml.open_cursor(f"sub-{c}", earliest=True)
+
+    # -- the broker ------------------------------------------------------------------
+    def _start(self) -> None:
+        bookkeeper = BookKeeperLedgers(self.cluster, self.ledger_metadata)
+        ml = ManagedLedger(
+            TOPIC,
+            self.store,
+            bookkeeper,
+            self.config.managed_ledger_config(),
+            clock=lambda: self.now,
+            crash_point=self._crash_point,
+        )
+        ml.initialize()
+        self.topic = Topic(
+            ml,
+            partition=0 if self.config.partitioned else -1,
+            log=self.log,
+            clock=lambda: self.now,
+            forget_dedup_on_open=self.config.forget_dedup_on_open,
+        )
+
+    def _crash_point(self, point: str) -> None:
+        if point == self.crash_at:
+            self.crash_at = None
+            raise BrokerCrashed(point)
+
+    @property
+    def up(self) -> bool:
+        return self.topic is not None
+
+    @property
+    def ml(self) -> ManagedLedger | None:
+        return self.topic.ml if self.topic is not None else None
+
+    def _topic(self) -> Topic:
+        if self.topic is None:
+            raise BrokerCrashed("the broker is down")
+        return self.topic
+
+    def ledger_metadata_exists(self, ledger_id: int) -> bool:
+        return self.metadata.exists(self.ledger_metadata.path(ledger_id)) is not None
+
+    def subscription(self, c: int) -> ManagedCursor:
+        ml = self._topic().ml
+        return ml.cursors[f"sub-{c}"]
+
+    def crash(self, written: int = 0) -> None:
+        """The broker dies; ``written`` of the adds it had accepted reached the bookies (``BrokerCrashes(k)``)."""
+        self.topic = None
+        self.crash_at = None
+        for producer in self.producers:
+            producer.net.clear()  # the connections are gone
+        self.crashes += 1
+        self.log.emit("BrokerCrashes", written)
+
+    def restart(self) -> None:
+        if self.topic is not None:
+            raise ValueError("the broker is up: crash it first")
+        self._start()
+        self._topic().recover()
+
+    # -- producers ---------------------------------------------------------------------
+    def awaits_resend(self, p: int) -> bool:
+        """The producer has unanswered batches that are neither in flight nor at the broker: lost in a crash."""
+        producer = self.producers[p - 1]
+        waiting = self.topic is not None and any(w.producer == producer.name for w in self.topic.waiting)
+        return producer.acked + 1 < producer.sent and not producer.net and not waiting
+
+    def send(self, p: int) -> None:
+        producer = self.producers[p - 1]
+        producer.net.append(producer.sent)
+        producer.sent += 1
+        self.log.emit("ProducerSends", p)
+
+    def resend(self, p: int) -> None:
+        producer = self.producers[p - 1]
+        producer.net = list(range(producer.acked + 1, producer.sent))
+        self.log.emit("ProducerResends", p)
+
+    def _answer(self, p: int) -> Callable[[int, list[MessageId]], None]:
+        producer = self.producers[p - 1]
+
+        def reply(sequence_id: int, ids: list[MessageId]) -> None:
+            producer.acked = max(producer.acked, sequence_id)
+            if ids != [DUPLICATE]:
+                self.last_id = ids[-1]
+
+        return reply
+
+    def receive(self, p: int) -> None:
+        producer = self.producers[p - 1]
+        sequence_id = producer.net.pop(0)
+        payload = b"m" * self.config.batch_size
+        self._topic().receive(producer.name, sequence_id, payload, self._answer(p), messages=self.config.batch_size)
+
+    def complete_add(self) -> bool:
+        """The oldest waiting add completes; whether the broker crashed on the way (at ``crash_at``)."""
+        topic = self._topic()
+        try:
+            topic.complete_add()
+        except BrokerCrashed as crash:
+            self.crash(1 if str(crash) == "add-ack" else 0)
+            return True
+        return False
+
+    def roll_over(self) -> bool:
+        return self._topic().roll_over()
+
+    def tick(self) -> None:
+        self.now += 1
+        self.log.emit("ClockTicks")
+
+    # -- subscriptions ---------------------------------------------------------------
+    def consume(self, c: int) -> bool:
+        """``sub-c`` acknowledges its next entry and persists the new mark-delete position (``ConsumerAcks``)."""
+        topic = self._topic()
+        cursor = self.subscription(c)
+        nxt = next_position(topic.ml.ids(), topic.ml.entries_of, cursor.mark_delete)
+        if nxt is None:
+            return False
+        cursor.ack(nxt)
+        cursor.flush()
+        self.log.emit("ConsumerAcks", c)
+        return True
+
+    def skip_consumed(self) -> bool:
+        topic = self._topic()
+        return topic.skip_consumed_ledgers([self.subscription(c) for c in range(1, self.config.cursors + 1)])
+
+    def trim(self) -> list[int]:
+        return self._topic().trim()

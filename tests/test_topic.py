@@ -1,0 +1,99 @@
+"""A topic's entries in Pulsar's bytes, and its deduplication across restarts and trims."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import crc32c
+import pytest
+from ledgerspec.reference.managed_ledger.entry_format import EntryFormatError, Message, decode_message, encode_message
+from ledgerspec.reference.managed_ledger.message_id import MessageId
+from ledgerspec.reference.managed_ledger.topic import DEDUP_CURSOR, DUPLICATE
+from ledgerspec.reference.managed_ledger.topic_run import TopicRun, TopicRunConfig
+
+
+# -- entries -----------------------------------------------------------------------------
+def test_an_entry_is_metadata_and_payload_behind_a_crc32c() -> None:
+    message = Message("producer-1", 7, 1700, b"hello", 3)
+    data = encode_message(message)
+    # MessageMetadata: producer_name (1), sequence_id (2), publish_time (3), num_messages_in_batch (11)
+    metadata = b"\x0a\x0aproducer-1" + b"\x10\x07" + b"\x18\xa4\x0d" + b"\x58\x03"
+    body = struct.pack(">I", len(metadata)) + metadata + b"hello"
+    assert data == struct.pack(">HI", 0x0E01, crc32c.crc32c(body)) + body
+    assert decode_message(data) == message
+
+
+def test_broker_entry_metadata_in_front_is_skipped() -> None:
+    message = Message("p", 1, 2, b"x")
+    assert decode_message(struct.pack(">HI", 0x0E02, 2) + b"\x08\x01" + encode_message(message)) == message
+
+
+@pytest.mark.parametrize(
+    ("mangle", "words"),
+    [
+        (lambda d: d[:-1] + bytes([d[-1] ^ 1]), "CRC32C mismatch at byte 2"),
+        (lambda d: d[:4], "the checksum at byte 2 is cut short"),
+        (lambda d: struct.pack(">I", 99) + b"\x0a", "the metadata at byte 4 is 99 bytes long, but 1 follow"),
+        (lambda d: struct.pack(">I", 2) + b"\x10\x01", "lacks required fields: producer_name, publish_time"),
+    ],
+)
+def test_a_bad_entry_says_what_and_where(mangle: object, words: str) -> None:
+    data = encode_message(Message("producer-1", 1, 2, b"payload"))
+    with pytest.raises(EntryFormatError, match=words):
+        decode_message(mangle(data))  # type: ignore[operator]
+
+
+# -- deduplication -------------------------------------------------------------------------
+def _publish(run: TopicRun, p: int = 1) -> None:
+    run.send(p)
+    run.receive(p)
+    if run.topic is not None and run.topic.waiting:
+        run.complete_add()
+
+
+def test_a_batch_resent_after_a_crash_is_answered_not_written_again(tmp_path: Path) -> None:
+    run = TopicRun(str(tmp_path), TopicRunConfig(max_entries_per_ledger=10))
+    _publish(run)
+    run.send(1)
+    run.receive(1)
+    run.crash_at = "add-ack"
+    assert run.complete_add()  # written, never answered
+    run.restart()
+    assert run.topic is not None and run.topic.highest_pushed == {"producer-1": 1}
+    answers: list[list[MessageId]] = []
+    run.topic.receive("producer-1", 1, b"m", lambda seq, ids: answers.append(ids))
+    assert answers == [[DUPLICATE]] and not run.topic.waiting
+
+
+def test_the_dedup_snapshot_outlives_a_trim_of_the_ledgers_it_covers(tmp_path: Path) -> None:
+    run = TopicRun(str(tmp_path), TopicRunConfig(max_entries_per_ledger=1, messages=5))
+    for _ in range(2):
+        _publish(run)
+        run.roll_over()
+    while run.consume(1):
+        pass
+    assert run.skip_consumed() and run.trim()
+    assert run.ml is not None
+    assert run.ml.cursors[DEDUP_CURSOR].properties == {"producer-1": 1}
+    run.crash()
+    run.restart()
+    assert run.topic is not None and run.topic.highest_pushed == {"producer-1": 1}
+
+
+def test_a_topic_that_forgets_its_dedup_state_writes_a_duplicate(tmp_path: Path) -> None:
+    run = TopicRun(str(tmp_path), TopicRunConfig(max_entries_per_ledger=10, forget_dedup_on_open=True))
+    run.send(1)
+    run.receive(1)
+    run.crash_at = "add-ack"
+    assert run.complete_add()
+    run.restart()
+    run.resend(1)
+    run.receive(1)
+    assert run.topic is not None and [w.sequence_id for w in run.topic.waiting] == [0]  # written twice
+
+
+def test_message_ids_carry_the_partition_and_batch_indexes(tmp_path: Path) -> None:
+    run = TopicRun(str(tmp_path), TopicRunConfig(batch_size=3, partitioned=True))
+    _publish(run)
+    assert run.last_id == MessageId(0, 0, 0, 2)
