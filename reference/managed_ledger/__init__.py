@@ -12,10 +12,18 @@ Modules, each with one job:
   rollover, trimming;
 - :mod:`.cursor`: ``ManagedCursor``: acknowledgements, their persistence to
   the cursor ledger and the znode, the restore;
-- :mod:`.events`: the log, in the cursor spec's words;
-- :mod:`.run`, :mod:`.abstraction`, :mod:`.refinement`: a topic and a cursor
-  on a crashing broker, its spec state, and the check that each step is one
-  the spec allows.
+- :mod:`.topic`: ``Topic``: the broker's publish path with deduplication;
+  :mod:`.entry_format`: its entries in Pulsar's bytes (``MessageMetadata``
+  and payload); :mod:`.message_id`: message ids as Pulsar prints and orders
+  them;
+- :mod:`.events`: the log, in the specs' words;
+- :mod:`.run`, :mod:`.abstraction`: a topic and a cursor on a crashing broker,
+  and its cursor-spec state; :mod:`.simulation`: seeded random runs of it,
+  recorded as traces;
+- :mod:`.topic_run`, :mod:`.topic_abstraction`: producers, subscriptions and
+  a topic on a crashing broker, and its managed-ledger-spec state;
+- :mod:`.refinement`: the checks that each step of a run is one its spec
+  allows.
 """
 
 from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
