@@ -24,17 +24,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 from ledgerspec.reference.managed_ledger import MUTANTS, CursorRefinement, CursorRun, RunConfig
 from ledgerspec.reference.managed_ledger.cursor import CursorStatus
+from ledgerspec.reference.managed_ledger.simulation import CRASH_POINTS
 from ledgerspec.reference.refinement import RefinementError
 from ledgerspec.tools.crash_check import default_scratch
 
-CRASH_POINTS = (
-    "cursor-ledger-create",
-    "cursor-ledger-switch",
-    "cursor-ledger-delete",
-    "cursor-ledger-append",
-    "cursor-znode-close",
-    "ledger-rollover",
-)
 MAX_ENTRIES = 8  # entries published in a run, at most
 STEPS = 40
 SLOW_STEPS = 80

@@ -96,7 +96,7 @@ from ledgerspec.spec.kernel import (
     invariant,
     reachable,
 )
-from ledgerspec.spec.positions import NO_POSITION, Position, last_confirmed, next_ledger, next_position
+from ledgerspec.spec.positions import NO_POSITION, Position, next_ledger, next_position, recovered_position
 
 __all__ = ["BUGS", "CursorInfo", "CursorSpec", "CursorState", "Message", "PositionInfo"]
 
@@ -266,13 +266,8 @@ class CursorSpec(Spec[CursorState]):
         return (s.ledgers[0][0], -1) if s.ledgers else NO_POSITION
 
     def recovered_position(self, s: CursorState, md: Position) -> Position:
-        """``recoveredCursor``: a mark at (l, -1) of a ledger gone moves to the next; none is past the last entry."""
-        ids = self.ids(s)
-        if md[1] == -1 and md[0] not in ids:
-            after = next_ledger(ids, md[0])
-            if after is not None:
-                md = (after, -1)
-        return min(md, last_confirmed(ids, self.counter(s)))
+        """``recoveredCursor`` (``positions.recovered_position``) over the managed ledger's list."""
+        return recovered_position(self.ids(s), self.counter(s), md)
 
     # -- Init ------------------------------------------------------------------------
     def init_states(self) -> Iterator[CursorState]:

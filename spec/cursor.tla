@@ -112,12 +112,8 @@ BatchAfter(md, bs) == {m \in bs : PosLess(md, <<m[1], m[2]>>)}
 \* getFirstPosition: before the first entry of the first ledger of the list.
 FirstPosition == IF ledgers = <<>> THEN NoPosition ELSE <<ledgers[1][1], -1>>
 
-(* recoveredCursor: a mark at <<l, -1>> of a ledger gone moves to the next *)
-(* ledger; no mark is past the last entry.                                 *)
-RecoveredPosition(md) ==
-    LET moved == IF md[2] = -1 /\ md[1] \notin Range(Ids) /\ NextLedgerOf(md[1]) # None
-                 THEN <<NextLedgerOf(md[1]), -1>> ELSE md
-    IN PosMin(moved, LastConfirmed(Ids, CountOf))
+\* recoveredCursor (positions.tla) over the managed ledger's list.
+Recovered(md) == RecoveredPosition(Ids, CountOf, md)
 
 -----------------------------------------------------------------------------
 (* The managed ledger's first ledger has id 0 (BookKeeper's first id); the *)
@@ -328,7 +324,7 @@ CursorRecovers ==
            rs0 == IF fromZnode THEN info.ranges ELSE IF fromLedger THEN last.ranges ELSE {}
            bs0 == IF fromZnode THEN info.batch ELSE IF fromLedger THEN last.batch ELSE {}
            md1 == IF Bug = "restore_skips_unacked" /\ rs0 # {} THEN PosMax(md0, PosSetMax(rs0)) ELSE md0
-           md == RecoveredPosition(md1)
+           md == Recovered(md1)
        IN /\ znode' = IF fromZnode \/ fromLedger THEN znode ELSE CursorInfo(None, rollback, {}, {})
           /\ cursor_ledger' = IF fromLedger THEN info.cursors_ledger ELSE None
           /\ mark_delete' = md

@@ -84,7 +84,7 @@ from ledgerspec.spec.kernel import (
     invariant,
     reachable,
 )
-from ledgerspec.spec.positions import Position, next_ledger, next_position
+from ledgerspec.spec.positions import Position, next_ledger, next_position, recovered_position
 
 __all__ = ["BUGS", "ManagedLedgerSpec", "ManagedLedgerState", "MessageId"]
 
@@ -339,11 +339,15 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         dedup = tuple(-1 for _ in self.producers)
         if self.Bug != "dedup_forgets_on_reopen":
             dedup = self.recovered_dedup(s.entries)
+        listed, entries = (*ledgers, new), (*s.entries, ())
+        # The cursors are restored (recoveredCursor): a mark at (l, -1) of the ledger dropped moves on.
+        marks = tuple(recovered_position(listed, lambda x: len(entries[x - 1]), md) for md in s.mark_delete)
         return evolve(
             s,
-            ledgers=(*ledgers, new),
-            entries=(*s.entries, ()),
+            ledgers=listed,
+            entries=entries,
             deleted=deleted,
+            mark_delete=marks,
             broker_up=True,
             current=new,
             highest_pushed=dedup,

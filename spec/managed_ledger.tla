@@ -222,19 +222,24 @@ BrokerCrashes(k) ==
     /\ UNCHANGED <<ledgers, deleted, mark_delete, sent, acked, last_id>>
 
 (* initialize: recover-open the last ledger, drop it if empty, create a    *)
-(* new one, rebuild the dedup state from the entries.                      *)
+(* new one, rebuild the dedup state from the entries, restore the cursors. *)
 ManagedLedgerOpens ==
     /\ ~broker_up
     /\ LET dropLast == Len(ledgers) > 0 /\ entries[ledgers[Len(ledgers)]] = <<>>
            kept == IF dropLast THEN SubSeq(ledgers, 1, Len(ledgers) - 1) ELSE ledgers
            new == Len(entries) + 1
-       IN /\ ledgers' = Append(kept, new)
+           listed == Append(kept, new)
+           newEntries == Append(entries, <<>>)
+       IN /\ ledgers' = listed
           /\ deleted' = IF dropLast THEN deleted \cup {ledgers[Len(ledgers)]} ELSE deleted
           /\ current' = new
-    /\ entries' = Append(entries, <<>>)
+          /\ entries' = newEntries
+          \* The cursors are restored (recoveredCursor): a mark at <<l, -1>> of the ledger dropped moves on.
+          /\ mark_delete' = [c \in Cursors |->
+                                RecoveredPosition(listed, LAMBDA l : Len(newEntries[l]), mark_delete[c])]
     /\ broker_up' = TRUE
     /\ highest_pushed' = IF Bug = "dedup_forgets_on_reopen" THEN [p \in Producers |-> -1] ELSE RecoveredDedup
-    /\ UNCHANGED <<mark_delete, age, pending, crashes, producer_vars>>
+    /\ UNCHANGED <<age, pending, crashes, producer_vars>>
 
 -----------------------------------------------------------------------------
 (* Cursors and trimming. *)

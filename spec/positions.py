@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-__all__ = ["NO_POSITION", "Position", "last_confirmed", "next_ledger", "next_position"]
+__all__ = ["NO_POSITION", "Position", "last_confirmed", "next_ledger", "next_position", "recovered_position"]
 
 Position = tuple[int, int]
 #: The position of nothing (Pulsar prints it as -1:-1).
@@ -42,9 +42,19 @@ def next_position(ledgers: Sequence[int], count: Callable[[int], int], pos: Posi
 
 
 def last_confirmed(ledgers: Sequence[int], count: Callable[[int], int]) -> Position:
-    """``initLastConfirmedEntry``: the last entry of the ledger list; from the last ledger, empty ledgers are
-    passed over towards the first; when none holds an entry, ``(first ledger, -1)``."""
-    for ledger in reversed(ledgers):
-        if count(ledger) > 0:
-            return (ledger, count(ledger) - 1)
-    return (ledgers[0], -1) if ledgers else NO_POSITION
+    """``ManagedLedgerImpl.lastConfirmedEntry`` (``getLastPosition``): the last entry of the last ledger of the
+    list; ``(l, -1)`` when that ledger ``l`` holds none yet (it is set so when a ledger is created)."""
+    if not ledgers:
+        return NO_POSITION
+    return (ledgers[-1], count(ledgers[-1]) - 1)
+
+
+def recovered_position(ledgers: Sequence[int], count: Callable[[int], int], mark_delete: Position) -> Position:
+    """``ManagedCursorImpl.recoveredCursor``: a restored mark-delete at ``(l, -1)`` of a ledger no longer listed
+    moves to the next ledger of the list; none is left past the last entry (``last_confirmed``)."""
+    ledger, entry = mark_delete
+    if entry == -1 and ledger not in ledgers:
+        after = next_ledger(ledgers, ledger)
+        if after is not None:
+            mark_delete = (after, -1)
+    return min(mark_delete, last_confirmed(ledgers, count))

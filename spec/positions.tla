@@ -32,10 +32,18 @@ NextPosition(ledgers, Count(_), pos) ==
     ELSE LET later == {x \in LaterLedgers(ledgers, pos[1]) : Count(x) > 0}
          IN IF later = {} THEN NoPosition ELSE <<SetMin(later), 0>>
 
-(* initLastConfirmedEntry: the last entry of the ledger list; when no      *)
-(* ledger holds one, <<first ledger, -1>>.                                 *)
+(* lastConfirmedEntry (getLastPosition): the last entry of the last ledger *)
+(* of the list; <<l, -1>> when that ledger l holds none yet.               *)
 LastConfirmed(ledgers, Count(_)) ==
-    LET full == {x \in Range(ledgers) : Count(x) > 0}
-    IN IF full # {} THEN LET l == SetMax(full) IN <<l, Count(l) - 1>>
-       ELSE IF ledgers # <<>> THEN <<ledgers[1], -1>> ELSE NoPosition
+    IF ledgers = <<>> THEN NoPosition
+    ELSE LET l == ledgers[Len(ledgers)] IN <<l, Count(l) - 1>>
+
+(* recoveredCursor: a restored mark-delete at <<l, -1>> of a ledger no     *)
+(* longer listed moves to the next ledger of the list; none is left past   *)
+(* the last entry.                                                         *)
+RecoveredPosition(ledgers, Count(_), md) ==
+    LET later == LaterLedgers(ledgers, md[1])
+        moved == IF md[2] = -1 /\ md[1] \notin Range(ledgers) /\ later # {} THEN <<SetMin(later), -1>> ELSE md
+        last == LastConfirmed(ledgers, Count)
+    IN IF PosLeq(moved, last) THEN moved ELSE last
 =============================================================================

@@ -9,8 +9,8 @@ pytestmark = pytest.mark.tlc
 
 # Distinct states, pinned: a change to either text shows here first.
 MODELS = [
-    ({"MaxEntries": 2}, 14644),
-    ({"MaxEntries": 2, "MaxLedgerLoss": 1}, 31205),
+    ({"MaxEntries": 2}, 11908),
+    ({"MaxEntries": 2, "MaxLedgerLoss": 1}, 25763),
     ({"MaxEntries": 1, "BatchSize": 2}, 2357),
     ({"MaxEntries": 1, "MetadataMaxEntriesPerLedger": 1, "MaxLedgerLoss": 1}, 376),
 ]

@@ -41,7 +41,7 @@ from ledgerspec.reference.managed_ledger.cursor import ACTIVE, CursorStatus, Man
 from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
 from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore, StoredLedger
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
-from ledgerspec.spec.positions import NO_POSITION, Position, last_confirmed, next_ledger
+from ledgerspec.spec.positions import NO_POSITION, Position, last_confirmed, recovered_position
 
 __all__ = ["LOG", "MUTANTS", "ManagedLedger", "ManagedLedgerConfig", "ManagedLedgerError"]
 
@@ -211,12 +211,7 @@ class ManagedLedger:
 
     def recovered_position(self, mark_delete: Position) -> Position:
         """``recoveredCursor``: a mark at (l, -1) of a ledger gone moves to the next; none passes the last entry."""
-        ids = self.ids()
-        if mark_delete[1] == -1 and mark_delete[0] not in ids:
-            after = next_ledger(ids, mark_delete[0])
-            if after is not None:
-                mark_delete = (after, -1)
-        return min(mark_delete, self.last_confirmed())
+        return recovered_position(self.ids(), self.entries_of, mark_delete)
 
     # -- publishing ------------------------------------------------------------------
     def add_entry(self, data: bytes, *, roll_over: bool = True) -> Position:
@@ -285,11 +280,12 @@ class ManagedLedger:
         for ledger_id in {cursor.ledger_id, *cursor.retired} - {-1}:
             self.bookkeeper.delete(ledger_id)
 
-    def trim_consumed_ledgers(self) -> list[int]:
-        """``internalTrimLedgers``, after ``maybeUpdateCursorBeforeTrimmingConsumedLedger``; the ledgers trimmed."""
+    def trim_consumed_ledgers(self, *, skip_consumed: bool = True) -> list[int]:
+        """``internalTrimLedgers``, after ``maybeUpdateCursorBeforeTrimmingConsumedLedger`` (unless the caller
+        moved the cursors itself: ``skip_consumed=False``); the ledgers trimmed."""
         self._require_open("trim")
         active = [c for c in self.cursors.values() if c.status in ACTIVE]
-        for cursor in active:
+        for cursor in active if skip_consumed else ():
             cursor.skip_consumed_ledger()
         current = self.ledgers[-1].ledger_id
         slowest = min((c.mark_delete[0] for c in active), default=current)

@@ -18,18 +18,23 @@ faults, losses) that no run reaches.
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 from ledgerspec.reference.ledger import EngineEvent
 from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
+from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
 from ledgerspec.reference.managed_ledger.run import CursorRun, RunConfig
 from ledgerspec.reference.managed_ledger.topic_abstraction import TopicAbstraction
 from ledgerspec.reference.managed_ledger.topic_run import TopicRun
 from ledgerspec.reference.refinement import RefinementError, SpecSteps
 from ledgerspec.spec.cursor import CursorSpec, CursorState
+from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.managed_ledger import ManagedLedgerSpec, ManagedLedgerState
 
 __all__ = ["CursorRefinement", "RefinementError", "TopicRefinement", "spec_for", "spec_for_config"]
 
 UNBOUNDED = 1_000_000
+S = TypeVar("S")
 
 
 def spec_for_config(config: RunConfig, **constants: object) -> CursorSpec:
@@ -50,43 +55,50 @@ def spec_for(run: CursorRun) -> CursorSpec:
     return spec_for_config(run.config)
 
 
-class CursorRefinement:
+class _EventRefinement(Generic[S]):
+    """Checks every event of a run's log against a spec, on the abstraction of the run at that event."""
+
+    def __init__(self, spec: Spec[S], first: S, log: ManagedLedgerLog) -> None:
+        self.events = 0
+        self.steps: SpecSteps[S] = SpecSteps(spec, first)
+        log.listeners.append(self.check)
+
+    @property
+    def state(self) -> S:
+        return self.steps.state
+
+    def abstract(self, expected: S) -> S:
+        """The run's spec state now (``expected``: the state the spec reaches, for history variables)."""
+        raise NotImplementedError
+
+    def check(self, event: EngineEvent) -> None:
+        self.events += 1
+        where = f"event {self.events} ({event})"
+        expected = self.steps.expected([event], where)
+        self.steps.step([event], self.abstract(expected), where, expected)
+
+
+class CursorRefinement(_EventRefinement[CursorState]):
     """Checks every event of one run against the cursor spec (module docstring)."""
 
     def __init__(self, run: CursorRun, spec: CursorSpec | None = None) -> None:
         self.run = run
         self.spec = spec or spec_for(run)
         self.abstraction = CursorAbstraction(run)
-        self.events = 0
-        self.steps: SpecSteps[CursorState] = SpecSteps(self.spec, self.abstraction(frozenset()))
-        run.log.listeners.append(self.check)
+        super().__init__(self.spec, self.abstraction(frozenset()), run.log)
 
-    @property
-    def state(self) -> CursorState:
-        return self.steps.state
-
-    def check(self, event: EngineEvent) -> None:
-        self.events += 1
-        where = f"event {self.events} ({event})"
-        expected = self.steps.expected([event], where)
-        self.steps.step([event], self.abstraction(expected.durable), where, expected)
+    def abstract(self, expected: CursorState) -> CursorState:
+        return self.abstraction(expected.durable)
 
 
-class TopicRefinement:
+class TopicRefinement(_EventRefinement[ManagedLedgerState]):
     """Checks every event of one topic run against the managed-ledger spec."""
 
     def __init__(self, run: TopicRun, spec: ManagedLedgerSpec | None = None) -> None:
         self.run = run
         self.spec = spec or ManagedLedgerSpec(**run.config.spec_constants(), MaxCrashes=UNBOUNDED)
         self.abstraction = TopicAbstraction(run, self.spec)
-        self.events = 0
-        self.steps: SpecSteps[ManagedLedgerState] = SpecSteps(self.spec, self.abstraction())
-        run.log.listeners.append(self.check)
+        super().__init__(self.spec, self.abstraction(), run.log)
 
-    @property
-    def state(self) -> ManagedLedgerState:
-        return self.steps.state
-
-    def check(self, event: EngineEvent) -> None:
-        self.events += 1
-        self.steps.step([event], self.abstraction(), f"event {self.events} ({event})")
+    def abstract(self, expected: ManagedLedgerState) -> ManagedLedgerState:
+        return self.abstraction()

@@ -45,7 +45,7 @@ from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore
 from ledgerspec.reference.metadata import ANY_VERSION, EmbeddedMetadataStore, LedgerMetadataStore, MetadataStore
 from ledgerspec.spec.positions import Position
 
-__all__ = ["SUBSCRIPTION", "TOPIC", "BrokerCrashed", "CursorRun", "RunConfig"]
+__all__ = ["SUBSCRIPTION", "TOPIC", "BrokerCrashed", "BrokerHarness", "CursorRun", "RunConfig"]
 
 TOPIC = "public/default/persistent/topic"
 SUBSCRIPTION = "sub"
@@ -76,22 +76,37 @@ class RunConfig:
         )
 
 
-class CursorRun:
+class BrokerHarness:
+    """What a run of a broker keeps across its crashes: the bookies, the metadata store, the armed crash point."""
+
+    def __init__(self, root: str, bookies: int, store: MetadataStore | None) -> None:
+        self.cluster = InProcessCluster(root, bookies=bookies, sync_to_disk=False)
+        self.metadata = store or EmbeddedMetadataStore()
+        self.ledger_metadata = LedgerMetadataStore(self.metadata)
+        self.store = ManagedLedgerStore(self.metadata)
+        self.crash_at: str | None = None
+
+    def _crash_point(self, point: str) -> None:
+        if point == self.crash_at:
+            self.crash_at = None
+            raise BrokerCrashed(point)
+
+    def ledger_metadata_exists(self, ledger_id: int) -> bool:
+        return self.metadata.exists(self.ledger_metadata.path(ledger_id)) is not None
+
+
+class CursorRun(BrokerHarness):
     """A topic, its subscription and a broker, driven one step at a time (see the module docstring)."""
 
     def __init__(self, root: str, config: RunConfig | None = None, *, store: MetadataStore | None = None) -> None:
         self.config = config or RunConfig()
-        self.cluster = InProcessCluster(root, bookies=self.config.bookies, sync_to_disk=False)
-        self.metadata = store or EmbeddedMetadataStore()
-        self.ledger_metadata = LedgerMetadataStore(self.metadata)
-        self.store = ManagedLedgerStore(self.metadata)
+        super().__init__(root, self.config.bookies, store)
         self.faults = BookKeeperFaults()
         self.log = ManagedLedgerLog()
         self.created: list[int] = []  # every ledger id BookKeeper handed out, in order
         self.crashes = 0
         self.losses = 0
         self.acked: set[tuple[int, int, int]] = set()  # (ledger, entry, batch index) the consumer acknowledged
-        self.crash_at: str | None = None
         self.ml: ManagedLedger | None = None
         self._start()
         assert self.ml is not None
@@ -112,11 +127,6 @@ class CursorRun:
             crash_point=self._crash_point,
         )
         self.ml.initialize()
-
-    def _crash_point(self, point: str) -> None:
-        if point == self.crash_at:
-            self.crash_at = None
-            raise BrokerCrashed(point)
 
     @property
     def up(self) -> bool:
@@ -198,9 +208,6 @@ class CursorRun:
         self.losses += 1
         self.log.emit("CursorLedgerLost", named, process="bookkeeper")
         return named
-
-    def ledger_metadata_exists(self, ledger_id: int) -> bool:
-        return self.metadata.exists(self.ledger_metadata.path(ledger_id)) is not None
 
     def _listed_ids(self) -> tuple[int, ...]:
         stored = self.store.read_ledgers(TOPIC)

@@ -159,11 +159,14 @@ class Topic:
     def trim(self) -> list[int]:
         """Snapshot the deduplication state, then trim the consumed ledgers (``TrimConsumedLedgers``).
 
-        The managed ledger's trim moves every cursor at a ledger's last entry to the next ledger first,
-        the deduplication cursor too, so that it never holds back a ledger the snapshot covers.
+        The deduplication cursor, at the last entry after the snapshot, moves to the next ledger when there
+        is one, so that it never holds back a ledger the snapshot covers; the subscriptions move only by
+        :meth:`skip_consumed_ledgers`, which persists their new positions.
         """
         self.snapshot_dedup()
-        gone = self.ml.trim_consumed_ledgers()
+        if self.dedup.skip_consumed_ledger():
+            self.dedup.flush()
+        gone = self.ml.trim_consumed_ledgers(skip_consumed=False)  # subscriptions move by skip_consumed_ledgers
         if gone:
             self.log.emit("TrimConsumedLedgers")
         return gone

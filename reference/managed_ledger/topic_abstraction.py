@@ -14,9 +14,10 @@ spec variables           read from
 ``entries``              each ledger's entries, read from the bookies and
                          decoded (``MessageMetadata``: producer, sequence id);
                          a deleted ledger's as they were when last read
-``mark_delete``          each subscription's persisted mark-delete position:
-                         its znode's, or with ``cursorsLedgerId`` set, the
-                         last record of that cursor ledger (from the bookies)
+``mark_delete``          each subscription's mark-delete position as a restore
+                         finds it: its znode's, or with ``cursorsLedgerId``
+                         set, the last record of that cursor ledger (from the
+                         bookies), moved on as ``recoveredCursor`` moves it
 ``broker_up`` ...        the topic and its managed ledger: the ledger written,
 ``highest_pushed``       its age, the adds waiting, the deduplication state
 ``crashes``, ``sent``    the run's count of crashes, and its producers
@@ -31,7 +32,7 @@ from ledgerspec.reference.managed_ledger.abstraction import bookie_entries
 from ledgerspec.reference.managed_ledger.entry_format import decode_message
 from ledgerspec.reference.managed_ledger.topic_run import TOPIC, TopicRun
 from ledgerspec.spec.managed_ledger import NO_LEDGER, NO_MESSAGE_ID, ManagedLedgerSpec, ManagedLedgerState
-from ledgerspec.spec.positions import Position
+from ledgerspec.spec.positions import Position, recovered_position
 
 __all__ = ["TopicAbstraction"]
 
@@ -99,6 +100,8 @@ class TopicAbstraction:
             records = self._records(cursors_ledger, ids, counts)
             if records:
                 md = records[-1]
+        # What the restore makes of it (recoveredCursor), which the spec's cursor is: a flush may persist that later.
+        md = recovered_position(ids, lambda x: counts.get(x, 0), md)
         return (self.number(md[0]), md[1])
 
     def _records(self, ledger: int, ids: list[int], counts: dict[int, int]) -> list[Position]:

@@ -37,16 +37,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
-from ledgerspec.reference.ledger import InProcessCluster
 from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperLedgers
 from ledgerspec.reference.managed_ledger.cursor import ManagedCursor
 from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
 from ledgerspec.reference.managed_ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledgerspec.reference.managed_ledger.message_id import MessageId
-from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore
-from ledgerspec.reference.managed_ledger.run import BrokerCrashed
+from ledgerspec.reference.managed_ledger.run import BrokerCrashed, BrokerHarness
 from ledgerspec.reference.managed_ledger.topic import DUPLICATE, Topic
-from ledgerspec.reference.metadata import EmbeddedMetadataStore, LedgerMetadataStore, MetadataStore
+from ledgerspec.reference.metadata import MetadataStore
 from ledgerspec.spec.positions import next_position
 
 __all__ = ["TOPIC", "TopicRun", "TopicRunConfig"]
@@ -101,23 +99,18 @@ class Producer:
     net: list[int] = attrs.Factory(list)  # sequence ids on the connection, not yet at the broker
 
 
-class TopicRun:
+class TopicRun(BrokerHarness):
     """A topic, its producers and subscriptions, and a broker, driven one step at a time (module docstring)."""
 
     def __init__(self, root: str, config: TopicRunConfig | None = None, *, store: MetadataStore | None = None) -> None:
         self.config = config or TopicRunConfig()
-        self.cluster = InProcessCluster(root, bookies=2, sync_to_disk=False)
-        self.metadata = store or EmbeddedMetadataStore()
-        self.ledger_metadata = LedgerMetadataStore(self.metadata)
-        self.store = ManagedLedgerStore(self.metadata)
+        super().__init__(root, 2, store)
         self.log = ManagedLedgerLog()  # in the managed-ledger spec's words
         self.now = 0
         self.crashes = 0
-        self.crash_at: str | None = None
         self.producers = [Producer(f"producer-{p}") for p in range(1, self.config.producers + 1)]
         self.last_id = MessageId(-1, -1, -1, -1)
         self.topic: Topic | None = None
-        self.written_at_crash = 0  # adds written by the crashed broker that it never answered
         self._start()
         assert self.ml is not None
         for c in range(1, self.config.cursors + 1):
@@ -143,11 +136,6 @@ class TopicRun:
             forget_dedup_on_open=self.config.forget_dedup_on_open,
         )
 
-    def _crash_point(self, point: str) -> None:
-        if point == self.crash_at:
-            self.crash_at = None
-            raise BrokerCrashed(point)
-
     @property
     def up(self) -> bool:
         return self.topic is not None
@@ -160,9 +148,6 @@ class TopicRun:
         if self.topic is None:
             raise BrokerCrashed("the broker is down")
         return self.topic
-
-    def ledger_metadata_exists(self, ledger_id: int) -> bool:
-        return self.metadata.exists(self.ledger_metadata.path(ledger_id)) is not None
 
     def subscription(self, c: int) -> ManagedCursor:
         ml = self._topic().ml
