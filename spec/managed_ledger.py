@@ -36,7 +36,8 @@ the broker's ``MessageDeduplication``; BRIEF section 4, seeds 002 and 003):
 - durable cursors ``1 .. NumCursors``, reduced to their mark-delete position,
   which a consumer moves forward one entry at a time; it is persisted at
   once (the cursor spec, ``cursor.py``, models how it is persisted and
-  restored);
+  restored). Reopening restores it as ``recoveredCursor`` does: a position
+  ``(l, -1)`` of the empty ledger just dropped moves to the next ledger;
 - trimming (``maybeUpdateCursorBeforeTrimmingConsumedLedger``, then
   ``internalTrimLedgers``): a cursor whose mark-delete is the last entry of a
   ledger moves to ``(next ledger, -1)``; then every ledger of the list below
@@ -106,7 +107,7 @@ class ManagedLedgerState:
     ledgers: tuple[int, ...]  # the ledger list in ManagedLedgerInfo, increasing ids
     entries: tuple[tuple[tuple[int, int], ...], ...]  # ledger l -> its entries (producer, sequence id); all ledgers
     deleted: frozenset[int]  # ledgers taken out of the list and deleted
-    mark_delete: tuple[Position, ...]  # cursor c -> its persisted mark-delete position
+    mark_delete: tuple[Position, ...]  # cursor c -> its mark-delete position, as persisted and restored
     # -- the broker
     broker_up: bool
     current: int  # the ledger being written, or -1 (NO_LEDGER)

@@ -23,7 +23,8 @@
 (*    bookies) and the reopen: recover the last ledger, drop it if empty,  *)
 (*    create a new one, rebuild the dedup state from the entries;          *)
 (*  - durable cursors reduced to their persisted mark-delete position      *)
-(*    (cursor.tla models their persistence), and trimming: a cursor at a   *)
+(*    (cursor.tla models their persistence), restored on reopen as         *)
+(*    recoveredCursor does, and trimming: a cursor at a                    *)
 (*    ledger's last entry moves to <<next ledger, -1>>, then the ledgers   *)
 (*    below the slowest cursor's ledger go, never the current one.         *)
 (*                                                                         *)
@@ -59,7 +60,7 @@ VARIABLES
     ledgers,         \* the ledger list in ManagedLedgerInfo, increasing ids
     entries,         \* ledger l -> its entries <<producer, sequence id>>; every ledger ever created
     deleted,         \* ledgers taken out of the list and deleted
-    mark_delete,     \* cursor -> its persisted mark-delete position
+    mark_delete,     \* cursor -> its mark-delete position, as persisted and restored
     \* -- the broker
     broker_up,
     current,         \* the ledger being written, or -1
