@@ -1,8 +1,12 @@
 """Breadth-first explicit-state model checking of a Python spec, the way TLC does it.
 
-The explorer keeps every distinct state (after symmetry reduction, when asked)
-with the step that first reached it, so a violation comes with the shortest
-behaviour that leads to it. It checks, as TLC does:
+The explorer remembers every distinct state (after symmetry reduction, when
+asked) with the state it was first reached from, so a violation comes with the
+shortest behaviour that leads to it. By default it keeps only a 64-bit
+fingerprint of each and rebuilds a counterexample by running the spec again
+from Init (:mod:`.fingerprints`), and reports TLC's estimate of the
+probability of a fingerprint collision; with ``keep_states`` it keeps the
+whole states, to return them. It checks, as TLC does:
 
 - invariants on every distinct state, initial states included;
 - action properties on every step, also steps to states already seen;
@@ -20,6 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 import attrs
+from ledgerspec.spec.fingerprints import NO_RECORD, FingerprintStore, collision_probability, fingerprint
 from ledgerspec.spec.kernel import Spec, Step
 
 __all__ = ["Exploration", "Explorer", "TraceStep", "Violation"]
@@ -60,6 +65,7 @@ class Exploration(Generic[S]):
     reached: frozenset[str]
     complete: bool
     states: tuple[S, ...] | None = None
+    collision_probability: float = 0.0  # TLC's optimistic estimate; 0 when whole states were kept
 
     @property
     def states_per_second(self) -> float:
@@ -107,9 +113,12 @@ class Explorer(Generic[S]):
     def run(self) -> Exploration[S]:
         spec = self.spec
         canon = spec.symmetry if self.symmetry else None
-        # state -> (predecessor, step); the predecessor of an initial state is None.
+        fingerprints = not self.keep_states
+        store = FingerprintStore()
+        # With keep_states: state -> (predecessor, step); the predecessor of an initial state is None.
         parent: dict[S, tuple[S | None, Step]] = {}
-        queue: deque[tuple[S, int]] = deque()
+        # The frontier: (state, BFS level, its record in the store, or the state itself when states are kept).
+        queue: deque[tuple[S, int, Any]] = deque()
         violations: list[Violation[S]] = []
         reached: set[str] = set()
         pending_reach = list(spec.reachables)
@@ -119,11 +128,23 @@ class Explorer(Generic[S]):
         next_report = started + 1.0
         complete = True
 
-        def check_state(state: S) -> bool:
+        def remember(key: S, handle: Any, predecessor: S | None, step: Step) -> Any:
+            """Record a state first reached; its handle, or None when it was seen before."""
+            if fingerprints:
+                return store.add(fingerprint(key), handle)
+            if key in parent:
+                return None
+            parent[key] = (predecessor, step)
+            return key
+
+        def trace(handle: Any) -> tuple[TraceStep[S], ...]:
+            return self._rebuild(store.path(handle), canon) if fingerprints else self._trace(parent, handle)
+
+        def check_state(state: S, handle: Any) -> bool:
             for inv in self.invariants:
                 message = inv.fn(spec, state)
                 if message is not None:
-                    violations.append(Violation("invariant", inv.name, message, self._trace(parent, state)))
+                    violations.append(Violation("invariant", inv.name, message, trace(handle)))
                     return True
             for r in pending_reach[:]:
                 if r.fn(spec, state):
@@ -134,19 +155,22 @@ class Explorer(Generic[S]):
         def stop() -> bool:
             return bool(violations) and self.stop_at_first
 
+        def distinct() -> int:
+            return len(store) if fingerprints else len(parent)
+
         for state in spec.init_states():
             generated += 1
             key = canon(state) if canon else state
-            if key in parent:
+            handle = remember(key, NO_RECORD, None, INIT)
+            if handle is None:
                 continue
-            parent[key] = (None, INIT)
-            queue.append((key, 1))
-            if check_state(key) and stop():
+            queue.append((key, 1, handle))
+            if check_state(key, handle) and stop():
                 break
 
         actions_props = self.action_properties
         while queue and not stop():
-            state, level = queue.popleft()
+            state, level, handle = queue.popleft()
             depth = max(depth, level)
             enabled = False
             for act, args, nxt in spec.successors(state):
@@ -155,35 +179,34 @@ class Explorer(Generic[S]):
                 for prop in actions_props:
                     message = prop.fn(spec, state, nxt)
                     if message is not None:
-                        trace = (*self._trace(parent, state), TraceStep(spec.step(act, args), nxt))
-                        violations.append(Violation("property", prop.name, message, trace))
+                        steps = (*trace(handle), TraceStep(spec.step(act, args), nxt))
+                        violations.append(Violation("property", prop.name, message, steps))
                         break
                 if stop():
                     break
                 key = canon(nxt) if canon else nxt
-                if key in parent:
+                new = remember(key, handle, state, spec.step(act, args) if not fingerprints else INIT)
+                if new is None:
                     continue
-                parent[key] = (state, spec.step(act, args))
-                queue.append((key, level + 1))
-                if check_state(key) and stop():
+                queue.append((key, level + 1, new))
+                if check_state(key, new) and stop():
                     break
             if not enabled and self.check_deadlock:
-                violations.append(
-                    Violation("deadlock", "Deadlock", "no action is enabled in this state", self._trace(parent, state))
-                )
-            if self.max_states is not None and len(parent) >= self.max_states:
+                dead = "no action is enabled in this state"
+                violations.append(Violation("deadlock", "Deadlock", dead, trace(handle)))
+            if self.max_states is not None and distinct() >= self.max_states:
                 complete = not queue
                 break
             if self.progress is not None and time.perf_counter() >= next_report:
                 next_report = time.perf_counter() + 1.0
-                self.progress(len(parent), generated, depth, len(queue))
+                self.progress(distinct(), generated, depth, len(queue))
 
         if violations and self.stop_at_first:
             complete = False
         seconds = time.perf_counter() - started
         return Exploration(
             spec_name=spec.name,
-            distinct_states=len(parent),
+            distinct_states=distinct(),
             states_generated=generated,
             depth=depth,
             seconds=seconds,
@@ -191,7 +214,29 @@ class Explorer(Generic[S]):
             reached=frozenset(reached),
             complete=complete,
             states=tuple(parent) if self.keep_states else None,
+            collision_probability=collision_probability(distinct(), generated) if fingerprints else 0.0,
         )
+
+    def _rebuild(self, fps: list[int], canon: Callable[[S], S] | None) -> tuple[TraceStep[S], ...]:
+        """The behaviour through the states with these fingerprints, found again from Init: at each step the
+        first successor, in the spec's action order, with the next fingerprint (the step the search took)."""
+        spec = self.spec
+        inits = [canon(s) if canon else s for s in spec.init_states()]
+        state = next(k for k in inits if fingerprint(k) == fps[0])
+        steps = [TraceStep(INIT, state)]
+        for fp in fps[1:]:
+            for act, args, nxt in spec.successors(state):
+                key = canon(nxt) if canon else nxt
+                if fingerprint(key) == fp:
+                    steps.append(TraceStep(spec.step(act, args), key))
+                    state = key
+                    break
+            else:
+                raise RuntimeError(
+                    f"spec {spec.name}: no successor of a state on the counterexample has the fingerprint the "
+                    "search recorded; the spec is not deterministic (does an action read a clock or a random value?)"
+                )
+        return tuple(steps)
 
     @staticmethod
     def _trace(parent: dict[S, tuple[S | None, Step]], last: S) -> tuple[TraceStep[S], ...]:

@@ -61,6 +61,7 @@ class EngineResult:
     complete: bool
     states: frozenset[frozenset[tuple[str, Any]]] | None = None  # normal-form states, for comparison
     log_path: Path | None = None
+    collision_probability: float | None = None  # of a fingerprint collision (TLC's optimistic estimate)
 
     @property
     def states_per_second(self) -> float:
@@ -76,6 +77,8 @@ class EngineResult:
         }
         if self.log_path is not None:
             data["log"] = str(self.log_path)
+        if self.collision_probability is not None:
+            data["collision_probability"] = self.collision_probability
         return data
 
 
@@ -160,6 +163,7 @@ def run_python(
         violations,
         result.complete,
         states,
+        collision_probability=None if keep_states else result.collision_probability,
     )
 
 

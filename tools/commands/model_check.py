@@ -100,6 +100,13 @@ def _print_results(
         )
     out.print(table)
     for name, r in results.items():
+        if r.collision_probability is not None:
+            out.print(
+                f"{name}: states kept as 64-bit fingerprints; the probability of a fingerprint collision is "
+                f"estimated as {r.collision_probability:.1e} (TLC's optimistic calculation)",
+                highlight=False,
+            )
+    for name, r in results.items():
         for v in r.violations:
             out.print(f"\n[red bold]{name}: {v.kind} {v.invariant} violated[/red bold]: {escape(v.message)}")
             previous: dict[str, Any] = {}
