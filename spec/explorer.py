@@ -18,6 +18,7 @@ It also records which ``reachable`` predicates were witnessed.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -27,7 +28,7 @@ import attrs
 from ledgerspec.spec.fingerprints import NO_RECORD, FingerprintStore, collision_probability, fingerprint
 from ledgerspec.spec.kernel import Spec, Step
 
-__all__ = ["Exploration", "Explorer", "TraceStep", "Violation"]
+__all__ = ["Exploration", "Explorer", "TraceStep", "Violation", "resident_bytes"]
 
 S = TypeVar("S")
 
@@ -66,6 +67,7 @@ class Exploration(Generic[S]):
     complete: bool
     states: tuple[S, ...] | None = None
     collision_probability: float = 0.0  # TLC's optimistic estimate; 0 when whole states were kept
+    stopped: str | None = None  # why the search stopped before the end, when a bound stopped it
 
     @property
     def states_per_second(self) -> float:
@@ -81,7 +83,9 @@ class Explorer(Generic[S]):
     ``symmetry``: key states by ``spec.symmetry(state)``; ``max_states``: stop
     (with ``complete=False``) after that many distinct states;
     ``progress(distinct, generated, depth, queue)`` is called about once a
-    second; ``keep_states`` returns the distinct states for comparison with TLC.
+    second; ``keep_states`` returns the distinct states for comparison with TLC;
+    ``max_memory``: stop (with ``complete=False`` and ``stopped`` saying so)
+    once the process holds more than that many bytes, checked once a second.
     """
 
     def __init__(
@@ -95,8 +99,10 @@ class Explorer(Generic[S]):
         keep_states: bool = False,
         progress: ProgressCallback | None = None,
         invariants: Iterable[str] | None = None,
+        max_memory: int | None = None,
     ) -> None:
         self.spec = spec
+        self.max_memory = max_memory
         self.check_deadlock = check_deadlock
         self.symmetry = symmetry
         self.stop_at_first = stop_at_first
@@ -127,6 +133,7 @@ class Explorer(Generic[S]):
         started = time.perf_counter()
         next_report = started + 1.0
         complete = True
+        stopped: str | None = None
 
         def remember(key: S, handle: Any, predecessor: S | None, step: Step) -> Any:
             """Record a state first reached; its handle, or None when it was seen before."""
@@ -197,9 +204,14 @@ class Explorer(Generic[S]):
             if self.max_states is not None and distinct() >= self.max_states:
                 complete = not queue
                 break
-            if self.progress is not None and time.perf_counter() >= next_report:
+            if time.perf_counter() >= next_report:
                 next_report = time.perf_counter() + 1.0
-                self.progress(distinct(), generated, depth, len(queue))
+                if self.progress is not None:
+                    self.progress(distinct(), generated, depth, len(queue))
+                if self.max_memory is not None and resident_bytes() > self.max_memory:
+                    stopped = self._out_of_memory(distinct(), len(queue), depth)
+                    complete = False
+                    break
 
         if violations and self.stop_at_first:
             complete = False
@@ -215,6 +227,16 @@ class Explorer(Generic[S]):
             complete=complete,
             states=tuple(parent) if self.keep_states else None,
             collision_probability=collision_probability(distinct(), generated) if fingerprints else 0.0,
+            stopped=stopped,
+        )
+
+    def _out_of_memory(self, distinct: int, queued: int, depth: int) -> str:
+        bound = f"the memory bound of {self.max_memory / 2**20:,.0f} MiB"
+        if depth <= 1:
+            return f"{bound} is too small to hold one level of the search ({distinct:,} states seen, {queued:,} queued)"
+        return (
+            f"{bound} was reached after {distinct:,} distinct states, at depth {depth} with {queued:,} states "
+            "queued: the search is incomplete"
         )
 
     def _rebuild(self, fps: list[int], canon: Callable[[S], S] | None) -> tuple[TraceStep[S], ...]:
@@ -247,6 +269,16 @@ class Explorer(Generic[S]):
             steps.append(TraceStep(step, state))
             state = previous
         return tuple(reversed(steps))
+
+
+def resident_bytes() -> int:
+    """The bytes this process holds in memory now (its resident set, from /proc; 0 where there is none)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
 
 
 def explore(spec: Spec[Any], **options: Any) -> Exploration[Any]:

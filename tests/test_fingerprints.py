@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -68,3 +69,23 @@ def test_a_counterexample_rebuilt_from_fingerprints_is_the_searchs(spec: Spec[An
     [kept] = explore(spec, check_deadlock=False, keep_states=True).violations
     assert rebuilt == kept
     assert len(rebuilt.trace) > 2
+
+
+def test_a_memory_bound_stops_the_search_and_says_so() -> None:
+    result = explore(CursorSpec(), check_deadlock=False, max_memory=1)
+    assert not result.complete and result.stopped is not None
+    assert "the memory bound of 0 MiB" in result.stopped and result.distinct_states < 389_232
+
+
+def test_max_memory_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from ledgerspec.tools.cli import main
+    from ledgerspec.tools.commands.model_check import parse_size
+
+    assert parse_size("512M") == 512 * 2**20 and parse_size("4GiB") == 4 * 2**30 and parse_size("2g") == 2 * 2**30
+    assert main(["model-check", "cursor", "--engine", "python", "--max-memory", "lots"]) == 2
+    assert "expects a size such as 512M" in capsys.readouterr().err
+    assert main(["model-check", "cursor", "--engine", "python", "--max-memory", "10K"]) == 2
+    assert "too small to hold one level" in capsys.readouterr().err
+    status = main(["model-check", "cursor", "--engine", "python", "--max-memory", "1M", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert status == 4 and "the search is incomplete" in data["python"]["stopped"]

@@ -62,6 +62,7 @@ class EngineResult:
     states: frozenset[frozenset[tuple[str, Any]]] | None = None  # normal-form states, for comparison
     log_path: Path | None = None
     collision_probability: float | None = None  # of a fingerprint collision (TLC's optimistic estimate)
+    stopped: str | None = None  # why the search stopped before the end (a memory bound)
 
     @property
     def states_per_second(self) -> float:
@@ -79,6 +80,8 @@ class EngineResult:
             data["log"] = str(self.log_path)
         if self.collision_probability is not None:
             data["collision_probability"] = self.collision_probability
+        if self.stopped is not None:
+            data["stopped"] = self.stopped
         return data
 
 
@@ -125,8 +128,9 @@ def run_python(
     keep_states: bool = False,
     progress: Callable[[int, int, int, int], None] | None = None,
     symmetry: bool = False,
+    max_memory: int | None = None,
 ) -> EngineResult:
-    """Explore the model with the Python explorer."""
+    """Explore the model with the Python explorer (``max_memory``: stop past that many bytes)."""
     spec = model.build()
     invariants, properties = model.checked(spec)
     result = Explorer(
@@ -136,6 +140,7 @@ def run_python(
         progress=progress,
         symmetry=symmetry,
         invariants=invariants + properties,
+        max_memory=max_memory,
     ).run()
     violations = tuple(
         ViolationReport(
@@ -164,6 +169,7 @@ def run_python(
         result.complete,
         states,
         collision_probability=None if keep_states else result.collision_probability,
+        stopped=result.stopped,
     )
 
 

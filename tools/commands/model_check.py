@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
 from ledgerspec.spec import catalog
+from ledgerspec.spec.explorer import resident_bytes
 from ledgerspec.spec.values import format_value
-from ledgerspec.tools.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError, parse_constants
+from ledgerspec.tools.commands.base import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION, UsageError, parse_constants
 from ledgerspec.tools.model_check import Comparison, EngineResult, ModelCheck, compare, run_python, run_tlc
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["register"]
+__all__ = ["parse_size", "register"]
 
 
 def register(commands: Any) -> None:
@@ -27,6 +29,11 @@ def register(commands: Any) -> None:
     mc.add_argument("--deadlock", action="store_true", help="report states with no enabled action, as TLC does")
     mc.add_argument("--liveness", action="store_true", help="also check the spec's liveness properties (TLC)")
     mc.add_argument("--no-state-compare", action="store_true", help="with both engines, compare counts only")
+    mc.add_argument(
+        "--max-memory",
+        metavar="SIZE",
+        help="stop the Python explorer once it holds more memory than this (512M, 4G): the run is then incomplete",
+    )
     mc.set_defaults(run=_model_check)
 
 
@@ -39,12 +46,13 @@ def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.liveness and args.engine != "tlc":
         raise UsageError("--liveness needs --engine tlc: the Python explorer checks safety only")
     model.build()  # validate the constants before anything starts
+    max_memory = parse_size(args.max_memory) if args.max_memory is not None else None
     engines = ["python", "tlc"] if args.engine == "both" else [args.engine]
     compare_states = args.engine == "both" and not args.no_state_compare
     results: dict[str, EngineResult] = {}
     for engine in engines:
         if engine == "python":
-            results["python"] = _with_progress(model, compare_states, quiet=args.json, err=err)
+            results["python"] = _with_progress(model, compare_states, quiet=args.json, err=err, max_memory=max_memory)
         else:
             if not args.json:
                 err.print(f"[dim]TLC: checking {args.spec} ({args.workers} worker(s))...[/dim]")
@@ -62,21 +70,44 @@ def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     else:
         _print_results(out, model, results, comparison)
     failed = any(r.violations for r in results.values()) or (comparison is not None and not comparison.agree)
-    return EXIT_VIOLATION if failed else EXIT_OK
+    if failed:
+        return EXIT_VIOLATION
+    return EXIT_INCONCLUSIVE if any(r.stopped for r in results.values()) else EXIT_OK
 
 
-def _with_progress(model: ModelCheck, keep_states: bool, *, quiet: bool, err: Console) -> EngineResult:
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """``512M``, ``4G``, ``1024``: bytes; :class:`UsageError` for anything else."""
+    value = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = value[-1:] if value[-1:] in _UNITS else ""
+    number = value[: len(value) - len(unit)]
+    try:
+        size = float(number) * _UNITS[unit]
+    except ValueError:
+        raise UsageError(f"--max-memory expects a size such as 512M or 4G, got {text!r}") from None
+    if size < 2**20:
+        raise UsageError(f"--max-memory {text} is below 1M: too small to hold one level of any search")
+    return int(size)
+
+
+def _with_progress(
+    model: ModelCheck, keep_states: bool, *, quiet: bool, err: Console, max_memory: int | None
+) -> EngineResult:
     if quiet or not err.is_terminal:
-        return run_python(model, keep_states=keep_states)
+        return run_python(model, keep_states=keep_states, max_memory=max_memory)
+    started = time.perf_counter()
     with err.status("python explorer: starting") as status:
 
         def report(distinct: int, generated: int, depth: int, queue: int) -> None:
+            rate = distinct / max(time.perf_counter() - started, 1e-9)
             status.update(
-                f"python explorer: {distinct:,} distinct states, {generated:,} generated, depth {depth}, "
-                f"{queue:,} queued"
+                f"python explorer: {distinct:,} distinct states ({rate:,.0f}/s), {generated:,} generated, "
+                f"depth {depth}, {queue:,} queued, {resident_bytes() / 2**20:,.0f} MiB"
             )
 
-        return run_python(model, keep_states=keep_states, progress=report)
+        return run_python(model, keep_states=keep_states, progress=report, max_memory=max_memory)
 
 
 def _print_results(
@@ -89,6 +120,8 @@ def _print_results(
     table = Table("engine", "distinct states", "generated", "depth", "seconds", "states/s", "verdict")
     for name, r in results.items():
         verdict = "[green]no violation[/green]" if not r.violations else f"[red]{r.violations[0].invariant}[/red]"
+        if r.stopped is not None and not r.violations:
+            verdict = "[yellow]incomplete[/yellow]"
         table.add_row(
             name,
             f"{r.distinct_states:,}",
@@ -100,6 +133,8 @@ def _print_results(
         )
     out.print(table)
     for name, r in results.items():
+        if r.stopped is not None:
+            out.print(f"[yellow]{name}: {escape(r.stopped)}[/yellow]", highlight=False)
         if r.collision_probability is not None:
             out.print(
                 f"{name}: states kept as 64-bit fingerprints; the probability of a fingerprint collision is "
