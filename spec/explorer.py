@@ -231,7 +231,7 @@ class Explorer(Generic[S]):
         )
 
     def _out_of_memory(self, distinct: int, queued: int, depth: int) -> str:
-        bound = f"the memory bound of {self.max_memory / 2**20:,.0f} MiB"
+        bound = f"the memory bound of {(self.max_memory or 0) / 2**20:,.0f} MiB"
         if depth <= 1:
             return f"{bound} is too small to hold one level of the search ({distinct:,} states seen, {queued:,} queued)"
         return (
