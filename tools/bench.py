@@ -5,12 +5,18 @@ TLC's time includes parsing the spec but not starting the JVM (a warm-up run
 starts it first). Both engines must find the same number of states, or the
 figures compare different work and the benchmark fails.
 
+Then the explorer's memory per distinct state, keeping fingerprints (the
+default) and keeping whole states: each search runs in a process of its own,
+whose peak resident memory, less that of a process that only builds the
+spec, is divided by the distinct states.
+
     python -m ledgerspec.tools.bench [--const NAME=VALUE ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections.abc import Sequence
 
@@ -43,12 +49,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.print(table)
     ratio = python.states_per_second / tlc.states_per_second
     console.print(f"explorer / TLC rate: [bold]{ratio:.2f}x[/bold]")
+    memory = Table("explorer keeps", "peak MiB", "bytes / distinct state")
+    per_state = {}
+    baseline = _peak_rss(args.spec, constants, None)
+    for store in ("fingerprints", "states"):
+        peak = _peak_rss(args.spec, constants, store)
+        per_state[store] = (peak - baseline) / python.distinct_states
+        memory.add_row(store, f"{peak / 2**20:,.0f}", f"{per_state[store]:,.0f}")
+    console.print(memory)
+    console.print(
+        f"whole states / fingerprints: [bold]{per_state['states'] / per_state['fingerprints']:.1f}x[/bold] the memory "
+        "(TLC's fingerprint set: 8 bytes a state, preallocated)"
+    )
     if python.distinct_states != tlc.distinct_states:
         console.print(
             f"[red]the engines found different state counts: {python.distinct_states} vs {tlc.distinct_states}"
         )
         return 1
     return 0
+
+
+_MEASURE = """
+import resource, sys
+from ledgerspec.tools.model_check import ModelCheck, run_python
+model = ModelCheck(sys.argv[1], dict(a.split("=", 1) for a in sys.argv[3:]))
+model.build()
+if sys.argv[2] != "none":
+    run_python(model, keep_states=sys.argv[2] == "states")
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+def _peak_rss(spec: str, constants: dict[str, str], store: str | None) -> int:
+    """Peak resident bytes of a process that explores the model keeping ``store`` (None: explores nothing)."""
+    argv = [sys.executable, "-c", _MEASURE, spec, store or "none", *(f"{k}={v}" for k, v in constants.items())]
+    return int(subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip())
 
 
 if __name__ == "__main__":
