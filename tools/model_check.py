@@ -20,6 +20,7 @@ import attrs
 from ledgerspec.spec import catalog
 from ledgerspec.spec.explorer import Explorer
 from ledgerspec.spec.kernel import Spec
+from ledgerspec.spec.parallel import ParallelExplorer
 from ledgerspec.spec.values import format_value, to_json
 
 __all__ = ["Comparison", "EngineResult", "ModelCheck", "compare", "run_python", "run_tlc", "write_tlc_config"]
@@ -129,19 +130,24 @@ def run_python(
     progress: Callable[[int, int, int, int], None] | None = None,
     symmetry: bool = False,
     max_memory: int | None = None,
+    workers: int = 1,
 ) -> EngineResult:
-    """Explore the model with the Python explorer (``max_memory``: stop past that many bytes)."""
+    """Explore the model with the Python explorer (``max_memory``: stop past that many bytes; ``workers``:
+    processes, when whole states are not kept)."""
     spec = model.build()
     invariants, properties = model.checked(spec)
-    result = Explorer(
-        spec,
-        check_deadlock=model.check_deadlock,
-        keep_states=keep_states,
-        progress=progress,
-        symmetry=symmetry,
-        invariants=invariants + properties,
-        max_memory=max_memory,
-    ).run()
+    options: dict[str, Any] = {
+        "check_deadlock": model.check_deadlock,
+        "keep_states": keep_states,
+        "progress": progress,
+        "symmetry": symmetry,
+        "invariants": invariants + properties,
+        "max_memory": max_memory,
+    }
+    if workers > 1 and not keep_states:
+        result = ParallelExplorer(spec, workers=workers, **options).run()
+    else:
+        result = Explorer(spec, **options).run()
     violations = tuple(
         ViolationReport(
             v.kind,

@@ -25,7 +25,12 @@ def register(commands: Any) -> None:
     mc.add_argument("--engine", choices=("python", "tlc", "both"), default="both")
     mc.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help="set a constant (repeatable)")
     mc.add_argument("--json", action="store_true", help="print one JSON object")
-    mc.add_argument("--workers", type=int, default=1, help="TLC worker threads (default 1)")
+    mc.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="TLC worker threads, and explorer processes when states are not compared one by one (default 1)",
+    )
     mc.add_argument("--deadlock", action="store_true", help="report states with no enabled action, as TLC does")
     mc.add_argument("--liveness", action="store_true", help="also check the spec's liveness properties (TLC)")
     mc.add_argument("--no-state-compare", action="store_true", help="with both engines, compare counts only")
@@ -46,13 +51,17 @@ def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.liveness and args.engine != "tlc":
         raise UsageError("--liveness needs --engine tlc: the Python explorer checks safety only")
     model.build()  # validate the constants before anything starts
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
     max_memory = parse_size(args.max_memory) if args.max_memory is not None else None
     engines = ["python", "tlc"] if args.engine == "both" else [args.engine]
     compare_states = args.engine == "both" and not args.no_state_compare
     results: dict[str, EngineResult] = {}
     for engine in engines:
         if engine == "python":
-            results["python"] = _with_progress(model, compare_states, quiet=args.json, err=err, max_memory=max_memory)
+            results["python"] = _with_progress(
+                model, compare_states, quiet=args.json, err=err, max_memory=max_memory, workers=args.workers
+            )
         else:
             if not args.json:
                 err.print(f"[dim]TLC: checking {args.spec} ({args.workers} worker(s))...[/dim]")
@@ -93,10 +102,10 @@ def parse_size(text: str) -> int:
 
 
 def _with_progress(
-    model: ModelCheck, keep_states: bool, *, quiet: bool, err: Console, max_memory: int | None
+    model: ModelCheck, keep_states: bool, *, quiet: bool, err: Console, max_memory: int | None, workers: int
 ) -> EngineResult:
     if quiet or not err.is_terminal:
-        return run_python(model, keep_states=keep_states, max_memory=max_memory)
+        return run_python(model, keep_states=keep_states, max_memory=max_memory, workers=workers)
     started = time.perf_counter()
     with err.status("python explorer: starting") as status:
 
@@ -107,7 +116,7 @@ def _with_progress(
                 f"depth {depth}, {queue:,} queued, {resident_bytes() / 2**20:,.0f} MiB"
             )
 
-        return run_python(model, keep_states=keep_states, progress=report, max_memory=max_memory)
+        return run_python(model, keep_states=keep_states, progress=report, max_memory=max_memory, workers=workers)
 
 
 def _print_results(

@@ -1,0 +1,238 @@
+"""Breadth-first search on several worker processes, with the same counts, verdicts and counterexamples as one.
+
+The search goes level by level. Each worker process (forked, so it has the
+spec already) holds a part of the frontier: the states of the current level
+it found, each with its record in the store. For a level:
+
+1. every worker expands its states: it computes their successors, checks the
+   action properties on each step and notes deadlocks, and sends back, per
+   successor, only ``(parent record, successor index, fingerprint)``, which
+   pickle in a few bytes; the successor states stay with it;
+2. the main process takes all of them in the order a single search would
+   meet them (by parent record, then by successor index), keeps the first
+   of each fingerprint not seen before, and numbers them in that order: the
+   records a single worker would give them;
+3. each worker keeps its successors that were new as its part of the next
+   level, and checks the invariants on them.
+
+So the fingerprint store, the records and the predecessors are exactly those
+of the one-process search, and a violation is the first one that search
+would meet: with the first violating record (or step) of the shallowest
+level, rebuilt from Init by :class:`~.explorer.Explorer`. States move between
+processes only once, at the start (the initial states).
+
+The speed-up comes from the successors and the invariants, which are most of
+the work; the main process only looks fingerprints up.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ledgerspec.spec.explorer import (
+    Exploration,
+    Explorer,
+    TraceStep,
+    Violation,
+    resident_bytes,
+)
+from ledgerspec.spec.fingerprints import NO_RECORD, FingerprintStore, collision_probability, fingerprint
+
+__all__ = ["ParallelExplorer"]
+
+# A successor as a worker reports it: (parent record, successor index, fingerprint).
+Candidate = tuple[int, int, int]
+
+
+def _worker(explorer: Explorer[Any], conn: Connection) -> None:
+    """One worker: expand its part of the frontier on request, keep what the main process says is new."""
+    spec = explorer.spec
+    canon = spec.symmetry if explorer.symmetry else None
+    frontier: list[tuple[Any, int]] = []  # (state, record)
+    while True:
+        command, payload = conn.recv()
+        if command == "seed":
+            frontier = payload
+            conn.send(_check_invariants(explorer, frontier))
+        elif command == "expand":
+            kept: list[Any] = []
+            candidates: list[Candidate] = []
+            properties: list[tuple[int, int, str, str]] = []  # (parent record, successor index, name, message)
+            deadlocks: list[int] = []
+            for state, record in frontier:
+                enabled = False
+                for index, (_act, _args, nxt) in enumerate(spec.successors(state)):
+                    enabled = True
+                    for prop in explorer.action_properties:
+                        message = prop.fn(spec, state, nxt)
+                        if message is not None:
+                            properties.append((record, index, prop.name, message))
+                            break
+                    key = canon(nxt) if canon else nxt
+                    kept.append(key)
+                    candidates.append((record, index, fingerprint(key)))
+                if not enabled:
+                    deadlocks.append(record)
+            conn.send((candidates, properties, deadlocks))
+            news: dict[int, int] = conn.recv()  # candidate position -> its new record
+            frontier = [(kept[position], record) for position, record in sorted(news.items())]
+            conn.send(_check_invariants(explorer, frontier))
+        else:  # stop
+            conn.close()
+            return
+
+
+def _check_invariants(explorer: Explorer[Any], frontier: list[tuple[Any, int]]) -> tuple[list[Any], list[str]]:
+    """The invariant violations of the frontier, as (record, name, message), and the reachables witnessed."""
+    spec = explorer.spec
+    broken = []
+    reached = set()
+    for state, record in frontier:
+        for inv in explorer.invariants:
+            message = inv.fn(spec, state)
+            if message is not None:
+                broken.append((record, inv.name, message))
+                break
+        reached |= {r.name for r in spec.reachables if r.fn(spec, state)}
+    return broken, sorted(reached)
+
+
+class ParallelExplorer(Explorer[Any]):
+    """:class:`~.explorer.Explorer`'s search on ``workers`` processes (see the module docstring)."""
+
+    def __init__(self, spec: Any, *, workers: int, **options: Any) -> None:
+        if options.get("keep_states"):
+            raise ValueError("whole states are kept by the one-process search only: leave workers at 1")
+        if workers < 2:
+            raise ValueError(f"a parallel search takes at least 2 workers, got {workers}")
+        super().__init__(spec, **options)
+        self.workers = workers
+
+    def run(self) -> Exploration[Any]:
+        context = multiprocessing.get_context("fork")
+        pipes = [context.Pipe() for _ in range(self.workers)]
+        processes = [context.Process(target=_worker, args=(self, child), daemon=True) for _parent, child in pipes]
+        for process in processes:
+            process.start()
+        conns = [parent for parent, _child in pipes]
+        try:
+            return self._search(conns)
+        finally:
+            for conn in conns:
+                conn.send(("stop", None))
+            for process in processes:
+                process.join(timeout=5)
+
+    def _search(self, conns: list[Connection]) -> Exploration[Any]:
+        spec = self.spec
+        canon = spec.symmetry if self.symmetry else None
+        store = FingerprintStore()
+        started = time.perf_counter()
+        generated, depth, complete, stopped = 0, 0, True, None
+        violations: list[Violation[Any]] = []
+        reached: set[str] = set()
+        seeds: list[list[tuple[Any, int]]] = [[] for _ in conns]
+        for state in spec.init_states():
+            generated += 1
+            key = canon(state) if canon else state
+            record = store.add(fingerprint(key), NO_RECORD)
+            if record is not None:
+                seeds[record % len(conns)].append((key, record))
+        for conn, seed in zip(conns, seeds, strict=True):
+            conn.send(("seed", seed))
+        # Events of a level, keyed by where the one-process search meets them: (parent, successor, kind).
+        events: list[tuple[tuple[int, int, int], Violation[Any]]] = []
+        for broken, names in (conn.recv() for conn in conns):
+            reached.update(names)
+            events += [
+                ((record, -1, 1), self._invariant(store, record, name, message)) for record, name, message in broken
+            ]
+        frontier_size = len(store)
+        depth = 1 if frontier_size else 0
+        violations += self._in_order(events)
+
+        while frontier_size and not (violations and self.stop_at_first):
+            for conn in conns:
+                conn.send(("expand", None))
+            replies = [conn.recv() for conn in conns]
+            generated += sum(len(candidates) for candidates, _, _ in replies)
+            ordered = sorted(
+                (candidate, w, position)
+                for w, (candidates, _, _) in enumerate(replies)
+                for position, candidate in enumerate(candidates)
+            )
+            news: list[dict[int, int]] = [{} for _ in conns]
+            found_at: dict[int, tuple[int, int]] = {}  # new record -> (parent record, successor index)
+            for (parent, index, fp), w, position in ordered:
+                record = store.add(fp, parent)
+                if record is not None:
+                    news[w][position] = record
+                    found_at[record] = (parent, index)
+            for conn, new in zip(conns, news, strict=True):
+                conn.send(new)
+            events = []
+            for _, properties, deadlocks in replies:
+                events += [((r, i, 0), self._property(store, r, i, name, msg)) for r, i, name, msg in properties]
+                if self.check_deadlock:
+                    events += [((r, 2**62, 2), self._deadlock(store, r)) for r in deadlocks]
+            for broken, names in (conn.recv() for conn in conns):
+                reached.update(names)
+                events += [
+                    ((*found_at[record], 1), self._invariant(store, record, name, message))
+                    for record, name, message in broken
+                ]
+            frontier_size = sum(len(n) for n in news)
+            violations += self._in_order(events)
+            if violations and self.stop_at_first:
+                break
+            if frontier_size:
+                depth += 1
+            if self.progress is not None:
+                self.progress(len(store), generated, depth, frontier_size)
+            if self.max_memory is not None and resident_bytes() > self.max_memory:
+                stopped, complete = self._out_of_memory(len(store), frontier_size, depth), False
+                break
+            if self.max_states is not None and len(store) >= self.max_states:
+                complete = frontier_size == 0
+                break
+        if violations and self.stop_at_first:
+            complete = False
+        return Exploration(
+            spec_name=spec.name,
+            distinct_states=len(store),
+            states_generated=generated,
+            depth=depth,
+            seconds=time.perf_counter() - started,
+            violations=tuple(violations),
+            reached=frozenset(reached),
+            complete=complete,
+            collision_probability=collision_probability(len(store), generated),
+            stopped=stopped,
+        )
+
+    def _in_order(self, events: list[tuple[tuple[int, int, int], Violation[Any]]]) -> list[Violation[Any]]:
+        """The level's violations in the order the one-process search meets them; the first only, if it stops."""
+        ordered = [violation for _, violation in sorted(events, key=lambda e: e[0])]
+        return ordered[:1] if self.stop_at_first else ordered
+
+    def _behaviour(self, store: FingerprintStore, record: int) -> tuple[TraceStep[Any], ...]:
+        return self._rebuild(store.path(record), self.spec.symmetry if self.symmetry else None)
+
+    def _invariant(self, store: FingerprintStore, record: int, name: str, message: str) -> Violation[Any]:
+        return Violation("invariant", name, message, self._behaviour(store, record))
+
+    def _deadlock(self, store: FingerprintStore, record: int) -> Violation[Any]:
+        return Violation("deadlock", "Deadlock", "no action is enabled in this state", self._behaviour(store, record))
+
+    def _property(self, store: FingerprintStore, record: int, index: int, name: str, message: str) -> Violation[Any]:
+        behaviour = self._behaviour(store, record)
+        act, args, nxt = list(self.spec.successors(behaviour[-1].state))[index]
+        return Violation("property", name, message, (*behaviour, TraceStep(self.spec.step(act, args), nxt)))
+
+
+def explore_in_parallel(spec: Any, workers: int, **options: Any) -> Exploration[Any]:
+    """Shorthand for ``ParallelExplorer(spec, workers=workers, **options).run()``."""
+    return ParallelExplorer(spec, workers=workers, **options).run()

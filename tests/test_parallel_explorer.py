@@ -1,0 +1,72 @@
+"""The explorer on several processes: the same counts, verdicts and counterexamples as on one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from ledgerspec.spec.bookie import BookieSpec
+from ledgerspec.spec.cursor import CursorSpec
+from ledgerspec.spec.explorer import explore
+from ledgerspec.spec.kernel import Spec
+from ledgerspec.spec.ledger import LedgerSpec
+from ledgerspec.spec.managed_ledger import ManagedLedgerSpec
+from ledgerspec.spec.parallel import ParallelExplorer, explore_in_parallel
+from ledgerspec.tools.cli import main
+
+COMPLETE: list[Spec[Any]] = [LedgerSpec(MaxEntries=1), CursorSpec(MaxEntries=2), BookieSpec(), ManagedLedgerSpec()]
+
+
+@pytest.mark.parametrize("spec", COMPLETE, ids=lambda s: s.name)
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_complete_search_counts_the_same(spec: Spec[Any], workers: int) -> None:
+    one = explore(spec, check_deadlock=False, stop_at_first=False)
+    many = explore_in_parallel(spec, workers, check_deadlock=False, stop_at_first=False)
+    assert (many.distinct_states, many.states_generated, many.depth, many.reached, many.violations) == (
+        one.distinct_states,
+        one.states_generated,
+        one.depth,
+        one.reached,
+        one.violations,
+    )
+    assert many.complete and many.collision_probability == pytest.approx(one.collision_probability)
+
+
+BUGGY: list[Spec[Any]] = [
+    LedgerSpec(Bug="recovery_read_no_fence", MaxEntries=1),
+    LedgerSpec(Bug="lac_before_qa", MaxEntries=1),
+    BookieSpec(Bug="delete_journal_at_mark"),
+    ManagedLedgerSpec(Bug="dedup_forgets_on_reopen"),
+    CursorSpec(Bug="restore_ignores_no_ledger"),
+    CursorSpec(Bug="trim_deletes_needed_ledger"),
+]
+
+
+@pytest.mark.parametrize("spec", BUGGY, ids=lambda s: f"{s.name}-{s.Bug}")
+def test_the_first_violation_and_its_behaviour_are_the_one_process_searchs(spec: Spec[Any]) -> None:
+    [one] = explore(spec, check_deadlock=False).violations
+    [many] = explore_in_parallel(spec, 2, check_deadlock=False).violations
+    assert many == one
+
+
+def test_deadlocks_and_symmetry_too() -> None:
+    spec = LedgerSpec(MaxEntries=1)
+    assert explore_in_parallel(spec, 2).violations == explore(spec).violations
+    assert (
+        explore_in_parallel(spec, 2, symmetry=True, check_deadlock=False).distinct_states
+        == explore(spec, symmetry=True, check_deadlock=False).distinct_states
+    )
+
+
+def test_whole_states_are_one_process_work() -> None:
+    with pytest.raises(ValueError, match="leave workers at 1"):
+        ParallelExplorer(LedgerSpec(), workers=2, keep_states=True)
+
+
+def test_workers_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["model-check", "cursor", "--engine", "python", "--const", "MaxEntries=2", "--json"]
+    assert main([*args, "--workers", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["python"]["distinct_states"] == 11908
+    assert main([*args, "--workers", "0"]) == 2
+    assert "--workers must be at least 1" in capsys.readouterr().err
