@@ -5,7 +5,8 @@ TLC's time includes parsing the spec but not starting the JVM (a warm-up run
 starts it first). Both engines must find the same number of states, or the
 figures compare different work and the benchmark fails.
 
-Then the explorer's memory per distinct state, keeping fingerprints (the
+Then the explorer on two worker processes against one (the same search,
+level by level: ``spec/parallel.py``), and the explorer's memory per distinct state, keeping fingerprints (the
 default) and keeping whole states: each search runs in a process of its own,
 whose peak resident memory, less that of a process that only builds the
 spec, is divided by the distinct states.
@@ -49,6 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.print(table)
     ratio = python.states_per_second / tlc.states_per_second
     console.print(f"explorer / TLC rate: [bold]{ratio:.2f}x[/bold]")
+    two = run_python(model, workers=2)
+    console.print(
+        f"explorer, 2 workers: {two.distinct_states:,} states in {two.seconds:.2f}s, {two.states_per_second:,.0f}/s; "
+        f"2 workers / 1 worker: [bold]{two.states_per_second / python.states_per_second:.2f}x[/bold]"
+    )
     memory = Table("explorer keeps", "peak MiB", "bytes / distinct state")
     per_state = {}
     baseline = _peak_rss(args.spec, constants, None)
@@ -61,9 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"whole states / fingerprints: [bold]{per_state['states'] / per_state['fingerprints']:.1f}x[/bold] the memory "
         "(TLC's fingerprint set: 8 bytes a state, preallocated)"
     )
-    if python.distinct_states != tlc.distinct_states:
+    if not python.distinct_states == tlc.distinct_states == two.distinct_states:
         console.print(
-            f"[red]the engines found different state counts: {python.distinct_states} vs {tlc.distinct_states}"
+            f"[red]the engines found different state counts: {python.distinct_states} (2 workers: "
+            f"{two.distinct_states}) vs {tlc.distinct_states}"
         )
         return 1
     return 0
