@@ -27,6 +27,7 @@ the work; the main process only looks fingerprints up.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import time
 from multiprocessing.connection import Connection
@@ -49,14 +50,18 @@ Candidate = tuple[int, int, int]
 
 def _worker(explorer: Explorer[Any], conn: Connection) -> None:
     """One worker: expand its part of the frontier on request, keep what the main process says is new."""
+    # Spec states are immutable values without cycles: the cyclic collector would only walk them, again and
+    # again, as each level's successors pile up.
+    gc.disable()
     spec = explorer.spec
     canon = spec.symmetry if explorer.symmetry else None
     frontier: list[tuple[Any, int]] = []  # (state, record)
+    pending = list(spec.reachables)
     while True:
         command, payload = conn.recv()
         if command == "seed":
             frontier = payload
-            conn.send(_check_invariants(explorer, frontier))
+            conn.send(_check_invariants(explorer, frontier, pending))
         elif command == "expand":
             kept: list[Any] = []
             candidates: list[Candidate] = []
@@ -79,25 +84,36 @@ def _worker(explorer: Explorer[Any], conn: Connection) -> None:
             conn.send((candidates, properties, deadlocks))
             news: dict[int, int] = conn.recv()  # candidate position -> its new record
             frontier = [(kept[position], record) for position, record in sorted(news.items())]
-            conn.send(_check_invariants(explorer, frontier))
+            conn.send(_check_invariants(explorer, frontier, pending))
+        elif command == "give":  # hand the last ``payload`` states of the frontier to another worker
+            frontier, given = frontier[: len(frontier) - payload], frontier[len(frontier) - payload :]
+            conn.send(given)
+        elif command == "take":
+            frontier += payload
         else:  # stop
             conn.close()
             return
 
 
-def _check_invariants(explorer: Explorer[Any], frontier: list[tuple[Any, int]]) -> tuple[list[Any], list[str]]:
-    """The invariant violations of the frontier, as (record, name, message), and the reachables witnessed."""
+def _check_invariants(
+    explorer: Explorer[Any], frontier: list[tuple[Any, int]], pending: list[Any]
+) -> tuple[list[Any], list[str]]:
+    """The invariant violations of the frontier, as (record, name, message), and the reachables it witnessed
+    among those still ``pending`` in this worker (each is looked for until found once, as one process does)."""
     spec = explorer.spec
     broken = []
-    reached = set()
+    reached = []
     for state, record in frontier:
         for inv in explorer.invariants:
             message = inv.fn(spec, state)
             if message is not None:
                 broken.append((record, inv.name, message))
                 break
-        reached |= {r.name for r in spec.reachables if r.fn(spec, state)}
-    return broken, sorted(reached)
+        for r in pending[:]:
+            if r.fn(spec, state):
+                reached.append(r.name)
+                pending.remove(r)
+    return broken, reached
 
 
 class ParallelExplorer(Explorer[Any]):
@@ -153,6 +169,7 @@ class ParallelExplorer(Explorer[Any]):
         frontier_size = len(store)
         depth = 1 if frontier_size else 0
         violations += self._in_order(events)
+        self._balance(conns, [len(seed) for seed in seeds])
 
         while frontier_size and not (violations and self.stop_at_first):
             for conn in conns:
@@ -185,6 +202,7 @@ class ParallelExplorer(Explorer[Any]):
                     for record, name, message in broken
                 ]
             frontier_size = sum(len(n) for n in news)
+            self._balance(conns, [len(n) for n in news])
             violations += self._in_order(events)
             if violations and self.stop_at_first:
                 break
@@ -212,6 +230,23 @@ class ParallelExplorer(Explorer[Any]):
             collision_probability=collision_probability(len(store), generated),
             stopped=stopped,
         )
+
+    @staticmethod
+    def _balance(conns: list[Connection], sizes: list[int]) -> None:
+        """Move states from the workers that hold the most to those that hold the fewest, when they differ by
+        more than half a share: a worker keeps the states it found, so one initial state would otherwise keep
+        all the work in one process. Moving a state costs more than expanding it, so only the excess moves."""
+        share = sum(sizes) / len(sizes)
+        while True:
+            most = max(range(len(sizes)), key=lambda w: sizes[w])
+            fewest = min(range(len(sizes)), key=lambda w: sizes[w])
+            excess = (sizes[most] - sizes[fewest]) // 2
+            if excess <= max(4, share / 4):
+                return
+            conns[most].send(("give", excess))
+            conns[fewest].send(("take", conns[most].recv()))
+            sizes[most] -= excess
+            sizes[fewest] += excess
 
     def _in_order(self, events: list[tuple[tuple[int, int, int], Violation[Any]]]) -> list[Violation[Any]]:
         """The level's violations in the order the one-process search meets them; the first only, if it stops."""
