@@ -271,10 +271,11 @@ class Explorer(Generic[S]):
         return tuple(reversed(steps))
 
 
-def resident_bytes() -> int:
-    """The bytes this process holds in memory now (its resident set, from /proc; 0 where there is none)."""
+def resident_bytes(pid: int | None = None) -> int:
+    """The bytes a process (this one by default) holds in memory now: its resident set, from /proc; 0 where
+    there is none."""
     try:
-        with open("/proc/self/statm", "rb") as statm:
+        with open(f"/proc/{pid or 'self'}/statm", "rb") as statm:
             pages = int(statm.read().split()[1])
     except (OSError, IndexError, ValueError):
         return 0

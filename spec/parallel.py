@@ -126,6 +126,7 @@ class ParallelExplorer(Explorer[Any]):
             raise ValueError(f"a parallel search takes at least 2 workers, got {workers}")
         super().__init__(spec, **options)
         self.workers = workers
+        self._pids: list[int] = []
 
     def run(self) -> Exploration[Any]:
         context = multiprocessing.get_context("fork")
@@ -134,6 +135,7 @@ class ParallelExplorer(Explorer[Any]):
         for process in processes:
             process.start()
         conns = [parent for parent, _child in pipes]
+        self._pids = [p.pid for p in processes if p.pid is not None]
         try:
             return self._search(conns)
         finally:
@@ -210,7 +212,8 @@ class ParallelExplorer(Explorer[Any]):
                 depth += 1
             if self.progress is not None:
                 self.progress(len(store), generated, depth, frontier_size)
-            if self.max_memory is not None and resident_bytes() > self.max_memory:
+            held = resident_bytes() + sum(resident_bytes(pid) for pid in self._pids)  # the workers' states too
+            if self.max_memory is not None and held > self.max_memory:
                 stopped, complete = self._out_of_memory(len(store), frontier_size, depth), False
                 break
             if self.max_states is not None and len(store) >= self.max_states:

@@ -70,3 +70,8 @@ def test_workers_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None
     assert json.loads(capsys.readouterr().out)["python"]["distinct_states"] == 11908
     assert main([*args, "--workers", "0"]) == 2
     assert "--workers must be at least 1" in capsys.readouterr().err
+
+
+def test_the_memory_bound_counts_the_workers() -> None:
+    result = explore_in_parallel(CursorSpec(), 2, check_deadlock=False, max_memory=1)
+    assert not result.complete and result.stopped is not None and "memory bound" in result.stopped
