@@ -4,10 +4,11 @@ The search goes level by level. Each worker process (forked, so it has the
 spec already) holds a part of the frontier: the states of the current level
 it found, each with its record in the store. For a level:
 
-1. every worker expands its states: it computes their successors, checks the
-   action properties on each step and notes deadlocks, and sends back, per
-   successor, only ``(parent record, successor index, fingerprint)``, which
-   pickle in a few bytes; the successor states stay with it;
+1. every worker expands its states, in record order: it computes their
+   successors, checks the action properties on each step and notes
+   deadlocks, and sends back, per successor whose fingerprint it has not met
+   yet in this level, only ``(parent record, successor index, fingerprint)``,
+   which pickle in a few bytes; the successor states stay with it;
 2. the main process takes all of them in the order a single search would
    meet them (by parent record, then by successor index), keeps the first
    of each fingerprint not seen before, and numbers them in that order: the
@@ -67,21 +68,28 @@ def _worker(explorer: Explorer[Any], conn: Connection) -> None:
             candidates: list[Candidate] = []
             properties: list[tuple[int, int, str, str]] = []  # (parent record, successor index, name, message)
             deadlocks: list[int] = []
-            for state, record in frontier:
+            met: set[int] = set()  # fingerprints met this level: a later one is no new state, whoever decides
+            generated = 0
+            for state, record in frontier:  # in record order: the order the main process takes them in
                 enabled = False
                 for index, (_act, _args, nxt) in enumerate(spec.successors(state)):
                     enabled = True
+                    generated += 1
                     for prop in explorer.action_properties:
                         message = prop.fn(spec, state, nxt)
                         if message is not None:
                             properties.append((record, index, prop.name, message))
                             break
                     key = canon(nxt) if canon else nxt
+                    fp = fingerprint(key)
+                    if fp in met:
+                        continue
+                    met.add(fp)
                     kept.append(key)
-                    candidates.append((record, index, fingerprint(key)))
+                    candidates.append((record, index, fp))
                 if not enabled:
                     deadlocks.append(record)
-            conn.send((candidates, properties, deadlocks))
+            conn.send((candidates, properties, deadlocks, generated))
             news: dict[int, int] = conn.recv()  # candidate position -> its new record
             frontier = [(kept[position], record) for position, record in sorted(news.items())]
             conn.send(_check_invariants(explorer, frontier, pending))
@@ -89,7 +97,7 @@ def _worker(explorer: Explorer[Any], conn: Connection) -> None:
             frontier, given = frontier[: len(frontier) - payload], frontier[len(frontier) - payload :]
             conn.send(given)
         elif command == "take":
-            frontier += payload
+            frontier = sorted(frontier + payload, key=lambda item: item[1])
         else:  # stop
             conn.close()
             return
@@ -177,10 +185,10 @@ class ParallelExplorer(Explorer[Any]):
             for conn in conns:
                 conn.send(("expand", None))
             replies = [conn.recv() for conn in conns]
-            generated += sum(len(candidates) for candidates, _, _ in replies)
+            generated += sum(count for _, _, _, count in replies)
             ordered = sorted(
                 (candidate, w, position)
-                for w, (candidates, _, _) in enumerate(replies)
+                for w, (candidates, _, _, _) in enumerate(replies)
                 for position, candidate in enumerate(candidates)
             )
             news: list[dict[int, int]] = [{} for _ in conns]
@@ -193,7 +201,7 @@ class ParallelExplorer(Explorer[Any]):
             for conn, new in zip(conns, news, strict=True):
                 conn.send(new)
             events = []
-            for _, properties, deadlocks in replies:
+            for _, properties, deadlocks, _ in replies:
                 events += [((r, i, 0), self._property(store, r, i, name, msg)) for r, i, name, msg in properties]
                 if self.check_deadlock:
                     events += [((r, 2**62, 2), self._deadlock(store, r)) for r in deadlocks]
