@@ -10,13 +10,17 @@ each persistence step of the cursor (creating its ledger, switching the znode
 to it, deleting the old one, appending a record, the close's znode write) and
 at a rollover; the next step that reaches it stops the broker there.
 
-Each engine mutant (``ManagedLedgerConfig.mutant``) must make the machine fail.
+Each engine mutant (``ManagedLedgerConfig.mutant``) leaves the spec on the
+shortest road to it, at the step it breaks; the random machine finds each on
+its own too (the longer profile, ``--run-slow``).
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, note, settings
@@ -147,9 +151,48 @@ def test_the_reference_cursor_refines_the_spec_in_longer_runs() -> None:
     run_state_machine_as_test(CursorRefinementMachine, settings=_settings(300, SLOW_STEPS))
 
 
+def _publish_and_ack(run: CursorRun, acked: int) -> None:
+    """Two entries (ledger 0 rolls over after them); the consumer acknowledges entry ``acked`` of ledger 0."""
+    run.publish()
+    run.publish()
+    run.ack((0, acked))
+
+
+# Each mutant on the shortest road to it: the step where it leaves the spec, and the event the check names.
+MUTANT_ROADS: dict[str, tuple[Callable[[CursorRun], object], str]] = {
+    "restore_ignores_no_ledger": (
+        lambda run: (_publish_and_ack(run, 1), run.close_cursor(), run.crash(), run.restart()),
+        "CursorRecovers",
+    ),
+    "no_store_fallback": (
+        lambda run: (_publish_and_ack(run, 0), run.fail_next("creates"), run.flush()),
+        "CursorLedgerCreationFails",
+    ),
+    "restore_skips_unacked": (
+        lambda run: (_publish_and_ack(run, 1), run.flush(), run.crash(), run.restart()),
+        "CursorRecovers",
+    ),
+    "trim_deletes_needed_ledger": (lambda run: (run.publish(), run.publish(), run.trim()), "TrimConsumedLedgers"),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_each_mutant_leaves_the_spec_at_its_own_step(mutant: str, tmp_path: Path) -> None:
+    """Each seeded bug of the engine is a step the spec does not take; without it, the same steps refine."""
+    road, event = MUTANT_ROADS[mutant]
+    correct = CursorRun(str(tmp_path / "correct"))
+    CursorRefinement(correct)
+    road(correct)
+    run = CursorRun(str(tmp_path / "mutant"), RunConfig(mutant=mutant))
+    CursorRefinement(run)
+    with pytest.raises(RefinementError, match=rf"\({event}|{event}\("):
+        road(run)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_the_machine_finds_each_mutant(mutant: str) -> None:
-    """Each seeded bug of the engine is a step the spec does not take."""
+    """The random machine finds each seeded bug on its own."""
     machine = type(
         f"CursorRefinement_{mutant}",
         (CursorRefinementMachine,),
