@@ -18,6 +18,7 @@ It also records which ``reachable`` predicates were witnessed.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from collections import deque
@@ -117,6 +118,17 @@ class Explorer(Generic[S]):
         self.action_properties = [p for p in spec.action_properties if wanted is None or p.name in wanted]
 
     def run(self) -> Exploration[S]:
+        # Spec states are immutable values without cycles: the cyclic collector would only walk them, again and
+        # again, as the search piles them up.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._search()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _search(self) -> Exploration[S]:
         spec = self.spec
         canon = spec.symmetry if self.symmetry else None
         fingerprints = not self.keep_states

@@ -50,20 +50,33 @@ __all__ = [
 S = TypeVar("S")
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_EVOLVERS: dict[type, Callable[[Any, dict[str, Any]], Any]] = {}
 
 
 def evolve(state: S, **changes: Any) -> S:
     """A copy of a frozen attrs ``state`` with some fields changed: TLA+'s primed variables.
 
-    Same result as ``attrs.evolve``, at a fraction of its cost on the explorer's hot path.
+    Same result as ``attrs.evolve``, at a fraction of its cost on the explorer's hot path: each state class
+    gets a function of its own that reads the unchanged fields directly.
     """
     cls: Any = type(state)
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in attrs.fields(cls))
-    new: S = cls(*[changes[n] if n in changes else getattr(state, n) for n in names])
+    evolver = _EVOLVERS.get(cls)
+    if evolver is None:
+        evolver = _EVOLVERS[cls] = _evolver(cls)
+    new: S = evolver(state, changes)
     return new
+
+
+def _evolver(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
+    """``lambda s, c: cls(c["a"] if "a" in c else s.a, ...)`` for the fields of ``cls``, checked to be names."""
+    names = [f.name for f in attrs.fields(cls)]
+    if not all(name.isidentifier() for name in names):  # attrs fields are identifiers; say so if not
+        raise TypeError(f"{cls.__name__} has a field that is not a Python name: {names}")
+    fields = ", ".join(f"c[{n!r}] if {n!r} in c else s.{n}" for n in names)
+    namespace: dict[str, Any] = {"cls": cls}
+    exec(f"def evolve(s, c):\n    return cls({fields})\n", namespace)  # noqa: S102 - built from field names
+    evolver: Callable[[Any, dict[str, Any]], Any] = namespace["evolve"]
+    return evolver
 
 
 class ConstantError(ValueError):
