@@ -2,11 +2,14 @@
 
 The explorer remembers every distinct state (after symmetry reduction, when
 asked) with the state it was first reached from, so a violation comes with the
-shortest behaviour that leads to it. By default it keeps only a 64-bit
-fingerprint of each and rebuilds a counterexample by running the spec again
-from Init (:mod:`.fingerprints`), and reports TLC's estimate of the
-probability of a fingerprint collision; with ``keep_states`` it keeps the
-whole states, to return them. It checks, as TLC does:
+shortest behaviour that leads to it. By default it keeps what TLC keeps: a
+64-bit fingerprint of each state in memory, where each was first reached
+from on disk, and the current level's states in memory and, past a bound, on
+disk; it goes level by level (:mod:`.levels`), on worker processes when asked
+(:mod:`.parallel`), rebuilds a counterexample by running the spec again from
+Init, and reports TLC's estimate of the probability of a fingerprint
+collision. With ``keep_states`` it keeps the whole states, one at a time, to
+return them. It checks, as TLC does:
 
 - invariants on every distinct state, initial states included;
 - action properties on every step, also steps to states already seen;
@@ -19,63 +22,19 @@ It also records which ``reachable`` predicates were witnessed.
 from __future__ import annotations
 
 import gc
-import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Generic, TypeVar
 
-import attrs
-from ledgerspec.spec.fingerprints import NO_RECORD, FingerprintStore, collision_probability, fingerprint
+from ledgerspec.spec.exploration import INIT, Exploration, ProgressCallback, TraceStep, Violation
+from ledgerspec.spec.frontier import resident_bytes
 from ledgerspec.spec.kernel import Spec, Step
+from ledgerspec.spec.levels import InProcess, LevelSearch, LevelWorker, spill_threshold
 
-__all__ = ["Exploration", "Explorer", "TraceStep", "Violation", "resident_bytes"]
+__all__ = ["Exploration", "Explorer", "TraceStep", "Violation", "explore", "resident_bytes"]
 
 S = TypeVar("S")
-
-INIT = Step("Init")
-
-
-@attrs.frozen
-class TraceStep(Generic[S]):
-    """A state of a behaviour, with the step that led to it (``Init`` for the first)."""
-
-    step: Step
-    state: S
-
-
-@attrs.frozen
-class Violation(Generic[S]):
-    """A broken property: ``kind`` is ``invariant``, ``property`` or ``deadlock``."""
-
-    kind: str
-    name: str
-    message: str
-    trace: tuple[TraceStep[S], ...]
-
-
-@attrs.frozen
-class Exploration(Generic[S]):
-    """What a run found, and how much work it took."""
-
-    spec_name: str
-    distinct_states: int
-    states_generated: int
-    depth: int
-    seconds: float
-    violations: tuple[Violation[S], ...]
-    reached: frozenset[str]
-    complete: bool
-    states: tuple[S, ...] | None = None
-    collision_probability: float = 0.0  # TLC's optimistic estimate; 0 when whole states were kept
-    stopped: str | None = None  # why the search stopped before the end, when a bound stopped it
-
-    @property
-    def states_per_second(self) -> float:
-        return self.distinct_states / self.seconds if self.seconds > 0 else float("inf")
-
-
-ProgressCallback = Callable[[int, int, int, int], None]
 
 
 class Explorer(Generic[S]):
@@ -84,9 +43,14 @@ class Explorer(Generic[S]):
     ``symmetry``: key states by ``spec.symmetry(state)``; ``max_states``: stop
     (with ``complete=False``) after that many distinct states;
     ``progress(distinct, generated, depth, queue)`` is called about once a
-    second; ``keep_states`` returns the distinct states for comparison with TLC;
-    ``max_memory``: stop (with ``complete=False`` and ``stopped`` saying so)
-    once the process holds more than that many bytes, checked once a second.
+    second; ``keep_states`` keeps and returns the whole distinct states, for
+    comparison with TLC; ``max_memory``: stop (with ``complete=False`` and
+    ``stopped`` saying so) once the search holds more than that many bytes,
+    checked once a second; ``directory``: where the records and the spilled
+    frontier go (the system's temporary directory by default);
+    ``spill_above``: the resident bytes past which a process's frontier goes
+    to disk (by default half its share of ``max_memory``, or of the memory
+    the system can still give).
     """
 
     def __init__(
@@ -101,6 +65,8 @@ class Explorer(Generic[S]):
         progress: ProgressCallback | None = None,
         invariants: Iterable[str] | None = None,
         max_memory: int | None = None,
+        directory: str | None = None,
+        spill_above: int | None = None,
     ) -> None:
         self.spec = spec
         self.max_memory = max_memory
@@ -110,6 +76,8 @@ class Explorer(Generic[S]):
         self.max_states = max_states
         self.keep_states = keep_states
         self.progress = progress
+        self.directory = directory
+        self.spill_above = spill_above
         wanted = None if invariants is None else set(invariants)
         known = {inv.name for inv in spec.invariants} | {p.name for p in spec.action_properties}
         if wanted is not None and wanted - known:
@@ -123,20 +91,23 @@ class Explorer(Generic[S]):
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return self._search()
+            return self._search_states() if self.keep_states else self._search()
         finally:
             if collecting:
                 gc.enable()
 
     def _search(self) -> Exploration[S]:
+        """Level by level, keeping fingerprints (:mod:`.levels`), on one worker in this process."""
+        worker = LevelWorker(self, self.spill_threshold(1), self.directory)
+        result: Exploration[S] = LevelSearch(self, [InProcess(worker)], self.directory).run()
+        return result
+
+    def _search_states(self) -> Exploration[S]:
+        """One state at a time, keeping each whole state with its predecessor and the step between them."""
         spec = self.spec
         canon = spec.symmetry if self.symmetry else None
-        fingerprints = not self.keep_states
-        store = FingerprintStore()
-        # With keep_states: state -> (predecessor, step); the predecessor of an initial state is None.
-        parent: dict[S, tuple[S | None, Step]] = {}
-        # The frontier: (state, BFS level, its record in the store, or the state itself when states are kept).
-        queue: deque[tuple[S, int, Any]] = deque()
+        parent: dict[S, tuple[S | None, Step]] = {}  # the predecessor of an initial state is None
+        queue: deque[tuple[S, int]] = deque()  # (state, its BFS level)
         violations: list[Violation[S]] = []
         reached: set[str] = set()
         pending_reach = list(spec.reachables)
@@ -147,23 +118,17 @@ class Explorer(Generic[S]):
         complete = True
         stopped: str | None = None
 
-        def remember(key: S, handle: Any, predecessor: S | None, step: Step) -> Any:
-            """Record a state first reached; its handle, or None when it was seen before."""
-            if fingerprints:
-                return store.add(fingerprint(key), handle)
+        def remember(key: S, predecessor: S | None, step: Step) -> bool:
             if key in parent:
-                return None
+                return False
             parent[key] = (predecessor, step)
-            return key
+            return True
 
-        def trace(handle: Any) -> tuple[TraceStep[S], ...]:
-            return self._rebuild(store.path(handle), canon) if fingerprints else self._trace(parent, handle)
-
-        def check_state(state: S, handle: Any) -> bool:
+        def check_state(state: S) -> bool:
             for inv in self.invariants:
                 message = inv.fn(spec, state)
                 if message is not None:
-                    violations.append(Violation("invariant", inv.name, message, trace(handle)))
+                    violations.append(Violation("invariant", inv.name, message, self._trace(parent, state)))
                     return True
             for r in pending_reach[:]:
                 if r.fn(spec, state):
@@ -174,22 +139,18 @@ class Explorer(Generic[S]):
         def stop() -> bool:
             return bool(violations) and self.stop_at_first
 
-        def distinct() -> int:
-            return len(store) if fingerprints else len(parent)
-
         for state in spec.init_states():
             generated += 1
             key = canon(state) if canon else state
-            handle = remember(key, NO_RECORD, None, INIT)
-            if handle is None:
+            if not remember(key, None, INIT):
                 continue
-            queue.append((key, 1, handle))
-            if check_state(key, handle) and stop():
+            queue.append((key, 1))
+            if check_state(key) and stop():
                 break
 
         actions_props = self.action_properties
         while queue and not stop():
-            state, level, handle = queue.popleft()
+            state, level = queue.popleft()
             depth = max(depth, level)
             enabled = False
             for act, args, nxt in spec.successors(state):
@@ -198,51 +159,53 @@ class Explorer(Generic[S]):
                 for prop in actions_props:
                     message = prop.fn(spec, state, nxt)
                     if message is not None:
-                        steps = (*trace(handle), TraceStep(spec.step(act, args), nxt))
+                        steps = (*self._trace(parent, state), TraceStep(spec.step(act, args), nxt))
                         violations.append(Violation("property", prop.name, message, steps))
                         break
                 if stop():
                     break
                 key = canon(nxt) if canon else nxt
-                new = remember(key, handle, state, spec.step(act, args) if not fingerprints else INIT)
-                if new is None:
+                if not remember(key, state, spec.step(act, args)):
                     continue
-                queue.append((key, level + 1, new))
-                if check_state(key, new) and stop():
+                queue.append((key, level + 1))
+                if check_state(key) and stop():
                     break
             if not enabled and self.check_deadlock:
                 dead = "no action is enabled in this state"
-                violations.append(Violation("deadlock", "Deadlock", dead, trace(handle)))
-            if self.max_states is not None and distinct() >= self.max_states:
+                violations.append(Violation("deadlock", "Deadlock", dead, self._trace(parent, state)))
+            if self.max_states is not None and len(parent) >= self.max_states:
                 complete = not queue
                 break
             if time.perf_counter() >= next_report:
                 next_report = time.perf_counter() + 1.0
                 if self.progress is not None:
-                    self.progress(distinct(), generated, depth, len(queue))
+                    self.progress(len(parent), generated, depth, len(queue))
                 if self.max_memory is not None and resident_bytes() > self.max_memory:
-                    stopped = self._out_of_memory(distinct(), len(queue), depth)
+                    stopped = self.out_of_memory(len(parent), len(queue), depth)
                     complete = False
                     break
 
         if violations and self.stop_at_first:
             complete = False
-        seconds = time.perf_counter() - started
         return Exploration(
             spec_name=spec.name,
-            distinct_states=distinct(),
+            distinct_states=len(parent),
             states_generated=generated,
             depth=depth,
-            seconds=seconds,
+            seconds=time.perf_counter() - started,
             violations=tuple(violations),
             reached=frozenset(reached),
             complete=complete,
-            states=tuple(parent) if self.keep_states else None,
-            collision_probability=collision_probability(distinct(), generated) if fingerprints else 0.0,
+            states=tuple(parent),
             stopped=stopped,
         )
 
-    def _out_of_memory(self, distinct: int, queued: int, depth: int) -> str:
+    def spill_threshold(self, processes: int) -> int | None:
+        """The resident bytes past which the frontier of each of ``processes`` goes to disk."""
+        return self.spill_above if self.spill_above is not None else spill_threshold(self.max_memory, processes)
+
+    def out_of_memory(self, distinct: int, queued: int, depth: int) -> str:
+        """Why the search stopped at the memory bound."""
         bound = f"the memory bound of {(self.max_memory or 0) / 2**20:,.0f} MiB"
         if depth <= 1:
             return f"{bound} is too small to hold one level of the search ({distinct:,} states seen, {queued:,} queued)"
@@ -250,27 +213,6 @@ class Explorer(Generic[S]):
             f"{bound} was reached after {distinct:,} distinct states, at depth {depth} with {queued:,} states "
             "queued: the search is incomplete"
         )
-
-    def _rebuild(self, fps: list[int], canon: Callable[[S], S] | None) -> tuple[TraceStep[S], ...]:
-        """The behaviour through the states with these fingerprints, found again from Init: at each step the
-        first successor, in the spec's action order, with the next fingerprint (the step the search took)."""
-        spec = self.spec
-        inits = [canon(s) if canon else s for s in spec.init_states()]
-        state = next(k for k in inits if fingerprint(k) == fps[0])
-        steps = [TraceStep(INIT, state)]
-        for fp in fps[1:]:
-            for act, args, nxt in spec.successors(state):
-                key = canon(nxt) if canon else nxt
-                if fingerprint(key) == fp:
-                    steps.append(TraceStep(spec.step(act, args), key))
-                    state = key
-                    break
-            else:
-                raise RuntimeError(
-                    f"spec {spec.name}: no successor of a state on the counterexample has the fingerprint the "
-                    "search recorded; the spec is not deterministic (does an action read a clock or a random value?)"
-                )
-        return tuple(steps)
 
     @staticmethod
     def _trace(parent: dict[S, tuple[S | None, Step]], last: S) -> tuple[TraceStep[S], ...]:
@@ -281,17 +223,6 @@ class Explorer(Generic[S]):
             steps.append(TraceStep(step, state))
             state = previous
         return tuple(reversed(steps))
-
-
-def resident_bytes(pid: int | None = None) -> int:
-    """The bytes a process (this one by default) holds in memory now: its resident set, from /proc; 0 where
-    there is none."""
-    try:
-        with open(f"/proc/{pid or 'self'}/statm", "rb") as statm:
-            pages = int(statm.read().split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
-    return pages * os.sysconf("SC_PAGE_SIZE")
 
 
 def explore(spec: Spec[Any], **options: Any) -> Exploration[Any]:

@@ -74,7 +74,7 @@ def _evolver(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
         raise TypeError(f"{cls.__name__} has a field that is not a Python name: {names}")
     fields = ", ".join(f"c[{n!r}] if {n!r} in c else s.{n}" for n in names)
     namespace: dict[str, Any] = {"cls": cls}
-    exec(f"def evolve(s, c):\n    return cls({fields})\n", namespace)  # noqa: S102 - built from field names
+    exec(f"def evolve(s, c):\n    return cls({fields})\n", namespace)
     evolver: Callable[[Any, dict[str, Any]], Any] = namespace["evolve"]
     return evolver
 

@@ -9,7 +9,7 @@ import pytest
 from ledgerspec.spec.bookie import BookieSpec
 from ledgerspec.spec.cursor import CursorSpec
 from ledgerspec.spec.explorer import explore
-from ledgerspec.spec.fingerprints import NO_RECORD, FingerprintStore, collision_probability
+from ledgerspec.spec.fingerprints import NO_RECORD, NOT_NEW, FingerprintStore, collision_probability
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.ledger import LedgerSpec
 from ledgerspec.spec.managed_ledger import ManagedLedgerSpec
@@ -23,7 +23,21 @@ def test_the_store_keeps_each_fingerprint_once_with_its_predecessor() -> None:
     assert store.add(11, 1) is None and len(store) == 2
     third = store.add(-33, 1)
     assert third is not None and store.path(third) == [11, 22, -33]
-    assert store.nbytes() == 3 * 16
+    assert store.nbytes() == 3 * 8  # the fingerprints in memory; the records are on disk
+
+
+def test_a_batch_keeps_the_first_of_each_new_fingerprint_in_order() -> None:
+    with FingerprintStore() as store:
+        assert store.admit([5, 6], [NO_RECORD, NO_RECORD]) == [0, 1]
+        # 6 was seen; 7 twice in the batch: its first one is new; the limit leaves 9 out
+        assert store.admit([7, 6, 8, 7, 9], [0, 0, 1, 1, 1], limit=2) == [2, NOT_NEW, 3, NOT_NEW, NOT_NEW]
+        assert 9 not in store and 8 in store and len(store) == 4
+        assert store.path(3) == [6, 8]
+        for fp in range(100, 140):  # many small batches: the sorted runs are merged as they come
+            store.admit([fp], [3])
+        assert len(store._runs) <= 7 and all(fp in store for fp in range(100, 140))
+        with pytest.raises(IndexError, match="no record 44: 44 recorded"):
+            store.path(44)
 
 
 def test_the_collision_estimate_is_tlcs_optimistic_one() -> None:

@@ -5,11 +5,13 @@ TLC's time includes parsing the spec but not starting the JVM (a warm-up run
 starts it first). Both engines must find the same number of states, or the
 figures compare different work and the benchmark fails.
 
-Then the explorer on two worker processes against one (the same search,
-level by level: ``spec/parallel.py``), and the explorer's memory per distinct state, keeping fingerprints (the
-default) and keeping whole states: each search runs in a process of its own,
-whose peak resident memory, less that of a process that only builds the
-spec, is divided by the distinct states.
+Then the explorer on two worker processes against one (the same search:
+``spec/parallel.py``), and the memory per distinct state of each engine: each
+search runs in a process of its own, whose peak resident memory, less that of
+a process that builds the spec (for TLC: that checks the smallest model,
+MaxEntries=1 without loss), is divided by the distinct states. The explorer
+is measured twice: with its frontier in memory (its default while memory
+lasts) and on disk.
 
     python -m ledgerspec.tools.bench [--const NAME=VALUE ...]
 """
@@ -25,8 +27,9 @@ from ledgerspec.tools.model_check import ModelCheck, run_python, run_tlc
 from rich.console import Console
 from rich.table import Table
 
-# Large enough that TLC's start-up costs little next to its search.
-DEFAULT_MODEL = {"MaxEntries": "2", "MaxLoss": "1"}
+# Over a million states (1,437,420), so that start-up costs little next to the search.
+DEFAULT_MODEL = {"MaxEntries": "2", "MaxLoss": "2"}
+TINY_MODEL = {"MaxEntries": "1", "MaxLoss": "0"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -40,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     console.print(f"model: {args.spec} " + " ".join(f"{k}={v}" for k, v in model.build().values.items()))
 
-    run_tlc(ModelCheck(args.spec, {**constants, "MaxEntries": "1", "MaxLoss": "0"}))  # start the JVM, warm up
+    run_tlc(ModelCheck(args.spec, {**constants, **TINY_MODEL}))  # start the JVM, warm up
     tlc = run_tlc(model, workers=1)
     python = run_python(model)
 
@@ -55,18 +58,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"explorer, 2 workers: {two.distinct_states:,} states in {two.seconds:.2f}s, {two.states_per_second:,.0f}/s; "
         f"2 workers / 1 worker: [bold]{two.states_per_second / python.states_per_second:.2f}x[/bold]"
     )
-    memory = Table("explorer keeps", "peak MiB", "bytes / distinct state")
+    memory = Table("engine", "keeps", "peak MiB", "bytes / distinct state")
     per_state = {}
-    baseline = _peak_rss(args.spec, constants, None)
-    for store in ("fingerprints", "states"):
-        peak = _peak_rss(args.spec, constants, store)
+    for name, store in (("explorer", "memory"), ("explorer", "disk"), ("TLC", "tlc")):
+        peak, baseline = _peak_rss(args.spec, constants, store), _peak_rss(args.spec, constants, f"{store}-baseline")
         per_state[store] = (peak - baseline) / python.distinct_states
-        memory.add_row(store, f"{peak / 2**20:,.0f}", f"{per_state[store]:,.0f}")
+        keeps = {"memory": "frontier in memory", "disk": "frontier on disk", "tlc": "its default"}[store]
+        memory.add_row(name, keeps, f"{peak / 2**20:,.0f}", f"{per_state[store]:,.1f}")
     console.print(memory)
-    console.print(
-        f"whole states / fingerprints: [bold]{per_state['states'] / per_state['fingerprints']:.1f}x[/bold] the memory "
-        "(TLC's fingerprint set: 8 bytes a state, preallocated)"
-    )
+    for store in ("memory", "disk"):
+        console.print(
+            f"explorer ({'frontier ' + ('in memory' if store == 'memory' else 'on disk')}) / TLC, bytes per state: "
+            f"[bold]{per_state[store] / per_state['tlc']:.2f}x[/bold]"
+        )
     if not python.distinct_states == tlc.distinct_states == two.distinct_states:
         console.print(
             f"[red]the engines found different state counts: {python.distinct_states} (2 workers: "
@@ -79,19 +83,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 # The child reads its own peak (VmHWM): getrusage's ru_maxrss would keep the parent's from before the exec.
 _MEASURE = """
 import sys
-from ledgerspec.tools.model_check import ModelCheck, run_python
-model = ModelCheck(sys.argv[1], dict(a.split("=", 1) for a in sys.argv[3:]))
+from ledgerspec.tools.model_check import ModelCheck, run_python, run_tlc
+spec, store, constants = sys.argv[1], sys.argv[2], dict(a.split("=", 1) for a in sys.argv[3:])
+if store == "tlc-baseline":
+    constants.update(MaxEntries="1", MaxLoss="0")
+model = ModelCheck(spec, constants)
 model.build()
-if sys.argv[2] != "none":
-    run_python(model, keep_states=sys.argv[2] == "states")
+if store in ("tlc", "tlc-baseline"):
+    run_tlc(model, workers=1)
+elif store in ("memory", "disk"):
+    run_python(model, spill_above=0 if store == "disk" else 2**62)
 status = open("/proc/self/status").read()
 print(int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) * 1024)
 """
 
 
-def _peak_rss(spec: str, constants: dict[str, str], store: str | None) -> int:
-    """Peak resident bytes of a process that explores the model keeping ``store`` (None: explores nothing)."""
-    argv = [sys.executable, "-c", _MEASURE, spec, store or "none", *(f"{k}={v}" for k, v in constants.items())]
+def _peak_rss(spec: str, constants: dict[str, str], store: str) -> int:
+    """Peak resident bytes of a process that checks the model with ``store``: ``memory`` or ``disk`` (the
+    explorer, its frontier kept there), ``tlc``; with ``-baseline``, of one that builds the spec only (for TLC:
+    that checks the smallest model)."""
+    argv = [sys.executable, "-c", _MEASURE, spec, store, *(f"{k}={v}" for k, v in constants.items())]
     return int(subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip())
 
 

@@ -131,9 +131,11 @@ def run_python(
     symmetry: bool = False,
     max_memory: int | None = None,
     workers: int = 1,
+    spill_above: int | None = None,
 ) -> EngineResult:
     """Explore the model with the Python explorer (``max_memory``: stop past that many bytes; ``workers``:
-    processes, when whole states are not kept)."""
+    processes, when whole states are not kept; ``spill_above``: the resident bytes past which a process's
+    frontier goes to disk, by default half its share of the memory)."""
     spec = model.build()
     invariants, properties = model.checked(spec)
     options: dict[str, Any] = {
@@ -143,6 +145,7 @@ def run_python(
         "symmetry": symmetry,
         "invariants": invariants + properties,
         "max_memory": max_memory,
+        "spill_above": spill_above,
     }
     if workers > 1 and not keep_states:
         result = ParallelExplorer(spec, workers=workers, **options).run()

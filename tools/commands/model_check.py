@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any
 
 from ledgerspec.spec import catalog
-from ledgerspec.spec.explorer import resident_bytes
+from ledgerspec.spec.frontier import resident_bytes
 from ledgerspec.spec.values import format_value
 from ledgerspec.tools.commands.base import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION, UsageError, parse_constants
 from ledgerspec.tools.model_check import Comparison, EngineResult, ModelCheck, compare, run_python, run_tlc
@@ -28,8 +29,9 @@ def register(commands: Any) -> None:
     mc.add_argument(
         "--workers",
         type=int,
-        default=1,
-        help="TLC worker threads, and explorer processes when states are not compared one by one (default 1)",
+        default=None,
+        help="explorer processes (when states are not compared one by one) and TLC worker threads; by default the "
+        "explorer takes every core and TLC one thread, so that its counterexamples are the shortest",
     )
     mc.add_argument("--deadlock", action="store_true", help="report states with no enabled action, as TLC does")
     mc.add_argument("--liveness", action="store_true", help="also check the spec's liveness properties (TLC)")
@@ -51,8 +53,10 @@ def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.liveness and args.engine != "tlc":
         raise UsageError("--liveness needs --engine tlc: the Python explorer checks safety only")
     model.build()  # validate the constants before anything starts
-    if args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    python_workers = args.workers or os.cpu_count() or 1
+    tlc_workers = args.workers or 1
     max_memory = parse_size(args.max_memory) if args.max_memory is not None else None
     engines = ["python", "tlc"] if args.engine == "both" else [args.engine]
     compare_states = args.engine == "both" and not args.no_state_compare
@@ -60,12 +64,12 @@ def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     for engine in engines:
         if engine == "python":
             results["python"] = _with_progress(
-                model, compare_states, quiet=args.json, err=err, max_memory=max_memory, workers=args.workers
+                model, compare_states, quiet=args.json, err=err, max_memory=max_memory, workers=python_workers
             )
         else:
             if not args.json:
-                err.print(f"[dim]TLC: checking {args.spec} ({args.workers} worker(s))...[/dim]")
-            results["tlc"] = run_tlc(model, keep_states=compare_states, workers=args.workers)
+                err.print(f"[dim]TLC: checking {args.spec} ({tlc_workers} worker(s))...[/dim]")
+            results["tlc"] = run_tlc(model, keep_states=compare_states, workers=tlc_workers)
     comparison = compare(results["python"], results["tlc"]) if len(results) == 2 else None
     if args.json:
         data: dict[str, Any] = {"spec": args.spec, "constants": model.build().values}

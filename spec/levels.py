@@ -1,0 +1,370 @@
+"""Breadth-first search level by level, on one or more workers, with the counts and verdicts of TLC's search.
+
+The search keeps what TLC keeps: the fingerprints of the states seen, in
+memory (:class:`~.fingerprints.FingerprintStore`), the record of where each
+state was first reached, on disk, and the current level's states, in memory
+and past a bound on disk (:class:`~.frontier.Frontier`). A level is taken in
+chunks of its records, in order. For a chunk:
+
+1. every worker expands its states of the chunk, in record order: it
+   computes their successors, checks the action properties on each step and
+   notes deadlocks, and sends back, per successor whose fingerprint it has
+   not met yet in this level, only ``(parent record, successor index,
+   fingerprint)``; the successor states stay with it;
+2. the search takes all of them in the order a one-process search meets them
+   (by parent record, then successor index), keeps the first of each
+   fingerprint not seen before, in a single batch lookup, and numbers them in
+   that order;
+3. each worker adds its successors that were new to the next level and checks
+   the invariants on them.
+
+So the records and the predecessors are those of a search that takes one
+state at a time, and a violation is the first one that search would meet: the
+first violating record (or step), rebuilt from Init
+(:func:`~.exploration.rebuild`). Chunks are sized to last about a second, so
+progress, the memory bound and ``max_states`` are looked at that often.
+
+A worker is a :class:`LevelWorker`, reached through a :class:`WorkerLink`:
+in this process (:class:`InProcess`) or in one of its own
+(:mod:`.parallel`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ledgerspec.spec.exploration import Exploration, TraceStep, Violation, rebuild
+from ledgerspec.spec.fingerprints import NO_RECORD, NOT_NEW, FingerprintStore, collision_probability, fingerprint
+from ledgerspec.spec.frontier import Frontier, resident_bytes
+from ledgerspec.spec.packing import StatePacker
+
+if TYPE_CHECKING:
+    from ledgerspec.spec.explorer import Explorer
+
+__all__ = ["InProcess", "LevelSearch", "LevelWorker", "WorkerLink", "available_memory", "spill_threshold"]
+
+Candidate = tuple[int, int, int]  # (parent record, successor index, fingerprint)
+Expansion = tuple[list[Candidate], list[tuple[int, int, str, str]], list[int], int]
+Checked = tuple[list[tuple[int, str, str]], list[str]]  # invariant violations (record, name, message), reachables
+
+_FIRST_CHUNK = 256  # records; then sized to take about a second
+_MAX_CHUNK = 1 << 18
+
+
+class LevelWorker:
+    """One worker's part of the search: its states of the current level, and of the next as they are found."""
+
+    def __init__(self, explorer: Explorer[Any], spill_above: int | None, directory: str | None = None) -> None:
+        self.explorer = explorer
+        self.spec = explorer.spec
+        self.canon = self.spec.symmetry if explorer.symmetry else None
+        packer = StatePacker(self.spec.state_type)
+        self.level = Frontier(packer, spill_above, directory)
+        self.next = Frontier(packer, spill_above, directory)
+        self._unexpanded: Any = None  # the level's states not expanded yet: an iterator, and the one it peeked
+        self._peeked: tuple[Any, int] | None = None
+        self._met: set[int] = set()  # fingerprints met this level: a later one is no new state, whoever decides
+        self._kept: list[Any] = []  # the successors of the chunk that may be new, by candidate position
+        self._pending = list(self.spec.reachables)
+
+    def seed(self, items: list[tuple[Any, int]]) -> Checked:
+        """Start with these initial states, in record order."""
+        self.level.extend(items)
+        self._unexpanded = iter(self.level)
+        return self._check(items)
+
+    def expand(self, below: int | None) -> Expansion:
+        """Expand this level's states with a record below ``below`` (None: all that are left)."""
+        spec, canon, explorer = self.spec, self.canon, self.explorer
+        properties = explorer.action_properties
+        candidates: list[Candidate] = []
+        violations: list[tuple[int, int, str, str]] = []  # (parent record, successor index, name, message)
+        deadlocks: list[int] = []
+        kept = self._kept = []
+        met = self._met
+        generated = 0
+        for state, record in self._take(below):
+            index = -1
+            for index, (_act, _args, nxt) in enumerate(spec.successors(state)):
+                for prop in properties:
+                    message = prop.fn(spec, state, nxt)
+                    if message is not None:
+                        violations.append((record, index, prop.name, message))
+                        break
+                key = canon(nxt) if canon else nxt
+                fp = fingerprint(key)
+                if fp in met:
+                    continue
+                met.add(fp)
+                kept.append(key)
+                candidates.append((record, index, fp))
+            generated += index + 1
+            if index < 0:
+                deadlocks.append(record)
+        return candidates, violations, deadlocks, generated
+
+    def _take(self, below: int | None) -> Any:
+        while True:
+            if self._peeked is None:
+                self._peeked = next(self._unexpanded, None)
+                if self._peeked is None:
+                    return
+            if below is not None and self._peeked[1] >= below:
+                return
+            item, self._peeked = self._peeked, None
+            yield item
+
+    def accept(self, news: list[tuple[int, int]]) -> Checked:
+        """The search's answer to the last expansion: (candidate position, new record) of the new states."""
+        kept = self._kept
+        items = [(kept[position], record) for position, record in news]
+        self._kept = []
+        self.next.extend(items)
+        return self._check(items)
+
+    def next_level(self) -> int:
+        """Make the states found the level to expand; how many there are."""
+        self.level.close()
+        self.level, self.next = self.next, self.level
+        self._unexpanded, self._peeked = iter(self.level), None
+        self._met = set()
+        return len(self.level)
+
+    def give(self, count: int) -> list[tuple[Any, int]]:
+        """Hand the last ``count`` states of the level (not expanded yet) to another worker."""
+        given = self.level.take_last(count)
+        self._unexpanded, self._peeked = iter(self.level), None
+        return given
+
+    def take(self, items: list[tuple[Any, int]]) -> None:
+        self.level.merge(items)
+        self._unexpanded, self._peeked = iter(self.level), None
+
+    def spilled(self) -> int:
+        return self.level.spilled + self.next.spilled
+
+    def close(self) -> None:
+        self.level.close()
+        self.next.close()
+
+    def _check(self, items: list[tuple[Any, int]]) -> Checked:
+        """The invariant violations of new states, and the reachables they witnessed among those still pending
+        in this worker (each is looked for until found once, as one process does)."""
+        spec, pending = self.spec, self._pending
+        broken = []
+        reached = []
+        for state, record in items:
+            for inv in self.explorer.invariants:
+                message = inv.fn(spec, state)
+                if message is not None:
+                    broken.append((record, inv.name, message))
+                    break
+            for r in pending[:]:
+                if r.fn(spec, state):
+                    reached.append(r.name)
+                    pending.remove(r)
+        return broken, reached
+
+
+class WorkerLink(Protocol):
+    """How the search talks to a worker: a request (a :class:`LevelWorker` method and its argument), then,
+    after all workers were asked, the answer; so workers in processes of their own work at the same time."""
+
+    pid: int | None  # the worker's process, when it has one of its own
+
+    def ask(self, method: str, *arguments: Any) -> None: ...
+
+    def answer(self) -> Any: ...
+
+
+class InProcess:
+    """A worker in this process."""
+
+    pid: int | None = None
+
+    def __init__(self, worker: LevelWorker) -> None:
+        self.worker = worker
+        self._answer: Any = None
+
+    def ask(self, method: str, *arguments: Any) -> None:
+        self._answer = getattr(self.worker, method)(*arguments)
+
+    def answer(self) -> Any:
+        answer, self._answer = self._answer, None
+        return answer
+
+
+def spill_threshold(max_memory: int | None, processes: int) -> int | None:
+    """The resident bytes past which a process's frontier goes to disk: half its share of the memory bound, or
+    of the memory the system can still give when there is no bound."""
+    bound = max_memory if max_memory is not None else available_memory()
+    return None if bound is None else bound // (2 * processes)
+
+
+def available_memory() -> int | None:
+    """The bytes the system can still give, from /proc/meminfo; None where it does not say."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+class LevelSearch:
+    """The search of ``explorer``'s spec on the workers behind ``links`` (see the module docstring)."""
+
+    def __init__(self, explorer: Explorer[Any], links: list[WorkerLink], directory: str | None = None) -> None:
+        self.explorer = explorer
+        self.links = links
+        self.directory = directory
+
+    def _all(self, method: str, per_worker: list[Any] | None = None) -> list[Any]:
+        """Ask every worker at once (with its own argument from ``per_worker``), then take the answers."""
+        for w, link in enumerate(self.links):
+            link.ask(method, *(() if per_worker is None else (per_worker[w],)))
+        return [link.answer() for link in self.links]
+
+    def held(self) -> int:
+        """The bytes this process and the workers' own processes hold in memory."""
+        return resident_bytes() + sum(resident_bytes(link.pid) for link in self.links if link.pid is not None)
+
+    def run(self) -> Exploration[Any]:
+        with FingerprintStore(self.directory) as store:
+            return self._run(store)
+
+    def _run(self, store: FingerprintStore) -> Exploration[Any]:
+        explorer, links = self.explorer, self.links
+        spec = explorer.spec
+        canon = spec.symmetry if explorer.symmetry else None
+        stop_at_first, max_states = explorer.stop_at_first, explorer.max_states
+        started = time.perf_counter()
+        next_report = started + 1.0
+        generated, depth, complete, stopped = 0, 0, True, None
+        violations: list[Violation[Any]] = []
+        reached: set[str] = set()
+
+        def behaviour(record: int) -> tuple[TraceStep[Any], ...]:
+            return rebuild(spec, store.path(record), canon)
+
+        initial = [canon(s) if canon else s for s in spec.init_states()]
+        generated += len(initial)
+        records = store.admit([fingerprint(s) for s in initial], [NO_RECORD] * len(initial), max_states)
+        seeds: list[list[tuple[Any, int]]] = [[] for _ in links]
+        for state, record in zip(initial, records, strict=True):
+            if record != NOT_NEW:
+                seeds[record % len(links)].append((state, record))
+        events: list[tuple[tuple[int, int, int], Violation[Any]]] = []
+        for broken, names in self._all("seed", seeds):
+            reached.update(names)
+            events += [((r, -1, 1), Violation("invariant", n, m, behaviour(r))) for r, n, m in broken]
+        violations += self._in_order(events)
+        level_start, level_end = 0, len(store)
+        depth = 1 if level_end else 0
+        self._balance([len(seed) for seed in seeds])
+        chunk = _FIRST_CHUNK
+        while level_start < level_end and not (violations and stop_at_first):
+            below = min(level_start + chunk, level_end)
+            chunk_started = time.perf_counter()
+            replies: list[Expansion] = self._all("expand", [below] * len(links))
+            generated += sum(reply[3] for reply in replies)
+            if len(links) == 1:
+                ordered = [(candidate, 0, position) for position, candidate in enumerate(replies[0][0])]
+            else:
+                ordered = sorted(
+                    (candidate, w, position)
+                    for w, reply in enumerate(replies)
+                    for position, candidate in enumerate(reply[0])
+                )
+            room = None if max_states is None else max(max_states - len(store), 0)
+            records = store.admit([c[2] for c, _, _ in ordered], [c[0] for c, _, _ in ordered], room)
+            news: list[list[tuple[int, int]]] = [[] for _ in links]
+            found_at: dict[int, tuple[int, int]] = {}  # new record -> (parent record, successor index)
+            for ((parent, index, _fp), w, position), record in zip(ordered, records, strict=True):
+                if record != NOT_NEW:
+                    news[w].append((position, record))
+                    found_at[record] = (parent, index)
+            for w in range(len(links)):
+                news[w].sort()
+            events = []
+            for _, properties, deadlocks, _ in replies:
+                for r, i, name, message in properties:
+                    behaviour_to = behaviour(r)
+                    act, args, nxt = list(spec.successors(behaviour_to[-1].state))[i]
+                    steps = (*behaviour_to, TraceStep(spec.step(act, args), canon(nxt) if canon else nxt))
+                    events.append(((r, i, 0), Violation("property", name, message, steps)))
+                if explorer.check_deadlock:
+                    dead = "no action is enabled in this state"
+                    events += [
+                        ((r, 2**62, 2), Violation("deadlock", "Deadlock", dead, behaviour(r))) for r in deadlocks
+                    ]
+            for broken, names in self._all("accept", news):
+                reached.update(names)
+                events += [((*found_at[r], 1), Violation("invariant", n, m, behaviour(r))) for r, n, m in broken]
+            violations += self._in_order(events)
+            level_start = below
+            if violations and stop_at_first:
+                break
+            if max_states is not None and len(store) >= max_states:
+                complete = False
+                break
+            if level_start == level_end:  # the level is done: the states found are the next one
+                sizes = self._all("next_level")
+                level_start, level_end = level_end, len(store)
+                if level_end > level_start:
+                    depth += 1
+                    self._balance(sizes)
+            seconds = time.perf_counter() - chunk_started
+            chunk = min(max(int(chunk * (1.0 / seconds if seconds > 0 else 2.0)), _FIRST_CHUNK), _MAX_CHUNK)
+            if time.perf_counter() >= next_report:
+                next_report = time.perf_counter() + 1.0
+                if explorer.progress is not None:
+                    explorer.progress(len(store), generated, depth, level_end - level_start)
+                if explorer.max_memory is not None and self.held() > explorer.max_memory:
+                    stopped = explorer.out_of_memory(len(store), level_end - level_start, depth)
+                    complete = False
+                    break
+        if violations and stop_at_first:
+            complete = False
+        self._all("close")
+        return Exploration(
+            spec_name=spec.name,
+            distinct_states=len(store),
+            states_generated=generated,
+            depth=depth,
+            seconds=time.perf_counter() - started,
+            violations=tuple(violations),
+            reached=frozenset(reached),
+            complete=complete,
+            collision_probability=collision_probability(len(store), generated),
+            stopped=stopped,
+        )
+
+    def _in_order(self, events: list[tuple[tuple[int, int, int], Violation[Any]]]) -> list[Violation[Any]]:
+        """The violations in the order a one-process search meets them; the first only, if it stops there."""
+        ordered = [violation for _, violation in sorted(events, key=lambda e: e[0])]
+        return ordered[:1] if self.explorer.stop_at_first else ordered
+
+    def _balance(self, sizes: list[int]) -> None:
+        """Move states from the workers that hold the most to those that hold the fewest, when they differ by
+        more than a quarter of a share: a worker keeps the states it found, so one initial state would otherwise
+        keep all the work in one process. Moving a state costs more than expanding it, so only the excess
+        moves. States keep their records, so the order of the search does not change."""
+        links = self.links
+        if len(links) < 2:
+            return
+        share = sum(sizes) / len(sizes)
+        while True:
+            most = max(range(len(sizes)), key=lambda w: sizes[w])
+            fewest = min(range(len(sizes)), key=lambda w: sizes[w])
+            excess = (sizes[most] - sizes[fewest]) // 2
+            if excess <= max(4, share / 4):
+                return
+            links[most].ask("give", excess)
+            links[fewest].ask("take", links[most].answer())
+            links[fewest].answer()
+            sizes[most] -= excess
+            sizes[fewest] += excess

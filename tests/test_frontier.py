@@ -1,0 +1,90 @@
+"""The explorer's frontier: whole states in memory, packed states on disk past a bound, always in record order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import pytest
+from ledgerspec.spec.bookie import BookieSpec
+from ledgerspec.spec.cursor import CursorSpec
+from ledgerspec.spec.explorer import explore
+from ledgerspec.spec.frontier import Frontier
+from ledgerspec.spec.kernel import Spec
+from ledgerspec.spec.ledger import LedgerSpec
+from ledgerspec.spec.managed_ledger import ManagedLedgerSpec
+from ledgerspec.spec.packing import StatePacker
+from ledgerspec.spec.parallel import explore_in_parallel
+
+SPECS: list[Spec[Any]] = [LedgerSpec(MaxEntries=1), BookieSpec(), ManagedLedgerSpec(), CursorSpec(MaxEntries=1)]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+def test_a_packed_state_unpacks_to_an_equal_state_with_the_same_fingerprint(spec: Spec[Any]) -> None:
+    states = explore(spec, check_deadlock=False, keep_states=True, max_states=3000).states
+    assert states is not None and len(states) > 50
+    packer = StatePacker(spec.state_type)
+    for state in states:
+        packed = packer.pack(state)
+        again = packer.unpack(packed)
+        assert again == state and hash(again) == hash(state) and type(again) is type(state)
+        assert len(packed) < 2000
+
+
+def test_a_state_type_the_packer_cannot_pack_is_refused_when_it_is_built() -> None:
+    @attrs.frozen
+    class Odd:
+        weights: dict[str, float]
+
+    with pytest.raises(TypeError, match="cannot pack a value of type dict"):
+        StatePacker(Odd)
+    with pytest.raises(TypeError, match="must be an attrs class"):
+        StatePacker(int)
+
+
+def _frontier(spill_above: int | None) -> tuple[Frontier, list[tuple[Any, int]]]:
+    states = explore(LedgerSpec(MaxEntries=1), check_deadlock=False, keep_states=True).states
+    assert states is not None
+    items = [(state, 10 * record) for record, state in enumerate(states[:1300])]
+    frontier = Frontier(StatePacker(LedgerSpec.state_type), spill_above)
+    frontier.extend(items)
+    return frontier, items
+
+
+def test_past_the_bound_states_go_to_disk_and_come_back_in_order() -> None:
+    frontier, items = _frontier(spill_above=0)
+    assert len(frontier) == 1300 and frontier.spilled == 1299  # the first look at memory comes after one state
+    assert list(frontier) == items and list(frontier) == items  # read twice: the file is read from its start
+    kept, _ = _frontier(spill_above=None)
+    assert kept.spilled == 0 and list(kept) == items
+
+
+def test_states_given_away_and_taken_keep_the_record_order() -> None:
+    frontier, items = _frontier(spill_above=0)
+    given = frontier.take_last(500)
+    assert given == items[800:] and list(frontier) == items[:800]
+    frontier.merge([(items[3][0], 15), items[1000]])  # records 15 and 10000: each goes to its place
+    records = [record for _, record in frontier]
+    assert records == sorted(records) and len(records) == 802 and 15 in records and 10000 in records
+    frontier.close()
+    assert len(frontier) == 0 and list(frontier) == []
+
+
+BUGGY: list[Spec[Any]] = [
+    LedgerSpec(Bug="recovery_read_no_fence", MaxEntries=1),
+    CursorSpec(Bug="no_store_fallback"),
+]
+
+
+@pytest.mark.parametrize("spec", [LedgerSpec(MaxEntries=1), *BUGGY], ids=lambda s: f"{s.name}-{getattr(s, 'Bug', '')}")
+def test_a_search_with_its_frontier_on_disk_finds_the_same(spec: Spec[Any]) -> None:
+    in_memory = explore(spec, check_deadlock=False, spill_above=2**62)
+    on_disk = explore(spec, check_deadlock=False, spill_above=0)
+    in_parallel = explore_in_parallel(spec, 2, check_deadlock=False, spill_above=0)
+    for result in (on_disk, in_parallel):
+        assert (result.distinct_states, result.states_generated, result.depth, result.violations) == (
+            in_memory.distinct_states,
+            in_memory.states_generated,
+            in_memory.depth,
+            in_memory.violations,
+        )
