@@ -7,7 +7,7 @@ one (:mod:`.levels`, :mod:`.parallel`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import attrs
 from ledgerspec.spec.fingerprints import fingerprint
@@ -62,18 +62,17 @@ class Exploration(Generic[S]):
 ProgressCallback = Callable[[int, int, int, int], None]
 
 
-def rebuild(spec: Spec[S], fps: list[int], canon: Callable[[S], S] | None) -> tuple[TraceStep[S], ...]:
-    """The behaviour through the states with these fingerprints, found again from Init: at each step the first
-    successor, in the spec's action order, with the next fingerprint (the step the search took)."""
-    inits = [canon(s) if canon else s for s in spec.init_states()]
-    state = next(k for k in inits if fingerprint(k) == fps[0])
+def rebuild(spec: Spec[S], fps: list[int], view: Callable[[S], Any] | None) -> tuple[TraceStep[S], ...]:
+    """The behaviour through the states with these fingerprints (of their ``view``, when the search used one),
+    found again from Init: at each step the first successor, in the spec's action order, with the next
+    fingerprint (the step the search took)."""
+    state = next(s for s in spec.init_states() if fingerprint(view(s) if view else s) == fps[0])
     steps: list[TraceStep[S]] = [TraceStep(INIT, state)]
     for fp in fps[1:]:
         for act, args, nxt in spec.successors(state):
-            key = canon(nxt) if canon else nxt
-            if fingerprint(key) == fp:
-                steps.append(TraceStep(spec.step(act, args), key))
-                state = key
+            if fingerprint(view(nxt) if view else nxt) == fp:
+                steps.append(TraceStep(spec.step(act, args), nxt))
+                state = nxt
                 break
         else:
             raise RuntimeError(

@@ -105,9 +105,11 @@ class Explorer(Generic[S]):
     def _search_states(self) -> Exploration[S]:
         """One state at a time, keeping each whole state with its predecessor and the step between them."""
         spec = self.spec
-        canon = spec.symmetry if self.symmetry else None
-        parent: dict[S, tuple[S | None, Step]] = {}  # the predecessor of an initial state is None
-        queue: deque[tuple[S, int]] = deque()  # (state, its BFS level)
+        view = spec.symmetry if self.symmetry else None  # what tells states apart: TLC's VIEW
+        # the view of each state found -> (the view of its predecessor, None for an initial state; the step; the
+        # state, the first found with that view)
+        parent: dict[Any, tuple[Any, Step, S]] = {}
+        queue: deque[tuple[S, Any, int]] = deque()  # (state, its view, its BFS level)
         violations: list[Violation[S]] = []
         reached: set[str] = set()
         pending_reach = list(spec.reachables)
@@ -118,17 +120,17 @@ class Explorer(Generic[S]):
         complete = True
         stopped: str | None = None
 
-        def remember(key: S, predecessor: S | None, step: Step) -> bool:
+        def remember(key: Any, predecessor: Any, step: Step, state: S) -> bool:
             if key in parent:
                 return False
-            parent[key] = (predecessor, step)
+            parent[key] = (predecessor, step, state)
             return True
 
-        def check_state(state: S) -> bool:
+        def check_state(state: S, key: Any) -> bool:
             for inv in self.invariants:
                 message = inv.fn(spec, state)
                 if message is not None:
-                    violations.append(Violation("invariant", inv.name, message, self._trace(parent, state)))
+                    violations.append(Violation("invariant", inv.name, message, self._trace(parent, key)))
                     return True
             for r in pending_reach[:]:
                 if r.fn(spec, state):
@@ -141,16 +143,16 @@ class Explorer(Generic[S]):
 
         for state in spec.init_states():
             generated += 1
-            key = canon(state) if canon else state
-            if not remember(key, None, INIT):
+            key = view(state) if view else state
+            if not remember(key, None, INIT, state):
                 continue
-            queue.append((key, 1))
-            if check_state(key) and stop():
+            queue.append((state, key, 1))
+            if check_state(state, key) and stop():
                 break
 
         actions_props = self.action_properties
         while queue and not stop():
-            state, level = queue.popleft()
+            state, at, level = queue.popleft()
             depth = max(depth, level)
             enabled = False
             for act, args, nxt in spec.successors(state):
@@ -159,20 +161,20 @@ class Explorer(Generic[S]):
                 for prop in actions_props:
                     message = prop.fn(spec, state, nxt)
                     if message is not None:
-                        steps = (*self._trace(parent, state), TraceStep(spec.step(act, args), nxt))
+                        steps = (*self._trace(parent, at), TraceStep(spec.step(act, args), nxt))
                         violations.append(Violation("property", prop.name, message, steps))
                         break
                 if stop():
                     break
-                key = canon(nxt) if canon else nxt
-                if not remember(key, state, spec.step(act, args)):
+                key = view(nxt) if view else nxt
+                if not remember(key, at, spec.step(act, args), nxt):
                     continue
-                queue.append((key, level + 1))
-                if check_state(key) and stop():
+                queue.append((nxt, key, level + 1))
+                if check_state(nxt, key) and stop():
                     break
             if not enabled and self.check_deadlock:
                 dead = "no action is enabled in this state"
-                violations.append(Violation("deadlock", "Deadlock", dead, self._trace(parent, state)))
+                violations.append(Violation("deadlock", "Deadlock", dead, self._trace(parent, at)))
             if self.max_states is not None and len(parent) >= self.max_states:
                 complete = not queue
                 break
@@ -196,7 +198,7 @@ class Explorer(Generic[S]):
             violations=tuple(violations),
             reached=frozenset(reached),
             complete=complete,
-            states=tuple(parent),
+            states=tuple(state for _, _, state in parent.values()),
             stopped=stopped,
         )
 
@@ -215,13 +217,12 @@ class Explorer(Generic[S]):
         )
 
     @staticmethod
-    def _trace(parent: dict[S, tuple[S | None, Step]], last: S) -> tuple[TraceStep[S], ...]:
+    def _trace(parent: dict[Any, tuple[Any, Step, S]], last: Any) -> tuple[TraceStep[S], ...]:
         steps: list[TraceStep[S]] = []
-        state: S | None = last
-        while state is not None:
-            previous, step = parent[state]
+        key = last
+        while key is not None:
+            key, step, state = parent[key]
             steps.append(TraceStep(step, state))
-            state = previous
         return tuple(reversed(steps))
 
 

@@ -229,6 +229,8 @@ class Spec(Generic[S]):
     constants: ClassVar[tuple[Constant, ...]]
     #: TLA+ text of the temporal properties TLC checks, by name.
     liveness: ClassVar[Mapping[str, str]] = {}
+    #: The TLA+ operator TLC takes as its VIEW for the reduction ``symmetry`` makes; None: the spec has none.
+    tla_view: ClassVar[str | None] = None
 
     actions: ClassVar[tuple[Action, ...]]
     invariants: ClassVar[tuple[Invariant, ...]]
@@ -281,8 +283,10 @@ class Spec(Generic[S]):
     def init_states(self) -> Iterable[S]:
         raise NotImplementedError
 
-    def symmetry(self, state: S) -> S:
-        """The canonical representative of ``state`` under the spec's symmetries."""
+    def symmetry(self, state: S) -> Any:
+        """What tells ``state`` apart under the spec's symmetries: a value equal for states that are renamings
+        of one another (a canonical representative, or the orbit). With ``symmetry=True`` the explorer
+        fingerprints it and keeps the first state found with it, as TLC does with a VIEW (``tla_view``)."""
         return state
 
     # -- derived -----------------------------------------------------------------------

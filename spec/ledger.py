@@ -54,6 +54,7 @@ that it is safe but waits for more replies.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
@@ -704,16 +705,26 @@ class LedgerSpec(Spec[LedgerState]):
         return s.meta_status == CLOSED and s.meta_last_entry > s.writer_lac and s.writer_status != WRITER_CLOSED
 
     # -- symmetry --------------------------------------------------------------------
-    def symmetry(self, state: LedgerState) -> LedgerState:
-        """Recovering clients are interchangeable: sort them, renaming their messages."""
+    # Recovering clients are interchangeable. TLC's SYMMETRY permutes model values, and the clients here are
+    # numbers (the writer is client 0), so both engines tell states apart by their orbit instead: the set of
+    # the state under every renaming of the recovering clients, TLA+'s RecovererOrbit used as TLC's VIEW.
+    tla_view: ClassVar[str | None] = "RecovererOrbit"
+
+    def symmetry(self, state: LedgerState) -> Any:
+        """The state's orbit under the renamings of the recovering clients (itself when there is one)."""
         if len(state.rec) < 2:
             return state
-        order = sorted(range(len(state.rec)), key=lambda i: repr(state.rec[i]))
-        rename = {old + 1: new + 1 for new, old in enumerate(order)}
-        if all(k == v for k, v in rename.items()):
-            return state
-        net = frozenset(evolve(m, client=rename.get(m.client, m.client)) for m in state.net)
-        return evolve(state, rec=tuple(state.rec[i] for i in order), net=net)
+        return frozenset(_renamed(state, p) for p in itertools.permutations(range(1, len(state.rec) + 1)))
+
+
+def _renamed(s: LedgerState, p: tuple[int, ...]) -> LedgerState:
+    """``s`` with recovering client c renamed p[c - 1]: TLA+'s Renamed(p)."""
+    rename = {c: p[c - 1] for c in range(1, len(p) + 1)}
+    rec = [s.rec[0]] * len(p)
+    for c, r in enumerate(s.rec, start=1):
+        rec[rename[c] - 1] = r
+    net = frozenset(evolve(m, client=rename[m.client]) if m.client in rename else m for m in s.net)
+    return evolve(s, rec=tuple(rec), net=net)
 
 
 def _replace(values: tuple[Any, ...], i: int, value: Any) -> tuple[Any, ...]:

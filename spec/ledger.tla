@@ -45,7 +45,7 @@
 (* guards are written with =>, ~ or set comprehensions.  TLC's "states     *)
 (* generated" then equals the explorer's count of steps.                   *)
 (***************************************************************************)
-EXTENDS Naturals, Integers, Sequences, FiniteSets
+EXTENDS Naturals, Integers, Sequences, FiniteSets, TLC
 
 CONSTANTS
     NumBookies,     \* bookies in the cluster, 1 .. NumBookies
@@ -544,6 +544,25 @@ Fairness ==
                                     \/ BookieReceivesRecoveryRead(m, TRUE))
 
 LiveSpec == Init /\ [][Next]_vars /\ Fairness
+
+-----------------------------------------------------------------------------
+(* Symmetry. Recovering clients are interchangeable. TLC's SYMMETRY        *)
+(* permutes model values, and the clients here are numbers (the writer is  *)
+(* client 0), so both engines tell states apart by their orbit instead:    *)
+(* the state under every renaming of the recovering clients, given to TLC  *)
+(* as its VIEW (model-check --symmetry).                                   *)
+
+\* The state with recovering client c renamed p[c].
+Renamed(p) ==
+    LET name(c) == IF c \in Recoverers THEN p[c] ELSE c
+        was(d) == CHOOSE c \in Recoverers : p[c] = d
+    IN <<meta_status, meta_segments, meta_last_entry, meta_version,
+         bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
+         {[m EXCEPT !.client = name(m.client)] : m \in net}, lost,
+         writer_status, writer_version, writer_lap, writer_lac, writer_acks,
+         [d \in Recoverers |-> rec[was(d)]]>>
+
+RecovererOrbit == {Renamed(p) : p \in Permutations(Recoverers)}
 
 -----------------------------------------------------------------------------
 (* Invariants. *)

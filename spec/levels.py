@@ -58,7 +58,7 @@ class LevelWorker:
     def __init__(self, explorer: Explorer[Any], spill_above: int | None, directory: str | None = None) -> None:
         self.explorer = explorer
         self.spec = explorer.spec
-        self.canon = self.spec.symmetry if explorer.symmetry else None
+        self.view = self.spec.symmetry if explorer.symmetry else None  # what is fingerprinted: TLC's VIEW
         packer = StatePacker(self.spec.state_type)
         self.level = Frontier(packer, spill_above, directory)
         self.next = Frontier(packer, spill_above, directory)
@@ -76,7 +76,7 @@ class LevelWorker:
 
     def expand(self, below: int | None) -> Expansion:
         """Expand this level's states with a record below ``below`` (None: all that are left)."""
-        spec, canon, explorer = self.spec, self.canon, self.explorer
+        spec, view, explorer = self.spec, self.view, self.explorer
         properties = explorer.action_properties
         candidates: list[Candidate] = []
         violations: list[tuple[int, int, str, str]] = []  # (parent record, successor index, name, message)
@@ -92,12 +92,11 @@ class LevelWorker:
                     if message is not None:
                         violations.append((record, index, prop.name, message))
                         break
-                key = canon(nxt) if canon else nxt
-                fp = fingerprint(key)
+                fp = fingerprint(view(nxt) if view else nxt)
                 if fp in met:
                     continue
                 met.add(fp)
-                kept.append(key)
+                kept.append(nxt)
                 candidates.append((record, index, fp))
             generated += index + 1
             if index < 0:
@@ -239,7 +238,7 @@ class LevelSearch:
     def _run(self, store: FingerprintStore) -> Exploration[Any]:
         explorer, links = self.explorer, self.links
         spec = explorer.spec
-        canon = spec.symmetry if explorer.symmetry else None
+        view = spec.symmetry if explorer.symmetry else None
         stop_at_first, max_states = explorer.stop_at_first, explorer.max_states
         started = time.perf_counter()
         next_report = started + 1.0
@@ -248,11 +247,12 @@ class LevelSearch:
         reached: set[str] = set()
 
         def behaviour(record: int) -> tuple[TraceStep[Any], ...]:
-            return rebuild(spec, store.path(record), canon)
+            return rebuild(spec, store.path(record), view)
 
-        initial = [canon(s) if canon else s for s in spec.init_states()]
+        initial = list(spec.init_states())
         generated += len(initial)
-        records = store.admit([fingerprint(s) for s in initial], [NO_RECORD] * len(initial), max_states)
+        fps = [fingerprint(view(s) if view else s) for s in initial]
+        records = store.admit(fps, [NO_RECORD] * len(initial), max_states)
         seeds: list[list[tuple[Any, int]]] = [[] for _ in links]
         for state, record in zip(initial, records, strict=True):
             if record != NOT_NEW:
@@ -294,7 +294,7 @@ class LevelSearch:
                 for r, i, name, message in properties:
                     behaviour_to = behaviour(r)
                     act, args, nxt = list(spec.successors(behaviour_to[-1].state))[i]
-                    steps = (*behaviour_to, TraceStep(spec.step(act, args), canon(nxt) if canon else nxt))
+                    steps = (*behaviour_to, TraceStep(spec.step(act, args), nxt))
                     events.append(((r, i, 0), Violation("property", name, message, steps)))
                 if explorer.check_deadlock:
                     dead = "no action is enabled in this state"

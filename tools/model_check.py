@@ -103,6 +103,14 @@ class ModelCheck:
     liveness: bool = False
     #: names of the invariants and action properties to check; None for all of them
     invariants: tuple[str, ...] | None = None
+    #: reduce by the spec's symmetry: the explorer fingerprints ``spec.symmetry``, TLC takes ``tla_view`` as VIEW
+    symmetry: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.symmetry:
+            spec_type = catalog.find(self.spec_name).python
+            if spec_type.tla_view is None:
+                raise ValueError(f"spec {self.spec_name} declares no symmetry: its processes are not interchangeable")
 
     def build(self) -> Spec[Any]:
         return catalog.find(self.spec_name).python(**self.constants)
@@ -142,7 +150,7 @@ def run_python(
         "check_deadlock": model.check_deadlock,
         "keep_states": keep_states,
         "progress": progress,
-        "symmetry": symmetry,
+        "symmetry": symmetry or model.symmetry,
         "invariants": invariants + properties,
         "max_memory": max_memory,
         "spill_above": spill_above,
@@ -203,6 +211,8 @@ def write_tlc_config(model: ModelCheck, path: Path) -> Path:
     if properties:
         lines.append("PROPERTIES")
         lines += [f"    {name}" for name in properties]
+    if model.symmetry:
+        lines.append(f"VIEW {spec.tla_view}")
     path.write_text("\n".join(lines) + "\n")
     return path
 
