@@ -89,16 +89,18 @@ class Frontier:
                 yield unpack(read(size)), record
             self._disk.seek(0, os.SEEK_END)
 
-    def take_last(self, count: int) -> list[Item]:
-        """Remove the last ``count`` states and return them, in order."""
-        keep = len(self) - count
+    def take_evenly(self, count: int) -> list[Item]:
+        """Remove ``count`` states spread evenly over the frontier and return them, in order: a worker that
+        takes them then holds its share of every stretch of records, which the search expands a chunk at a
+        time."""
+        total = len(self)
         rest = self._empty()
         given: list[Item] = []
         for position, (state, record) in enumerate(self):
-            if position < keep:
-                rest.append(state, record)
-            else:
+            if (position + 1) * count // total > position * count // total:
                 given.append((state, record))
+            else:
+                rest.append(state, record)
         self._become(rest)
         return given
 

@@ -458,9 +458,10 @@ class LedgerSpec(Spec[LedgerState]):
         A reply the client ignores is never lost (that would only spend the loss
         budget), and a request whose serving changes nothing is left unserved.
         """
+        unanswered = answered is served or answered == served  # most replies change nothing: no field compares
         if not replied:
-            return evolve(served, lost=s.lost + 1) if answered != served else None
-        if answered == served and (
+            return evolve(served, lost=s.lost + 1) if not unanswered else None
+        if unanswered and (
             served.bookie_entries == s.bookie_entries
             and served.bookie_lac == s.bookie_lac
             and served.bookie_fenced == s.bookie_fenced

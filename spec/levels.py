@@ -131,8 +131,8 @@ class LevelWorker:
         return len(self.level)
 
     def give(self, count: int) -> list[tuple[Any, int]]:
-        """Hand the last ``count`` states of the level (not expanded yet) to another worker."""
-        given = self.level.take_last(count)
+        """Hand ``count`` states of the level (not expanded yet), spread over it, to another worker."""
+        given = self.level.take_evenly(count)
         self._unexpanded, self._peeked = iter(self.level), None
         return given
 
@@ -352,7 +352,8 @@ class LevelSearch:
         """Move states from the workers that hold the most to those that hold the fewest, when they differ by
         more than a quarter of a share: a worker keeps the states it found, so one initial state would otherwise
         keep all the work in one process. Moving a state costs more than expanding it, so only the excess
-        moves. States keep their records, so the order of the search does not change."""
+        moves, taken evenly over the level so that each chunk of records is shared too. States keep their
+        records, so the order of the search does not change."""
         links = self.links
         if len(links) < 2:
             return

@@ -59,10 +59,12 @@ def test_past_the_bound_states_go_to_disk_and_come_back_in_order() -> None:
     assert kept.spilled == 0 and list(kept) == items
 
 
-def test_states_given_away_and_taken_keep_the_record_order() -> None:
+def test_states_given_away_are_spread_and_taken_ones_keep_the_record_order() -> None:
     frontier, items = _frontier(spill_above=0)
-    given = frontier.take_last(500)
-    assert given == items[800:] and list(frontier) == items[:800]
+    given = frontier.take_evenly(500)
+    assert len(given) == 500 and given == sorted(given, key=lambda item: item[1])
+    assert [record for _, record in given[:3]] == [20, 50, 70]  # 5 of every 13, over the whole level, not its tail
+    assert len(frontier) == 800 and sorted([*frontier, *given], key=lambda item: item[1]) == items
     frontier.merge([(items[3][0], 15), items[1000]])  # records 15 and 10000: each goes to its place
     records = [record for _, record in frontier]
     assert records == sorted(records) and len(records) == 802 and 15 in records and 10000 in records
