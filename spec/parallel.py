@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import pickle
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -41,6 +42,8 @@ def _serve(explorer: Explorer[Any], conn: Connection, spill_above: int | None) -
             worker.close()
             conn.close()
             return
+        if method == "take":  # the states come next, as the bytes another worker sent
+            arguments = (pickle.loads(conn.recv_bytes()),)
         conn.send(getattr(worker, method)(*arguments))
 
 
@@ -56,6 +59,14 @@ class _Remote:
 
     def answer(self) -> Any:
         return self.conn.recv()
+
+    def move(self, count: int, to: Any) -> None:
+        """The states pass through this process as the bytes the giver sent, never unpickled here."""
+        self.conn.send(("give", (count,)))
+        given = self.conn.recv_bytes()
+        to.conn.send(("take", ()))
+        to.conn.send_bytes(given)
+        to.conn.recv()
 
 
 class ParallelExplorer(Explorer[Any]):
