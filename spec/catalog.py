@@ -6,6 +6,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import attrs
+from ledgerspec.spec.autorecovery import AutorecoverySpec
 from ledgerspec.spec.bookie import BookieSpec
 from ledgerspec.spec.cursor import CursorSpec
 from ledgerspec.spec.kernel import Spec
@@ -53,6 +54,12 @@ SPECS: dict[str, SpecEntry] = {
             CursorSpec,
             "cursor",
             "a Pulsar durable cursor: acks, persistence to its ledger and znode, crash, restore and rollback",
+        ),
+        SpecEntry(
+            "autorecovery",
+            AutorecoverySpec,
+            "autorecovery",
+            "autorecovery of a closed ledger: auditor election, under-replication marking, fragment re-replication",
         ),
     )
 }

@@ -6,6 +6,7 @@ from typing import Any
 
 import attrs
 import pytest
+from ledgerspec.spec.autorecovery import AutorecoverySpec
 from ledgerspec.spec.bookie import BookieSpec
 from ledgerspec.spec.cursor import CursorSpec
 from ledgerspec.spec.explorer import explore
@@ -16,7 +17,13 @@ from ledgerspec.spec.managed_ledger import ManagedLedgerSpec
 from ledgerspec.spec.packing import StatePacker
 from ledgerspec.spec.parallel import explore_in_parallel
 
-SPECS: list[Spec[Any]] = [LedgerSpec(MaxEntries=1), BookieSpec(), ManagedLedgerSpec(), CursorSpec(MaxEntries=1)]
+SPECS: list[Spec[Any]] = [
+    LedgerSpec(MaxEntries=1),
+    BookieSpec(),
+    ManagedLedgerSpec(),
+    CursorSpec(MaxEntries=1),
+    AutorecoverySpec(MaxStops=2),
+]
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
