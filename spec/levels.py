@@ -31,6 +31,9 @@ in this process (:class:`InProcess`) or in one of its own
 
 from __future__ import annotations
 
+import bisect
+import collections
+import itertools
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -45,12 +48,71 @@ if TYPE_CHECKING:
 __all__ = ["InProcess", "LevelSearch", "LevelWorker", "WorkerLink", "available_memory", "spill_threshold"]
 
 Candidate = tuple[int, int, int]  # (parent record, successor index, fingerprint)
-Expansion = tuple[list[Candidate], list[tuple[int, int, str, str]], list[int], int]
+# (candidates, property violations, deadlocks, states generated, last record expanded (-1: none), whether the
+# worker's level is all expanded, seconds it took)
+Expansion = tuple[list[Candidate], list[tuple[int, int, str, str]], list[int], int, int, bool, float]
 Checked = tuple[list[tuple[int, str, str]], list[str]]  # invariant violations (record, name, message), reachables
 
-_FIRST_CHUNK = 256  # records; then sized to take _CHUNK_SECONDS
-_MAX_CHUNK = 1 << 16
-_CHUNK_SECONDS = 2.0  # long enough that the workers rarely wait for one another, short enough for progress
+_FIRST_ROUND = 64  # states a worker expands in its first round of a level; then sized to take _ROUND_SECONDS
+_MAX_ROUND = 1 << 16
+_ROUND_SECONDS = 1.0  # long enough that a round's exchange costs little, short enough for progress
+
+
+class _Level:
+    """The search's view of the level being expanded: per worker, the candidates and violations it sent that
+    are not decided yet, the last record it expanded, whether it expanded all of its part, and how many states
+    its next round takes."""
+
+    def __init__(self, workers: int, round_size: list[int] | None = None) -> None:
+        self.candidates: list[list[tuple[Candidate, int, int]]] = [[] for _ in range(workers)]
+        self.properties: list[list[tuple[int, int, str, str]]] = [[] for _ in range(workers)]
+        self.deadlocks: list[list[int]] = [[] for _ in range(workers)]
+        self.received = [0] * workers  # candidates received from each worker this level
+        self.decided = [0] * workers  # of them, decided
+        self.last = [-1] * workers
+        self.exhausted = [False] * workers
+        self.round_size = list(round_size or [_FIRST_ROUND] * workers)  # carried from level to level
+
+    def receive(self, w: int, reply: Expansion) -> None:
+        candidates, properties, deadlocks, _generated, last, exhausted, seconds = reply
+        start = self.received[w]
+        self.candidates[w] += [(c, w, start + i) for i, c in enumerate(candidates)]
+        self.received[w] += len(candidates)
+        self.properties[w] += properties
+        self.deadlocks[w] += deadlocks
+        if last >= 0:
+            self.last[w] = last
+        self.exhausted[w] = exhausted
+        pace = _ROUND_SECONDS / seconds if seconds > 0 else 2.0
+        self.round_size[w] = min(max(int(self.round_size[w] * min(pace, 4.0)), _FIRST_ROUND), _MAX_ROUND)
+
+    def decide(
+        self, bound: int | None
+    ) -> tuple[list[tuple[Candidate, int, int]], list[tuple[int, int, str, str]], list[int]]:
+        """Take out the candidates, property violations and deadlocks of parents below ``bound`` (None: all),
+        in the order a one-process search meets them: by parent record, then successor index."""
+
+        def below(record: int) -> bool:
+            return bound is None or record < bound
+
+        taken: list[tuple[Candidate, int, int]] = []
+        properties: list[tuple[int, int, str, str]] = []
+        deadlocks: list[int] = []
+        for w, pending in enumerate(self.candidates):
+            cut = len(pending) if bound is None else bisect.bisect_left(pending, bound, key=lambda c: c[0][0])
+            taken += pending[:cut]
+            del pending[:cut]
+            self.decided[w] += cut
+            properties += [p for p in self.properties[w] if below(p[0])]
+            self.properties[w] = [p for p in self.properties[w] if not below(p[0])]
+            deadlocks += [d for d in self.deadlocks[w] if below(d)]
+            self.deadlocks[w] = [d for d in self.deadlocks[w] if not below(d)]
+        if len(self.candidates) > 1:
+            taken.sort(key=lambda c: (c[0][0], c[0][1]))
+        return taken, properties, deadlocks
+
+    def done(self) -> bool:
+        return all(self.exhausted) and not any(self.candidates)
 
 
 class LevelWorker:
@@ -63,29 +125,32 @@ class LevelWorker:
         packer = StatePacker(self.spec.state_type)
         self.level = Frontier(packer, spill_above, directory)
         self.next = Frontier(packer, spill_above, directory)
-        self._unexpanded: Any = None  # the level's states not expanded yet: an iterator, and the one it peeked
-        self._peeked: tuple[Any, int] | None = None
+        self._unexpanded: Any = None  # the level's states not expanded yet
+        self._expanded = 0  # how many of the level's states were expanded
         self._met: set[int] = set()  # fingerprints met this level: a later one is no new state, whoever decides
-        self._kept: list[Any] = []  # the successors of the chunk that may be new, by candidate position
+        self._kept: list[Any] = []  # the successors not decided yet that may be new, from position _decided on
+        self._decided = 0  # candidates of this level the search has decided
         self._pending = list(self.spec.reachables)
 
     def seed(self, items: list[tuple[Any, int]]) -> Checked:
         """Start with these initial states, in record order."""
         self.level.extend(items)
-        self._unexpanded = iter(self.level)
+        self._restart()
         return self._check(items)
 
-    def expand(self, below: int | None) -> Expansion:
-        """Expand this level's states with a record below ``below`` (None: all that are left)."""
+    def expand(self, count: int) -> Expansion:
+        """Expand this level's next ``count`` states, in record order; the successors that may be new stay
+        here until :meth:`accept` says which are."""
+        started = time.perf_counter()
         spec, view, explorer = self.spec, self.view, self.explorer
         properties = explorer.action_properties
         candidates: list[Candidate] = []
         violations: list[tuple[int, int, str, str]] = []  # (parent record, successor index, name, message)
         deadlocks: list[int] = []
-        kept = self._kept = []
-        met = self._met
-        generated = 0
-        for state, record in self._take(below):
+        kept, met = self._kept, self._met
+        generated, last = 0, -1
+        for state, record in itertools.islice(self._unexpanded, count):
+            last = record
             index = -1
             for index, (_act, _args, nxt) in enumerate(spec.successors(state)):
                 for prop in properties:
@@ -102,24 +167,17 @@ class LevelWorker:
             generated += index + 1
             if index < 0:
                 deadlocks.append(record)
-        return candidates, violations, deadlocks, generated
+        self._expanded += count if last >= 0 else 0
+        exhausted = self._expanded >= len(self.level) or last < 0
+        return candidates, violations, deadlocks, generated, last, exhausted, time.perf_counter() - started
 
-    def _take(self, below: int | None) -> Any:
-        while True:
-            if self._peeked is None:
-                self._peeked = next(self._unexpanded, None)
-                if self._peeked is None:
-                    return
-            if below is not None and self._peeked[1] >= below:
-                return
-            item, self._peeked = self._peeked, None
-            yield item
-
-    def accept(self, news: list[tuple[int, int]]) -> Checked:
-        """The search's answer to the last expansion: (candidate position, new record) of the new states."""
-        kept = self._kept
-        items = [(kept[position], record) for position, record in news]
-        self._kept = []
+    def accept(self, news: list[tuple[int, int]], decided: int) -> Checked:
+        """The search's answer for the candidates up to position ``decided`` (counted from the level's first):
+        (candidate position, new record) of those that are new states. The others are dropped."""
+        kept, base = self._kept, self._decided
+        items = [(kept[position - base], record) for position, record in news]
+        del kept[: decided - base]
+        self._decided = decided
         self.next.extend(items)
         return self._check(items)
 
@@ -127,22 +185,28 @@ class LevelWorker:
         """Make the states found the level to expand; how many there are."""
         self.level.close()
         self.level, self.next = self.next, self.level
-        self._unexpanded, self._peeked = iter(self.level), None
+        self._restart()
         self._met = set()
         return len(self.level)
+
+    def _restart(self) -> None:
+        """Expand the level from its first state (after it changed, before any of it was expanded)."""
+        self._unexpanded = iter(self.level)
+        self._expanded = 0
+        self._kept, self._decided = [], 0
 
     def give(self, count: int) -> list[tuple[bytes, int]]:
         """Hand ``count`` states of the level (not expanded yet), spread over it, to another worker: packed,
         which travels in half the bytes of a pickled state and is read back several times faster."""
         pack = self.level.packer.pack
         given = [(pack(state), record) for state, record in self.level.take_evenly(count)]
-        self._unexpanded, self._peeked = iter(self.level), None
+        self._restart()
         return given
 
     def take(self, packed: list[tuple[bytes, int]]) -> None:
         unpack = self.level.packer.unpack
         self.level.merge([(unpack(data), record) for data, record in packed])
-        self._unexpanded, self._peeked = iter(self.level), None
+        self._restart()
 
     def spilled(self) -> int:
         return self.level.spilled + self.next.spilled
@@ -191,14 +255,13 @@ class InProcess:
 
     def __init__(self, worker: LevelWorker) -> None:
         self.worker = worker
-        self._answer: Any = None
+        self._answers: collections.deque[Any] = collections.deque()
 
     def ask(self, method: str, *arguments: Any) -> None:
-        self._answer = getattr(self.worker, method)(*arguments)
+        self._answers.append(getattr(self.worker, method)(*arguments))
 
     def answer(self) -> Any:
-        answer, self._answer = self._answer, None
-        return answer
+        return self._answers.popleft()
 
     def move(self, count: int, to: Any) -> None:
         to.worker.take(self.worker.give(count))
@@ -231,10 +294,10 @@ class LevelSearch:
         self.links = links
         self.directory = directory
 
-    def _all(self, method: str, per_worker: list[Any] | None = None) -> list[Any]:
-        """Ask every worker at once (with its own argument from ``per_worker``), then take the answers."""
+    def _all(self, method: str, per_worker: list[tuple[Any, ...]] | None = None) -> list[Any]:
+        """Ask every worker at once (with its own arguments from ``per_worker``), then take the answers."""
         for w, link in enumerate(self.links):
-            link.ask(method, *(() if per_worker is None else (per_worker[w],)))
+            link.ask(method, *(() if per_worker is None else per_worker[w]))
         return [link.answer() for link in self.links]
 
     def held(self) -> int:
@@ -268,67 +331,79 @@ class LevelSearch:
             if record != NOT_NEW:
                 seeds[record % len(links)].append((state, record))
         events: list[tuple[tuple[int, int, int], Violation[Any]]] = []
-        for broken, names in self._all("seed", seeds):
+        for broken, names in self._all("seed", [(seed,) for seed in seeds]):
             reached.update(names)
             events += [((r, -1, 1), Violation("invariant", n, m, behaviour(r))) for r, n, m in broken]
         violations += self._in_order(events)
+        level = _Level(len(links))
         level_start, level_end = 0, len(store)
         depth = 1 if level_end else 0
         self._balance([len(seed) for seed in seeds])
-        chunk = _FIRST_CHUNK
+        workers = range(len(links))
+        # The answer to a round goes out with the next round's request, so a worker never waits for it: the
+        # new states of a round are added, and their invariants checked, while the search decides the next.
+        answer: list[tuple[list[tuple[int, int]], int]] | None = None  # per worker: (news, decided)
+        events: list[tuple[tuple[int, int, int], Violation[Any]]] = []  # of the round being answered
+        found_at: dict[int, tuple[int, int]] = {}  # its new records -> (parent record, successor index)
+
+        def answered(results: list[Checked]) -> None:
+            """Take the workers' checks of the new states; the round's violations, in order."""
+            nonlocal events, found_at
+            for broken, names in results:
+                reached.update(names)
+                events += [((*found_at[r], 1), Violation("invariant", n, m, behaviour(r))) for r, n, m in broken]
+            violations.extend(self._in_order(events))
+            events, found_at = [], {}
+
         while level_start < level_end and not (violations and stop_at_first):
-            below = min(level_start + chunk, level_end)
-            chunk_started = time.perf_counter()
-            replies: list[Expansion] = self._all("expand", [below] * len(links))
-            generated += sum(reply[3] for reply in replies)
-            if len(links) == 1:
-                ordered = [(candidate, 0, position) for position, candidate in enumerate(replies[0][0])]
-            else:
-                ordered = sorted(
-                    (candidate, w, position)
-                    for w, reply in enumerate(replies)
-                    for position, candidate in enumerate(reply[0])
-                )
+            # A round: each worker whose part of the level is not all expanded expands about _ROUND_SECONDS of
+            # it. What a worker sent stays undecided while another may still send something from an earlier
+            # parent: the search decides, in order, the candidates of the parents below every busy worker's last.
+            busy = [w for w in workers if not level.exhausted[w]]
+            for w in workers:
+                if answer is not None:
+                    links[w].ask("accept", *answer[w])
+                if w in busy:
+                    links[w].ask("expand", level.round_size[w])
+            results = [links[w].answer() for w in workers] if answer is not None else []
+            for w in busy:
+                reply: Expansion = links[w].answer()
+                generated += reply[3]
+                level.receive(w, reply)
+            answered(results)
+            if violations and stop_at_first:
+                break
+            bound = min((level.last[w] + 1 for w in workers if not level.exhausted[w]), default=None)
+            ordered, properties, deadlocks = level.decide(bound)
             room = None if max_states is None else max(max_states - len(store), 0)
             records = store.admit([c[2] for c, _, _ in ordered], [c[0] for c, _, _ in ordered], room)
             news: list[list[tuple[int, int]]] = [[] for _ in links]
-            found_at: dict[int, tuple[int, int]] = {}  # new record -> (parent record, successor index)
             for ((parent, index, _fp), w, position), record in zip(ordered, records, strict=True):
                 if record != NOT_NEW:
                     news[w].append((position, record))
                     found_at[record] = (parent, index)
-            for w in range(len(links)):
-                news[w].sort()
-            events = []
-            for _, properties, deadlocks, _ in replies:
-                for r, i, name, message in properties:
-                    behaviour_to = behaviour(r)
-                    act, args, nxt = list(spec.successors(behaviour_to[-1].state))[i]
-                    steps = (*behaviour_to, TraceStep(spec.step(act, args), nxt))
-                    events.append(((r, i, 0), Violation("property", name, message, steps)))
-                if explorer.check_deadlock:
-                    dead = "no action is enabled in this state"
-                    events += [
-                        ((r, 2**62, 2), Violation("deadlock", "Deadlock", dead, behaviour(r))) for r in deadlocks
-                    ]
-            for broken, names in self._all("accept", news):
-                reached.update(names)
-                events += [((*found_at[r], 1), Violation("invariant", n, m, behaviour(r))) for r, n, m in broken]
-            violations += self._in_order(events)
-            level_start = below
-            if violations and stop_at_first:
-                break
-            if max_states is not None and len(store) >= max_states:
-                complete = False
-                break
-            if level_start == level_end:  # the level is done: the states found are the next one
+            for r, i, name, message in properties:
+                behaviour_to = behaviour(r)
+                act, args, nxt = list(spec.successors(behaviour_to[-1].state))[i]
+                steps = (*behaviour_to, TraceStep(spec.step(act, args), nxt))
+                events.append(((r, i, 0), Violation("property", name, message, steps)))
+            if explorer.check_deadlock:
+                dead = "no action is enabled in this state"
+                events += [((r, 2**62, 2), Violation("deadlock", "Deadlock", dead, behaviour(r))) for r in deadlocks]
+            answer = [(sorted(news[w]), level.decided[w]) for w in workers]
+            full = max_states is not None and len(store) >= max_states
+            if level.done() or full:  # answer now: the next level starts from the states found
+                answered(self._all("accept", answer))
+                answer = None
+                if (violations and stop_at_first) or full:
+                    complete = complete and not full
+                    break
                 sizes = self._all("next_level")
                 level_start, level_end = level_end, len(store)
+                level = _Level(len(links), level.round_size)
                 if level_end > level_start:
                     depth += 1
                     self._balance(sizes)
-            seconds = time.perf_counter() - chunk_started
-            chunk = min(max(int(chunk * (_CHUNK_SECONDS / seconds if seconds > 0 else 2.0)), _FIRST_CHUNK), _MAX_CHUNK)
             if time.perf_counter() >= next_report:
                 next_report = time.perf_counter() + 1.0
                 if explorer.progress is not None:

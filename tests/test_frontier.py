@@ -87,13 +87,17 @@ BUGGY: list[Spec[Any]] = [
 
 @pytest.mark.parametrize("spec", [LedgerSpec(MaxEntries=1), *BUGGY], ids=lambda s: f"{s.name}-{getattr(s, 'Bug', '')}")
 def test_a_search_with_its_frontier_on_disk_finds_the_same(spec: Spec[Any]) -> None:
+    """The same violation, the same behaviour; and, when the search ends, the same counts. (A search that stops
+    at a violation has expanded some of the level beyond it, as much as its rounds happened to take.)"""
     in_memory = explore(spec, check_deadlock=False, spill_above=2**62)
     on_disk = explore(spec, check_deadlock=False, spill_above=0)
     in_parallel = explore_in_parallel(spec, 2, check_deadlock=False, spill_above=0)
     for result in (on_disk, in_parallel):
-        assert (result.distinct_states, result.states_generated, result.depth, result.violations) == (
-            in_memory.distinct_states,
-            in_memory.states_generated,
-            in_memory.depth,
-            in_memory.violations,
-        )
+        assert result.violations == in_memory.violations
+        if in_memory.complete:
+            assert (result.distinct_states, result.states_generated, result.depth) == (
+                in_memory.distinct_states,
+                in_memory.states_generated,
+                in_memory.depth,
+            )
+    assert in_memory.complete == (spec.Bug == "none")
