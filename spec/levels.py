@@ -330,11 +330,11 @@ class LevelSearch:
         for state, record in zip(initial, records, strict=True):
             if record != NOT_NEW:
                 seeds[record % len(links)].append((state, record))
-        events: list[tuple[tuple[int, int, int], Violation[Any]]] = []
+        initial_events = []
         for broken, names in self._all("seed", [(seed,) for seed in seeds]):
             reached.update(names)
-            events += [((r, -1, 1), Violation("invariant", n, m, behaviour(r))) for r, n, m in broken]
-        violations += self._in_order(events)
+            initial_events += [((r, -1, 1), Violation("invariant", n, m, behaviour(r))) for r, n, m in broken]
+        violations += self._in_order(initial_events)
         level = _Level(len(links))
         level_start, level_end = 0, len(store)
         depth = 1 if level_end else 0
