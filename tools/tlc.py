@@ -784,27 +784,25 @@ def _start_tlc() -> _Tlc:
 
 
 def _at_exit() -> None:
+    """Leave the JVM to end with the process, and remove the temporary directories.
+
+    Destroying the JVM at exit (JPype's default) waits for TLC's idle non-daemon threads, and it races
+    with Python's own finalization, which still releases Java references afterwards: a rare segmentation
+    fault after the last line of a test run (jpype-project/jpype issues 934 and 1144). Nothing in this
+    JVM needs its shutdown: TLC's output streams are closed after each run, and its work directories
+    are removed here.
+    """
     try:
         tlc = _tlc
         if tlc is None or not tlc.jpype.isJVMStarted():
             return
-        try:
+        with contextlib.suppress(Exception):
             tlc.release_leftovers({})
-            current = int(tlc.Thread.currentThread().getId())
-            deadline = time.monotonic() + 1.0
-            while True:
-                busy = [t for i, t in tlc.live_threads().items() if i != current and not t.isDaemon()]
-                if not busy or time.monotonic() > deadline:
-                    break
-                time.sleep(0.02)
-        except Exception:
-            busy = [None]
-        if busy:
-            # JPype would wait for these threads forever; leave the JVM to die with the process.
-            with contextlib.suppress(Exception):
-                tlc.jpype.JClass("org.jpype.ref.JPypeReferenceQueue").getInstance().stop()
-            jpype_config: Any = importlib.import_module("jpype.config")
-            jpype_config.destroy_jvm = False
+        # The reference queue's thread calls back into Python; it must not run during finalization.
+        with contextlib.suppress(Exception):
+            tlc.jpype.JClass("org.jpype.ref.JPypeReferenceQueue").getInstance().stop()
+        jpype_config: Any = importlib.import_module("jpype.config")
+        jpype_config.destroy_jvm = False
     finally:
         for directory in _temp_dirs:
             shutil.rmtree(directory, ignore_errors=True)
