@@ -40,6 +40,7 @@ cluster keeps such requests aside (``unserved``) for the abstraction.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterable
 
 import attrs
@@ -89,6 +90,7 @@ class BookieNode:
         self.address = address  # its id in ledger metadata
         self.root = root
         os.makedirs(root, exist_ok=True)
+        self.sync_to_disk = sync_to_disk
         self.fs = FaultyFileSystem(root, sync_to_disk=sync_to_disk)
         self.layout = BookieLayout.in_data_dir(root)
         self.config = config
@@ -110,6 +112,16 @@ class BookieNode:
     def stop(self, *, power_loss: bool) -> None:
         """The bookie's process dies (and, with ``power_loss``, the machine loses power)."""
         self._stop(self._views(self._live()), power_loss=power_loss)
+
+    def lose_disk(self) -> None:
+        """The stopped bookie's disk is gone: it is replaced by an empty one, and the bookie starts from nothing."""
+        if self.bookie is not None:
+            raise LedgerStateError(f"bookie {self.address} is up: only a stopped bookie loses its disk")
+        self.fs.close()
+        shutil.rmtree(self.root)
+        os.makedirs(self.root)
+        self.fs = FaultyFileSystem(self.root, sync_to_disk=self.sync_to_disk)
+        self._frozen = {}
 
     def journals_add(self, request: Request) -> bool:
         """The bookie is up and would journal the add ``request``, its reply waiting for the fsync (no refusal)."""

@@ -166,6 +166,22 @@ class LedgerMetadata:
         """The metadata of the ledger closed with ``last_entry_id`` as its last entry."""
         return self._updated(state=LedgerState.CLOSED, last_entry_id=last_entry_id, length=length)
 
+    def with_replica_replaced(self, first_entry_id: int, old: str, new: str) -> LedgerMetadata:
+        """Re-replication's update (``updateEnsembleInfo``): in the segment from ``first_entry_id``, bookie ``new``
+        takes the place of ``old``. Also on a CLOSED ledger: it moves where entries are kept, not what they are."""
+        index = next((i for i, s in enumerate(self.segments) if s.first_entry_id == first_entry_id), None)
+        if index is None:
+            raise InvalidLedgerMetadataError(f"ledger {self.ledger_id} has no segment from entry {first_entry_id}")
+        ensemble = self.segments[index].ensemble
+        if old not in ensemble or new in ensemble:
+            raise InvalidLedgerMetadataError(
+                f"ledger {self.ledger_id}: cannot replace {old} by {new} in the ensemble {list(ensemble)} "
+                f"of the segment from entry {first_entry_id}"
+            )
+        replaced = Segment(first_entry_id, tuple(new if b == old else b for b in ensemble))
+        segments = (*self.segments[:index], replaced, *self.segments[index + 1 :])
+        return attrs.evolve(self, creator_token=0, segments=segments)
+
     def with_ensemble_from(self, first_entry_id: int, ensemble: Iterable[str]) -> LedgerMetadata:
         """An ensemble change: a new segment from ``first_entry_id``, replacing the last if it starts there too."""
         kept = self.segments[:-1] if self.segments[-1].first_entry_id == first_entry_id else self.segments

@@ -65,3 +65,23 @@ class LedgerMetadataFormat(_message.Message):
     customMetadata: _containers.RepeatedCompositeFieldContainer[LedgerMetadataFormat.cMetadataMapEntry]
     cToken: int
     def __init__(self, quorumSize: _Optional[int] = ..., ensembleSize: _Optional[int] = ..., length: _Optional[int] = ..., lastEntryId: _Optional[int] = ..., state: _Optional[_Union[LedgerMetadataFormat.State, str]] = ..., segment: _Optional[_Iterable[_Union[LedgerMetadataFormat.Segment, _Mapping]]] = ..., digestType: _Optional[_Union[LedgerMetadataFormat.DigestType, str]] = ..., password: _Optional[bytes] = ..., ackQuorumSize: _Optional[int] = ..., ctime: _Optional[int] = ..., customMetadata: _Optional[_Iterable[_Union[LedgerMetadataFormat.cMetadataMapEntry, _Mapping]]] = ..., cToken: _Optional[int] = ...) -> None: ...
+
+class UnderreplicatedLedgerFormat(_message.Message):
+    __slots__ = ("replica", "ctime")
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    CTIME_FIELD_NUMBER: _ClassVar[int]
+    replica: _containers.RepeatedScalarFieldContainer[str]
+    ctime: int
+    def __init__(self, replica: _Optional[_Iterable[str]] = ..., ctime: _Optional[int] = ...) -> None: ...
+
+class LockDataFormat(_message.Message):
+    __slots__ = ("bookieId",)
+    BOOKIEID_FIELD_NUMBER: _ClassVar[int]
+    bookieId: str
+    def __init__(self, bookieId: _Optional[str] = ...) -> None: ...
+
+class AuditorVoteFormat(_message.Message):
+    __slots__ = ("bookieId",)
+    BOOKIEID_FIELD_NUMBER: _ClassVar[int]
+    bookieId: str
+    def __init__(self, bookieId: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,71 @@
+"""The auditor's bookie check (``AuditorBookieCheckTask.auditBookies``).
+
+The bookies named in some ledger's metadata (the bookie-to-ledgers index of
+``BookieLedgerIndexer``) that are not registered as available are lost; each
+ledger with a fragment on a lost bookie is marked under-replicated, the mark
+naming that bookie. Only the elected auditor runs the check.
+
+``mutant="marks_nothing"`` is the auditor that finds the lost bookies and
+marks no ledger: the mutant the oracle must catch.
+"""
+
+from __future__ import annotations
+
+from ledgerspec.reference.autorecovery.election import available_bookies, current_auditor
+from ledgerspec.reference.autorecovery.underreplication import UnderreplicationManager
+from ledgerspec.reference.autorecovery.znodes import UnderreplicationPaths
+from ledgerspec.reference.metadata.ledger_store import LedgerMetadataStore, NoSuchLedgerError
+from ledgerspec.reference.metadata.store import MetadataStore
+
+__all__ = ["AUDITOR_MUTANTS", "Auditor"]
+
+AUDITOR_MUTANTS = {"marks_nothing": "the bookie check finds the lost bookies and marks no ledger under-replicated"}
+
+
+class Auditor:
+    """The auditor of the bookie ``bookie_id``, on its own metadata session."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        bookie_id: str,
+        *,
+        paths: UnderreplicationPaths | None = None,
+        mutant: str | None = None,
+    ) -> None:
+        if mutant is not None and mutant not in AUDITOR_MUTANTS:
+            raise ValueError(f"unknown auditor mutant {mutant!r}; known: {', '.join(AUDITOR_MUTANTS)}")
+        self.store = store
+        self.bookie_id = bookie_id
+        self.paths = paths or UnderreplicationPaths()
+        self.ledgers = LedgerMetadataStore(store, root=self.paths.root)
+        self.marks = UnderreplicationManager(store, self.paths, owner=bookie_id)
+        self.mutant = mutant
+
+    def is_elected(self) -> bool:
+        return current_auditor(self.store, self.paths) == self.bookie_id
+
+    def bookie_to_ledgers(self) -> dict[str, set[int]]:
+        """Every bookie some ledger's metadata names, with those ledgers (``getBookieToLedgerIndex``)."""
+        index: dict[str, set[int]] = {}
+        for ledger_id in self.ledgers.ledger_ids():
+            try:
+                metadata = self.ledgers.read(ledger_id).metadata
+            except NoSuchLedgerError:
+                continue  # deleted since it was listed
+            for segment in metadata.segments:
+                for bookie in segment.ensemble:
+                    index.setdefault(bookie, set()).add(ledger_id)
+        return index
+
+    def check_bookies(self) -> dict[str, set[int]]:
+        """Run the bookie check; the lost bookies, each with the ledgers it left under-replicated."""
+        if not self.is_elected():
+            raise RuntimeError(f"bookie {self.bookie_id} is not the elected auditor")
+        index = self.bookie_to_ledgers()
+        lost = {b: ledgers for b, ledgers in index.items() if b not in available_bookies(self.store, self.paths)}
+        if self.mutant != "marks_nothing":
+            for bookie, ledgers in sorted(lost.items()):
+                for ledger_id in sorted(ledgers):
+                    self.marks.mark(ledger_id, [bookie])
+        return lost

@@ -1,0 +1,303 @@
+"""A replication worker (``ReplicationWorker.rereplicate``), one step at a time.
+
+Each step is one action of ``spec/autorecovery.py``, by the same name, so a
+driver (a test, a simulation) chooses the interleaving and a run repeats
+exactly:
+
+==========================  ===================================================
+step                        what the worker does
+==========================  ===================================================
+``WorkerTakesLock``         takes the lock of a marked ledger (ephemeral, in
+                            its session)
+``WorkerStartsFragment``    finds a lost fragment of the locked ledger
+                            (``LedgerChecker``) and an available bookie outside
+                            the segment's ensemble to copy it to
+``WorkerCopiesEntry``       reads one entry of the fragment from an available
+                            bookie of its write set, writes it to the new
+                            bookie with a recovery add
+``WorkerUpdatesEnsemble``   every entry copied: replaces the old bookie by the
+                            new one in the segment, by compare-and-set, skipped
+                            if the old bookie is gone (``updateEnsembleInfo``)
+``WorkerGivesUp``           the new bookie went away, or an entry has no
+                            readable replica: drops the fragment
+``WorkerReleasesLock``      nothing left it can start: removes the mark if no
+                            fragment is lost (``markLedgerReplicated``), and
+                            releases the lock; an open ledger is left for later
+``WorkerCrashes``           its process dies: the session and its lock go; what
+                            it copied stays on the new bookie
+==========================  ===================================================
+
+``mutant="metadata_before_copy"`` replaces the bookie in the metadata when it
+starts a fragment, before copying: the mutant the oracle must catch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+from ledgerspec.reference.autorecovery.bookies import BookieAccess
+from ledgerspec.reference.autorecovery.election import available_bookies
+from ledgerspec.reference.autorecovery.fragments import Fragment, lost_fragments
+from ledgerspec.reference.autorecovery.underreplication import ReplicationLock, UnderreplicationManager
+from ledgerspec.reference.autorecovery.znodes import UnderreplicationPaths
+from ledgerspec.reference.ledger.client import master_key
+from ledgerspec.reference.metadata.ledger_metadata import LedgerMetadata
+from ledgerspec.reference.metadata.ledger_store import LedgerMetadataStore, NoSuchLedgerError
+from ledgerspec.reference.metadata.store import BadVersionError, MetadataStore
+
+__all__ = ["WORKER_MUTANTS", "WORKER_STEPS", "CopyTask", "ReplicationWorker"]
+
+WORKER_MUTANTS = {
+    "metadata_before_copy": "the worker replaces the bookie in the metadata before it copies the fragment"
+}
+
+WORKER_STEPS = (
+    "WorkerTakesLock",
+    "WorkerStartsFragment",
+    "WorkerCopiesEntry",
+    "WorkerUpdatesEnsemble",
+    "WorkerGivesUp",
+    "WorkerReleasesLock",
+)
+
+
+@attrs.frozen
+class CopyTask:
+    """The fragment a worker copies, and where to."""
+
+    fragment: Fragment
+    new: str
+
+    @property
+    def old(self) -> str:
+        return self.fragment.bookie
+
+
+class ReplicationWorker:
+    """The replication worker of bookie ``bookie_id``, with a metadata session from ``open_session``."""
+
+    def __init__(
+        self,
+        open_session: Callable[[], MetadataStore],
+        bookies: BookieAccess,
+        bookie_id: str,
+        *,
+        paths: UnderreplicationPaths | None = None,
+        mutant: str | None = None,
+    ) -> None:
+        if mutant is not None and mutant not in WORKER_MUTANTS:
+            raise ValueError(f"unknown worker mutant {mutant!r}; known: {', '.join(WORKER_MUTANTS)}")
+        self.open_session = open_session
+        self.bookies = bookies
+        self.bookie_id = bookie_id
+        self.paths = paths or UnderreplicationPaths()
+        self.mutant = mutant
+        self.lock: ReplicationLock | None = None
+        self.task: CopyTask | None = None
+        self.crashes = 0
+        self._connect()
+
+    def _connect(self) -> None:
+        self.store = self.open_session()
+        self.marks = UnderreplicationManager(self.store, self.paths, owner=self.bookie_id)
+        self.ledgers = LedgerMetadataStore(self.store, root=self.paths.root)
+
+    # -- what the worker sees ---------------------------------------------------------
+    def _has_entry(self, bookie: str, ledger_id: int, entry_id: int) -> bool:
+        return self.bookies.read(bookie, ledger_id, entry_id) is not None
+
+    def _metadata(self) -> LedgerMetadata | None:
+        assert self.lock is not None
+        try:
+            return self.ledgers.read(self.lock.ledger_id).metadata
+        except NoSuchLedgerError:
+            return None
+
+    def lost(self) -> list[Fragment]:
+        """The lost fragments of the locked ledger (none while it is open)."""
+        metadata = self._metadata()
+        if metadata is None or not metadata.closed:
+            return []
+        return lost_fragments(metadata, available_bookies(self.store, self.paths), self._has_entry)
+
+    def _choices(self) -> list[CopyTask]:
+        """Each lost fragment with each available bookie outside its segment's ensemble."""
+        metadata = self._metadata()
+        if metadata is None or not metadata.closed:
+            return []
+        available = available_bookies(self.store, self.paths)
+        choices = []
+        for fragment in lost_fragments(metadata, available, self._has_entry):
+            ensemble = metadata.ensemble_for(fragment.first_entry_id)
+            choices += [CopyTask(fragment, new) for new in sorted(available) if new not in ensemble]
+        return choices
+
+    def _missing(self) -> list[int]:
+        """The entries of the task's fragment the new bookie does not hold yet."""
+        assert self.task is not None
+        lid, new = self.task.fragment.ledger_id, self.task.new
+        return [e for e in self.task.fragment.entries if not self._has_entry(new, lid, e)]
+
+    def _source(self, entry_id: int) -> bytes | None:
+        """The entry, read from an available bookie of its write set other than the old and the new one."""
+        assert self.task is not None and self.lock is not None
+        metadata = self._metadata()
+        if metadata is None:
+            return None
+        ensemble = metadata.ensemble_for(entry_id)
+        write_set = {ensemble[(entry_id + k) % metadata.ensemble_size] for k in range(metadata.write_quorum_size)}
+        for bookie in sorted(write_set - {self.task.old, self.task.new}):
+            entry = self.bookies.read(bookie, self.lock.ledger_id, entry_id)
+            if entry is not None:
+                return entry
+        return None
+
+    # -- steps: each a guard (``can_<step>``) and the step itself, which does nothing unless it is enabled ----
+    def _lockable(self) -> list[int]:
+        """Marked closed ledgers whose lock nobody holds (an open ledger waits until it is closed)."""
+        found = []
+        for ledger_id in self.marks.marked_ledgers():
+            if self.marks.holder(ledger_id) is not None:
+                continue
+            try:
+                if self.ledgers.read(ledger_id).metadata.closed:
+                    found.append(ledger_id)
+            except NoSuchLedgerError:
+                continue
+        return found
+
+    def can_WorkerTakesLock(self) -> bool:
+        return self.lock is None and bool(self._lockable())
+
+    def WorkerTakesLock(self) -> bool:
+        if self.lock is not None:
+            return False
+        for ledger_id in self._lockable():
+            self.lock = self.marks.try_lock(ledger_id)
+            if self.lock is not None:
+                return True
+        return False
+
+    def can_WorkerStartsFragment(self) -> bool:
+        return self.lock is not None and self.task is None and bool(self._choices())
+
+    def WorkerStartsFragment(self) -> bool:
+        if self.lock is None or self.task is not None:
+            return False
+        choices = self._choices()
+        if not choices:
+            return False
+        self.task = choices[0]
+        if self.mutant == "metadata_before_copy":
+            self._replace_in_metadata(self.task)
+        return True
+
+    def can_WorkerCopiesEntry(self) -> bool:
+        if self.task is None or self.task.new not in available_bookies(self.store, self.paths):
+            return False
+        return any(self._source(e) for e in self._missing())
+
+    def WorkerCopiesEntry(self) -> bool:
+        if self.task is None or self.lock is None or self.task.new not in available_bookies(self.store, self.paths):
+            return False
+        for entry_id in self._missing():
+            entry = self._source(entry_id)
+            if entry is None:
+                continue
+            metadata = self._metadata()
+            key = master_key(metadata.password if metadata is not None else b"")
+            return self.bookies.write(self.task.new, self.lock.ledger_id, entry_id, entry, key)
+        return False
+
+    def can_WorkerUpdatesEnsemble(self) -> bool:
+        return self.task is not None and not self._missing()
+
+    def WorkerUpdatesEnsemble(self) -> bool:
+        if not self.can_WorkerUpdatesEnsemble():
+            return False
+        assert self.task is not None
+        if self.mutant != "metadata_before_copy":
+            self._replace_in_metadata(self.task)
+        self.task = None
+        return True
+
+    def can_WorkerGivesUp(self) -> bool:
+        if self.task is None:
+            return False
+        if self.task.new not in available_bookies(self.store, self.paths):
+            return True
+        return any(self._source(e) is None for e in self._missing())
+
+    def WorkerGivesUp(self) -> bool:
+        if not self.can_WorkerGivesUp():
+            return False
+        self.task = None
+        return True
+
+    def can_WorkerReleasesLock(self) -> bool:
+        return self.lock is not None and self.task is None and not self._choices()
+
+    def WorkerReleasesLock(self) -> bool:
+        if not self.can_WorkerReleasesLock():
+            return False
+        assert self.lock is not None
+        metadata = self._metadata()
+        if metadata is not None and metadata.closed and not self.lost():
+            self.marks.mark_replicated(self.lock)
+        self.marks.release(self.lock)
+        self.lock = None
+        return True
+
+    def WorkerCrashes(self) -> None:
+        """The worker's process dies: its session ends, with the lock; it comes back idle, on a new session."""
+        self.store.close()
+        self.lock = None
+        self.task = None
+        self.crashes += 1
+        self._connect()
+
+    def _replace_in_metadata(self, task: CopyTask) -> None:
+        """The compare-and-set loop of ``updateEnsembleInfo``: re-read on a version clash, give up once the old
+        bookie is no longer in the segment."""
+        assert self.lock is not None
+        while True:
+            try:
+                current = self.ledgers.read(self.lock.ledger_id)
+            except NoSuchLedgerError:
+                return
+            ensemble = current.metadata.ensemble_for(task.fragment.first_entry_id)
+            if task.old not in ensemble or task.new in ensemble:
+                return
+            replaced = current.metadata.with_replica_replaced(task.fragment.first_entry_id, task.old, task.new)
+            try:
+                self.ledgers.write(replaced, current.version)
+                return
+            except BadVersionError:
+                continue
+
+    # -- driving -----------------------------------------------------------------------
+    def enabled(self) -> list[str]:
+        """The steps the worker can take now, in :data:`WORKER_STEPS` order."""
+        return [name for name in WORKER_STEPS if getattr(self, f"can_{name}")()]
+
+    def step(self, name: str) -> bool:
+        """Take one step by its spec name; whether it was enabled (and so taken)."""
+        if name not in WORKER_STEPS:
+            raise ValueError(f"unknown worker step {name!r}; known: {', '.join(WORKER_STEPS)}")
+        return bool(getattr(self, name)())
+
+    def run(self, max_steps: int = 10_000) -> list[str]:
+        """One pass: take the first enabled step until the lock is released or no step is enabled; the steps
+        taken. (A ledger left marked, with no bookie to copy to, would be locked and released again forever.)"""
+        taken: list[str] = []
+        for _ in range(max_steps):
+            for name in WORKER_STEPS:
+                if self.step(name):
+                    taken.append(name)
+                    break
+            else:
+                return taken
+            if taken[-1] == "WorkerReleasesLock":
+                return taken
+        raise RuntimeError(f"worker {self.bookie_id} still busy after {max_steps} steps")

@@ -1,0 +1,310 @@
+"""The reference auditor and replication workers, on the in-process cluster and each metadata store.
+
+A closed ledger is written by the reference client; bookies register and
+vote in sessions of their own; a bookie stops (its session ends with it),
+the elected auditor marks the ledger, and workers copy the lost fragment and
+swap the bookie in the metadata, one spec step at a time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ledgerspec.reference.autorecovery import (
+    Auditor,
+    AutorecoveryZnodeError,
+    ClusterBookies,
+    Fragment,
+    ReplicationWorker,
+    UnderreplicationManager,
+    UnderreplicationPaths,
+    available_bookies,
+    current_auditor,
+    fragments,
+    lost_fragments,
+    register_bookie,
+    vote_for_auditor,
+)
+from ledgerspec.reference.autorecovery.znodes import decode_lock, decode_underreplicated, encode_underreplicated
+from ledgerspec.reference.ledger import BookKeeperClient, ClientConfig, InProcessCluster, OrderedPlacement
+from ledgerspec.reference.metadata import LedgerMetadata, LedgerMetadataStore, LedgerState, MetadataStore, Segment
+from metadata_backends import MetadataBackend
+
+PATHS = UnderreplicationPaths()
+
+
+class Cluster:
+    """Bookies 1..n with a closed ledger (E=3, Qw=2, Qa=2, entries 0..3 on bookies 1-3), each bookie registered and
+    voting in its own metadata session."""
+
+    def __init__(self, root: Path, backend: MetadataBackend, bookies: int = 4, entries: int = 4) -> None:
+        self.backend = backend
+        self.cluster = InProcessCluster(str(root), bookies, sync_to_disk=False)
+        self.admin = backend.open()
+        self.ledgers = LedgerMetadataStore(self.admin)
+        client = BookKeeperClient(
+            0, self.ledgers, self.cluster, config=ClientConfig(explicit_lac=False), placement=OrderedPlacement()
+        )
+        self.cluster.attach(client)
+        handle = client.create_ledger(3, 2, 2)
+        for i in range(entries):
+            handle.add_entry(f"entry {i}".encode())
+        self.settle()
+        closed = handle.close()
+        self.settle()
+        closed.result()
+        self.ledger_id = handle.ledger_id
+        self.sessions: dict[str, MetadataStore] = {}
+        for address in self.cluster.nodes:
+            self.bookie_joins(address)
+        self.bookies = ClusterBookies(self.cluster)
+
+    def settle(self) -> None:
+        self.cluster.run_until(lambda: not self.cluster.deliverable())
+
+    def bookie_joins(self, address: str) -> None:
+        session = self.backend.open()
+        register_bookie(session, address)
+        vote_for_auditor(session, address)
+        self.sessions[address] = session
+
+    def bookie_stops(self, address: str) -> None:
+        self.cluster.crash(address)
+        self.sessions.pop(address).close()
+
+    def bookie_comes_back(self, address: str) -> None:
+        self.cluster.restart(address)
+        self.bookie_joins(address)
+
+    def auditor(self, mutant: str | None = None) -> Auditor:
+        elected = current_auditor(self.admin)
+        assert elected is not None
+        return Auditor(self.sessions[elected], elected, mutant=mutant)
+
+    def worker(self, bookie: str, mutant: str | None = None) -> ReplicationWorker:
+        return ReplicationWorker(self.backend.open, self.bookies, bookie, mutant=mutant)
+
+    def metadata(self) -> LedgerMetadata:
+        return self.ledgers.read(self.ledger_id).metadata
+
+    def holds(self, address: str) -> list[int]:
+        return sorted(self.cluster.nodes[address].view(self.ledger_id).entries)
+
+    def live_replicas(self) -> dict[int, list[str]]:
+        """Each entry's bookies that its write set names, that are up and hold it."""
+        metadata = self.metadata()
+        found: dict[int, list[str]] = {}
+        for e in range(metadata.last_entry_id + 1):
+            ensemble = metadata.ensemble_for(e)
+            write_set = [ensemble[(e + k) % 3] for k in range(2)]
+            found[e] = sorted(b for b in write_set if self.cluster.nodes[b].up and e in self.holds(b))
+        return found
+
+
+@pytest.fixture
+def world(tmp_path: Path, metadata_backend: MetadataBackend) -> Cluster:
+    return Cluster(tmp_path / "bookies", metadata_backend)
+
+
+# -- znodes --------------------------------------------------------------------------------
+def test_znode_paths_are_bookkeepers() -> None:
+    assert PATHS.mark(1) == "/ledgers/underreplication/ledgers/0000/0000/0000/0001/urL0000000001"
+    assert PATHS.mark(0x0001_0002_0003_ABCD).startswith("/ledgers/underreplication/ledgers/0001/0002/0003/abcd/urL")
+    assert PATHS.lock(42) == "/ledgers/underreplication/locks/urL0000000042"
+    assert PATHS.ledger_of(PATHS.mark(0x0001_0002_0003_ABCD)) == 0x0001_0002_0003_ABCD
+    assert PATHS.vote_number("V_0000000007") == 7
+
+
+def test_znode_data_is_text_format_protobuf_and_bad_data_names_the_znode() -> None:
+    data = encode_underreplicated(["bookie-1:3181", "bookie-2:3181"], 1700000000000)
+    assert data.decode().splitlines() == [
+        'replica: "bookie-1:3181"',
+        'replica: "bookie-2:3181"',
+        "ctime: 1700000000000",
+    ]
+    assert decode_underreplicated("/m", data) == ["bookie-1:3181", "bookie-2:3181"]
+    with pytest.raises(AutorecoveryZnodeError, match=r"^/ledgers/x: its data is not a UnderreplicatedLedgerFormat"):
+        decode_underreplicated("/ledgers/x", b"replica: 12 13")
+    with pytest.raises(AutorecoveryZnodeError, match="not an under-replication znode"):
+        PATHS.ledger_of("/ledgers/underreplication/ledgers/0000/0000/0000/0001/L0001")
+    with pytest.raises(AutorecoveryZnodeError, match="not an auditor vote"):
+        PATHS.vote_number("V_x")
+
+
+# -- fragments -----------------------------------------------------------------------------
+def _closed(segments: list[tuple[int, tuple[str, ...]]], last: int) -> LedgerMetadata:
+    return LedgerMetadata(
+        7, 3, 2, 2, [Segment(first, ensemble) for first, ensemble in segments], LedgerState.CLOSED, last, 10
+    )
+
+
+def test_fragments_follow_round_robin_striping_per_segment() -> None:
+    # Entry e goes to ensemble indices e % 3 and (e + 1) % 3 of its segment's ensemble.
+    metadata = _closed([(0, ("a", "b", "c")), (3, ("d", "b", "c"))], 4)
+    assert [(f.first_entry_id, f.bookie, f.entries) for f in fragments(metadata)] == [
+        (0, "a", (0, 2)),
+        (0, "b", (0, 1)),
+        (0, "c", (1, 2)),
+        (3, "d", (3,)),
+        (3, "b", (3, 4)),
+        (3, "c", (4,)),
+    ]
+
+
+def test_a_fragment_is_lost_when_its_bookie_is_away_or_lacks_its_first_or_last_entry() -> None:
+    metadata = _closed([(0, ("a", "b", "c"))], 3)  # a: 0, 2, 3; b: 0, 1, 3; c: 1, 2
+    held = {"a": {0, 2, 3}, "b": {0, 1}, "c": {1, 2}}  # b lacks its last entry, 3
+    lost = lost_fragments(metadata, {"b", "c"}, lambda bookie, _, e: e in held[bookie])
+    assert [(f.bookie, f.entries) for f in lost] == [("a", (0, 2, 3)), ("b", (0, 1, 3))]
+    with pytest.raises(ValueError, match="not closed"):
+        fragments(LedgerMetadata(7, 3, 2, 2, [Segment(0, ("a", "b", "c"))]))
+
+
+# -- election and marks ----------------------------------------------------------------------
+def test_the_lowest_vote_is_the_auditor_and_the_next_takes_over_when_its_session_ends(world: Cluster) -> None:
+    assert current_auditor(world.admin) == "bookie-1"
+    assert available_bookies(world.admin) == {"bookie-1", "bookie-2", "bookie-3", "bookie-4"}
+    world.bookie_stops("bookie-1")
+    assert current_auditor(world.admin) == "bookie-2"
+    assert available_bookies(world.admin) == {"bookie-2", "bookie-3", "bookie-4"}
+    world.bookie_comes_back("bookie-1")  # its new vote is the newest: it stands last in line
+    assert current_auditor(world.admin) == "bookie-2"
+
+
+def test_a_mark_gains_the_bookies_found_lost_later_and_survives_a_worker_that_locked_it_before(
+    world: Cluster,
+) -> None:
+    marks = UnderreplicationManager(world.admin)
+    assert marks.mark(world.ledger_id, ["bookie-1"]) is True
+    lock = UnderreplicationManager(world.backend.open(), owner="bookie-4").try_lock(world.ledger_id)
+    assert lock is not None
+    assert marks.mark(world.ledger_id, ["bookie-1"]) is False  # named already: nothing changes
+    assert marks.mark(world.ledger_id, ["bookie-2"]) is True
+    assert marks.lost_bookies(world.ledger_id) == ["bookie-1", "bookie-2"]
+    # The worker saw the mark before bookie-2 was added: it may not remove it.
+    assert marks.mark_replicated(lock) is False
+    assert marks.marked_ledgers() == [world.ledger_id]
+    assert decode_lock(PATHS.lock(world.ledger_id), world.admin.get(PATHS.lock(world.ledger_id)).value) == "bookie-4"
+
+
+def test_a_lock_is_held_by_one_session_and_goes_with_it(world: Cluster) -> None:
+    UnderreplicationManager(world.admin).mark(world.ledger_id, ["bookie-1"])
+    first, second = world.backend.open(), world.backend.open()
+    assert UnderreplicationManager(first).try_lock(world.ledger_id) is not None
+    assert UnderreplicationManager(second).try_lock(world.ledger_id) is None
+    first.close()
+    assert UnderreplicationManager(second).try_lock(world.ledger_id) is not None
+
+
+# -- the auditor and the workers -------------------------------------------------------------
+def test_a_lost_bookie_is_marked_copied_and_replaced_and_the_mark_removed(world: Cluster) -> None:
+    assert world.metadata().segments == (Segment(0, ("bookie-1", "bookie-2", "bookie-3")),)
+    assert world.holds("bookie-1") == [0, 2, 3]
+    world.bookie_stops("bookie-1")
+    assert {e: len(r) for e, r in world.live_replicas().items()} == {0: 1, 1: 2, 2: 1, 3: 1}
+
+    auditor = world.auditor()
+    assert auditor.bookie_id == "bookie-2"
+    assert auditor.check_bookies() == {"bookie-1": {world.ledger_id}}
+    assert UnderreplicationManager(world.admin).lost_bookies(world.ledger_id) == ["bookie-1"]
+
+    worker = world.worker("bookie-3")
+    steps = worker.run()
+    assert steps == [
+        "WorkerTakesLock",
+        "WorkerStartsFragment",
+        *["WorkerCopiesEntry"] * 3,
+        "WorkerUpdatesEnsemble",
+        "WorkerReleasesLock",
+    ]
+    assert world.metadata().segments == (Segment(0, ("bookie-4", "bookie-2", "bookie-3")),)
+    assert world.metadata().state is LedgerState.CLOSED
+    assert world.holds("bookie-4") == [0, 2, 3]
+    assert all(len(r) == 2 for r in world.live_replicas().values())
+    assert UnderreplicationManager(world.admin).marked_ledgers() == []
+    assert world.admin.exists(PATHS.lock(world.ledger_id)) is None
+    # The copies are the stored entries, readable by a client through the new metadata.
+    reader = BookKeeperClient(9, world.ledgers, world.cluster, placement=OrderedPlacement())
+    world.cluster.attach(reader)
+    handle = reader.open_ledger(world.ledger_id)
+    assert handle.last_add_confirmed == 3
+
+
+def test_a_worker_that_crashes_mid_copy_loses_its_lock_and_another_finishes(world: Cluster) -> None:
+    world.bookie_stops("bookie-1")
+    world.auditor().check_bookies()
+    first = world.worker("bookie-3")
+    for step in ("WorkerTakesLock", "WorkerStartsFragment", "WorkerCopiesEntry"):
+        assert first.step(step), step
+    assert world.holds("bookie-4") == [0]
+    first.WorkerCrashes()
+    assert world.admin.exists(PATHS.lock(world.ledger_id)) is None
+    assert world.metadata().ensemble_for(0) == ("bookie-1", "bookie-2", "bookie-3")  # nothing swapped yet
+
+    second = world.worker("bookie-2")
+    assert second.run().count("WorkerCopiesEntry") == 2  # entry 0 is on bookie-4 already
+    assert world.metadata().ensemble_for(0) == ("bookie-4", "bookie-2", "bookie-3")
+    assert UnderreplicationManager(world.admin).marked_ledgers() == []
+    assert first.run() == []  # the crashed worker, back on a new session, finds nothing to do
+
+
+def test_a_bookie_back_before_the_worker_leaves_nothing_to_copy(world: Cluster) -> None:
+    world.bookie_stops("bookie-1")
+    world.auditor().check_bookies()
+    world.bookie_comes_back("bookie-1")
+    assert world.worker("bookie-4").run() == ["WorkerTakesLock", "WorkerReleasesLock"]
+    assert world.metadata().ensemble_for(0) == ("bookie-1", "bookie-2", "bookie-3")
+    assert UnderreplicationManager(world.admin).marked_ledgers() == []
+
+
+def test_a_bookie_back_with_an_empty_disk_is_lost_by_its_first_and_last_entries(world: Cluster) -> None:
+    world.bookie_stops("bookie-1")
+    world.cluster.nodes["bookie-1"].lose_disk()
+    world.auditor().check_bookies()
+    world.bookie_comes_back("bookie-1")
+    assert world.holds("bookie-1") == []
+    steps = world.worker("bookie-4").run()
+    assert steps.count("WorkerCopiesEntry") == 3
+    assert world.metadata().ensemble_for(0) == ("bookie-4", "bookie-2", "bookie-3")
+
+
+def test_the_worker_gives_up_when_its_new_bookie_stops(world: Cluster) -> None:
+    world.bookie_stops("bookie-1")
+    world.auditor().check_bookies()
+    worker = world.worker("bookie-2")
+    assert worker.step("WorkerTakesLock") and worker.step("WorkerStartsFragment")
+    assert worker.task is not None and worker.task.new == "bookie-4"
+    world.bookie_stops("bookie-4")
+    assert worker.enabled() == ["WorkerGivesUp"]
+    assert worker.run() == ["WorkerGivesUp", "WorkerReleasesLock"]  # no bookie left to copy to
+    assert UnderreplicationManager(world.admin).marked_ledgers() == [world.ledger_id]
+
+
+# -- the mutants -----------------------------------------------------------------------------
+def test_the_metadata_before_copy_mutant_names_a_bookie_that_lacks_the_fragment(world: Cluster) -> None:
+    world.bookie_stops("bookie-1")
+    world.auditor().check_bookies()
+    worker = world.worker("bookie-3", mutant="metadata_before_copy")
+    assert worker.step("WorkerTakesLock") and worker.step("WorkerStartsFragment")
+    assert world.metadata().ensemble_for(0) == ("bookie-4", "bookie-2", "bookie-3")
+    assert world.holds("bookie-4") == []  # named for entries 0, 2, 3, holding none
+    assert worker.task == worker.task.__class__(Fragment(world.ledger_id, 0, "bookie-1", (0, 2, 3)), "bookie-4")
+
+
+def test_the_marks_nothing_mutant_finds_the_lost_bookie_and_marks_no_ledger(world: Cluster) -> None:
+    world.bookie_stops("bookie-1")
+    assert world.auditor(mutant="marks_nothing").check_bookies() == {"bookie-1": {world.ledger_id}}
+    assert UnderreplicationManager(world.admin).marked_ledgers() == []
+    assert world.worker("bookie-4").run() == []
+
+
+def test_only_the_elected_auditor_checks_and_unknown_mutants_are_refused(world: Cluster) -> None:
+    with pytest.raises(RuntimeError, match="bookie-3 is not the elected auditor"):
+        Auditor(world.sessions["bookie-3"], "bookie-3").check_bookies()
+    with pytest.raises(ValueError, match="unknown auditor mutant 'x'; known: marks_nothing"):
+        Auditor(world.admin, "bookie-1", mutant="x")
+    with pytest.raises(ValueError, match="unknown worker mutant 'x'; known: metadata_before_copy"):
+        world.worker("bookie-1", mutant="x")
+    with pytest.raises(ValueError, match="unknown worker step 'Nap'"):
+        world.worker("bookie-1").step("Nap")
