@@ -18,7 +18,9 @@ replication/ and client/, BRIEF section 5, seed 001):
 - the auditor's bookie check (``AuditorBookieCheckTask``): the bookies named
   in the ledger's metadata that are not available are lost, and a ledger with
   a fragment on a lost bookie is marked under-replicated
-  (``markLedgerUnderreplicatedAsync``: a ``urL`` znode);
+  (``markLedgerUnderreplicatedAsync``: a ``urL`` znode naming the lost
+  bookies; a later check adds the bookies it does not name yet, by a
+  compare-and-set that changes the znode's version);
 - replication workers (``ReplicationWorker.rereplicate``): take the lock of
   a marked ledger (an ephemeral znode), find the fragments on unavailable
   bookies, copy each one's entries from a live replica to a new bookie
@@ -26,7 +28,9 @@ replication/ and client/, BRIEF section 5, seed 001):
   the new one in that segment's ensemble with a compare-and-set that is
   skipped when the old bookie is no longer there
   (``updateEnsembleInfo``, a ``MetadataUpdateLoop``); when no fragment is
-  left under-replicated the mark is removed (``markLedgerReplicated``), and
+  left under-replicated the mark is removed (``markLedgerReplicated``) by a
+  delete at the version the worker read when it took the lock: a mark the
+  auditor extended in the meantime stays, for the next worker to check;
   the lock is released in any case;
 - a worker that crashes midway: its lock goes with its session; the entries
   it copied stay on the new bookie, which the metadata does not name.
@@ -51,8 +55,8 @@ so that tests can show the checkers catch each one.
 >>> spec = AutorecoverySpec()
 >>> s = spec.BookieStops(spec.initial_state(), 1)
 >>> s = spec.AuditorChecksBookies(spec.AuditorIsElected(s, 2))
->>> s.marked, spec.under_replicated(s)
-(True, ((1, 1),))
+>>> s.mark, spec.under_replicated(s)
+(frozenset({1}), ((1, 1),))
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ from ledgerspec.spec.kernel import (
     reachable,
 )
 
-__all__ = ["BUGS", "IDLE", "NO_ONE", "REPLICATING", "AutorecoverySpec", "AutorecoveryState", "Worker"]
+__all__ = ["BUGS", "IDLE", "IDLE_WORKER", "NO_ONE", "REPLICATING", "AutorecoverySpec", "AutorecoveryState", "Worker"]
 
 #: No auditor, no lock holder, no bookie chosen.
 NO_ONE = 0
@@ -107,8 +111,9 @@ class AutorecoveryState:
     # -- metadata store: the ledger's znode, and the under-replication znodes
     meta_segments: tuple[tuple[int, tuple[int, ...]], ...]  # (first entry id, ensemble) in order
     meta_version: int  # bumped by every successful compare-and-set
-    marked: bool  # the ledger's urL znode exists: marked under-replicated
+    mark: frozenset[int]  # the bookies the ledger's urL znode names; empty: not marked (no znode)
     lock: int  # the worker holding the ledger's replication lock (ephemeral); NO_ONE
+    lock_mark: frozenset[int]  # the mark as the lock holder read it (the version it deletes at); empty when unlocked
     auditor: int  # the bookie whose vote won the election; NO_ONE while none is elected
     lost_seen: frozenset[int]  # the bookies the auditor's last check found lost and that did not come back since
     # -- bookies
@@ -242,8 +247,9 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
         yield AutorecoveryState(
             meta_segments=segments,
             meta_version=1,
-            marked=False,
+            mark=frozenset(),
             lock=NO_ONE,
+            lock_mark=frozenset(),
             auditor=NO_ONE,
             lost_seen=frozenset(),
             data=data,
@@ -289,22 +295,23 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
     @action(fairness="weak")
     def AuditorChecksBookies(self, s: AutorecoveryState) -> AutorecoveryState | None:
         """The bookies the metadata names that are not available are lost; a ledger with a fragment on one is
-        marked under-replicated. A check that would change nothing is not a step."""
+        marked under-replicated, its mark naming them (added to those it names already). A check that would
+        change nothing is not a step."""
         if s.auditor == NO_ONE:
             return None
         lost = frozenset(b for _, b in self.under_replicated(s))
-        marked = s.marked or (bool(lost) and self.Bug != "auditor_marks_nothing")
-        if lost == s.lost_seen and marked == s.marked:
+        mark = s.mark if self.Bug == "auditor_marks_nothing" else s.mark | lost
+        if lost == s.lost_seen and mark == s.mark:
             return None
-        return evolve(s, lost_seen=lost, marked=marked)
+        return evolve(s, lost_seen=lost, mark=mark)
 
     # -- replication workers ---------------------------------------------------------
     @action(_each_worker, fairness="weak")
     def WorkerTakesLock(self, s: AutorecoveryState, w: int) -> AutorecoveryState | None:
-        """An idle worker takes the lock of a marked ledger (``getLedgerToRereplicate``)."""
-        if not s.marked or s.lock != NO_ONE:
+        """An idle worker takes the lock of a marked ledger and reads its mark (``getLedgerToRereplicate``)."""
+        if not s.mark or s.lock != NO_ONE:
             return None
-        return evolve(s, lock=w)
+        return evolve(s, lock=w, lock_mark=s.mark)
 
     @action(_each_fragment_choice, fairness="weak")
     def WorkerStartsFragment(
@@ -360,11 +367,12 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
     @action(_each_worker, fairness="weak")
     def WorkerReleasesLock(self, s: AutorecoveryState, w: int) -> AutorecoveryState | None:
         """Once no fragment can be started (none left, or no available bookie to copy one to), the lock holder
-        checks the ledger again: with no fragment left under-replicated it removes the mark
-        (``markLedgerReplicated``); it releases the lock either way."""
+        checks the ledger again: with no fragment left under-replicated it removes the mark, unless the auditor
+        changed it since the lock was taken (``markLedgerReplicated``); it releases the lock either way."""
         if s.lock != w or s.workers[w - 1].phase != IDLE or self._startable(s):
             return None
-        return evolve(s, lock=NO_ONE, marked=s.marked and bool(self.under_replicated(s)))
+        repaired = not self.under_replicated(s) and s.mark == s.lock_mark
+        return evolve(s, lock=NO_ONE, lock_mark=frozenset(), mark=frozenset() if repaired else s.mark)
 
     def _startable(self, s: AutorecoveryState) -> bool:
         """Some under-replicated fragment has an available bookie outside its ensemble to be copied to."""
@@ -381,6 +389,7 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
         return evolve(
             s,
             lock=NO_ONE if s.lock == w else s.lock,
+            lock_mark=frozenset() if s.lock == w else s.lock_mark,
             workers=_replace(s.workers, w - 1, IDLE_WORKER),
             worker_crashes=s.worker_crashes + 1,
         )
@@ -441,11 +450,11 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
 
     @invariant
     def LostBookiesMarked(self, s: AutorecoveryState) -> str | None:
-        """Once the auditor saw a bookie lost, the ledger stays marked while its metadata names that bookie
+        """Once the auditor saw a bookie lost, the ledger's mark names it while its metadata names that bookie
         and the bookie is not available."""
-        lost = s.lost_seen & {b for _, b in self.under_replicated(s)}
-        if lost and not s.marked:
-            return f"the auditor found bookie(s) {sorted(lost)} lost, and the ledger naming them is not marked"
+        unnamed = s.lost_seen & {b for _, b in self.under_replicated(s)} - s.mark
+        if unnamed:
+            return f"the auditor found bookie(s) {sorted(unnamed)} lost, and the ledger's mark does not name them"
         return None
 
     @invariant
@@ -465,9 +474,7 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
     @reachable
     def LedgerRepairedAndUnmarked(self, s: AutorecoveryState) -> bool:
         """The ledger was repaired and its mark removed, every entry back on Qw available bookies."""
-        return (
-            s.meta_version > 1 and not s.marked and all(len(self.live_replicas(s, e)) == self.Qw for e in self.entries)
-        )
+        return s.meta_version > 1 and not s.mark and all(len(self.live_replicas(s, e)) == self.Qw for e in self.entries)
 
     @reachable
     def ReplicaOutsideMetadata(self, s: AutorecoveryState) -> bool:

@@ -16,13 +16,14 @@
 (*    vote wins; the vote goes with the auditor's session);                *)
 (*  - the auditor's bookie check (AuditorBookieCheckTask): bookies the     *)
 (*    metadata names that are not available are lost, and a ledger with a  *)
-(*    fragment on one is marked under-replicated;                          *)
+(*    fragment on one is marked under-replicated, the mark naming them;    *)
 (*  - replication workers (ReplicationWorker.rereplicate): take the        *)
 (*    ledger's lock, copy each lost fragment from live replicas to a new   *)
 (*    bookie (LedgerFragmentReplicator), then replace the old bookie in    *)
 (*    the segment's ensemble by compare-and-set, skipped when the old      *)
 (*    bookie is gone (updateEnsembleInfo); remove the mark when nothing is *)
-(*    left under-replicated; a worker may crash midway.                    *)
+(*    left under-replicated, unless the auditor extended it since the lock *)
+(*    was taken (a delete at that version); a worker may crash midway.     *)
 (* Left out, and why: see spec/autorecovery.py.                            *)
 (*                                                                         *)
 (* Bug selects a seeded bug ("none" for the real protocol) so that tests   *)
@@ -54,8 +55,9 @@ VARIABLES
     \* -- metadata store: the ledger's znode and the under-replication znodes
     meta_segments,   \* sequence of <<first entry id, ensemble>>, ensemble a sequence of bookies
     meta_version,    \* bumped by every successful compare-and-set
-    marked,          \* the ledger's urL znode exists: marked under-replicated
+    mark,            \* the bookies the ledger's urL znode names; {}: not marked (no znode)
     lock,            \* the worker holding the ledger's replication lock (ephemeral), or NoOne
+    lock_mark,       \* the mark as the lock holder read it (the version it deletes at); {} when unlocked
     auditor,         \* the bookie whose vote won the election, or NoOne
     lost_seen,       \* bookies the auditor's last check found lost and that did not come back since
     \* -- bookies
@@ -67,7 +69,7 @@ VARIABLES
     workers,         \* worker -> [phase, seg, old, new]: the fragment it copies
     worker_crashes   \* at most MaxWorkerCrashes
 
-vars == <<meta_segments, meta_version, marked, lock, auditor, lost_seen,
+vars == <<meta_segments, meta_version, mark, lock, lock_mark, auditor, lost_seen,
           data, up, disk_lost, stops, workers, worker_crashes>>
 
 -----------------------------------------------------------------------------
@@ -126,8 +128,9 @@ ReplaceBookie(seg, old, new) ==
 Init ==
     /\ meta_segments = InitialSegments
     /\ meta_version = 1
-    /\ marked = FALSE
+    /\ mark = {}
     /\ lock = NoOne
+    /\ lock_mark = {}
     /\ auditor = NoOne
     /\ lost_seen = {}
     /\ data = [b \in Bookies |-> {e \in Entries : b \in WriteSetIn(InitialSegments, e)}]
@@ -145,7 +148,7 @@ BookieStops(b) ==
     /\ up' = up \ {b}
     /\ stops' = stops + 1
     /\ auditor' = IF auditor = b THEN NoOne ELSE auditor
-    /\ UNCHANGED <<meta_segments, meta_version, marked, lock, lost_seen, data, disk_lost, workers, worker_crashes>>
+    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, lost_seen, data, disk_lost, workers, worker_crashes>>
 
 \* A stopped bookie whose disk survived registers again, with all it held.
 BookieComesBack(b) ==
@@ -153,7 +156,7 @@ BookieComesBack(b) ==
     /\ b \notin disk_lost
     /\ up' = up \cup {b}
     /\ lost_seen' = lost_seen \ {b}
-    /\ UNCHANGED <<meta_segments, meta_version, marked, lock, auditor, data, disk_lost, stops, workers,
+    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, auditor, data, disk_lost, stops, workers,
                    worker_crashes>>
 
 \* A stopped bookie's disk is gone: its entries with it, and it never comes back.
@@ -163,7 +166,7 @@ BookieLosesDisk(b) ==
     /\ Cardinality(disk_lost) < MaxDiskLosses
     /\ disk_lost' = disk_lost \cup {b}
     /\ data' = [data EXCEPT ![b] = {}]
-    /\ UNCHANGED <<meta_segments, meta_version, marked, lock, auditor, lost_seen, up, stops, workers,
+    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, auditor, lost_seen, up, stops, workers,
                    worker_crashes>>
 
 \* -- auditor ------------------------------------------------------------------
@@ -173,25 +176,27 @@ AuditorIsElected(b) ==
     /\ b \in up
     /\ auditor' = b
     /\ lost_seen' = {}
-    /\ UNCHANGED <<meta_segments, meta_version, marked, lock, data, up, disk_lost, stops, workers, worker_crashes>>
+    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, data, up, disk_lost, stops, workers, worker_crashes>>
 
 \* Bookies named and not available are lost; a ledger with a fragment on one is marked
-\* under-replicated (the seeded bug marks nothing).  A check that changes nothing is no step.
+\* under-replicated, its mark naming them too (the seeded bug marks nothing).  A check that
+\* changes nothing is no step.
 AuditorChecksBookies ==
-    LET now == marked \/ (LostBookies # {} /\ Bug # "auditor_marks_nothing") IN
+    LET now == IF Bug = "auditor_marks_nothing" THEN mark ELSE mark \cup LostBookies IN
     /\ auditor # NoOne
-    /\ ~(LostBookies = lost_seen /\ now = marked)
+    /\ ~(LostBookies = lost_seen /\ now = mark)
     /\ lost_seen' = LostBookies
-    /\ marked' = now
-    /\ UNCHANGED <<meta_segments, meta_version, lock, auditor, data, up, disk_lost, stops, workers, worker_crashes>>
+    /\ mark' = now
+    /\ UNCHANGED <<meta_segments, meta_version, lock, lock_mark, auditor, data, up, disk_lost, stops, workers, worker_crashes>>
 
 \* -- replication workers ------------------------------------------------------
-\* An idle worker takes the lock of a marked ledger (getLedgerToRereplicate).
+\* An idle worker takes the lock of a marked ledger and reads its mark (getLedgerToRereplicate).
 WorkerTakesLock(w) ==
-    /\ marked
+    /\ mark # {}
     /\ lock = NoOne
     /\ lock' = w
-    /\ UNCHANGED <<meta_segments, meta_version, marked, auditor, lost_seen, data, up, disk_lost, stops, workers,
+    /\ lock_mark' = mark
+    /\ UNCHANGED <<meta_segments, meta_version, mark, auditor, lost_seen, data, up, disk_lost, stops, workers,
                    worker_crashes>>
 
 \* The lock holder picks an under-replicated fragment and an available bookie outside the segment's
@@ -205,7 +210,7 @@ WorkerStartsFragment(w, seg, old, new) ==
     /\ workers' = [workers EXCEPT ![w] = [phase |-> "REPLICATING", seg |-> seg, old |-> old, new |-> new]]
     /\ IF Bug = "metadata_before_copy" THEN ReplaceBookie(seg, old, new)
        ELSE UNCHANGED <<meta_segments, meta_version>>
-    /\ UNCHANGED <<marked, lock, auditor, lost_seen, data, up, disk_lost, stops, worker_crashes>>
+    /\ UNCHANGED <<mark, lock, lock_mark, auditor, lost_seen, data, up, disk_lost, stops, worker_crashes>>
 
 \* The worker reads entry e of its fragment from an available bookie that holds it and writes it
 \* to the new bookie (replicateLedgerFragment).
@@ -217,7 +222,7 @@ WorkerCopiesEntry(w, e) ==
     /\ e \notin data[t.new]
     /\ HasSource(w, e)
     /\ data' = [data EXCEPT ![t.new] = @ \cup {e}]
-    /\ UNCHANGED <<meta_segments, meta_version, marked, lock, auditor, lost_seen, up, disk_lost, stops, workers,
+    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, auditor, lost_seen, up, disk_lost, stops, workers,
                    worker_crashes>>
 
 \* Every entry copied: the old bookie is replaced by the new one in the segment's ensemble.
@@ -228,7 +233,7 @@ WorkerUpdatesEnsemble(w) ==
     /\ workers' = [workers EXCEPT ![w] = IdleWorker]
     /\ IF Bug = "metadata_before_copy" THEN UNCHANGED <<meta_segments, meta_version>>
        ELSE ReplaceBookie(t.seg, t.old, t.new)
-    /\ UNCHANGED <<marked, lock, auditor, lost_seen, data, up, disk_lost, stops, worker_crashes>>
+    /\ UNCHANGED <<mark, lock, lock_mark, auditor, lost_seen, data, up, disk_lost, stops, worker_crashes>>
 
 \* The copy cannot go on: the new bookie stopped, or an entry left to copy has no available replica.
 WorkerGivesUp(w) ==
@@ -236,17 +241,19 @@ WorkerGivesUp(w) ==
     /\ t.phase = "REPLICATING"
     /\ t.new \in up => \E e \in ToCopy(w) \ data[t.new] : ~HasSource(w, e)
     /\ workers' = [workers EXCEPT ![w] = IdleWorker]
-    /\ UNCHANGED <<meta_segments, meta_version, marked, lock, auditor, lost_seen, data, up, disk_lost, stops,
+    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, auditor, lost_seen, data, up, disk_lost, stops,
                    worker_crashes>>
 
 \* Once no fragment can be started, the lock holder checks the ledger again: with nothing left
-\* under-replicated it removes the mark (markLedgerReplicated); it releases the lock either way.
+\* under-replicated it removes the mark, unless the auditor changed it since the lock was taken
+\* (markLedgerReplicated); it releases the lock either way.
 WorkerReleasesLock(w) ==
     /\ lock = w
     /\ workers[w].phase = "IDLE"
     /\ ~Startable
     /\ lock' = NoOne
-    /\ marked' = (marked /\ UnderReplicated # {})
+    /\ lock_mark' = {}
+    /\ mark' = IF UnderReplicated = {} /\ mark = lock_mark THEN {} ELSE mark
     /\ UNCHANGED <<meta_segments, meta_version, auditor, lost_seen, data, up, disk_lost, stops, workers,
                    worker_crashes>>
 
@@ -255,9 +262,10 @@ WorkerCrashes(w) ==
     /\ worker_crashes < MaxWorkerCrashes
     /\ ~(lock # w /\ workers[w].phase = "IDLE")
     /\ lock' = IF lock = w THEN NoOne ELSE lock
+    /\ lock_mark' = IF lock = w THEN {} ELSE lock_mark
     /\ workers' = [workers EXCEPT ![w] = IdleWorker]
     /\ worker_crashes' = worker_crashes + 1
-    /\ UNCHANGED <<meta_segments, meta_version, marked, auditor, lost_seen, data, up, disk_lost, stops>>
+    /\ UNCHANGED <<meta_segments, meta_version, mark, auditor, lost_seen, data, up, disk_lost, stops>>
 
 Next ==
     \/ \E b \in Bookies : BookieStops(b) \/ BookieComesBack(b) \/ BookieLosesDisk(b) \/ AuditorIsElected(b)
@@ -312,8 +320,8 @@ MetadataNamesOnlyHolders ==
     \A seg \in 1 .. Len(meta_segments) : \A b \in Ensemble(seg) :
         b \notin disk_lost => FragmentEntries(seg, b) \subseteq data[b]
 
-\* Once the auditor saw a bookie lost, the ledger stays marked while the metadata names it.
-LostBookiesMarked == (lost_seen \cap LostBookies) # {} => marked
+\* Once the auditor saw a bookie lost, the ledger's mark names it while the metadata names it.
+LostBookiesMarked == (lost_seen \cap LostBookies) \subseteq mark
 
 \* Only the lock holder copies a fragment of the ledger.
 LockHeldByOneWorker == \A w \in Workers : workers[w].phase = "REPLICATING" => lock = w

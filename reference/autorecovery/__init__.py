@@ -12,12 +12,17 @@ module              job
 ``bookies``         reading and writing stored entries on the bookies
 ``auditor``         the auditor's bookie check: lost bookies, marked ledgers
 ``replication``     a replication worker, one spec step at a time
+``run``             a closed ledger under autorecovery, each step logged as
+                    the spec's action
+``abstraction``     the spec's state of a run, read from the real parts
+``refinement``      the check that each step of a run is one the spec takes
 ==================  ============================================================
 
 Everything talks to the metadata through the ``MetadataStore`` interface, so
 it runs on the embedded store and on ZooKeeper alike.
 """
 
+from ledgerspec.reference.autorecovery.abstraction import abstract_state
 from ledgerspec.reference.autorecovery.auditor import AUDITOR_MUTANTS, Auditor
 from ledgerspec.reference.autorecovery.bookies import BookieAccess, ClusterBookies
 from ledgerspec.reference.autorecovery.election import (
@@ -27,15 +32,20 @@ from ledgerspec.reference.autorecovery.election import (
     vote_for_auditor,
 )
 from ledgerspec.reference.autorecovery.fragments import Fragment, fragments, lost_fragments
+from ledgerspec.reference.autorecovery.refinement import AutorecoveryRefinement
 from ledgerspec.reference.autorecovery.replication import WORKER_MUTANTS, WORKER_STEPS, CopyTask, ReplicationWorker
+from ledgerspec.reference.autorecovery.run import MUTANTS, AutorecoveryRun, RunConfig
 from ledgerspec.reference.autorecovery.underreplication import ReplicationLock, UnderreplicationManager
 from ledgerspec.reference.autorecovery.znodes import AutorecoveryZnodeError, UnderreplicationPaths
 
 __all__ = [
     "AUDITOR_MUTANTS",
+    "MUTANTS",
     "WORKER_MUTANTS",
     "WORKER_STEPS",
     "Auditor",
+    "AutorecoveryRefinement",
+    "AutorecoveryRun",
     "AutorecoveryZnodeError",
     "BookieAccess",
     "ClusterBookies",
@@ -43,8 +53,10 @@ __all__ = [
     "Fragment",
     "ReplicationLock",
     "ReplicationWorker",
+    "RunConfig",
     "UnderreplicationManager",
     "UnderreplicationPaths",
+    "abstract_state",
     "available_bookies",
     "current_auditor",
     "fragments",

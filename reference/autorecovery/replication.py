@@ -133,7 +133,7 @@ class ReplicationWorker:
             choices += [CopyTask(fragment, new) for new in sorted(available) if new not in ensemble]
         return choices
 
-    def _missing(self) -> list[int]:
+    def missing(self) -> list[int]:
         """The entries of the task's fragment the new bookie does not hold yet."""
         assert self.task is not None
         lid, new = self.task.fragment.ledger_id, self.task.new
@@ -196,12 +196,12 @@ class ReplicationWorker:
     def can_WorkerCopiesEntry(self) -> bool:
         if self.task is None or self.task.new not in available_bookies(self.store, self.paths):
             return False
-        return any(self._source(e) for e in self._missing())
+        return any(self._source(e) for e in self.missing())
 
     def WorkerCopiesEntry(self) -> bool:
         if self.task is None or self.lock is None or self.task.new not in available_bookies(self.store, self.paths):
             return False
-        for entry_id in self._missing():
+        for entry_id in self.missing():
             entry = self._source(entry_id)
             if entry is None:
                 continue
@@ -211,7 +211,7 @@ class ReplicationWorker:
         return False
 
     def can_WorkerUpdatesEnsemble(self) -> bool:
-        return self.task is not None and not self._missing()
+        return self.task is not None and not self.missing()
 
     def WorkerUpdatesEnsemble(self) -> bool:
         if not self.can_WorkerUpdatesEnsemble():
@@ -227,7 +227,7 @@ class ReplicationWorker:
             return False
         if self.task.new not in available_bookies(self.store, self.paths):
             return True
-        return any(self._source(e) is None for e in self._missing())
+        return any(self._source(e) is None for e in self.missing())
 
     def WorkerGivesUp(self) -> bool:
         if not self.can_WorkerGivesUp():

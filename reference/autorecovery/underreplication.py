@@ -39,10 +39,11 @@ __all__ = ["ReplicationLock", "UnderreplicationManager"]
 
 @attrs.frozen
 class ReplicationLock:
-    """A lock this session holds on a marked ledger, with the version of the mark it saw."""
+    """A lock this session holds on a marked ledger, with the mark it saw: its version, and the bookies it named."""
 
     ledger_id: int
     mark_version: int
+    mark_names: tuple[str, ...]
 
 
 class UnderreplicationManager:
@@ -107,15 +108,16 @@ class UnderreplicationManager:
 
     def try_lock(self, ledger_id: int) -> ReplicationLock | None:
         """Take the ledger's lock in this session, if it is marked and nobody holds it."""
+        path = self.paths.mark(ledger_id)
         try:
-            _, stat = self.store.get(self.paths.mark(ledger_id))
+            data, stat = self.store.get(path)
         except NoNodeError:
             return None
         try:
             self.store.create(self.paths.lock(ledger_id), encode_lock(self.owner), ephemeral=True, make_parents=True)
         except NodeExistsError:
             return None
-        return ReplicationLock(ledger_id, stat.version)
+        return ReplicationLock(ledger_id, stat.version, tuple(decode_underreplicated(path, data)))
 
     def holder(self, ledger_id: int) -> int | None:
         """The session holding the ledger's lock, or None."""

@@ -1,0 +1,182 @@
+"""The reference auditor and replication workers refine the autorecovery spec: random runs with bookies stopping,
+coming back and losing their disks, and workers crashing midway.
+
+Each rule takes one step of an :class:`~ledgerspec.reference.autorecovery.AutorecoveryRun`;
+:class:`~ledgerspec.reference.autorecovery.AutorecoveryRefinement` checks the events it logs against the spec,
+on the abstraction of the run's real state: the ledger's znode and the mark's protobuf text decoded, the lock's
+session, the entries the bookies store. Each engine mutant leaves the spec on the shortest road to it, at the
+step it breaks; the random machine finds each on its own too (the longer profile, ``--run-slow``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, note, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from ledgerspec.reference.autorecovery import AutorecoveryRefinement, AutorecoveryRun, RunConfig
+from ledgerspec.reference.autorecovery.run import MUTANTS
+from ledgerspec.reference.refinement import RefinementError
+from ledgerspec.tools.crash_check import default_scratch
+
+STEPS = 40
+SLOW_STEPS = 80
+BOOKIES = [f"bookie-{n}" for n in range(1, 5)]
+
+
+class AutorecoveryRefinementMachine(RuleBasedStateMachine):
+    """A closed ledger on four bookies, an auditor and workers, checked against the spec at every step."""
+
+    config = RunConfig(workers=2)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.directory = tempfile.mkdtemp(prefix="autorecovery-refinement-", dir=default_scratch())
+        self.run = AutorecoveryRun(self.directory, self.config)
+        self.check = AutorecoveryRefinement(self.run)
+
+    def teardown(self) -> None:
+        self.run.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _did(self, what: str, taken: bool) -> None:
+        note(f"{what}: {'taken' if taken else 'refused'}")
+
+    def up(self) -> list[str]:
+        return sorted(self.run.sessions)
+
+    def stopped(self) -> list[str]:
+        return [b for b in BOOKIES if b not in self.run.sessions and b not in self.run.disk_lost]
+
+    @precondition(lambda self: self.run.stops < self.config.max_stops and bool(self.up()))
+    @rule(data=st.data())
+    def bookie_stops(self, data: st.DataObject) -> None:
+        bookie = data.draw(st.sampled_from(self.up()), label="bookie")
+        self._did(f"{bookie} stops", self.run.bookie_stops(bookie))
+
+    @precondition(lambda self: bool(self.stopped()))
+    @rule(data=st.data())
+    def bookie_comes_back(self, data: st.DataObject) -> None:
+        bookie = data.draw(st.sampled_from(self.stopped()), label="bookie")
+        self._did(f"{bookie} comes back", self.run.bookie_comes_back(bookie))
+
+    @precondition(lambda self: len(self.run.disk_lost) < self.config.max_disk_losses and bool(self.stopped()))
+    @rule(data=st.data())
+    def bookie_loses_disk(self, data: st.DataObject) -> None:
+        bookie = data.draw(st.sampled_from(self.stopped()), label="bookie")
+        self._did(f"{bookie} loses its disk", self.run.bookie_loses_disk(bookie))
+
+    @precondition(lambda self: self.run.auditor is None and bool(self.up()))
+    @rule()
+    def elect_auditor(self) -> None:
+        self._did("auditor elected", self.run.elect_auditor())
+
+    @precondition(lambda self: self.run.auditor_has_news())
+    @rule()
+    def auditor_checks(self) -> None:
+        self._did("auditor checks", self.run.auditor_checks())
+
+    def busy_workers(self) -> list[int]:
+        return [w for w in (1, 2) if self.run.enabled_worker_steps(w)]
+
+    @precondition(lambda self: bool(self.busy_workers()))
+    @rule(data=st.data())
+    def worker_step(self, data: st.DataObject) -> None:
+        w = data.draw(st.sampled_from(self.busy_workers()), label="worker")
+        name = data.draw(st.sampled_from(self.run.enabled_worker_steps(w)), label="step")
+        self._did(f"worker {w}: {name}", self.run.worker_step(w, name))
+
+    def crashable(self) -> list[int]:
+        if sum(w.crashes for w in self.run.workers) >= self.config.max_worker_crashes:
+            return []
+        return [w for w in (1, 2) if self.run.workers[w - 1].lock is not None or self.run.workers[w - 1].task]
+
+    @precondition(lambda self: bool(self.crashable()))
+    @rule(data=st.data())
+    def worker_crashes(self, data: st.DataObject) -> None:
+        w = data.draw(st.sampled_from(self.crashable()), label="worker")
+        self._did(f"worker {w} crashes", self.run.worker_crashes(w))
+
+    def nothing_else(self) -> bool:
+        return not (
+            (self.run.stops < self.config.max_stops and self.up())
+            or self.stopped()
+            or (self.run.auditor is None and self.up())
+            or self.run.auditor_has_news()
+            or self.busy_workers()
+            or self.crashable()
+        )
+
+    @precondition(nothing_else)
+    @rule()
+    def quiet(self) -> None:
+        """Nothing else can happen: an auditor check that finds nothing new is not a step of the spec."""
+        self._did("auditor checks, to no effect", self.run.auditor_checks())
+
+
+def _settings(examples: int, steps: int) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+
+
+def test_the_reference_autorecovery_refines_the_spec() -> None:
+    run_state_machine_as_test(AutorecoveryRefinementMachine, settings=_settings(150, STEPS))
+
+
+@pytest.mark.slow
+def test_the_reference_autorecovery_refines_the_spec_in_longer_runs() -> None:
+    run_state_machine_as_test(AutorecoveryRefinementMachine, settings=_settings(600, SLOW_STEPS))
+
+
+def _lose_bookie_one(run: AutorecoveryRun) -> None:
+    run.bookie_stops("bookie-1")
+    run.elect_auditor()
+    run.auditor_checks()
+
+
+def _start_a_copy(run: AutorecoveryRun) -> None:
+    _lose_bookie_one(run)
+    run.worker_step(1, "WorkerTakesLock")
+    run.worker_step(1, "WorkerStartsFragment")
+
+
+# Each mutant on the shortest road to it, and the step at which the check stops it.
+MUTANT_ROADS: dict[str, tuple[Callable[[AutorecoveryRun], object], str]] = {
+    "marks_nothing": (_lose_bookie_one, "auditor_checks"),
+    "metadata_before_copy": (_start_a_copy, "WorkerStartsFragment"),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_each_mutant_leaves_the_spec_at_its_own_step(mutant: str, tmp_path: Path) -> None:
+    """Each seeded bug of the engine is a step the spec does not take; without it, the same steps refine."""
+    road, step = MUTANT_ROADS[mutant]
+    correct = AutorecoveryRun(str(tmp_path / "correct"), RunConfig())
+    AutorecoveryRefinement(correct)
+    road(correct)
+    run = AutorecoveryRun(str(tmp_path / "mutant"), RunConfig(mutant=mutant))
+    AutorecoveryRefinement(run)
+    with pytest.raises(RefinementError, match=step):
+        road(run)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_the_machine_finds_each_mutant(mutant: str) -> None:
+    """The random machine finds each seeded bug on its own."""
+    machine = type(
+        f"AutorecoveryRefinement_{mutant}",
+        (AutorecoveryRefinementMachine,),
+        {"config": RunConfig(workers=2, mutant=mutant)},
+    )
+    with pytest.raises(RefinementError):
+        run_state_machine_as_test(machine, settings=_settings(300, SLOW_STEPS))

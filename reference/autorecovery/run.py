@@ -1,0 +1,293 @@
+"""One closed ledger under autorecovery, on the reference engine, one spec step at a time.
+
+:class:`AutorecoveryRun` writes a closed ledger with the reference client
+(bookies ``bookie-1 ..``, the first ensemble ``bookie-1 .. bookie-E``), then
+lets bookies register and vote in metadata sessions of their own. Each method
+is one step of ``spec/autorecovery.py`` and logs it as an
+:class:`~ledgerspec.reference.ledger.events.EngineEvent` named by the spec
+action, with the spec's values (bookie numbers 1 .., worker numbers 1 ..):
+
+- ``bookie_stops(b)``: the bookie's process dies; its session ends, and with
+  it its registration and its auditor vote (``BookieStops``);
+- ``bookie_comes_back(b)``: it restarts on its files and registers and votes
+  again (``BookieComesBack``);
+- ``bookie_loses_disk(b)``: a stopped bookie's disk is replaced by an empty
+  one, and it stays away (``BookieLosesDisk``);
+- ``elect_auditor()``: with no auditor running, the bookie whose vote is now
+  the lowest starts one (``AuditorIsElected``);
+- ``auditor_checks()``: the auditor's bookie check (``AuditorChecksBookies``,
+  or nothing when it changes nothing);
+- ``worker_step(w, name)``: one step of worker ``w`` by its spec name;
+- ``worker_crashes(w)``: the worker's process dies (``WorkerCrashes``).
+
+Steps a run refuses (a bound reached, a step not enabled) log nothing and
+return False. The metadata sessions come from ``open_session``: the embedded
+store by default, ZooKeeper when a test passes its sessions.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Concatenate, ParamSpec
+
+import attrs
+from ledgerspec.reference.autorecovery.auditor import AUDITOR_MUTANTS, Auditor
+from ledgerspec.reference.autorecovery.bookies import ClusterBookies
+from ledgerspec.reference.autorecovery.election import (
+    available_bookies,
+    current_auditor,
+    register_bookie,
+    vote_for_auditor,
+)
+from ledgerspec.reference.autorecovery.replication import WORKER_MUTANTS, WORKER_STEPS, ReplicationWorker
+from ledgerspec.reference.ledger.client import BookKeeperClient, ClientConfig, OrderedPlacement
+from ledgerspec.reference.ledger.cluster import InProcessCluster
+from ledgerspec.reference.ledger.events import EngineEvent
+from ledgerspec.reference.metadata.embedded import EmbeddedMetadataStore
+from ledgerspec.reference.metadata.ledger_store import LedgerMetadataStore
+from ledgerspec.reference.metadata.store import MetadataStore
+
+__all__ = ["MUTANTS", "AutorecoveryRun", "RunConfig"]
+
+MUTANTS = {**AUDITOR_MUTANTS, **WORKER_MUTANTS}
+
+P = ParamSpec("P")
+
+
+def _step(method: Callable[Concatenate[AutorecoveryRun, P], bool]) -> Callable[Concatenate[AutorecoveryRun, P], bool]:
+    """A step of the run: once taken (or refused), each observer sees it, by name and arguments."""
+
+    @functools.wraps(method)
+    def step(run: AutorecoveryRun, /, *args: P.args, **kwargs: P.kwargs) -> bool:
+        taken = method(run, *args, **kwargs)
+        what = f"{method.__name__}({', '.join(map(repr, args))})"
+        for observer in run.observers:
+            observer(what)
+        return taken
+
+    return step
+
+
+@attrs.frozen
+class RunConfig:
+    """The cluster, the ledger and the bounds of a run; ``spec_constants`` gives the spec's model of it."""
+
+    bookies: int = 4
+    ensemble: int = 3
+    write_quorum: int = 2
+    entries: int = 2
+    workers: int = 1
+    max_stops: int = 2
+    max_disk_losses: int = 1
+    max_worker_crashes: int = 1
+    mutant: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.mutant is not None and self.mutant not in MUTANTS:
+            raise ValueError(f"unknown autorecovery mutant {self.mutant!r}; known: {', '.join(MUTANTS)}")
+        if not 1 <= self.write_quorum <= self.ensemble <= self.bookies:
+            raise ValueError(
+                f"need 1 <= write_quorum <= ensemble <= bookies, got {self.write_quorum}, {self.ensemble}, "
+                f"{self.bookies}"
+            )
+        if self.entries < self.ensemble - self.write_quorum + 1:
+            raise ValueError(
+                f"{self.entries} entries leave a bookie of the ensemble without a fragment; "
+                f"need at least E - Qw + 1 = {self.ensemble - self.write_quorum + 1}"
+            )
+
+    def spec_constants(self) -> dict[str, int | str]:
+        return {
+            "NumBookies": self.bookies,
+            "E": self.ensemble,
+            "Qw": self.write_quorum,
+            "NumEntries": self.entries,
+            "Segments": 1,
+            "NumWorkers": self.workers,
+            "MaxStops": self.max_stops,
+            "MaxDiskLosses": self.max_disk_losses,
+            "MaxWorkerCrashes": self.max_worker_crashes,
+        }
+
+
+def _embedded_sessions() -> Callable[[], MetadataStore]:
+    first: list[EmbeddedMetadataStore] = []
+
+    def open_session() -> MetadataStore:
+        if not first:
+            first.append(EmbeddedMetadataStore())
+            return first[0]
+        return first[0].open_session()
+
+    return open_session
+
+
+class AutorecoveryRun:
+    """A cluster with one closed ledger, its bookies' sessions, an auditor and replication workers."""
+
+    def __init__(
+        self, directory: str, config: RunConfig, open_session: Callable[[], MetadataStore] | None = None
+    ) -> None:
+        self.config = config
+        self.open_session = open_session or _embedded_sessions()
+        self.cluster = InProcessCluster(directory, config.bookies, sync_to_disk=False)
+        self.admin = self.open_session()
+        self.ledgers = LedgerMetadataStore(self.admin)
+        self.ledger_id, self.base_version = self._write_closed_ledger()
+        self.sessions: dict[str, MetadataStore] = {}
+        for address in self.cluster.nodes:
+            self._join(address)
+        self.bookies = ClusterBookies(self.cluster)
+        auditor_mutant = config.mutant if config.mutant in AUDITOR_MUTANTS else None
+        worker_mutant = config.mutant if config.mutant in WORKER_MUTANTS else None
+        self._auditor_mutant = auditor_mutant
+        self.auditor: Auditor | None = None
+        self.lost_seen: set[str] = set()  # what the auditor's last check found lost, less the bookies back since
+        self.workers = [
+            ReplicationWorker(self.open_session, self.bookies, f"worker-{w}", mutant=worker_mutant)
+            for w in range(1, config.workers + 1)
+        ]
+        self.stops = 0
+        self.disk_lost: set[str] = set()
+        self.events: list[EngineEvent] = [EngineEvent("Init", (), "cluster", None)]
+        self.observers: list[Callable[[str], None]] = []
+
+    def _write_closed_ledger(self) -> tuple[int, int]:
+        client = BookKeeperClient(
+            0, self.ledgers, self.cluster, config=ClientConfig(explicit_lac=False), placement=OrderedPlacement()
+        )
+        self.cluster.attach(client)
+        c = self.config
+        handle = client.create_ledger(c.ensemble, c.write_quorum, c.write_quorum)
+        for i in range(c.entries):
+            handle.add_entry(f"entry {i}".encode())
+        self.cluster.run_until(lambda: not self.cluster.deliverable())
+        closing = handle.close()
+        self.cluster.run_until(lambda: not self.cluster.deliverable())
+        closing.result()
+        return handle.ledger_id, self.ledgers.read(handle.ledger_id).version
+
+    def _join(self, address: str) -> None:
+        session = self.open_session()
+        register_bookie(session, address)
+        vote_for_auditor(session, address)
+        self.sessions[address] = session
+
+    def number(self, address: str) -> int:
+        return self.cluster.number(address)
+
+    def _log(self, action: str, args: tuple[object, ...], process: str) -> bool:
+        self.events.append(EngineEvent(action, args, process, process))
+        return True
+
+    # -- bookies -----------------------------------------------------------------------
+    @_step
+    def bookie_stops(self, address: str) -> bool:
+        if address not in self.sessions or self.stops >= self.config.max_stops:
+            return False
+        self.cluster.crash(address, power_loss=False)
+        self.sessions.pop(address).close()
+        self.stops += 1
+        if self.auditor is not None and self.auditor.bookie_id == address:
+            self.auditor = None  # its vote went with its session
+        return self._log("BookieStops", (self.number(address),), address)
+
+    @_step
+    def bookie_comes_back(self, address: str) -> bool:
+        if address in self.sessions or address in self.disk_lost:
+            return False
+        self.cluster.restart(address)
+        self._join(address)
+        self.lost_seen.discard(address)
+        return self._log("BookieComesBack", (self.number(address),), address)
+
+    @_step
+    def bookie_loses_disk(self, address: str) -> bool:
+        if address in self.sessions or address in self.disk_lost:
+            return False
+        if len(self.disk_lost) >= self.config.max_disk_losses:
+            return False
+        self.cluster.nodes[address].lose_disk()
+        self.disk_lost.add(address)
+        return self._log("BookieLosesDisk", (self.number(address),), address)
+
+    # -- the auditor -------------------------------------------------------------------
+    @_step
+    def elect_auditor(self) -> bool:
+        if self.auditor is not None:
+            return False
+        elected = current_auditor(self.admin)
+        if elected is None:
+            return False
+        self.auditor = Auditor(self.sessions[elected], elected, mutant=self._auditor_mutant)
+        self.lost_seen = set()
+        return self._log("AuditorIsElected", (self.number(elected),), elected)
+
+    @_step
+    def auditor_checks(self) -> bool:
+        """The bookie check; logged only when it changed what the spec sees (the found set, or the mark)."""
+        if self.auditor is None:
+            return False
+        mark_before = self.auditor.marks.lost_bookies(self.ledger_id)
+        lost = set(self.auditor.check_bookies())
+        changed = lost != self.lost_seen or self.auditor.marks.lost_bookies(self.ledger_id) != mark_before
+        self.lost_seen = lost
+        if not changed:
+            return False
+        return self._log("AuditorChecksBookies", (), self.auditor.bookie_id)
+
+    def auditor_has_news(self) -> bool:
+        """A check now would find a different set of lost bookies, or lost bookies the mark does not name."""
+        if self.auditor is None:
+            return False
+        metadata = self.ledgers.read(self.ledger_id).metadata
+        available = self.available()
+        lost = {b for segment in metadata.segments for b in segment.ensemble if b not in available}
+        named = set(self.auditor.marks.lost_bookies(self.ledger_id) or ())
+        return lost != self.lost_seen or not lost <= named
+
+    # -- the workers -------------------------------------------------------------------
+    @_step
+    def worker_step(self, w: int, name: str) -> bool:
+        if name not in WORKER_STEPS:
+            raise ValueError(f"unknown worker step {name!r}; known: {', '.join(WORKER_STEPS)}")
+        worker = self.workers[w - 1]
+        task = worker.task
+        copied = worker.missing() if name == "WorkerCopiesEntry" and task is not None else []
+        if not worker.step(name):
+            return False
+        process = f"worker-{w}"
+        if name == "WorkerStartsFragment":
+            assert worker.task is not None
+            metadata = self.ledgers.read(self.ledger_id).metadata
+            seg = 1 + [s.first_entry_id for s in metadata.segments].index(worker.task.fragment.first_entry_id)
+            return self._log(name, (w, seg, self.number(worker.task.old), self.number(worker.task.new)), process)
+        if name == "WorkerCopiesEntry":
+            assert task is not None
+            entry = next(e for e in copied if e not in worker.missing())
+            return self._log(name, (w, entry), process)
+        return self._log(name, (w,), process)
+
+    @_step
+    def worker_crashes(self, w: int) -> bool:
+        worker = self.workers[w - 1]
+        if sum(x.crashes for x in self.workers) >= self.config.max_worker_crashes:
+            return False
+        if worker.lock is None and worker.task is None:
+            return False
+        worker.WorkerCrashes()
+        return self._log("WorkerCrashes", (w,), f"worker-{w}")
+
+    def enabled_worker_steps(self, w: int) -> list[str]:
+        return self.workers[w - 1].enabled()
+
+    def available(self) -> set[str]:
+        return available_bookies(self.admin)
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.store.close()
+        for session in self.sessions.values():
+            session.close()
+        self.admin.close()
