@@ -321,6 +321,8 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
         ensemble to copy it to."""
         if s.lock != w or s.workers[w - 1].phase != IDLE or new not in s.up:
             return None
+        if (seg, old) not in self.under_replicated(s) or new in s.meta_segments[seg - 1][1]:
+            return None
         started = evolve(s, workers=_replace(s.workers, w - 1, Worker(REPLICATING, seg, old, new)))
         if self.Bug == "metadata_before_copy":
             return self._replace_bookie(started, seg, old, new)

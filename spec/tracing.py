@@ -247,11 +247,20 @@ class ObservedChanges:
 
     def since_last(self, state: Any) -> dict[str, Any]:
         """The values in ``state`` that differ from the last report, as JSON; ``state`` is reported now."""
-        codecs, observe = self.mapping.codecs, self.mapping.observe
-        values = {n: canonical_bytes(codecs[n], observe(self.spec, state, n)) for n in self.names}
+        values = self._values(state)
         changed = {n: orjson.loads(v) for n, v in values.items() if v != self._previous.get(n)}
         self._previous = values
         return changed
+
+    def every(self, state: Any) -> dict[str, Any]:
+        """Every named value in ``state``, as JSON: for an observer that reads them all at each step, so that a
+        step that should have changed one and did not is seen too."""
+        self._previous = self._values(state)
+        return {n: orjson.loads(v) for n, v in self._previous.items()}
+
+    def _values(self, state: Any) -> dict[str, bytes]:
+        codecs, observe = self.mapping.codecs, self.mapping.observe
+        return {n: canonical_bytes(codecs[n], observe(self.spec, state, n)) for n in self.names}
 
 
 def mapping_for(spec_name: str) -> TraceMapping:

@@ -87,7 +87,7 @@ def test_traces_of_a_mutant_violate(tmp_path: Path, capsys: pytest.CaptureFixtur
     [
         (["--faults", "crash,meteor"], "unknown fault meteor; faults: crash, restart, loss"),
         (["--mutant", "nosuch"], "unknown mutant 'nosuch'; mutants: lac_before_qa"),
-        (["--mode", "bookie"], "unknown mode 'bookie'; modes: full, client"),
+        (["--mode", "bookie"], "unknown mode 'bookie' for ledger; modes: full, client"),
         (["--const", "Qa=3"], "ack quorum larger than the write quorum"),
         (["--const", "Bug=lac_before_qa"], "the engine takes no Bug constant"),
         (["--const", "Colour=3"], "unknown constant Colour"),

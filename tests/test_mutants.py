@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 import pytest
+from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
 from ledgerspec.reference.bookie import MUTANTS as BOOKIE_MUTANTS
 from ledgerspec.reference.ledger import MUTANTS as CLIENT_MUTANTS
 from ledgerspec.reference.managed_ledger import MUTANTS as MANAGED_LEDGER_MUTANTS
@@ -27,6 +28,8 @@ REQUIRED = {
     "no_store_fallback",  # mark-delete not stored when the cursor ledger cannot be created (apache/pulsar#20935)
     "restore_skips_unacked",  # the restore jumps past an unacked range
     "trim_deletes_needed_ledger",  # trimming deletes a ledger a cursor still needs
+    "metadata_before_copy",  # re-replication names the new bookie before it holds the fragment
+    "marks_nothing",  # an auditor that marks nothing when a bookie is lost
 }
 
 
@@ -39,8 +42,9 @@ def score() -> dict[str, Any]:
     return {"status": status, **json.loads(buffer.getvalue())}
 
 
-def test_every_client_bookie_and_managed_ledger_mutant_is_in_the_score() -> None:
-    assert set(CLIENT_MUTANTS) | set(BOOKIE_MUTANTS) | set(MANAGED_LEDGER_MUTANTS) == set(MUTANTS)
+def test_every_client_bookie_managed_ledger_and_autorecovery_mutant_is_in_the_score() -> None:
+    engine = set(CLIENT_MUTANTS) | set(BOOKIE_MUTANTS) | set(MANAGED_LEDGER_MUTANTS) | set(AUTORECOVERY_MUTANTS)
+    assert engine == set(MUTANTS)
     assert set(MUTANTS) >= REQUIRED
 
 
@@ -125,3 +129,13 @@ def test_managed_ledger_mutants_are_killed_by_the_cursor_specs_traces(score: dic
     [result] = [r for r in score["mutants"] if r["mutant"] == name]
     assert result["full"]["by"]["workload"] == "cursor-restore"
     assert MUTANTS[name].specs == ("cursor",)
+
+
+@pytest.mark.parametrize("name", sorted(AUTORECOVERY_MUTANTS))
+def test_autorecovery_mutants_are_killed_in_both_modes_by_its_traces(score: dict[str, Any], name: str) -> None:
+    """Full observation and a watcher of the metadata store (the score's client column) both catch each one."""
+    [result] = [r for r in score["mutants"] if r["mutant"] == name]
+    assert MUTANTS[name].specs == ("autorecovery",)
+    for mode in ("full", "client"):
+        assert result[mode]["killed"], mode
+        assert result[mode]["by"]["workload"] == "autorecovery"

@@ -26,6 +26,15 @@ client observation the persistence steps are hidden and the search for them
 reaches the checker's bounds, so those runs are checked in full mode only
 (:attr:`CursorWorkload.modes`).
 
+Autorecovery mutants (``reference/autorecovery/``, ``MUTANTS``: an auditor
+that marks nothing, a worker that writes the metadata before its copy) run
+under seeded random runs of one closed ledger whose bookies stop, come back
+and lose their disks while an auditor and two workers repair it
+(:mod:`ledgerspec.reference.autorecovery.trace`), checked against the
+autorecovery spec (``spec/autorecovery_trace.py``); its partial observation,
+in the score's ``client`` column, is a watcher of the metadata store (the
+mapping's ``metadata`` mode).
+
 Bookie mutants run under a second kind of workload as well, one bookie's
 storage checked against the bookie spec (``spec/bookie_trace.py``): the
 scripted crash-check workloads (``tools/bookie_workloads.py``), each as
@@ -49,6 +58,9 @@ import attrs
 from ledgerspec.conformance.checker import Bounds, TraceChecker
 from ledgerspec.conformance.events import events_from_json
 from ledgerspec.conformance.verdict import CONFORMS, VIOLATES, Verdict
+from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
+from ledgerspec.reference.autorecovery import RunConfig as AutorecoveryConfig
+from ledgerspec.reference.autorecovery.trace import simulate_autorecovery_traces
 from ledgerspec.reference.bookie import MUTANTS as BOOKIE_MUTANTS
 from ledgerspec.reference.bookie import BookieConfig
 from ledgerspec.reference.ledger import MUTANTS as CLIENT_MUTANTS
@@ -58,6 +70,7 @@ from ledgerspec.reference.managed_ledger import MUTANTS as MANAGED_LEDGER_MUTANT
 from ledgerspec.reference.managed_ledger import RunConfig
 from ledgerspec.reference.managed_ledger.refinement import spec_for_config
 from ledgerspec.reference.managed_ledger.simulation import simulate_cursor_traces
+from ledgerspec.spec.autorecovery import AutorecoverySpec
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.ledger import LedgerSpec
 from ledgerspec.tools.bookie_traces import BookieRun, bookie_runs, record_run
@@ -65,12 +78,14 @@ from ledgerspec.tools.bookie_workloads import WORKLOAD_CONFIG, WORKLOAD_SPEC
 from ledgerspec.tools.bookie_workloads import WORKLOADS as BOOKIE_WORKLOADS
 
 __all__ = [
+    "AUTORECOVERY_WORKLOAD",
     "BOOKIE_STORAGE",
     "CURSOR_WORKLOAD",
     "LEDGER_WORKLOADS",
     "MODES",
     "MUTANTS",
     "WORKLOADS",
+    "AutorecoveryWorkload",
     "BookieWorkload",
     "CursorWorkload",
     "Kill",
@@ -90,7 +105,7 @@ class Mutant:
     """A seeded bug of the engine: where it lives, what it breaks, and the specs whose traces can show it."""
 
     name: str
-    layer: str  # "client", "bookie" or "managed-ledger"
+    layer: str  # "client", "bookie", "managed-ledger" or "autorecovery"
     description: str
     specs: tuple[str, ...] = ("ledger",)  # it runs under the workloads of these specs
 
@@ -103,6 +118,9 @@ class Mutant:
         return attrs.evolve(config, mutant=self.name)
 
     def configure_cursor(self, config: RunConfig) -> RunConfig:
+        return attrs.evolve(config, mutant=self.name)
+
+    def configure_autorecovery(self, config: AutorecoveryConfig) -> AutorecoveryConfig:
         return attrs.evolve(config, mutant=self.name)
 
 
@@ -119,6 +137,7 @@ MUTANTS: dict[str, Mutant] = {
         for name, text in BOOKIE_MUTANTS.items()
     },
     **{name: Mutant(name, "managed-ledger", text, ("cursor",)) for name, text in MANAGED_LEDGER_MUTANTS.items()},
+    **{name: Mutant(name, "autorecovery", text, ("autorecovery",)) for name, text in AUTORECOVERY_MUTANTS.items()},
 }
 
 
@@ -134,6 +153,7 @@ class Workload:
     doc: str = ""
     spec: ClassVar[str] = "ledger"
     modes: ClassVar[tuple[str, ...]] = MODES
+    mode_names: ClassVar[dict[str, str]] = {}  # the score's mode -> the trace mapping's, where they differ
 
     def scaled(self, traces: int) -> Workload:
         """The same runs, ``traces`` of them."""
@@ -168,6 +188,7 @@ class BookieWorkload:
     traces: int | None = None
     spec: ClassVar[str] = "bookie"
     modes: ClassVar[tuple[str, ...]] = MODES
+    mode_names: ClassVar[dict[str, str]] = {}
 
     def scaled(self, traces: int) -> BookieWorkload:
         return attrs.evolve(self, traces=traces)
@@ -206,6 +227,7 @@ class CursorWorkload:
     doc: str = ""
     spec: ClassVar[str] = "cursor"
     modes: ClassVar[tuple[str, ...]] = ("full",)  # client mode: the hidden persistence steps exceed the bounds
+    mode_names: ClassVar[dict[str, str]] = {}
 
     def scaled(self, traces: int) -> CursorWorkload:
         return attrs.evolve(self, traces=traces)
@@ -233,6 +255,48 @@ class CursorWorkload:
                 config, root, seed=self.seed, steps=self.steps, traces=self.traces, modes=chosen
             ):
                 yield _Recorded(trace_id, lines, spec, 0)
+
+
+@attrs.frozen
+class AutorecoveryWorkload:
+    """Seeded random runs of one closed ledger under autorecovery, checked against the autorecovery spec."""
+
+    name: str
+    config: AutorecoveryConfig
+    traces: int
+    steps: int
+    seed: int = 0
+    doc: str = ""
+    spec: ClassVar[str] = "autorecovery"
+    modes: ClassVar[tuple[str, ...]] = MODES
+    mode_names: ClassVar[dict[str, str]] = {"client": "metadata"}  # a watcher of the metadata store
+
+    def scaled(self, traces: int) -> AutorecoveryWorkload:
+        return attrs.evolve(self, traces=traces)
+
+    def run_count(self) -> int:
+        return self.traces
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "spec": self.spec,
+            "doc": self.doc,
+            "traces": self.traces,
+            "steps": self.steps,
+            "seed": self.seed,
+            "modes": [self.mode_names.get(m, m) for m in self.modes],
+        }
+
+    def recorded(self, mutant: Mutant | None, modes: Sequence[str]) -> Iterator[_Recorded]:
+        config = self.config if mutant is None else mutant.configure_autorecovery(self.config)
+        spec = AutorecoverySpec(**self.config.spec_constants())
+        chosen = {m: self.mode_names.get(m, m) for m in modes if m in self.modes}
+        with tempfile.TemporaryDirectory(prefix="ledgerspec-autorecovery-") as root:
+            for trace_id, lines in simulate_autorecovery_traces(
+                config, root, seed=self.seed, steps=self.steps, traces=self.traces, modes=tuple(chosen.values())
+            ):
+                yield _Recorded(trace_id, {m: lines[name] for m, name in chosen.items()}, spec, 0)
 
 
 @attrs.frozen
@@ -292,10 +356,21 @@ CURSOR_WORKLOAD = CursorWorkload(
     "calls and lost cursor ledgers",
 )
 
-AnyWorkload = Workload | BookieWorkload | CursorWorkload
+#: One closed ledger under autorecovery, checked against the autorecovery spec.
+AUTORECOVERY_WORKLOAD = AutorecoveryWorkload(
+    "autorecovery",
+    AutorecoveryConfig(workers=2),
+    traces=10,
+    steps=60,
+    seed=1,
+    doc="a closed ledger (E=3 Qw=2) on four bookies that stop, come back and lose their disks, an auditor and "
+    "two workers that crash",
+)
+
+AnyWorkload = Workload | BookieWorkload | CursorWorkload | AutorecoveryWorkload
 
 #: Every workload, in the order they run.
-WORKLOADS: tuple[AnyWorkload, ...] = (*LEDGER_WORKLOADS, BOOKIE_STORAGE, CURSOR_WORKLOAD)
+WORKLOADS: tuple[AnyWorkload, ...] = (*LEDGER_WORKLOADS, BOOKIE_STORAGE, CURSOR_WORKLOAD, AUTORECOVERY_WORKLOAD)
 
 
 @attrs.frozen
@@ -442,7 +517,7 @@ def _run_one(
             for mode in modes:
                 if mode not in lines or (mutant is not None and result.killed(mode)):
                     continue
-                verdict = checkers.check(run.spec, mode, trace_id, lines[mode])
+                verdict = checkers.check(run.spec, workload.mode_names.get(mode, mode), trace_id, lines[mode])
                 result.traces[mode] += 1
                 result.events[mode] += verdict.events
                 if verdict.status == VIOLATES:

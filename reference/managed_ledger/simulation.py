@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ledgerspec.reference.ledger import EngineEvent
-from ledgerspec.reference.ledger.trace import TRACE_FORMAT_VERSION, ndjson
+from ledgerspec.reference.ledger.trace import ndjson, trace_line
 from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
 from ledgerspec.reference.managed_ledger.cursor import CursorStatus
 from ledgerspec.reference.managed_ledger.refinement import spec_for
@@ -63,18 +63,8 @@ class CursorTraceRecorder:
 
     def _record(self, action: str, args: tuple[Any, ...], process: str) -> None:
         changed = self._observed.since_last(self.abstraction(frozenset()))  # durable: observed by no mode
-        line: dict[str, Any] = {
-            "v": TRACE_FORMAT_VERSION,
-            "trace": self.trace_id,
-            "process": process,
-            "seq": len(self.lines) + 1,
-            "type": action,
-        }
-        if args:
-            line["params"] = TRACE.encode_params(action, args)
-        if changed:
-            line["observed"] = changed
-        self.lines.append(line)
+        event = EngineEvent(action, args, process, process)
+        self.lines.append(trace_line(TRACE, self.trace_id, len(self.lines) + 1, process, event, changed))
 
 
 def random_steps(run: CursorRun, rng: random.Random, steps: int, *, max_entries: int = 8) -> None:

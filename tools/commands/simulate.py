@@ -1,4 +1,4 @@
-"""``ledgerspec simulate ledger|managed-ledger``: random runs of the reference engine, written as traces.
+"""``ledgerspec simulate ledger|managed-ledger|autorecovery``: random runs of the reference engine, as traces.
 
 ``ledger``: each run is a :class:`~ledgerspec.reference.ledger.simulation.LedgerSimulation`
 of ``--steps`` steps chosen by a generator seeded with the run's number and
@@ -16,6 +16,13 @@ cursor spec (``--spec cursor``). Its sizes are the cursor spec's constants
 ``MaxEntriesPerLedger``, ``MetadataMaxEntriesPerLedger`` and ``BatchSize``;
 its mutants the managed ledger's.
 
+``autorecovery``: each run is one closed ledger on bookies that stop, come
+back and lose their disks, with an auditor and replication workers that may
+crash (:mod:`ledgerspec.reference.autorecovery.trace`), checked against the
+autorecovery spec (``--spec autorecovery``, modes ``full`` and ``metadata``).
+Its sizes and bounds are the autorecovery spec's constants; its mutants the
+auditor's and the workers'.
+
 Exit status: 0 the runs were written; 1 a reader read, up to the LAC, an
 entry other than the one written; 2 bad options.
 """
@@ -30,12 +37,16 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
+from ledgerspec.reference.autorecovery import RunConfig as AutorecoveryConfig
+from ledgerspec.reference.autorecovery.trace import simulate_autorecovery_traces
 from ledgerspec.reference.ledger import FAULTS, MUTANTS, SimulationConfig
 from ledgerspec.reference.ledger.trace import ndjson, simulate_traces
 from ledgerspec.reference.managed_ledger import MUTANTS as ML_MUTANTS
 from ledgerspec.reference.managed_ledger import RunConfig
 from ledgerspec.reference.managed_ledger.refinement import spec_for_config
 from ledgerspec.reference.managed_ledger.simulation import simulate_cursor_traces
+from ledgerspec.spec.autorecovery import AutorecoverySpec
 from ledgerspec.spec.ledger import LedgerSpec
 from ledgerspec.spec.values import format_value
 from ledgerspec.tools.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError, parse_constants
@@ -43,10 +54,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["cursor_run_config", "register", "simulation_config"]
+__all__ = ["autorecovery_run_config", "cursor_run_config", "register", "simulation_config"]
 
-SIMULATIONS = ("ledger", "managed-ledger")
-MODES = ("full", "client")
+SIMULATIONS = ("ledger", "managed-ledger", "autorecovery")
+# The observation modes each simulation records, by the names of its spec's trace mapping.
+MODES = {"ledger": ("full", "client"), "managed-ledger": ("full", "client"), "autorecovery": ("full", "metadata")}
 # The spec constants a simulation takes, with their SimulationConfig fields.
 CONSTANT_FIELDS = {
     "NumBookies": "bookies",
@@ -77,13 +89,20 @@ def register(commands: Any) -> None:
         default=",".join(FAULTS),
         help=f"ledger: faults allowed, comma-separated (default all: {','.join(FAULTS)})",
     )
-    simulate.add_argument("--mode", default="full", help="observation mode of the traces: full (default) or client")
+    simulate.add_argument(
+        "--mode",
+        default="full",
+        help="observation mode of the traces: full (default), or client (ledger, managed-ledger) or metadata "
+        "(autorecovery)",
+    )
     simulate.add_argument(
         "--mutant",
         help="a seeded bug: of the client (ledger: "
         + ", ".join(MUTANTS)
         + ") or of the managed ledger (managed-ledger: "
         + ", ".join(ML_MUTANTS)
+        + ") or of autorecovery (autorecovery: "
+        + ", ".join(AUTORECOVERY_MUTANTS)
         + ")",
     )
     simulate.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help="a spec constant")
@@ -110,13 +129,15 @@ def simulation_config(constants: dict[str, str], faults: str, mutant: str | None
 def _simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.spec not in SIMULATIONS:
         raise UsageError(f"no simulation of spec {args.spec!r}; simulations: {', '.join(SIMULATIONS)}")
-    if args.mode not in MODES:
-        raise UsageError(f"unknown mode {args.mode!r}; modes: {', '.join(MODES)}")
+    if args.mode not in MODES[args.spec]:
+        raise UsageError(f"unknown mode {args.mode!r} for {args.spec}; modes: {', '.join(MODES[args.spec])}")
     for name in ("steps", "traces"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.spec == "managed-ledger":
         return _simulate_managed_ledger(args, out)
+    if args.spec == "autorecovery":
+        return _simulate_autorecovery(args, out)
     config = simulation_config(parse_constants(args.const), args.faults, args.mutant)
     directory = Path(args.out)
     try:
@@ -268,6 +289,96 @@ def _simulate_managed_ledger(args: argparse.Namespace, out: Console) -> int:
         table.add_row(
             escape(run["trace"]), *(f"{run[k]:,}" for k in ("events", "acks", "crashes", "restores", "trims"))
         )
+    out.print(table)
+    out.print(f"check them with: {escape(manifest['check'])}", highlight=False, soft_wrap=True)
+    return EXIT_OK
+
+
+# The autorecovery spec's constants a run takes, with their RunConfig fields (Segments: a run's ledger has one).
+AUTORECOVERY_FIELDS = {
+    "NumBookies": "bookies",
+    "E": "ensemble",
+    "Qw": "write_quorum",
+    "NumEntries": "entries",
+    "NumWorkers": "workers",
+    "MaxStops": "max_stops",
+    "MaxDiskLosses": "max_disk_losses",
+    "MaxWorkerCrashes": "max_worker_crashes",
+}
+
+
+def autorecovery_run_config(constants: dict[str, str], mutant: str | None) -> AutorecoveryConfig:
+    """An autorecovery run's configuration from ``--const`` and ``--mutant``; :class:`UsageError` if bad."""
+    unknown = sorted(set(constants) - set(AUTORECOVERY_FIELDS))
+    if unknown:
+        raise UsageError(
+            f"an autorecovery run takes the constants {', '.join(AUTORECOVERY_FIELDS)}; not {', '.join(unknown)}"
+        )
+    defaults = AutorecoveryConfig().spec_constants()
+    values = AutorecoverySpec(**{**defaults, **constants}).values  # bad types and impossible quorums fail here
+    if mutant is not None and mutant not in AUTORECOVERY_MUTANTS:
+        raise UsageError(f"unknown autorecovery mutant {mutant!r}; mutants: {', '.join(AUTORECOVERY_MUTANTS)}")
+    try:
+        return AutorecoveryConfig(mutant=mutant, **{AUTORECOVERY_FIELDS[n]: values[n] for n in AUTORECOVERY_FIELDS})
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _simulate_autorecovery(args: argparse.Namespace, out: Console) -> int:
+    if args.faults != ",".join(FAULTS):
+        raise UsageError("--faults is for ledger runs: an autorecovery run takes every fault of its spec")
+    config = autorecovery_run_config(parse_constants(args.const), args.mutant)
+    directory = Path(args.out)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write to {directory}: {exc.strerror}") from None
+    constants = config.spec_constants()
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="ledgerspec-autorecovery-") as scratch:  # the bookies' files
+        recorded = list(
+            simulate_autorecovery_traces(
+                config, scratch, seed=args.seed, steps=args.steps, traces=args.traces, modes=(args.mode,)
+            )
+        )
+    for trace_id, lines in recorded:
+        path = directory / f"{trace_id}.ndjson"
+        path.write_bytes(ndjson(lines[args.mode]))
+        kinds = [line["type"] for line in lines[args.mode]]
+        runs.append(
+            {
+                "trace": trace_id,
+                "file": path.name,
+                "events": len(kinds),
+                "stops": kinds.count("BookieStops"),
+                "marks": kinds.count("AuditorChecksBookies"),
+                "replaced": kinds.count("WorkerUpdatesEnsemble"),
+                "worker_crashes": kinds.count("WorkerCrashes"),
+            }
+        )
+    check = ["ledgerspec", "check", str(directory), "--spec", "autorecovery", "--mode", args.mode] + [
+        arg for name, value in constants.items() for arg in ("--const", f"{name}={value}")
+    ]
+    manifest = {
+        "spec": "autorecovery",
+        "mode": args.mode,
+        "seed": args.seed,
+        "steps": args.steps,
+        "mutant": config.mutant,
+        "constants": constants,
+        "check": shlex.join(check),
+        "traces": runs,
+    }
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(manifest, indent=2))
+        return EXIT_OK
+    mutant = f", mutant {manifest['mutant']}" if manifest["mutant"] else ""
+    out.print(f"[bold]autorecovery[/bold] ({args.mode} mode, seed {args.seed}{mutant})", highlight=False)
+    columns = ("events", "stops", "marks", "replaced", "worker_crashes")
+    table = Table("trace", "events", "bookie stops", "auditor checks", "bookies replaced", "worker crashes")
+    for run in runs:
+        table.add_row(escape(run["trace"]), *(f"{run[k]:,}" for k in columns))
     out.print(table)
     out.print(f"check them with: {escape(manifest['check'])}", highlight=False, soft_wrap=True)
     return EXIT_OK

@@ -1,0 +1,112 @@
+"""Seeded random runs of autorecovery on the reference engine, recorded as traces for the oracle.
+
+:func:`random_steps` drives an :class:`~.run.AutorecoveryRun` by a seeded
+``random.Random``: bookies stop, come back and lose their disks, an auditor
+is elected and checks, workers take their enabled steps and now and then
+crash. The same seed gives the same run on every machine.
+
+:class:`AutorecoveryTraceRecorder` turns each event the run logs into one
+line of the trace format (docs/trace-format.md): ``type`` the spec's action,
+``params`` its parameters, ``observed`` every value the observation mode may
+report (``spec/autorecovery_trace.py``), read through the abstraction
+function: an observer that reads the metadata after each step, so that a
+step that should have changed a value (an auditor that marks nothing) and
+did not is seen as well as one that changed it wrongly. In ``metadata`` mode the steps the
+mode hides are left out.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from ledgerspec.reference.autorecovery.abstraction import abstract_state
+from ledgerspec.reference.autorecovery.run import AutorecoveryRun, RunConfig
+from ledgerspec.reference.ledger.events import EngineEvent
+from ledgerspec.reference.ledger.trace import trace_line
+from ledgerspec.spec.autorecovery import AutorecoverySpec
+from ledgerspec.spec.autorecovery_trace import TRACE
+from ledgerspec.spec.tracing import INIT, ObservedChanges
+
+__all__ = ["AutorecoveryTraceRecorder", "random_steps", "simulate_autorecovery_traces"]
+
+
+class AutorecoveryTraceRecorder:
+    """Records a run's events as trace lines in one observation mode (module docstring)."""
+
+    def __init__(self, run: AutorecoveryRun, mode: str, trace_id: str) -> None:
+        self.run = run
+        self.mode = TRACE.mode(mode)
+        self.trace_id = trace_id
+        self.spec = AutorecoverySpec(**run.config.spec_constants())
+        self.lines: list[dict[str, Any]] = []
+        self._observed = ObservedChanges(TRACE, self.spec, self.mode.observes)
+        self._seen = len(run.events)
+        self._record(EngineEvent(INIT, (), self.mode.logged_by(INIT, ()), None))
+        run.observers.append(self.on_step)
+
+    def on_step(self, _what: str) -> None:
+        for event in self.run.events[self._seen :]:
+            if not self.mode.hides(event.action, event.args):
+                self._record(event)
+        self._seen = len(self.run.events)
+
+    def _record(self, event: EngineEvent) -> None:
+        process = self.mode.logged_by(event.action, event.args)
+        observed = self._observed.every(abstract_state(self.run))
+        self.lines.append(trace_line(TRACE, self.trace_id, len(self.lines) + 1, process, event, observed))
+
+
+def random_steps(run: AutorecoveryRun, rng: random.Random, steps: int) -> None:
+    """``steps`` random steps of the run (module docstring): each a choice among the steps enabled now."""
+    bookies = list(run.cluster.nodes)
+    workers = range(1, run.config.workers + 1)
+    for _ in range(steps):
+        up = sorted(run.sessions)
+        stopped = [b for b in bookies if b not in run.sessions and b not in run.disk_lost]
+        choices: list[tuple[float, Any]] = []
+        if run.stops < run.config.max_stops and up:
+            choices.append((0.5, lambda up=up: run.bookie_stops(rng.choice(up))))
+        if stopped:
+            choices.append((0.5, lambda stopped=stopped: run.bookie_comes_back(rng.choice(stopped))))
+            if len(run.disk_lost) < run.config.max_disk_losses:
+                choices.append((0.3, lambda stopped=stopped: run.bookie_loses_disk(rng.choice(stopped))))
+        if run.auditor is None and up:
+            choices.append((1.0, run.elect_auditor))
+        if run.auditor_has_news():
+            choices.append((2.0, run.auditor_checks))
+        for w in workers:
+            for name in run.enabled_worker_steps(w):
+                choices.append((2.0, lambda w=w, name=name: run.worker_step(w, name)))
+            if sum(x.crashes for x in run.workers) < run.config.max_worker_crashes and (
+                run.workers[w - 1].lock is not None or run.workers[w - 1].task is not None
+            ):
+                choices.append((0.2, lambda w=w: run.worker_crashes(w)))
+        if not choices:
+            return  # nothing can happen any more
+        total = sum(weight for weight, _ in choices)
+        pick = rng.random() * total
+        for weight, step in choices:
+            pick -= weight
+            if pick < 0:
+                step()
+                break
+        else:
+            choices[-1][1]()
+
+
+def simulate_autorecovery_traces(
+    config: RunConfig, root: str, *, seed: int, steps: int, traces: int, modes: tuple[str, ...] = ("full",)
+) -> Iterator[tuple[str, dict[str, list[dict[str, Any]]]]]:
+    """``traces`` random runs of at most ``steps`` steps: (trace id, lines per mode) for each; run ``i`` is
+    seeded with ``(seed, i)``, so the same arguments give the same traces, byte for byte."""
+    for i in range(traces):
+        trace_id = f"autorecovery-{seed}-{i}"
+        run = AutorecoveryRun(f"{root}/{trace_id}", config)
+        try:
+            recorders = {mode: AutorecoveryTraceRecorder(run, mode, trace_id) for mode in modes}
+            random_steps(run, random.Random(seed * 1_000_003 + i), steps)
+            yield trace_id, {mode: r.lines for mode, r in recorders.items()}
+        finally:
+            run.close()

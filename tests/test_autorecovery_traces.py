@@ -1,0 +1,225 @@
+"""The autorecovery spec under the oracle: its trace mapping (spec/autorecovery_trace.py), and the reference
+engine's runs (reference/autorecovery/trace.py) as traces, checked from the library and the command line."""
+
+from __future__ import annotations
+
+import functools
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ledgerspec.conformance import TraceChecker, events_from_json
+from ledgerspec.reference.autorecovery import RunConfig
+from ledgerspec.reference.autorecovery.trace import simulate_autorecovery_traces
+from ledgerspec.spec.autorecovery import BUGS, AutorecoverySpec, AutorecoveryState
+from ledgerspec.spec.autorecovery_trace import FULL, GUARDS, METADATA, METADATA_OBSERVES, TRACE
+from ledgerspec.spec.explorer import explore
+from ledgerspec.spec.tracing import mapping_for
+from ledgerspec.tools.cli import main
+
+MODELS = {
+    "stops": {"MaxStops": 2, "MaxDiskLosses": 1},
+    "two-workers": {"Segments": 2, "NumBookies": 5, "NumWorkers": 2},
+}
+CONFIG = RunConfig(workers=2)
+
+
+@functools.cache
+def _explored(bug: str, model: str) -> tuple[AutorecoverySpec, tuple[AutorecoveryState, ...]]:
+    spec = AutorecoverySpec(Bug=bug, **MODELS[model])
+    result = explore(spec, check_deadlock=False, stop_at_first=False, keep_states=True)
+    assert result.states is not None
+    return spec, result.states
+
+
+# -- the mapping --------------------------------------------------------------------------
+def test_mapping_is_found_by_spec_name_and_speaks_the_specs_vocabulary() -> None:
+    assert mapping_for("autorecovery") is TRACE
+    assert list(TRACE.actions) == [a.name for a in AutorecoverySpec.actions]
+    assert set(TRACE.explain) == set(TRACE.actions)
+    assert {"data", "workers", "lost_seen"} <= FULL.observes and not {"data", "workers"} & METADATA.observes
+    assert TRACE.encode_params("WorkerStartsFragment", (1, 1, 2, 4)) == {"w": 1, "seg": 1, "old": 2, "new": 4}
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("bug", list(BUGS))
+def test_explanations_agree_with_the_actions(bug: str, model: str) -> None:
+    """In every reachable state, also of the seeded bugs: an explanation names a failing guard exactly when the
+    instance is disabled; the instances tried are the spec's own and some the spec never generates."""
+    spec, states = _explored(bug, model)
+    disabled = 0
+    for s in states:
+        for act in spec.actions:
+            instances = [()] if act.params is None else list(act.params(spec, s))
+            if act.name == "WorkerStartsFragment":  # also fragments that are not under-replicated
+                instances += [(w, 1, old, new) for w in spec.worker_ids for old in spec.bookies for new in spec.bookies]
+            for args in instances:
+                why = TRACE.explain[act.name](spec, s, *args)
+                assert (why is None) == (act.fn(spec, s, *args) is not None), (act.name, args, why, s)
+                disabled += why is not None
+    assert disabled
+
+
+def test_explanations_name_the_failing_guard() -> None:
+    spec, states = _explored("none", "stops")
+    first = states[0]
+    assert TRACE.explain["WorkerTakesLock"](spec, first, 1) == "the ledger is not marked under-replicated"
+    assert TRACE.explain["AuditorChecksBookies"](spec, first) == "no auditor is elected"
+    assert TRACE.explain["BookieLosesDisk"](spec, first, 2) == "bookie 2 is up: only a stopped bookie loses its disk"
+    assert TRACE.explain["WorkerCopiesEntry"](spec, first, 1, 0) == "worker 1 copies no fragment"
+    assert TRACE.explain["BookieStops"](spec, first, 9) == "there is no bookie 9 (bookies 1 .. 4)"
+
+
+def test_every_guard_holds_in_each_state_that_breaks_its_invariant() -> None:
+    broken: set[str] = set()
+    for bug in BUGS:
+        for model in MODELS:
+            spec, states = _explored(bug, model)
+            for s in states:
+                for inv in spec.invariants:
+                    if inv.fn(spec, s) is not None:
+                        broken.add(inv.name)
+                        assert all(g.fn(spec, s) for g in GUARDS.get(inv.name, ())), (bug, inv.name)
+    assert broken == {"NoEntryLostWhileReplicaRemains", "MetadataNamesOnlyHolders", "LostBookiesMarked"}
+
+
+def test_every_guard_holds_somewhere() -> None:
+    spec, states = _explored("none", "two-workers")
+    for prop, guards in GUARDS.items():
+        for g in guards:
+            assert any(g.fn(spec, s) for s in states), (prop, g.name)
+
+
+def test_hidden_steps_change_nothing_a_metadata_watcher_observes() -> None:
+    for model in MODELS:
+        spec, states = _explored("none", model)
+        hidden = [a for a in spec.actions if a.name in METADATA.hidden]
+        assert {a.name for a in hidden} == set(METADATA.hidden)
+        for s in states:
+            for act in hidden:
+                for args in [()] if act.params is None else list(act.params(spec, s)):
+                    t = act.fn(spec, s, *args)
+                    if t is not None:
+                        for name in METADATA_OBSERVES:
+                            assert TRACE.observe(spec, t, name) == TRACE.observe(spec, s, name), (act.name, name)
+
+
+# -- traces of the reference engine ---------------------------------------------------------
+@functools.cache
+def _traces(mutant: str | None = None) -> list[tuple[str, dict[str, list[dict[str, Any]]]]]:
+    with tempfile.TemporaryDirectory() as root:
+        return list(
+            simulate_autorecovery_traces(
+                RunConfig(workers=2, mutant=mutant), root, seed=3, steps=80, traces=12, modes=("full", "metadata")
+            )
+        )
+
+
+def _spec() -> AutorecoverySpec:
+    return AutorecoverySpec(**CONFIG.spec_constants())
+
+
+def test_the_correct_engine_conforms_in_both_modes_and_takes_every_action() -> None:
+    actions: set[str] = set()
+    for mode in ("full", "metadata"):
+        checker = TraceChecker(_spec(), mode)
+        for trace_id, lines in _traces():
+            verdict = checker.check(events_from_json(lines[mode]))
+            assert verdict.status == "conforms", (trace_id, mode, verdict.reason)
+            actions |= {line["type"] for line in lines[mode]}
+    assert actions == {"Init", *TRACE.actions}
+
+
+def test_metadata_lines_carry_what_a_watcher_of_the_store_sees() -> None:
+    lines = [line for _, trace in _traces() for line in trace["metadata"]]
+    assert {line["process"] for line in lines} == {"zookeeper"}
+    assert not {line["type"] for line in lines} & set(METADATA.hidden)
+    assert all(set(line["observed"]) == METADATA_OBSERVES for line in lines)  # all of it, at every step
+
+
+def test_the_same_seed_gives_the_same_traces() -> None:
+    with tempfile.TemporaryDirectory() as root:
+        again = list(
+            simulate_autorecovery_traces(CONFIG, root, seed=3, steps=80, traces=12, modes=("full", "metadata"))
+        )
+    assert again == _traces()
+
+
+@pytest.mark.parametrize(
+    ("mutant", "full_event", "metadata_event"),
+    [
+        ("marks_nothing", "AuditorChecksBookies", "AuditorChecksBookies"),
+        ("metadata_before_copy", "WorkerStartsFragment", None),
+    ],
+)
+def test_each_mutant_is_caught_in_both_modes(mutant: str, full_event: str, metadata_event: str | None) -> None:
+    """Full observation stops at the step itself; a watcher of the metadata sees the worker's early write at the
+    next event it logs, whatever that is (the write itself is in a step it cannot see)."""
+    for mode, event in (("full", full_event), ("metadata", metadata_event)):
+        checker = TraceChecker(_spec(), mode)
+        verdicts = [checker.check(events_from_json(lines[mode])) for _, lines in _traces(mutant)]
+        caught = [v for v in verdicts if v.status == "violates"]
+        assert caught, (mutant, mode)
+        assert all(v.status in ("violates", "conforms") for v in verdicts)
+        failure = caught[0].failure
+        assert failure is not None
+        if event is not None:
+            assert failure.event_type == event
+        assert "meta_segments" in failure.reason or "mark" in failure.reason
+
+
+# -- the command line -----------------------------------------------------------------------
+def test_simulate_writes_traces_that_check_clean_and_a_mutants_that_do_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            ["simulate", "autorecovery", "--traces", "4", "--mode", "metadata", "--out", str(tmp_path / "ok"), "--json"]
+        )
+        == 0
+    )
+    manifest = json.loads(capsys.readouterr().out)
+    assert manifest["spec"] == "autorecovery" and len(manifest["traces"]) == 4
+    check = manifest["check"].split()[1:]
+    assert main([*check, "--json"]) == 0
+    capsys.readouterr()
+    bad = tmp_path / "bad"
+    assert (
+        main(
+            [
+                "simulate",
+                "autorecovery",
+                "--traces",
+                "4",
+                "--mode",
+                "metadata",
+                "--mutant",
+                "marks_nothing",
+                "--out",
+                str(bad),
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert main([*[str(bad) if a == str(tmp_path / "ok") else a for a in check], "--json"]) == 1
+    assert "observed mark = []" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--mode", "client"], "unknown mode 'client' for autorecovery; modes: full, metadata"),
+        (["--mutant", "nope"], "unknown autorecovery mutant 'nope'; mutants: marks_nothing, metadata_before_copy"),
+        (["--const", "Segments=2"], "an autorecovery run takes the constants NumBookies, E, Qw"),
+        (["--const", "Qw=5"], "need 1 <= Qw <= E <= NumBookies"),
+        (["--const", "NumEntries=0"], "NumEntries must be at least 1"),
+    ],
+)
+def test_bad_simulate_options_are_usage_errors(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["simulate", "autorecovery", "--out", str(tmp_path), *argv]) == 2
+    assert message in " ".join(capsys.readouterr().err.split())  # the console wraps long lines
