@@ -308,3 +308,15 @@ def test_only_the_elected_auditor_checks_and_unknown_mutants_are_refused(world: 
         world.worker("bookie-1", mutant="x")
     with pytest.raises(ValueError, match="unknown worker step 'Nap'"):
         world.worker("bookie-1").step("Nap")
+
+
+def test_the_benchmark_repairs_the_ledger_in_each_setting_and_the_oracle_accepts_its_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The benchmark's own checks: each pass swaps bookie 4 in, and every recorded trace conforms."""
+    from ledgerspec.tools.bench_autorecovery import main as bench
+
+    assert bench(["--entries", "30", "--traces", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("│ 20 ") == 3  # 20 entries copied in each of the three settings
+    assert "│ metadata │ 4 " in out

@@ -95,6 +95,7 @@ class ReplicationWorker:
         self.mutant = mutant
         self.lock: ReplicationLock | None = None
         self.task: CopyTask | None = None
+        self._left: list[int] = []  # the entries of the task the new bookie lacks
         self.crashes = 0
         self._connect()
 
@@ -134,10 +135,10 @@ class ReplicationWorker:
         return choices
 
     def missing(self) -> list[int]:
-        """The entries of the task's fragment the new bookie does not hold yet."""
-        assert self.task is not None
-        lid, new = self.task.fragment.ledger_id, self.task.new
-        return [e for e in self.task.fragment.entries if not self._has_entry(new, lid, e)]
+        """The entries of the task's fragment the new bookie does not hold yet: those it lacked when the task
+        started (read from it then), less those copied since. Only the lock holder writes the ledger's entries
+        to it, and a bookie keeps what it stored for as long as it can come back."""
+        return list(self._left)
 
     def _source(self, entry_id: int) -> bytes | None:
         """The entry, read from an available bookie of its write set other than the old and the new one."""
@@ -189,6 +190,8 @@ class ReplicationWorker:
         if not choices:
             return False
         self.task = choices[0]
+        lid, new = self.task.fragment.ledger_id, self.task.new
+        self._left = [e for e in self.task.fragment.entries if not self._has_entry(new, lid, e)]
         if self.mutant == "metadata_before_copy":
             self._replace_in_metadata(self.task)
         return True
@@ -207,7 +210,10 @@ class ReplicationWorker:
                 continue
             metadata = self._metadata()
             key = master_key(metadata.password if metadata is not None else b"")
-            return self.bookies.write(self.task.new, self.lock.ledger_id, entry_id, entry, key)
+            if not self.bookies.write(self.task.new, self.lock.ledger_id, entry_id, entry, key):
+                return False
+            self._left.remove(entry_id)
+            return True
         return False
 
     def can_WorkerUpdatesEnsemble(self) -> bool:

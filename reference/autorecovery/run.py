@@ -48,7 +48,7 @@ from ledgerspec.reference.metadata.embedded import EmbeddedMetadataStore
 from ledgerspec.reference.metadata.ledger_store import LedgerMetadataStore
 from ledgerspec.reference.metadata.store import MetadataStore
 
-__all__ = ["MUTANTS", "AutorecoveryRun", "RunConfig"]
+__all__ = ["MUTANTS", "AutorecoveryRun", "RunConfig", "embedded_sessions"]
 
 MUTANTS = {**AUDITOR_MUTANTS, **WORKER_MUTANTS}
 
@@ -111,12 +111,13 @@ class RunConfig:
         }
 
 
-def _embedded_sessions() -> Callable[[], MetadataStore]:
+def embedded_sessions(directory: str | None = None) -> Callable[[], MetadataStore]:
+    """Sessions on one embedded store: in memory, or in SQLite files under ``directory``."""
     first: list[EmbeddedMetadataStore] = []
 
     def open_session() -> MetadataStore:
         if not first:
-            first.append(EmbeddedMetadataStore())
+            first.append(EmbeddedMetadataStore(directory))
             return first[0]
         return first[0].open_session()
 
@@ -127,11 +128,16 @@ class AutorecoveryRun:
     """A cluster with one closed ledger, its bookies' sessions, an auditor and replication workers."""
 
     def __init__(
-        self, directory: str, config: RunConfig, open_session: Callable[[], MetadataStore] | None = None
+        self,
+        directory: str,
+        config: RunConfig,
+        open_session: Callable[[], MetadataStore] | None = None,
+        *,
+        sync_to_disk: bool = False,
     ) -> None:
         self.config = config
-        self.open_session = open_session or _embedded_sessions()
-        self.cluster = InProcessCluster(directory, config.bookies, sync_to_disk=False)
+        self.open_session = open_session or embedded_sessions()
+        self.cluster = InProcessCluster(directory, config.bookies, sync_to_disk=sync_to_disk)
         self.admin = self.open_session()
         self.ledgers = LedgerMetadataStore(self.admin)
         self.ledger_id, self.base_version = self._write_closed_ledger()
