@@ -132,6 +132,17 @@ def test_the_reference_autorecovery_refines_the_spec() -> None:
     run_state_machine_as_test(AutorecoveryRefinementMachine, settings=_settings(150, STEPS))
 
 
+def test_a_ledger_of_two_segments_refines_the_spec() -> None:
+    """The ledger had an ensemble change at entry 1 (bookie 4 took bookie 1's place): a lost bookie of both
+    ensembles leaves two fragments, each copied to a bookie outside its own segment's ensemble."""
+    machine = type(
+        "TwoSegmentRefinement",
+        (AutorecoveryRefinementMachine,),
+        {"config": RunConfig(workers=2, segments=2, entries=4)},
+    )
+    run_state_machine_as_test(machine, settings=_settings(80, STEPS))
+
+
 @pytest.mark.slow
 def test_the_reference_autorecovery_refines_the_spec_in_longer_runs() -> None:
     run_state_machine_as_test(AutorecoveryRefinementMachine, settings=_settings(600, SLOW_STEPS))

@@ -13,10 +13,13 @@ from pathlib import Path
 import pytest
 from ledgerspec.reference.autorecovery import (
     Auditor,
+    AutorecoveryRefinement,
+    AutorecoveryRun,
     AutorecoveryZnodeError,
     ClusterBookies,
     Fragment,
     ReplicationWorker,
+    RunConfig,
     UnderreplicationManager,
     UnderreplicationPaths,
     available_bookies,
@@ -161,6 +164,21 @@ def test_a_fragment_is_lost_when_its_bookie_is_away_or_lacks_its_first_or_last_e
         fragments(LedgerMetadata(7, 3, 2, 2, [Segment(0, ("a", "b", "c"))]))
 
 
+def test_a_bookie_a_short_segment_stores_nothing_on_is_lost_only_while_it_is_away() -> None:
+    metadata = _closed([(0, ("a", "b", "c")), (1, ("d", "b", "c"))], 2)  # entry 0 on a, b only
+    assert [(f.first_entry_id, f.bookie, f.entries) for f in fragments(metadata)][:3] == [
+        (0, "a", (0,)),
+        (0, "b", (0,)),
+        (0, "c", ()),
+    ]
+    everything = lambda *_: True  # noqa: E731
+    assert [(f.first_entry_id, f.bookie) for f in lost_fragments(metadata, {"a", "b", "d"}, everything)] == [
+        (0, "c"),
+        (1, "c"),
+    ]
+    assert lost_fragments(metadata, {"a", "b", "c", "d"}, lambda *_: False)[0].bookie == "a"
+
+
 # -- election and marks ----------------------------------------------------------------------
 def test_the_lowest_vote_is_the_auditor_and_the_next_takes_over_when_its_session_ends(world: Cluster) -> None:
     assert current_auditor(world.admin) == "bookie-1"
@@ -279,6 +297,35 @@ def test_the_worker_gives_up_when_its_new_bookie_stops(world: Cluster) -> None:
     assert worker.enabled() == ["WorkerGivesUp"]
     assert worker.run() == ["WorkerGivesUp", "WorkerReleasesLock"]  # no bookie left to copy to
     assert UnderreplicationManager(world.admin).marked_ledgers() == [world.ledger_id]
+
+
+def test_a_bookie_of_two_segments_leaves_two_fragments_each_sent_outside_its_own_ensemble(tmp_path: Path) -> None:
+    run = AutorecoveryRun(str(tmp_path), RunConfig(segments=2, entries=4))
+    ledgers = run.ledgers
+    assert ledgers.read(run.ledger_id).metadata.segments == (
+        Segment(0, ("bookie-1", "bookie-2", "bookie-3")),
+        Segment(1, ("bookie-4", "bookie-2", "bookie-3")),  # the writer's ensemble change at entry 1
+    )
+    AutorecoveryRefinement(run)
+    run.bookie_stops("bookie-2")
+    run.elect_auditor()
+    run.auditor_checks()
+    worker = run.workers[0]
+    assert worker.run().count("WorkerUpdatesEnsemble") == 2
+    assert ledgers.read(run.ledger_id).metadata.segments == (
+        Segment(0, ("bookie-1", "bookie-4", "bookie-3")),
+        Segment(1, ("bookie-4", "bookie-1", "bookie-3")),
+    )
+    run.close()
+
+
+def test_a_run_refuses_a_ledger_the_spec_cannot_model() -> None:
+    with pytest.raises(ValueError, match="2 segments need at least 2 entries, got 1"):
+        RunConfig(segments=2, entries=1)
+    with pytest.raises(ValueError, match="two segments need a bookie outside the first ensemble"):
+        RunConfig(bookies=3, segments=2, entries=4)
+    with pytest.raises(ValueError, match="unknown autorecovery mutant"):
+        RunConfig(mutant="nope")
 
 
 # -- the mutants -----------------------------------------------------------------------------

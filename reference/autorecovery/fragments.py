@@ -2,9 +2,11 @@
 
 A fragment is what one bookie of a segment's ensemble stores of that
 segment: with round-robin striping, entry ``e`` goes to ensemble indices
-``(e + k) % E`` for ``k < Qw``. A fragment is lost when its bookie is not
-available, or when that bookie lacks the fragment's first or last entry
-(``verifyLedgerFragment`` reads those two; BRIEF section 5).
+``(e + k) % E`` for ``k < Qw``; a short segment may store nothing on a bookie.
+A fragment is lost when its bookie is not available (even an empty one:
+``verifyLedgerFragment`` reports an unavailable bookie before it looks at
+what it stores), or when that bookie lacks the fragment's first or last
+entry (it reads those two; BRIEF section 5).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ class Fragment:
 
 
 def fragments(metadata: LedgerMetadata) -> list[Fragment]:
-    """Every non-empty fragment of a closed ledger, segment by segment, in ensemble order."""
+    """Every fragment of a closed ledger, empty ones included, segment by segment, in ensemble order."""
     if not metadata.closed:
         raise ValueError(f"ledger {metadata.ledger_id} is not closed: its fragments are not fixed yet")
     found: list[Fragment] = []
@@ -39,8 +41,7 @@ def fragments(metadata: LedgerMetadata) -> list[Fragment]:
             entries = tuple(
                 e for e in range(segment.first_entry_id, end + 1) if any((e + k) % e_size == index for k in range(qw))
             )
-            if entries:
-                found.append(Fragment(metadata.ledger_id, segment.first_entry_id, bookie, entries))
+            found.append(Fragment(metadata.ledger_id, segment.first_entry_id, bookie, entries))
     return found
 
 
@@ -52,6 +53,6 @@ def lost_fragments(
         f
         for f in fragments(metadata)
         if f.bookie not in available
-        or not has_entry(f.bookie, f.ledger_id, f.entries[0])
-        or not has_entry(f.bookie, f.ledger_id, f.entries[-1])
+        or (f.entries and not has_entry(f.bookie, f.ledger_id, f.entries[0]))
+        or (f.entries and not has_entry(f.bookie, f.ledger_id, f.entries[-1]))
     ]

@@ -47,6 +47,7 @@ from ledgerspec.reference.ledger.events import EngineEvent
 from ledgerspec.reference.metadata.embedded import EmbeddedMetadataStore
 from ledgerspec.reference.metadata.ledger_store import LedgerMetadataStore
 from ledgerspec.reference.metadata.store import MetadataStore
+from ledgerspec.spec.autorecovery import AutorecoverySpec
 
 __all__ = ["MUTANTS", "AutorecoveryRun", "RunConfig", "embedded_sessions"]
 
@@ -77,6 +78,7 @@ class RunConfig:
     ensemble: int = 3
     write_quorum: int = 2
     entries: int = 2
+    segments: int = 1  # 2: an ensemble change at entry 1 put bookie E+1 in bookie 1's place
     workers: int = 1
     max_stops: int = 2
     max_disk_losses: int = 1
@@ -91,11 +93,12 @@ class RunConfig:
                 f"need 1 <= write_quorum <= ensemble <= bookies, got {self.write_quorum}, {self.ensemble}, "
                 f"{self.bookies}"
             )
-        if self.entries < self.ensemble - self.write_quorum + 1:
-            raise ValueError(
-                f"{self.entries} entries leave a bookie of the ensemble without a fragment; "
-                f"need at least E - Qw + 1 = {self.ensemble - self.write_quorum + 1}"
-            )
+        if self.segments not in (1, 2):
+            raise ValueError(f"segments must be 1 or 2, got {self.segments}")
+        if self.segments == 2 and self.bookies <= self.ensemble:
+            raise ValueError("two segments need a bookie outside the first ensemble to replace bookie 1")
+        if self.entries < self.segments:
+            raise ValueError(f"{self.segments} segments need at least {self.segments} entries, got {self.entries}")
 
     def spec_constants(self) -> dict[str, int | str]:
         return {
@@ -103,7 +106,7 @@ class RunConfig:
             "E": self.ensemble,
             "Qw": self.write_quorum,
             "NumEntries": self.entries,
-            "Segments": 1,
+            "Segments": self.segments,
             "NumWorkers": self.workers,
             "MaxStops": self.max_stops,
             "MaxDiskLosses": self.max_disk_losses,
@@ -166,13 +169,34 @@ class AutorecoveryRun:
         self.cluster.attach(client)
         c = self.config
         handle = client.create_ledger(c.ensemble, c.write_quorum, c.write_quorum)
-        for i in range(c.entries):
-            handle.add_entry(f"entry {i}".encode())
-        self.cluster.run_until(lambda: not self.cluster.deliverable())
+        settle = functools.partial(self.cluster.run_until, lambda: not self.cluster.deliverable())
+        if c.segments == 2:
+            # Entry 0 is confirmed; bookie 1 stops with the other adds in flight, and the writer gives up on it:
+            # the ensemble change replaces it by the first bookie outside the ensemble, from entry 1 on.
+            handle.add_entry(b"entry 0")
+            settle()
+            for i in range(1, c.entries):
+                handle.add_entry(f"entry {i}".encode())
+            self.cluster.crash("bookie-1", power_loss=False)
+            for request in self.cluster.timeouts():
+                self.cluster.timeout(request)
+            settle()
+            for request in [r for r in self.cluster.in_flight if r.bookie == "bookie-1"]:
+                self.cluster.lose(request)  # its connections died with it
+            self.cluster.restart("bookie-1")
+        else:
+            for i in range(c.entries):
+                handle.add_entry(f"entry {i}".encode())
+            settle()
         closing = handle.close()
-        self.cluster.run_until(lambda: not self.cluster.deliverable())
+        settle()
         closing.result()
-        return handle.ledger_id, self.ledgers.read(handle.ledger_id).version
+        written = self.ledgers.read(handle.ledger_id)
+        expected = AutorecoverySpec(**c.spec_constants()).initial_segments()
+        actual = tuple((s.first_entry_id, tuple(self.number(b) for b in s.ensemble)) for s in written.metadata.segments)
+        if actual != expected:
+            raise RuntimeError(f"the client wrote the segments {actual}, not the spec's initial {expected}")
+        return handle.ledger_id, written.version
 
     def _join(self, address: str) -> None:
         session = self.open_session()
