@@ -8,6 +8,7 @@ swap the bookie in the metadata, one spec step at a time.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from ledgerspec.reference.autorecovery import (
     register_bookie,
     vote_for_auditor,
 )
+from ledgerspec.reference.autorecovery.trace import random_steps
 from ledgerspec.reference.autorecovery.znodes import decode_lock, decode_underreplicated, encode_underreplicated
 from ledgerspec.reference.ledger import BookKeeperClient, ClientConfig, InProcessCluster, OrderedPlacement
 from ledgerspec.reference.metadata import LedgerMetadata, LedgerMetadataStore, LedgerState, MetadataStore, Segment
@@ -367,3 +369,17 @@ def test_the_benchmark_repairs_the_ledger_in_each_setting_and_the_oracle_accepts
     out = capsys.readouterr().out
     assert out.count("│ 20 ") == 3  # 20 entries copied in each of the three settings
     assert "│ metadata │ 4 " in out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_random_runs_refine_the_spec_on_each_store(
+    seed: int, tmp_path: Path, metadata_backend: MetadataBackend
+) -> None:
+    """Seeded random runs, as ``simulate autorecovery`` records them, with every session on the store under test
+    (ZooKeeper included), checked step by step against the spec."""
+    run = AutorecoveryRun(str(tmp_path), RunConfig(workers=2), metadata_backend.open)
+    check = AutorecoveryRefinement(run)
+    random_steps(run, random.Random(seed), 60)
+    assert check.steps >= 5
+    assert [e.action for e in run.events].count("AuditorIsElected") >= 1
+    run.close()
