@@ -104,10 +104,12 @@ def test_hidden_steps_change_nothing_a_client_observes() -> None:
 # -- traces of the reference managed ledger -------------------------------------------------
 @functools.cache
 def _traces(mutant: str | None = None) -> list[tuple[str, dict[str, list[dict[str, Any]]]]]:
-    root = tempfile.mkdtemp(prefix="cursor-traces-")
-    return list(
-        simulate_cursor_traces(RunConfig(mutant=mutant), root, seed=3, steps=100, traces=6, modes=("full", "client"))
-    )
+    with tempfile.TemporaryDirectory(prefix="cursor-traces-") as root:  # the bookies' files, not the traces
+        return list(
+            simulate_cursor_traces(
+                RunConfig(mutant=mutant), root, seed=3, steps=100, traces=6, modes=("full", "client")
+            )
+        )
 
 
 def test_the_correct_engine_conforms_in_full_observation() -> None:
@@ -127,10 +129,10 @@ def test_client_lines_carry_what_a_consumer_knows() -> None:
     assert {n for line in lines for n in line.get("observed", {})} <= CLIENT_OBSERVES
 
 
-def test_a_short_client_trace_conforms() -> None:
+def test_a_short_client_trace_conforms(tmp_path: Path) -> None:
     """Client observation hides every persistence step; a short run stays within the checker's search bounds."""
     [(trace_id, lines)] = simulate_cursor_traces(
-        RunConfig(), tempfile.mkdtemp(), seed=5, steps=25, traces=1, modes=("client",)
+        RunConfig(), str(tmp_path), seed=5, steps=25, traces=1, modes=("client",)
     )
     verdict = TraceChecker(spec_for_config(RunConfig()), "client").check(events_from_json(lines["client"]))
     assert verdict.status == "conforms", (trace_id, verdict.reason)
@@ -200,9 +202,9 @@ def test_bad_options_are_usage_errors(
     assert words in capsys.readouterr().err
 
 
-def test_runs_with_batches_use_batch_indexes() -> None:
+def test_runs_with_batches_use_batch_indexes(tmp_path: Path) -> None:
     config = attrs.evolve(RunConfig(), batch_size=3)
-    [(_, lines)] = simulate_cursor_traces(config, tempfile.mkdtemp(), seed=1, steps=80, traces=1)
+    [(_, lines)] = simulate_cursor_traces(config, str(tmp_path), seed=1, steps=80, traces=1)
     indexes = {line["params"]["index"] for line in lines["full"] if line["type"] == "ConsumerAcks"}
     assert indexes == {0, 1, 2}
     verdict = TraceChecker(spec_for_config(config), "full").check(events_from_json(lines["full"]))
