@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 import attrs
 from ledgerspec.conformance.checker import Bounds, TraceChecker
@@ -92,6 +92,7 @@ __all__ = [
     "Mutant",
     "MutantResult",
     "MutationRun",
+    "SeededWorkload",
     "Workload",
     "run_mutants",
     "workload_traces",
@@ -141,21 +142,25 @@ MUTANTS: dict[str, Mutant] = {
 }
 
 
+C = TypeVar("C")
+
+
 @attrs.frozen
-class Workload:
-    """Seeded random runs of one cluster configuration: ``traces`` runs of ``steps`` steps each."""
+class SeededWorkload(Generic[C]):
+    """Seeded random runs of one configuration ``config``: ``traces`` runs of at most ``steps`` steps each, run
+    ``i`` seeded with ``(seed, i)``."""
 
     name: str
-    config: SimulationConfig
+    config: C
     traces: int
     steps: int
     seed: int = 0
     doc: str = ""
-    spec: ClassVar[str] = "ledger"
+    spec: ClassVar[str]
     modes: ClassVar[tuple[str, ...]] = MODES
     mode_names: ClassVar[dict[str, str]] = {}  # the score's mode -> the trace mapping's, where they differ
 
-    def scaled(self, traces: int) -> Workload:
+    def scaled(self, traces: int) -> Self:
         """The same runs, ``traces`` of them."""
         return attrs.evolve(self, traces=traces)
 
@@ -170,7 +175,15 @@ class Workload:
             "traces": self.traces,
             "steps": self.steps,
             "seed": self.seed,
+            "modes": [self.mode_names.get(m, m) for m in self.modes],
         }
+
+
+@attrs.frozen
+class Workload(SeededWorkload[SimulationConfig]):
+    """Seeded random runs of one cluster configuration, checked against the ledger spec."""
+
+    spec: ClassVar[str] = "ledger"
 
     def recorded(self, mutant: Mutant | None, modes: Sequence[str]) -> Iterator[_Recorded]:
         for trace_id, lines, sim in workload_traces(self, mutant, modes):
@@ -216,35 +229,11 @@ class BookieWorkload:
 
 
 @attrs.frozen
-class CursorWorkload:
+class CursorWorkload(SeededWorkload[RunConfig]):
     """Seeded random runs of a topic and its cursor on a crashing broker, checked against the cursor spec."""
 
-    name: str
-    config: RunConfig
-    traces: int
-    steps: int
-    seed: int = 0
-    doc: str = ""
     spec: ClassVar[str] = "cursor"
     modes: ClassVar[tuple[str, ...]] = ("full",)  # client mode: the hidden persistence steps exceed the bounds
-    mode_names: ClassVar[dict[str, str]] = {}
-
-    def scaled(self, traces: int) -> CursorWorkload:
-        return attrs.evolve(self, traces=traces)
-
-    def run_count(self) -> int:
-        return self.traces
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "spec": self.spec,
-            "doc": self.doc,
-            "traces": self.traces,
-            "steps": self.steps,
-            "seed": self.seed,
-            "modes": list(self.modes),
-        }
 
     def recorded(self, mutant: Mutant | None, modes: Sequence[str]) -> Iterator[_Recorded]:
         config = self.config if mutant is None else mutant.configure_cursor(self.config)
@@ -258,35 +247,11 @@ class CursorWorkload:
 
 
 @attrs.frozen
-class AutorecoveryWorkload:
+class AutorecoveryWorkload(SeededWorkload[AutorecoveryConfig]):
     """Seeded random runs of one closed ledger under autorecovery, checked against the autorecovery spec."""
 
-    name: str
-    config: AutorecoveryConfig
-    traces: int
-    steps: int
-    seed: int = 0
-    doc: str = ""
     spec: ClassVar[str] = "autorecovery"
-    modes: ClassVar[tuple[str, ...]] = MODES
     mode_names: ClassVar[dict[str, str]] = {"client": "metadata"}  # a watcher of the metadata store
-
-    def scaled(self, traces: int) -> AutorecoveryWorkload:
-        return attrs.evolve(self, traces=traces)
-
-    def run_count(self) -> int:
-        return self.traces
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "spec": self.spec,
-            "doc": self.doc,
-            "traces": self.traces,
-            "steps": self.steps,
-            "seed": self.seed,
-            "modes": [self.mode_names.get(m, m) for m in self.modes],
-        }
 
     def recorded(self, mutant: Mutant | None, modes: Sequence[str]) -> Iterator[_Recorded]:
         config = self.config if mutant is None else mutant.configure_autorecovery(self.config)

@@ -12,16 +12,7 @@ import json
 from typing import Any
 
 from ledgerspec.tools.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError
-from ledgerspec.tools.mutants import (
-    MODES,
-    MUTANTS,
-    WORKLOADS,
-    AutorecoveryWorkload,
-    CursorWorkload,
-    MutationRun,
-    Workload,
-    run_mutants,
-)
+from ledgerspec.tools.mutants import MODES, MUTANTS, WORKLOADS, MutationRun, SeededWorkload, run_mutants
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -108,8 +99,7 @@ def _print_catalog(out: Console, mutants: list[Any], workloads: list[Any]) -> No
     out.print(table)
     table = Table("workload", "spec", "runs", "", title="workloads (every fault allowed)")
     for w in workloads:
-        seeded = isinstance(w, Workload | CursorWorkload | AutorecoveryWorkload)
-        detail = f"{w.steps} steps each, seed {w.seed}: " if seeded else ""
+        detail = f"{w.steps} steps each, seed {w.seed}: " if isinstance(w, SeededWorkload) else ""
         table.add_row(w.name, w.spec, str(w.run_count()), escape(detail + w.doc))
     out.print(table)
 

@@ -33,6 +33,7 @@ import argparse
 import json
 import shlex
 import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -237,44 +238,71 @@ def _simulate_managed_ledger(args: argparse.Namespace, out: Console) -> int:
     if args.faults != ",".join(FAULTS):
         raise UsageError("--faults is for ledger runs: a managed-ledger run takes every fault of the cursor spec")
     config = cursor_run_config(parse_constants(args.const), args.mutant)
+    constants = spec_for_config(config).values
+    return _write_runs(
+        args,
+        out,
+        SpecRuns(
+            "cursor",
+            "managed ledger",
+            {name: value for name, value in constants.items() if name != "Bug"},
+            config.mutant,
+            {
+                "acks": "ConsumerAcks",
+                "crashes": "BrokerCrashes",
+                "restores": "CursorRecovers",
+                "trims": "TrimConsumedLedgers",
+            },
+        ),
+        lambda scratch: simulate_cursor_traces(
+            config, scratch, seed=args.seed, steps=args.steps, traces=args.traces, modes=(args.mode,)
+        ),
+    )
+
+
+@attrs.frozen
+class SpecRuns:
+    """What a simulation of runs checked against ``spec`` writes: its manifest and the events it counts per run."""
+
+    spec: str
+    title: str
+    constants: dict[str, Any]  # the spec constants the check command passes
+    mutant: str | None
+    counts: dict[str, str]  # column of the manifest and the table -> the event type it counts
+
+
+def _write_runs(
+    args: argparse.Namespace,
+    out: Console,
+    what: SpecRuns,
+    simulate: Callable[[str], Iterable[tuple[str, dict[str, list[dict[str, Any]]]]]],
+) -> int:
+    """Run ``simulate`` with a scratch directory for the bookies' files; write each trace of ``args.mode``, the
+    manifest (with the ``ledgerspec check`` command that judges them), and print it."""
     directory = Path(args.out)
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot write to {directory}: {exc.strerror}") from None
-    constants = spec_for_config(config).values
+    with tempfile.TemporaryDirectory(prefix=f"ledgerspec-{what.spec}-") as scratch:
+        recorded = list(simulate(scratch))
     runs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="ledgerspec-broker-") as scratch:  # the bookies' files
-        recorded = list(
-            simulate_cursor_traces(
-                config, scratch, seed=args.seed, steps=args.steps, traces=args.traces, modes=(args.mode,)
-            )
-        )
     for trace_id, lines in recorded:
         path = directory / f"{trace_id}.ndjson"
         path.write_bytes(ndjson(lines[args.mode]))
         kinds = [line["type"] for line in lines[args.mode]]
-        runs.append(
-            {
-                "trace": trace_id,
-                "file": path.name,
-                "events": len(kinds),
-                "acks": kinds.count("ConsumerAcks"),
-                "crashes": kinds.count("BrokerCrashes"),
-                "restores": kinds.count("CursorRecovers"),
-                "trims": kinds.count("TrimConsumedLedgers"),
-            }
-        )
-    check = ["ledgerspec", "check", str(directory), "--spec", "cursor", "--mode", args.mode] + [
-        arg for name, value in constants.items() if name != "Bug" for arg in ("--const", f"{name}={value}")
+        counts = {column: kinds.count(kind) for column, kind in what.counts.items()}
+        runs.append({"trace": trace_id, "file": path.name, "events": len(kinds), **counts})
+    check = ["ledgerspec", "check", str(directory), "--spec", what.spec, "--mode", args.mode] + [
+        arg for name, value in what.constants.items() for arg in ("--const", f"{name}={value}")
     ]
     manifest = {
-        "spec": "cursor",
+        "spec": what.spec,
         "mode": args.mode,
         "seed": args.seed,
         "steps": args.steps,
-        "mutant": config.mutant,
-        "constants": constants,
+        "mutant": what.mutant,
+        "constants": what.constants,
         "check": shlex.join(check),
         "traces": runs,
     }
@@ -282,13 +310,12 @@ def _simulate_managed_ledger(args: argparse.Namespace, out: Console) -> int:
     if args.json:
         print(json.dumps(manifest, indent=2))
         return EXIT_OK
-    mutant = f", mutant {manifest['mutant']}" if manifest["mutant"] else ""
-    out.print(f"[bold]managed ledger[/bold] ({args.mode} mode, seed {args.seed}{mutant})", highlight=False)
-    table = Table("trace", "events", "acks", "crashes", "restores", "trims")
+    mutant = f", mutant {what.mutant}" if what.mutant else ""
+    out.print(f"[bold]{what.title}[/bold] ({args.mode} mode, seed {args.seed}{mutant})", highlight=False)
+    columns = ("events", *what.counts)
+    table = Table("trace", *(c.replace("_", " ") for c in columns))
     for run in runs:
-        table.add_row(
-            escape(run["trace"]), *(f"{run[k]:,}" for k in ("events", "acks", "crashes", "restores", "trims"))
-        )
+        table.add_row(escape(run["trace"]), *(f"{run[k]:,}" for k in columns))
     out.print(table)
     out.print(f"check them with: {escape(manifest['check'])}", highlight=False, soft_wrap=True)
     return EXIT_OK
@@ -328,57 +355,17 @@ def _simulate_autorecovery(args: argparse.Namespace, out: Console) -> int:
     if args.faults != ",".join(FAULTS):
         raise UsageError("--faults is for ledger runs: an autorecovery run takes every fault of its spec")
     config = autorecovery_run_config(parse_constants(args.const), args.mutant)
-    directory = Path(args.out)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot write to {directory}: {exc.strerror}") from None
-    constants = config.spec_constants()
-    runs: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="ledgerspec-autorecovery-") as scratch:  # the bookies' files
-        recorded = list(
-            simulate_autorecovery_traces(
-                config, scratch, seed=args.seed, steps=args.steps, traces=args.traces, modes=(args.mode,)
-            )
-        )
-    for trace_id, lines in recorded:
-        path = directory / f"{trace_id}.ndjson"
-        path.write_bytes(ndjson(lines[args.mode]))
-        kinds = [line["type"] for line in lines[args.mode]]
-        runs.append(
-            {
-                "trace": trace_id,
-                "file": path.name,
-                "events": len(kinds),
-                "stops": kinds.count("BookieStops"),
-                "marks": kinds.count("AuditorChecksBookies"),
-                "replaced": kinds.count("WorkerUpdatesEnsemble"),
-                "worker_crashes": kinds.count("WorkerCrashes"),
-            }
-        )
-    check = ["ledgerspec", "check", str(directory), "--spec", "autorecovery", "--mode", args.mode] + [
-        arg for name, value in constants.items() for arg in ("--const", f"{name}={value}")
-    ]
-    manifest = {
-        "spec": "autorecovery",
-        "mode": args.mode,
-        "seed": args.seed,
-        "steps": args.steps,
-        "mutant": config.mutant,
-        "constants": constants,
-        "check": shlex.join(check),
-        "traces": runs,
+    counts = {
+        "bookie_stops": "BookieStops",
+        "auditor_checks": "AuditorChecksBookies",
+        "bookies_replaced": "WorkerUpdatesEnsemble",
+        "worker_crashes": "WorkerCrashes",
     }
-    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    if args.json:
-        print(json.dumps(manifest, indent=2))
-        return EXIT_OK
-    mutant = f", mutant {manifest['mutant']}" if manifest["mutant"] else ""
-    out.print(f"[bold]autorecovery[/bold] ({args.mode} mode, seed {args.seed}{mutant})", highlight=False)
-    columns = ("events", "stops", "marks", "replaced", "worker_crashes")
-    table = Table("trace", "events", "bookie stops", "auditor checks", "bookies replaced", "worker crashes")
-    for run in runs:
-        table.add_row(escape(run["trace"]), *(f"{run[k]:,}" for k in columns))
-    out.print(table)
-    out.print(f"check them with: {escape(manifest['check'])}", highlight=False, soft_wrap=True)
-    return EXIT_OK
+    return _write_runs(
+        args,
+        out,
+        SpecRuns("autorecovery", "autorecovery", config.spec_constants(), config.mutant, counts),
+        lambda scratch: simulate_autorecovery_traces(
+            config, scratch, seed=args.seed, steps=args.steps, traces=args.traces, modes=(args.mode,)
+        ),
+    )
