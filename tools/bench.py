@@ -23,8 +23,8 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from ledgerspec.tools.console import output_console
 from ledgerspec.tools.model_check import ModelCheck, run_python, run_tlc
-from rich.console import Console
 from rich.table import Table
 
 # Over a million states (1,437,420), so that start-up costs little next to the search.
@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     constants = dict(DEFAULT_MODEL)
     constants.update(item.split("=", 1) for item in args.const)
     model = ModelCheck(args.spec, constants)
-    console = Console()
+    console = output_console()
     console.print(f"model: {args.spec} " + " ".join(f"{k}={v}" for k, v in model.build().values.items()))
 
     run_tlc(ModelCheck(args.spec, {**constants, **TINY_MODEL}))  # start the JVM, warm up

@@ -34,7 +34,7 @@ from ledgerspec.reference.autorecovery import AutorecoveryRun, RunConfig
 from ledgerspec.reference.autorecovery.run import embedded_sessions
 from ledgerspec.reference.autorecovery.trace import simulate_autorecovery_traces
 from ledgerspec.spec.autorecovery import AutorecoverySpec
-from rich.console import Console
+from ledgerspec.tools.console import output_console
 from rich.table import Table
 
 __all__ = ["main"]
@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.entries < 2 or args.traces < 1:
         parser.error("--entries must be at least 2 and --traces at least 1")
-    console = Console(width=max(Console().width, 100))
+    console = output_console()
     repairs = [
         repair(args.entries, sqlite=sqlite, fsync=fsync)
         for sqlite, fsync in ((False, False), (True, False), (True, True))

@@ -39,8 +39,8 @@ from collections.abc import Callable, Sequence
 from ledgerspec.reference.bookie import Bookie, BookieLayout, encode_entry
 from ledgerspec.reference.bookie.runner import BookieRunner
 from ledgerspec.tools.bookie_workloads import WORKLOAD_CONFIG, WORKLOADS
+from ledgerspec.tools.console import output_console
 from ledgerspec.tools.crash_check import WorkloadResult, check_workload
-from rich.console import Console
 from rich.table import Table
 
 ENTRY_SIZE = 1024
@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dir", help="directory on the disk to measure (default: a temporary directory)")
     parser.add_argument("--no-crash-check", action="store_true", help="leave out the crash points per second")
     args = parser.parse_args(argv)
-    console = Console()
+    console = output_console()
     entries = _entries(args.entries)
     rows = []
     with tempfile.TemporaryDirectory(dir=args.dir) as root:

@@ -48,7 +48,7 @@ from ledgerspec.conformance.run import check_files
 from ledgerspec.conformance.verdict import Verdict
 from ledgerspec.spec.ledger import LedgerSpec
 from ledgerspec.spec.ledger_trace import CLIENT_OBSERVES
-from rich.console import Console
+from ledgerspec.tools.console import output_console
 from rich.table import Table
 
 MODEL = {"MaxEntries": 6}
@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--traces", type=int, default=3000, help="traces per kind (default 3000)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    console = Console()
+    console = output_console()
     table = Table(
         "kind", "traces", "events", "bytes / event", "end to end, cold", "end to end, warm", "check only, warm",
         "check only, warm, no coverage", "coverage cost",

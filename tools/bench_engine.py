@@ -42,7 +42,7 @@ from ledgerspec.reference.ledger import (
 from ledgerspec.reference.ledger.refinement import RefinementCheck
 from ledgerspec.reference.ledger.stateful import LedgerMachine
 from ledgerspec.reference.metadata import EmbeddedMetadataStore, LedgerMetadataStore
-from rich.console import Console
+from ledgerspec.tools.console import output_console
 from rich.table import Table
 
 MODEL = SimulationConfig(
@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=40, help="simulations checked step by step (default 40)")
     parser.add_argument("--examples", type=int, default=100, help="Hypothesis examples (default 100)")
     args = parser.parse_args(argv)
-    console = Console(width=120)
+    console = output_console()
     console.print(
         f"ledger E=3 Qw=2 Qa=2 on 3 in-process bookies, {args.size}-byte entries, {args.window} adds in flight; "
         f"model runs on {MODEL.bookies} bookies, MaxEntries={MODEL.max_entries}"

@@ -48,7 +48,7 @@ from ledgerspec.reference.managed_ledger import (
     ManagedLedgerStore,
 )
 from ledgerspec.reference.metadata import EmbeddedMetadataStore, LedgerMetadataStore
-from rich.console import Console
+from ledgerspec.tools.console import output_console
 from rich.table import Table
 
 TOPIC = "public/default/persistent/bench"
@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     gaps = [int(x) for x in args.ranges.split(",")]
-    console = Console(width=120)
+    console = output_console()
     console.print(
         f"managed ledger on 2 in-process bookies (E=Qw=Qa=2, fsyncs modelled), {args.size}-byte entries, "
         f"rollover every {args.entries_per_ledger} entries"

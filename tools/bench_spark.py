@@ -50,6 +50,7 @@ from ledgerspec.conformance.run import check_files
 from ledgerspec.conformance.spark import SparkCheck, check_on_spark, spark_session
 from ledgerspec.spec.ledger import LedgerSpec
 from ledgerspec.spec.ledger_trace import CLIENT_OBSERVES
+from ledgerspec.tools.console import output_console
 from rich.console import Console
 from rich.table import Table
 
@@ -159,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--pool", type=int, default=POOL, help=f"distinct walks, repeated (default {POOL:,})")
     args = parser.parse_args(argv)
-    console = Console()
+    console = output_console()
     files = write_cache(args.cache, args.events, args.seed, args.pool, console)
     spec = LedgerSpec(**MODEL)
     failed = False

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from ledgerspec.spec.kernel import ConstantError
 from ledgerspec.tools.commands import COMMANDS
 from ledgerspec.tools.commands.base import EXIT_MISSING_TOOL, EXIT_USAGE, UsageError
+from ledgerspec.tools.console import output_console
 from rich.console import Console
 
 from ledgerspec import __version__
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    out, err = Console(), Console(stderr=True)
+    out, err = output_console(), output_console(stderr=True)
     try:
         return int(args.run(args, out, err))
     except (UsageError, ConstantError) as exc:

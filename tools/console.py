@@ -1,0 +1,21 @@
+"""The consoles the command line and the benchmarks print to.
+
+On a terminal a console takes the terminal's width. Piped to a file or
+another program, Rich would assume 80 columns and cut tables to fit; here it
+gets a width that keeps every column whole, so that the figures of a
+benchmark or a report survive ``> file``.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+__all__ = ["PIPED_WIDTH", "output_console"]
+
+PIPED_WIDTH = 200  # columns when the output is not a terminal
+
+
+def output_console(*, stderr: bool = False) -> Console:
+    """A console on standard output (or standard error), as wide as the module docstring says."""
+    probe = Console(stderr=stderr)
+    return probe if probe.is_terminal else Console(stderr=stderr, width=PIPED_WIDTH)
