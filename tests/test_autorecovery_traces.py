@@ -225,8 +225,11 @@ def test_bad_simulate_options_are_usage_errors(
     assert message in " ".join(capsys.readouterr().err.split())  # the console wraps long lines
 
 
-def test_tables_piped_to_a_file_keep_their_columns_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_tables_piped_to_a_file_keep_their_columns_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Not on a terminal, the console is wide enough for every column (Rich alone would cut them to 80)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
     assert main(["simulate", "autorecovery", "--traces", "1", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "│ autorecovery-0-0 │" in out

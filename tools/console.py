@@ -3,10 +3,13 @@
 On a terminal a console takes the terminal's width. Piped to a file or
 another program, Rich would assume 80 columns and cut tables to fit; here it
 gets a width that keeps every column whole, so that the figures of a
-benchmark or a report survive ``> file``.
+benchmark or a report survive ``> file``. ``COLUMNS``, when set, still
+decides, as Rich lets it.
 """
 
 from __future__ import annotations
+
+import os
 
 from rich.console import Console
 
@@ -18,4 +21,6 @@ PIPED_WIDTH = 200  # columns when the output is not a terminal
 def output_console(*, stderr: bool = False) -> Console:
     """A console on standard output (or standard error), as wide as the module docstring says."""
     probe = Console(stderr=stderr)
-    return probe if probe.is_terminal else Console(stderr=stderr, width=PIPED_WIDTH)
+    if probe.is_terminal or os.environ.get("COLUMNS"):
+        return probe
+    return Console(stderr=stderr, width=PIPED_WIDTH)
