@@ -131,6 +131,9 @@ class LevelWorker:
         self._kept: list[Any] = []  # the successors not decided yet that may be new, from position _decided on
         self._decided = 0  # candidates of this level the search has decided
         self._pending = list(self.spec.reachables)
+        self._ahead: list[Expansion] = []  # expanded while waiting for the search, not reported yet
+        self._ahead_states = 0  # how many states those cover
+        self._ahead_limit = 0  # expand ahead at most this many states: the last round's size; 0 once the level ends
 
     def seed(self, items: list[tuple[Any, int]]) -> Checked:
         """Start with these initial states, in record order."""
@@ -140,7 +143,39 @@ class LevelWorker:
 
     def expand(self, count: int) -> Expansion:
         """Expand this level's next ``count`` states, in record order; the successors that may be new stay
-        here until :meth:`accept` says which are."""
+        here until :meth:`accept` says which are. States expanded ahead (:meth:`expand_ahead`) come first, and
+        are all reported, also when there are more of them than ``count``."""
+        parts, self._ahead = self._ahead, []
+        left = count - self._ahead_states
+        self._ahead_states = 0
+        if left > 0 and not (parts and parts[-1][5]):
+            parts.append(self._expand(left))
+        self._ahead_limit = count
+        if len(parts) == 1:
+            return parts[0]
+        last = max(part[4] for part in parts)
+        return (
+            [c for part in parts for c in part[0]],
+            [v for part in parts for v in part[1]],
+            [d for part in parts for d in part[2]],
+            sum(part[3] for part in parts),
+            last,
+            parts[-1][5],
+            sum(part[6] for part in parts),
+        )
+
+    def can_expand_ahead(self) -> bool:
+        """Whether, while the search decides, this worker may expand more of its level (never before the
+        level's first request: states may still move to another worker until then)."""
+        return self._ahead_states < self._ahead_limit and self._expanded < len(self.level)
+
+    def expand_ahead(self, count: int) -> None:
+        """Expand the next ``count`` states now, and report them with the next :meth:`expand`: a worker that
+        finished its round expands instead of waiting for the other workers."""
+        self._ahead.append(self._expand(count))
+        self._ahead_states += count
+
+    def _expand(self, count: int) -> Expansion:
         started = time.perf_counter()
         spec, view, explorer = self.spec, self.view, self.explorer
         properties = explorer.action_properties
@@ -194,6 +229,7 @@ class LevelWorker:
         self._unexpanded = iter(self.level)
         self._expanded = 0
         self._kept, self._decided = [], 0
+        self._ahead, self._ahead_states, self._ahead_limit = [], 0, 0
 
     def give(self, count: int) -> list[tuple[bytes, int]]:
         """Hand ``count`` states of the level (not expanded yet), spread over it, to another worker: packed,

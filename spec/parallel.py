@@ -29,6 +29,8 @@ from ledgerspec.spec.levels import LevelSearch, LevelWorker
 
 __all__ = ["ParallelExplorer", "explore_in_parallel"]
 
+_AHEAD_STATES = 32  # states expanded ahead between two looks for a request: a few milliseconds
+
 
 def _serve(explorer: Explorer[Any], conn: Connection, spill_above: int | None) -> None:
     """A worker process: answer the search's requests with its :class:`LevelWorker` until told to stop."""
@@ -37,6 +39,9 @@ def _serve(explorer: Explorer[Any], conn: Connection, spill_above: int | None) -
     gc.disable()
     worker = LevelWorker(explorer, spill_above, explorer.directory)
     while True:
+        # Between requests, expand ahead rather than wait for the other workers' rounds to end.
+        while worker.can_expand_ahead() and not conn.poll():
+            worker.expand_ahead(_AHEAD_STATES)
         method, arguments = conn.recv()
         if method == "stop":
             worker.close()

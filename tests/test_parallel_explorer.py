@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from ledgerspec.spec.bookie import BookieSpec
 from ledgerspec.spec.cursor import CursorSpec
-from ledgerspec.spec.explorer import explore
+from ledgerspec.spec.explorer import Explorer, explore
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.ledger import LedgerSpec
+from ledgerspec.spec.levels import LevelWorker
 from ledgerspec.spec.managed_ledger import ManagedLedgerSpec
 from ledgerspec.spec.parallel import ParallelExplorer, explore_in_parallel
 from ledgerspec.tools.cli import main
@@ -75,3 +76,33 @@ def test_workers_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None
 def test_the_memory_bound_counts_the_workers() -> None:
     result = explore_in_parallel(CursorSpec(), 2, check_deadlock=False, max_memory=1)
     assert not result.complete and result.stopped is not None and "memory bound" in result.stopped
+
+
+def test_a_worker_that_expands_ahead_reports_what_it_would_have_reported_in_rounds() -> None:
+    """While the search decides, a worker expands ahead (up to its last round's size); its next reply carries
+    those states first, so the search sees the same candidates in the same order, whatever the timing."""
+    spec = LedgerSpec(NumBookies=3, E=3, Qw=2, Qa=2, MaxEntries=1)
+    states = explore(spec, check_deadlock=False, keep_states=True).states
+    assert states is not None
+    items = [(state, record) for record, state in enumerate(states[:200])]
+
+    def worker() -> LevelWorker:
+        w = LevelWorker(Explorer(spec, check_deadlock=False), None)
+        w.seed(items)
+        return w
+
+    plain, ahead = worker(), worker()
+    assert not ahead.can_expand_ahead()  # not before the level's first request: states may still move
+    rounds = [plain.expand(50), plain.expand(50), plain.expand(100), plain.expand(100)]
+    first = ahead.expand(50)
+    while ahead.can_expand_ahead():
+        ahead.expand_ahead(7)  # 56 states: more than the round asked
+    second = ahead.expand(50)
+    rest = [ahead.expand(100), ahead.expand(100)]
+    assert first[:6] == rounds[0][:6]  # all but the seconds it took
+    assert second[0] == rounds[1][0] + rounds[2][0][: len(second[0]) - len(rounds[1][0])]
+    merged = [c for r in (first, second, *rest) for c in r[0]]
+    assert merged == [c for r in rounds for c in r[0]]
+    assert sum(r[3] for r in (first, second, *rest)) == sum(r[3] for r in rounds)  # states generated
+    assert second[4] == 105  # the last record expanded: 50 + 56 states, from record 0
+    assert rest[-1][5] and rounds[-1][5]  # both exhausted their part
