@@ -3,25 +3,27 @@
 The search keeps what TLC keeps: the fingerprints of the states seen, in
 memory (:class:`~.fingerprints.FingerprintStore`), the record of where each
 state was first reached, on disk, and the current level's states, in memory
-and past a bound on disk (:class:`~.frontier.Frontier`). A level is taken in
-chunks of its records, in order. For a chunk:
+and past a bound on disk (:class:`~.frontier.Frontier`). Each worker holds
+part of the level, and the level is taken in rounds. In a round:
 
-1. every worker expands its states of the chunk, in record order: it
+1. every worker expands about a second's worth of its states, in record order: it
    computes their successors, checks the action properties on each step and
    notes deadlocks, and sends back, per successor whose fingerprint it has
    not met yet in this level, only ``(parent record, successor index,
    fingerprint)``; the successor states stay with it;
-2. the search takes all of them in the order a one-process search meets them
-   (by parent record, then successor index), keeps the first of each
-   fingerprint not seen before, in a single batch lookup, and numbers them in
-   that order;
-3. each worker adds its successors that were new to the next level and checks
-   the invariants on them.
+2. the search takes those of the parents below every busy worker's last in
+   the order a one-process search meets them (by parent record, then
+   successor index), keeps the first of each fingerprint not seen before, in
+   a single batch lookup, and numbers them in that order;
+3. with its next request, each worker learns which of its successors were
+   new; it adds them to the next level and checks the invariants on them.
+   A worker that finished its round before the others expands ahead, up to
+   a round's worth, while it waits, and reports those states first.
 
 So the records and the predecessors are those of a search that takes one
 state at a time, and a violation is the first one that search would meet: the
 first violating record (or step), rebuilt from Init
-(:func:`~.exploration.rebuild`). Chunks are sized to last about two seconds, so
+(:func:`~.exploration.rebuild`). Rounds are sized to last about a second, so
 progress, the memory bound and ``max_states`` are looked at that often.
 
 A worker is a :class:`LevelWorker`, reached through a :class:`WorkerLink`:
