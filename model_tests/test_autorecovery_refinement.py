@@ -26,7 +26,6 @@ from ledgerspec.tools.crash_check import default_scratch
 
 STEPS = 40
 SLOW_STEPS = 80
-BOOKIES = [f"bookie-{n}" for n in range(1, 5)]
 
 
 class AutorecoveryRefinementMachine(RuleBasedStateMachine):
@@ -47,31 +46,25 @@ class AutorecoveryRefinementMachine(RuleBasedStateMachine):
     def _did(self, what: str, taken: bool) -> None:
         note(f"{what}: {'taken' if taken else 'refused'}")
 
-    def up(self) -> list[str]:
-        return sorted(self.run.sessions)
-
-    def stopped(self) -> list[str]:
-        return [b for b in BOOKIES if b not in self.run.sessions and b not in self.run.disk_lost]
-
-    @precondition(lambda self: self.run.stops < self.config.max_stops and bool(self.up()))
+    @precondition(lambda self: bool(self.run.can_stop()))
     @rule(data=st.data())
     def bookie_stops(self, data: st.DataObject) -> None:
-        bookie = data.draw(st.sampled_from(self.up()), label="bookie")
+        bookie = data.draw(st.sampled_from(self.run.can_stop()), label="bookie")
         self._did(f"{bookie} stops", self.run.bookie_stops(bookie))
 
-    @precondition(lambda self: bool(self.stopped()))
+    @precondition(lambda self: bool(self.run.can_come_back()))
     @rule(data=st.data())
     def bookie_comes_back(self, data: st.DataObject) -> None:
-        bookie = data.draw(st.sampled_from(self.stopped()), label="bookie")
+        bookie = data.draw(st.sampled_from(self.run.can_come_back()), label="bookie")
         self._did(f"{bookie} comes back", self.run.bookie_comes_back(bookie))
 
-    @precondition(lambda self: len(self.run.disk_lost) < self.config.max_disk_losses and bool(self.stopped()))
+    @precondition(lambda self: bool(self.run.can_lose_disk()))
     @rule(data=st.data())
     def bookie_loses_disk(self, data: st.DataObject) -> None:
-        bookie = data.draw(st.sampled_from(self.stopped()), label="bookie")
+        bookie = data.draw(st.sampled_from(self.run.can_lose_disk()), label="bookie")
         self._did(f"{bookie} loses its disk", self.run.bookie_loses_disk(bookie))
 
-    @precondition(lambda self: self.run.auditor is None and bool(self.up()))
+    @precondition(lambda self: self.run.can_elect())
     @rule()
     def elect_auditor(self) -> None:
         self._did("auditor elected", self.run.elect_auditor())
@@ -91,25 +84,21 @@ class AutorecoveryRefinementMachine(RuleBasedStateMachine):
         name = data.draw(st.sampled_from(self.run.enabled_worker_steps(w)), label="step")
         self._did(f"worker {w}: {name}", self.run.worker_step(w, name))
 
-    def crashable(self) -> list[int]:
-        if sum(w.crashes for w in self.run.workers) >= self.config.max_worker_crashes:
-            return []
-        return [w for w in (1, 2) if self.run.workers[w - 1].lock is not None or self.run.workers[w - 1].task]
-
-    @precondition(lambda self: bool(self.crashable()))
+    @precondition(lambda self: bool(self.run.can_crash()))
     @rule(data=st.data())
     def worker_crashes(self, data: st.DataObject) -> None:
-        w = data.draw(st.sampled_from(self.crashable()), label="worker")
+        w = data.draw(st.sampled_from(self.run.can_crash()), label="worker")
         self._did(f"worker {w} crashes", self.run.worker_crashes(w))
 
     def nothing_else(self) -> bool:
+        run = self.run
         return not (
-            (self.run.stops < self.config.max_stops and self.up())
-            or self.stopped()
-            or (self.run.auditor is None and self.up())
-            or self.run.auditor_has_news()
+            run.can_stop()
+            or run.can_come_back()
+            or run.can_elect()
+            or run.auditor_has_news()
             or self.busy_workers()
-            or self.crashable()
+            or run.can_crash()
         )
 
     @precondition(nothing_else)

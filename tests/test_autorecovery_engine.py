@@ -17,7 +17,6 @@ from ledgerspec.reference.autorecovery import (
     AutorecoveryRefinement,
     AutorecoveryRun,
     AutorecoveryZnodeError,
-    ClusterBookies,
     Fragment,
     ReplicationWorker,
     RunConfig,
@@ -27,60 +26,32 @@ from ledgerspec.reference.autorecovery import (
     current_auditor,
     fragments,
     lost_fragments,
-    register_bookie,
-    vote_for_auditor,
 )
+from ledgerspec.reference.autorecovery.fragments import write_set
 from ledgerspec.reference.autorecovery.trace import random_steps
 from ledgerspec.reference.autorecovery.znodes import decode_lock, decode_underreplicated, encode_underreplicated
-from ledgerspec.reference.ledger import BookKeeperClient, ClientConfig, InProcessCluster, OrderedPlacement
-from ledgerspec.reference.metadata import LedgerMetadata, LedgerMetadataStore, LedgerState, MetadataStore, Segment
+from ledgerspec.reference.ledger import BookKeeperClient, OrderedPlacement
+from ledgerspec.reference.metadata import LedgerMetadata, LedgerState, Segment
 from metadata_backends import MetadataBackend
 
 PATHS = UnderreplicationPaths()
 
 
 class Cluster:
-    """Bookies 1..n with a closed ledger (E=3, Qw=2, Qa=2, entries 0..3 on bookies 1-3), each bookie registered and
-    voting in its own metadata session."""
+    """An :class:`AutorecoveryRun` of a closed ledger (E=3, Qw=2, Qa=2, entries 0..3 on bookies 1-3) on the store
+    under test, each bookie registered and voting in its own session; auditors and workers made by the tests."""
 
-    def __init__(self, root: Path, backend: MetadataBackend, bookies: int = 4, entries: int = 4) -> None:
+    def __init__(self, root: Path, backend: MetadataBackend) -> None:
         self.backend = backend
-        self.cluster = InProcessCluster(str(root), bookies, sync_to_disk=False)
-        self.admin = backend.open()
-        self.ledgers = LedgerMetadataStore(self.admin)
-        client = BookKeeperClient(
-            0, self.ledgers, self.cluster, config=ClientConfig(explicit_lac=False), placement=OrderedPlacement()
-        )
-        self.cluster.attach(client)
-        handle = client.create_ledger(3, 2, 2)
-        for i in range(entries):
-            handle.add_entry(f"entry {i}".encode())
-        self.settle()
-        closed = handle.close()
-        self.settle()
-        closed.result()
-        self.ledger_id = handle.ledger_id
-        self.sessions: dict[str, MetadataStore] = {}
-        for address in self.cluster.nodes:
-            self.bookie_joins(address)
-        self.bookies = ClusterBookies(self.cluster)
-
-    def settle(self) -> None:
-        self.cluster.run_until(lambda: not self.cluster.deliverable())
-
-    def bookie_joins(self, address: str) -> None:
-        session = self.backend.open()
-        register_bookie(session, address)
-        vote_for_auditor(session, address)
-        self.sessions[address] = session
+        self.run = AutorecoveryRun(str(root), RunConfig(entries=4, max_stops=4), backend.open)
+        self.cluster, self.bookies, self.sessions = self.run.cluster, self.run.bookies, self.run.sessions
+        self.admin, self.ledgers, self.ledger_id = self.run.admin, self.run.ledgers, self.run.ledger_id
 
     def bookie_stops(self, address: str) -> None:
-        self.cluster.crash(address)
-        self.sessions.pop(address).close()
+        assert self.run.bookie_stops(address)
 
     def bookie_comes_back(self, address: str) -> None:
-        self.cluster.restart(address)
-        self.bookie_joins(address)
+        assert self.run.bookie_comes_back(address)
 
     def auditor(self, mutant: str | None = None) -> Auditor:
         elected = current_auditor(self.admin)
@@ -99,12 +70,10 @@ class Cluster:
     def live_replicas(self) -> dict[int, list[str]]:
         """Each entry's bookies that its write set names, that are up and hold it."""
         metadata = self.metadata()
-        found: dict[int, list[str]] = {}
-        for e in range(metadata.last_entry_id + 1):
-            ensemble = metadata.ensemble_for(e)
-            write_set = [ensemble[(e + k) % 3] for k in range(2)]
-            found[e] = sorted(b for b in write_set if self.cluster.nodes[b].up and e in self.holds(b))
-        return found
+        return {
+            e: sorted(b for b in write_set(metadata, e) if self.cluster.nodes[b].up and e in self.holds(b))
+            for e in range(metadata.last_entry_id + 1)
+        }
 
 
 @pytest.fixture

@@ -14,9 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
+from ledgerspec.reference.ledger.schedule import RoundRobinSchedule
 from ledgerspec.reference.metadata.ledger_metadata import LedgerMetadata
 
-__all__ = ["Fragment", "fragments", "lost_fragments"]
+__all__ = ["Fragment", "fragments", "lost_fragments", "write_set"]
+
+
+def _schedule(metadata: LedgerMetadata) -> RoundRobinSchedule:
+    return RoundRobinSchedule(metadata.ensemble_size, metadata.write_quorum_size, metadata.ack_quorum_size)
+
+
+def write_set(metadata: LedgerMetadata, entry_id: int) -> tuple[str, ...]:
+    """The bookies the metadata names for entry ``entry_id``: its segment's ensemble, striped."""
+    return _schedule(metadata).write_set(metadata.ensemble_for(entry_id), entry_id)
 
 
 @attrs.frozen
@@ -34,13 +44,11 @@ def fragments(metadata: LedgerMetadata) -> list[Fragment]:
     if not metadata.closed:
         raise ValueError(f"ledger {metadata.ledger_id} is not closed: its fragments are not fixed yet")
     found: list[Fragment] = []
-    e_size, qw = metadata.ensemble_size, metadata.write_quorum_size
+    schedule = _schedule(metadata)
     for i, segment in enumerate(metadata.segments):
         end = metadata.segments[i + 1].first_entry_id - 1 if i + 1 < len(metadata.segments) else metadata.last_entry_id
         for index, bookie in enumerate(segment.ensemble):
-            entries = tuple(
-                e for e in range(segment.first_entry_id, end + 1) if any((e + k) % e_size == index for k in range(qw))
-            )
+            entries = tuple(e for e in range(segment.first_entry_id, end + 1) if index in schedule.write_set_indices(e))
             found.append(Fragment(metadata.ledger_id, segment.first_entry_id, bookie, entries))
     return found
 

@@ -38,7 +38,7 @@ from collections.abc import Callable
 import attrs
 from ledgerspec.reference.autorecovery.bookies import BookieAccess
 from ledgerspec.reference.autorecovery.election import available_bookies
-from ledgerspec.reference.autorecovery.fragments import Fragment, lost_fragments
+from ledgerspec.reference.autorecovery.fragments import Fragment, lost_fragments, write_set
 from ledgerspec.reference.autorecovery.underreplication import ReplicationLock, UnderreplicationManager
 from ledgerspec.reference.autorecovery.znodes import UnderreplicationPaths
 from ledgerspec.reference.ledger.client import master_key
@@ -117,22 +117,25 @@ class ReplicationWorker:
 
     def lost(self) -> list[Fragment]:
         """The lost fragments of the locked ledger (none while it is open)."""
-        metadata = self._metadata()
-        if metadata is None or not metadata.closed:
-            return []
-        return lost_fragments(metadata, available_bookies(self.store, self.paths), self._has_entry)
+        return self._survey()[1]
 
     def _choices(self) -> list[CopyTask]:
         """Each lost fragment with each available bookie outside its segment's ensemble."""
+        metadata, lost, available = self._survey()
+        return [
+            CopyTask(f, new)
+            for f in lost
+            for new in sorted(available)
+            if metadata is not None and new not in metadata.ensemble_for(f.first_entry_id)
+        ]
+
+    def _survey(self) -> tuple[LedgerMetadata | None, list[Fragment], set[str]]:
+        """The locked ledger's metadata, its lost fragments (none while it is open), and the bookies available."""
         metadata = self._metadata()
-        if metadata is None or not metadata.closed:
-            return []
         available = available_bookies(self.store, self.paths)
-        choices = []
-        for fragment in lost_fragments(metadata, available, self._has_entry):
-            ensemble = metadata.ensemble_for(fragment.first_entry_id)
-            choices += [CopyTask(fragment, new) for new in sorted(available) if new not in ensemble]
-        return choices
+        if metadata is None or not metadata.closed:
+            return metadata, [], available
+        return metadata, lost_fragments(metadata, available, self._has_entry), available
 
     def missing(self) -> list[int]:
         """The entries of the task's fragment the new bookie does not hold yet: those it lacked when the task
@@ -146,9 +149,7 @@ class ReplicationWorker:
         metadata = self._metadata()
         if metadata is None:
             return None
-        ensemble = metadata.ensemble_for(entry_id)
-        write_set = {ensemble[(entry_id + k) % metadata.ensemble_size] for k in range(metadata.write_quorum_size)}
-        for bookie in sorted(write_set - {self.task.old, self.task.new}):
+        for bookie in sorted(set(write_set(metadata, entry_id)) - {self.task.old, self.task.new}):
             entry = self.bookies.read(bookie, self.lock.ledger_id, entry_id)
             if entry is not None:
                 return entry

@@ -211,10 +211,34 @@ class AutorecoveryRun:
         self.events.append(EngineEvent(action, args, process, process))
         return True
 
+    # -- what can happen now: the arguments each step is enabled for -----------------------
+    def can_stop(self) -> list[str]:
+        """The bookies that may stop: those up, while the bound on stops is not reached."""
+        return sorted(self.sessions) if self.stops < self.config.max_stops else []
+
+    def can_come_back(self) -> list[str]:
+        """The stopped bookies whose disk survived."""
+        return [b for b in self.cluster.nodes if b not in self.sessions and b not in self.disk_lost]
+
+    def can_lose_disk(self) -> list[str]:
+        """The stopped bookies that may still lose their disk, while the bound on lost disks is not reached."""
+        return self.can_come_back() if len(self.disk_lost) < self.config.max_disk_losses else []
+
+    def can_elect(self) -> bool:
+        """No auditor runs, and some bookie votes."""
+        return self.auditor is None and bool(self.sessions)
+
+    def can_crash(self) -> list[int]:
+        """The workers whose crash loses something (a lock, a fragment), while the bound on crashes is not
+        reached."""
+        if sum(worker.crashes for worker in self.workers) >= self.config.max_worker_crashes:
+            return []
+        return [w for w, worker in enumerate(self.workers, 1) if worker.lock is not None or worker.task is not None]
+
     # -- bookies -----------------------------------------------------------------------
     @_step
     def bookie_stops(self, address: str) -> bool:
-        if address not in self.sessions or self.stops >= self.config.max_stops:
+        if address not in self.can_stop():
             return False
         self.cluster.crash(address, power_loss=False)
         self.sessions.pop(address).close()
@@ -225,7 +249,7 @@ class AutorecoveryRun:
 
     @_step
     def bookie_comes_back(self, address: str) -> bool:
-        if address in self.sessions or address in self.disk_lost:
+        if address not in self.can_come_back():
             return False
         self.cluster.restart(address)
         self._join(address)
@@ -234,9 +258,7 @@ class AutorecoveryRun:
 
     @_step
     def bookie_loses_disk(self, address: str) -> bool:
-        if address in self.sessions or address in self.disk_lost:
-            return False
-        if len(self.disk_lost) >= self.config.max_disk_losses:
+        if address not in self.can_lose_disk():
             return False
         self.cluster.nodes[address].lose_disk()
         self.disk_lost.add(address)
@@ -245,7 +267,7 @@ class AutorecoveryRun:
     # -- the auditor -------------------------------------------------------------------
     @_step
     def elect_auditor(self) -> bool:
-        if self.auditor is not None:
+        if not self.can_elect():
             return False
         elected = current_auditor(self.admin)
         if elected is None:
@@ -301,12 +323,9 @@ class AutorecoveryRun:
 
     @_step
     def worker_crashes(self, w: int) -> bool:
-        worker = self.workers[w - 1]
-        if sum(x.crashes for x in self.workers) >= self.config.max_worker_crashes:
+        if w not in self.can_crash():
             return False
-        if worker.lock is None and worker.task is None:
-            return False
-        worker.WorkerCrashes()
+        self.workers[w - 1].WorkerCrashes()
         return self._log("WorkerCrashes", (w,), f"worker-{w}")
 
     def enabled_worker_steps(self, w: int) -> list[str]:

@@ -18,7 +18,7 @@ mode hides are left out.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ledgerspec.reference.autorecovery.abstraction import abstract_state
@@ -60,40 +60,28 @@ class AutorecoveryTraceRecorder:
 
 def random_steps(run: AutorecoveryRun, rng: random.Random, steps: int) -> None:
     """``steps`` random steps of the run (module docstring): each a choice among the steps enabled now."""
-    bookies = list(run.cluster.nodes)
-    workers = range(1, run.config.workers + 1)
     for _ in range(steps):
-        up = sorted(run.sessions)
-        stopped = [b for b in bookies if b not in run.sessions and b not in run.disk_lost]
-        choices: list[tuple[float, Any]] = []
-        if run.stops < run.config.max_stops and up:
-            choices.append((0.5, lambda up=up: run.bookie_stops(rng.choice(up))))
-        if stopped:
-            choices.append((0.5, lambda stopped=stopped: run.bookie_comes_back(rng.choice(stopped))))
-            if len(run.disk_lost) < run.config.max_disk_losses:
-                choices.append((0.3, lambda stopped=stopped: run.bookie_loses_disk(rng.choice(stopped))))
-        if run.auditor is None and up:
+        choices: list[tuple[float, Callable[[], bool]]] = []
+        if stop := run.can_stop():
+            choices.append((0.5, lambda stop=stop: run.bookie_stops(rng.choice(stop))))
+        if back := run.can_come_back():
+            choices.append((0.5, lambda back=back: run.bookie_comes_back(rng.choice(back))))
+        if lose := run.can_lose_disk():
+            choices.append((0.3, lambda lose=lose: run.bookie_loses_disk(rng.choice(lose))))
+        if run.can_elect():
             choices.append((1.0, run.elect_auditor))
         if run.auditor_has_news():
             choices.append((2.0, run.auditor_checks))
-        for w in workers:
+        crashable = run.can_crash()
+        for w in range(1, run.config.workers + 1):
             for name in run.enabled_worker_steps(w):
                 choices.append((2.0, lambda w=w, name=name: run.worker_step(w, name)))
-            if sum(x.crashes for x in run.workers) < run.config.max_worker_crashes and (
-                run.workers[w - 1].lock is not None or run.workers[w - 1].task is not None
-            ):
+            if w in crashable:
                 choices.append((0.2, lambda w=w: run.worker_crashes(w)))
         if not choices:
             return  # nothing can happen any more
-        total = sum(weight for weight, _ in choices)
-        pick = rng.random() * total
-        for weight, step in choices:
-            pick -= weight
-            if pick < 0:
-                step()
-                break
-        else:
-            choices[-1][1]()
+        weights = [weight for weight, _ in choices]
+        rng.choices([step for _, step in choices], weights)[0]()
 
 
 def simulate_autorecovery_traces(
