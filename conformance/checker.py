@@ -12,14 +12,29 @@ How a trace is checked (docs/conformance.md):
    its observed names variables or projections the mode observes.
 2. Merging: :mod:`ledgerspec.conformance.merge` puts the events in replay
    order. A bad event stops the check at its place in that order.
-3. Search. The checker keeps the *frontier*: every spec state consistent
-   with the events so far, each with the shortest spec behaviour that
-   reaches it. Before each event, steps the mode hides may be taken, at most
+3. Search. Steps the mode hides may be taken before each event, at most
    ``max_hidden_steps`` in a row; then the event's action is taken with the
-   event's params, from every candidate, and the successors whose observed
-   values match and which keep every invariant (and action property) form
-   the next frontier. With nothing hidden and one initial state (the ``full``
-   mode) the frontier is one state and the replay is deterministic.
+   event's params, and a successor counts if its observed values match and
+   it keeps every invariant (and action property). With nothing hidden and
+   one initial state (the ``full`` mode) there is one successor at most:
+   the replay is deterministic. Where steps are hidden:
+
+   - *depth first*, the checker looks for one behaviour. Before each event
+     it tries the event with no hidden step first, then after hidden steps
+     that change what the event does: that enable it, or that do not
+     commute with it. A hidden step that commutes with the event (taking it
+     after the event reaches the same states) is left for after the event,
+     so behaviours that differ only in where such a step sits are tried
+     once. A (state, event) pair from which no behaviour continues is
+     remembered and not tried again. A behaviour found is a behaviour of the
+     spec: the trace conforms. The search is not complete (a step that
+     commutes with the event may still matter in a pair with another), so
+     finding none decides nothing;
+   - *breadth first*, it keeps the *frontier*: every spec state consistent
+     with the events so far, each with the shortest behaviour that reaches
+     it, closed under hidden steps before each event. This search is
+     complete within the bounds; it runs when the depth-first one finds no
+     behaviour, and its verdict and explanation are the checker's.
 4. Verdict. All events matched: *conforms*. An event no candidate takes:
    *violates*, with every candidate and why it rejects the event (the guard
    that fails, from the mapping's explanation of the action, or the
@@ -27,7 +42,8 @@ How a trace is checked (docs/conformance.md):
    spec path to the failing point. If a bound cut the search before that
    event, or bad input stopped it, *inconclusive*, naming which.
 5. Coverage (:mod:`ledgerspec.conformance.coverage`): the actions and the
-   guards of invariants exercised by one matching behaviour, the shortest;
+   guards of invariants exercised by one matching behaviour (the shortest,
+   or the one the depth-first search found);
    :meth:`TraceChecker.coverage` sums it over the traces checked.
 
 Granularity of "which guard failed": a spec action is a function that
@@ -49,7 +65,7 @@ took, and works out what they stand for only when asked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
@@ -77,6 +93,7 @@ __all__ = ["Bounds", "TraceChecker", "check_trace"]
 
 _SORT = orjson.OPT_SORT_KEYS
 _UNSEEN = object()
+REPLAY, DEPTH_FIRST, BREADTH_FIRST = "replay", "depth-first", "breadth-first"  # Verdict.search
 SHOWN_CANDIDATES = 12  # candidates kept, with their states, in a failure
 EXAMINED_CANDIDATES = 500  # candidates whose rejections a failure explains
 
@@ -149,6 +166,28 @@ class _Outcome:
     # full-mode replay keeps as transitions rather than nodes.
     witness: _Node | None = None
     tail: Sequence[_Transition] = ()
+    search: str = REPLAY
+
+
+class _OverBudgetError(Exception):
+    """The depth-first search examined as many states as it may."""
+
+
+class _Budget:
+    """States the depth-first search may still examine, and the most it examined for one event."""
+
+    __slots__ = ("left", "peak")
+
+    def __init__(self, states: int) -> None:
+        self.left = states
+        self.peak = 1
+
+    def spend(self, examined_for_event: int) -> None:
+        self.left -= 1
+        if examined_for_event > self.peak:
+            self.peak = examined_for_event
+        if self.left < 0:
+            raise _OverBudgetError
 
 
 def _shortest(nodes: Mapping[Any, _Node]) -> _Node | None:
@@ -160,7 +199,8 @@ class TraceChecker:
 
     ``mapping`` defaults to the spec's trace module (``ledgerspec.spec.<name>_trace``); ``cache_limit``
     bounds each cache (they are emptied when full, so memory stays bounded on any number of traces);
-    ``coverage``: collect what the traces exercise (:meth:`coverage`).
+    ``coverage``: collect what the traces exercise (:meth:`coverage`); ``depth_first``: in a mode that
+    hides steps, look for one behaviour depth first before searching every candidate breadth first.
     """
 
     def __init__(
@@ -172,8 +212,10 @@ class TraceChecker:
         mapping: TraceMapping | None = None,
         cache_limit: int = 100_000,
         coverage: bool = True,
+        depth_first: bool = True,
     ) -> None:
         self.spec = spec
+        self.depth_first = depth_first
         self.mapping = mapping or mapping_for(spec.name)
         if not isinstance(spec, self.mapping.spec_type):
             raise TypeError(f"the trace mapping is for spec {self.mapping.spec_type.name}, not {spec.name}")
@@ -192,6 +234,7 @@ class TraceChecker:
         self._transitions: dict[tuple[int, str, bytes], tuple[Any, tuple[_Transition, ...]]] = {}
         self._views: dict[Any, dict[str, bytes]] = {}  # state -> observable name -> canonical JSON
         self._hidden: dict[Any, tuple[_HiddenStep, ...]] = {}
+        self._hidden_labels: dict[Any, dict[tuple[str, tuple[Any, ...]], Any]] = {}
         self._broken: dict[Any, str | None] = {}
         self._params: dict[tuple[str, bytes], _Params | InputError] = {}
         self._inits: tuple[Any, ...] = ()
@@ -203,7 +246,8 @@ class TraceChecker:
         found = self._intern.get(state)
         if found is None:
             if len(self._intern) >= self.cache_limit:
-                for cache in (self._intern, self._transitions, self._views, self._hidden, self._broken):
+                caches = (self._intern, self._transitions, self._views, self._hidden, self._hidden_labels, self._broken)
+                for cache in caches:
                     cache.clear()
                 self._emptied = True
                 self._inits = ()
@@ -246,6 +290,7 @@ class TraceChecker:
             bound=outcome.bound if status == INCONCLUSIVE else None,
             input_errors=tuple(errors),
             max_candidates=outcome.peak,
+            search=outcome.search,
         )
 
     def replay_order(self, events: Sequence[Event]) -> list[Event]:
@@ -343,26 +388,36 @@ class TraceChecker:
 
     # -- the search ----------------------------------------------------------------------
     def _search(self, events: Sequence[Event]) -> _Outcome:
-        bounds = self.bounds
-        frontier: dict[Any, _Node] = {}
-        start = 0
+        """Replay when nothing is hidden; else depth first, then breadth first if that finds no behaviour."""
+        if not self._hidden_actions:
+            return self._breadth_first(events)  # one candidate after each event: the replay
+        if self.depth_first:
+            found = self._depth_first(events)
+            if found is not None:
+                return found
+        return attrs.evolve(self._breadth_first(events), search=BREADTH_FIRST)
+
+    def _first_candidates(self, events: Sequence[Event]) -> tuple[int, dict[Any, _Node], dict[Any, _Node]]:
+        """Where the search starts: the index of the first event after ``Init``, the initial states that
+        match it and keep the invariants, and every initial state (to explain an ``Init`` that matches none)."""
+        inits = {s: _Node(None, INIT, (), s) for s in self._initial_states()}
         if events and events[0].type == INIT:
-            start = 1
-            inits = {s: _Node(None, INIT, (), s) for s in self._initial_states()}
-            try:
-                for s, node in inits.items():
-                    if self._matches(s, events[0]) and self._broken_state(s) is None:
-                        frontier[s] = node
-            except _BadValueError as exc:
-                return _Outcome(0, bad_value=self._value_error(events[0], exc))
-            if not frontier:
-                return _Outcome(0, failure_index=0, closure=inits)
-        else:
-            frontier = {s: _Node(None, INIT, (), s) for s in self._initial_states() if self._broken_state(s) is None}
+            matching = {s: n for s, n in inits.items() if self._matches(s, events[0]) and self._broken_state(s) is None}
+            return 1, matching, inits
+        return 0, {s: n for s, n in inits.items() if self._broken_state(s) is None}, inits
+
+    def _breadth_first(self, events: Sequence[Event]) -> _Outcome:
+        """Every candidate state after each event: the complete search, and the one that explains failures."""
+        bounds = self.bounds
+        try:
+            start, frontier, inits = self._first_candidates(events)
+        except _BadValueError as exc:
+            return _Outcome(0, bad_value=self._value_error(events[0], exc))
+        if start and not frontier:
+            return _Outcome(0, failure_index=0, closure=inits)
         bound: BoundHit | None = None
         peak = len(frontier)
         hidden = bool(self._hidden_actions)
-        transitions = self._transitions
         i = start
         while i < len(events):
             if not hidden and len(frontier) == 1:
@@ -384,14 +439,9 @@ class TraceChecker:
             new: dict[Any, _Node] = {}
             try:
                 for state, node in closure.items():
-                    hit = transitions.get((id(state), ev.type, ev.params_key))
-                    found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
-                    for action, args, nxt, broken, _, serial in found:
-                        if nxt is None or broken is not None or nxt in new:
-                            continue
-                        if ev.observed and not self._matches(nxt, ev):
-                            continue
-                        new[nxt] = _Node(node, action, args, nxt, serial)
+                    for action, args, nxt, _, _, serial in self._ways(state, ev):
+                        if nxt not in new:
+                            new[nxt] = _Node(node, action, args, nxt, serial)
             except _BadValueError as exc:
                 witness = _shortest(closure)
                 return _Outcome(i, bad_value=self._value_error(ev, exc), bound=bound, peak=peak, witness=witness)
@@ -406,6 +456,115 @@ class TraceChecker:
             peak = max(peak, len(new))
             i += 1
         return _Outcome(len(events), bound=bound, peak=peak, witness=_shortest(frontier))
+
+    def _depth_first(self, events: Sequence[Event]) -> _Outcome | None:
+        """One behaviour that matches every event, found depth first; None when this search finds none.
+
+        From the state reached after event i-1, the ways to take event i are tried one at a time
+        (:meth:`_ways_from`), each followed as far as it matches. A (state, index) pair from which no
+        way leads to the end is remembered and never tried again, so no pair is expanded twice. The
+        search gives up, for the breadth-first one, after examining ``max_candidates`` states beyond
+        a hundred per event: a trace that violates the spec would otherwise be searched twice over.
+        """
+        n = len(events)
+        try:
+            start, roots, _ = self._first_candidates(events)
+        except _BadValueError:
+            return None
+        if not roots:
+            return None
+        if start == n:
+            return _Outcome(n, peak=len(roots), witness=_shortest(roots), search=DEPTH_FIRST)
+        budget = _Budget(self.bounds.max_candidates + 100 * n)
+        dead: set[tuple[Any, int]] = set()
+        try:
+            for root in roots.values():
+                stack = [(root, self._ways_from(root, events[start], budget))]
+                while stack:
+                    node, ways = stack[-1]
+                    i = start + len(stack) - 1
+                    nxt = next(ways, None)
+                    if nxt is None:
+                        dead.add((node.state, i))
+                        stack.pop()
+                    elif i + 1 == n:
+                        return _Outcome(n, peak=budget.peak, witness=nxt, search=DEPTH_FIRST)
+                    elif (nxt.state, i + 1) not in dead:
+                        stack.append((nxt, self._ways_from(nxt, events[i + 1], budget)))
+        except (_BadValueError, _OverBudgetError):
+            pass  # the breadth-first search reports bad values, and decides
+        return None
+
+    def _ways_from(self, node: _Node, ev: Event, budget: _Budget) -> Iterator[_Node]:
+        """The behaviours that extend ``node`` by the event, each ending in a distinct state: first
+        those with no hidden step before the event, then those whose hidden steps change what the
+        event does, fewest hidden steps first.
+
+        A hidden step is tried before the event only where it matters there: it enables the event,
+        or it does not commute with it (:meth:`_commutes`). One that commutes can as well be taken
+        after the event, and the search will consider it there, before the next event. Where the event
+        is disabled, every hidden path up to ``max_hidden_steps`` is tried, since the steps that enable
+        it may need one another (a restart, then a loss).
+        """
+        state = node.state
+        direct = self._ways(state, ev)
+        reached = set()
+        for way in direct:
+            reached.add(way[2])
+            yield _Node(node, way[0], way[1], way[2], way[5])
+        every_path = not direct
+        most = self.bounds.max_candidates
+        visited = {state}
+        layer = [(state, node, direct)]
+        for _ in range(self.bounds.max_hidden_steps):
+            deeper = []
+            for before, before_node, before_ways in layer:
+                for step in self._hidden_steps(before):
+                    after = step[2]
+                    if after in visited:
+                        continue
+                    after_ways = self._ways(after, ev)
+                    if not every_path and (not after_ways or self._commutes(step, before_ways, after_ways)):
+                        continue
+                    if len(visited) >= most:
+                        return  # as the breadth-first search, never more than max_candidates at once
+                    visited.add(after)
+                    budget.spend(len(visited))
+                    after_node = _Node(before_node, step[0], step[1], after, step[3], hidden=True)
+                    for way in after_ways:
+                        if way[2] not in reached:
+                            reached.add(way[2])
+                            yield _Node(after_node, way[0], way[1], way[2], way[5])
+                    deeper.append((after, after_node, after_ways))
+            if not deeper:
+                return
+            layer = deeper
+
+    def _commutes(self, step: _HiddenStep, before: Sequence[_Transition], after: Sequence[_Transition]) -> bool:
+        """Does the hidden step commute with the event? ``before``: the event's ways from a state, at
+        least one; ``after``: its ways from the state the hidden step reaches. It commutes when taking
+        it after the event, from each state the event reaches, gives exactly the states that taking it
+        first does."""
+        if len(before) != len(after):
+            return False
+        label = (step[0], step[1])
+        then: set[Any] = set()
+        for way in before:
+            t = self._hidden_by_label(way[2]).get(label)
+            if t is None:
+                return False
+            then.add(t)
+        return then == {way[2] for way in after}
+
+    def _ways(self, state: Any, ev: Event) -> list[_Transition]:
+        """The ways to take the event from the state that keep every invariant and match its observed values."""
+        hit = self._transitions.get((id(state), ev.type, ev.params_key))
+        found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
+        return [
+            way
+            for way in found
+            if way[2] is not None and way[3] is None and (not ev.observed or self._matches(way[2], ev))
+        ]
 
     def _replay(
         self, events: Sequence[Event], start: int, state: Any, node: _Node
@@ -501,6 +660,13 @@ class TraceChecker:
                     serial = self._tally.serial(act.name, state, t, hidden=True) if self._tally is not None else -1
                     steps.append((act.name, args, t, serial))
         found = self._hidden[state] = tuple(steps)
+        return found
+
+    def _hidden_by_label(self, state: Any) -> dict[tuple[str, tuple[Any, ...]], Any]:
+        """The hidden steps from a state, as (action, args) -> the state reached."""
+        found = self._hidden_labels.get(state)
+        if found is None:
+            found = self._hidden_labels[state] = {(name, args): t for name, args, t, _ in self._hidden_steps(state)}
         return found
 
     def _compute_transitions(self, state: Any, ev: Event) -> tuple[_Transition, ...]:
@@ -807,6 +973,7 @@ def check_trace(
     bounds: Bounds | None = None,
     *,
     mapping: TraceMapping | None = None,
+    depth_first: bool = True,
 ) -> Verdict:
     """Check one trace's events (in reading order) against a spec: a pure function of its arguments."""
-    return TraceChecker(spec, mode, bounds, mapping=mapping).check(events)
+    return TraceChecker(spec, mode, bounds, mapping=mapping, depth_first=depth_first).check(events)

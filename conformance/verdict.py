@@ -147,7 +147,8 @@ class Verdict:
     failure: Failure | None = None  # violates; or inconclusive when a bound was hit before the failing event
     bound: BoundHit | None = None  # inconclusive because a search bound was hit
     input_errors: tuple[InputError, ...] = ()  # inconclusive because the check stopped at bad input
-    max_candidates: int = 1  # largest set of candidate states the search kept
+    max_candidates: int = 1  # most candidate states the search held, or examined, for one event
+    search: str = "replay"  # the search that decided: replay, depth-first or breadth-first (checker.py)
 
     @property
     def reason(self) -> str:
@@ -175,6 +176,7 @@ class Verdict:
             "events": self.events,
             "checked": self.checked,
             "max_candidates": self.max_candidates,
+            "search": self.search,
         }
         if self.status != CONFORMS:
             data["reason"] = self.reason
@@ -199,6 +201,7 @@ class Verdict:
             bound=BoundHit.from_json(bound) if bound is not None else None,
             input_errors=tuple(InputError.from_json(e) for e in data.get("input_errors", ())),
             max_candidates=data["max_candidates"],
+            search=data.get("search", "replay"),
         )
 
     def to_row(self) -> dict[str, str | int | None]:

@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import pytest
 from ledgerspec.conformance import Bounds, TraceChecker, check_trace, events_from_json
+from ledgerspec.conformance.checker import _Budget, _Node
 from ledgerspec.conformance.generate import Walk, WalkStep, random_walk, trace_events
 from ledgerspec.conformance.verdict import CONFORMS, INCONCLUSIVE, VIOLATES, Verdict
 from ledgerspec.spec.codecs import canonical_bytes
@@ -150,6 +151,90 @@ def test_client_traces_of_a_buggy_spec_violate() -> None:
         assert len(violations) >= 5, bug
         assert any(mentions in v.reason for v in violations), [v.reason for v in violations[:3]]
         assert all(v.status in (CONFORMS, VIOLATES) for v in verdicts)
+
+
+# -- the depth-first search and the breadth-first one agree ------------------------------------
+def _answer(v: Verdict) -> tuple[Any, ...]:
+    return (v.status, v.checked, v.failure.explanation if v.failure else None, v.failure.path if v.failure else None)
+
+
+@pytest.mark.parametrize("bug", ["none", "lac_before_qa", "missing_after_qa_no_such", "fence_qa_total"])
+def test_the_depth_first_search_gives_the_breadth_first_verdicts_and_explanations(bug: str) -> None:
+    """A behaviour the depth-first search finds conforms; where it finds none, the breadth-first search
+    decides, so a violation is told as the breadth-first search alone tells it."""
+    constants = {"E": 3, "Qw": 2, "Qa": 1} if bug == "fence_qa_total" else {}
+    correct = LedgerSpec(**MODEL, **constants)
+    buggy = LedgerSpec(**MODEL, **constants, Bug=bug)
+    depth, breadth = TraceChecker(correct, "client"), TraceChecker(correct, "client", depth_first=False)
+    searches: dict[str, int] = {}
+    for i, w in enumerate(walks(buggy, 11, 60, steps=60)):
+        events = events_from_json(trace_events(buggy, w, "client", f"t{i}"))
+        found, alone = depth.check(events), breadth.check(events)
+        assert _answer(found) == _answer(alone), (found.reason, alone.reason)
+        assert alone.search == "breadth-first"
+        assert found.search == ("depth-first" if found.status == CONFORMS else "breadth-first")
+        searches[found.search] = searches.get(found.search, 0) + 1
+    if bug == "none":
+        assert searches == {"depth-first": 60}  # every trace conforms, and the depth-first search finds it
+    else:
+        assert searches.get("breadth-first", 0) >= 3, searches
+
+
+def test_long_lossy_traces_conform_without_keeping_every_candidate() -> None:
+    """Two losses and two crashes that may hide anywhere in a trace of 150 events or more: the depth-first
+    search takes a hidden step where an event needs it, and examines a handful of states for each event;
+    the breadth-first search keeps hundreds of candidates for the same traces."""
+    spec = LedgerSpec(MaxEntries=40, MaxLoss=2, MaxCrashes=2)
+    rng = random.Random(3)
+    checked = 0
+    while checked < 3:
+        w = random_walk(spec, rng, 300, weights={"WriterClosesLedger": 0.002, "RecovererStartsRecovery": 0.002})
+        events = events_from_json(trace_events(spec, w, "client", "t"))
+        if len(events) < 150 or len(w) - len(events) < 4:  # long, and with hidden steps
+            continue
+        verdict = check_trace(events, spec, "client")
+        assert (verdict.status, verdict.search) == (CONFORMS, "depth-first"), verdict.reason
+        assert verdict.max_candidates <= 50
+        checked += 1
+    short = events[:60]
+    assert check_trace(short, spec, "client", depth_first=False).max_candidates > 50
+
+
+def _hidden_actions_since(node: _Node, state: Any) -> list[str]:
+    """The hidden steps of a behaviour after it left ``state``."""
+    actions = []
+    n = node.parent
+    while n is not None and n.state is not state:
+        actions.append(n.action)
+        n = n.parent
+    return actions
+
+
+def test_a_hidden_step_that_commutes_with_the_event_is_not_tried_before_it() -> None:
+    """Two adds in flight, to bookies 1 and 2, and the event is bookie 1's reply. Losing the add to bookie 2
+    commutes with it; losing the add to bookie 1, or crashing bookie 1, disables it: none is tried before
+    the event, and the only way is the event itself. Where the event is disabled, hidden steps are tried."""
+    spec = LedgerSpec(MaxEntries=1, MaxLoss=1, MaxCrashes=1)
+    objs = trace_events(spec, hand_walk(spec, ("WriterAddsEntry", ())), "client", "t")
+    reply = {
+        "v": 1, "trace": "t", "process": "writer", "seq": 3, "type": "BookieReceivesAdd",
+        "params": {"m": TRACE.encode_params("BookieReceivesAdd", (Msg("AddReq", 0, 1, 0, -1), True))["m"],
+                   "replied": True},
+    }  # fmt: skip
+    checker = TraceChecker(spec, "client")
+    events = events_from_json([*objs, reply])
+    state = next(iter(spec.init_states()))
+    after_add = checker._state(spec.WriterAddsEntry(state))
+    node = _Node(None, "WriterAddsEntry", (), after_add)
+    ways = list(checker._ways_from(node, events[2], _Budget(1000)))
+    assert [(n.action, n.parent is node) for n in ways] == [("BookieReceivesAdd", True)]
+    hidden = {name for name, _, _, _ in checker._hidden_steps(after_add)}
+    assert {"NetworkLosesMessage", "BookieCrashes", "BookieReceivesAdd"} <= hidden
+    # Bookie 1 crashed: the reply needs its restart first, a hidden step tried before the event.
+    crashed = checker._state(spec.BookieCrashes(after_add, 1))
+    ways = list(checker._ways_from(_Node(node, "BookieCrashes", (1,), crashed, hidden=True), events[2], _Budget(1000)))
+    assert ways and ways[0].parent is not None and ways[0].parent.action == "BookieRestarts"
+    assert all("BookieRestarts" in _hidden_actions_since(n, crashed) for n in ways)
 
 
 # -- traces edited by hand fail at the edited event -----------------------------------------

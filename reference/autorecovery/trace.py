@@ -18,7 +18,8 @@ mode hides are left out.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 from ledgerspec.reference.autorecovery.abstraction import abstract_state
@@ -58,16 +59,21 @@ class AutorecoveryTraceRecorder:
         self.lines.append(trace_line(TRACE, self.trace_id, len(self.lines) + 1, process, event, observed))
 
 
+def _one_of(step: Callable[[str], object], rng: random.Random, bookies: Sequence[str]) -> object:
+    """The step on one of the bookies, drawn when the step is chosen."""
+    return step(rng.choice(bookies))
+
+
 def random_steps(run: AutorecoveryRun, rng: random.Random, steps: int) -> None:
     """``steps`` random steps of the run (module docstring): each a choice among the steps enabled now."""
     for _ in range(steps):
-        choices: list[tuple[float, Callable[[], bool]]] = []
+        choices: list[tuple[float, Callable[[], object]]] = []
         if stop := run.can_stop():
-            choices.append((0.5, lambda stop=stop: run.bookie_stops(rng.choice(stop))))
+            choices.append((0.5, partial(_one_of, run.bookie_stops, rng, stop)))
         if back := run.can_come_back():
-            choices.append((0.5, lambda back=back: run.bookie_comes_back(rng.choice(back))))
+            choices.append((0.5, partial(_one_of, run.bookie_comes_back, rng, back)))
         if lose := run.can_lose_disk():
-            choices.append((0.3, lambda lose=lose: run.bookie_loses_disk(rng.choice(lose))))
+            choices.append((0.3, partial(_one_of, run.bookie_loses_disk, rng, lose)))
         if run.can_elect():
             choices.append((1.0, run.elect_auditor))
         if run.auditor_has_news():
@@ -75,9 +81,9 @@ def random_steps(run: AutorecoveryRun, rng: random.Random, steps: int) -> None:
         crashable = run.can_crash()
         for w in range(1, run.config.workers + 1):
             for name in run.enabled_worker_steps(w):
-                choices.append((2.0, lambda w=w, name=name: run.worker_step(w, name)))
+                choices.append((2.0, partial(run.worker_step, w, name)))
             if w in crashable:
-                choices.append((0.2, lambda w=w: run.worker_crashes(w)))
+                choices.append((0.2, partial(run.worker_crashes, w)))
         if not choices:
             return  # nothing can happen any more
         weights = [weight for weight, _ in choices]
