@@ -486,3 +486,19 @@ def test_a_new_spec_needs_only_its_trace_mapping() -> None:
     assert "Fill(n=2) is not enabled: 2 + 2 > 3" in verdict.failure.explanation
     assert "after hidden steps Drain since the previous event" in verdict.failure.explanation
     assert "after Fill(n=2): observed alarm = true, the spec has false" in verdict.failure.explanation
+
+
+def test_the_check_benchmark_runs_its_kinds_and_every_trace_conforms(capsys: pytest.CaptureFixture[str]) -> None:
+    from ledgerspec.tools.bench_check import main as bench
+
+    assert bench(["--traces", "30", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    kinds = {k["kind"]: k for k in figures["kinds"]}
+    assert list(kinds) == ["full", "full, lean", "client", "client, lossy", "full, lossy walks"]
+    assert all(not k["not_conforming"] and k["end_to_end_cold"] > 0 for k in kinds.values())
+    lossy = kinds["client, lossy"]
+    assert lossy["fewest_events_in_a_trace"] >= 250 and lossy["decided_breadth_first"] == 0
+    assert kinds["full, lossy walks"]["events"] > lossy["events"]  # the same walks, hidden steps logged too
+    assert set(figures["ratios"]) == {
+        "client_lossy_over_full", "client_lossy_over_full_lossy_walks", "full_end_to_end_over_parse"
+    }  # fmt: skip
