@@ -233,6 +233,7 @@ class TraceChecker:
         # the entry holds its state, so the id cannot be reused while the entry exists.
         self._transitions: dict[tuple[int, str, bytes], tuple[Any, tuple[_Transition, ...]]] = {}
         self._views: dict[Any, dict[str, bytes]] = {}  # state -> observable name -> canonical JSON
+        self._encoded: dict[str, dict[Any, bytes]] = {}  # observable name -> value -> canonical JSON
         self._hidden: dict[Any, tuple[_HiddenStep, ...]] = {}
         self._hidden_labels: dict[Any, dict[tuple[str, tuple[Any, ...]], Any]] = {}
         self._broken: dict[Any, str | None] = {}
@@ -753,7 +754,23 @@ class TraceChecker:
             view = self._views[state] = {}
         found = view.get(name)
         if found is None:
-            found = view[name] = canonical_bytes(self._codecs[name], self.mapping.observe(self.spec, state, name))
+            found = view[name] = self._encode(name, self.mapping.observe(self.spec, state, name))
+        return found
+
+    def _encode(self, name: str, value: Any) -> bytes:
+        """The canonical JSON of a value of a variable or projection, cached by value: states share values."""
+        encoded = self._encoded.get(name)
+        if encoded is None:
+            encoded = self._encoded[name] = {}
+        try:
+            found = encoded.get(value)
+        except TypeError:  # an unhashable value is encoded each time
+            return canonical_bytes(self._codecs[name], value)
+        if found is None:
+            found = canonical_bytes(self._codecs[name], value)
+            if len(encoded) >= self.cache_limit:
+                encoded.clear()
+            encoded[value] = found
         return found
 
     def _matches(self, state: Any, ev: Event) -> bool:
