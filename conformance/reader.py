@@ -1,9 +1,10 @@
 """Reading trace files (NDJSON, one event per line; or Parquet), one trace at a time, in bounded memory.
 
 Two passes over the input. The first notes, for each trace id, the last line
-holding one of its events: one small entry per trace. The second reads the
-events, keeps those of traces not yet complete, and hands each trace over as
-soon as its last line is read. With each trace's lines together (the usual
+holding one of its events (:class:`LastLines`: 8 bytes a trace once the pass
+is over, in numpy arrays, so that millions of traces cost megabytes). The
+second reads the events, keeps those of traces not yet complete, and hands
+each trace over as soon as its last line is read. With each trace's lines together (the usual
 way to write them) one trace is in memory at a time; traces interleaved in a
 file, or spread over several files (one per process), are held until their
 last line, which is as little as merging them allows.
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any, TypeVar, cast
 
 import attrs
+import numpy as np
 import orjson
 import pyarrow as pa
 from ledgerspec.conformance.documents import DOCUMENT_SUFFIXES, is_document, read_document
@@ -35,6 +37,7 @@ from ledgerspec.conformance.parquet import PARQUET_SUFFIX, ParquetFileError, par
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "TRACE_SUFFIXES",
+    "LastLines",
     "LineDecoder",
     "ReadStats",
     "TraceFileError",
@@ -301,6 +304,65 @@ def _parquet_guarded(items: Iterator[_T], path: Path) -> Iterator[_T]:
         raise TraceFileError(f"{path}: cannot be read as Parquet: {exc}") from None
 
 
+class LastLines:
+    """The last line of each trace, over files read in order: the reader's first pass.
+
+    Lines are noted a run at a time (consecutive lines of one trace), as (hash of the trace id, file,
+    last line of the run), 24 bytes a run in arrays; every million runs, and at the end, only the
+    last run of each hash is kept. Two ids with the same 64-bit hash share an entry: only the later
+    of their last lines is noted, and the other trace is handed over when the input ends, whole. Its
+    verdict is the same; only the memory it is held in differs.
+    """
+
+    COMPACT_EVERY = 1 << 20
+
+    def __init__(self) -> None:
+        self._hashes: list[int] = []
+        self._files: list[int] = []
+        self._lines: list[int] = []
+        self._kept = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+
+    def read(self, file: int, keys: Iterator[tuple[int, str | None]]) -> None:
+        """Note the lines of one file: (line number, the trace it belongs to, or None)."""
+        current, run_end = None, 0
+        for number, trace in keys:
+            if trace != current:
+                if current is not None:
+                    self._note(current, file, run_end)
+                current = trace
+            run_end = number
+        if current is not None:
+            self._note(current, file, run_end)
+
+    def _note(self, trace: str, file: int, line: int) -> None:
+        self._note_hash(hash(trace), file, line)
+
+    def _note_hash(self, trace_hash: int, file: int, line: int) -> None:
+        self._hashes.append(trace_hash)
+        self._files.append(file)
+        self._lines.append(line)
+        if len(self._hashes) >= self.COMPACT_EVERY:
+            self._compact()
+
+    def _compact(self) -> None:
+        hashes, files, lines = (
+            np.concatenate((kept, np.asarray(new, np.int64)))
+            for kept, new in zip(self._kept, (self._hashes, self._files, self._lines), strict=True)
+        )
+        order = np.lexsort((lines, files, hashes))  # by hash, then in reading order
+        hashes, files, lines = hashes[order], files[order], lines[order]
+        last = np.ones(len(hashes), bool)
+        last[:-1] = hashes[1:] != hashes[:-1]
+        self._kept = (hashes[last], files[last], lines[last])
+        self._hashes, self._files, self._lines = [], [], []
+
+    def by_file(self, files: int) -> list[np.ndarray]:
+        """For each file, the numbers of the lines that end a trace, in increasing order."""
+        self._compact()
+        _, in_file, lines = self._kept
+        return [np.sort(lines[in_file == k]) for k in range(files)]
+
+
 def read_events(
     paths: Sequence[str | Path],
     *,
@@ -332,20 +394,12 @@ def read_traces(
     are the spec's action names, for TLC's JSON traces (:mod:`ledgerspec.conformance.tlc_json`)."""
     stats = stats if stats is not None else ReadStats()
     files = expand_paths(paths)
-    # For each file, the traces whose last line is in it, and that line's number.
-    last: list[dict[str, int]] = [{} for _ in files]
-    where: dict[str, int] = {}
-    for index, path in enumerate(files):
-        if is_document(path):
-            continue
-        for number, trace_id in _trace_keys(path, max_line_bytes):
-            if trace_id is not None:
-                previous = where.get(trace_id)
-                if previous is not None and previous != index:
-                    del last[previous][trace_id]
-                where[trace_id] = index
-                last[index][trace_id] = number
-    del where
+    last_lines = LastLines()
+    for k, path in enumerate(files):
+        if not is_document(path):
+            last_lines.read(k, _trace_keys(path, max_line_bytes))
+    last = last_lines.by_file(len(files))
+    del last_lines
 
     events: dict[str, list[Event]] = {}
     errors: dict[str, list[InputError]] = {}
@@ -356,8 +410,13 @@ def read_traces(
             document_trace, document_events, document_errors = read_document(path, actions)
             yield TraceInput(document_trace, tuple(document_events), tuple(document_errors))
             continue
-        ends = last[index]
+        ends, at = last[index], 0
+        end = int(ends[0]) if len(ends) else -1  # the next line that is the last of its trace
         for number, trace, item in _records(path, max_line_bytes, decoder):
+            ended = number == end
+            if ended:
+                at += 1
+                end = int(ends[at]) if at < len(ends) else -1
             if type(item) is Event:
                 trace = item.trace
                 held = events.get(trace)
@@ -366,7 +425,7 @@ def read_traces(
                 else:
                     held.append(item)
                 buffered += 1
-                if ends.get(trace) == number:
+                if ended:
                     stats.peak_buffered = max(stats.peak_buffered, buffered)
                     done = events.pop(trace)
                     buffered -= len(done)
@@ -377,12 +436,12 @@ def read_traces(
                 yield item
                 continue
             errors.setdefault(trace, []).append(item)
-            if ends.get(trace) == number:
+            if ended:
                 stats.peak_buffered = max(stats.peak_buffered, buffered)
                 done = events.pop(trace, [])
                 buffered -= len(done)
                 yield TraceInput(trace, tuple(done), tuple(errors.pop(trace)))
     stats.peak_buffered = max(stats.peak_buffered, buffered)
-    # Only when the two passes disagree about a line (a file changed under us, duplicate keys):
+    # Traces whose last line the index did not note (two ids on one hash), and lines the passes disagree on:
     for trace in list(events) + [t for t in errors if t not in events]:
         yield TraceInput(trace, tuple(events.pop(trace, ())), tuple(errors.pop(trace, ())))

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ledgerspec.conformance import TraceChecker
 from ledgerspec.conformance.generate import random_walk, trace_events, write_ndjson
-from ledgerspec.conformance.reader import TraceFileError, TraceInput, read_traces
+from ledgerspec.conformance.reader import LastLines, TraceFileError, TraceInput, read_traces
 from ledgerspec.conformance.run import CheckRun, check_files
 from ledgerspec.spec.ledger import LedgerSpec
 
@@ -186,6 +186,36 @@ def test_traces_spread_over_files_and_gzip_are_merged(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not a trace file")
     result = check_files([tmp_path], TraceChecker(SPEC))
     assert (result.traces, result.conforms) == (6, 6), [v.reason for v in result.inconclusive]
+
+
+def test_the_index_of_last_lines_keeps_one_entry_a_trace() -> None:
+    """Runs of a trace's lines, interleaved and over files: each trace ends at its last line, in the last
+    file that holds it; compacting every few runs keeps one entry per trace and changes no answer."""
+    keys = [
+        [(1, "a"), (2, "a"), (3, "b"), (4, "a"), (6, None), (7, "c"), (8, "b")],
+        [(1, "c"), (2, "d"), (3, "d")],
+    ]
+    for every in (1, 2, 1 << 20):
+        index = LastLines()
+        index.COMPACT_EVERY = every
+        for k, file_keys in enumerate(keys):
+            index.read(k, iter(file_keys))
+        assert [ends.tolist() for ends in index.by_file(2)] == [[4, 8], [1, 3]]
+        assert len(index._kept[0]) == 4  # a, b, c, d
+
+
+def test_traces_whose_ids_share_a_hash_are_still_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every id on one hash, the index notes one last line in all: the other traces are handed over
+    when the input ends, each whole, and every verdict is the same."""
+    objs = traces(6)
+    path = tmp_path / "t.ndjson"
+    write_ndjson(path, objs)
+    monkeypatch.setattr(LastLines, "_note", lambda self, trace, file, line: LastLines._note_hash(self, 0, file, line))
+    got = [t for t in read_traces([path]) if isinstance(t, TraceInput)]
+    assert sorted((t.trace, len(t.events)) for t in got) == sorted((f"t{i}", len(t)) for i, t in enumerate(objs))
+    assert got[0].trace == "t5"  # the one whose last line was noted comes first, at that line
+    result = check_files([path], TraceChecker(SPEC))
+    assert (result.traces, result.conforms) == (6, 6)
 
 
 def test_files_that_cannot_be_read(tmp_path: Path) -> None:

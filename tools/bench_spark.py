@@ -11,7 +11,11 @@ repeated under new trace ids until the count is reached, so that writing
 the files takes minutes, not an hour; both runs below read the same files.
 
 1. In-process: ``check_files`` on one core, end to end (read, parse,
-   merge, check), as ``ledgerspec check`` runs it.
+   merge, check), as ``ledgerspec check`` runs it, in a process started for
+   it; and again on the first file alone (an eighth of the events). The
+   peak resident memory of each process is printed, and their ratio: it
+   stays near 1 when memory is bounded by the longest trace and the caches,
+   not by the number of traces.
 2. Spark (``--master``, ``local[2]`` by default): ``check_on_spark`` end to
    end, from listing the files to the verdict table and the summary written;
    the session's start is timed apart. The rate against the in-process rate
@@ -30,8 +34,10 @@ other load slows both.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -40,6 +46,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import attrs
 import orjson
 from ledgerspec.conformance.checker import Bounds, TraceChecker, check_trace
 from ledgerspec.conformance.events import Event, events_from_json
@@ -147,6 +154,41 @@ def _process_cpu_seconds() -> float | None:
     return total / tick
 
 
+@attrs.frozen
+class OneCore:
+    """A check of the files in this process's way, on one core, in a fresh process: what it found, and
+    the most memory that process held."""
+
+    traces: int
+    events: int
+    conforms: int
+    input_errors: int
+    seconds: float
+    cpu_seconds: float
+    peak_buffered: int  # most events held at once
+    peak_rss: int  # bytes: the process's peak resident set (ru_maxrss)
+
+
+def _one_core(files: list[Path]) -> OneCore:
+    run = check_files(files, TraceChecker(LedgerSpec(**MODEL), "full"))
+    return OneCore(
+        run.traces,
+        run.events,
+        run.conforms,
+        len(run.input_errors),
+        run.seconds,
+        run.cpu_seconds,
+        run.peak_buffered_events,
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
+    )
+
+
+def _in_fresh_process(files: list[Path]) -> OneCore:
+    """``_one_core`` in a process started for it (not forked: its memory is the check's alone)."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_one_core, files).result()
+
+
 def _rate(events: int, seconds: float) -> str:
     return f"{events / seconds:,.0f}" if seconds > 0 else "-"
 
@@ -165,8 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     spec = LedgerSpec(**MODEL)
     failed = False
 
-    console.print("in-process, one core ...")
-    local = check_files(files, TraceChecker(spec, "full"))
+    console.print("in-process, one core, in a process of its own ...")
+    local = _in_fresh_process(files)
+    first = _in_fresh_process(files[:1])
     if local.conforms != local.traces or local.input_errors:
         console.print("[red]in-process: not every trace conforms")
         failed = True
@@ -206,6 +249,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     table.add_row(f"(Spark session start, {args.master})", "", "", f"{session_seconds:.1f}", "", "", "")
     console.print(table)
+    memory = Table("run", "events", "traces", "most events held", "peak resident MiB", title="memory, one core")
+    for name, one in ((f"the first file of {FILES}", first), ("every file", local)):
+        memory.add_row(
+            name, f"{one.events:,}", f"{one.traces:,}", f"{one.peak_buffered:,}", f"{one.peak_rss / 2**20:,.0f}"
+        )
+    console.print(memory)
+    console.print(
+        f"peak resident memory, {local.events:,} events ÷ {first.events:,}: {local.peak_rss / first.peak_rss:.2f} "
+        f"(events: {local.events / first.events:.1f}x)"
+    )
 
     failed |= _tlc_against_python(console)
     return 1 if failed else 0
