@@ -166,7 +166,7 @@ class OneCore:
     seconds: float
     cpu_seconds: float
     peak_buffered: int  # most events held at once
-    peak_rss: int  # bytes: the process's peak resident set (ru_maxrss)
+    peak_rss: int  # bytes: the process's peak resident set
 
 
 def _one_core(files: list[Path]) -> OneCore:
@@ -179,8 +179,19 @@ def _one_core(files: list[Path]) -> OneCore:
         run.seconds,
         run.cpu_seconds,
         run.peak_buffered_events,
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
+        _peak_resident_bytes(),
     )
+
+
+def _peak_resident_bytes() -> int:
+    """This process's peak resident set: ``VmHWM``, which starts afresh at ``exec``; ``ru_maxrss`` does
+    not (it keeps the peak of the process forked to start this one), so it serves only without /proc."""
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
 def _in_fresh_process(files: list[Path]) -> OneCore:
