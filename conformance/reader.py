@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar, cast
 
@@ -37,7 +37,9 @@ from ledgerspec.conformance.parquet import PARQUET_SUFFIX, ParquetFileError, par
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "TRACE_SUFFIXES",
+    "Holding",
     "LastLines",
+    "LineCount",
     "LineDecoder",
     "ReadStats",
     "TraceFileError",
@@ -45,9 +47,12 @@ __all__ = [
     "expand_paths",
     "is_parquet",
     "line_key",
+    "line_keys",
     "line_record",
+    "line_records",
     "read_events",
     "read_traces",
+    "stream_lines",
     "trace_key",
 ]
 
@@ -120,44 +125,76 @@ def _open(path: Path) -> IO[bytes]:
 
 
 def _lines(path: Path, limit: int) -> Iterator[tuple[int, bytes, bool]]:
-    """(line number, bytes without the newline, too long) for each non-blank line.
+    """(line number, bytes without the newline, too long) for each non-blank line of a file.
 
     Read in blocks; of a line longer than ``limit`` only the first ``limit`` bytes are kept.
     """
-    number = 0
-    start = b""  # the line under way, not yet ended by a newline (at most ``limit`` bytes of it)
-    over = False  # the line under way is longer than the limit
     with _open(path) as f:
         try:
-            while True:
-                block = f.read(READ_BLOCK)
-                if not block:
-                    break
-                lines = block.split(b"\n")
-                tail = lines.pop()
-                for i, line in enumerate(lines):
-                    number += 1
-                    long_line = False
-                    if i == 0 and (start or over):
-                        long_line = over or len(start) + len(line) > limit
-                        line = (start + line)[:limit] if not over else start
-                        start, over = b"", False
-                    elif len(line) > limit:
-                        long_line, line = True, line[:limit]
-                    if long_line:
-                        yield number, line, True
-                    elif line and not line.isspace():
-                        yield number, line, False
-                if not over:  # (a long line under way drops the rest of its bytes)
-                    start = start + tail if not lines else tail
-                    if len(start) > limit:
-                        start, over = start[:limit], True
+            yield from stream_lines(f, limit, LineCount())
         except (OSError, EOFError) as exc:
-            raise TraceFileError(f"{path}:{number + 1}: cannot be read: {exc}") from None
+            raise TraceFileError(f"{path}: cannot be read: {exc}") from None
+
+
+@attrs.define
+class LineCount:
+    """Lines :func:`stream_lines` went through: blank ones included, the numbering the reader reports."""
+
+    lines: int = 0
+
+
+def stream_lines(
+    f: IO[bytes], limit: int, count: LineCount, *, stop: int | None = None
+) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes without the newline, too long) for each non-blank line of a stream, numbered
+    on from ``count.lines``; with ``stop``, only the lines that begin before that many bytes into the
+    stream. ``count`` ends at the number of the last line gone through, blank or not."""
+    number = count.lines
+    start = b""  # the line under way, not yet ended by a newline (at most ``limit`` bytes of it)
+    over = False  # the line under way is longer than the limit
+    begins = 0  # where the line under way begins, in bytes from the start of the stream
+    read = 0  # bytes read so far
+    while True:
+        block = f.read(READ_BLOCK)
+        if not block:
+            break
+        lines = block.split(b"\n")
+        tail = lines.pop()
+        at = read  # where lines[i] begins (for i > 0)
+        for i, line in enumerate(lines):
+            if i > 0:
+                begins = at
+            at += len(line) + 1
+            if stop is not None and begins >= stop:
+                count.lines = number
+                return
+            number += 1
+            long_line = False
+            if i == 0 and (start or over):
+                long_line = over or len(start) + len(line) > limit
+                line = (start + line)[:limit] if not over else start
+                start, over = b"", False
+            elif len(line) > limit:
+                long_line, line = True, line[:limit]
+            if long_line:
+                yield number, line, True
+            elif line and not line.isspace():
+                yield number, line, False
+        if lines:
+            begins = at
+        if not over:  # (a long line under way drops the rest of its bytes)
+            start = start + tail if not lines else tail
+            if len(start) > limit:
+                start, over = start[:limit], True
+        read += len(block)
+    count.lines = number
+    if (stop is not None and begins >= stop) or (not over and not start):
+        return
+    count.lines = number = number + 1
     if over:
-        yield number + 1, start, True
-    elif start and not start.isspace():
-        yield number + 1, start, False
+        yield number, start, True
+    elif not start.isspace():
+        yield number, start, False
 
 
 def _guess_trace(raw: bytes) -> str | None:
@@ -267,7 +304,12 @@ def _trace_keys(path: Path, max_line_bytes: int) -> Iterator[tuple[int, str | No
     if is_parquet(path):
         yield from _parquet_guarded(parquet_trace_keys(path), path)
         return
-    for number, raw, _too_long in _lines(path, max_line_bytes):
+    yield from line_keys(_lines(path, max_line_bytes))
+
+
+def line_keys(lines: Iterable[tuple[int, bytes, bool]]) -> Iterator[tuple[int, str | None]]:
+    """(line number, the trace it most likely belongs to) for lines as :func:`stream_lines` gives them."""
+    for number, raw, _too_long in lines:
         yield number, trace_key(raw)
 
 
@@ -278,9 +320,16 @@ def _records(
     if is_parquet(path):
         yield from _parquet_guarded(parquet_records(path, max_line_bytes), path)
         return
-    name = str(path)
+    yield from line_records(_lines(path, max_line_bytes), str(path), max_line_bytes, decoder)
+
+
+def line_records(
+    lines: Iterable[tuple[int, bytes, bool]], name: str, max_line_bytes: int, decoder: LineDecoder
+) -> Iterator[tuple[int, str | None, Event | InputError]]:
+    """(line number, trace charged, event or error) for lines of file ``name`` as :func:`stream_lines`
+    gives them."""
     event = decoder.event
-    for number, raw, too_long in _lines(path, max_line_bytes):
+    for number, raw, too_long in lines:
         if not too_long:
             try:  # the usual case, in few steps
                 e = event(raw, name, number)
@@ -289,7 +338,7 @@ def _records(
             else:
                 yield number, e.trace, e
                 continue
-        else:  # _lines keeps max_line_bytes of the line; one more byte says it is longer
+        else:  # stream_lines keeps max_line_bytes of the line; one more byte says it is longer
             raw += b" "
         trace, item = line_record(decoder, raw, name, number, max_line_bytes)
         yield number, trace, item
@@ -401,22 +450,43 @@ def read_traces(
     last = last_lines.by_file(len(files))
     del last_lines
 
-    events: dict[str, list[Event]] = {}
-    errors: dict[str, list[InputError]] = {}
+    holding = Holding(stats)
     decoder = LineDecoder()
-    buffered = 0
     for index, path in enumerate(files):
         if is_document(path):
             document_trace, document_events, document_errors = read_document(path, actions)
             yield TraceInput(document_trace, tuple(document_events), tuple(document_errors))
             continue
-        ends, at = last[index], 0
+        yield from holding.take(_records(path, max_line_bytes, decoder), last[index])
+    yield from holding.rest()
+
+
+class Holding:
+    """The events and errors of the traces not yet complete: the reader's second pass.
+
+    Each trace is handed over whole at the line that ends it (given by its first pass), and each bad
+    line that names no trace as soon as it is read. ``stats.peak_buffered`` counts the events held.
+    """
+
+    def __init__(self, stats: ReadStats | None = None) -> None:
+        self.stats = stats if stats is not None else ReadStats()
+        self.events: dict[str, list[Event]] = {}
+        self.errors: dict[str, list[InputError]] = {}
+        self.buffered = 0
+
+    def take(
+        self, records: Iterable[tuple[int, str | None, Event | InputError]], ends: np.ndarray
+    ) -> Iterator[TraceInput | InputError]:
+        """The records of one file (line number, trace charged, event or error), in reading order, and
+        the numbers of the lines that end a trace in it, in increasing order."""
+        events, errors, stats = self.events, self.errors, self.stats
+        at = 0
         end = int(ends[0]) if len(ends) else -1  # the next line that is the last of its trace
-        for number, trace, item in _records(path, max_line_bytes, decoder):
-            ended = number == end
-            if ended:
+        for number, trace, item in records:
+            while 0 <= end < number:  # (a line that ends its trace was not given: skip it)
                 at += 1
                 end = int(ends[at]) if at < len(ends) else -1
+            ended = number == end
             if type(item) is Event:
                 trace = item.trace
                 held = events.get(trace)
@@ -424,12 +494,9 @@ def read_traces(
                     events[trace] = [item]
                 else:
                     held.append(item)
-                buffered += 1
+                self.buffered += 1
                 if ended:
-                    stats.peak_buffered = max(stats.peak_buffered, buffered)
-                    done = events.pop(trace)
-                    buffered -= len(done)
-                    yield TraceInput(trace, tuple(done), tuple(errors.pop(trace, ())))
+                    yield self._hand_over(trace)
                 continue
             assert isinstance(item, InputError)
             if trace is None:
@@ -437,11 +504,17 @@ def read_traces(
                 continue
             errors.setdefault(trace, []).append(item)
             if ended:
-                stats.peak_buffered = max(stats.peak_buffered, buffered)
-                done = events.pop(trace, [])
-                buffered -= len(done)
-                yield TraceInput(trace, tuple(done), tuple(errors.pop(trace)))
-    stats.peak_buffered = max(stats.peak_buffered, buffered)
-    # Traces whose last line the index did not note (two ids on one hash), and lines the passes disagree on:
-    for trace in list(events) + [t for t in errors if t not in events]:
-        yield TraceInput(trace, tuple(events.pop(trace, ())), tuple(errors.pop(trace, ())))
+                yield self._hand_over(trace)
+        stats.peak_buffered = max(stats.peak_buffered, self.buffered)
+
+    def _hand_over(self, trace: str) -> TraceInput:
+        self.stats.peak_buffered = max(self.stats.peak_buffered, self.buffered)
+        done = self.events.pop(trace, [])
+        self.buffered -= len(done)
+        return TraceInput(trace, tuple(done), tuple(self.errors.pop(trace, ())))
+
+    def rest(self) -> Iterator[TraceInput]:
+        """The traces still held when the input ends: those whose last line the first pass did not note
+        (two ids on one hash), and lines the two passes disagree on (a file changed under us)."""
+        for trace in list(self.events) + [t for t in self.errors if t not in self.events]:
+            yield self._hand_over(trace)

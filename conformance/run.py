@@ -62,12 +62,15 @@ class CheckRun:
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector: the reader and checker make no reference cycles, and the
-    collector's repeated scans of the checker's caches would cost more than the check itself."""
+    collector's repeated scans of the checker's caches would cost more than the check itself. At the
+    end, what is alive (the caches, mostly) is moved out of the collector's sight (``gc.freeze``): a
+    process that checks again later, a Spark worker between tasks, does not scan it again."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()
         if was_enabled:
             gc.enable()
 

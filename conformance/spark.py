@@ -7,27 +7,35 @@ and runs it on the executors. The plan:
 1. List the input with Hadoop's file system API (any file system the cluster
    reads: local, HDFS, S3): files as given, directories as their trace
    files in name order, the order in which the in-process reader reads them.
-2. NDJSON: Spark's text reader, lines split on ``\\n`` only, as raw bytes,
-   each with an id (``monotonically_increasing_id``). A first job, in the
-   JVM, counts the lines of each block of each file and notes the id of
-   its first line: from its id, a line's file and number (as the
-   in-process reader numbers it) follow. Lines in the layout this project
-   writes are charged to their trace by a regular expression in the JVM
-   that reads exactly what the reader's :func:`~ledgerspec.conformance.reader.trace_key`
-   reads; the others (few, usually none) by that function, in Python.
-   Parquet: Spark's Parquet reader; the trace is a column, the line is the
-   row's number.
-3. Shuffle by trace (in the JVM), sorted within each partition by trace:
-   each trace's lines arrive together, and are put back in reading order
-   (file, line) before they are decoded.
-4. On the executors, each trace's lines are decoded with the reader's own
-   functions (:func:`~ledgerspec.conformance.reader.line_record`,
-   :func:`~ledgerspec.conformance.parquet.row_event`), split into units when
-   the spec's trace mapping has a partition key (:mod:`ledgerspec.conformance.partition`;
-   the ledger spec has none: one ledger per trace), and checked. Each
-   Python worker builds the spec and its checker once, from
-   :class:`SparkCheck` (plain data: that is all that is shipped), and keeps
-   the checker's caches from one trace and one task to the next.
+2. NDJSON files on the machines' own file system (``file:`` URIs; on a
+   cluster, a file system every machine mounts): cut in byte ranges of
+   about ``PARTITION_BYTES``, one to a task (a gzipped file is one range).
+   A range holds the lines that begin in it. A first job reads each range
+   in Python, the reader's first pass over it: its lines, which of them end
+   a trace, and the traces it has lines of (as 64-bit hashes). From the
+   counts, each range's first line number; the traces found in more than
+   one range are *shared*.
+3. A second job reads each range again and does the reader's second pass
+   (:class:`~ledgerspec.conformance.reader.Holding`): each trace that lies
+   wholly in the range is checked there, as soon as its last line is read,
+   with the in-process reader's own decoding, so lines, errors and numbers
+   are the same. The lines of shared traces are passed on.
+4. NDJSON files elsewhere (HDFS, S3: any Hadoop file system), Parquet files
+   and the passed-on lines: Spark's readers (text, with an id per line,
+   numbered by a first job that counts the lines of each block; Parquet,
+   the row number is the line), the trace of each line by a regular
+   expression in the JVM that reads exactly what the reader's
+   :func:`~ledgerspec.conformance.reader.trace_key` reads (others, few, by
+   that function in Python), a shuffle by trace, sorted within each
+   partition, and each trace's lines put back in reading order, decoded
+   with the reader's functions (:func:`~ledgerspec.conformance.reader.line_record`,
+   :func:`~ledgerspec.conformance.parquet.row_event`) and checked. Each
+   trace is split into units when the spec's trace mapping has a partition
+   key (:mod:`ledgerspec.conformance.partition`; the ledger spec has none:
+   one ledger per trace). Each Python worker builds the spec and its
+   checker once, from :class:`SparkCheck` (plain data: that is all that is
+   shipped), and keeps the checker's caches from one trace and one task to
+   the next, frozen out of the garbage collector's sight between tasks.
 5. The verdicts, one row per trace (``Verdict.to_row()`` and the verdict as
    JSON when it is not *conforms*), are written as Parquet by Spark's
    writer; the driver collects the counts and the results that are not
@@ -45,6 +53,9 @@ Parquet file's columns are checked by a small job of its own.
 from __future__ import annotations
 
 import bisect
+import gzip
+import hashlib
+import itertools
 import os
 import shutil
 import sys
@@ -54,9 +65,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
+from urllib.parse import urlparse
 
 import attrs
+import numpy as np
 import orjson
 import pyarrow as pa
 from ledgerspec.conformance.checker import Bounds, TraceChecker
@@ -71,13 +84,19 @@ from ledgerspec.conformance.parquet import (
 )
 from ledgerspec.conformance.partition import split_trace
 from ledgerspec.conformance.reader import (
+    READ_BLOCK,
     TRACE_SUFFIXES,
+    Holding,
+    LineCount,
     LineDecoder,
     TraceFileError,
     TraceInput,
     is_parquet,
     line_key,
     line_record,
+    line_records,
+    stream_lines,
+    trace_key,
 )
 from ledgerspec.conformance.run import CheckRun, collector_paused
 from ledgerspec.conformance.verdict import CONFORMS, Verdict
@@ -119,6 +138,7 @@ _ROW_COLUMNS = ("v", "trace", "process", "seq", "type", "params", "observed", "c
 _SPARK_TYPES = {"v": "bigint", "seq": "bigint", "time": "double"}  # the others are strings
 OUTPUT_BATCH_ROWS = 4096
 PARTITION_BYTES = 64 << 20  # NDJSON text checked by one task, about
+MIN_RANGE_BYTES = 1 << 20  # the least of a file a task reads, when files are cut in ranges
 SLOW_LINES_PER_TASK = 1_000_000  # lines keyed in Python (not in the usual layout) by one task, at most
 PARQUET_RATIO = 8  # NDJSON bytes per byte of a Parquet trace file, about (JSON text compresses well)
 
@@ -320,6 +340,158 @@ def _list_input(spark: Any, paths: Sequence[str | Path]) -> list[_InputFile]:
     return files
 
 
+# -- executors: byte ranges of local NDJSON files ------------------------------------------------
+_RANGES = pa.schema(
+    [
+        pa.field("range", pa.int64()),
+        pa.field("file_index", pa.int32()),
+        pa.field("path", pa.string()),
+        pa.field("start", pa.int64()),
+        pa.field("stop", pa.int64()),  # -1: to the end (a gzipped file is one range)
+        pa.field("first_line", pa.int64()),  # the number of the range's first line; 0 until known
+        pa.field("ends", pa.list_(pa.int64())),  # the lines that end a trace, counted from the range's first
+    ]
+)
+# What the first job says of a range: how many lines it holds, the lines that end a trace in it (counted
+# from its first line), and each trace it has lines of, as a stable 64-bit hash, with the bytes of them.
+_INDEX = pa.schema(
+    [
+        pa.field("range", pa.int64()),
+        pa.field("count", pa.int64()),
+        pa.field("ends", pa.list_(pa.int64())),
+        pa.field("traces", pa.list_(pa.int64())),
+        pa.field("bytes", pa.list_(pa.int64())),
+    ]
+)
+# What the check of a range gives: rows of the verdict table, and the lines of traces that other ranges
+# share (raw not null, with the line's file index and number in order_file and order_line), for the
+# shuffle by trace.
+_RANGE_OUT = _CHECKED.append(pa.field("key", pa.string())).append(pa.field("raw", pa.binary()))
+
+
+def _local_path(uri: str) -> str | None:
+    """The path of a file on this machine's file system, from the URI Hadoop qualified; None for others."""
+    parsed = urlparse(uri)
+    return parsed.path if parsed.scheme == "file" and parsed.netloc in ("", "localhost") else None
+
+
+def _open_range(path: str, start: int, gz: bool) -> tuple[IO[bytes], int] | None:
+    """The file, at the first line that begins at or after ``start``, and where that is; None when no line
+    begins there. A line begins at 0 or right after a newline."""
+    if gz:
+        return cast(IO[bytes], gzip.open(path, "rb")), 0
+    f = open(path, "rb")  # noqa: SIM115 (returned, the caller closes it)
+    if start == 0:
+        return f, 0
+    f.seek(start - 1)
+    at = start - 1
+    while block := f.read(READ_BLOCK):
+        found = block.find(b"\n")
+        if found >= 0:
+            f.seek(at + found + 1)
+            return f, at + found + 1
+        at += len(block)
+    f.close()
+    return None
+
+
+def _range_lines(job: SparkCheck, r: dict[str, Any], count: LineCount) -> Iterator[tuple[int, bytes, bool]]:
+    """The lines that begin in a range, as the in-process reader reads them, numbered on from ``count``."""
+    opened = _open_range(r["path"], r["start"], r["stop"] < 0)
+    if opened is None:
+        return
+    f, begins = opened
+    with f:
+        try:
+            yield from stream_lines(f, job.max_line_bytes, count, stop=None if r["stop"] < 0 else r["stop"] - begins)
+        except (OSError, EOFError) as exc:
+            raise TraceFileError(f"{job.files[r['file_index']]}: cannot be read: {exc}") from None
+
+
+def _trace_hash(trace: str) -> int:
+    """The same in every process (``hash`` is not): two traces that share one are both checked after
+    the shuffle, whole, which costs time and changes no verdict."""
+    return int.from_bytes(hashlib.blake2b(trace.encode(), digest_size=8).digest(), "little", signed=True)
+
+
+class _IndexRanges:
+    """A Python stage over ranges, the first pass of the reader over each: how many lines a range holds,
+    which of them end a trace in it, and each trace it has lines of, with their bytes."""
+
+    def __init__(self, job: SparkCheck) -> None:
+        self.job = job
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for r in batch.to_pylist():
+                count = LineCount()
+                last: dict[str, int] = {}
+                size: dict[str, int] = {}
+                for number, raw, _ in _range_lines(self.job, r, count):
+                    trace = trace_key(raw)
+                    if trace is not None:
+                        last[trace] = number
+                        size[trace] = size.get(trace, 0) + len(raw) + 1
+                row = {
+                    "range": r["range"],
+                    "count": count.lines,
+                    "ends": sorted(last.values()),
+                    "traces": [_trace_hash(t) for t in size],
+                    "bytes": list(size.values()),
+                }
+                yield pa.RecordBatch.from_pylist([row], schema=_INDEX)
+
+
+class _CheckRanges:
+    """A Python stage over ranges: the traces that lie wholly in a range are read and checked as the
+    in-process reader reads them (its two passes, over the range); the lines of the traces in ``shared``
+    (other ranges have lines of them too) are passed on, for the shuffle by trace."""
+
+    def __init__(self, job: SparkCheck, shared: frozenset[int]) -> None:
+        self.job = job
+        self.shared = shared  # hashes of the traces
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        with collector_paused():  # as in-process: the collector's scans of the caches cost more than the check
+            for batch in batches:
+                for r in batch.to_pylist():
+                    yield from self._check(r)
+
+    def _check(self, r: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+        job, shared = self.job, self.shared
+        checker = job.checker()
+        index, before = r["file_index"], r["first_line"] - 1
+        passed: list[dict[str, Any]] = []  # lines of traces other ranges share
+        raw = [b""]  # the line being read
+
+        def lines() -> Iterator[tuple[int, bytes, bool]]:
+            for line in _range_lines(job, r, LineCount(before)):
+                raw[0] = line[1] + b" " * line[2]  # (a line cut at the limit keeps a byte more: it is too long)
+                yield line
+
+        def kept() -> Iterator[tuple[int, str | None, Event | InputError]]:
+            for number, trace, item in line_records(lines(), job.files[index], job.max_line_bytes, LineDecoder()):
+                if trace is not None and shared and _trace_hash(trace) in shared:
+                    passed.append({"key": trace, "order_file": index, "order_line": number, "raw": raw[0]})
+                    continue
+                yield number, trace, item
+
+        out: list[dict[str, Any]] = []
+        holding = Holding()
+        ends = np.asarray(r["ends"], np.int64) + before
+        for item in itertools.chain(holding.take(kept(), ends), holding.rest()):
+            if isinstance(item, InputError):
+                out.append(_stray_row(item, index, item.line))
+                continue
+            last = max([e.line for e in item.events] + [e.line for e in item.errors])
+            for unit in split_trace(item, checker.mapping.partition):
+                out.append(_verdict_row(checker.check(unit.events, unit.errors), index, last))
+            if len(out) >= OUTPUT_BATCH_ROWS:
+                yield pa.RecordBatch.from_pylist(out, schema=_RANGE_OUT)
+                out.clear()
+        yield pa.RecordBatch.from_pylist(out + passed, schema=_RANGE_OUT)
+
+
 # -- executors: lines to trace keys -------------------------------------------------------------
 class _KeyLines:
     """A Python stage for the lines the JVM could not key: each non-blank one with the trace it names."""
@@ -393,6 +565,7 @@ class _CheckTraces:
             keys = batch.column("key").to_pylist()
             ids = batch.column("id").to_pylist()
             raws = batch.column("raw").to_pylist()
+            indexes, numbers = batch.column("file_index").to_pylist(), batch.column("line").to_pylist()
             fields = _row_fields(batch) if batch.column("raw").null_count else None
             for i, k in enumerate(keys):
                 if k != key:
@@ -406,7 +579,7 @@ class _CheckTraces:
                     item = row_event(rows, [column[i] for column in fields[:-2]], files[index], number)
                     group.append((item.trace, item, index, number))
                     continue
-                index, number = place(ids[i])
+                index, number = place(ids[i]) if numbers[i] is None else (indexes[i], numbers[i])
                 if len(raw) <= limit:
                     try:  # the usual line, in few steps
                         e = event(raw, files[index], number)
@@ -506,6 +679,54 @@ def _fast_key(value: Any, max_line_bytes: int) -> Any:  # ``value``: the column 
 
     found = F.regexp_extract(value, _ENVELOPE_ASCII, 1)
     return F.when((found != "") & (F.octet_length(value) <= max_line_bytes), found)
+
+
+def _one_per_task(spark: Any, rows: list[tuple[Any, ...]]) -> Any:
+    """A frame of ranges, one to a partition (so to a task)."""
+    return spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), _spark_schema(_RANGES))
+
+
+def _ndjson_ranges(spark: Any, files: Sequence[_InputFile], job: SparkCheck) -> tuple[Any, frozenset[int], int]:
+    """The NDJSON files (on this machine's file system) cut in byte ranges, one to a task, each with the
+    number of its first line; the traces that have lines in more than one range; and their lines' bytes.
+
+    A range holds the lines that begin in it. A first job reads each range once, in Python, and counts
+    its lines and the bytes of each trace's lines in it: from the counts, each range's first line number.
+    """
+
+    ndjson = [(i, f) for i, f in enumerate(files) if not f.parquet]
+    cores = spark.sparkContext.defaultParallelism
+    total = sum(f.size for _, f in ndjson)
+    size = max(MIN_RANGE_BYTES, min(PARTITION_BYTES, -(-total // (2 * cores))))  # two rounds of tasks at least
+    ranges: list[tuple[Any, ...]] = []
+    for i, f in ndjson:
+        path = _local_path(f.uri)
+        if f.name.endswith(".gz"):  # not to be cut: one range
+            ranges.append((len(ranges), i, path, 0, -1, 0, None))
+            continue
+        for start in range(0, max(f.size, 1), size):
+            ranges.append((len(ranges), i, path, start, min(start + size, f.size), 0, None))
+    index = {
+        row["range"]: row
+        for row in _one_per_task(spark, ranges).mapInArrow(_IndexRanges(job), _spark_schema(_INDEX)).collect()
+    }
+    hashes = np.concatenate([np.asarray(row["traces"], np.int64) for row in index.values()] or [np.empty(0, np.int64)])
+    sizes = np.concatenate([np.asarray(row["bytes"], np.int64) for row in index.values()] or [np.empty(0, np.int64)])
+    order = np.argsort(hashes, kind="stable")
+    hashes, sizes = hashes[order], sizes[order]
+    repeated = np.zeros(len(hashes), bool)
+    repeated[1:] = hashes[1:] == hashes[:-1]
+    repeated[:-1] |= repeated[1:]  # every range's entry of a hash seen in more than one
+    shared = frozenset(hashes[repeated].tolist())
+    lines = {r: (row["count"], row["ends"]) for r, row in index.items()}
+    numbered: list[tuple[Any, ...]] = []
+    next_line: dict[int, int] = {}
+    for range_id, i, path, start, stop, _, _ in ranges:
+        first = next_line.get(i, 1)
+        count, ends = lines[range_id]
+        numbered.append((range_id, i, path, start, stop, first, ends))
+        next_line[i] = first + count
+    return _one_per_task(spark, numbered), shared, int(sizes[repeated].sum())
 
 
 def _ndjson_frame(
@@ -644,26 +865,48 @@ def check_on_spark(
     ndjson = [f for f in files if not f.parquet]
     parquet = [f for f in files if f.parquet]
     out_dir = str(out).rstrip("/")
+    if not files:
+        raise TraceFileError("no trace files given")
     frames = []
+    shuffled_text = sum(f.text_size for f in parquet)
+    by_range = None  # the results of the traces checked range by range, and the lines passed on
     with _Progress(spark, progress) as shown:
-        if ndjson:
+        if ndjson and all(_local_path(f.uri) is not None for f in ndjson):
+            shown.phase = "indexing lines"
+            ranges, shared, shared_bytes = _ndjson_ranges(spark, files, job)
+            by_range = ranges.mapInArrow(_CheckRanges(job, shared), _spark_schema(_RANGE_OUT))
+            by_range = by_range.persist(StorageLevel.MEMORY_AND_DISK)
+            if shared:
+                passed = by_range.filter(F.col("raw").isNotNull())
+                frames.append(
+                    passed.select(
+                        "key", F.col("order_file").alias("file_index"), F.col("order_line").alias("line"), "raw"
+                    )
+                )
+                shuffled_text += shared_bytes
+        elif ndjson:
             shown.phase = "numbering lines"
             lines, blocks = _ndjson_frame(spark, files, job.max_line_bytes)
             frames.append(lines)
             job = attrs.evolve(job, blocks=tuple(blocks))
+            shuffled_text += sum(f.size for f in ndjson)
         if parquet:
             frames.append(_parquet_frame(spark, files))
-        if not frames:
-            raise TraceFileError("no trace files given")
-        complete = [_with_columns(frame) for frame in frames]
-        records = complete[0]
-        for frame in complete[1:]:
-            records = records.unionByName(frame)
-        cores = spark.sparkContext.defaultParallelism
-        tasks = cores * -(-sum(f.text_size for f in files) // (cores * PARTITION_BYTES))  # whole rounds of tasks
-        # Each trace's lines together; the check puts them back in reading order.
-        ordered = records.repartition(tasks, "key").sortWithinPartitions("key")
-        checked = ordered.mapInArrow(_CheckTraces(job), _spark_schema(_CHECKED))
+        checked = None
+        if frames:
+            complete = [_with_columns(frame) for frame in frames]
+            records = complete[0]
+            for frame in complete[1:]:
+                records = records.unionByName(frame)
+            cores = spark.sparkContext.defaultParallelism
+            tasks = cores * -(-shuffled_text // (cores * PARTITION_BYTES))  # whole rounds of tasks
+            # Each trace's lines together; the check puts them back in reading order.
+            ordered = records.repartition(max(tasks, cores), "key").sortWithinPartitions("key")
+            checked = ordered.mapInArrow(_CheckTraces(job), _spark_schema(_CHECKED))
+        if by_range is not None:
+            in_ranges = by_range.filter(F.col("raw").isNull()).select(*_CHECKED.names)
+            checked = in_ranges if checked is None else in_ranges.unionByName(checked)
+        assert checked is not None
         checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             shown.phase = "checking traces"
@@ -687,6 +930,8 @@ def check_on_spark(
             )
         finally:
             checked.unpersist()
+            if by_range is not None:
+                by_range.unpersist()
     # The results that are not "conforms", added in the order the in-process run adds them.
     run = CheckRun()
     for row in sorted(detail, key=lambda r: (r["order_file"], r["order_line"])):

@@ -4,6 +4,7 @@ traces are streamed, one at a time when their lines are together."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import random
 import tempfile
@@ -298,3 +299,34 @@ def test_lines_are_split_like_the_text(parts: list[bytes], final_newline: bool, 
             assert list(reader._lines(path, limit)) == expected
         finally:
             reader.READ_BLOCK = saved
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")), max_size=12),
+    st.booleans(),
+    st.integers(1, 9),
+    st.integers(0, 120),
+    st.integers(0, 120),
+)
+def test_a_byte_range_owns_the_lines_that_begin_in_it(
+    parts: list[bytes], final_newline: bool, block: int, first: int, last: int
+) -> None:
+    """The lines that begin in [first, last) of a text, read from the first of them on, are those of the
+    whole text with their numbers; the ranges of a text, one after another, give each line once."""
+    from ledgerspec.conformance import reader
+
+    text = b"\n".join(parts) + (b"\n" if final_newline and parts else b"")
+    first, last = min(first, last), max(first, last)
+    starts = ([0] if text else []) + [i + 1 for i, c in enumerate(text) if c == 0x0A and i + 1 < len(text)]
+    whole = list(enumerate(text.split(b"\n"), 1))[: len(starts)]
+    owned = [(n, line) for (n, line), at in zip(whole, starts, strict=True) if first <= at < last]
+    begin = next((at for at in starts if at >= first), len(text))
+    numbered = reader.LineCount(sum(1 for at in starts if at < begin))
+    saved, reader.READ_BLOCK = reader.READ_BLOCK, block
+    try:
+        got = list(reader.stream_lines(io.BytesIO(text[begin:]), 1000, numbered, stop=last - begin))
+    finally:
+        reader.READ_BLOCK = saved
+    assert got == [(n, line, False) for n, line in owned if line and not line.isspace()]
+    assert numbered.lines == (owned[-1][0] if owned else sum(1 for at in starts if at < begin))

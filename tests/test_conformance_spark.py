@@ -141,6 +141,31 @@ def test_spark_gives_the_in_process_verdicts_and_errors(spark: Any, mixed: Path,
     assert (summary["traces"], summary["events"]) == (run.traces, run.events)
 
 
+@pytest.mark.parametrize("range_bytes", [2000, 20000])
+def test_files_cut_in_small_ranges_give_the_in_process_verdicts(
+    spark: Any, mixed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, range_bytes: int
+) -> None:
+    """Ranges of a few lines: most traces have lines in several ranges, and go through the shuffle; a
+    line cut by a range's end belongs to the range it begins in; every number and error is the same."""
+    from ledgerspec.conformance import spark as spark_module
+
+    monkeypatch.setattr(spark_module, "PARTITION_BYTES", range_bytes)
+    monkeypatch.setattr(spark_module, "MIN_RANGE_BYTES", range_bytes)
+    run, _ = _in_process(mixed)
+    _same_run(check_on_spark(spark, [mixed], _job(), tmp_path / "out").run, run)
+
+
+def test_files_spark_reads_itself_give_the_in_process_verdicts(
+    spark: Any, mixed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NDJSON files outside the machines' own file system (HDFS, S3) are read by Spark's text reader."""
+    from ledgerspec.conformance import spark as spark_module
+
+    monkeypatch.setattr(spark_module, "_local_path", lambda uri: None)
+    run, _ = _in_process(mixed)
+    _same_run(check_on_spark(spark, [mixed], _job(), tmp_path / "out").run, run)
+
+
 def test_a_trace_file_and_its_parquet_conversion_give_the_same_verdicts(spark: Any, tmp_path: Path) -> None:
     """Converted to Parquet (``ledgerspec convert-traces``), row n is line n: the verdicts differ in the
     file's name only."""
