@@ -470,10 +470,14 @@ class _CheckRanges:
                 yield line
 
         def kept() -> Iterator[tuple[int, str | None, Event | InputError]]:
+            previous, is_shared = None, False  # a trace's lines mostly come together: hash it once for them
             for number, trace, item in line_records(lines(), job.files[index], job.max_line_bytes, LineDecoder()):
-                if trace is not None and shared and _trace_hash(trace) in shared:
-                    passed.append({"key": trace, "order_file": index, "order_line": number, "raw": raw[0]})
-                    continue
+                if trace is not None and shared:
+                    if trace != previous:
+                        previous, is_shared = trace, _trace_hash(trace) in shared
+                    if is_shared:
+                        passed.append({"key": trace, "order_file": index, "order_line": number, "raw": raw[0]})
+                        continue
                 yield number, trace, item
 
         out: list[dict[str, Any]] = []
