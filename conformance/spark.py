@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import bisect
 import gzip
-import hashlib
 import itertools
 import os
 import shutil
@@ -139,6 +138,7 @@ _SPARK_TYPES = {"v": "bigint", "seq": "bigint", "time": "double"}  # the others 
 OUTPUT_BATCH_ROWS = 4096
 PARTITION_BYTES = 64 << 20  # NDJSON text checked by one task, about
 MIN_RANGE_BYTES = 1 << 20  # the least of a file a task reads, when files are cut in ranges
+COUNT_BLOCK = 16 << 20  # bytes read at a time where the driver counts a file's lines
 SLOW_LINES_PER_TASK = 1_000_000  # lines keyed in Python (not in the usual layout) by one task, at most
 PARQUET_RATIO = 8  # NDJSON bytes per byte of a Parquet trace file, about (JSON text compresses well)
 
@@ -348,31 +348,57 @@ _RANGES = pa.schema(
         pa.field("path", pa.string()),
         pa.field("start", pa.int64()),
         pa.field("stop", pa.int64()),  # -1: to the end (a gzipped file is one range)
-        pa.field("first_line", pa.int64()),  # the number of the range's first line; 0 until known
-        pa.field("ends", pa.list_(pa.int64())),  # the lines that end a trace, counted from the range's first
+        pa.field("first_line", pa.int64()),  # the number of the range's first line
+        pa.field("traces", pa.list_(pa.string())),  # for the second read: the traces to pass on,
+        pa.field("windows", pa.list_(pa.list_(pa.int64()))),  # and the lines they lie within, [from, to]
     ]
 )
-# What the first job says of a range: how many lines it holds, the lines that end a trace in it (counted
-# from its first line), and each trace it has lines of, as a stable 64-bit hash, with the bytes of them.
-_INDEX = pa.schema(
+# What the check of a range gives: rows of the verdict table, each with the trace it comes from (``key``;
+# null for a line that names no trace), then one row (``range`` not null) that lists the traces the range
+# has lines of, with the first and the last of those lines and how many there are.
+_RANGE_OUT = pa.schema(
     [
+        *_CHECKED,
+        pa.field("key", pa.string()),
         pa.field("range", pa.int64()),
-        pa.field("count", pa.int64()),
-        pa.field("ends", pa.list_(pa.int64())),
-        pa.field("traces", pa.list_(pa.int64())),
-        pa.field("bytes", pa.list_(pa.int64())),
+        pa.field("traces", pa.list_(pa.string())),
+        pa.field("firsts", pa.list_(pa.int64())),
+        pa.field("lasts", pa.list_(pa.int64())),
+        pa.field("counts", pa.list_(pa.int64())),
     ]
 )
-# What the check of a range gives: rows of the verdict table, and the lines of traces that other ranges
-# share (raw not null, with the line's file index and number in order_file and order_line), for the
-# shuffle by trace.
-_RANGE_OUT = _CHECKED.append(pa.field("key", pa.string())).append(pa.field("raw", pa.binary()))
+_PASSED = pa.schema(
+    [
+        pa.field("key", pa.string()),
+        pa.field("file_index", pa.int32()),
+        pa.field("line", pa.int64()),
+        pa.field("raw", pa.binary()),
+    ]
+)
 
 
 def _local_path(uri: str) -> str | None:
     """The path of a file on this machine's file system, from the URI Hadoop qualified; None for others."""
     parsed = urlparse(uri)
     return parsed.path if parsed.scheme == "file" and parsed.netloc in ("", "localhost") else None
+
+
+def _first_lines(path: str, starts: Sequence[int]) -> list[int]:
+    """The number of the first line that begins at or after each offset (increasing) of a file, as the
+    reader numbers lines: a line begins at 0 and after each newline."""
+    numbers: list[int] = []
+    newlines, at = 0, 0  # newlines in the bytes before ``at``
+    with open(path, "rb") as f:
+        for start in starts:
+            while at < start - 1:
+                block = f.read(min(COUNT_BLOCK, start - 1 - at))
+                if not block:
+                    break
+                newlines += block.count(b"\n")
+                at += len(block)
+            # lines that begin before ``start``: the one at 0, and one after each newline before start - 1
+            numbers.append(1 if start == 0 else newlines + 2)
+    return numbers
 
 
 def _open_range(path: str, start: int, gz: bool) -> tuple[IO[bytes], int] | None:
@@ -395,12 +421,13 @@ def _open_range(path: str, start: int, gz: bool) -> tuple[IO[bytes], int] | None
     return None
 
 
-def _range_lines(job: SparkCheck, r: dict[str, Any], count: LineCount) -> Iterator[tuple[int, bytes, bool]]:
-    """The lines that begin in a range, as the in-process reader reads them, numbered on from ``count``."""
+def _range_lines(job: SparkCheck, r: dict[str, Any]) -> Iterator[tuple[int, bytes, bool]]:
+    """The lines that begin in a range, as the in-process reader reads them, numbered on from its first."""
     opened = _open_range(r["path"], r["start"], r["stop"] < 0)
     if opened is None:
         return
     f, begins = opened
+    count = LineCount(r["first_line"] - 1)
     with f:
         try:
             yield from stream_lines(f, job.max_line_bytes, count, stop=None if r["stop"] < 0 else r["stop"] - begins)
@@ -408,48 +435,13 @@ def _range_lines(job: SparkCheck, r: dict[str, Any], count: LineCount) -> Iterat
             raise TraceFileError(f"{job.files[r['file_index']]}: cannot be read: {exc}") from None
 
 
-def _trace_hash(trace: str) -> int:
-    """The same in every process (``hash`` is not): two traces that share one are both checked after
-    the shuffle, whole, which costs time and changes no verdict."""
-    return int.from_bytes(hashlib.blake2b(trace.encode(), digest_size=8).digest(), "little", signed=True)
-
-
-class _IndexRanges:
-    """A Python stage over ranges, the first pass of the reader over each: how many lines a range holds,
-    which of them end a trace in it, and each trace it has lines of, with their bytes."""
+class _CheckRanges:
+    """A Python stage over ranges: each range is read as the in-process reader reads a file, its two
+    passes over the range, and each trace it has lines of is checked there. The driver keeps the
+    verdicts of the traces no other range has lines of, and has the others checked whole."""
 
     def __init__(self, job: SparkCheck) -> None:
         self.job = job
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for r in batch.to_pylist():
-                count = LineCount()
-                last: dict[str, int] = {}
-                size: dict[str, int] = {}
-                for number, raw, _ in _range_lines(self.job, r, count):
-                    trace = trace_key(raw)
-                    if trace is not None:
-                        last[trace] = number
-                        size[trace] = size.get(trace, 0) + len(raw) + 1
-                row = {
-                    "range": r["range"],
-                    "count": count.lines,
-                    "ends": sorted(last.values()),
-                    "traces": [_trace_hash(t) for t in size],
-                    "bytes": list(size.values()),
-                }
-                yield pa.RecordBatch.from_pylist([row], schema=_INDEX)
-
-
-class _CheckRanges:
-    """A Python stage over ranges: the traces that lie wholly in a range are read and checked as the
-    in-process reader reads them (its two passes, over the range); the lines of the traces in ``shared``
-    (other ranges have lines of them too) are passed on, for the shuffle by trace."""
-
-    def __init__(self, job: SparkCheck, shared: frozenset[int]) -> None:
-        self.job = job
-        self.shared = shared  # hashes of the traces
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         with collector_paused():  # as in-process: the collector's scans of the caches cost more than the check
@@ -458,42 +450,77 @@ class _CheckRanges:
                     yield from self._check(r)
 
     def _check(self, r: dict[str, Any]) -> Iterator[pa.RecordBatch]:
-        job, shared = self.job, self.shared
+        job = self.job
         checker = job.checker()
-        index, before = r["file_index"], r["first_line"] - 1
-        passed: list[dict[str, Any]] = []  # lines of traces other ranges share
-        raw = [b""]  # the line being read
+        index = r["file_index"]
+        last: dict[str, int] = {}  # the first pass: the line that ends each trace in the range
+        for number, raw, _ in _range_lines(job, r):
+            trace = trace_key(raw)
+            if trace is not None:
+                last[trace] = number
+        ends = np.sort(np.fromiter(last.values(), np.int64, len(last)))
+        del last
+        spans: dict[str, list[int]] = {}  # trace charged -> [its first line, its last line, its lines]
 
-        def lines() -> Iterator[tuple[int, bytes, bool]]:
-            for line in _range_lines(job, r, LineCount(before)):
-                raw[0] = line[1] + b" " * line[2]  # (a line cut at the limit keeps a byte more: it is too long)
-                yield line
-
-        def kept() -> Iterator[tuple[int, str | None, Event | InputError]]:
-            previous, is_shared = None, False  # a trace's lines mostly come together: hash it once for them
-            for number, trace, item in line_records(lines(), job.files[index], job.max_line_bytes, LineDecoder()):
-                if trace is not None and shared:
+        def noted() -> Iterator[tuple[int, str | None, Event | InputError]]:
+            previous, span = None, [0, 0, 0]  # a trace's lines mostly come together
+            records = line_records(_range_lines(job, r), job.files[index], job.max_line_bytes, LineDecoder())
+            for number, trace, item in records:
+                if trace is not None:
                     if trace != previous:
-                        previous, is_shared = trace, _trace_hash(trace) in shared
-                    if is_shared:
-                        passed.append({"key": trace, "order_file": index, "order_line": number, "raw": raw[0]})
-                        continue
+                        previous, span = trace, spans.setdefault(trace, [number, number, 0])
+                    span[1] = number
+                    span[2] += 1
                 yield number, trace, item
 
         out: list[dict[str, Any]] = []
         holding = Holding()
-        ends = np.asarray(r["ends"], np.int64) + before
-        for item in itertools.chain(holding.take(kept(), ends), holding.rest()):
+        for item in itertools.chain(holding.take(noted(), ends), holding.rest()):
             if isinstance(item, InputError):
                 out.append(_stray_row(item, index, item.line))
                 continue
-            last = max([e.line for e in item.events] + [e.line for e in item.errors])
+            last_line = max([e.line for e in item.events] + [e.line for e in item.errors])
             for unit in split_trace(item, checker.mapping.partition):
-                out.append(_verdict_row(checker.check(unit.events, unit.errors), index, last))
+                row = _verdict_row(checker.check(unit.events, unit.errors), index, last_line)
+                row["key"] = item.trace
+                out.append(row)
             if len(out) >= OUTPUT_BATCH_ROWS:
                 yield pa.RecordBatch.from_pylist(out, schema=_RANGE_OUT)
                 out.clear()
-        yield pa.RecordBatch.from_pylist(out + passed, schema=_RANGE_OUT)
+        firsts, lasts, counts = zip(*spans.values(), strict=True) if spans else ((), (), ())
+        summary = {"range": r["range"], "traces": list(spans), "firsts": firsts, "lasts": lasts, "counts": counts}
+        yield pa.RecordBatch.from_pylist([*out, summary], schema=_RANGE_OUT)
+
+
+class _PassShared:
+    """A Python stage over ranges: the lines of the traces other ranges have lines of too, read again
+    within the windows the check of the range noted, for the shuffle by trace."""
+
+    def __init__(self, job: SparkCheck) -> None:
+        self.job = job
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        job = self.job
+        for batch in batches:
+            for r in batch.to_pylist():
+                shared, windows, index = frozenset(r["traces"]), r["windows"], r["file_index"]
+                decoder, at = LineDecoder(), 0
+                out: list[dict[str, Any]] = []
+                for number, line, too_long in _range_lines(job, r):
+                    while at < len(windows) and number > windows[at][1]:
+                        at += 1
+                    if at == len(windows):
+                        break
+                    if number < windows[at][0]:
+                        continue
+                    records = line_records([(number, line, too_long)], job.files[index], job.max_line_bytes, decoder)
+                    raw = line + b" " * too_long  # (a line cut at the limit keeps a byte more: it is too long)
+                    out.extend(
+                        {"key": trace, "file_index": index, "line": number, "raw": raw}
+                        for _, trace, _ in records
+                        if trace in shared
+                    )
+                yield pa.RecordBatch.from_pylist(out, schema=_PASSED)
 
 
 # -- executors: lines to trace keys -------------------------------------------------------------
@@ -690,14 +717,9 @@ def _one_per_task(spark: Any, rows: list[tuple[Any, ...]]) -> Any:
     return spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), _spark_schema(_RANGES))
 
 
-def _ndjson_ranges(spark: Any, files: Sequence[_InputFile], job: SparkCheck) -> tuple[Any, frozenset[int], int]:
-    """The NDJSON files (on this machine's file system) cut in byte ranges, one to a task, each with the
-    number of its first line; the traces that have lines in more than one range; and their lines' bytes.
-
-    A range holds the lines that begin in it. A first job reads each range once, in Python, and counts
-    its lines and the bytes of each trace's lines in it: from the counts, each range's first line number.
-    """
-
+def _ndjson_ranges(spark: Any, files: Sequence[_InputFile]) -> list[tuple[Any, ...]]:
+    """The NDJSON files (on this machine's file system) cut in byte ranges, a row of :data:`_RANGES`
+    each, with the number of its first line: the driver counts the newlines before it."""
     ndjson = [(i, f) for i, f in enumerate(files) if not f.parquet]
     cores = spark.sparkContext.defaultParallelism
     total = sum(f.size for _, f in ndjson)
@@ -705,32 +727,50 @@ def _ndjson_ranges(spark: Any, files: Sequence[_InputFile], job: SparkCheck) -> 
     ranges: list[tuple[Any, ...]] = []
     for i, f in ndjson:
         path = _local_path(f.uri)
+        assert path is not None
         if f.name.endswith(".gz"):  # not to be cut: one range
-            ranges.append((len(ranges), i, path, 0, -1, 0, None))
+            ranges.append((len(ranges), i, path, 0, -1, 1, None, None))
             continue
-        for start in range(0, max(f.size, 1), size):
-            ranges.append((len(ranges), i, path, start, min(start + size, f.size), 0, None))
-    index = {
-        row["range"]: row
-        for row in _one_per_task(spark, ranges).mapInArrow(_IndexRanges(job), _spark_schema(_INDEX)).collect()
-    }
-    hashes = np.concatenate([np.asarray(row["traces"], np.int64) for row in index.values()] or [np.empty(0, np.int64)])
-    sizes = np.concatenate([np.asarray(row["bytes"], np.int64) for row in index.values()] or [np.empty(0, np.int64)])
-    order = np.argsort(hashes, kind="stable")
-    hashes, sizes = hashes[order], sizes[order]
-    repeated = np.zeros(len(hashes), bool)
-    repeated[1:] = hashes[1:] == hashes[:-1]
-    repeated[:-1] |= repeated[1:]  # every range's entry of a hash seen in more than one
-    shared = frozenset(hashes[repeated].tolist())
-    lines = {r: (row["count"], row["ends"]) for r, row in index.items()}
-    numbered: list[tuple[Any, ...]] = []
-    next_line: dict[int, int] = {}
-    for range_id, i, path, start, stop, _, _ in ranges:
-        first = next_line.get(i, 1)
-        count, ends = lines[range_id]
-        numbered.append((range_id, i, path, start, stop, first, ends))
-        next_line[i] = first + count
-    return _one_per_task(spark, numbered), shared, int(sizes[repeated].sum())
+        starts = range(0, max(f.size, 1), size)
+        for start, first in zip(starts, _first_lines(path, starts), strict=True):
+            ranges.append((len(ranges), i, path, start, min(start + size, f.size), first, None, None))
+    return ranges
+
+
+def _shared_traces(
+    ranges: list[tuple[Any, ...]], summaries: list[Any]
+) -> tuple[frozenset[str], list[tuple[Any, ...]], float]:
+    """From what the check of each range noted: the traces more than one range has lines of; the ranges
+    that have lines of them, each with those traces and the windows of lines to read them in; and the
+    share of the traces' lines that are theirs."""
+    seen: dict[str, int] = {}
+    shared: set[str] = set()
+    for row in summaries:
+        for trace in row["traces"]:
+            if seen.setdefault(trace, row["range"]) != row["range"]:
+                shared.add(trace)
+    again: list[tuple[Any, ...]] = []
+    shared_lines, lines = 0, 0
+    for row in sorted(summaries, key=lambda row: row["range"]):
+        windows: list[list[int]] = []
+        traces = []
+        for trace, first, last, count in zip(row["traces"], row["firsts"], row["lasts"], row["counts"], strict=True):
+            lines += count
+            if trace in shared:
+                traces.append(trace)
+                windows.append([first, last])
+                shared_lines += count
+        if not traces:
+            continue
+        windows.sort()
+        merged = [windows[0]]
+        for first, last in windows[1:]:
+            if first <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], last)
+            else:
+                merged.append([first, last])
+        again.append((*ranges[row["range"]][:6], traces, merged))
+    return frozenset(shared), again, shared_lines / max(1, lines)
 
 
 def _ndjson_frame(
@@ -873,21 +913,24 @@ def check_on_spark(
         raise TraceFileError("no trace files given")
     frames = []
     shuffled_text = sum(f.text_size for f in parquet)
-    by_range = None  # the results of the traces checked range by range, and the lines passed on
+    by_range = None  # what the check of each range gives
+    in_ranges = None  # the verdicts of the traces checked range by range
     with _Progress(spark, progress) as shown:
         if ndjson and all(_local_path(f.uri) is not None for f in ndjson):
-            shown.phase = "indexing lines"
-            ranges, shared, shared_bytes = _ndjson_ranges(spark, files, job)
-            by_range = ranges.mapInArrow(_CheckRanges(job, shared), _spark_schema(_RANGE_OUT))
+            shown.phase = "numbering lines"
+            ranges = _ndjson_ranges(spark, files)
+            shown.phase = "checking ranges"
+            by_range = _one_per_task(spark, ranges).mapInArrow(_CheckRanges(job), _spark_schema(_RANGE_OUT))
             by_range = by_range.persist(StorageLevel.MEMORY_AND_DISK)
+            summaries = by_range.filter(F.col("range").isNotNull()).select(*_RANGE_OUT.names[-5:]).collect()
+            shared, again, shared_part = _shared_traces(ranges, summaries)
+            in_ranges = by_range.filter(F.col("range").isNull())
             if shared:
-                passed = by_range.filter(F.col("raw").isNotNull())
-                frames.append(
-                    passed.select(
-                        "key", F.col("order_file").alias("file_index"), F.col("order_line").alias("line"), "raw"
-                    )
-                )
-                shuffled_text += shared_bytes
+                shared_frame = spark.createDataFrame([(t,) for t in sorted(shared)], "key string")
+                in_ranges = in_ranges.join(F.broadcast(shared_frame), on="key", how="left_anti")
+                frames.append(_one_per_task(spark, again).mapInArrow(_PassShared(job), _spark_schema(_PASSED)))
+                shuffled_text += int(shared_part * sum(f.text_size for f in ndjson))
+            in_ranges = in_ranges.select(*_CHECKED.names)
         elif ndjson:
             shown.phase = "numbering lines"
             lines, blocks = _ndjson_frame(spark, files, job.max_line_bytes)
@@ -907,8 +950,7 @@ def check_on_spark(
             # Each trace's lines together; the check puts them back in reading order.
             ordered = records.repartition(max(tasks, cores), "key").sortWithinPartitions("key")
             checked = ordered.mapInArrow(_CheckTraces(job), _spark_schema(_CHECKED))
-        if by_range is not None:
-            in_ranges = by_range.filter(F.col("raw").isNull()).select(*_CHECKED.names)
+        if in_ranges is not None:
             checked = in_ranges if checked is None else in_ranges.unionByName(checked)
         assert checked is not None
         checked = checked.persist(StorageLevel.MEMORY_AND_DISK)

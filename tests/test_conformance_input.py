@@ -330,3 +330,31 @@ def test_a_byte_range_owns_the_lines_that_begin_in_it(
         reader.READ_BLOCK = saved
     assert got == [(n, line, False) for n, line in owned if line and not line.isspace()]
     assert numbered.lines == (owned[-1][0] if owned else sum(1 for at in starts if at < begin))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.binary(max_size=12).map(lambda b: b.replace(b"\n", b"")), max_size=12),
+    st.booleans(),
+    st.integers(1, 9),
+    st.lists(st.integers(0, 150), max_size=6),
+)
+def test_the_driver_numbers_a_range_s_first_line_as_the_reader_does(
+    parts: list[bytes], final_newline: bool, block: int, offsets: list[int]
+) -> None:
+    """Spark's driver counts newlines to number each range's first line: the number the reader gives the
+    first line that begins at or after the range's start."""
+    from ledgerspec.conformance import spark
+
+    text = b"\n".join(parts) + (b"\n" if final_newline and parts else b"")
+    begins = ([0] if text else []) + [i + 1 for i, c in enumerate(text) if c == 0x0A and i + 1 < len(text)]
+    starts = sorted({at for at in offsets if at < max(len(text), 1)})
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.ndjson"
+        path.write_bytes(text)
+        saved, spark.COUNT_BLOCK = spark.COUNT_BLOCK, block
+        try:
+            got = spark._first_lines(str(path), starts)
+        finally:
+            spark.COUNT_BLOCK = saved
+    assert got == [1 + sum(1 for at in begins if at < start) for start in starts]
