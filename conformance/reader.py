@@ -138,9 +138,11 @@ def _lines(path: Path, limit: int) -> Iterator[tuple[int, bytes, bool]]:
 
 @attrs.define
 class LineCount:
-    """Lines :func:`stream_lines` went through: blank ones included, the numbering the reader reports."""
+    """Lines :func:`stream_lines` went through: blank ones included, the numbering the reader reports;
+    and where the line it gave last begins, in bytes from the start of the stream."""
 
     lines: int = 0
+    begins: int = 0
 
 
 def stream_lines(
@@ -177,8 +179,10 @@ def stream_lines(
             elif len(line) > limit:
                 long_line, line = True, line[:limit]
             if long_line:
+                count.begins = begins
                 yield number, line, True
             elif line and not line.isspace():
+                count.begins = begins
                 yield number, line, False
         if lines:
             begins = at
@@ -191,6 +195,7 @@ def stream_lines(
     if (stop is not None and begins >= stop) or (not over and not start):
         return
     count.lines = number = number + 1
+    count.begins = begins
     if over:
         yield number, start, True
     elif not start.isspace():

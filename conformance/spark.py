@@ -350,12 +350,12 @@ _RANGES = pa.schema(
         pa.field("stop", pa.int64()),  # -1: to the end (a gzipped file is one range)
         pa.field("first_line", pa.int64()),  # the number of the range's first line
         pa.field("traces", pa.list_(pa.string())),  # for the second read: the traces to pass on,
-        pa.field("windows", pa.list_(pa.list_(pa.int64()))),  # and the lines they lie within, [from, to]
+        pa.field("windows", pa.list_(pa.list_(pa.int64()))),  # and the lines they lie within: [from, to, at]
     ]
 )
 # What the check of a range gives: rows of the verdict table, each with the trace it comes from (``key``;
 # null for a line that names no trace), then one row (``range`` not null) that lists the traces the range
-# has lines of, with the first and the last of those lines and how many there are.
+# has lines of, with the first and the last of those lines, how many there are, and where the first begins.
 _RANGE_OUT = pa.schema(
     [
         *_CHECKED,
@@ -365,6 +365,7 @@ _RANGE_OUT = pa.schema(
         pa.field("firsts", pa.list_(pa.int64())),
         pa.field("lasts", pa.list_(pa.int64())),
         pa.field("counts", pa.list_(pa.int64())),
+        pa.field("offsets", pa.list_(pa.int64())),
     ]
 )
 _PASSED = pa.schema(
@@ -421,16 +422,36 @@ def _open_range(path: str, start: int, gz: bool) -> tuple[IO[bytes], int] | None
     return None
 
 
-def _range_lines(job: SparkCheck, r: dict[str, Any]) -> Iterator[tuple[int, bytes, bool]]:
-    """The lines that begin in a range, as the in-process reader reads them, numbered on from its first."""
-    opened = _open_range(r["path"], r["start"], r["stop"] < 0)
+@attrs.define
+class _Reading(LineCount):
+    """Lines read of a range, and where in the file the stream read begins."""
+
+    origin: int = 0
+
+    @property
+    def offset(self) -> int:
+        """Where in the file the line read last begins."""
+        return self.origin + self.begins
+
+
+def _range_lines(
+    job: SparkCheck, r: dict[str, Any], count: _Reading | None = None, *, at: int | None = None
+) -> Iterator[tuple[int, bytes, bool]]:
+    """The lines that begin in a range, as the in-process reader reads them, numbered on from its first;
+    with ``at`` (where a line begins) and ``count`` (the lines before it), from that line on."""
+    gz = r["stop"] < 0
+    opened = _open_range(r["path"], r["start"] if at is None else at, gz)
     if opened is None:
         return
     f, begins = opened
-    count = LineCount(r["first_line"] - 1)
+    count = _Reading(r["first_line"] - 1) if count is None else count
     with f:
         try:
-            yield from stream_lines(f, job.max_line_bytes, count, stop=None if r["stop"] < 0 else r["stop"] - begins)
+            if gz and at:  # (offsets in the text, which reading from the start gets to)
+                f.seek(at)
+                begins = at
+            count.origin = begins
+            yield from stream_lines(f, job.max_line_bytes, count, stop=None if gz else r["stop"] - begins)
         except (OSError, EOFError) as exc:
             raise TraceFileError(f"{job.files[r['file_index']]}: cannot be read: {exc}") from None
 
@@ -460,15 +481,17 @@ class _CheckRanges:
                 last[trace] = number
         ends = np.sort(np.fromiter(last.values(), np.int64, len(last)))
         del last
-        spans: dict[str, list[int]] = {}  # trace charged -> [its first line, its last line, its lines]
+        # trace charged -> [its first line, its last line, its lines, where its first line begins]
+        spans: dict[str, list[int]] = {}
+        reading = _Reading(r["first_line"] - 1)
 
         def noted() -> Iterator[tuple[int, str | None, Event | InputError]]:
-            previous, span = None, [0, 0, 0]  # a trace's lines mostly come together
-            records = line_records(_range_lines(job, r), job.files[index], job.max_line_bytes, LineDecoder())
-            for number, trace, item in records:
+            previous, span = None, [0, 0, 0, 0]  # a trace's lines mostly come together
+            lines = _range_lines(job, r, reading)
+            for number, trace, item in line_records(lines, job.files[index], job.max_line_bytes, LineDecoder()):
                 if trace is not None:
                     if trace != previous:
-                        previous, span = trace, spans.setdefault(trace, [number, number, 0])
+                        previous, span = trace, spans.setdefault(trace, [number, number, 0, reading.offset])
                     span[1] = number
                     span[2] += 1
                 yield number, trace, item
@@ -487,8 +510,9 @@ class _CheckRanges:
             if len(out) >= OUTPUT_BATCH_ROWS:
                 yield pa.RecordBatch.from_pylist(out, schema=_RANGE_OUT)
                 out.clear()
-        firsts, lasts, counts = zip(*spans.values(), strict=True) if spans else ((), (), ())
-        summary = {"range": r["range"], "traces": list(spans), "firsts": firsts, "lasts": lasts, "counts": counts}
+        firsts, lasts, counts, offsets = zip(*spans.values(), strict=True) if spans else ((), (), (), ())
+        summary = {"range": r["range"], "traces": list(spans), "firsts": firsts, "lasts": lasts}
+        summary.update(counts=counts, offsets=offsets)
         yield pa.RecordBatch.from_pylist([*out, summary], schema=_RANGE_OUT)
 
 
@@ -503,23 +527,22 @@ class _PassShared:
         job = self.job
         for batch in batches:
             for r in batch.to_pylist():
-                shared, windows, index = frozenset(r["traces"]), r["windows"], r["file_index"]
-                decoder, at = LineDecoder(), 0
+                shared, index = frozenset(r["traces"]), r["file_index"]
+                decoder = LineDecoder()
                 out: list[dict[str, Any]] = []
-                for number, line, too_long in _range_lines(job, r):
-                    while at < len(windows) and number > windows[at][1]:
-                        at += 1
-                    if at == len(windows):
-                        break
-                    if number < windows[at][0]:
-                        continue
-                    records = line_records([(number, line, too_long)], job.files[index], job.max_line_bytes, decoder)
-                    raw = line + b" " * too_long  # (a line cut at the limit keeps a byte more: it is too long)
-                    out.extend(
-                        {"key": trace, "file_index": index, "line": number, "raw": raw}
-                        for _, trace, _ in records
-                        if trace in shared
-                    )
+                for first, last, at in r["windows"]:
+                    for number, line, too_long in _range_lines(job, r, _Reading(first - 1), at=at):
+                        if number > last:
+                            break
+                        records = line_records(
+                            [(number, line, too_long)], job.files[index], job.max_line_bytes, decoder
+                        )
+                        raw = line + b" " * too_long  # (a line cut at the limit keeps a byte more: it is too long)
+                        out.extend(
+                            {"key": trace, "file_index": index, "line": number, "raw": raw}
+                            for _, trace, _ in records
+                            if trace in shared
+                        )
                 yield pa.RecordBatch.from_pylist(out, schema=_PASSED)
 
 
@@ -754,21 +777,22 @@ def _shared_traces(
     for row in sorted(summaries, key=lambda row: row["range"]):
         windows: list[list[int]] = []
         traces = []
-        for trace, first, last, count in zip(row["traces"], row["firsts"], row["lasts"], row["counts"], strict=True):
+        spans = zip(row["traces"], row["firsts"], row["lasts"], row["counts"], row["offsets"], strict=True)
+        for trace, first, last, count, at in spans:
             lines += count
             if trace in shared:
                 traces.append(trace)
-                windows.append([first, last])
+                windows.append([first, last, at])
                 shared_lines += count
         if not traces:
             continue
         windows.sort()
         merged = [windows[0]]
-        for first, last in windows[1:]:
+        for first, last, at in windows[1:]:
             if first <= merged[-1][1] + 1:
                 merged[-1][1] = max(merged[-1][1], last)
             else:
-                merged.append([first, last])
+                merged.append([first, last, at])
         again.append((*ranges[row["range"]][:6], traces, merged))
     return frozenset(shared), again, shared_lines / max(1, lines)
 
@@ -922,7 +946,7 @@ def check_on_spark(
             shown.phase = "checking ranges"
             by_range = _one_per_task(spark, ranges).mapInArrow(_CheckRanges(job), _spark_schema(_RANGE_OUT))
             by_range = by_range.persist(StorageLevel.MEMORY_AND_DISK)
-            summaries = by_range.filter(F.col("range").isNotNull()).select(*_RANGE_OUT.names[-5:]).collect()
+            summaries = by_range.filter(F.col("range").isNotNull()).select(*_RANGE_OUT.names[-6:]).collect()
             shared, again, shared_part = _shared_traces(ranges, summaries)
             in_ranges = by_range.filter(F.col("range").isNull())
             if shared:

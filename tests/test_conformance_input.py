@@ -325,10 +325,12 @@ def test_a_byte_range_owns_the_lines_that_begin_in_it(
     numbered = reader.LineCount(sum(1 for at in starts if at < begin))
     saved, reader.READ_BLOCK = reader.READ_BLOCK, block
     try:
-        got = list(reader.stream_lines(io.BytesIO(text[begin:]), 1000, numbered, stop=last - begin))
+        lines = reader.stream_lines(io.BytesIO(text[begin:]), 1000, numbered, stop=last - begin)
+        got = [(*line, begin + numbered.begins) for line in lines]  # and where each begins in the text
     finally:
         reader.READ_BLOCK = saved
-    assert got == [(n, line, False) for n, line in owned if line and not line.isspace()]
+    where = dict(zip(range(1, len(starts) + 1), starts, strict=True))
+    assert got == [(n, line, False, where[n]) for n, line in owned if line and not line.isspace()]
     assert numbered.lines == (owned[-1][0] if owned else sum(1 for at in starts if at < begin))
 
 
