@@ -735,9 +735,10 @@ def _fast_key(value: Any, max_line_bytes: int) -> Any:  # ``value``: the column 
     return F.when((found != "") & (F.octet_length(value) <= max_line_bytes), found)
 
 
-def _one_per_task(spark: Any, rows: list[tuple[Any, ...]]) -> Any:
-    """A frame of ranges, one to a partition (so to a task)."""
-    return spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), _spark_schema(_RANGES))
+def _ranges_frame(spark: Any, rows: list[tuple[Any, ...]], tasks: int | None = None) -> Any:
+    """A frame of ranges, one to a partition (so to a task), or spread over ``tasks`` partitions."""
+    partitions = len(rows) if tasks is None else max(1, min(tasks, len(rows)))
+    return spark.createDataFrame(spark.sparkContext.parallelize(rows, partitions), _spark_schema(_RANGES))
 
 
 def _ndjson_ranges(spark: Any, files: Sequence[_InputFile]) -> list[tuple[Any, ...]]:
@@ -944,7 +945,7 @@ def check_on_spark(
             shown.phase = "numbering lines"
             ranges = _ndjson_ranges(spark, files)
             shown.phase = "checking ranges"
-            by_range = _one_per_task(spark, ranges).mapInArrow(_CheckRanges(job), _spark_schema(_RANGE_OUT))
+            by_range = _ranges_frame(spark, ranges).mapInArrow(_CheckRanges(job), _spark_schema(_RANGE_OUT))
             by_range = by_range.persist(StorageLevel.MEMORY_AND_DISK)
             summaries = by_range.filter(F.col("range").isNotNull()).select(*_RANGE_OUT.names[-6:]).collect()
             shared, again, shared_part = _shared_traces(ranges, summaries)
@@ -952,7 +953,9 @@ def check_on_spark(
             if shared:
                 shared_frame = spark.createDataFrame([(t,) for t in sorted(shared)], "key string")
                 in_ranges = in_ranges.join(F.broadcast(shared_frame), on="key", how="left_anti")
-                frames.append(_one_per_task(spark, again).mapInArrow(_PassShared(job), _spark_schema(_PASSED)))
+                # Little to read: a task per core, not per range (a task costs more than its windows).
+                again_frame = _ranges_frame(spark, again, spark.sparkContext.defaultParallelism)
+                frames.append(again_frame.mapInArrow(_PassShared(job), _spark_schema(_PASSED)))
                 shuffled_text += int(shared_part * sum(f.text_size for f in ndjson))
             in_ranges = in_ranges.select(*_CHECKED.names)
         elif ndjson:
