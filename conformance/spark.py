@@ -10,16 +10,15 @@ and runs it on the executors. The plan:
 2. NDJSON files on the machines' own file system (``file:`` URIs; on a
    cluster, a file system every machine mounts): cut in byte ranges of
    about ``PARTITION_BYTES``, one to a task (a gzipped file is one range).
-   A range holds the lines that begin in it. A first job reads each range
-   in Python, the reader's first pass over it: its lines, which of them end
-   a trace, and the traces it has lines of (as 64-bit hashes). From the
-   counts, each range's first line number; the traces found in more than
-   one range are *shared*.
-3. A second job reads each range again and does the reader's second pass
-   (:class:`~ledgerspec.conformance.reader.Holding`): each trace that lies
-   wholly in the range is checked there, as soon as its last line is read,
-   with the in-process reader's own decoding, so lines, errors and numbers
-   are the same. The lines of shared traces are passed on.
+   A range holds the lines that begin in it; the driver counts the newlines
+   before each range, for the number of its first line.
+3. Each task reads its range with the in-process reader's two passes
+   (:class:`~ledgerspec.conformance.reader.Holding`), so lines, errors and
+   numbers are the same, and checks every trace it has lines of, as soon as
+   its last line is read. It notes, for each trace, its first and last line
+   and where the first begins. The traces more than one range has lines of
+   are *shared*: their verdicts from the ranges are dropped, and their lines
+   alone are read again, from where they begin, and passed on.
 4. NDJSON files elsewhere (HDFS, S3: any Hadoop file system), Parquet files
    and the passed-on lines: Spark's readers (text, with an id per line,
    numbered by a first job that counts the lines of each block; Parquet,
