@@ -21,7 +21,10 @@ the files takes minutes, not an hour; both runs below read the same files.
    the session's start is timed apart. The rate against the in-process rate
    is the figure of merit (the aim: 1.6 or more with two cores). Then again
    on the first file alone: from the two, the time an event adds and the
-   time a job takes whatever its size.
+   time a job takes whatever its size. With ``--rounds N``, one core and
+   Spark run N times on every file, turn about, and the ratio of each round
+   is printed with their median: the machine's speed drifts from one run to
+   the next by as much as 15%.
 3. One small trace validated by TLC (its TLA+ trace module, through JPype)
    and by the Python checker: the same verdict, and the time of each (TLC's
    first run includes starting its JVM, so a second run is timed too).
@@ -30,7 +33,7 @@ Both runs must find every trace conforming, and agree on the counts, or
 the benchmark fails. Rates are events per wall-clock second: the machine's
 other load slows both.
 
-    python -m ledgerspec.tools.bench_spark [--events N] [--cache DIR] [--master URL] [--parquet]
+    python -m ledgerspec.tools.bench_spark [--events N] [--cache DIR] [--master URL] [--parquet] [--rounds N]
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import multiprocessing
 import os
 import random
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -212,6 +216,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help=f"where the files are kept ({DEFAULT_CACHE})")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--parquet", action="store_true", help="also check the files converted to Parquet, on Spark")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="run one core and Spark on every file this many times, turn about"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--pool", type=int, default=POOL, help=f"distinct walks, repeated (default {POOL:,})")
     args = parser.parse_args(argv)
@@ -245,6 +252,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             t0 = time.perf_counter()
             small = check_on_spark(spark, files[:1], job, out, progress=console).run
             small_seconds = time.perf_counter() - t0
+        # One core and Spark again, turn about: the machine's speed drifts between runs minutes apart.
+        rounds = [(local.seconds, runs[0][2])]
+        for n in range(2, args.rounds + 1):
+            console.print(f"round {n} of {args.rounds}: one core, then Spark {args.master}, NDJSON ...")
+            again = _in_fresh_process(files)
+            with tempfile.TemporaryDirectory(prefix="ledgerspec-bench-out-") as out:
+                t0 = time.perf_counter()
+                check_on_spark(spark, files, job, out, progress=console)
+                rounds.append((again.seconds, time.perf_counter() - t0))
     for name, run, _, _ in runs:
         if (run.traces, run.events, run.conforms) != (local.traces, local.events, local.conforms):
             console.print(f"[red]Spark ({name}) and in-process disagree: {run.traces, run.events, run.conforms}")
@@ -282,6 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"with every file's run: {per_event * 1e6:.2f} µs an event ({1 / per_event:,.0f} events/s) "
         f"and {fixed:.1f} s a job whatever its size, besides the session's start"
     )
+    if len(rounds) > 1:
+        ratios = sorted(one / on_spark for one, on_spark in rounds)
+        each = ", ".join(f"{one:.1f} s / {on_spark:.1f} s = {one / on_spark:.2f}" for one, on_spark in rounds)
+        console.print(f"one core ÷ Spark, round by round: {each}; median {statistics.median(ratios):.2f}")
     memory = Table("run", "events", "traces", "most events held", "peak resident MiB", title="memory, one core")
     for name, one in ((f"the first file of {FILES}", first), ("every file", local)):
         memory.add_row(
