@@ -129,11 +129,12 @@ def _lines(path: Path, limit: int) -> Iterator[tuple[int, bytes, bool]]:
 
     Read in blocks; of a line longer than ``limit`` only the first ``limit`` bytes are kept.
     """
+    count = LineCount()
     with _open(path) as f:
         try:
-            yield from stream_lines(f, limit, LineCount())
+            yield from stream_lines(f, limit, count)
         except (OSError, EOFError) as exc:
-            raise TraceFileError(f"{path}: cannot be read: {exc}") from None
+            raise TraceFileError(f"{path}:{count.lines + 1}: cannot be read: {exc}") from None
 
 
 @attrs.define
@@ -150,13 +151,15 @@ def stream_lines(
 ) -> Iterator[tuple[int, bytes, bool]]:
     """(line number, bytes without the newline, too long) for each non-blank line of a stream, numbered
     on from ``count.lines``; with ``stop``, only the lines that begin before that many bytes into the
-    stream. ``count`` ends at the number of the last line gone through, blank or not."""
+    stream. ``count`` ends at the number of the last line gone through, blank or not (where a read
+    fails, at the last line before the block it was reading)."""
     number = count.lines
     start = b""  # the line under way, not yet ended by a newline (at most ``limit`` bytes of it)
     over = False  # the line under way is longer than the limit
     begins = 0  # where the line under way begins, in bytes from the start of the stream
     read = 0  # bytes read so far
     while True:
+        count.lines = number  # (where a read that fails stopped: a block at a time, off the lines' path)
         block = f.read(READ_BLOCK)
         if not block:
             break

@@ -91,10 +91,10 @@ from ledgerspec.conformance.reader import (
     TraceInput,
     is_parquet,
     line_key,
+    line_keys,
     line_record,
     line_records,
     stream_lines,
-    trace_key,
 )
 from ledgerspec.conformance.run import CheckRun, collector_paused
 from ledgerspec.conformance.verdict import CONFORMS, Verdict
@@ -457,7 +457,7 @@ def _range_lines(
             count.origin = begins
             yield from stream_lines(f, job.max_line_bytes, count, stop=None if gz else r["stop"] - begins)
         except (OSError, EOFError) as exc:
-            raise TraceFileError(f"{job.files[r['file_index']]}: cannot be read: {exc}") from None
+            raise TraceFileError(f"{job.files[r['file_index']]}:{count.lines + 1}: cannot be read: {exc}") from None
 
 
 class _CheckRanges:
@@ -479,8 +479,7 @@ class _CheckRanges:
         checker = job.checker()
         index = r["file_index"]
         last: dict[str, int] = {}  # the first pass: the line that ends each trace in the range
-        for number, raw, _ in _range_lines(job, r):
-            trace = trace_key(raw)
+        for number, trace in line_keys(_range_lines(job, r)):
             if trace is not None:
                 last[trace] = number
         ends = np.sort(np.fromiter(last.values(), np.int64, len(last)))
@@ -951,7 +950,8 @@ def check_on_spark(
             shown.phase = "checking ranges"
             by_range = _ranges_frame(spark, ranges).mapInArrow(_CheckRanges(job), _spark_schema(_RANGE_OUT))
             by_range = by_range.persist(StorageLevel.MEMORY_AND_DISK)
-            summaries = by_range.filter(F.col("range").isNotNull()).select(*_RANGE_OUT.names[-6:]).collect()
+            noted = ("range", "traces", "firsts", "lasts", "counts", "offsets")  # what each range noted
+            summaries = by_range.filter(F.col("range").isNotNull()).select(*noted).collect()
             shared, again, shared_part = _shared_traces(ranges, summaries)
             in_ranges = by_range.filter(F.col("range").isNull())
             if shared:

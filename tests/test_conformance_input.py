@@ -7,6 +7,7 @@ import gzip
 import io
 import json
 import random
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -360,3 +361,18 @@ def test_the_driver_numbers_a_range_s_first_line_as_the_reader_does(
         finally:
             spark.COUNT_BLOCK = saved
     assert got == [1 + sum(1 for at in begins if at < start) for start in starts]
+
+
+def test_a_file_cut_short_names_the_line_where_reading_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gzipped file cut in the middle: the error names the file and the line after the last block read."""
+    from ledgerspec.conformance import reader
+
+    lines = b"".join(b'{"v":1,"trace":"t","seq":%d}\n' % i for i in range(2000))
+    path = tmp_path / "t.ndjson.gz"
+    whole = gzip.compress(lines)
+    path.write_bytes(whole[: len(whole) // 2])
+    monkeypatch.setattr(reader, "READ_BLOCK", 256)
+    with pytest.raises(TraceFileError, match=r"t\.ndjson\.gz:(\d+): cannot be read") as raised:
+        list(reader._lines(path, 1000))
+    line = int(re.search(r"gz:(\d+):", str(raised.value)).group(1))  # type: ignore[union-attr]
+    assert 1 < line < 2000
