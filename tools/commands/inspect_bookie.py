@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["register"]
+__all__ = ["bookie_files_json", "register"]
 
 
 def register(commands: Any) -> None:
@@ -57,7 +57,7 @@ def _inspect(args: argparse.Namespace, out: Console, err: Console) -> int:
     problems = check_bookie_files(files, digest)
     valid = not any(p.severity == "error" for p in problems)
     if args.json:
-        print(json.dumps(_to_json(files, problems, valid), indent=2))
+        print(json.dumps(bookie_files_json(files, problems, valid), indent=2))
     else:
         _print(out, files, problems, valid, root, args.records)
     return EXIT_OK if valid else EXIT_VIOLATION
@@ -104,7 +104,7 @@ def _record_json(record: JournalRecord) -> dict[str, Any]:
     return data
 
 
-def _to_json(files: BookieFiles, problems: list[Problem], valid: bool) -> dict[str, Any]:
+def bookie_files_json(files: BookieFiles, problems: list[Problem], valid: bool) -> dict[str, Any]:
     mark = files.persisted_mark
     return {
         "layout": {"journal_dir": files.layout.journal_dir, "ledger_dirs": list(files.layout.ledger_dirs)},

@@ -1,0 +1,345 @@
+"""What a real BookKeeper client saw, as a ledger-spec trace in client mode.
+
+The harness (``java/LedgerspecHarness.java``) reports, for each client, the
+requests it sends to bookies, the replies that reach it, and the ledger
+metadata it creates and writes. :class:`LedgerTraceMapper` turns one
+ledger's share of those observations into events of the ledger spec
+(``spec/ledger.py``) in the vocabulary of its trace mapping
+(``spec/ledger_trace.py``), observed as in the ``client`` mode: every step a
+client takes and every reply that reaches it; bookie crashes, restarts and
+lost messages stay hidden, for the checker to find.
+
+How each observation maps (``client`` is 0 for the writer, ``c`` >= 1 for a
+client that opens the ledger with recovery):
+
+=====================================================  =============================================
+observation                                            event
+=====================================================  =============================================
+writer sends an add of an entry above every one sent    ``WriterAddsEntry``, observed ``writer_lap``
+writer sends an add of an entry it sent before           none: a resend, part of ``WriterChangesEnsemble``
+an add's reply OK reaches client 0 or c                  ``BookieReceivesAdd(m, replied=TRUE)``, observed
+                                                         ``writer_lac`` (writer) as the handle had it after
+an add's reply "ledger fenced" reaches the writer         ``BookieReceivesAdd(m, TRUE)``, observed
+                                                         ``writer_status = FENCED``; only the first: later
+                                                         ones change nothing in the spec
+a fencing read of the LAC (entry -1) answered            ``BookieReceivesFenceRead(m, TRUE)``
+a fencing read of entry e answered, found or NoSuch      ``BookieReceivesRecoveryRead(m, TRUE)``
+any other error reply (bookie down, timeout)             none: the spec's crash or loss, left hidden,
+                                                         is what the client's timeout stands for
+writer's metadata write, ensemble changed                ``WriterChangesEnsemble(b, nb)`` for each
+                                                         replaced bookie, observed ``meta_segments``
+writer's metadata write, CLOSED                          ``WriterClosesLedger``
+client c's metadata write, IN_RECOVERY                   ``RecovererStartsRecovery(c)``
+client c's first fencing read, no write seen before      ``RecovererStartsRecovery(c)`` (joins a recovery)
+client c's open done with neither (the ledger was        ``RecovererStartsRecovery(c)``
+closed)
+client c's metadata write, CLOSED                        ``RecovererClosesLedger(c)``
+reads without the fencing flag (plain readers)           none: reads by readers are not spec steps
+=====================================================  =============================================
+
+Every metadata event observes ``meta_status``, ``meta_last_entry`` and
+``meta_version``: ZooKeeper's znode version plus one, since the spec counts
+the creation as version 1 and ZooKeeper as 0, and both add one a write.
+
+Bookies are numbered as the spec numbers them: the ledger's first ensemble
+is ``1 .. E`` in order, the cluster's other bookies follow in the cluster's
+order. A request's piggybacked LAC is not seen by the harness, so the
+request records leave ``lac`` out, which the trace format allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+from ledgerspec.spec.ledger import CLOSED, IN_RECOVERY, WRITER_CLOSED, WRITER_FENCED
+
+__all__ = ["FENCING_FLAG", "RECOVERY_ADD_FLAG", "LedgerTraceMapper", "MappingError", "Skipped"]
+
+#: BookieProtocol.FLAG_DO_FENCING and FLAG_RECOVERY_ADD.
+FENCING_FLAG, RECOVERY_ADD_FLAG = 0x1, 0x2
+#: BKException.Code values the mapping tells apart.
+OK, NO_SUCH_ENTRY, NO_SUCH_LEDGER, LEDGER_FENCED = 0, -13, -7, -101
+_ANSWERED_READ = frozenset({OK, NO_SUCH_ENTRY, NO_SUCH_LEDGER})
+_TRACE_FORMAT_VERSION = 1
+#: Room in ``seq`` for the events one observation gives: an ensemble change may replace every bookie.
+_EVENTS_PER_OBSERVATION = 64
+
+
+class MappingError(Exception):
+    """An observation the mapping cannot place: names the observation and what is wrong with it."""
+
+
+@attrs.frozen
+class Skipped:
+    """An observation that maps to no event, and why."""
+
+    observation: int
+    why: str
+
+
+def _process(client: int) -> str:
+    return "writer" if client == 0 else f"recoverer-{client}"
+
+
+@attrs.define
+class _Metadata:
+    state: str
+    segments: tuple[tuple[int, tuple[int, ...]], ...]
+    last_entry: int
+    version: int
+
+
+class LedgerTraceMapper:
+    """One ledger's observations in, trace lines out (module docstring).
+
+    ``cluster_bookies`` are the ids (``host:port``) of every bookie of the
+    cluster, in the cluster's order. Feed the observations in the harness's
+    order with :meth:`feed`; :attr:`lines` holds the events so far, and
+    :attr:`skipped` the observations that map to none.
+    """
+
+    def __init__(self, trace_id: str, ledger: int, cluster_bookies: Sequence[str]) -> None:
+        self.trace_id = trace_id
+        self.ledger = ledger
+        self.cluster_bookies = tuple(cluster_bookies)
+        self.lines: list[dict[str, Any]] = []
+        self.skipped: list[Skipped] = []
+        self.numbers: dict[str, int] = {}
+        self.quorum: tuple[int, int, int] | None = None  # E, Qw, Qa
+        self._metadata: _Metadata | None = None
+        self._lap = -1
+        self._writer_fenced = False
+        self._started: set[int] = set()
+        self._read_flags: dict[tuple[int, str, int], int] = {}
+        self._highest_entry = -1
+        self._completions: set[int] = set()  # observations that were the application's add callbacks
+        self._events_of_last_obs = (-1, 0)  # (observation, events it gave so far): the seq of the next
+
+    # -- what the checker needs besides the lines -------------------------------------
+    def constants(self, max_crashes: int = 0, max_loss: int = 0) -> dict[str, int]:
+        """The ledger spec's constants this trace is checked with."""
+        if self.quorum is None:
+            raise MappingError(f"ledger {self.ledger}: no creation of its metadata was observed")
+        e, qw, qa = self.quorum
+        return {
+            "NumBookies": len(self.cluster_bookies),
+            "E": e,
+            "Qw": qw,
+            "Qa": qa,
+            "NumRecoverers": max(self._started | {c for c in self._clients()}, default=0),
+            "MaxEntries": max(self._highest_entry + 1, 1),
+            "Throttle": 0,
+            "MaxCrashes": max_crashes,
+            "MaxLoss": max_loss,
+        }
+
+    def _clients(self) -> Iterable[int]:
+        for line in self.lines:
+            process = line["process"]
+            if process.startswith("recoverer-"):
+                yield int(process.removeprefix("recoverer-"))
+
+    # -- feeding -----------------------------------------------------------------------
+    def feed_all(self, observations: Iterable[Mapping[str, Any]]) -> None:
+        for obs in observations:
+            self.feed(obs)
+
+    def feed(self, obs: Mapping[str, Any]) -> None:
+        if obs.get("ledger") != self.ledger:
+            return
+        kind = obs.get("ev")
+        handler = {
+            "send": self._send,
+            "reply": self._reply,
+            "metadata": self._metadata_event,
+            "after": self._after,
+            "opened": self._opened,
+            "complete": self._complete,
+            "unwatched": self._unwatched,
+        }.get(str(kind))
+        if handler is None:
+            raise MappingError(f"observation {obs.get('obs')}: unknown kind {kind!r}")
+        handler(obs)
+
+    def _skip(self, obs: Mapping[str, Any], why: str) -> None:
+        self.skipped.append(Skipped(int(obs["obs"]), why))
+
+    def _emit(self, obs: Mapping[str, Any], client: int, action: str, params: dict[str, Any] | None = None,
+              observed: dict[str, Any] | None = None) -> dict[str, Any]:
+        line: dict[str, Any] = {
+            "v": _TRACE_FORMAT_VERSION,
+            "trace": self.trace_id,
+            "process": _process(client),
+            "seq": self._seq(int(obs["obs"])),
+            "type": action,
+        }
+        if params:
+            line["params"] = params
+        if observed:
+            line["observed"] = observed
+        line["x-obs"] = int(obs["obs"])
+        self.lines.append(line)
+        return line
+
+    def _seq(self, observation: int) -> int:
+        """The harness numbers observations over all clients: a Lamport clock. One may give several events."""
+        last, count = self._events_of_last_obs
+        count = count + 1 if last == observation else 0
+        self._events_of_last_obs = (observation, count)
+        return observation * _EVENTS_PER_OBSERVATION + count
+
+    def _bookie(self, obs: Mapping[str, Any], bookie_id: str) -> int:
+        number = self.numbers.get(bookie_id)
+        if number is None:
+            raise MappingError(f"observation {obs['obs']}: bookie {bookie_id} is not a bookie of the cluster")
+        return number
+
+    def _number_bookies(self, first_ensemble: Sequence[str], obs: Mapping[str, Any]) -> None:
+        unknown = [b for b in first_ensemble if b not in self.cluster_bookies]
+        if unknown:
+            raise MappingError(f"observation {obs['obs']}: the ensemble names bookies outside the cluster: {unknown}")
+        order = list(first_ensemble) + [b for b in self.cluster_bookies if b not in first_ensemble]
+        self.numbers = {b: n for n, b in enumerate(order, start=1)}
+
+    def _read_metadata(self, obs: Mapping[str, Any], written: Mapping[str, Any]) -> _Metadata:
+        ensembles = sorted(((int(first), bookies) for first, bookies in written["ensembles"].items()))
+        segments = tuple((first, tuple(self._bookie(obs, b) for b in bookies)) for first, bookies in ensembles)
+        return _Metadata(str(written["state"]), segments, int(written["last_entry"]), int(written.get("version", -2)) + 1)
+
+    @staticmethod
+    def _observed_metadata(m: _Metadata) -> dict[str, Any]:
+        return {
+            "meta_status": m.state,
+            "meta_segments": [[first, list(ensemble)] for first, ensemble in m.segments],
+            "meta_last_entry": m.last_entry,
+            "meta_version": m.version,
+        }
+
+    # -- the observations ----------------------------------------------------------------
+    def _send(self, obs: Mapping[str, Any]) -> None:
+        client, entry, flags = int(obs["client"]), int(obs["entry"]), int(obs["flags"])
+        if obs["op"] == "read":
+            self._read_flags[(client, str(obs["bookie"]), entry)] = flags
+            if entry == -1 and flags & FENCING_FLAG and client not in self._started:
+                self._started.add(client)
+                self._emit(obs, client, "RecovererStartsRecovery", {"c": client})
+            return
+        if client != 0 or flags & RECOVERY_ADD_FLAG:
+            return  # a write-back: sent by the recovery read that found the entry
+        if entry > self._lap:
+            self._lap = entry
+            self._highest_entry = max(self._highest_entry, entry)
+            self._emit(obs, client, "WriterAddsEntry", observed={"writer_lap": entry})
+
+    def _request(self, kind: str, client: int, bookie: int, entry: int, *, recovery: bool, fence: bool) -> dict[str, Any]:
+        request: dict[str, Any] = {"type": kind, "client": client, "bookie": bookie, "entry": entry}
+        if kind != "AddReq":
+            request["lac"] = -1
+        request["recovery"] = recovery
+        request["fence"] = fence
+        return request
+
+    def _reply(self, obs: Mapping[str, Any]) -> None:
+        client, entry, rc = int(obs["client"]), int(obs["entry"]), int(obs["rc"])
+        bookie = self._bookie(obs, str(obs["bookie"]))
+        if obs["op"] == "add":
+            if rc == OK:
+                m = self._request("AddReq", client, bookie, entry, recovery=client != 0, fence=False)
+                self._emit(obs, client, "BookieReceivesAdd", {"m": m, "replied": True})
+            elif rc == LEDGER_FENCED and client == 0 and not self._writer_fenced:
+                self._writer_fenced = True
+                m = self._request("AddReq", client, bookie, entry, recovery=False, fence=False)
+                self._emit(obs, client, "BookieReceivesAdd", {"m": m, "replied": True},
+                           {"writer_status": WRITER_FENCED})
+            elif rc == LEDGER_FENCED:
+                self._skip(obs, "a fenced bookie rejects another add: the writer is already fenced")
+            else:
+                self._skip(obs, f"an add failed with {obs.get('rc_name', rc)}: the client gives up on the bookie")
+            return
+        flags = self._read_flags.get((client, str(obs["bookie"]), entry))
+        if flags is None:
+            raise MappingError(f"observation {obs['obs']}: a read reply for a request that was never sent")
+        if not flags & FENCING_FLAG:
+            self._skip(obs, "a plain read: reads by readers are not steps of the spec")
+        elif rc not in _ANSWERED_READ:
+            self._skip(obs, f"a read failed with {obs.get('rc_name', rc)}: the client gives up on the bookie")
+        elif entry == -1:
+            m = self._request("FenceReq", client, bookie, -1, recovery=False, fence=True)
+            self._emit(obs, client, "BookieReceivesFenceRead", {"m": m, "replied": True})
+        else:
+            m = self._request("ReadReq", client, bookie, entry, recovery=False, fence=True)
+            self._emit(obs, client, "BookieReceivesRecoveryRead", {"m": m, "replied": True})
+
+    def _after(self, obs: Mapping[str, Any]) -> None:
+        """The writer's handle after it acted on a reply: its LAC is what that reply's step left."""
+        client = int(obs["client"])
+        last = self.lines[-1] if self.lines else None
+        if client != 0 or last is None or last["process"] != "writer" or last["type"] != "BookieReceivesAdd":
+            self._skip(obs, "the handle's state after a step that is not the writer's add reply")
+            return
+        if last["x-obs"] != int(obs["obs"]) - 1 and not self._only_completions_between(last, obs):
+            self._skip(obs, "the handle's state after other observations: not the reply's step alone")
+            return
+        last.setdefault("observed", {})["writer_lac"] = int(obs["lac"])
+
+    def _only_completions_between(self, last: Mapping[str, Any], obs: Mapping[str, Any]) -> bool:
+        return all(n in self._completions for n in range(int(last["x-obs"]) + 1, int(obs["obs"])))
+
+    def _unwatched(self, obs: Mapping[str, Any]) -> None:
+        self._skip(obs, f"a {obs['op']} request: the ledger spec has no step for it")
+
+    def _complete(self, obs: Mapping[str, Any]) -> None:
+        """The application's callback for an add: not a step; it lies between a reply and the state after it."""
+        self._completions.add(int(obs["obs"]))
+
+    def _metadata_event(self, obs: Mapping[str, Any]) -> None:
+        client = int(obs["client"])
+        written = obs["written"]
+        if obs["op"] == "create":
+            if not obs["ok"]:
+                raise MappingError(f"observation {obs['obs']}: the ledger's creation failed ({obs.get('error')})")
+            first = written["ensembles"]["0"]
+            self._number_bookies(first, obs)
+            self.quorum = (int(written["ensemble_size"]), int(written["write_quorum"]), int(written["ack_quorum"]))
+            self._metadata = self._read_metadata(obs, written)
+            return
+        if self._metadata is None:
+            raise MappingError(f"observation {obs['obs']}: a metadata write before the ledger's creation")
+        if not obs["ok"]:
+            self._failed_write(obs, client, written)
+            return
+        before, after = self._metadata, self._read_metadata(obs, written)
+        self._metadata = after
+        observed = self._observed_metadata(after)
+        if client == 0:
+            if after.state == CLOSED:
+                self._emit(obs, client, "WriterClosesLedger", observed={**observed, "writer_status": WRITER_CLOSED})
+                return
+            for b, nb in _replaced(before.segments[-1][1], after.segments[-1][1]):
+                self._emit(obs, client, "WriterChangesEnsemble", {"b": b, "nb": nb})
+            self.lines[-1]["observed"] = observed
+            return
+        if after.state == IN_RECOVERY:
+            self._started.add(client)
+            self._emit(obs, client, "RecovererStartsRecovery", {"c": client}, observed)
+        elif after.state == CLOSED:
+            self._emit(obs, client, "RecovererClosesLedger", {"c": client}, observed)
+        else:
+            raise MappingError(f"observation {obs['obs']}: client {client} wrote the ledger {after.state}")
+
+    def _failed_write(self, obs: Mapping[str, Any], client: int, written: Mapping[str, Any]) -> None:
+        """A compare-and-set that lost: the spec's writer learns it is fenced, its recoverer rereads."""
+        self._skip(obs, f"client {client}'s metadata write failed ({obs.get('error')}); the step that follows "
+                   "the reread is what the spec sees")
+
+    def _opened(self, obs: Mapping[str, Any]) -> None:
+        client = int(obs["client"])
+        if client != 0 and obs.get("recovery") and client not in self._started:
+            self._started.add(client)
+            self._emit(obs, client, "RecovererStartsRecovery", {"c": client})
+
+
+def _replaced(old: Sequence[int], new: Sequence[int]) -> list[tuple[int, int]]:
+    return [(b, nb) for b, nb in zip(old, new, strict=True) if b != nb]

@@ -1,0 +1,317 @@
+"""A real BookKeeper cluster on this machine: ZooKeeper, bookies and a client harness, each its own JVM.
+
+:class:`BookKeeperCluster` starts a ZooKeeper server, formats the cluster's
+metadata, and starts bookies, on free ports, in a directory of its own. Each
+bookie is a ``org.apache.bookkeeper.server.Main`` process with its own
+journal and ledger directories, so that :meth:`~BookKeeperCluster.kill_bookie`
+is a real crash (SIGKILL: the bookie gets no chance to flush anything) and
+:meth:`~BookKeeperCluster.restart_bookie` replays its journal from the
+directories it left. The clients live in one more JVM, the harness
+(``java/LedgerspecHarness.java``), driven through :class:`Harness`.
+
+Every JVM logs to a file in the cluster's directory (``zookeeper.log``,
+``bookie-N.log``, ``harness.log``); an error that stops a process names its
+log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import attrs
+import orjson
+from ledgerspec.conformance.adapters.jars import JarSet, java_executable
+
+__all__ = ["BookKeeperCluster", "ClusterError", "Harness", "free_port"]
+
+_LOG4J = """<Configuration status="ERROR">
+  <Appenders>
+    <File name="file" fileName="${sys:ledgerspec.log}"><PatternLayout pattern="%d{HH:mm:ss.SSS} %-5p [%t] %c{1} %m%n"/></File>
+  </Appenders>
+  <Loggers><Root level="info"><AppenderRef ref="file"/></Root></Loggers>
+</Configuration>
+"""
+_JVM_OPTIONS = ("-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+_START_TIMEOUT = 60.0
+_REPLY_TIMEOUT = 120.0
+
+
+class ClusterError(Exception):
+    """A process of the cluster failed to start, died, or the harness refused a command."""
+
+
+def free_port() -> int:
+    """A TCP port no one listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path, what: str) -> None:
+    deadline = time.monotonic() + _START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ClusterError(f"{what} exited with status {process.returncode} while starting: see {log}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise ClusterError(f"{what} did not listen on port {port} within {_START_TIMEOUT:.0f} s: see {log}")
+
+
+@attrs.define
+class _Bookie:
+    number: int
+    port: int
+    conf: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bookie_id(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+class BookKeeperCluster:
+    """ZooKeeper, ``bookies`` bookies and the client harness, in ``directory`` (module docstring).
+
+    Use it as a context manager: leaving it stops every process it started.
+    """
+
+    def __init__(self, jars: JarSet, directory: Path, bookies: int = 4) -> None:
+        self.jars = jars
+        self.directory = directory
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / "log4j2.xml").write_text(_LOG4J)
+        self.zk_port = free_port()
+        self.metadata_uri = f"zk+hierarchical://127.0.0.1:{self.zk_port}/ledgers"
+        self._zookeeper: subprocess.Popen[bytes] | None = None
+        self._bookies = [self._bookie(n) for n in range(1, bookies + 1)]
+        self.harness: Harness | None = None
+
+    # -- processes ---------------------------------------------------------------------
+    def _java(self, log_name: str, *arguments: str) -> list[str]:
+        log4j = self.directory / "log4j2.xml"
+        return [
+            java_executable("java"),
+            *_JVM_OPTIONS,
+            f"-Dlog4j.configurationFile={log4j}",
+            f"-Dlog4j2.configurationFile={log4j}",
+            f"-Dledgerspec.log={self.directory / log_name}",
+            "-cp",
+            self.jars.classpath(),
+            *arguments,
+        ]
+
+    def _spawn(self, command: list[str], stdout_name: str, **kwargs: Any) -> subprocess.Popen[bytes]:
+        with open(self.directory / stdout_name, "ab") as out:
+            return subprocess.Popen(command, stdout=kwargs.pop("stdout", out), stderr=out, start_new_session=True, **kwargs)
+
+    def _bookie(self, n: int) -> _Bookie:
+        port = free_port()
+        home = self.directory / f"bookie-{n}"
+        conf = self.directory / f"bookie-{n}.conf"
+        conf.write_text(
+            "\n".join(
+                (
+                    f"bookiePort={port}",
+                    "advertisedAddress=127.0.0.1",
+                    "allowLoopback=true",
+                    f"journalDirectories={home / 'journal'}",
+                    f"ledgerDirectories={home / 'ledgers'}",
+                    f"metadataServiceUri={self.metadata_uri}",
+                    "httpServerEnabled=false",
+                    # The bookie's disk checker stops it when the disk is 95% full; test machines often are.
+                    "diskUsageThreshold=0.999",
+                    "diskUsageWarnThreshold=0.998",
+                )
+            )
+            + "\n"
+        )
+        return _Bookie(n, port, conf)
+
+    def start(self) -> BookKeeperCluster:
+        zk_data = self.directory / "zookeeper"
+        zk_data.mkdir(exist_ok=True)
+        self._zookeeper = self._spawn(
+            self._java(
+                "zookeeper.log",
+                "-Dzookeeper.admin.enableServer=false",  # its HTTP port would clash between clusters
+                "org.apache.zookeeper.server.ZooKeeperServerMain",
+                str(self.zk_port),
+                str(zk_data),
+            ),
+            "zookeeper.out",
+        )
+        _wait_for_port(self.zk_port, self._zookeeper, self.directory / "zookeeper.log", "ZooKeeper")
+        self.harness = Harness(self, self._spawn(
+            self._java("harness.log", "LedgerspecHarness", self.metadata_uri),
+            "harness.err",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        ))
+        self.harness.call("init-cluster")
+        for bookie in self._bookies:
+            self._start_bookie(bookie)
+        self.wait_for_bookies(len(self._bookies))
+        return self
+
+    def _start_bookie(self, bookie: _Bookie) -> None:
+        bookie.process = self._spawn(
+            self._java(f"bookie-{bookie.number}.log", "org.apache.bookkeeper.server.Main", "--conf", str(bookie.conf)),
+            f"bookie-{bookie.number}.out",
+        )
+        _wait_for_port(bookie.port, bookie.process, self.directory / f"bookie-{bookie.number}.log", f"bookie {bookie.number}")
+
+    def wait_for_bookies(self, count: int) -> list[str]:
+        """Wait until ``count`` bookies are registered as available; their ids."""
+        assert self.harness is not None
+        available: list[str] = self.harness.call("bookies", wait_for=count)["bookies"]
+        if len(available) < count:
+            raise ClusterError(f"{len(available)} bookies registered of {count}: see the bookie-N.log files in {self.directory}")
+        return available
+
+    @property
+    def bookie_ids(self) -> list[str]:
+        """Every bookie's id (``host:port``), in bookie number order."""
+        return [b.bookie_id for b in self._bookies]
+
+    def bookie_directory(self, n: int) -> Path:
+        return self.directory / f"bookie-{n}"
+
+    def number_of(self, bookie_id: str) -> int:
+        for bookie in self._bookies:
+            if bookie.bookie_id == bookie_id:
+                return bookie.number
+        raise ClusterError(f"no bookie of this cluster has id {bookie_id}")
+
+    def kill_bookie(self, n: int) -> None:
+        """SIGKILL bookie ``n``: a crash, with whatever it had not made durable lost."""
+        bookie = self._bookies[n - 1]
+        if bookie.process is None or bookie.process.poll() is not None:
+            raise ClusterError(f"bookie {n} is not running")
+        bookie.process.send_signal(signal.SIGKILL)
+        bookie.process.wait()
+        bookie.process = None
+
+    def restart_bookie(self, n: int) -> None:
+        """Start bookie ``n`` again on its own directories; return once it listens."""
+        bookie = self._bookies[n - 1]
+        if bookie.process is not None and bookie.process.poll() is None:
+            raise ClusterError(f"bookie {n} is running")
+        self._start_bookie(bookie)
+
+    def running_bookies(self) -> list[int]:
+        return [b.number for b in self._bookies if b.process is not None and b.process.poll() is None]
+
+    def stop(self) -> None:
+        if self.harness is not None:
+            self.harness.close()
+            self.harness = None
+        for process in [b.process for b in self._bookies] + [self._zookeeper]:
+            if process is not None and process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+    def __enter__(self) -> BookKeeperCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class Harness:
+    """The client harness JVM: commands in, replies and observations out (``java/LedgerspecHarness.java``).
+
+    Observations are numbered by the harness in the order it saw them; they
+    are collected by a reader thread and taken with :meth:`take_observations`.
+    """
+
+    def __init__(self, cluster: BookKeeperCluster, process: subprocess.Popen[bytes]) -> None:
+        self.cluster = cluster
+        self.process = process
+        self._ids = iter(range(1, 1 << 62))
+        self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self._observations: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        assert process.stdout is not None
+        self._reader = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for raw in stream:
+            line = orjson.loads(raw)
+            if "obs" in line:
+                with self._lock:
+                    self._observations.append(line)
+            else:
+                self._replies.put(line)
+        self._replies.put(None)
+
+    def call(self, cmd: str, **arguments: Any) -> dict[str, Any]:
+        """Run one command; its reply. A refused command raises :class:`ClusterError` with the harness's reason."""
+        request_id = next(self._ids)
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(orjson.dumps({"id": request_id, "cmd": cmd, **arguments}) + b"\n")
+            self.process.stdin.flush()
+        except BrokenPipeError as exc:
+            raise self._died() from exc
+        try:
+            reply = self._replies.get(timeout=_REPLY_TIMEOUT)
+        except queue.Empty as exc:
+            raise ClusterError(f"the harness did not answer {cmd} within {_REPLY_TIMEOUT:.0f} s") from exc
+        if reply is None:
+            raise self._died()
+        if reply.get("reply") != request_id:
+            raise ClusterError(f"the harness answered request {reply.get('reply')} when {request_id} ({cmd}) was asked")
+        if "error" in reply:
+            raise ClusterError(f"the harness refused {cmd} {arguments}: {reply['error']}")
+        return reply
+
+    def _died(self) -> ClusterError:
+        status = self.process.wait(10)
+        log = self.cluster.directory / "harness.err"
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-10:]) if log.exists() else ""
+        return ClusterError(f"the harness exited with status {status}; the end of {log}:\n{tail}")
+
+    def take_observations(self) -> list[dict[str, Any]]:
+        """The observations reported since the last call, in the harness's order."""
+        with self._lock:
+            taken, self._observations = self._observations, []
+        return taken
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ClusterError, BrokenPipeError, OSError):
+                self.call("quit")
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@contextlib.contextmanager
+def running_cluster(jars: JarSet, directory: Path, bookies: int = 4) -> Iterator[BookKeeperCluster]:
+    with BookKeeperCluster(jars, directory, bookies) as cluster:
+        yield cluster
+
+
+_ = os  # os.pathsep is used through JarSet

@@ -1,0 +1,174 @@
+"""The released Apache jars the adapters run, fetched with Maven and cached.
+
+The versions are pinned (:data:`ARTIFACTS`): a recorded trace names the
+version it came from, and the documented differences of the real system
+(docs/real-systems.md) hold for these versions. Maven resolves them with
+their dependencies from Maven Central only: Pulsar's poms name other
+repositories, which the mirror in ``settings.xml`` sends to Central too.
+
+The cache is ``$LEDGERSPEC_JAR_CACHE``, else ``~/.cache/ledgerspec/jars``;
+one directory per set of pins, so a change of version fetches anew. The
+client harness (``java/LedgerspecHarness.java``) is compiled there against
+the jars the first time it is needed, and again whenever its source changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+import attrs
+
+__all__ = ["ARTIFACTS", "JarSet", "JavaSetupError", "ensure_jars", "java_executable"]
+
+#: group:artifact:version of what is fetched, with everything they depend on.
+ARTIFACTS = (
+    "org.apache.bookkeeper:bookkeeper-server:4.17.1",
+    # managed-ledger 4.0.7 is the newest 4.0.x whose whole dependency tree is on Central;
+    # it depends on bookkeeper-server 4.17.1 and zookeeper 3.8.4.
+    "org.apache.pulsar:managed-ledger:4.0.7",
+    # ZooKeeper's server needs it for its snapshots; the pom marks it optional.
+    "org.xerial.snappy:snappy-java:1.1.10.5",
+)
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>ledgerspec</groupId><artifactId>real-systems</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+{dependencies}
+  </dependencies>
+</project>
+"""
+_DEPENDENCY = "    <dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version></dependency>"
+_SETTINGS = """<settings>
+  <mirrors>
+    <mirror><id>central-only</id><mirrorOf>*</mirrorOf><url>https://repo.maven.apache.org/maven2</url></mirror>
+  </mirrors>
+</settings>
+"""
+_HARNESS = "LedgerspecHarness"
+_FETCH_TIMEOUT = 1800
+
+
+class JavaSetupError(Exception):
+    """Java, javac or Maven is missing, or the jars could not be fetched: says which, and what to do."""
+
+
+def java_executable(name: str) -> str:
+    """``java`` or ``javac``: from ``$JAVA_HOME/bin``, else the ``PATH``."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        candidate = Path(java_home, "bin", name)
+        if candidate.is_file():
+            return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        package = "openjdk-17-jdk-headless" if name == "javac" else "openjdk-17-jre-headless"
+        raise JavaSetupError(
+            f"{name} was not found (JAVA_HOME={java_home or 'unset'}, and no {name} on the PATH): "
+            f"the real BookKeeper and Pulsar run on Java 17 or newer; install it (apt-get install {package}) "
+            "or set JAVA_HOME"
+        )
+    return found
+
+
+@attrs.frozen
+class JarSet:
+    """The fetched jars and the compiled harness: what a JVM of the adapters runs with."""
+
+    root: Path
+
+    @property
+    def lib(self) -> Path:
+        return self.root / "lib"
+
+    @property
+    def classes(self) -> Path:
+        return self.root / "harness"
+
+    def classpath(self) -> str:
+        return os.pathsep.join((str(self.classes), str(self.lib / "*")))
+
+    def version_of(self, artifact: str) -> str:
+        """The version of a jar in the set, by artifact id (``bookkeeper-server``)."""
+        for jar in sorted(self.lib.glob(f"{artifact}-*.jar")):
+            rest = jar.name[len(artifact) + 1 : -len(".jar")]
+            if rest[:1].isdigit():
+                return rest
+        raise JavaSetupError(f"{self.lib} holds no {artifact} jar")
+
+
+def _cache_root() -> Path:
+    configured = os.environ.get("LEDGERSPEC_JAR_CACHE")
+    if configured:
+        return Path(configured)
+    return Path.home() / ".cache" / "ledgerspec" / "jars"
+
+
+def _pins_digest(artifacts: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(artifacts).encode()).hexdigest()[:12]
+
+
+def ensure_jars(artifacts: Sequence[str] = ARTIFACTS, cache: Path | None = None) -> JarSet:
+    """The jars of ``artifacts`` and their dependencies, fetched into the cache unless already there."""
+    root = (cache or _cache_root()) / _pins_digest(artifacts)
+    jars = JarSet(root)
+    complete = root / "lib" / ".complete"
+    if not complete.is_file():
+        _fetch(artifacts, root)
+        complete.write_text("\n".join(artifacts) + "\n")
+    _compile_harness(jars)
+    return jars
+
+
+def _fetch(artifacts: Sequence[str], root: Path) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JavaSetupError(
+            "Maven (mvn) is not on the PATH: it fetches the pinned BookKeeper and Pulsar jars "
+            f"({', '.join(artifacts)}) from Maven Central; install it (apt-get install maven)"
+        )
+    java_executable("java")
+    root.mkdir(parents=True, exist_ok=True)
+    dependencies = "\n".join(_DEPENDENCY.format(*artifact.split(":")) for artifact in artifacts)
+    (root / "pom.xml").write_text(_POM.format(dependencies=dependencies))
+    (root / "settings.xml").write_text(_SETTINGS)
+    staging = root / "lib.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    command = [mvn, "-q", "-B", "-s", "settings.xml", "dependency:copy-dependencies", f"-DoutputDirectory={staging}"]
+    try:
+        done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=_FETCH_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        raise JavaSetupError(f"fetching the jars took over {_FETCH_TIMEOUT} s: {' '.join(command)} in {root}") from exc
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        raise JavaSetupError(f"Maven could not fetch {', '.join(artifacts)} (exit {done.returncode}):\n{tail}")
+    shutil.rmtree(root / "lib", ignore_errors=True)
+    staging.rename(root / "lib")
+
+
+def _compile_harness(jars: JarSet) -> None:
+    source = resources.files("ledgerspec.conformance.adapters").joinpath("java", f"{_HARNESS}.java")
+    text = source.read_bytes()
+    stamp = jars.classes / ".source-sha256"
+    digest = hashlib.sha256(text).hexdigest()
+    if stamp.is_file() and stamp.read_text() == digest and (jars.classes / f"{_HARNESS}.class").is_file():
+        return
+    shutil.rmtree(jars.classes, ignore_errors=True)
+    jars.classes.mkdir(parents=True)
+    (jars.classes / f"{_HARNESS}.java").write_bytes(text)
+    done = subprocess.run(
+        [java_executable("javac"), "-nowarn", "-d", str(jars.classes), "-cp", str(jars.lib / "*"),
+         str(jars.classes / f"{_HARNESS}.java")],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise JavaSetupError(f"the client harness did not compile against {jars.lib}:\n{done.stderr.strip()}")
+    stamp.write_text(digest)

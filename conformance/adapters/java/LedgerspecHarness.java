@@ -1,0 +1,471 @@
+/*
+ * Drives Apache BookKeeper clients for ledgerspec and reports what they see.
+ *
+ * Commands arrive on stdin, one JSON object a line; every line written to
+ * stdout is a JSON object: a reply to a command ({"reply": id, ...}) or an
+ * observation ({"obs": n, "ev": ...}), numbered in the order this process saw
+ * them. Observations come from two places inside each client, so that they
+ * are the client's own view and nothing else:
+ *
+ *   - its BookieClient: every request sent to a bookie ("send") and every
+ *     reply that reaches the client ("reply"), before the client acts on it;
+ *   - its LedgerManager: every ledger metadata create or compare-and-set
+ *     write, with its outcome ("metadata"), before the client acts on it.
+ *
+ * Both are interfaces; the client's own instances are wrapped in place. The
+ * harness turns nothing into spec events: the adapter in Python does that.
+ */
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.lang.reflect.Field;
+import java.lang.reflect.InvocationHandler;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import org.apache.bookkeeper.client.BKException;
+import org.apache.bookkeeper.client.BookKeeper;
+import org.apache.bookkeeper.client.BookKeeperAdmin;
+import org.apache.bookkeeper.client.LedgerEntry;
+import org.apache.bookkeeper.client.LedgerHandle;
+import org.apache.bookkeeper.client.api.LedgerMetadata;
+import org.apache.bookkeeper.conf.ClientConfiguration;
+import org.apache.bookkeeper.conf.ServerConfiguration;
+import org.apache.bookkeeper.meta.LedgerManager;
+import org.apache.bookkeeper.net.BookieId;
+import org.apache.bookkeeper.proto.BookieClient;
+import org.apache.bookkeeper.proto.BookkeeperInternalCallbacks.ReadEntryCallback;
+import org.apache.bookkeeper.proto.BookkeeperInternalCallbacks.WriteCallback;
+import org.apache.bookkeeper.versioning.LongVersion;
+import org.apache.bookkeeper.versioning.Version;
+import org.apache.bookkeeper.versioning.Versioned;
+
+public final class LedgerspecHarness {
+    private static final byte[] PASSWORD = "ledgerspec".getBytes(StandardCharsets.UTF_8);
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final PrintStream OUT = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+    private static final long WAIT_SECONDS = 60;
+
+    private final String metadataUri;
+    private final Map<Integer, BookKeeper> clients = new ConcurrentHashMap<>();
+    /** (client, ledger) -> the handle the client holds; its LAC is reported after each reply. */
+    private final Map<String, LedgerHandle> handles = new ConcurrentHashMap<>();
+    /** (client, ledger) -> adds issued whose callback has not come. */
+    private final Map<String, List<CompletableFuture<Integer>>> pendingAdds = new ConcurrentHashMap<>();
+    /** (client, ledger) -> entries added so far: entry n's data is "entry n of ledger L". */
+    private final Map<String, Long> added = new ConcurrentHashMap<>();
+    private long observations = 0;
+
+    private LedgerspecHarness(String metadataUri) {
+        this.metadataUri = metadataUri;
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length != 1) {
+            System.err.println("usage: LedgerspecHarness zk+hierarchical://HOST:PORT/ledgers");
+            System.exit(2);
+        }
+        LedgerspecHarness harness = new LedgerspecHarness(args[0]);
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.isBlank()) {
+                continue;
+            }
+            JsonNode command = JSON.readTree(line);
+            Map<String, Object> reply = new LinkedHashMap<>();
+            reply.put("reply", command.path("id").asLong());
+            try {
+                if (!harness.run(command, reply)) {
+                    harness.emit(reply);
+                    break;
+                }
+            } catch (Exception e) {
+                reply.put("error", e.getClass().getSimpleName() + ": " + e.getMessage());
+            }
+            harness.emit(reply);
+        }
+        for (BookKeeper bk : harness.clients.values()) {
+            bk.close();
+        }
+        OUT.flush();
+        System.exit(0);
+    }
+
+    private synchronized void emit(Map<String, Object> line) {
+        try {
+            OUT.println(JSON.writeValueAsString(line));
+            OUT.flush();
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private synchronized void observe(Map<String, Object> event) {
+        Map<String, Object> line = new LinkedHashMap<>();
+        line.put("obs", observations++);
+        line.putAll(event);
+        emit(line);
+    }
+
+    private static String key(int client, long ledger) {
+        return client + "/" + ledger;
+    }
+
+    // -- commands ------------------------------------------------------------------------
+    private boolean run(JsonNode c, Map<String, Object> reply) throws Exception {
+        String cmd = c.path("cmd").asText();
+        int client = c.path("client").asInt(0);
+        long ledger = c.path("ledger").asLong(-1);
+        switch (cmd) {
+            case "init-cluster": {
+                ServerConfiguration conf = new ServerConfiguration();
+                conf.setMetadataServiceUri(metadataUri);
+                reply.put("initialized", BookKeeperAdmin.initNewCluster(conf));
+                return true;
+            }
+            case "bookies": {
+                try (BookKeeperAdmin admin = new BookKeeperAdmin(clientConf())) {
+                    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
+                    int wanted = c.path("wait_for").asInt(0);
+                    Collection<BookieId> available = admin.getAvailableBookies();
+                    while (available.size() < wanted && System.nanoTime() < deadline) {
+                        Thread.sleep(100);
+                        available = admin.getAvailableBookies();
+                    }
+                    List<String> ids = new ArrayList<>();
+                    available.forEach(b -> ids.add(b.toString()));
+                    reply.put("bookies", ids);
+                }
+                return true;
+            }
+            case "create": {
+                LedgerHandle lh = client(client).createLedger(
+                        c.path("ensemble").asInt(), c.path("write").asInt(), c.path("ack").asInt(),
+                        BookKeeper.DigestType.CRC32C, PASSWORD);
+                handles.put(key(client, lh.getId()), lh);
+                reply.put("ledger", lh.getId());
+                reply.put("metadata", metadata(lh.getLedgerMetadata(), null));
+                return true;
+            }
+            case "add": {
+                LedgerHandle lh = handle(client, ledger);
+                List<CompletableFuture<Integer>> pending =
+                        pendingAdds.computeIfAbsent(key(client, ledger), k -> new ArrayList<>());
+                for (int i = 0; i < c.path("count").asInt(1); i++) {
+                    CompletableFuture<Integer> done = new CompletableFuture<>();
+                    long n = added.merge(key(client, ledger), 1L, Long::sum) - 1;
+                    byte[] data = ("entry " + n + " of ledger " + ledger).getBytes(StandardCharsets.UTF_8);
+                    lh.asyncAddEntry(data, (rc, h, entryId, ctx) -> {
+                        Map<String, Object> event = new LinkedHashMap<>();
+                        event.put("ev", "complete");
+                        event.put("client", client);
+                        event.put("ledger", ledger);
+                        event.put("entry", entryId);
+                        event.put("rc", rc);
+                        event.put("rc_name", BKException.getMessage(rc));
+                        observe(event);
+                        done.complete(rc);
+                    }, null);
+                    synchronized (pending) {
+                        pending.add(done);
+                    }
+                }
+                if (c.path("wait").asBoolean(true)) {
+                    reply.put("results", waitAdds(client, ledger));
+                }
+                return true;
+            }
+            case "wait-adds": {
+                reply.put("results", waitAdds(client, ledger));
+                return true;
+            }
+            case "close": {
+                LedgerHandle lh = handle(client, ledger);
+                reply.put("rc", outcome(() -> lh.close()));
+                return true;
+            }
+            case "open": {
+                BookKeeper bk = client(client);
+                LedgerHandle lh = c.path("recovery").asBoolean(true)
+                        ? bk.openLedger(ledger, BookKeeper.DigestType.CRC32C, PASSWORD)
+                        : bk.openLedgerNoRecovery(ledger, BookKeeper.DigestType.CRC32C, PASSWORD);
+                handles.put(key(client, ledger), lh);
+                Map<String, Object> opened = new LinkedHashMap<>();
+                opened.put("ev", "opened");
+                opened.put("client", client);
+                opened.put("ledger", ledger);
+                opened.put("recovery", c.path("recovery").asBoolean(true));
+                observe(opened);
+                reply.put("last_add_confirmed", lh.getLastAddConfirmed());
+                reply.put("metadata", metadata(lh.getLedgerMetadata(), null));
+                return true;
+            }
+            case "read": {
+                LedgerHandle lh = handle(client, ledger);
+                List<String> entries = new ArrayList<>();
+                for (LedgerEntry e : java.util.Collections.list(
+                        lh.readEntries(c.path("first").asLong(), c.path("last").asLong()))) {
+                    entries.add(new String(e.getEntry(), StandardCharsets.UTF_8));
+                }
+                reply.put("entries", entries);
+                return true;
+            }
+            case "read-lac": {
+                reply.put("lac", handle(client, ledger).readLastConfirmed());
+                return true;
+            }
+            case "metadata": {
+                Versioned<LedgerMetadata> v = client(client).getLedgerManager().readLedgerMetadata(ledger)
+                        .get(WAIT_SECONDS, TimeUnit.SECONDS);
+                reply.put("metadata", metadata(v.getValue(), v.getVersion()));
+                return true;
+            }
+            case "quit":
+                return false;
+            default:
+                throw new IllegalArgumentException("unknown command " + cmd);
+        }
+    }
+
+    private interface Call {
+        void run() throws Exception;
+    }
+
+    /** 0, or the BookKeeper return code of the exception the call threw. */
+    private static int outcome(Call call) throws Exception {
+        try {
+            call.run();
+            return BKException.Code.OK;
+        } catch (BKException e) {
+            return e.getCode();
+        }
+    }
+
+    private List<Integer> waitAdds(int client, long ledger) throws Exception {
+        List<CompletableFuture<Integer>> pending = pendingAdds.getOrDefault(key(client, ledger), new ArrayList<>());
+        List<Integer> results = new ArrayList<>();
+        synchronized (pending) {
+            for (CompletableFuture<Integer> f : pending) {
+                results.add(f.get(WAIT_SECONDS, TimeUnit.SECONDS));
+            }
+            pending.clear();
+        }
+        return results;
+    }
+
+    private LedgerHandle handle(int client, long ledger) {
+        LedgerHandle lh = handles.get(key(client, ledger));
+        if (lh == null) {
+            throw new IllegalArgumentException("client " + client + " holds no handle of ledger " + ledger);
+        }
+        return lh;
+    }
+
+    private ClientConfiguration clientConf() {
+        ClientConfiguration conf = new ClientConfiguration();
+        conf.setMetadataServiceUri(metadataUri);
+        conf.setAddEntryTimeout(5);
+        conf.setReadEntryTimeout(5);
+        conf.setZkTimeout(10000);
+        return conf;
+    }
+
+    private BookKeeper client(int id) throws Exception {
+        BookKeeper bk = clients.get(id);
+        if (bk == null) {
+            bk = new BookKeeper(clientConf());
+            watch(bk, id);
+            clients.put(id, bk);
+        }
+        return bk;
+    }
+
+    // -- what a client sees --------------------------------------------------------------
+    private void watch(BookKeeper bk, int client) throws Exception {
+        Field bookieClientField = BookKeeper.class.getDeclaredField("bookieClient");
+        bookieClientField.setAccessible(true);
+        BookieClient real = (BookieClient) bookieClientField.get(bk);
+        bookieClientField.set(bk, Proxy.newProxyInstance(BookieClient.class.getClassLoader(),
+                new Class<?>[] {BookieClient.class}, new BookieClientWatch(real, client)));
+
+        Field managerField = BookKeeper.class.getDeclaredField("ledgerManager");
+        managerField.setAccessible(true);
+        Object cleanup = managerField.get(bk);
+        Field underlyingField = cleanup.getClass().getDeclaredField("underlying");
+        underlyingField.setAccessible(true);
+        LedgerManager underlying = (LedgerManager) underlyingField.get(cleanup);
+        underlyingField.set(cleanup, Proxy.newProxyInstance(LedgerManager.class.getClassLoader(),
+                new Class<?>[] {LedgerManager.class}, new LedgerManagerWatch(underlying, client)));
+    }
+
+    private static Object forward(Object target, Method method, Object[] args) throws Throwable {
+        try {
+            return method.invoke(target, args);
+        } catch (InvocationTargetException e) {
+            throw e.getCause();
+        }
+    }
+
+    private Map<String, Object> request(String ev, int client, String op, BookieId bookie, long ledger, long entry) {
+        Map<String, Object> event = new LinkedHashMap<>();
+        event.put("ev", ev);
+        event.put("client", client);
+        event.put("op", op);
+        event.put("bookie", bookie.toString());
+        event.put("ledger", ledger);
+        event.put("entry", entry);
+        return event;
+    }
+
+    private void reportHandle(int client, long ledger) {
+        LedgerHandle lh = handles.get(key(client, ledger));
+        if (lh != null) {
+            Map<String, Object> event = new LinkedHashMap<>();
+            event.put("ev", "after");
+            event.put("client", client);
+            event.put("ledger", ledger);
+            event.put("lac", lh.getLastAddConfirmed());
+            event.put("lap", lh.getLastAddPushed());
+            observe(event);
+        }
+    }
+
+    private final class BookieClientWatch implements InvocationHandler {
+        private final BookieClient real;
+        private final int client;
+
+        BookieClientWatch(BookieClient real, int client) {
+            this.real = real;
+            this.client = client;
+        }
+
+        @Override
+        public Object invoke(Object proxy, Method method, Object[] args) throws Throwable {
+            String name = method.getName();
+            if (name.equals("addEntry") && args.length == 10) {
+                BookieId bookie = (BookieId) args[0];
+                long ledger = (Long) args[1];
+                long entry = (Long) args[3];
+                WriteCallback cb = (WriteCallback) args[5];
+                Map<String, Object> send = request("send", client, "add", bookie, ledger, entry);
+                send.put("flags", args[7]);
+                observe(send);
+                args[5] = (WriteCallback) (rc, ledgerId, entryId, addr, ctx) -> {
+                    Map<String, Object> event = request("reply", client, "add", addr, ledgerId, entryId);
+                    event.put("rc", rc);
+                    event.put("rc_name", BKException.getMessage(rc));
+                    observe(event);
+                    cb.writeComplete(rc, ledgerId, entryId, addr, ctx);
+                    reportHandle(client, ledgerId);
+                };
+            } else if (name.equals("readEntry")) {
+                // Every overload has (bookie, ledger, entry, callback, ctx[, flags, ...]); the shorter ones are
+                // default methods that call the longest on the real client, past this proxy.
+                BookieId bookie = (BookieId) args[0];
+                long ledger = (Long) args[1];
+                long entry = (Long) args[2];
+                ReadEntryCallback cb = (ReadEntryCallback) args[3];
+                Map<String, Object> send = request("send", client, "read", bookie, ledger, entry);
+                send.put("flags", args.length > 5 ? ((Number) args[5]).intValue() : 0);
+                observe(send);
+                args[3] = (ReadEntryCallback) (rc, ledgerId, entryId, buffer, ctx) -> {
+                    Map<String, Object> event = request("reply", client, "read", bookie, ledgerId, entryId);
+                    event.put("rc", rc);
+                    event.put("rc_name", BKException.getMessage(rc));
+                    observe(event);
+                    cb.readEntryComplete(rc, ledgerId, entryId, buffer, ctx);
+                };
+            } else if (REQUESTS.contains(name)) {
+                Map<String, Object> event = request("unwatched", client, name, (BookieId) args[0], (Long) args[1], -1);
+                observe(event);
+            }
+            return forward(real, method, args);
+        }
+    }
+
+    /** The other requests a client sends to bookies: reported, so that a trace never leaves one out unnoticed. */
+    private static final java.util.Set<String> REQUESTS = java.util.Set.of(
+            "batchReadEntries", "readLac", "writeLac", "forceLedger", "readEntryWaitForLACUpdate");
+
+    private Map<String, Object> metadata(LedgerMetadata m, Version version) {
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("state", m.getState().name());
+        Map<String, List<String>> ensembles = new TreeMap<>((a, b) -> Long.compare(Long.parseLong(a), Long.parseLong(b)));
+        for (Map.Entry<Long, ? extends List<BookieId>> e : m.getAllEnsembles().entrySet()) {
+            List<String> ids = new ArrayList<>();
+            e.getValue().forEach(b -> ids.add(b.toString()));
+            ensembles.put(Long.toString(e.getKey()), ids);
+        }
+        out.put("ensembles", ensembles);
+        out.put("last_entry", m.getLastEntryId());
+        out.put("ensemble_size", m.getEnsembleSize());
+        out.put("write_quorum", m.getWriteQuorumSize());
+        out.put("ack_quorum", m.getAckQuorumSize());
+        if (version instanceof LongVersion) {
+            out.put("version", ((LongVersion) version).getLongVersion());
+        }
+        return out;
+    }
+
+    private final class LedgerManagerWatch implements InvocationHandler {
+        private final LedgerManager real;
+        private final int client;
+
+        LedgerManagerWatch(LedgerManager real, int client) {
+            this.real = real;
+            this.client = client;
+        }
+
+        @Override
+        @SuppressWarnings("unchecked")
+        public Object invoke(Object proxy, Method method, Object[] args) throws Throwable {
+            String name = method.getName();
+            if (!name.equals("createLedgerMetadata") && !name.equals("writeLedgerMetadata")) {
+                return forward(real, method, args);
+            }
+            long ledger = (Long) args[0];
+            LedgerMetadata written = (LedgerMetadata) args[1];
+            CompletableFuture<Versioned<LedgerMetadata>> result =
+                    (CompletableFuture<Versioned<LedgerMetadata>>) forward(real, method, args);
+            // The client's continuation hangs on `seen`, so the observation comes before what it does next.
+            CompletableFuture<Versioned<LedgerMetadata>> seen = new CompletableFuture<>();
+            result.whenComplete((versioned, error) -> {
+                Map<String, Object> event = new LinkedHashMap<>();
+                event.put("ev", "metadata");
+                event.put("client", client);
+                event.put("op", name.equals("createLedgerMetadata") ? "create" : "write");
+                event.put("ledger", ledger);
+                event.put("ok", error == null);
+                if (error != null) {
+                    Throwable cause = error.getCause() != null ? error.getCause() : error;
+                    event.put("error", cause.getClass().getSimpleName());
+                    event.put("written", metadata(written, null));
+                } else {
+                    event.put("written", metadata(versioned.getValue(), versioned.getVersion()));
+                }
+                observe(event);
+                if (error != null) {
+                    seen.completeExceptionally(error);
+                } else {
+                    seen.complete(versioned);
+                }
+            });
+            return seen;
+        }
+    }
+}

@@ -1,0 +1,257 @@
+"""Record scenarios on a real Apache BookKeeper cluster and check every trace with the oracle.
+
+:func:`record_bookkeeper` starts a cluster from the pinned jars
+(``conformance/adapters``), runs the scenarios one after another on it, and
+writes, for each scenario, into ``OUT/<scenario>/``:
+
+``trace.ndjson``
+    the clients' view as ledger-spec events (client mode), one trace per ledger;
+``observations.ndjson``
+    what the harness reported, unmapped: each trace event names its
+    observation in ``x-obs``;
+``metadata.json``
+    each ledger's znode as ZooKeeper holds it at the end, decoded with the
+    project's ``LedgerMetadataFormat`` reader, beside its znode version;
+``verdict.json``
+    each trace's verdict, the constants it was checked with, and the
+    observations that map to no event with the reason.
+
+When every scenario has run, the cluster stops (the bookies flush and write
+their lastMark) and each bookie's journals, lastMark, entry logs and index
+are read with the ``inspect-bookie`` readers into ``OUT/bookies/bookie-N.json``,
+with the problems those readers find. Every entry the writer saw
+acknowledged must be in the journal of enough bookies of its write set: a
+summary of that is ``OUT/bookies/acknowledged.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+from kazoo.client import KazooClient
+from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper
+from ledgerspec.conformance.adapters.cluster import BookKeeperCluster
+from ledgerspec.conformance.adapters.jars import JarSet, ensure_jars
+from ledgerspec.conformance.adapters.scenarios import SCENARIOS, Driver, ScenarioFailure
+from ledgerspec.conformance.checker import Bounds, check_trace
+from ledgerspec.conformance.events import events_from_json
+from ledgerspec.conformance.verdict import Verdict
+from ledgerspec.reference.bookie.disk import check_bookie_files, read_bookie_files
+from ledgerspec.reference.bookie.formats import RecordKind
+from ledgerspec.reference.bookie.layout import BookieLayout
+from ledgerspec.reference.metadata.ledger_metadata_format import decode_ledger_metadata
+from ledgerspec.reference.metadata.ledger_paths import ledger_path
+from ledgerspec.spec.ledger import LedgerSpec
+from ledgerspec.tools.commands.inspect_bookie import bookie_files_json
+
+__all__ = ["LedgerRecording", "ScenarioRecording", "record_bookkeeper"]
+
+#: Bookies in the cluster: enough for E=5, and for an ensemble of 3 to lose two bookies.
+CLUSTER_BOOKIES = 5
+#: Late replies (the third ack of a closed ledger's last entry) reach the client within this.
+_SETTLE_SECONDS = 0.3
+#: Bounds for the hidden steps between two observed events: a crash, a restart, lost replies.
+BOUNDS = Bounds(max_hidden_steps=6, max_candidates=10_000)
+
+
+@attrs.frozen
+class LedgerRecording:
+    trace_id: str
+    ledger: int
+    constants: dict[str, int]
+    events: int
+    skipped: int
+    verdict: Verdict
+
+
+@attrs.frozen
+class ScenarioRecording:
+    name: str
+    summary: str
+    directory: Path
+    ledgers: tuple[LedgerRecording, ...]
+    failure: str | None  # a promise of the client API broken, seen by the scenario itself
+    seconds: float
+
+    @property
+    def status(self) -> str:
+        if self.failure is not None:
+            return "failed"
+        statuses = {r.verdict.status for r in self.ledgers}
+        for status in ("violates", "inconclusive"):
+            if status in statuses:
+                return status
+        return "conforms"
+
+
+def record_bookkeeper(
+    names: Sequence[str],
+    out: Path,
+    *,
+    jars: JarSet | None = None,
+    progress: Callable[[ScenarioRecording], None] | None = None,
+) -> list[ScenarioRecording]:
+    """Run ``names`` (scenario names) on one fresh cluster; write and check their traces (module docstring)."""
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise KeyError(f"no scenario {', '.join(unknown)}; the scenarios: {', '.join(SCENARIOS)}")
+    jars = jars or ensure_jars()
+    out.mkdir(parents=True, exist_ok=True)
+    cluster_dir = out / "cluster"
+    shutil.rmtree(cluster_dir, ignore_errors=True)
+    recordings: list[ScenarioRecording] = []
+    acknowledged: dict[int, list[int]] = {}
+    with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES) as cluster:
+        for name in names:
+            recording = _record_one(cluster, name, out / name, acknowledged)
+            recordings.append(recording)
+            if progress is not None:
+                progress(recording)
+        metadata = _read_metadata(cluster, sorted(acknowledged))
+    _record_bookies(cluster, out / "bookies", metadata, acknowledged)
+    return recordings
+
+
+def _record_one(
+    cluster: BookKeeperCluster, name: str, directory: Path, acknowledged: dict[int, list[int]]
+) -> ScenarioRecording:
+    assert cluster.harness is not None
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    scenario = SCENARIOS[name]
+    started = time.monotonic()
+    cluster.harness.take_observations()
+    driver = Driver(cluster, name)
+    failure = None
+    try:
+        scenario.run(driver)
+    except ScenarioFailure as exc:
+        failure = str(exc)
+    finally:
+        driver.finish()
+    time.sleep(_SETTLE_SECONDS)
+    observations = cluster.harness.take_observations()
+    (directory / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in observations))
+    ledgers = []
+    trace_lines: list[dict[str, Any]] = []
+    skipped: dict[str, list[dict[str, Any]]] = {}
+    for ledger in driver.ledgers:
+        acknowledged[ledger.ledger_id] = list(ledger.acknowledged)
+        mapper = LedgerTraceMapper(f"{name}-L{ledger.ledger_id}", ledger.ledger_id, cluster.bookie_ids)
+        mapper.feed_all(observations)
+        constants = mapper.constants(max_crashes=driver.crashes)
+        events = events_from_json(mapper.lines, str(directory / "trace.ndjson"))
+        verdict = check_trace(events, LedgerSpec(**constants), "client", BOUNDS)
+        trace_lines += mapper.lines
+        skipped[mapper.trace_id] = [attrs.asdict(s) for s in mapper.skipped]
+        ledgers.append(LedgerRecording(mapper.trace_id, ledger.ledger_id, constants, len(mapper.lines),
+                                       len(mapper.skipped), verdict))
+    (directory / "trace.ndjson").write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in trace_lines))
+    (directory / "metadata.json").write_text(
+        json.dumps(_read_metadata(cluster, [ledger.ledger_id for ledger in driver.ledgers]), indent=2) + "\n"
+    )
+    recording = ScenarioRecording(name, scenario.summary, directory, tuple(ledgers), failure,
+                                  time.monotonic() - started)
+    (directory / "verdict.json").write_text(json.dumps(_verdict_json(recording, skipped), indent=2) + "\n")
+    return recording
+
+
+def _verdict_json(recording: ScenarioRecording, skipped: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    return {
+        "scenario": recording.name,
+        "summary": recording.summary,
+        "status": recording.status,
+        "failure": recording.failure,
+        "traces": [
+            {
+                "trace": r.trace_id,
+                "ledger": r.ledger,
+                "constants": r.constants,
+                "events": r.events,
+                "verdict": r.verdict.to_json(),
+                "skipped_observations": skipped[r.trace_id],
+            }
+            for r in recording.ledgers
+        ],
+    }
+
+
+def _read_metadata(cluster: BookKeeperCluster, ledger_ids: Sequence[int]) -> dict[str, Any]:
+    """Each ledger's znode, decoded with the project's LedgerMetadataFormat reader."""
+    zk = KazooClient(hosts=f"127.0.0.1:{cluster.zk_port}", timeout=10)
+    zk.start(timeout=15)
+    try:
+        found: dict[str, Any] = {}
+        for ledger_id in ledger_ids:
+            path = ledger_path(ledger_id)
+            data, stat = zk.get(path)
+            m = decode_ledger_metadata(data, ledger_id, where=path)
+            found[str(ledger_id)] = {
+                "znode": path,
+                "znode_version": stat.version,
+                "state": m.state.name,
+                "ensemble_size": m.ensemble_size,
+                "write_quorum_size": m.write_quorum_size,
+                "ack_quorum_size": m.ack_quorum_size,
+                "segments": [[s.first_entry_id, list(s.ensemble)] for s in m.segments],
+                "last_entry_id": m.last_entry_id,
+                "length": m.length,
+                "digest_type": m.digest_type.name if m.digest_type is not None else None,
+            }
+        return found
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def _record_bookies(
+    cluster: BookKeeperCluster, out: Path, metadata: dict[str, Any], acknowledged: dict[int, list[int]]
+) -> None:
+    """Each stopped bookie's files, read and checked; and where each acknowledged entry is journaled."""
+    out.mkdir(parents=True, exist_ok=True)
+    journaled: dict[str, set[tuple[int, int]]] = {}
+    for n, bookie_id in enumerate(cluster.bookie_ids, start=1):
+        layout = BookieLayout.discover(str(cluster.bookie_directory(n)))
+        if layout is None:
+            raise FileNotFoundError(f"bookie {n} left no journal directory in {cluster.bookie_directory(n)}")
+        files = read_bookie_files(layout)
+        problems = check_bookie_files(files, None)
+        valid = not any(p.severity == "error" for p in problems)
+        (out / f"bookie-{n}.json").write_text(
+            json.dumps({"bookie": bookie_id, **bookie_files_json(files, problems, valid)}, indent=2) + "\n"
+        )
+        journaled[bookie_id] = {
+            (record.ledger_id, record.entry_id)
+            for journal in files.journals
+            for record in journal.records
+            if record.kind is RecordKind.ENTRY
+        }
+    (out / "acknowledged.json").write_text(
+        json.dumps(_acknowledged_on_journals(metadata, acknowledged, journaled), indent=2) + "\n"
+    )
+
+
+def _acknowledged_on_journals(
+    metadata: dict[str, Any], acknowledged: dict[int, list[int]], journaled: dict[str, set[tuple[int, int]]]
+) -> dict[str, Any]:
+    """For each ledger: acknowledged entries journaled on fewer than Qa bookies of their write set."""
+    report: dict[str, Any] = {}
+    for ledger_id, entries in acknowledged.items():
+        m = metadata[str(ledger_id)]
+        e, qw, qa = m["ensemble_size"], m["write_quorum_size"], m["ack_quorum_size"]
+        short = []
+        for entry in entries:
+            ensemble = [seg for first, seg in m["segments"] if first <= entry][-1]
+            write_set = [ensemble[(entry + i) % e] for i in range(qw)]
+            on = [b for b in write_set if (ledger_id, entry) in journaled.get(b, set())]
+            if len(on) < qa:
+                short.append({"entry": entry, "write_set": write_set, "journaled_on": on})
+        report[str(ledger_id)] = {"acknowledged": len(entries), "on_fewer_than_qa_journals": short}
+    return report
