@@ -714,6 +714,9 @@ class TraceChecker:
     def _take(self, state: Any, act: Action, args: tuple[Any, ...]) -> _Transition:
         nxt = act.fn(self.spec, state, *args)
         if nxt is None:
+            stutters = self.mapping.stutters.get(act.name)
+            if stutters is not None and stutters(self.spec, state, *args):
+                return self._transition(state, act.name, args, state)  # a step the spec leaves out: nothing changes
             return (act.name, args, None, None, None, -1)
         return self._transition(state, act.name, args, self._state(nxt))
 

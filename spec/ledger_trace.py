@@ -28,7 +28,12 @@ lost requests in full mode, ``network``.
 The explanations say which guard of an action fails, one sentence per
 guard, in the order the action tests them. Two steps of the spec are left
 out on purpose and explained as such: serving a request that changes
-nothing, and losing a reply the client would ignore.
+nothing, and losing a reply the client would ignore. A client of a real
+system logs every reply it gets, so an event that names the first is taken
+as a stuttering step (``STUTTERS``): the request is in flight, its bookie is
+up, and serving it and replying would leave every variable as it is (a
+late fencing reply, an ack of an entry the bookie already holds to a
+writer that no longer listens).
 
 The guards name the antecedents of the invariants that are implications:
 most of them speak of a CLOSED ledger only, and ``NoNewAcksToFencedWriter``
@@ -71,7 +76,7 @@ from ledgerspec.spec.ledger import (
 )
 from ledgerspec.spec.tracing import INIT, Explanation, Guard, Message, ObservationMode, Projection, TraceMapping
 
-__all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "GUARDS", "TRACE", "client_process", "messages"]
+__all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "GUARDS", "STUTTERS", "TRACE", "client_process", "messages"]
 
 
 # -- projections: what a log line reports instead of a whole variable ---------------------
@@ -197,6 +202,15 @@ def _stutter(replied: bool) -> str:
     if replied:
         return "serving it changes nothing the spec tracks (the spec leaves such a step out)"
     return "losing its reply changes nothing for the client (the spec spends no loss on it)"
+
+
+def _serving_changes_nothing(type_: str) -> Callable[..., bool]:
+    """Asked where the bookie step is disabled: is that only because serving the request changes nothing?"""
+
+    def stutters(spec: LedgerSpec, s: LedgerState, m: Any, replied: Any) -> bool:
+        return replied is True and _in_flight(s, m, type_) is None and _served(spec, s, m, replied) is None
+
+    return stutters
 
 
 def _bookie_step(type_: str, action: str) -> Callable[..., str | None]:
@@ -481,11 +495,18 @@ def messages(action: str, params: Mapping[str, Any]) -> Sequence[Message]:
     return ()
 
 
+STUTTERS = {
+    "BookieReceivesAdd": _serving_changes_nothing("AddReq"),
+    "BookieReceivesFenceRead": _serving_changes_nothing("FenceReq"),
+    "BookieReceivesRecoveryRead": _serving_changes_nothing("ReadReq"),
+}
+
 TRACE = TraceMapping(
     LedgerSpec,
     (FULL, CLIENT),
     projections=PROJECTIONS,
     explain=EXPLAIN,
+    stutters=STUTTERS,
     guards=GUARDS,
     processes=PROCESSES,
     messages=messages,

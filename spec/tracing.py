@@ -24,6 +24,12 @@ A mapping says, for one spec:
   the words of the spec's guards. A spec action only returns ``None`` when
   disabled; the explanation says which guard. An explanation must agree
   with the action (tests check it on every reachable state of small models);
+- stuttering steps, per action: where an implementation takes a step the
+  spec leaves out because it changes nothing the spec tracks (a bookie
+  serving a request whose effects it already has, when the client ignores
+  the reply), ``stutters(spec, state, *args)`` says so, and the checker
+  takes the event as a step that leaves the state as it is, as TLA+'s
+  ``[Next]_vars`` allows. It is asked only where the action is disabled;
 - guards of invariants: an invariant written as an implication ("if the
   ledger is CLOSED then ...") holds trivially in a state where its
   antecedent is false. A :class:`Guard` names such an antecedent, so that
@@ -56,6 +62,7 @@ __all__ = [
     "INIT",
     "NEXT",
     "Explanation",
+    "Stutters",
     "Guard",
     "Message",
     "MessagesOf",
@@ -75,6 +82,8 @@ NEXT = "Next"
 
 #: ``explain(spec, state, *args)``: why that action instance is not enabled, or ``None`` when it is.
 Explanation = Callable[..., "str | None"]
+#: ``stutters(spec, state, *args)``: is that disabled instance a step that would change nothing?
+Stutters = Callable[..., bool]
 #: ``partition(event type, params as JSON)``: the unit (ledger, topic) an event belongs to; ``None``: every unit.
 PartitionKey = Callable[[str, Mapping[str, Any]], "str | None"]
 
@@ -154,6 +163,7 @@ class TraceMapping:
         *,
         projections: Iterable[Projection] = (),
         explain: Mapping[str, Explanation] | None = None,
+        stutters: Mapping[str, Stutters] | None = None,
         guards: Mapping[str, Sequence[Guard]] | None = None,
         codecs: Mapping[str, Codec] | None = None,
         processes: Sequence[str] = (),
@@ -165,6 +175,7 @@ class TraceMapping:
         self.modes = {m.name: m for m in modes}
         self.projections = {p.name: p for p in projections}
         self.explain = dict(explain or {})
+        self.stutters = dict(stutters or {})
         # invariant or action property -> its guards
         self.guards: dict[str, tuple[Guard, ...]] = {name: tuple(g) for name, g in (guards or {}).items()}
         # Kinds of process, in the order of their lanes in a drawing: "bookie" stands for bookie-1, bookie-2, ...
@@ -196,7 +207,7 @@ class TraceMapping:
             unknown = sorted(set(mode.hidden) - set(self.actions))
             if unknown:
                 raise ValueError(f"mode {mode.name} hides unknown actions {', '.join(unknown)}")
-        for name in self.explain:
+        for name in [*self.explain, *self.stutters]:
             if name not in self.actions:
                 raise ValueError(f"explanation for unknown action {name}")
         properties = {p.name for p in spec_type.invariants} | {p.name for p in spec_type.action_properties}

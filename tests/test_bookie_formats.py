@@ -248,3 +248,11 @@ def test_layout_names_files_as_bookkeeper() -> None:
     assert parse_file_id("/d", "ff.txn", ".txn") == 255
     with pytest.raises(UnexpectedFileError, match=r"/d/zz\.txn: \.txn file whose name is not a hex id"):
         parse_file_id("/d", "zz.txn", ".txn")
+
+
+def test_an_empty_entry_log_is_one_created_ahead_of_need_and_a_cut_header_is_corrupt() -> None:
+    """BookKeeper creates the next entry log before it needs it; its header waits in the write buffer."""
+    empty = scan_entry_log("l/1.log", b"", 1)
+    assert (empty.records, empty.size, empty.end, empty.torn) == ((), 0, 0, False)
+    with pytest.raises(CorruptFileError, match="entry log header is incomplete: 100 of 1024 bytes"):
+        scan_entry_log("l/1.log", entry_log_header()[:100], 1)

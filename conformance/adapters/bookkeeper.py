@@ -60,11 +60,11 @@ __all__ = ["FENCING_FLAG", "RECOVERY_ADD_FLAG", "LedgerTraceMapper", "MappingErr
 #: BookieProtocol.FLAG_DO_FENCING and FLAG_RECOVERY_ADD.
 FENCING_FLAG, RECOVERY_ADD_FLAG = 0x1, 0x2
 #: BKException.Code values the mapping tells apart.
-OK, NO_SUCH_ENTRY, NO_SUCH_LEDGER, LEDGER_FENCED = 0, -13, -7, -101
+OK, NO_SUCH_ENTRY, NO_SUCH_LEDGER, BOOKIE_UNAVAILABLE, LEDGER_FENCED = 0, -13, -7, -8, -101
 _ANSWERED_READ = frozenset({OK, NO_SUCH_ENTRY, NO_SUCH_LEDGER})
 _TRACE_FORMAT_VERSION = 1
-#: Room in ``seq`` for the events one observation gives: an ensemble change may replace every bookie.
-_EVENTS_PER_OBSERVATION = 64
+#: Room in ``seq`` for the events one observation gives: an ensemble change, with the acks held back during it.
+_EVENTS_PER_OBSERVATION = 4096
 
 
 class MappingError(Exception):
@@ -115,11 +115,20 @@ class LedgerTraceMapper:
         self._read_flags: dict[tuple[int, str, int], int] = {}
         self._highest_entry = -1
         self._completions: set[int] = set()  # observations that were the application's add callbacks
-        self._events_of_last_obs = (-1, 0)  # (observation, events it gave so far): the seq of the next
+        self._held: list[Mapping[str, Any]] = []  # the writer's acks held back while it changes its ensemble
+        self.unreachable: set[int] = set()  # bookies a client could not reach: each, a crash for the spec
+        self.lost = 0  # other failed requests (timeouts): each, a lost request or reply for the spec
+        self._events_at: dict[int, int] = {}  # observation -> events placed at it so far
 
     # -- what the checker needs besides the lines -------------------------------------
     def constants(self, max_crashes: int = 0, max_loss: int = 0) -> dict[str, int]:
-        """The ledger spec's constants this trace is checked with."""
+        """The ledger spec's constants this trace is checked with.
+
+        The bounds on hidden faults are the run's: ``max_crashes`` bookies killed,
+        and at least one crash for each bookie a client found unreachable (a bookie
+        the client cannot reach is, to the client, a bookie that crashed and keeps
+        its disk), one loss for each request that failed otherwise (a timeout).
+        """
         if self.quorum is None:
             raise MappingError(f"ledger {self.ledger}: no creation of its metadata was observed")
         e, qw, qa = self.quorum
@@ -131,8 +140,8 @@ class LedgerTraceMapper:
             "NumRecoverers": max(self._started | {c for c in self._clients()}, default=0),
             "MaxEntries": max(self._highest_entry + 1, 1),
             "Throttle": 0,
-            "MaxCrashes": max_crashes,
-            "MaxLoss": max_loss,
+            "MaxCrashes": max(max_crashes, len(self.unreachable)),
+            "MaxLoss": max(max_loss, self.lost),
         }
 
     def _clients(self) -> Iterable[int]:
@@ -143,8 +152,10 @@ class LedgerTraceMapper:
 
     # -- feeding -----------------------------------------------------------------------
     def feed_all(self, observations: Iterable[Mapping[str, Any]]) -> None:
+        """Every observation of a run, then :meth:`finish`."""
         for obs in observations:
             self.feed(obs)
+        self.finish()
 
     def feed(self, obs: Mapping[str, Any]) -> None:
         if obs.get("ledger") != self.ledger:
@@ -166,13 +177,22 @@ class LedgerTraceMapper:
     def _skip(self, obs: Mapping[str, Any], why: str) -> None:
         self.skipped.append(Skipped(int(obs["obs"]), why))
 
-    def _emit(self, obs: Mapping[str, Any], client: int, action: str, params: dict[str, Any] | None = None,
-              observed: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _emit(
+        self,
+        obs: Mapping[str, Any],
+        client: int,
+        action: str,
+        params: dict[str, Any] | None = None,
+        observed: dict[str, Any] | None = None,
+        *,
+        at: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A trace line for ``obs``, placed in the order at observation ``at`` (default: ``obs`` itself)."""
         line: dict[str, Any] = {
             "v": _TRACE_FORMAT_VERSION,
             "trace": self.trace_id,
             "process": _process(client),
-            "seq": self._seq(int(obs["obs"])),
+            "seq": self._seq(int((at or obs)["obs"])),
             "type": action,
         }
         if params:
@@ -185,9 +205,10 @@ class LedgerTraceMapper:
 
     def _seq(self, observation: int) -> int:
         """The harness numbers observations over all clients: a Lamport clock. One may give several events."""
-        last, count = self._events_of_last_obs
-        count = count + 1 if last == observation else 0
-        self._events_of_last_obs = (observation, count)
+        count = self._events_at.get(observation, 0)
+        if count == _EVENTS_PER_OBSERVATION:
+            raise MappingError(f"observation {observation}: more than {_EVENTS_PER_OBSERVATION} events placed there")
+        self._events_at[observation] = count + 1
         return observation * _EVENTS_PER_OBSERVATION + count
 
     def _bookie(self, obs: Mapping[str, Any], bookie_id: str) -> int:
@@ -245,7 +266,11 @@ class LedgerTraceMapper:
         client, entry, rc = int(obs["client"]), int(obs["entry"]), int(obs["rc"])
         bookie = self._bookie(obs, str(obs["bookie"]))
         if obs["op"] == "add":
-            if rc == OK:
+            if rc == OK and client == 0 and obs.get("changing"):
+                self._held.append(obs)
+            elif rc == OK:
+                if client == 0:
+                    self._release_held(obs)
                 m = self._request("AddReq", client, bookie, entry, recovery=client != 0, fence=False)
                 self._emit(obs, client, "BookieReceivesAdd", {"m": m, "replied": True})
             elif rc == LEDGER_FENCED and client == 0 and not self._writer_fenced:
@@ -256,6 +281,7 @@ class LedgerTraceMapper:
             elif rc == LEDGER_FENCED:
                 self._skip(obs, "a fenced bookie rejects another add: the writer is already fenced")
             else:
+                self._failed(bookie, rc)
                 self._skip(obs, f"an add failed with {obs.get('rc_name', rc)}: the client gives up on the bookie")
             return
         flags = self._read_flags.get((client, str(obs["bookie"]), entry))
@@ -264,6 +290,7 @@ class LedgerTraceMapper:
         if not flags & FENCING_FLAG:
             self._skip(obs, "a plain read: reads by readers are not steps of the spec")
         elif rc not in _ANSWERED_READ:
+            self._failed(bookie, rc)
             self._skip(obs, f"a read failed with {obs.get('rc_name', rc)}: the client gives up on the bookie")
         elif entry == -1:
             m = self._request("FenceReq", client, bookie, -1, recovery=False, fence=True)
@@ -272,10 +299,19 @@ class LedgerTraceMapper:
             m = self._request("ReadReq", client, bookie, entry, recovery=False, fence=True)
             self._emit(obs, client, "BookieReceivesRecoveryRead", {"m": m, "replied": True})
 
+    def _failed(self, bookie: int, rc: int) -> None:
+        if rc == BOOKIE_UNAVAILABLE:
+            self.unreachable.add(bookie)
+        else:
+            self.lost += 1
+
     def _after(self, obs: Mapping[str, Any]) -> None:
         """The writer's handle after it acted on a reply: its LAC is what that reply's step left."""
         client = int(obs["client"])
         last = self.lines[-1] if self.lines else None
+        if client == 0 and self._held:
+            self._skip(obs, "the handle's state while it changes its ensemble: completions are held back")
+            return
         if client != 0 or last is None or last["process"] != "writer" or last["type"] != "BookieReceivesAdd":
             self._skip(obs, "the handle's state after a step that is not the writer's add reply")
             return
@@ -329,8 +365,35 @@ class LedgerTraceMapper:
         else:
             raise MappingError(f"observation {obs['obs']}: client {client} wrote the ledger {after.state}")
 
+    def _release_held(self, at: Mapping[str, Any]) -> None:
+        """The acks that reached the writer during its ensemble change: it acts on them once the change is done.
+
+        From the reply that reports a bookie's failure until the new metadata is
+        written and the handle has taken it in (``LedgerHandle.changingEnsemble``,
+        cleared on the ledger's thread after the write), BookKeeper's writer records
+        acks but completes no add (``sendAddSuccessCallbacks`` waits), and the new
+        segment starts at the LAC it had when the bookie failed. The spec's writer
+        completes an add on its Qa-th ack, so these acks are placed where the writer
+        acts on them: after the change, before the first reply it meets with the
+        flag cleared. The harness reads the flag as each reply reaches the handle.
+        """
+        held, self._held = self._held, []
+        for obs in held:
+            m = self._request("AddReq", 0, self._bookie(obs, str(obs["bookie"])), int(obs["entry"]),
+                              recovery=False, fence=False)
+            self._emit(obs, 0, "BookieReceivesAdd", {"m": m, "replied": True}, at=at)
+
+    def finish(self) -> None:
+        """The observations are all in: acks still held back (no ensemble change came) go last."""
+        if self._held:
+            last = max(int(self._held[-1]["obs"]), *(line["x-obs"] for line in self.lines))
+            self._release_held({"obs": last})
+        self.lines.sort(key=lambda line: line["seq"])
+
     def _failed_write(self, obs: Mapping[str, Any], client: int, written: Mapping[str, Any]) -> None:
         """A compare-and-set that lost: the spec's writer learns it is fenced, its recoverer rereads."""
+        if client == 0:
+            self._release_held(obs)
         self._skip(obs, f"client {client}'s metadata write failed ({obs.get('error')}); the step that follows "
                    "the reread is what the spec sees")
 

@@ -17,19 +17,18 @@ log.
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import signal
 import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import attrs
 import orjson
+from kazoo.client import KazooClient
 from ledgerspec.conformance.adapters.jars import JarSet, java_executable
 
 __all__ = ["BookKeeperCluster", "ClusterError", "Harness", "free_port"]
@@ -43,7 +42,12 @@ _LOG4J = """<Configuration status="ERROR">
 """
 _JVM_OPTIONS = ("-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 _START_TIMEOUT = 60.0
+# ZooKeeper's tick: sessions may be as short as two ticks. A killed bookie's registration lasts until its session
+# expires, and its restart waits for that; short sessions keep a restart to a second or two.
+_ZK_TICK_MS = 250
+_BOOKIE_SESSION_MS = 1500
 _REPLY_TIMEOUT = 120.0
+_LEDGERS_ROOT = "/ledgers"
 
 
 class ClusterError(Exception):
@@ -74,6 +78,7 @@ class _Bookie:
     port: int
     conf: Path
     process: subprocess.Popen[bytes] | None = None
+    stale_session: int | None = None  # the session of a killed process's registration
 
     @property
     def bookie_id(self) -> str:
@@ -92,10 +97,11 @@ class BookKeeperCluster:
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "log4j2.xml").write_text(_LOG4J)
         self.zk_port = free_port()
-        self.metadata_uri = f"zk+hierarchical://127.0.0.1:{self.zk_port}/ledgers"
+        self.metadata_uri = f"zk+hierarchical://127.0.0.1:{self.zk_port}{_LEDGERS_ROOT}"
         self._zookeeper: subprocess.Popen[bytes] | None = None
         self._bookies = [self._bookie(n) for n in range(1, bookies + 1)]
         self.harness: Harness | None = None
+        self._zk: KazooClient | None = None
 
     # -- processes ---------------------------------------------------------------------
     def _java(self, log_name: str, *arguments: str) -> list[str]:
@@ -129,6 +135,7 @@ class BookKeeperCluster:
                     f"ledgerDirectories={home / 'ledgers'}",
                     f"metadataServiceUri={self.metadata_uri}",
                     "httpServerEnabled=false",
+                    f"zkTimeout={_BOOKIE_SESSION_MS}",
                     # The bookie's disk checker stops it when the disk is 95% full; test machines often are.
                     "diskUsageThreshold=0.999",
                     "diskUsageWarnThreshold=0.998",
@@ -148,10 +155,13 @@ class BookKeeperCluster:
                 "org.apache.zookeeper.server.ZooKeeperServerMain",
                 str(self.zk_port),
                 str(zk_data),
+                str(_ZK_TICK_MS),
             ),
             "zookeeper.out",
         )
         _wait_for_port(self.zk_port, self._zookeeper, self.directory / "zookeeper.log", "ZooKeeper")
+        self._zk = KazooClient(hosts=f"127.0.0.1:{self.zk_port}", timeout=10)
+        self._zk.start(timeout=_START_TIMEOUT)
         self.harness = Harness(self, self._spawn(
             self._java("harness.log", "LedgerspecHarness", self.metadata_uri),
             "harness.err",
@@ -165,11 +175,27 @@ class BookKeeperCluster:
         return self
 
     def _start_bookie(self, bookie: _Bookie) -> None:
+        """Start the bookie's JVM; return once it has registered, in a session other than a killed one's."""
+        log = self.directory / f"bookie-{bookie.number}.log"
         bookie.process = self._spawn(
-            self._java(f"bookie-{bookie.number}.log", "org.apache.bookkeeper.server.Main", "--conf", str(bookie.conf)),
+            self._java(log.name, "org.apache.bookkeeper.server.Main", "--conf", str(bookie.conf)),
             f"bookie-{bookie.number}.out",
         )
-        _wait_for_port(bookie.port, bookie.process, self.directory / f"bookie-{bookie.number}.log", f"bookie {bookie.number}")
+        _wait_for_port(bookie.port, bookie.process, log, f"bookie {bookie.number}")
+        deadline = time.monotonic() + _START_TIMEOUT
+        while (owner := self._registration(bookie)) is None or owner == bookie.stale_session:
+            if bookie.process.poll() is not None:
+                raise ClusterError(f"bookie {bookie.number} exited with status {bookie.process.returncode}: see {log}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"bookie {bookie.number} did not register within {_START_TIMEOUT:.0f} s: see {log}")
+            time.sleep(0.05)
+        bookie.stale_session = None
+
+    def _registration(self, bookie: _Bookie) -> int | None:
+        """The ZooKeeper session that holds the bookie's registration znode, or None when it has none."""
+        assert self._zk is not None
+        stat = self._zk.exists(f"{_LEDGERS_ROOT}/available/{bookie.bookie_id}")
+        return None if stat is None else int(stat.ephemeralOwner)
 
     def wait_for_bookies(self, count: int) -> list[str]:
         """Wait until ``count`` bookies are registered as available; their ids."""
@@ -198,8 +224,22 @@ class BookKeeperCluster:
         bookie = self._bookies[n - 1]
         if bookie.process is None or bookie.process.poll() is not None:
             raise ClusterError(f"bookie {n} is not running")
+        bookie.stale_session = self._registration(bookie)  # it outlives the process until the session expires
         bookie.process.send_signal(signal.SIGKILL)
         bookie.process.wait()
+        bookie.process = None
+
+    def stop_bookie(self, n: int) -> None:
+        """Stop bookie ``n`` the orderly way (SIGTERM): it flushes its ledger storage and writes its lastMark."""
+        bookie = self._bookies[n - 1]
+        if bookie.process is None or bookie.process.poll() is not None:
+            raise ClusterError(f"bookie {n} is not running")
+        bookie.stale_session = self._registration(bookie)
+        bookie.process.terminate()
+        try:
+            bookie.process.wait(_START_TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterError(f"bookie {n} did not stop within {_START_TIMEOUT:.0f} s of SIGTERM") from exc
         bookie.process = None
 
     def restart_bookie(self, n: int) -> None:
@@ -216,6 +256,10 @@ class BookKeeperCluster:
         if self.harness is not None:
             self.harness.close()
             self.harness = None
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+            self._zk = None
         for process in [b.process for b in self._bookies] + [self._zookeeper]:
             if process is not None and process.poll() is None:
                 process.terminate()
@@ -307,11 +351,3 @@ class Harness:
                 self.process.kill()
                 self.process.wait()
 
-
-@contextlib.contextmanager
-def running_cluster(jars: JarSet, directory: Path, bookies: int = 4) -> Iterator[BookKeeperCluster]:
-    with BookKeeperCluster(jars, directory, bookies) as cluster:
-        yield cluster
-
-
-_ = os  # os.pathsep is used through JarSet

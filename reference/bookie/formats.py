@@ -437,8 +437,15 @@ def entry_log_record(entry: bytes) -> bytes:
 
 
 def scan_entry_log(path: str, data: bytes, log_id: int) -> EntryLogScan:
-    """Parse an entry log (``DefaultEntryLogger.scanEntryLog``); :class:`CorruptFileError` names the offset."""
+    """Parse an entry log (``DefaultEntryLogger.scanEntryLog``); :class:`CorruptFileError` names the offset.
+
+    An empty file is a log the bookie created ahead of need and never wrote to:
+    ``EntryLoggerAllocator.allocateNewLog`` puts the header into the log's write
+    buffer, which reaches the disk with the log's first flush. It holds no entry.
+    """
     size = len(data)
+    if size == 0:
+        return EntryLogScan(path, log_id, ENTRY_LOG_VERSION, 0, 0, 0, (), (), 0, False)
     version = _check_header(
         path, data, "entry log", ENTRY_LOG_HEADER_SIZE, "entry log magic", ENTRY_LOG_MAGIC, ENTRY_LOG_VERSION
     )

@@ -40,6 +40,7 @@ import java.util.concurrent.TimeUnit;
 import org.apache.bookkeeper.client.BKException;
 import org.apache.bookkeeper.client.BookKeeper;
 import org.apache.bookkeeper.client.BookKeeperAdmin;
+import org.apache.bookkeeper.client.BookieWatcher;
 import org.apache.bookkeeper.client.LedgerEntry;
 import org.apache.bookkeeper.client.LedgerHandle;
 import org.apache.bookkeeper.client.api.LedgerMetadata;
@@ -150,6 +151,15 @@ public final class LedgerspecHarness {
                     List<String> ids = new ArrayList<>();
                     available.forEach(b -> ids.add(b.toString()));
                     reply.put("bookies", ids);
+                    // A bookie that restarted is usable by a client once the client's own view lists it again.
+                    Method watcherOf = BookKeeper.class.getDeclaredMethod("getBookieWatcher");
+                    watcherOf.setAccessible(true);
+                    for (BookKeeper bk : clients.values()) {
+                        BookieWatcher watcher = (BookieWatcher) watcherOf.invoke(bk);
+                        while (watcher.getBookies().size() < wanted && System.nanoTime() < deadline) {
+                            Thread.sleep(50);
+                        }
+                    }
                 }
                 return true;
             }
@@ -332,6 +342,26 @@ public final class LedgerspecHarness {
         return event;
     }
 
+    private static final Field CHANGING_ENSEMBLE;
+
+    static {
+        try {
+            CHANGING_ENSEMBLE = LedgerHandle.class.getDeclaredField("changingEnsemble");
+            CHANGING_ENSEMBLE.setAccessible(true);
+        } catch (NoSuchFieldException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    /** LedgerHandle.changingEnsemble: while it is set, the handle completes no add (sendAddSuccessCallbacks). */
+    private static boolean changingEnsemble(LedgerHandle lh) {
+        try {
+            return CHANGING_ENSEMBLE.getBoolean(lh);
+        } catch (IllegalAccessException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
     private void reportHandle(int client, long ledger) {
         LedgerHandle lh = handles.get(key(client, ledger));
         if (lh != null) {
@@ -369,6 +399,12 @@ public final class LedgerspecHarness {
                     Map<String, Object> event = request("reply", client, "add", addr, ledgerId, entryId);
                     event.put("rc", rc);
                     event.put("rc_name", BKException.getMessage(rc));
+                    LedgerHandle lh = handles.get(key(client, ledgerId));
+                    if (lh != null) {
+                        // Replies and the end of an ensemble change run on the ledger's one thread, so the
+                        // flag read here is the one this reply meets.
+                        event.put("changing", changingEnsemble(lh));
+                    }
                     observe(event);
                     cb.writeComplete(rc, ledgerId, entryId, addr, ctx);
                     reportHandle(client, ledgerId);
