@@ -37,12 +37,13 @@ import attrs
 import orjson
 from kazoo.client import KazooClient
 from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper
-from ledgerspec.conformance.adapters.cluster import BookKeeperCluster
+from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, ClusterError
+from ledgerspec.conformance.adapters.findings import FINDINGS
 from ledgerspec.conformance.adapters.jars import JarSet, ensure_jars
 from ledgerspec.conformance.adapters.scenarios import SCENARIOS, Driver, ScenarioFailure
 from ledgerspec.conformance.checker import Bounds, check_trace
 from ledgerspec.conformance.events import events_from_json
-from ledgerspec.conformance.verdict import Verdict
+from ledgerspec.conformance.verdict import INCONCLUSIVE, VIOLATES, Verdict
 from ledgerspec.reference.bookie.disk import check_bookie_files, read_bookie_files
 from ledgerspec.reference.bookie.formats import RecordKind
 from ledgerspec.reference.bookie.layout import BookieLayout
@@ -80,14 +81,24 @@ class ScenarioRecording:
     failure: str | None  # a promise of the client API broken, seen by the scenario itself
     seconds: float
 
+    expects: str | None = None  # the finding the scenario shows (findings.py)
+
     @property
     def status(self) -> str:
-        if self.failure is not None:
+        """``conforms``; ``known`` (it shows the finding it expects, and nothing else); ``violates`` or
+        ``failed`` (something new: a violation, or a broken promise of the client API); ``missed`` (the
+        expected finding did not show); ``inconclusive`` (a search bound was hit)."""
+        finding = FINDINGS[self.expects] if self.expects is not None else None
+        violations = [r.verdict for r in self.ledgers if r.verdict.status == VIOLATES]
+        if violations and (finding is None or not all(finding.explains(v.reason) for v in violations)):
+            return "violates"
+        if self.failure is not None and (finding is None or finding.kind != "bug"):
             return "failed"
-        statuses = {r.verdict.status for r in self.ledgers}
-        for status in ("violates", "inconclusive"):
-            if status in statuses:
-                return status
+        if any(r.verdict.status == INCONCLUSIVE for r in self.ledgers):
+            return "inconclusive"
+        if finding is not None:
+            shown = bool(violations) and (finding.kind != "bug" or self.failure is not None)
+            return "known" if shown else "missed"
         return "conforms"
 
 
@@ -132,7 +143,7 @@ def _record_one(
     failure = None
     try:
         scenario.run(driver)
-    except ScenarioFailure as exc:
+    except (ScenarioFailure, ClusterError) as exc:
         failure = str(exc)
     finally:
         driver.finish()
@@ -157,8 +168,9 @@ def _record_one(
     (directory / "metadata.json").write_text(
         json.dumps(_read_metadata(cluster, [ledger.ledger_id for ledger in driver.ledgers]), indent=2) + "\n"
     )
-    recording = ScenarioRecording(name, scenario.summary, directory, tuple(ledgers), failure,
-                                  time.monotonic() - started)
+    recording = ScenarioRecording(
+        name, scenario.summary, directory, tuple(ledgers), failure, time.monotonic() - started, scenario.expects
+    )
     (directory / "verdict.json").write_text(json.dumps(_verdict_json(recording, skipped), indent=2) + "\n")
     return recording
 
@@ -168,6 +180,7 @@ def _verdict_json(recording: ScenarioRecording, skipped: dict[str, list[dict[str
         "scenario": recording.name,
         "summary": recording.summary,
         "status": recording.status,
+        "expects": recording.expects,
         "failure": recording.failure,
         "traces": [
             {

@@ -55,7 +55,7 @@ from typing import Any
 import attrs
 from ledgerspec.spec.ledger import CLOSED, IN_RECOVERY, WRITER_CLOSED, WRITER_FENCED
 
-__all__ = ["FENCING_FLAG", "RECOVERY_ADD_FLAG", "LedgerTraceMapper", "MappingError", "Skipped"]
+__all__ = ["FENCING_FLAG", "RECOVERY_ADD_FLAG", "LedgerTraceMapper", "MappingError", "Skipped", "order_by_service"]
 
 #: BookieProtocol.FLAG_DO_FENCING and FLAG_RECOVERY_ADD.
 FENCING_FLAG, RECOVERY_ADD_FLAG = 0x1, 0x2
@@ -113,6 +113,7 @@ class LedgerTraceMapper:
         self._writer_fenced = False
         self._started: set[int] = set()
         self._read_flags: dict[tuple[int, str, int], int] = {}
+        self._sent_at: dict[tuple[int, str, int], int] = {}  # (client, bookie, entry) -> its last request's observation
         self._highest_entry = -1
         self._completions: set[int] = set()  # observations that were the application's add callbacks
         self._held: list[Mapping[str, Any]] = []  # the writer's acks held back while it changes its ensemble
@@ -124,10 +125,13 @@ class LedgerTraceMapper:
     def constants(self, max_crashes: int = 0, max_loss: int = 0) -> dict[str, int]:
         """The ledger spec's constants this trace is checked with.
 
-        The bounds on hidden faults are the run's: ``max_crashes`` bookies killed,
-        and at least one crash for each bookie a client found unreachable (a bookie
-        the client cannot reach is, to the client, a bookie that crashed and keeps
-        its disk), one loss for each request that failed otherwise (a timeout).
+        The bounds on hidden faults come from the run: a crash for each of the
+        ``max_crashes`` bookies killed, for each bookie a client found unreachable
+        (a bookie the client cannot reach is, to it, a bookie that crashed and keeps
+        its disk), and for each ensemble change (the new bookie may be one that is
+        down but still registered: the spec's writer picks a bookie that is up, so
+        the bookie restarts and crashes again); a loss for each request that failed
+        otherwise (a timeout).
         """
         if self.quorum is None:
             raise MappingError(f"ledger {self.ledger}: no creation of its metadata was observed")
@@ -140,9 +144,12 @@ class LedgerTraceMapper:
             "NumRecoverers": max(self._started | {c for c in self._clients()}, default=0),
             "MaxEntries": max(self._highest_entry + 1, 1),
             "Throttle": 0,
-            "MaxCrashes": max(max_crashes, len(self.unreachable)),
+            "MaxCrashes": max_crashes + len(self.unreachable) + self._changes(),
             "MaxLoss": max(max_loss, self.lost),
         }
+
+    def _changes(self) -> int:
+        return sum(1 for line in self.lines if line["type"] == "WriterChangesEnsemble")
 
     def _clients(self) -> Iterable[int]:
         for line in self.lines:
@@ -241,6 +248,7 @@ class LedgerTraceMapper:
     # -- the observations ----------------------------------------------------------------
     def _send(self, obs: Mapping[str, Any]) -> None:
         client, entry, flags = int(obs["client"]), int(obs["entry"]), int(obs["flags"])
+        self._sent_at[(client, str(obs["bookie"]), entry)] = int(obs["obs"])
         if obs["op"] == "read":
             self._read_flags[(client, str(obs["bookie"]), entry)] = flags
             if entry == -1 and flags & FENCING_FLAG and client not in self._started:
@@ -263,6 +271,14 @@ class LedgerTraceMapper:
         return request
 
     def _reply(self, obs: Mapping[str, Any]) -> None:
+        before = len(self.lines)
+        self._reply_event(obs)
+        if len(self.lines) > before:  # the request's send: when the bookie may have served it from
+            sent = self._sent_at.get((int(obs["client"]), str(obs["bookie"]), int(obs["entry"])))
+            if sent is not None:
+                self.lines[-1]["x-sent"] = sent
+
+    def _reply_event(self, obs: Mapping[str, Any]) -> None:
         client, entry, rc = int(obs["client"]), int(obs["entry"]), int(obs["rc"])
         bookie = self._bookie(obs, str(obs["bookie"]))
         if obs["op"] == "add":
@@ -389,6 +405,7 @@ class LedgerTraceMapper:
             last = max(int(self._held[-1]["obs"]), *(line["x-obs"] for line in self.lines))
             self._release_held({"obs": last})
         self.lines.sort(key=lambda line: line["seq"])
+        self.lines = order_by_service(self.lines)
 
     def _failed_write(self, obs: Mapping[str, Any], client: int, written: Mapping[str, Any]) -> None:
         """A compare-and-set that lost: the spec's writer learns it is fenced, its recoverer rereads."""
@@ -406,3 +423,99 @@ class LedgerTraceMapper:
 
 def _replaced(old: Sequence[int], new: Sequence[int]) -> list[tuple[int, int]]:
     return [(b, nb) for b, nb in zip(old, new, strict=True) if b != nb]
+
+
+# -- the order in which bookies served what their replies show --------------------------
+def _bookie_of(line: Mapping[str, Any]) -> int | None:
+    m = line.get("params", {}).get("m")
+    return None if m is None else int(m["bookie"])
+
+
+def _writer_ack(line: Mapping[str, Any]) -> bool:
+    """The writer's normal add, acknowledged: its bookie served it before it was fenced."""
+    return (
+        line["type"] == "BookieReceivesAdd"
+        and line["params"]["m"]["client"] == 0
+        and not line["params"]["m"]["recovery"]
+        and line.get("observed", {}).get("writer_status") != WRITER_FENCED
+    )
+
+
+def _writer_rejected(line: Mapping[str, Any]) -> bool:
+    """The writer's normal add, refused as fenced: its bookie served it after it was fenced."""
+    return line["type"] == "BookieReceivesAdd" and line.get("observed", {}).get("writer_status") == WRITER_FENCED
+
+
+def _fencing(line: Mapping[str, Any]) -> bool:
+    return line["type"] == "BookieReceivesFenceRead" or (
+        line["type"] == "BookieReceivesRecoveryRead" and line["params"]["m"]["fence"]
+    )
+
+
+def order_by_service(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lines reordered so that each bookie's steps come in the order the bookie took them.
+
+    The harness sees replies in the order they reach the clients. Replies to two
+    clients may arrive in the other order than their bookie served the requests,
+    but the spec's bookie step serves and replies at once. What the replies show
+    of a bookie's order is kept: an add of the writer that a bookie acked was
+    served before the bookie was fenced, one it refused as fenced after. Where the
+    arrival order says otherwise, and the request was on its way when the other
+    reply arrived (``x-sent``, the observation of its send, is earlier), the later
+    client's steps are moved, with the steps of its own that follow, past the
+    other: every client keeps its own order. ``seq`` is then the line's place in
+    the new order. A request sent after the other reply arrived was served after
+    it, so nothing is moved for it: a bookie that acks an add sent after it was
+    fenced is what the oracle must see.
+    """
+    order = list(lines)
+    moved, moves = True, 0
+    while moved:
+        moved = False
+        moves += 1
+        if moves > len(order) ** 2 + 1:
+            raise MappingError("the replies give no order in which each bookie could have served its requests")
+        for i, line in enumerate(order):
+            b = _bookie_of(line)
+            if _writer_ack(line):
+                # A fencing reply from the same bookie arrived first, while this add was on its way: the
+                # bookie served the add before the fence. (An add sent after that reply was served after it.)
+                first = next(
+                    (j for j in range(i) if _fencing(order[j]) and _bookie_of(order[j]) == b and _in_flight(line, order[j])),
+                    None,
+                )
+                if first is not None:
+                    order = _move_after(order, first, i, order[first]["process"])
+                    moved = True
+                    break
+            elif _writer_rejected(line) and not any(
+                _fencing(order[j]) and _bookie_of(order[j]) == b for j in range(i)
+            ):
+                # The bookie had been fenced, but the reply that says so arrived later.
+                later = next(
+                    (
+                        j
+                        for j in range(i + 1, len(order))
+                        if _fencing(order[j]) and _bookie_of(order[j]) == b and _in_flight(order[j], line)
+                    ),
+                    None,
+                )
+                if later is not None:
+                    order = _move_after(order, i, later, "writer")
+                    moved = True
+                    break
+    for seq, line in enumerate(order, start=1):
+        line["seq"] = seq
+    return order
+
+
+def _in_flight(request: Mapping[str, Any], reply: Mapping[str, Any]) -> bool:
+    """Was ``request`` sent before ``reply`` reached its client? Then its bookie may have served it first."""
+    return int(request.get("x-sent", request["x-obs"])) < int(reply["x-obs"])
+
+
+def _move_after(order: list[dict[str, Any]], start: int, anchor: int, process: str) -> list[dict[str, Any]]:
+    """Move ``process``'s lines from ``start`` up to ``anchor`` (exclusive) to just after line ``anchor``."""
+    block = [line for line in order[start:anchor] if line["process"] == process]
+    rest = [line for line in order[start : anchor + 1] if line["process"] != process]
+    return order[:start] + rest + block + order[anchor + 1 :]

@@ -46,6 +46,7 @@ _START_TIMEOUT = 60.0
 # expires, and its restart waits for that; short sessions keep a restart to a second or two.
 _ZK_TICK_MS = 250
 _BOOKIE_SESSION_MS = 1500
+CHECKPOINT_INTERVAL_MS = 1000
 _REPLY_TIMEOUT = 120.0
 _LEDGERS_ROOT = "/ledgers"
 
@@ -136,6 +137,8 @@ class BookKeeperCluster:
                     f"metadataServiceUri={self.metadata_uri}",
                     "httpServerEnabled=false",
                     f"zkTimeout={_BOOKIE_SESSION_MS}",
+                    # A checkpoint every second (60 s by default), so that the lastMark moves within a scenario.
+                    f"flushInterval={CHECKPOINT_INTERVAL_MS}",
                     # The bookie's disk checker stops it when the disk is 95% full; test machines often are.
                     "diskUsageThreshold=0.999",
                     "diskUsageWarnThreshold=0.998",

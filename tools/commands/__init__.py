@@ -17,6 +17,7 @@ from ledgerspec.tools.commands import (
     model_check,
     mutants,
     quorum,
+    record,
     simulate,
     specs,
 )
@@ -28,6 +29,7 @@ COMMANDS = (
     convert_traces,
     simulate,
     mutants,
+    record,
     quorum,
     specs,
     inspect_bookie,

@@ -1,0 +1,161 @@
+"""``ledgerspec record bookkeeper``: run scenarios on a real Apache BookKeeper cluster and check their traces.
+
+Fetches the pinned jars with Maven (once; cached), starts ZooKeeper and five
+bookies, each in its own JVM, and a client harness; runs the scenarios on
+them; writes each scenario's traces, raw observations, decoded metadata and
+verdicts under ``--out``, and every bookie's files as ``inspect-bookie``
+reads them (see :mod:`ledgerspec.tools.real_systems`). Exit status 0 when
+every scenario conforms or shows exactly the finding it expects, 1 when one
+shows something new (a violation, a broken promise of the client API) or
+misses its finding, 4 when a check was inconclusive, 2 for an unknown
+scenario, 3 when Java, javac or Maven is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ledgerspec.conformance.adapters.cluster import ClusterError
+from ledgerspec.conformance.adapters.findings import FINDINGS
+from ledgerspec.conformance.adapters.jars import ARTIFACTS, JavaSetupError
+from ledgerspec.conformance.adapters.scenarios import SCENARIOS
+from ledgerspec.tools.commands.base import (
+    EXIT_INCONCLUSIVE,
+    EXIT_MISSING_TOOL,
+    EXIT_OK,
+    EXIT_VIOLATION,
+    UsageError,
+)
+from ledgerspec.tools.real_systems import ScenarioRecording, record_bookkeeper
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["register"]
+
+SYSTEMS = ("bookkeeper",)
+_STYLE = {"conforms": "green", "known": "yellow", "violates": "bold red", "failed": "bold red",
+          "missed": "bold red", "inconclusive": "magenta"}
+
+
+def register(commands: Any) -> None:
+    record = commands.add_parser(
+        "record", help="run scenarios on the real Apache BookKeeper, record what its clients see, check it"
+    )
+    record.add_argument("system", help="the system to run: " + ", ".join(SYSTEMS))
+    record.add_argument(
+        "--scenario", action="append", metavar="NAME", help="a scenario (repeatable; default: all); see --list"
+    )
+    record.add_argument("--out", default="ledgerspec-real", help="where the recordings go (default: ledgerspec-real)")
+    record.add_argument("--list", action="store_true", help="list the scenarios and findings, and run nothing")
+    record.add_argument("--json", action="store_true", help="print one JSON object")
+    record.set_defaults(run=_record)
+
+
+def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.system not in SYSTEMS:
+        raise UsageError(f"unknown system {args.system!r}; systems: {', '.join(SYSTEMS)}")
+    names = args.scenario or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise UsageError(f"unknown scenario {', '.join(map(repr, unknown))}; scenarios: {', '.join(SCENARIOS)}")
+    if args.list:
+        _print_list(out)
+        return EXIT_OK
+
+    def progress(recording: ScenarioRecording) -> None:
+        if not args.json:
+            style = _STYLE[recording.status]
+            err.print(f"[{style}]{recording.status:>12}[/] {escape(recording.name)} ({recording.seconds:.1f} s)")
+
+    try:
+        recordings = record_bookkeeper(names, Path(args.out), progress=progress)
+    except JavaSetupError as exc:
+        err.print(f"[bold red]{escape(str(exc))}[/]")
+        return EXIT_MISSING_TOOL
+    except ClusterError as exc:
+        err.print(f"[bold red]the cluster failed: {escape(str(exc))}[/]")
+        return EXIT_MISSING_TOOL
+    if args.json:
+        print(json.dumps(_to_json(recordings, Path(args.out)), indent=2))
+    else:
+        _print(out, recordings, Path(args.out))
+    statuses = {r.status for r in recordings}
+    if statuses & {"violates", "failed", "missed"}:
+        return EXIT_VIOLATION
+    if "inconclusive" in statuses:
+        return EXIT_INCONCLUSIVE
+    return EXIT_OK
+
+
+def _note(recording: ScenarioRecording) -> str:
+    if recording.status == "known" and recording.expects is not None:
+        return f"{FINDINGS[recording.expects].kind}: {FINDINGS[recording.expects].title}"
+    if recording.status == "missed" and recording.expects is not None:
+        return f"expected, not shown: {recording.expects}"
+    for ledger in recording.ledgers:
+        if ledger.verdict.status != "conforms":
+            return f"{ledger.trace_id}: {ledger.verdict.reason}"
+    return recording.failure or ""
+
+
+def _print(out: Console, recordings: list[ScenarioRecording], root: Path) -> None:
+    table = Table(title=f"Apache BookKeeper, recorded under {root}")
+    for column in ("scenario", "status", "traces", "events", "s", "note"):
+        table.add_column(column, justify="right" if column in ("traces", "events", "s") else "left")
+    for r in recordings:
+        table.add_row(
+            escape(r.name),
+            f"[{_STYLE[r.status]}]{r.status}[/]",
+            str(len(r.ledgers)),
+            str(sum(x.events for x in r.ledgers)),
+            f"{r.seconds:.1f}",
+            escape(_note(r)),
+        )
+    out.print(table)
+    counts: dict[str, int] = {}
+    for r in recordings:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    out.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + f" of {len(recordings)} scenarios")
+
+
+def _to_json(recordings: list[ScenarioRecording], root: Path) -> dict[str, Any]:
+    return {
+        "system": "bookkeeper",
+        "artifacts": list(ARTIFACTS),
+        "out": str(root),
+        "scenarios": [
+            {
+                "scenario": r.name,
+                "status": r.status,
+                "expects": r.expects,
+                "failure": r.failure,
+                "seconds": round(r.seconds, 3),
+                "traces": [
+                    {"trace": x.trace_id, "events": x.events, "skipped": x.skipped, "constants": x.constants,
+                     "verdict": x.verdict.to_json()}
+                    for x in r.ledgers
+                ],
+            }
+            for r in recordings
+        ],
+    }
+
+
+def _print_list(out: Console) -> None:
+    table = Table(title="scenarios")
+    table.add_column("name")
+    table.add_column("what it does")
+    table.add_column("expects")
+    for s in SCENARIOS.values():
+        table.add_row(escape(s.name), escape(s.summary), escape(s.expects or ""))
+    out.print(table)
+    findings = Table(title="findings")
+    for column in ("name", "kind", "what"):
+        findings.add_column(column)
+    for f in FINDINGS.values():
+        findings.add_row(escape(f.name), f.kind, escape(f.title))
+    out.print(findings)
