@@ -62,7 +62,6 @@ __all__ = [
     "INIT",
     "NEXT",
     "Explanation",
-    "Stutters",
     "Guard",
     "Message",
     "MessagesOf",
@@ -70,6 +69,7 @@ __all__ = [
     "ObservedChanges",
     "PartitionKey",
     "Projection",
+    "Stutters",
     "TraceMapping",
     "mapping_for",
 ]

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 import pytest
 from headless_chromium import ChromiumUnavailableError, find_chromium
+from ledgerspec.conformance.adapters.jars import JavaSetupError, check_tools
 from ledgerspec.conformance.spark import SparkUnavailable, find_java_home
 from metadata_backends import BACKEND_PARAMS, MetadataBackend
 from zookeeper_server import ZooKeeperServer, ZooKeeperUnavailableError, find_zkserver
@@ -38,6 +39,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _needs(items, "zookeeper", "ZooKeeper", find_zkserver, ZooKeeperUnavailableError)
     _needs(items, "chromium", "Chromium", find_chromium, ChromiumUnavailableError)
     _needs(items, "spark", "Spark", find_java_home, SparkUnavailable)
+    _needs(items, "real_bookkeeper", "Java with javac, and Maven", check_tools, JavaSetupError)
     if any("tlc" in item.keywords for item in items):
         reason = _tlc_unavailable()
         if reason is not None:

@@ -8,7 +8,11 @@ writes, for each scenario, into ``OUT/<scenario>/``:
     the clients' view as ledger-spec events (client mode), one trace per ledger;
 ``observations.ndjson``
     what the harness reported, unmapped: each trace event names its
-    observation in ``x-obs``;
+    observation in ``x-obs`` (and the send of its request in ``x-sent``);
+``run.json``
+    the run's facts: the cluster's bookies, the ledgers, the entries the
+    writer saw acknowledged, the bookies the scenario crashed; with the
+    observations, all that :func:`check_recording` needs to check it again;
 ``metadata.json``
     each ledger's znode as ZooKeeper holds it at the end, decoded with the
     project's ``LedgerMetadataFormat`` reader, beside its znode version;
@@ -39,8 +43,8 @@ from kazoo.client import KazooClient
 from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper
 from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, ClusterError
 from ledgerspec.conformance.adapters.findings import FINDINGS
-from ledgerspec.conformance.adapters.jars import JarSet, ensure_jars
-from ledgerspec.conformance.adapters.scenarios import SCENARIOS, Driver, ScenarioFailure
+from ledgerspec.conformance.adapters.jars import ARTIFACTS, JarSet, ensure_jars
+from ledgerspec.conformance.adapters.scenarios import SCENARIOS, BrokenPromiseError, Driver
 from ledgerspec.conformance.checker import Bounds, check_trace
 from ledgerspec.conformance.events import events_from_json
 from ledgerspec.conformance.verdict import INCONCLUSIVE, VIOLATES, Verdict
@@ -50,9 +54,9 @@ from ledgerspec.reference.bookie.layout import BookieLayout
 from ledgerspec.reference.metadata.ledger_metadata_format import decode_ledger_metadata
 from ledgerspec.reference.metadata.ledger_paths import ledger_path
 from ledgerspec.spec.ledger import LedgerSpec
-from ledgerspec.tools.commands.inspect_bookie import bookie_files_json
+from ledgerspec.tools.bookie_report import bookie_files_json
 
-__all__ = ["LedgerRecording", "ScenarioRecording", "record_bookkeeper"]
+__all__ = ["LedgerRecording", "ScenarioRecording", "check_recording", "record_bookkeeper"]
 
 #: Bookies in the cluster: enough for E=5, and for an ensemble of 3 to lose two bookies.
 CLUSTER_BOOKIES = 5
@@ -133,6 +137,7 @@ def record_bookkeeper(
 def _record_one(
     cluster: BookKeeperCluster, name: str, directory: Path, acknowledged: dict[int, list[int]]
 ) -> ScenarioRecording:
+    """Run one scenario and write what was seen (``observations.ndjson``, ``run.json``, ``metadata.json``)."""
     assert cluster.harness is not None
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
@@ -143,33 +148,63 @@ def _record_one(
     failure = None
     try:
         scenario.run(driver)
-    except (ScenarioFailure, ClusterError) as exc:
+    except (BrokenPromiseError, ClusterError) as exc:
         failure = str(exc)
     finally:
         driver.finish()
     time.sleep(_SETTLE_SECONDS)
     observations = cluster.harness.take_observations()
     (directory / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in observations))
+    for ledger in driver.ledgers:
+        acknowledged[ledger.ledger_id] = list(ledger.acknowledged)
+    run = {
+        "scenario": name,
+        "artifacts": list(ARTIFACTS),
+        "cluster_bookies": cluster.bookie_ids,
+        "ledgers": [ledger.ledger_id for ledger in driver.ledgers],
+        "acknowledged": {str(ledger.ledger_id): ledger.acknowledged for ledger in driver.ledgers},
+        "bookies_crashed": driver.crashes,
+        "failure": failure,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    (directory / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+    (directory / "metadata.json").write_text(json.dumps(_read_metadata(cluster, run["ledgers"]), indent=2) + "\n")
+    return check_recording(directory)
+
+
+def check_recording(directory: Path) -> ScenarioRecording:
+    """Map a recorded scenario's observations to ledger traces and check each (``trace.ndjson``, ``verdict.json``).
+
+    Needs only ``run.json`` and ``observations.ndjson``: a recording can be checked
+    again, elsewhere, after the mapping or the spec changed.
+    """
+    run = json.loads((directory / "run.json").read_text())
+    name = str(run["scenario"])
+    scenario = SCENARIOS.get(name)
+    observations = [orjson.loads(line) for line in (directory / "observations.ndjson").read_bytes().splitlines()]
     ledgers = []
     trace_lines: list[dict[str, Any]] = []
     skipped: dict[str, list[dict[str, Any]]] = {}
-    for ledger in driver.ledgers:
-        acknowledged[ledger.ledger_id] = list(ledger.acknowledged)
-        mapper = LedgerTraceMapper(f"{name}-L{ledger.ledger_id}", ledger.ledger_id, cluster.bookie_ids)
+    for ledger_id in run["ledgers"]:
+        mapper = LedgerTraceMapper(f"{name}-L{ledger_id}", int(ledger_id), run["cluster_bookies"])
         mapper.feed_all(observations)
-        constants = mapper.constants(max_crashes=driver.crashes)
+        constants = mapper.constants(max_crashes=int(run["bookies_crashed"]))
         events = events_from_json(mapper.lines, str(directory / "trace.ndjson"))
         verdict = check_trace(events, LedgerSpec(**constants), "client", BOUNDS)
         trace_lines += mapper.lines
         skipped[mapper.trace_id] = [attrs.asdict(s) for s in mapper.skipped]
-        ledgers.append(LedgerRecording(mapper.trace_id, ledger.ledger_id, constants, len(mapper.lines),
-                                       len(mapper.skipped), verdict))
+        ledgers.append(
+            LedgerRecording(mapper.trace_id, int(ledger_id), constants, len(mapper.lines), len(mapper.skipped), verdict)
+        )
     (directory / "trace.ndjson").write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in trace_lines))
-    (directory / "metadata.json").write_text(
-        json.dumps(_read_metadata(cluster, [ledger.ledger_id for ledger in driver.ledgers]), indent=2) + "\n"
-    )
     recording = ScenarioRecording(
-        name, scenario.summary, directory, tuple(ledgers), failure, time.monotonic() - started, scenario.expects
+        name,
+        scenario.summary if scenario is not None else "",
+        directory,
+        tuple(ledgers),
+        run["failure"],
+        float(run["seconds"]),
+        scenario.expects if scenario is not None else None,
     )
     (directory / "verdict.json").write_text(json.dumps(_verdict_json(recording, skipped), indent=2) + "\n")
     return recording

@@ -234,7 +234,9 @@ class LedgerTraceMapper:
     def _read_metadata(self, obs: Mapping[str, Any], written: Mapping[str, Any]) -> _Metadata:
         ensembles = sorted(((int(first), bookies) for first, bookies in written["ensembles"].items()))
         segments = tuple((first, tuple(self._bookie(obs, b) for b in bookies)) for first, bookies in ensembles)
-        return _Metadata(str(written["state"]), segments, int(written["last_entry"]), int(written.get("version", -2)) + 1)
+        return _Metadata(
+            str(written["state"]), segments, int(written["last_entry"]), int(written.get("version", -2)) + 1
+        )
 
     @staticmethod
     def _observed_metadata(m: _Metadata) -> dict[str, Any]:
@@ -262,7 +264,9 @@ class LedgerTraceMapper:
             self._highest_entry = max(self._highest_entry, entry)
             self._emit(obs, client, "WriterAddsEntry", observed={"writer_lap": entry})
 
-    def _request(self, kind: str, client: int, bookie: int, entry: int, *, recovery: bool, fence: bool) -> dict[str, Any]:
+    def _request(
+        self, kind: str, client: int, bookie: int, entry: int, *, recovery: bool, fence: bool
+    ) -> dict[str, Any]:
         request: dict[str, Any] = {"type": kind, "client": client, "bookie": bookie, "entry": entry}
         if kind != "AddReq":
             request["lac"] = -1
@@ -292,8 +296,9 @@ class LedgerTraceMapper:
             elif rc == LEDGER_FENCED and client == 0 and not self._writer_fenced:
                 self._writer_fenced = True
                 m = self._request("AddReq", client, bookie, entry, recovery=False, fence=False)
-                self._emit(obs, client, "BookieReceivesAdd", {"m": m, "replied": True},
-                           {"writer_status": WRITER_FENCED})
+                self._emit(
+                    obs, client, "BookieReceivesAdd", {"m": m, "replied": True}, {"writer_status": WRITER_FENCED}
+                )
             elif rc == LEDGER_FENCED:
                 self._skip(obs, "a fenced bookie rejects another add: the writer is already fenced")
             else:
@@ -395,8 +400,9 @@ class LedgerTraceMapper:
         """
         held, self._held = self._held, []
         for obs in held:
-            m = self._request("AddReq", 0, self._bookie(obs, str(obs["bookie"])), int(obs["entry"]),
-                              recovery=False, fence=False)
+            m = self._request(
+                "AddReq", 0, self._bookie(obs, str(obs["bookie"])), int(obs["entry"]), recovery=False, fence=False
+            )
             self._emit(obs, 0, "BookieReceivesAdd", {"m": m, "replied": True}, at=at)
 
     def finish(self) -> None:
@@ -411,8 +417,11 @@ class LedgerTraceMapper:
         """A compare-and-set that lost: the spec's writer learns it is fenced, its recoverer rereads."""
         if client == 0:
             self._release_held(obs)
-        self._skip(obs, f"client {client}'s metadata write failed ({obs.get('error')}); the step that follows "
-                   "the reread is what the spec sees")
+        self._skip(
+            obs,
+            f"client {client}'s metadata write failed ({obs.get('error')}); the step that follows "
+            "the reread is what the spec sees",
+        )
 
     def _opened(self, obs: Mapping[str, Any]) -> None:
         client = int(obs["client"])
@@ -481,16 +490,18 @@ def order_by_service(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 # A fencing reply from the same bookie arrived first, while this add was on its way: the
                 # bookie served the add before the fence. (An add sent after that reply was served after it.)
                 first = next(
-                    (j for j in range(i) if _fencing(order[j]) and _bookie_of(order[j]) == b and _in_flight(line, order[j])),
+                    (
+                        j
+                        for j in range(i)
+                        if _fencing(order[j]) and _bookie_of(order[j]) == b and _in_flight(line, order[j])
+                    ),
                     None,
                 )
                 if first is not None:
                     order = _move_after(order, first, i, order[first]["process"])
                     moved = True
                     break
-            elif _writer_rejected(line) and not any(
-                _fencing(order[j]) and _bookie_of(order[j]) == b for j in range(i)
-            ):
+            elif _writer_rejected(line) and not any(_fencing(order[j]) and _bookie_of(order[j]) == b for j in range(i)):
                 # The bookie had been fenced, but the reply that says so arrived later.
                 later = next(
                     (

@@ -35,7 +35,9 @@ __all__ = ["BookKeeperCluster", "ClusterError", "Harness", "free_port"]
 
 _LOG4J = """<Configuration status="ERROR">
   <Appenders>
-    <File name="file" fileName="${sys:ledgerspec.log}"><PatternLayout pattern="%d{HH:mm:ss.SSS} %-5p [%t] %c{1} %m%n"/></File>
+    <File name="file" fileName="${sys:ledgerspec.log}">
+      <PatternLayout pattern="%d{HH:mm:ss.SSS} %-5p [%t] %c{1} %m%n"/>
+    </File>
   </Appenders>
   <Loggers><Root level="info"><AppenderRef ref="file"/></Root></Loggers>
 </Configuration>
@@ -120,7 +122,9 @@ class BookKeeperCluster:
 
     def _spawn(self, command: list[str], stdout_name: str, **kwargs: Any) -> subprocess.Popen[bytes]:
         with open(self.directory / stdout_name, "ab") as out:
-            return subprocess.Popen(command, stdout=kwargs.pop("stdout", out), stderr=out, start_new_session=True, **kwargs)
+            return subprocess.Popen(
+                command, stdout=kwargs.pop("stdout", out), stderr=out, start_new_session=True, **kwargs
+            )
 
     def _bookie(self, n: int) -> _Bookie:
         port = free_port()
@@ -165,12 +169,15 @@ class BookKeeperCluster:
         _wait_for_port(self.zk_port, self._zookeeper, self.directory / "zookeeper.log", "ZooKeeper")
         self._zk = KazooClient(hosts=f"127.0.0.1:{self.zk_port}", timeout=10)
         self._zk.start(timeout=_START_TIMEOUT)
-        self.harness = Harness(self, self._spawn(
-            self._java("harness.log", "LedgerspecHarness", self.metadata_uri),
-            "harness.err",
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        ))
+        self.harness = Harness(
+            self,
+            self._spawn(
+                self._java("harness.log", "LedgerspecHarness", self.metadata_uri),
+                "harness.err",
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            ),
+        )
         self.harness.call("init-cluster")
         for bookie in self._bookies:
             self._start_bookie(bookie)
@@ -205,7 +212,9 @@ class BookKeeperCluster:
         assert self.harness is not None
         available: list[str] = self.harness.call("bookies", wait_for=count)["bookies"]
         if len(available) < count:
-            raise ClusterError(f"{len(available)} bookies registered of {count}: see the bookie-N.log files in {self.directory}")
+            raise ClusterError(
+                f"{len(available)} bookies registered of {count}: see the bookie-N.log files in {self.directory}"
+            )
         return available
 
     @property
@@ -353,4 +362,3 @@ class Harness:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import attrs
 
-__all__ = ["ARTIFACTS", "JarSet", "JavaSetupError", "ensure_jars", "java_executable"]
+__all__ = ["ARTIFACTS", "JarSet", "JavaSetupError", "check_tools", "ensure_jars", "java_executable"]
 
 #: group:artifact:version of what is fetched, with everything they depend on.
 ARTIFACTS = (
@@ -104,6 +104,23 @@ class JarSet:
         raise JavaSetupError(f"{self.lib} holds no {artifact} jar")
 
 
+def check_tools() -> None:
+    """Raise :class:`JavaSetupError` unless java, javac and Maven are all at hand."""
+    java_executable("java")
+    java_executable("javac")
+    _maven()
+
+
+def _maven() -> str:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JavaSetupError(
+            "Maven (mvn) is not on the PATH: it fetches the pinned BookKeeper and Pulsar jars "
+            f"({', '.join(ARTIFACTS)}) from Maven Central; install it (apt-get install maven)"
+        )
+    return mvn
+
+
 def _cache_root() -> Path:
     configured = os.environ.get("LEDGERSPEC_JAR_CACHE")
     if configured:
@@ -128,12 +145,7 @@ def ensure_jars(artifacts: Sequence[str] = ARTIFACTS, cache: Path | None = None)
 
 
 def _fetch(artifacts: Sequence[str], root: Path) -> None:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise JavaSetupError(
-            "Maven (mvn) is not on the PATH: it fetches the pinned BookKeeper and Pulsar jars "
-            f"({', '.join(artifacts)}) from Maven Central; install it (apt-get install maven)"
-        )
+    mvn = _maven()
     java_executable("java")
     root.mkdir(parents=True, exist_ok=True)
     dependencies = "\n".join(_DEPENDENCY.format(*artifact.split(":")) for artifact in artifacts)
@@ -164,8 +176,15 @@ def _compile_harness(jars: JarSet) -> None:
     jars.classes.mkdir(parents=True)
     (jars.classes / f"{_HARNESS}.java").write_bytes(text)
     done = subprocess.run(
-        [java_executable("javac"), "-nowarn", "-d", str(jars.classes), "-cp", str(jars.lib / "*"),
-         str(jars.classes / f"{_HARNESS}.java")],
+        [
+            java_executable("javac"),
+            "-nowarn",
+            "-d",
+            str(jars.classes),
+            "-cp",
+            str(jars.lib / "*"),
+            str(jars.classes / f"{_HARNESS}.java"),
+        ],
         capture_output=True,
         text=True,
     )

@@ -23,10 +23,10 @@ from typing import Any
 import attrs
 from ledgerspec.conformance.adapters.cluster import CHECKPOINT_INTERVAL_MS, BookKeeperCluster
 
-__all__ = ["SCENARIOS", "Driver", "Ledger", "Scenario", "ScenarioFailure"]
+__all__ = ["SCENARIOS", "BrokenPromiseError", "Driver", "Ledger", "Scenario"]
 
 
-class ScenarioFailure(Exception):
+class BrokenPromiseError(Exception):
     """The real system broke a promise its API makes, seen without the oracle: what and where."""
 
 
@@ -115,7 +115,7 @@ class Ledger:
         reply = self.driver.call("open", client=client, ledger=self.ledger_id, recovery=True)
         last = int(reply["metadata"]["last_entry"])
         if self.acknowledged and last < max(self.acknowledged):
-            raise ScenarioFailure(
+            raise BrokenPromiseError(
                 f"{self.driver.scenario}: ledger {self.ledger_id} recovered by client {client} closed at entry "
                 f"{last}, but entry {max(self.acknowledged)} was acknowledged to the writer"
             )
@@ -128,9 +128,11 @@ class Ledger:
         entries = self.driver.call("read", client=client, ledger=self.ledger_id, first=0, last=last)["entries"]
         for i, data in enumerate(entries):
             if data != f"entry {i} of ledger {self.ledger_id}":
-                raise ScenarioFailure(f"{self.driver.scenario}: entry {i} of ledger {self.ledger_id} read back as {data!r}")
+                raise BrokenPromiseError(
+                    f"{self.driver.scenario}: entry {i} of ledger {self.ledger_id} read back as {data!r}"
+                )
         if len(entries) != last + 1:
-            raise ScenarioFailure(f"{self.driver.scenario}: read {len(entries)} entries of {last + 1}")
+            raise BrokenPromiseError(f"{self.driver.scenario}: read {len(entries)} entries of {last + 1}")
 
 
 @attrs.frozen
@@ -192,7 +194,7 @@ def _reader_lac(driver: Driver) -> None:
     driver.call("open", client=1, ledger=ledger.ledger_id, recovery=False)
     lac = int(driver.call("read-lac", client=1, ledger=ledger.ledger_id)["lac"])
     if lac > max(ledger.acknowledged):
-        raise ScenarioFailure(f"reader-lac: a reader saw LAC {lac} past the last acknowledged entry")
+        raise BrokenPromiseError(f"reader-lac: a reader saw LAC {lac} past the last acknowledged entry")
     ledger.read_back(1, lac)
     ledger.add(5)
     ledger.close()
@@ -238,7 +240,7 @@ def _fenced_writer(driver: Driver) -> None:
     ledger.recover(1)
     results = ledger.add(1)
     if results[0] == 0:
-        raise ScenarioFailure("fenced-writer: the writer's add after recovery was acknowledged")
+        raise BrokenPromiseError("fenced-writer: the writer's add after recovery was acknowledged")
 
 
 @_scenario("recovery-races-writer", "a second client recovers while 40 adds of the writer are in flight")
@@ -351,7 +353,7 @@ def _fence_empty_then_restart(driver: Driver) -> None:
     driver.cluster.wait_for_bookies(len(driver.cluster.bookie_ids))
     results = ledger.add(1)
     if results[0] == 0:
-        raise ScenarioFailure(
+        raise BrokenPromiseError(
             "fence-empty-ledger-then-restart: the old writer's add was acknowledged after recovery closed the "
             "ledger at -1: the acknowledged entry 0 is not in the closed ledger"
         )

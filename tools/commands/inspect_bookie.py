@@ -20,14 +20,15 @@ from typing import Any
 
 from ledgerspec.reference.bookie.disk import BookieFiles, Problem, check_bookie_files, read_bookie_files
 from ledgerspec.reference.bookie.entry import DigestType
-from ledgerspec.reference.bookie.formats import JournalEnd, JournalRecord, JournalScan, RecordKind, split_location
+from ledgerspec.reference.bookie.formats import JournalEnd, JournalScan, RecordKind, split_location
 from ledgerspec.reference.bookie.layout import BookieLayout
+from ledgerspec.tools.bookie_report import bookie_files_json, explicit_lac
 from ledgerspec.tools.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["bookie_files_json", "register"]
+__all__ = ["register"]
 
 
 def register(commands: Any) -> None:
@@ -85,92 +86,6 @@ def _layout(args: argparse.Namespace) -> tuple[BookieLayout, str]:
     return found, os.path.abspath(args.dir)
 
 
-# ---------------------------------------------------------------- JSON
-
-
-def _record_json(record: JournalRecord) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "offset": record.offset,
-        "end": record.end,
-        "kind": record.kind.value,
-        "ledger": record.ledger_id,
-    }
-    if record.kind is RecordKind.ENTRY:
-        data["entry"] = record.entry_id
-    elif record.kind is RecordKind.EXPLICIT_LAC:
-        data["lac"] = record.lac
-    elif record.kind is RecordKind.LEDGER_KEY:
-        data["master_key"] = record.master_key.hex()
-    return data
-
-
-def bookie_files_json(files: BookieFiles, problems: list[Problem], valid: bool) -> dict[str, Any]:
-    mark = files.persisted_mark
-    return {
-        "layout": {"journal_dir": files.layout.journal_dir, "ledger_dirs": list(files.layout.ledger_dirs)},
-        "valid": valid,
-        "persisted_mark": {"file_id": mark.file_id, "offset": mark.offset},
-        "marks": [
-            {"path": c.path, "mark": None if c.mark is None else {"file_id": c.mark.file_id, "offset": c.mark.offset}}
-            for c in files.marks
-        ],
-        "journals": [
-            {
-                "path": j.path,
-                "file_id": j.file_id,
-                "version": j.version,
-                "size": j.size,
-                "end": j.end,
-                "end_kind": j.end_kind.value,
-                "records": [_record_json(r) for r in j.records],
-            }
-            for j in files.journals
-        ],
-        "entry_logs": [
-            {
-                "path": log.path,
-                "log_id": log.log_id,
-                "version": log.version,
-                "size": log.size,
-                "end": log.end,
-                "torn": log.torn,
-                "entries": [
-                    {
-                        "offset": r.offset,
-                        "location": r.location,
-                        "ledger": r.ledger_id,
-                        "entry": r.entry_id,
-                        "size": r.size,
-                    }
-                    for r in log.records
-                ],
-            }
-            for log in files.entry_logs
-        ],
-        "indexes": [
-            {
-                "path": i.path,
-                "ledger": i.ledger_id,
-                "fenced": i.header.fenced,
-                "master_key": i.header.master_key.hex(),
-                "explicit_lac": _explicit_lac(i.header.explicit_lac),
-                "entries": {str(e): loc for e, loc in sorted(i.locations.items())},
-                "torn_slot": i.torn_slot,
-            }
-            for i in files.indexes
-        ],
-        "leftovers": list(files.leftovers),
-        "other_files": list(files.other_files),
-        "problems": [
-            {"severity": p.severity, "path": p.path, "offset": p.offset, "message": p.message} for p in problems
-        ],
-    }
-
-
-def _explicit_lac(buffer: bytes | None) -> int | None:
-    return None if buffer is None or len(buffer) < 16 else int.from_bytes(buffer[8:16], "big", signed=True)
-
-
 # ---------------------------------------------------------------- human output
 
 
@@ -224,7 +139,7 @@ def _print(out: Console, files: BookieFiles, problems: list[Problem], valid: boo
         "ledger", "index file", "fenced", "explicit LAC", "entries", "locations", title="index", title_justify="left"
     )
     for index in files.indexes:
-        lac = _explicit_lac(index.header.explicit_lac)
+        lac = explicit_lac(index.header.explicit_lac)
         logs = sorted({split_location(loc)[0] for loc in index.locations.values()})
         table.add_row(
             str(index.ledger_id),

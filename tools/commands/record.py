@@ -37,8 +37,14 @@ from rich.table import Table
 __all__ = ["register"]
 
 SYSTEMS = ("bookkeeper",)
-_STYLE = {"conforms": "green", "known": "yellow", "violates": "bold red", "failed": "bold red",
-          "missed": "bold red", "inconclusive": "magenta"}
+_STYLE = {
+    "conforms": "green",
+    "known": "yellow",
+    "violates": "bold red",
+    "failed": "bold red",
+    "missed": "bold red",
+    "inconclusive": "magenta",
+}
 
 
 def register(commands: Any) -> None:
@@ -135,8 +141,13 @@ def _to_json(recordings: list[ScenarioRecording], root: Path) -> dict[str, Any]:
                 "failure": r.failure,
                 "seconds": round(r.seconds, 3),
                 "traces": [
-                    {"trace": x.trace_id, "events": x.events, "skipped": x.skipped, "constants": x.constants,
-                     "verdict": x.verdict.to_json()}
+                    {
+                        "trace": x.trace_id,
+                        "events": x.events,
+                        "skipped": x.skipped,
+                        "constants": x.constants,
+                        "verdict": x.verdict.to_json(),
+                    }
                     for x in r.ledgers
                 ],
             }
