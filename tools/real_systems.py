@@ -157,18 +157,19 @@ def _record_one(
     (directory / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in observations))
     for ledger in driver.ledgers:
         acknowledged[ledger.ledger_id] = list(ledger.acknowledged)
+    ledger_ids = [ledger.ledger_id for ledger in driver.ledgers]
     run = {
         "scenario": name,
         "artifacts": list(ARTIFACTS),
         "cluster_bookies": cluster.bookie_ids,
-        "ledgers": [ledger.ledger_id for ledger in driver.ledgers],
+        "ledgers": ledger_ids,
         "acknowledged": {str(ledger.ledger_id): ledger.acknowledged for ledger in driver.ledgers},
         "bookies_crashed": driver.crashes,
         "failure": failure,
         "seconds": round(time.monotonic() - started, 3),
     }
     (directory / "run.json").write_text(json.dumps(run, indent=2) + "\n")
-    (directory / "metadata.json").write_text(json.dumps(_read_metadata(cluster, run["ledgers"]), indent=2) + "\n")
+    (directory / "metadata.json").write_text(json.dumps(_read_metadata(cluster, ledger_ids), indent=2) + "\n")
     return check_recording(directory)
 
 

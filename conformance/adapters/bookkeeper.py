@@ -452,12 +452,12 @@ def _writer_ack(line: Mapping[str, Any]) -> bool:
 
 def _writer_rejected(line: Mapping[str, Any]) -> bool:
     """The writer's normal add, refused as fenced: its bookie served it after it was fenced."""
-    return line["type"] == "BookieReceivesAdd" and line.get("observed", {}).get("writer_status") == WRITER_FENCED
+    return bool(line["type"] == "BookieReceivesAdd" and line.get("observed", {}).get("writer_status") == WRITER_FENCED)
 
 
 def _fencing(line: Mapping[str, Any]) -> bool:
     return line["type"] == "BookieReceivesFenceRead" or (
-        line["type"] == "BookieReceivesRecoveryRead" and line["params"]["m"]["fence"]
+        line["type"] == "BookieReceivesRecoveryRead" and bool(line["params"]["m"]["fence"])
     )
 
 
