@@ -19,7 +19,7 @@ from ledgerspec.spec.ledger_trace import TRACE
 from ledgerspec.tools.cli import main
 from ledgerspec.tools.real_systems import ScenarioRecording, check_recording
 
-RECORDINGS = Path(__file__).parent / "data" / "bookkeeper-4.17.1"
+RECORDINGS = Path(__file__).parent / "data" / "bookkeeper-4.17.2"
 
 
 def recheck(

@@ -1,4 +1,4 @@
-"""The scenario suite on a real Apache BookKeeper 4.17.1 cluster: every trace checked, every finding shown.
+"""The scenario suite on a real Apache BookKeeper 4.17.2 cluster: every trace checked, every finding shown.
 
 The jars are fetched with Maven into the cache the first time (about 125 MB).
 One cluster of ZooKeeper and five bookies, each its own JVM, runs every

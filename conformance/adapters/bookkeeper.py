@@ -21,7 +21,9 @@ an add's reply OK reaches client 0 or c                  ``BookieReceivesAdd(m, 
                                                          ``writer_lac`` (writer) as the handle had it after
 an add's reply "ledger fenced" reaches the writer         ``BookieReceivesAdd(m, TRUE)``, observed
                                                          ``writer_status = FENCED``; only the first: later
-                                                         ones change nothing in the spec
+                                                         ones change nothing in the spec; none for an add
+                                                         that had completed (the writer ignores those)
+a reply to a request sent twice, after the first         none: the spec's network holds one copy
 a fencing read of the LAC (entry -1) answered            ``BookieReceivesFenceRead(m, TRUE)``
 a fencing read of entry e answered, found or NoSuch      ``BookieReceivesRecoveryRead(m, TRUE)``
 any other error reply (bookie down, timeout)             none: the spec's crash or loss, left hidden,
@@ -115,8 +117,12 @@ class LedgerTraceMapper:
         self._read_flags: dict[tuple[int, str, int], int] = {}
         self._sent_at: dict[tuple[int, str, int], int] = {}  # (client, bookie, entry) -> its last request's observation
         self._highest_entry = -1
-        self._completions: set[int] = set()  # observations that were the application's add callbacks
+        self._pending: tuple[Mapping[str, Any], int, int] | None = None  # the writer's reply awaiting its handle
+        self._last_lac = -1  # the writer's LAC as last observed
+        self._lac_lags = False  # after an ensemble change, until the LAC moves again
+        self._completed = -1  # the highest entry the writer's application was told is written
         self._held: list[Mapping[str, Any]] = []  # the writer's acks held back while it changes its ensemble
+        self._acks_since_change: set[tuple[int, int, int]] = set()  # (client, bookie, entry) acks emitted
         self.unreachable: set[int] = set()  # bookies a client could not reach: each, a crash for the spec
         self.lost = 0  # other failed requests (timeouts): each, a lost request or reply for the spec
         self._events_at: dict[int, int] = {}  # observation -> events placed at it so far
@@ -277,10 +283,15 @@ class LedgerTraceMapper:
     def _reply(self, obs: Mapping[str, Any]) -> None:
         before = len(self.lines)
         self._reply_event(obs)
-        if len(self.lines) > before:  # the request's send: when the bookie may have served it from
-            sent = self._sent_at.get((int(obs["client"]), str(obs["bookie"]), int(obs["entry"])))
-            if sent is not None:
-                self.lines[-1]["x-sent"] = sent
+        for line in self.lines[before:]:
+            if line["x-obs"] == int(obs["obs"]) and "x-sent" not in line:
+                self._note_sent(line, obs)
+
+    def _note_sent(self, line: dict[str, Any], reply: Mapping[str, Any]) -> None:
+        """``x-sent``: the observation of the request's send, from when its bookie may have served it."""
+        sent = self._sent_at.get((int(reply["client"]), str(reply["bookie"]), int(reply["entry"])))
+        if sent is not None:
+            line["x-sent"] = sent
 
     def _reply_event(self, obs: Mapping[str, Any]) -> None:
         client, entry, rc = int(obs["client"]), int(obs["entry"]), int(obs["rc"])
@@ -288,11 +299,16 @@ class LedgerTraceMapper:
         if obs["op"] == "add":
             if rc == OK and client == 0 and obs.get("changing"):
                 self._held.append(obs)
+            elif rc == OK and client == 0:
+                self._release_held(obs)
+                self._flush_pending()
+                self._pending = (obs, bookie, entry)  # placed when the handle has acted on it (_after)
             elif rc == OK:
-                if client == 0:
-                    self._release_held(obs)
-                m = self._request("AddReq", client, bookie, entry, recovery=client != 0, fence=False)
-                self._emit(obs, client, "BookieReceivesAdd", {"m": m, "replied": True})
+                self._ack(obs, client, bookie, entry)
+            elif rc == LEDGER_FENCED and client == 0 and entry <= self._completed:
+                # PendingAddOp.writeComplete returns early for an add that already has its Qa acks: the
+                # writer notes the bookie's failure and acts on it at its next add (delayedWriteFailedBookies).
+                self._skip(obs, "a fenced bookie refuses an add that already completed: the writer ignores it")
             elif rc == LEDGER_FENCED and client == 0 and not self._writer_fenced:
                 self._writer_fenced = True
                 m = self._request("AddReq", client, bookie, entry, recovery=False, fence=False)
@@ -327,29 +343,44 @@ class LedgerTraceMapper:
             self.lost += 1
 
     def _after(self, obs: Mapping[str, Any]) -> None:
-        """The writer's handle after it acted on a reply: its LAC is what that reply's step left."""
-        client = int(obs["client"])
-        last = self.lines[-1] if self.lines else None
-        if client == 0 and self._held:
-            self._skip(obs, "the handle's state while it changes its ensemble: completions are held back")
-            return
-        if client != 0 or last is None or last["process"] != "writer" or last["type"] != "BookieReceivesAdd":
-            self._skip(obs, "the handle's state after a step that is not the writer's add reply")
-            return
-        if last["x-obs"] != int(obs["obs"]) - 1 and not self._only_completions_between(last, obs):
-            self._skip(obs, "the handle's state after other observations: not the reply's step alone")
-            return
-        last.setdefault("observed", {})["writer_lac"] = int(obs["lac"])
+        """The writer's handle once it has acted on a reply: the reply's step goes here, with the LAC it left.
 
-    def _only_completions_between(self, last: Mapping[str, Any], obs: Mapping[str, Any]) -> bool:
-        return all(n in self._completions for n in range(int(last["x-obs"]) + 1, int(obs["obs"])))
+        The harness logs a reply as it reaches the client, before the client acts on
+        it; the application's thread may send an add in between, with the LAC the
+        handle had before the reply. The spec's bookie step changes the writer's
+        LAC at once, so the reply is placed where the handle acted on it: at this
+        observation, which the ledger's thread logs right after.
+        """
+        if int(obs["client"]) != 0:
+            self._skip(obs, "the state of a handle other than the writer's")
+            return
+        pending, self._pending = self._pending, None
+        if pending is None:
+            self._skip(obs, "the handle's state after a reply that is no step (held back, an error, a duplicate)")
+            return
+        reply, bookie, entry = pending
+        lac = int(obs["lac"])
+        if self._lac_lags and lac <= self._last_lac:
+            # After an ensemble change, adds that reached Qa during it complete only when some add's ack next
+            # calls sendAddSuccessCallbacks: until the LAC moves, it lags behind the spec's, which is not seen.
+            self._ack(reply, 0, bookie, entry, at=obs)
+            return
+        self._lac_lags, self._last_lac = False, lac
+        self._ack(reply, 0, bookie, entry, at=obs, observed={"writer_lac": lac})
+
+    def _flush_pending(self) -> None:
+        """A writer's reply whose handle state never came: it takes its own place."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._ack(pending[0], 0, pending[1], pending[2])
 
     def _unwatched(self, obs: Mapping[str, Any]) -> None:
         self._skip(obs, f"a {obs['op']} request: the ledger spec has no step for it")
 
     def _complete(self, obs: Mapping[str, Any]) -> None:
-        """The application's callback for an add: not a step; it lies between a reply and the state after it."""
-        self._completions.add(int(obs["obs"]))
+        """The application's callback for an add: not a step; it tells which adds completed."""
+        if int(obs["client"]) == 0 and int(obs["rc"]) == OK:
+            self._completed = max(self._completed, int(obs["entry"]))
 
     def _metadata_event(self, obs: Mapping[str, Any]) -> None:
         client = int(obs["client"])
@@ -376,6 +407,8 @@ class LedgerTraceMapper:
                 return
             for b, nb in _replaced(before.segments[-1][1], after.segments[-1][1]):
                 self._emit(obs, client, "WriterChangesEnsemble", {"b": b, "nb": nb})
+                # The change drops the replaced bookie's acks and resends pending adds: new acks count again.
+                self._acks_since_change = {k for k in self._acks_since_change if k[0] != 0 or k[1] not in (b, nb)}
             self.lines[-1]["observed"] = observed
             return
         if after.state == IN_RECOVERY:
@@ -399,14 +432,39 @@ class LedgerTraceMapper:
         flag cleared. The harness reads the flag as each reply reaches the handle.
         """
         held, self._held = self._held, []
+        if held:
+            self._lac_lags = True
         for obs in held:
-            m = self._request(
-                "AddReq", 0, self._bookie(obs, str(obs["bookie"])), int(obs["entry"]), recovery=False, fence=False
-            )
-            self._emit(obs, 0, "BookieReceivesAdd", {"m": m, "replied": True}, at=at)
+            self._ack(obs, 0, self._bookie(obs, str(obs["bookie"])), int(obs["entry"]), at=at)
+
+    def _ack(
+        self,
+        obs: Mapping[str, Any],
+        client: int,
+        bookie: int,
+        entry: int,
+        at: Mapping[str, Any] | None = None,
+        observed: dict[str, Any] | None = None,
+    ) -> None:
+        """An add's OK reply; a second one to the same request, sent twice, is no step of the spec.
+
+        BookKeeper's writer may send one add twice to a bookie: an add issued as an
+        ensemble change is written goes to the new ensemble, and the change then sends
+        every pending add to the new bookie again (``unsetSuccessAndSendWriteRequest``).
+        The spec's network holds one copy of a request, so its bookie serves it once.
+        """
+        key = (client, bookie, entry)
+        if key in self._acks_since_change:
+            self._skip(obs, "a second ack to an add sent twice to one bookie: the spec's network holds one copy")
+            return
+        self._acks_since_change.add(key)
+        m = self._request("AddReq", client, bookie, entry, recovery=client != 0, fence=False)
+        line = self._emit(obs, client, "BookieReceivesAdd", {"m": m, "replied": True}, observed, at=at)
+        self._note_sent(line, obs)
 
     def finish(self) -> None:
         """The observations are all in: acks still held back (no ensemble change came) go last."""
+        self._flush_pending()
         if self._held:
             last = max(int(self._held[-1]["obs"]), *(line["x-obs"] for line in self.lines))
             self._release_held({"obs": last})

@@ -104,6 +104,7 @@ class BookKeeperCluster:
         self._zookeeper: subprocess.Popen[bytes] | None = None
         self._bookies = [self._bookie(n) for n in range(1, bookies + 1)]
         self.harness: Harness | None = None
+        self._harnesses: list[Harness] = []
         self._zk: KazooClient | None = None
 
     # -- processes ---------------------------------------------------------------------
@@ -169,20 +170,24 @@ class BookKeeperCluster:
         _wait_for_port(self.zk_port, self._zookeeper, self.directory / "zookeeper.log", "ZooKeeper")
         self._zk = KazooClient(hosts=f"127.0.0.1:{self.zk_port}", timeout=10)
         self._zk.start(timeout=_START_TIMEOUT)
-        self.harness = Harness(
-            self,
-            self._spawn(
-                self._java("harness.log", "LedgerspecHarness", self.metadata_uri),
-                "harness.err",
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-            ),
-        )
+        self.harness = self.start_harness("harness")
         self.harness.call("init-cluster")
         for bookie in self._bookies:
             self._start_bookie(bookie)
         self.wait_for_bookies(len(self._bookies))
         return self
+
+    def start_harness(self, name: str) -> Harness:
+        """Another client JVM (a broker, say), logging to ``NAME.log``; the caller closes or kills it."""
+        process = self._spawn(
+            self._java(f"{name}.log", "LedgerspecHarness", self.metadata_uri),
+            f"{name}.err",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        harness = Harness(self, process, name)
+        self._harnesses.append(harness)
+        return harness
 
     def _start_bookie(self, bookie: _Bookie) -> None:
         """Start the bookie's JVM; return once it has registered, in a session other than a killed one's."""
@@ -265,9 +270,10 @@ class BookKeeperCluster:
         return [b.number for b in self._bookies if b.process is not None and b.process.poll() is None]
 
     def stop(self) -> None:
-        if self.harness is not None:
-            self.harness.close()
-            self.harness = None
+        for harness in self._harnesses:
+            harness.close()
+        self._harnesses.clear()
+        self.harness = None
         if self._zk is not None:
             self._zk.stop()
             self._zk.close()
@@ -299,9 +305,10 @@ class Harness:
     are collected by a reader thread and taken with :meth:`take_observations`.
     """
 
-    def __init__(self, cluster: BookKeeperCluster, process: subprocess.Popen[bytes]) -> None:
+    def __init__(self, cluster: BookKeeperCluster, process: subprocess.Popen[bytes], name: str = "harness") -> None:
         self.cluster = cluster
         self.process = process
+        self.name = name
         self._ids = iter(range(1, 1 << 62))
         self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._observations: list[dict[str, Any]] = []
@@ -343,15 +350,25 @@ class Harness:
 
     def _died(self) -> ClusterError:
         status = self.process.wait(10)
-        log = self.cluster.directory / "harness.err"
+        log = self.cluster.directory / f"{self.name}.err"
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-10:]) if log.exists() else ""
         return ClusterError(f"the harness exited with status {status}; the end of {log}:\n{tail}")
 
     def take_observations(self) -> list[dict[str, Any]]:
-        """The observations reported since the last call, in the harness's order."""
+        """The observations reported since the last call, in the order of their numbers.
+
+        The harness numbers an observation when it happens, and writes it when its
+        thread gets the output: lines may arrive a little out of order.
+        """
         with self._lock:
             taken, self._observations = self._observations, []
-        return taken
+        return sorted(taken, key=lambda obs: int(obs["obs"]))
+
+    def kill(self) -> None:
+        """SIGKILL the JVM: a crash, with nothing closed or flushed."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
 
     def close(self) -> None:
         if self.process.poll() is None:

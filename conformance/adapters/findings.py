@@ -1,4 +1,4 @@
-"""What the oracle found when it judged Apache BookKeeper 4.17.1: each finding, its source, and how to spot it.
+"""What the oracle found when it judged Apache BookKeeper 4.17.2: each finding, its source, and how to spot it.
 
 A scenario that shows one names it (``Scenario.expects``); the recorder then
 calls a violation whose explanation carries the finding's phrase *known*,
@@ -13,7 +13,7 @@ and any other violation a new one. Two kinds:
     the oracle reports the first event it cannot match.
 
 docs/real-systems.md lists them with the reasoning; the sources are files
-of ``apache/bookkeeper`` at tag ``release-4.17.1``.
+of ``apache/bookkeeper`` at tag ``release-4.17.2``.
 """
 
 from __future__ import annotations
@@ -77,6 +77,28 @@ FINDINGS = {
                 # the write-back to the new bookie, or, when no write-back was logged, the close's ensembles
                 'no instance of BookieReceivesAdd matches the params {"m":{"type":"AddReq","client":1',
                 "after RecovererClosesLedger(c=1): observed meta_segments",
+            ),
+        ),
+        Finding(
+            "fenced-writer-closes-ledger",
+            "difference",
+            "A writer told it is fenced closes the ledger itself, over a recovery under way",
+            "When a bookie refuses one of its adds as fenced, the writer's handle closes the ledger "
+            "(handleUnrecoverableErrorDuringAdd): it checks only its own copy of the metadata, which still says "
+            "OPEN. Its close rereads the metadata after the compare-and-set fails, and writes CLOSED at the "
+            "writer's LAC over IN_RECOVERY: the update loop's condition tests only whether the ledger is closed "
+            "already. The recovering client's own close then finds the ledger closed: at the same entry it "
+            "succeeds, at another it fails. The spec's writer gives up when its compare-and-set finds the ledger "
+            "no longer OPEN. Safe for the protocol's promises: the ledger closes at the writer's LAC, so it holds "
+            "every entry acknowledged to the writer, and bookies never hold a LAC beyond it. It shows when the "
+            "writer's adds race the recovery, so a scenario may or may not meet it.",
+            (
+                "bookkeeper-server/src/main/java/org/apache/bookkeeper/client/LedgerHandle.java "
+                "(handleUnrecoverableErrorDuringAdd; doAsyncCloseInternal's MetadataUpdateLoop)",
+            ),
+            (
+                "WriterClosesLedger is not enabled: the writer's handle is FENCED",
+                "after WriterClosesLedger: observed",
             ),
         ),
     )

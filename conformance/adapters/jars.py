@@ -28,9 +28,10 @@ __all__ = ["ARTIFACTS", "JarSet", "JavaSetupError", "check_tools", "ensure_jars"
 
 #: group:artifact:version of what is fetched, with everything they depend on.
 ARTIFACTS = (
-    "org.apache.bookkeeper:bookkeeper-server:4.17.1",
+    "org.apache.bookkeeper:bookkeeper-server:4.17.2",
     # managed-ledger 4.0.7 is the newest 4.0.x whose whole dependency tree is on Central;
-    # it depends on bookkeeper-server 4.17.1 and zookeeper 3.8.4.
+    # it is built against bookkeeper-server 4.17.2 (its metadata store calls a constructor 4.17.1 lacks),
+    # which brings ZooKeeper 3.9.3.
     "org.apache.pulsar:managed-ledger:4.0.7",
     # ZooKeeper's server needs it for its snapshots; the pom marks it optional.
     "org.xerial.snappy:snappy-java:1.1.10.5",

@@ -1,10 +1,13 @@
-"""``ledgerspec record bookkeeper``: run scenarios on a real Apache BookKeeper cluster and check their traces.
+"""``ledgerspec record bookkeeper|managed-ledger``: run scenarios on the real systems and check their traces.
 
 Fetches the pinned jars with Maven (once; cached), starts ZooKeeper and five
 bookies, each in its own JVM, and a client harness; runs the scenarios on
 them; writes each scenario's traces, raw observations, decoded metadata and
-verdicts under ``--out``, and every bookie's files as ``inspect-bookie``
-reads them (see :mod:`ledgerspec.tools.real_systems`). Exit status 0 when
+verdicts under ``--out`` (see :mod:`ledgerspec.tools.real_systems`).
+``bookkeeper`` checks ledger traces against the ledger spec, and keeps every
+bookie's files as ``inspect-bookie`` reads them; ``managed-ledger`` runs
+Pulsar's managed ledger and a durable cursor in broker JVMs that it kills and
+replaces, and checks the consumer's view against the cursor spec. Exit status 0 when
 every scenario conforms or shows exactly the finding it expects, 1 when one
 shows something new (a violation, a broken promise of the client API) or
 misses its finding, 4 when a check was inconclusive, 2 for an unknown
@@ -21,6 +24,7 @@ from typing import Any
 from ledgerspec.conformance.adapters.cluster import ClusterError
 from ledgerspec.conformance.adapters.findings import FINDINGS
 from ledgerspec.conformance.adapters.jars import ARTIFACTS, JavaSetupError
+from ledgerspec.conformance.adapters.ml_scenarios import ML_SCENARIOS
 from ledgerspec.conformance.adapters.scenarios import SCENARIOS
 from ledgerspec.tools.commands.base import (
     EXIT_INCONCLUSIVE,
@@ -29,14 +33,15 @@ from ledgerspec.tools.commands.base import (
     EXIT_VIOLATION,
     UsageError,
 )
-from ledgerspec.tools.real_systems import ScenarioRecording, record_bookkeeper
+from ledgerspec.tools.real_systems import ScenarioRecording, record_bookkeeper, record_managed_ledger
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 __all__ = ["register"]
 
-SYSTEMS = ("bookkeeper",)
+SYSTEMS = ("bookkeeper", "managed-ledger")
+_TITLES = {"bookkeeper": "Apache BookKeeper", "managed-ledger": "Apache Pulsar's managed ledger"}
 _STYLE = {
     "conforms": "green",
     "known": "yellow",
@@ -49,7 +54,8 @@ _STYLE = {
 
 def register(commands: Any) -> None:
     record = commands.add_parser(
-        "record", help="run scenarios on the real Apache BookKeeper, record what its clients see, check it"
+        "record",
+        help="run scenarios on the real BookKeeper or Pulsar managed ledger, record what clients see, check it",
     )
     record.add_argument("system", help="the system to run: " + ", ".join(SYSTEMS))
     record.add_argument(
@@ -64,13 +70,15 @@ def register(commands: Any) -> None:
 def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.system not in SYSTEMS:
         raise UsageError(f"unknown system {args.system!r}; systems: {', '.join(SYSTEMS)}")
-    names = args.scenario or list(SCENARIOS)
-    unknown = [n for n in names if n not in SCENARIOS]
+    known: dict[str, Any] = SCENARIOS if args.system == "bookkeeper" else ML_SCENARIOS
+    names = args.scenario or list(known)
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise UsageError(f"unknown scenario {', '.join(map(repr, unknown))}; scenarios: {', '.join(SCENARIOS)}")
+        raise UsageError(f"unknown scenario {', '.join(map(repr, unknown))}; scenarios: {', '.join(known)}")
     if args.list:
-        _print_list(out)
+        _print_list(out, known)
         return EXIT_OK
+    record = record_bookkeeper if args.system == "bookkeeper" else record_managed_ledger
 
     def progress(recording: ScenarioRecording) -> None:
         if not args.json:
@@ -78,7 +86,7 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
             err.print(f"[{style}]{recording.status:>12}[/] {escape(recording.name)} ({recording.seconds:.1f} s)")
 
     try:
-        recordings = record_bookkeeper(names, Path(args.out), progress=progress)
+        recordings = record(names, Path(args.out), progress=progress)
     except JavaSetupError as exc:
         err.print(f"[bold red]{escape(str(exc))}[/]")
         return EXIT_MISSING_TOOL
@@ -86,9 +94,9 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
         err.print(f"[bold red]the cluster failed: {escape(str(exc))}[/]")
         return EXIT_MISSING_TOOL
     if args.json:
-        print(json.dumps(_to_json(recordings, Path(args.out)), indent=2))
+        print(json.dumps(_to_json(args.system, recordings, Path(args.out)), indent=2))
     else:
-        _print(out, recordings, Path(args.out))
+        _print(out, args.system, recordings, Path(args.out))
     statuses = {r.status for r in recordings}
     if statuses & {"violates", "failed", "missed"}:
         return EXIT_VIOLATION
@@ -108,8 +116,8 @@ def _note(recording: ScenarioRecording) -> str:
     return recording.failure or ""
 
 
-def _print(out: Console, recordings: list[ScenarioRecording], root: Path) -> None:
-    table = Table(title=f"Apache BookKeeper, recorded under {root}")
+def _print(out: Console, system: str, recordings: list[ScenarioRecording], root: Path) -> None:
+    table = Table(title=f"{_TITLES[system]}, recorded under {root}")
     for column in ("scenario", "status", "traces", "events", "s", "note"):
         table.add_column(column, justify="right" if column in ("traces", "events", "s") else "left")
     for r in recordings:
@@ -128,9 +136,9 @@ def _print(out: Console, recordings: list[ScenarioRecording], root: Path) -> Non
     out.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + f" of {len(recordings)} scenarios")
 
 
-def _to_json(recordings: list[ScenarioRecording], root: Path) -> dict[str, Any]:
+def _to_json(system: str, recordings: list[ScenarioRecording], root: Path) -> dict[str, Any]:
     return {
-        "system": "bookkeeper",
+        "system": system,
         "artifacts": list(ARTIFACTS),
         "out": str(root),
         "scenarios": [
@@ -156,12 +164,12 @@ def _to_json(recordings: list[ScenarioRecording], root: Path) -> dict[str, Any]:
     }
 
 
-def _print_list(out: Console) -> None:
+def _print_list(out: Console, scenarios: dict[str, Any]) -> None:
     table = Table(title="scenarios")
     table.add_column("name")
     table.add_column("what it does")
     table.add_column("expects")
-    for s in SCENARIOS.values():
+    for s in scenarios.values():
         table.add_row(escape(s.name), escape(s.summary), escape(s.expects or ""))
     out.print(table)
     findings = Table(title="findings")

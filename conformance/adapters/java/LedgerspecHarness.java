@@ -47,6 +47,13 @@ import org.apache.bookkeeper.client.api.LedgerMetadata;
 import org.apache.bookkeeper.conf.ClientConfiguration;
 import org.apache.bookkeeper.conf.ServerConfiguration;
 import org.apache.bookkeeper.meta.LedgerManager;
+import org.apache.bookkeeper.mledger.ManagedCursor;
+import org.apache.bookkeeper.mledger.ManagedLedger;
+import org.apache.bookkeeper.mledger.ManagedLedgerConfig;
+import org.apache.bookkeeper.mledger.ManagedLedgerFactory;
+import org.apache.bookkeeper.mledger.Position;
+import org.apache.bookkeeper.mledger.PositionFactory;
+import org.apache.bookkeeper.mledger.impl.ManagedLedgerFactoryImpl;
 import org.apache.bookkeeper.net.BookieId;
 import org.apache.bookkeeper.proto.BookieClient;
 import org.apache.bookkeeper.proto.BookkeeperInternalCallbacks.ReadEntryCallback;
@@ -54,6 +61,8 @@ import org.apache.bookkeeper.proto.BookkeeperInternalCallbacks.WriteCallback;
 import org.apache.bookkeeper.versioning.LongVersion;
 import org.apache.bookkeeper.versioning.Version;
 import org.apache.bookkeeper.versioning.Versioned;
+import org.apache.pulsar.metadata.api.MetadataStoreConfig;
+import org.apache.pulsar.metadata.api.extended.MetadataStoreExtended;
 
 public final class LedgerspecHarness {
     private static final byte[] PASSWORD = "ledgerspec".getBytes(StandardCharsets.UTF_8);
@@ -69,7 +78,7 @@ public final class LedgerspecHarness {
     private final Map<String, List<CompletableFuture<Integer>>> pendingAdds = new ConcurrentHashMap<>();
     /** (client, ledger) -> entries added so far: entry n's data is "entry n of ledger L". */
     private final Map<String, Long> added = new ConcurrentHashMap<>();
-    private long observations = 0;
+    private final java.util.concurrent.atomic.AtomicLong observations = new java.util.concurrent.atomic.AtomicLong();
 
     private LedgerspecHarness(String metadataUri) {
         this.metadataUri = metadataUri;
@@ -116,9 +125,14 @@ public final class LedgerspecHarness {
         }
     }
 
-    private synchronized void observe(Map<String, Object> event) {
+    /**
+     * Report an observation. Its number is taken here, before the lock that orders the output: a thread that
+     * waits for that lock would otherwise get a number later than events that happened after its own.
+     * Lines may thus reach stdout slightly out of order; the reader sorts them by number.
+     */
+    private void observe(Map<String, Object> event) {
         Map<String, Object> line = new LinkedHashMap<>();
-        line.put("obs", observations++);
+        line.put("obs", observations.getAndIncrement());
         line.putAll(event);
         emit(line);
     }
@@ -245,11 +259,141 @@ public final class LedgerspecHarness {
                 reply.put("metadata", metadata(v.getValue(), v.getVersion()));
                 return true;
             }
+            case "ml-open": {
+                ManagedLedgerConfig config = new ManagedLedgerConfig();
+                config.setMaxEntriesPerLedger(c.path("max_entries_per_ledger").asInt());
+                config.setMinimumRolloverTime(0, TimeUnit.MILLISECONDS);
+                config.setMetadataMaxEntriesPerLedger(c.path("metadata_max_entries_per_ledger").asInt());
+                config.setEnsembleSize(3).setWriteQuorumSize(2).setAckQuorumSize(2);
+                config.setMetadataEnsembleSize(3).setMetadataWriteQuorumSize(2).setMetadataAckQuorumSize(2);
+                config.setRetentionTime(0, TimeUnit.MILLISECONDS);
+                config.setRetentionSizeInMB(0);
+                config.setThrottleMarkDelete(0);
+                String name = c.path("name").asText();
+                ManagedLedger ml = factory(client).open(name, config);
+                managedLedgers.put(name, ml);
+                Map<String, Object> event = new LinkedHashMap<>();
+                event.put("ev", "ml-opened");
+                event.put("name", name);
+                event.put("ledgers", new ArrayList<>(ml.getLedgersInfo().keySet()));
+                observe(event);
+                reply.put("ledgers", event.get("ledgers"));
+                return true;
+            }
+            case "ml-add": {
+                ManagedLedger ml = managedLedger(c);
+                List<List<Long>> positions = new ArrayList<>();
+                for (int i = 0; i < c.path("count").asInt(1); i++) {
+                    Position p = ml.addEntry(("message " + i).getBytes(StandardCharsets.UTF_8));
+                    Map<String, Object> event = new LinkedHashMap<>();
+                    event.put("ev", "published");
+                    event.put("name", c.path("name").asText());
+                    event.put("position", List.of(p.getLedgerId(), p.getEntryId()));
+                    observe(event);
+                    positions.add(List.of(p.getLedgerId(), p.getEntryId()));
+                }
+                reply.put("positions", positions);
+                return true;
+            }
+            case "cursor-open": {
+                ManagedCursor cursor = managedLedger(c).openCursor(c.path("cursor").asText());
+                cursors.put(c.path("name").asText() + "/" + c.path("cursor").asText(), cursor);
+                cursorEvent("cursor-opened", c, cursor);
+                return true;
+            }
+            case "cursor-ack": {
+                ManagedCursor cursor = cursor(c);
+                cursor.delete(PositionFactory.create(c.path("ledger").asLong(), c.path("entry").asLong()));
+                cursorEvent("acked", c, cursor);
+                return true;
+            }
+            case "cursor-mark-delete": {
+                ManagedCursor cursor = cursor(c);
+                cursor.markDelete(PositionFactory.create(c.path("ledger").asLong(), c.path("entry").asLong()));
+                cursorEvent("mark-deleted", c, cursor);
+                return true;
+            }
+            case "cursor-close": {
+                ManagedCursor cursor = cursor(c);
+                cursor.close();
+                cursorEvent("cursor-closed", c, null);
+                return true;
+            }
+            case "ml-trim": {
+                CompletableFuture<Void> trimmed = new CompletableFuture<>();
+                managedLedger(c).trimConsumedLedgersInBackground(trimmed);
+                trimmed.get(WAIT_SECONDS, TimeUnit.SECONDS);
+                reply.put("ledgers", new ArrayList<>(managedLedger(c).getLedgersInfo().keySet()));
+                return true;
+            }
+            case "ml-close": {
+                managedLedger(c).close();
+                Map<String, Object> event = new LinkedHashMap<>();
+                event.put("ev", "ml-closed");
+                event.put("name", c.path("name").asText());
+                observe(event);
+                return true;
+            }
             case "quit":
                 return false;
             default:
                 throw new IllegalArgumentException("unknown command " + cmd);
         }
+    }
+
+    // -- a broker's managed ledgers and cursors ------------------------------------------------
+    private final Map<String, ManagedLedger> managedLedgers = new ConcurrentHashMap<>();
+    private final Map<String, ManagedCursor> cursors = new ConcurrentHashMap<>();
+    private ManagedLedgerFactory factory;
+
+    /** The broker's managed-ledger factory, on client ``client``'s (watched) BookKeeper and its own store. */
+    private ManagedLedgerFactory factory(int client) throws Exception {
+        if (factory == null) {
+            String zk = metadataUri.replaceFirst("^zk\\+hierarchical://", "").replaceFirst("/ledgers$", "");
+            MetadataStoreExtended store = MetadataStoreExtended.create("zk:" + zk, MetadataStoreConfig.builder().build());
+            factory = new ManagedLedgerFactoryImpl(store, client(client));
+        }
+        return factory;
+    }
+
+    private ManagedLedger managedLedger(JsonNode c) {
+        ManagedLedger ml = managedLedgers.get(c.path("name").asText());
+        if (ml == null) {
+            throw new IllegalArgumentException("no managed ledger " + c.path("name").asText() + " is open");
+        }
+        return ml;
+    }
+
+    private ManagedCursor cursor(JsonNode c) {
+        ManagedCursor cursor = cursors.get(c.path("name").asText() + "/" + c.path("cursor").asText());
+        if (cursor == null) {
+            throw new IllegalArgumentException("no cursor " + c.path("cursor").asText() + " is open");
+        }
+        return cursor;
+    }
+
+    /** What a consumer of the cursor sees: its mark-delete, and which of the given positions it will not deliver. */
+    private void cursorEvent(String kind, JsonNode c, ManagedCursor cursor) {
+        Map<String, Object> event = new LinkedHashMap<>();
+        event.put("ev", kind);
+        event.put("name", c.path("name").asText());
+        event.put("cursor", c.path("cursor").asText());
+        if (c.has("ledger")) {
+            event.put("position", List.of(c.path("ledger").asLong(), c.path("entry").asLong()));
+        }
+        if (cursor != null) {
+            Position md = cursor.getMarkDeletedPosition();
+            event.put("mark_delete", List.of(md.getLedgerId(), md.getEntryId()));
+            List<List<Long>> covered = new ArrayList<>();
+            for (JsonNode p : c.path("published")) {
+                Position position = PositionFactory.create(p.get(0).asLong(), p.get(1).asLong());
+                if (position.compareTo(md) <= 0 || cursor.isMessageDeleted(position)) {
+                    covered.add(List.of(position.getLedgerId(), position.getEntryId()));
+                }
+            }
+            event.put("covered", covered);
+        }
+        observe(event);
     }
 
     private interface Call {
@@ -423,6 +567,12 @@ public final class LedgerspecHarness {
                     Map<String, Object> event = request("reply", client, "read", bookie, ledgerId, entryId);
                     event.put("rc", rc);
                     event.put("rc_name", BKException.getMessage(rc));
+                    if (buffer != null && buffer.readableBytes() >= 24) {
+                        // The entry's header, as the digest manager reads it: ledger, entry, piggybacked LAC.
+                        int at = buffer.readerIndex();
+                        event.put("returned_entry", buffer.getLong(at + 8));
+                        event.put("returned_lac", buffer.getLong(at + 16));
+                    }
                     observe(event);
                     cb.readEntryComplete(rc, ledgerId, entryId, buffer, ctx);
                 };
@@ -455,6 +605,9 @@ public final class LedgerspecHarness {
         if (version instanceof LongVersion) {
             out.put("version", ((LongVersion) version).getLongVersion());
         }
+        Map<String, String> custom = new TreeMap<>();
+        m.getCustomMetadata().forEach((k, v) -> custom.put(k, new String(v, StandardCharsets.UTF_8)));
+        out.put("custom", custom);
         return out;
     }
 

@@ -1,0 +1,184 @@
+"""What a real Pulsar managed ledger's consumer saw, as a cursor-spec trace in client mode.
+
+A broker harness (``java/LedgerspecHarness.java``, the ``ml-*`` and
+``cursor-*`` commands) runs Pulsar's own ``ManagedLedgerFactoryImpl`` on a
+watched BookKeeper client. :class:`CursorTraceMapper` turns what it reports
+about one managed ledger and one durable cursor into events of the cursor
+spec (``spec/cursor.py``) in the vocabulary of its trace mapping
+(``spec/cursor_trace.py``), observed as in the ``client`` mode: publishes,
+rollovers, acknowledgements, the broker's crash and the managed ledger's
+reopening, the cursor's restore and close, all logged by the ``consumer``;
+every step of the cursor's persistence stays hidden.
+
+=================================================  ==========================================
+observation                                        event
+=================================================  ==========================================
+the broker's client creates a data ledger of the    none for the first (the spec's initial
+managed ledger                                      ledger), part of ``ManagedLedgerOpens``
+                                                    when the managed ledger is opening again,
+                                                    ``LedgerRollsOver`` otherwise
+the broker's client creates a cursor ledger         none: ``CursorCreatesLedger`` is hidden
+an entry is published                               ``EntryPublished``
+the consumer acknowledges one message               ``ConsumerAcks(ledger, entry, 0)``, observed
+                                                    ``acked`` and ``covered``
+the consumer acknowledges up to a position          ``ConsumerAcks`` of each message up to it not
+(``markDelete``)                                    yet acknowledged, in order
+the cursor is closed                                ``CursorCloses``, observed ``active``
+the broker is killed                                ``BrokerCrashes``, observed ``broker_up``
+the managed ledger is opened again                  ``ManagedLedgerOpens``
+the cursor is opened again                          ``CursorRecovers``, observed ``covered``
+=================================================  ==========================================
+
+Ledger ids: the spec hands out ids from one counter, data and cursor
+ledgers alike, starting at 0; BookKeeper's ids are the cluster's. The
+mapping renames the managed ledger's ledgers in the order its broker
+created them, which the harness sees (the ledgers' custom metadata names
+the managed ledger, and the cursor for a cursor ledger). ``covered`` is the
+set of published messages the cursor will not deliver again: those at or
+before its mark-delete position, or individually deleted
+(``ManagedCursor.isMessageDeleted``), as the harness reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["CursorMappingError", "CursorTraceMapper"]
+
+_TRACE_FORMAT_VERSION = 1
+_MANAGED_LEDGER_KEY, _CURSOR_KEY = "pulsar/managed-ledger", "pulsar/cursor"
+
+
+class CursorMappingError(Exception):
+    """An observation the mapping cannot place: names the observation and what is wrong with it."""
+
+
+class CursorTraceMapper:
+    """One managed ledger and one cursor: observations in, trace lines out (module docstring)."""
+
+    def __init__(self, trace_id: str, managed_ledger: str, cursor: str) -> None:
+        self.trace_id = trace_id
+        self.managed_ledger = managed_ledger
+        self.cursor = cursor
+        self.lines: list[dict[str, Any]] = []
+        self.ids: dict[int, int] = {}  # BookKeeper ledger id -> the spec's
+        self.published: list[tuple[int, int]] = []  # spec positions, in publish order
+        self.acked: set[tuple[int, int, int]] = set()
+        self.crashes = 0
+        self._opened = False  # the managed ledger has been opened once: later opens are reopenings
+        self._cursor_opened = False
+        self._reopening = False
+
+    def constants(self, max_entries_per_ledger: int, metadata_max_entries_per_ledger: int) -> dict[str, int]:
+        return {
+            "MaxEntries": max(len(self.published), 1),
+            "MaxEntriesPerLedger": max_entries_per_ledger,
+            "BatchSize": 1,
+            "MetadataMaxEntriesPerLedger": metadata_max_entries_per_ledger,
+            "MaxCrashes": self.crashes,
+            "MaxFaults": 0,
+            "MaxLedgerLoss": 0,
+        }
+
+    def feed_all(self, observations: Iterable[Mapping[str, Any]]) -> None:
+        for obs in observations:
+            self.feed(obs)
+
+    def feed(self, obs: Mapping[str, Any]) -> None:
+        kind = obs.get("ev")
+        if kind == "metadata":
+            self._ledger_created(obs)
+            return
+        if kind in ("send", "reply", "after", "complete", "opened", "unwatched"):
+            return  # the BookKeeper client's own traffic: what the mapping needs of it is the ledgers created
+        if obs.get("name") not in (None, self.managed_ledger) or obs.get("cursor") not in (None, self.cursor):
+            return
+        handler = {
+            "ml-opened": self._ml_opened,
+            "published": self._published,
+            "acked": self._acked,
+            "mark-deleted": self._mark_deleted,
+            "cursor-opened": self._cursor_opened_event,
+            "cursor-closed": self._cursor_closed,
+            "ml-closed": lambda _: None,  # part of a clean stop; the broker's stop follows
+            "broker-killed": self._broker_killed,
+        }.get(str(kind))
+        if handler is None:
+            raise CursorMappingError(f"observation {obs.get('n')}: unknown kind {kind!r}")
+        handler(obs)
+
+    def _emit(self, obs: Mapping[str, Any], action: str, params: dict[str, Any] | None = None,
+              observed: dict[str, Any] | None = None) -> None:  # fmt: skip
+        line: dict[str, Any] = {
+            "v": _TRACE_FORMAT_VERSION,
+            "trace": self.trace_id,
+            "process": "consumer",
+            "seq": len(self.lines) + 1,
+            "type": action,
+        }
+        if params:
+            line["params"] = params
+        if observed:
+            line["observed"] = observed
+        line["x-obs"] = int(obs["n"])
+        self.lines.append(line)
+
+    def _position(self, obs: Mapping[str, Any], real: Any) -> tuple[int, int]:
+        ledger, entry = int(real[0]), int(real[1])
+        if ledger not in self.ids:
+            raise CursorMappingError(f"observation {obs['n']}: ledger {ledger} was never created by the broker")
+        return self.ids[ledger], entry
+
+    # -- the observations ----------------------------------------------------------------
+    def _ledger_created(self, obs: Mapping[str, Any]) -> None:
+        if obs.get("op") != "create" or not obs.get("ok"):
+            return
+        custom = obs["written"].get("custom", {})
+        if custom.get(_MANAGED_LEDGER_KEY) != self.managed_ledger:
+            return
+        spec_id = len(self.ids)
+        self.ids[int(obs["ledger"])] = spec_id
+        if _CURSOR_KEY in custom or spec_id == 0 or self._reopening:
+            return  # a cursor ledger (hidden), the initial ledger, or the reopening's new ledger
+        self._emit(obs, "LedgerRollsOver")
+
+    def _ml_opened(self, obs: Mapping[str, Any]) -> None:
+        if self._opened:
+            self._emit(obs, "ManagedLedgerOpens", observed={"broker_up": True})
+        self._opened, self._reopening = True, False
+
+    def _published(self, obs: Mapping[str, Any]) -> None:
+        self.published.append(self._position(obs, obs["position"]))
+        self._emit(obs, "EntryPublished")
+
+    def _covered(self, obs: Mapping[str, Any]) -> list[list[int]]:
+        return sorted([*self._position(obs, p), 0] for p in obs["covered"])
+
+    def _ack(self, obs: Mapping[str, Any], position: tuple[int, int], observe: bool) -> None:
+        self.acked.add((*position, 0))
+        observed = {"acked": sorted(list(m) for m in self.acked), "covered": self._covered(obs)} if observe else None
+        self._emit(obs, "ConsumerAcks", {"ledger": position[0], "entry": position[1], "index": 0}, observed)
+
+    def _acked(self, obs: Mapping[str, Any]) -> None:
+        self._ack(obs, self._position(obs, obs["position"]), observe=True)
+
+    def _mark_deleted(self, obs: Mapping[str, Any]) -> None:
+        """A cumulative ack: the individual acks of every message up to it that was not acknowledged yet."""
+        upto = self._position(obs, obs["position"])
+        new = [p for p in self.published if p <= upto and (*p, 0) not in self.acked]
+        for i, p in enumerate(new):
+            self._ack(obs, p, observe=i == len(new) - 1)
+
+    def _cursor_opened_event(self, obs: Mapping[str, Any]) -> None:
+        if self._cursor_opened:
+            self._emit(obs, "CursorRecovers", observed={"covered": self._covered(obs), "active": True})
+        self._cursor_opened = True
+
+    def _cursor_closed(self, obs: Mapping[str, Any]) -> None:
+        self._emit(obs, "CursorCloses", observed={"active": False})
+
+    def _broker_killed(self, obs: Mapping[str, Any]) -> None:
+        self.crashes += 1
+        self._reopening = True
+        self._emit(obs, "BrokerCrashes", observed={"broker_up": False})

@@ -1,0 +1,220 @@
+"""Workloads run on a real Pulsar managed ledger and durable cursor, each recorded as one cursor trace.
+
+A broker here is a harness JVM running Pulsar's ``ManagedLedgerFactoryImpl``
+(managed-ledger 4.0.7) on the BookKeeper cluster; a crash kills that JVM
+(SIGKILL: nothing is closed or flushed) and a new one opens the managed
+ledger and the cursor again, as a broker that takes the topic over does. The
+driver collects what every broker process reported, in order, and notes the
+kills itself; the consumer's promise is checked twice: by the oracle, from
+the trace, and here, through the API: a restored cursor must not skip a
+message the consumer did not acknowledge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, Harness
+
+__all__ = ["ML_SCENARIOS", "BrokerDriver", "ManagedLedgerScenario", "SkippedMessageError"]
+
+CURSOR = "subscription"
+
+
+class SkippedMessageError(Exception):
+    """A restored cursor covers a message the consumer never acknowledged: it will never be delivered."""
+
+
+class BrokerDriver:
+    """A scenario's broker processes, one managed ledger and its cursor."""
+
+    def __init__(
+        self,
+        cluster: BookKeeperCluster,
+        scenario: str,
+        max_entries_per_ledger: int,
+        metadata_max_entries_per_ledger: int,
+    ) -> None:
+        self.cluster = cluster
+        self.scenario = scenario
+        self.name = f"ledgerspec/real/persistent/{scenario}"  # tenant/namespace/persistent/topic, as Pulsar names it
+        self.max_entries_per_ledger = max_entries_per_ledger
+        self.metadata_max_entries_per_ledger = metadata_max_entries_per_ledger
+        self.log: list[dict[str, Any]] = []  # every broker process's observations, numbered in order ("n")
+        self.published: list[tuple[int, int]] = []
+        self.acknowledged: set[tuple[int, int]] = set()
+        self.brokers = 0
+        self._broker: Harness | None = None
+
+    # -- the broker's lifetime ---------------------------------------------------------
+    def open(self) -> None:
+        """Start a broker; open the managed ledger and the cursor (a restore, when they exist)."""
+        self.brokers += 1
+        self._broker = self.cluster.start_harness(f"broker-{self.scenario}-{self.brokers}")
+        self._call(
+            "ml-open",
+            max_entries_per_ledger=self.max_entries_per_ledger,
+            metadata_max_entries_per_ledger=self.metadata_max_entries_per_ledger,
+        )
+        self._cursor_call("cursor-open")
+        if self.brokers > 1:
+            self._check_restore()
+
+    def crash(self) -> None:
+        """Kill the broker's JVM: the cursor's memory is gone, what it persisted stays."""
+        assert self._broker is not None
+        self._broker.kill()
+        self._collect()
+        self._note({"ev": "broker-killed"})
+        self._broker = None
+
+    def stop(self) -> None:
+        """A clean stop: close the cursor and the managed ledger, then the broker goes away."""
+        self._cursor_call("cursor-close")
+        self._call("ml-close")
+        self.crash()
+
+    def finish(self) -> None:
+        if self._broker is not None:
+            self._broker.close()
+            self._collect()
+            self._broker = None
+
+    # -- the producer and the consumer ---------------------------------------------------
+    def publish(self, count: int) -> None:
+        reply = self._call("ml-add", count=count)
+        self.published += [(int(p[0]), int(p[1])) for p in reply["positions"]]
+
+    def ack(self, *indexes: int) -> None:
+        """Acknowledge the published messages of these indexes, one by one."""
+        for i in indexes:
+            ledger, entry = self.published[i]
+            self._cursor_call("cursor-ack", ledger=ledger, entry=entry)
+            self.acknowledged.add(self.published[i])
+
+    def ack_up_to(self, index: int) -> None:
+        """A cumulative acknowledgement (markDelete) of every message up to the one of this index."""
+        ledger, entry = self.published[index]
+        self._cursor_call("cursor-mark-delete", ledger=ledger, entry=entry)
+        self.acknowledged |= set(self.published[: index + 1])
+
+    def trim(self) -> None:
+        self._call("ml-trim")
+
+    # -- plumbing ----------------------------------------------------------------------
+    def _call(self, cmd: str, **arguments: Any) -> dict[str, Any]:
+        assert self._broker is not None
+        try:
+            return self._broker.call(cmd, name=self.name, client=0, **arguments)
+        finally:
+            self._collect()
+
+    def _cursor_call(self, cmd: str, **arguments: Any) -> dict[str, Any]:
+        published = [list(p) for p in self.published]
+        return self._call(cmd, cursor=CURSOR, published=published, **arguments)
+
+    def _collect(self) -> None:
+        if self._broker is not None:
+            for obs in self._broker.take_observations():
+                self._note(obs)
+
+    def _note(self, obs: dict[str, Any]) -> None:
+        self.log.append({**obs, "n": len(self.log)})
+
+    def _check_restore(self) -> None:
+        opened = [o for o in self.log if o["ev"] == "cursor-opened"][-1]
+        covered = {(int(p[0]), int(p[1])) for p in opened["covered"]}
+        skipped = sorted(covered - self.acknowledged)
+        if skipped:
+            raise SkippedMessageError(
+                f"{self.scenario}: the restored cursor (mark-delete {opened['mark_delete']}) covers "
+                f"{skipped}, which the consumer never acknowledged: they will not be delivered"
+            )
+
+
+@attrs.frozen
+class ManagedLedgerScenario:
+    name: str
+    summary: str
+    run: Callable[[BrokerDriver], None]
+    max_entries_per_ledger: int = 3
+    metadata_max_entries_per_ledger: int = 2
+    expects: str | None = None
+
+
+ML_SCENARIOS: dict[str, ManagedLedgerScenario] = {}
+
+
+def _scenario(
+    name: str, summary: str, **options: Any
+) -> Callable[[Callable[[BrokerDriver], None]], Callable[[BrokerDriver], None]]:
+    def register(run: Callable[[BrokerDriver], None]) -> Callable[[BrokerDriver], None]:
+        ML_SCENARIOS[name] = ManagedLedgerScenario(name, summary, run, **options)
+        return run
+
+    return register
+
+
+@_scenario("publish-rollover", "7 entries over ledgers of 3: two rollovers; every message acknowledged in order")
+def _publish_rollover(driver: BrokerDriver) -> None:
+    driver.open()
+    driver.publish(7)
+    driver.ack(*range(7))
+
+
+@_scenario("individual-acks-restart", "acks with gaps, then a broker crash: the restored cursor keeps the gaps")
+def _individual_acks_restart(driver: BrokerDriver) -> None:
+    driver.open()
+    driver.publish(6)
+    driver.ack(0, 2, 3, 5)
+    driver.crash()
+    driver.open()
+    driver.ack(1, 4)
+
+
+@_scenario("mark-delete-restart", "a cumulative ack, a crash, a restore, more acks")
+def _mark_delete_restart(driver: BrokerDriver) -> None:
+    driver.open()
+    driver.publish(5)
+    driver.ack_up_to(2)
+    driver.crash()
+    driver.open()
+    driver.ack(3, 4)
+
+
+@_scenario("close-reopen", "the cursor and the managed ledger closed cleanly, then opened again by a new broker")
+def _close_reopen(driver: BrokerDriver) -> None:
+    driver.open()
+    driver.publish(5)
+    driver.ack(0, 1, 3)
+    driver.stop()
+    driver.open()
+    driver.ack(2)
+
+
+@_scenario("trim-consumed-ledgers", "the consumed ledgers trimmed, then a crash and a restore")
+def _trim(driver: BrokerDriver) -> None:
+    driver.open()
+    driver.publish(7)
+    driver.ack_up_to(5)
+    driver.trim()
+    driver.crash()
+    driver.open()
+    driver.ack(6)
+
+
+@_scenario("crash-twice", "two crashes with acks between: the cursor ledger is switched and restored twice")
+def _crash_twice(driver: BrokerDriver) -> None:
+    driver.open()
+    driver.publish(4)
+    driver.ack(1, 2)
+    driver.crash()
+    driver.open()
+    driver.ack(0)
+    driver.publish(2)
+    driver.ack(4)
+    driver.crash()
+    driver.open()
+    driver.ack(3, 5)
