@@ -106,8 +106,11 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _note(recording: ScenarioRecording) -> str:
-    if recording.status == "known" and recording.expects is not None:
-        return f"{FINDINGS[recording.expects].kind}: {FINDINGS[recording.expects].title}"
+    if recording.status == "known":
+        reasons = [x.verdict.reason for x in recording.ledgers if x.verdict.status == "violates"]
+        names = [recording.expects] if recording.expects is not None else list(recording.may_show)
+        shown = [FINDINGS[n] for n in names if any(FINDINGS[n].explains(r) for r in reasons)]
+        return "; ".join(f"{f.kind}: {f.title}" for f in shown)
     if recording.status == "missed" and recording.expects is not None:
         return f"expected, not shown: {recording.expects}"
     for ledger in recording.ledgers:
