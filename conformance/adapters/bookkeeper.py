@@ -18,7 +18,8 @@ observation                                            event
 writer sends an add of an entry above every one sent    ``WriterAddsEntry``, observed ``writer_lap``
 writer sends an add of an entry it sent before           none: a resend, part of ``WriterChangesEnsemble``
 an add's reply OK reaches client 0 or c                  ``BookieReceivesAdd(m, replied=TRUE)``, observed
-                                                         ``writer_lac`` (writer) as the handle had it after
+                                                         ``writer_lac`` (writer) as the handle had it after,
+                                                         or as the writer's next add carried it
 an add's reply "ledger fenced" reaches the writer         ``BookieReceivesAdd(m, TRUE)``, observed
                                                          ``writer_status = FENCED``; only the first: later
                                                          ones change nothing in the spec; none for an add
@@ -45,8 +46,11 @@ the creation as version 1 and ZooKeeper as 0, and both add one a write.
 
 Bookies are numbered as the spec numbers them: the ledger's first ensemble
 is ``1 .. E`` in order, the cluster's other bookies follow in the cluster's
-order. A request's piggybacked LAC is not seen by the harness, so the
-request records leave ``lac`` out, which the trace format allows.
+order. The request records leave ``lac`` out, which the trace format
+allows. The harness does report the LAC an add carries (from the entry's
+header): it tells where the writer's handle took in a reply, when the
+application's thread packaged an add between the reply and the handle's
+report of its state.
 """
 
 from __future__ import annotations
@@ -118,6 +122,7 @@ class LedgerTraceMapper:
         self._sent_at: dict[tuple[int, str, int], int] = {}  # (client, bookie, entry) -> its last request's observation
         self._highest_entry = -1
         self._pending: tuple[Mapping[str, Any], int, int] | None = None  # the writer's reply awaiting its handle
+        self._placed_early: dict[str, Any] | None = None  # its step, placed before an add that showed it taken in
         self._last_lac = -1  # the writer's LAC as last observed
         self._lac_lags = False  # after an ensemble change, until the LAC moves again
         self._completed = -1  # the highest entry the writer's application was told is written
@@ -266,6 +271,13 @@ class LedgerTraceMapper:
         if client != 0 or flags & RECOVERY_ADD_FLAG:
             return  # a write-back: sent by the recovery read that found the entry
         if entry > self._lap:
+            packaged = obs.get("lac")
+            if packaged is not None and self._pending is not None and int(packaged) > self._last_lac:
+                # The handle acted on the pending reply before it packaged this add (the application's
+                # thread adds while the ledger's thread takes replies): the reply's step goes first, so
+                # that the spec's add carries the reply's LAC. The packaged LAC may be one the handle
+                # passed through while it completed several adds; the handle's report gives the last.
+                self._placed_early = self._place_pending(obs, None)
             self._lap = entry
             self._highest_entry = max(self._highest_entry, entry)
             self._emit(obs, client, "WriterAddsEntry", observed={"writer_lap": entry})
@@ -354,23 +366,36 @@ class LedgerTraceMapper:
         if int(obs["client"]) != 0:
             self._skip(obs, "the state of a handle other than the writer's")
             return
-        pending, self._pending = self._pending, None
-        if pending is None:
+        lac = int(obs["lac"])
+        early, self._placed_early = self._placed_early, None
+        if early is not None:
+            if self._observes_lac(lac):
+                early["observed"] = {**early.get("observed", {}), "writer_lac": lac}
+            return
+        if self._pending is None:
             self._skip(obs, "the handle's state after a reply that is no step (held back, an error, a duplicate)")
             return
-        reply, bookie, entry = pending
-        lac = int(obs["lac"])
+        self._place_pending(obs, lac)
+
+    def _observes_lac(self, lac: int) -> bool:
+        """Whether the handle's LAC after a reply is the spec's to compare; it is then the last known."""
         if self._lac_lags and lac <= self._last_lac:
             # After an ensemble change, adds that reached Qa during it complete only when some add's ack next
             # calls sendAddSuccessCallbacks: until the LAC moves, it lags behind the spec's, which is not seen.
-            self._ack(reply, 0, bookie, entry, at=obs)
-            return
+            return False
         self._lac_lags, self._last_lac = False, lac
-        self._ack(reply, 0, bookie, entry, at=obs, observed={"writer_lac": lac})
+        return True
+
+    def _place_pending(self, at: Mapping[str, Any], lac: int | None) -> dict[str, Any] | None:
+        """The pending reply's step, at the observation ``at``; ``lac``, the handle's LAC after it, if known."""
+        assert self._pending is not None
+        (reply, bookie, entry), self._pending = self._pending, None
+        observed = {"writer_lac": lac} if lac is not None and self._observes_lac(lac) else None
+        return self._ack(reply, 0, bookie, entry, at=at, observed=observed)
 
     def _flush_pending(self) -> None:
         """A writer's reply whose handle state never came: it takes its own place."""
-        pending, self._pending = self._pending, None
+        pending, self._pending, self._placed_early = self._pending, None, None
         if pending is not None:
             self._ack(pending[0], 0, pending[1], pending[2])
 
@@ -445,7 +470,7 @@ class LedgerTraceMapper:
         entry: int,
         at: Mapping[str, Any] | None = None,
         observed: dict[str, Any] | None = None,
-    ) -> None:
+    ) -> dict[str, Any] | None:
         """An add's OK reply; a second one to the same request, sent twice, is no step of the spec.
 
         BookKeeper's writer may send one add twice to a bookie: an add issued as an
@@ -456,11 +481,12 @@ class LedgerTraceMapper:
         key = (client, bookie, entry)
         if key in self._acks_since_change:
             self._skip(obs, "a second ack to an add sent twice to one bookie: the spec's network holds one copy")
-            return
+            return None
         self._acks_since_change.add(key)
         m = self._request("AddReq", client, bookie, entry, recovery=client != 0, fence=False)
         line = self._emit(obs, client, "BookieReceivesAdd", {"m": m, "replied": True}, observed, at=at)
         self._note_sent(line, obs)
+        return line
 
     def finish(self) -> None:
         """The observations are all in: acks still held back (no ensemble change came) go last."""

@@ -18,6 +18,7 @@
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.netty.buffer.ByteBuf;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
@@ -58,6 +59,7 @@ import org.apache.bookkeeper.net.BookieId;
 import org.apache.bookkeeper.proto.BookieClient;
 import org.apache.bookkeeper.proto.BookkeeperInternalCallbacks.ReadEntryCallback;
 import org.apache.bookkeeper.proto.BookkeeperInternalCallbacks.WriteCallback;
+import org.apache.bookkeeper.util.ByteBufList;
 import org.apache.bookkeeper.versioning.LongVersion;
 import org.apache.bookkeeper.versioning.Version;
 import org.apache.bookkeeper.versioning.Versioned;
@@ -519,6 +521,24 @@ public final class LedgerspecHarness {
         }
     }
 
+    /**
+     * The LAC an add carries to its bookie, from the entry's header as the digest manager wrote it
+     * (ledger, entry, LAC): the handle's LAC when it packaged the add, which may be later than its
+     * last reported one, since the application's thread adds while the ledger's thread takes replies.
+     */
+    private static Long packagedLac(Object toSend) {
+        ByteBuf header = null;
+        if (toSend instanceof ByteBufList && ((ByteBufList) toSend).size() > 0) {
+            header = ((ByteBufList) toSend).getBuffer(0);
+        } else if (toSend instanceof ByteBuf) {
+            header = (ByteBuf) toSend;
+        }
+        if (header == null || header.readableBytes() < 24) {
+            return null;
+        }
+        return header.getLong(header.readerIndex() + 16);
+    }
+
     private final class BookieClientWatch implements InvocationHandler {
         private final BookieClient real;
         private final int client;
@@ -538,6 +558,10 @@ public final class LedgerspecHarness {
                 WriteCallback cb = (WriteCallback) args[5];
                 Map<String, Object> send = request("send", client, "add", bookie, ledger, entry);
                 send.put("flags", args[7]);
+                Long packaged = packagedLac(args[4]);
+                if (packaged != null) {
+                    send.put("lac", packaged);
+                }
                 observe(send);
                 args[5] = (WriteCallback) (rc, ledgerId, entryId, addr, ctx) -> {
                     Map<String, Object> event = request("reply", client, "add", addr, ledgerId, entryId);
