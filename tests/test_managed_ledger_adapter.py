@@ -1,0 +1,63 @@
+"""The managed-ledger adapter without Java: recordings of Pulsar's managed ledger mapped and checked again."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from ledgerspec.conformance.adapters.managed_ledger import CursorMappingError, CursorTraceMapper
+from ledgerspec.tools.real_systems import ScenarioRecording, check_cursor_recording
+
+RECORDINGS = Path(__file__).parent / "data" / "managed-ledger-4.0.7"
+MANAGED_LEDGER = "ledgerspec/real/persistent/crash-twice"
+
+
+def recheck(
+    tmp_path: Path, name: str, edit: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
+) -> ScenarioRecording:
+    """Check a stored recording again in a copy; ``edit`` may change or drop (None) each observation."""
+    copy = tmp_path / name
+    shutil.copytree(RECORDINGS / name, copy)
+    if edit is not None:
+        observations = [orjson.loads(line) for line in (copy / "observations.ndjson").read_bytes().splitlines()]
+        edited = [o for o in (edit(dict(x)) for x in observations) if o is not None]
+        (copy / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in edited))
+    return check_cursor_recording(copy)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in RECORDINGS.iterdir()))
+def test_each_recording_conforms_to_the_cursor_spec(tmp_path: Path, name: str) -> None:
+    recording = recheck(tmp_path, name)
+    assert recording.status == "conforms", [r.verdict.reason for r in recording.ledgers]
+    written = [orjson.loads(line) for line in (tmp_path / name / "trace.ndjson").read_bytes().splitlines()]
+    assert written and {line["process"] for line in written} == {"consumer"}
+
+
+def test_a_cursor_restored_past_an_unacknowledged_message_is_caught(tmp_path: Path) -> None:
+    """After the first crash the restored cursor claims message (35, 0), which nobody acknowledged yet."""
+    restores = 0
+
+    def skip_a_message(obs: dict[str, Any]) -> dict[str, Any]:
+        nonlocal restores
+        if obs["ev"] == "cursor-opened" and obs["covered"]:
+            restores += 1
+            obs["covered"] = sorted([*obs["covered"], [35, 0]])
+        return obs
+
+    (ledger,) = recheck(tmp_path, "crash-twice", skip_a_message).ledgers
+    assert restores == 2 and ledger.verdict.status == "violates"
+    assert "CursorRecovers" in ledger.verdict.reason and "covered" in ledger.verdict.reason
+
+
+def test_bad_observations_are_named() -> None:
+    mapper = CursorTraceMapper("t", MANAGED_LEDGER, "subscription")
+    with pytest.raises(CursorMappingError, match="observation 5: unknown kind 'gossip'"):
+        mapper.feed({"ev": "gossip", "name": MANAGED_LEDGER, "n": 5})
+    with pytest.raises(CursorMappingError, match="observation 6: ledger 99 was never created by the broker"):
+        mapper.feed({"ev": "published", "name": MANAGED_LEDGER, "position": [99, 0], "n": 6})
+    mapper.feed({"ev": "published", "name": "another/managed-ledger", "position": [99, 0], "n": 7})
+    assert mapper.lines == []
