@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,21 +16,14 @@ from ledgerspec.conformance.adapters.scenarios import SCENARIOS
 from ledgerspec.spec.ledger_trace import TRACE
 from ledgerspec.tools.cli import main
 from ledgerspec.tools.real_systems import ScenarioRecording, check_recording
+from recording_support import Edit, edited_copy
 
 RECORDINGS = Path(__file__).parent / "data" / "bookkeeper-4.17.2"
 
 
-def recheck(
-    tmp_path: Path, name: str, edit: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
-) -> ScenarioRecording:
+def recheck(tmp_path: Path, name: str, edit: Edit | None = None) -> ScenarioRecording:
     """Check a stored recording again in a copy; ``edit`` may change or drop (None) each observation."""
-    copy = tmp_path / name
-    shutil.copytree(RECORDINGS / name, copy)
-    if edit is not None:
-        observations = [orjson.loads(line) for line in (copy / "observations.ndjson").read_bytes().splitlines()]
-        edited = [o for o in (edit(dict(x)) for x in observations) if o is not None]
-        (copy / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in edited))
-    return check_recording(copy)
+    return check_recording(edited_copy(RECORDINGS / name, tmp_path, edit))
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in RECORDINGS.iterdir()))

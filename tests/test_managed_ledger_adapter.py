@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,22 +9,15 @@ import orjson
 import pytest
 from ledgerspec.conformance.adapters.managed_ledger import CursorMappingError, CursorTraceMapper
 from ledgerspec.tools.real_systems import ScenarioRecording, check_cursor_recording
+from recording_support import Edit, edited_copy
 
 RECORDINGS = Path(__file__).parent / "data" / "managed-ledger-4.0.7"
 MANAGED_LEDGER = "ledgerspec/real/persistent/crash-twice"
 
 
-def recheck(
-    tmp_path: Path, name: str, edit: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
-) -> ScenarioRecording:
+def recheck(tmp_path: Path, name: str, edit: Edit | None = None) -> ScenarioRecording:
     """Check a stored recording again in a copy; ``edit`` may change or drop (None) each observation."""
-    copy = tmp_path / name
-    shutil.copytree(RECORDINGS / name, copy)
-    if edit is not None:
-        observations = [orjson.loads(line) for line in (copy / "observations.ndjson").read_bytes().splitlines()]
-        edited = [o for o in (edit(dict(x)) for x in observations) if o is not None]
-        (copy / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in edited))
-    return check_cursor_recording(copy)
+    return check_cursor_recording(edited_copy(RECORDINGS / name, tmp_path, edit))
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in RECORDINGS.iterdir()))

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,13 +134,8 @@ def record_bookkeeper(
     progress: Callable[[ScenarioRecording], None] | None = None,
 ) -> list[ScenarioRecording]:
     """Run ``names`` (scenario names) on one fresh cluster; write and check their traces (module docstring)."""
-    unknown = [n for n in names if n not in SCENARIOS]
-    if unknown:
-        raise KeyError(f"no scenario {', '.join(unknown)}; the scenarios: {', '.join(SCENARIOS)}")
+    cluster_dir = _prepare(names, SCENARIOS, out)
     jars = jars or ensure_jars()
-    out.mkdir(parents=True, exist_ok=True)
-    cluster_dir = out / "cluster"
-    shutil.rmtree(cluster_dir, ignore_errors=True)
     recordings: list[ScenarioRecording] = []
     acknowledged: dict[int, list[int]] = {}
     with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES) as cluster:
@@ -152,6 +147,17 @@ def record_bookkeeper(
         metadata = _read_metadata(cluster, sorted(acknowledged))
     _record_bookies(cluster, out / "bookies", metadata, acknowledged)
     return recordings
+
+
+def _prepare(names: Sequence[str], known: Mapping[str, object], out: Path) -> Path:
+    """Refuse unknown scenario names; make ``out`` and an empty directory for the cluster's files in it."""
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise KeyError(f"no scenario {', '.join(unknown)}; the scenarios: {', '.join(known)}")
+    out.mkdir(parents=True, exist_ok=True)
+    cluster_dir = out / "cluster"
+    shutil.rmtree(cluster_dir, ignore_errors=True)
+    return cluster_dir
 
 
 def _record_one(
@@ -343,13 +349,8 @@ def record_managed_ledger(
     ``MLDataFormats`` reader), ``trace.ndjson`` (one cursor-spec trace) and
     ``verdict.json``.
     """
-    unknown = [n for n in names if n not in ML_SCENARIOS]
-    if unknown:
-        raise KeyError(f"no scenario {', '.join(unknown)}; the scenarios: {', '.join(ML_SCENARIOS)}")
+    cluster_dir = _prepare(names, ML_SCENARIOS, out)
     jars = jars or ensure_jars()
-    out.mkdir(parents=True, exist_ok=True)
-    cluster_dir = out / "cluster"
-    shutil.rmtree(cluster_dir, ignore_errors=True)
     recordings = []
     with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES) as cluster:
         for name in names:
