@@ -17,6 +17,7 @@ log.
 from __future__ import annotations
 
 import contextlib
+import logging
 import queue
 import signal
 import socket
@@ -168,7 +169,11 @@ class BookKeeperCluster:
             "zookeeper.out",
         )
         _wait_for_port(self.zk_port, self._zookeeper, self.directory / "zookeeper.log", "ZooKeeper")
-        self._zk = KazooClient(hosts=f"127.0.0.1:{self.zk_port}", timeout=10)
+        # Kazoo reconnects by itself when the server drops a connection; without a handler, its warning
+        # about it would reach stderr through logging's last resort, amid the command's output.
+        quiet = logging.getLogger("ledgerspec.cluster.kazoo")
+        quiet.setLevel(logging.ERROR)
+        self._zk = KazooClient(hosts=f"127.0.0.1:{self.zk_port}", timeout=10, logger=quiet)
         self._zk.start(timeout=_START_TIMEOUT)
         self.harness = self.start_harness("harness")
         self.harness.call("init-cluster")
