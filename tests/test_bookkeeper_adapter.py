@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,42 @@ def test_record_lists_scenarios_and_refuses_unknown_names(capsys: pytest.Capture
     assert "unknown scenario 'nope'" in capsys.readouterr().err
     assert main(["record", "cassandra"]) == 2
     assert "unknown system 'cassandra'" in capsys.readouterr().err
+
+
+def test_stored_recordings_are_checked_again_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shutil.copytree(RECORDINGS, tmp_path / "all")
+    assert main(["record", "bookkeeper", "--recheck", str(tmp_path / "all"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    statuses = {s["scenario"]: s["status"] for s in report["scenarios"]}
+    assert statuses == {p.name: "known" if SCENARIOS[p.name].expects else "conforms" for p in RECORDINGS.iterdir()}
+    assert (tmp_path / "all" / "recover-open" / "verdict.json").exists()
+    # One recording alone, by its directory; the managed-ledger checker refuses it.
+    assert main(["record", "bookkeeper", "--recheck", str(tmp_path / "all" / "recover-open")]) == 0
+    assert "1 conforms of 1 scenarios" in capsys.readouterr().out
+    assert main(["record", "managed-ledger", "--recheck", str(tmp_path / "all" / "recover-open")]) == 2
+    assert "a recording of bookkeeper, not of managed-ledger" in capsys.readouterr().err
+
+
+def test_a_damaged_recording_is_refused_with_the_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = edited_copy(RECORDINGS / "recover-open", tmp_path)
+    lines = (copy / "observations.ndjson").read_bytes().splitlines()
+    (copy / "observations.ndjson").write_bytes(b"\n".join([*lines[:2], lines[2][:30], *lines[3:]]) + b"\n")
+    assert main(["record", "bookkeeper", "--recheck", str(copy)]) == 2
+    assert "recover-open/observations.ndjson:3: not JSON" in capsys.readouterr().err
+    (copy / "observations.ndjson").write_bytes(
+        b"\n".join([*lines[:2], b'{"ev": "gossip", "obs": 99, "ledger": 11}', *lines[3:]])
+    )
+    assert main(["record", "bookkeeper", "--recheck", str(copy)]) == 2
+    assert "observations.ndjson: ledger 11: observation 99: unknown kind 'gossip'" in capsys.readouterr().err
+    (copy / "run.json").write_text("{}")
+    assert main(["record", "bookkeeper", "--recheck", str(copy)]) == 2
+    assert "run.json: lacks 'scenario', 'ledgers'" in capsys.readouterr().err
+    (copy / "run.json").write_text("[11]")
+    assert main(["record", "bookkeeper", "--recheck", str(copy)]) == 2
+    assert "run.json: not an object: [11]" in capsys.readouterr().err
+    assert main(["record", "bookkeeper", "--recheck", str(tmp_path / "nowhere")]) == 2
+    assert "nowhere: no such directory" in capsys.readouterr().err

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 from ledgerspec.conformance.adapters.managed_ledger import CursorMappingError, CursorTraceMapper
+from ledgerspec.tools.cli import main
 from ledgerspec.tools.real_systems import ScenarioRecording, check_cursor_recording
 from recording_support import Edit, edited_copy
 
@@ -52,3 +53,15 @@ def test_bad_observations_are_named() -> None:
         mapper.feed({"ev": "published", "name": MANAGED_LEDGER, "position": [99, 0], "n": 6})
     mapper.feed({"ev": "published", "name": "another/managed-ledger", "position": [99, 0], "n": 7})
     assert mapper.lines == []
+
+
+def test_stored_recordings_are_checked_again_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = edited_copy(RECORDINGS / "crash-twice", tmp_path)
+    assert main(["record", "managed-ledger", "--recheck", str(copy)]) == 0
+    assert "1 conforms of 1 scenarios" in capsys.readouterr().out
+    lines = (copy / "observations.ndjson").read_bytes().splitlines()
+    (copy / "observations.ndjson").write_bytes(b"\n".join([*lines, b"[1, 2]"]) + b"\n")
+    assert main(["record", "managed-ledger", "--recheck", str(copy)]) == 2
+    assert f"observations.ndjson:{len(lines) + 1}: not an observation" in capsys.readouterr().err

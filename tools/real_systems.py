@@ -40,11 +40,11 @@ from typing import Any
 import attrs
 import orjson
 from kazoo.client import KazooClient
-from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper
+from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper, MappingError
 from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, ClusterError
 from ledgerspec.conformance.adapters.findings import FINDINGS
 from ledgerspec.conformance.adapters.jars import ARTIFACTS, JarSet, ensure_jars
-from ledgerspec.conformance.adapters.managed_ledger import CursorTraceMapper
+from ledgerspec.conformance.adapters.managed_ledger import CursorMappingError, CursorTraceMapper
 from ledgerspec.conformance.adapters.ml_scenarios import CURSOR, ML_SCENARIOS, BrokerDriver, SkippedMessageError
 from ledgerspec.conformance.adapters.scenarios import SCENARIOS, BrokenPromiseError, Driver
 from ledgerspec.conformance.checker import Bounds, check_trace
@@ -61,6 +61,7 @@ from ledgerspec.reference.metadata.managed_ledger_format import (
     to_json,
 )
 from ledgerspec.reference.metadata.managed_ledger_paths import cursor_path, managed_ledger_path
+from ledgerspec.spec.codecs import short_json
 from ledgerspec.spec.cursor import CursorSpec
 from ledgerspec.spec.ledger import LedgerSpec
 from ledgerspec.tools.bookie_report import bookie_files_json
@@ -80,6 +81,76 @@ CLUSTER_BOOKIES = 5
 _SETTLE_SECONDS = 0.3
 #: Bounds for the hidden steps between two observed events: a crash, a restart, lost replies.
 BOUNDS = Bounds(max_hidden_steps=6, max_candidates=10_000)
+
+
+class RecordingError(Exception):
+    """A stored recording that cannot be read or mapped: names the file, and the line or observation."""
+
+
+def _read_run(directory: Path, needs: Sequence[str]) -> dict[str, Any]:
+    path = directory / "run.json"
+    try:
+        run = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RecordingError(f"{path}: no such file; a recording holds run.json and observations.ndjson") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RecordingError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(run, dict):
+        raise RecordingError(f"{path}: not an object: {short_json(run)}")
+    missing = [key for key in needs if key not in run]
+    if missing:
+        raise RecordingError(f"{path}: lacks {', '.join(map(repr, missing))}")
+    return run
+
+
+def _read_observations(directory: Path) -> list[dict[str, Any]]:
+    path = directory / "observations.ndjson"
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        raise RecordingError(f"{path}: no such file") from None
+    observations = []
+    for number, line in enumerate(lines, 1):
+        try:
+            obs = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise RecordingError(f"{path}:{number}: not JSON ({exc})") from None
+        if not isinstance(obs, dict) or "ev" not in obs:
+            raise RecordingError(f'{path}:{number}: not an observation (an object with "ev"): {line[:80]!r}')
+        observations.append(obs)
+    return observations
+
+
+_LEDGER_RUN = ("scenario", "ledgers", "cluster_bookies", "bookies_crashed", "failure", "seconds")
+_CURSOR_RUN = ("scenario", "managed_ledger", "cursor", "max_entries_per_ledger", "metadata_max_entries_per_ledger",
+               "failure", "seconds")  # fmt: skip
+
+
+def recheck(system: str, root: Path, names: Sequence[str] | None = None) -> list[ScenarioRecording]:
+    """Check stored recordings of ``system`` again, without Java: ``root`` is one, or a directory of them.
+
+    Only ``run.json`` and ``observations.ndjson`` are read; each recording's
+    ``trace.ndjson`` and ``verdict.json`` are written anew. ``names`` keeps only
+    those scenarios.
+    """
+    if (root / "run.json").exists():
+        directories = [root]
+    elif root.is_dir():
+        directories = sorted(p for p in root.iterdir() if (p / "run.json").exists())
+    else:
+        raise RecordingError(f"{root}: no such directory")
+    if not directories:
+        raise RecordingError(f"{root}: no recording here (a directory with run.json, or directories of them)")
+    check = check_recording if system == "bookkeeper" else check_cursor_recording
+    recordings = []
+    for directory in directories:
+        run = _read_run(directory, ())
+        recorded = run.get("system", "bookkeeper")
+        if recorded != system:
+            raise RecordingError(f"{directory / 'run.json'}: a recording of {recorded}, not of {system}")
+        if names is None or run.get("scenario") in names:
+            recordings.append(check(directory))
+    return recordings
 
 
 @attrs.frozen
@@ -205,17 +276,20 @@ def check_recording(directory: Path) -> ScenarioRecording:
     Needs only ``run.json`` and ``observations.ndjson``: a recording can be checked
     again, elsewhere, after the mapping or the spec changed.
     """
-    run = json.loads((directory / "run.json").read_text())
+    run = _read_run(directory, _LEDGER_RUN)
     name = str(run["scenario"])
     scenario = SCENARIOS.get(name)
-    observations = [orjson.loads(line) for line in (directory / "observations.ndjson").read_bytes().splitlines()]
+    observations = _read_observations(directory)
     ledgers = []
     trace_lines: list[dict[str, Any]] = []
     skipped: dict[str, list[dict[str, Any]]] = {}
     for ledger_id in run["ledgers"]:
         mapper = LedgerTraceMapper(f"{name}-L{ledger_id}", int(ledger_id), run["cluster_bookies"])
-        mapper.feed_all(observations)
-        constants = mapper.constants(max_crashes=int(run["bookies_crashed"]))
+        try:
+            mapper.feed_all(observations)
+            constants = mapper.constants(max_crashes=int(run["bookies_crashed"]))
+        except MappingError as exc:
+            raise RecordingError(f"{directory / 'observations.ndjson'}: ledger {ledger_id}: {exc}") from None
         events = events_from_json(mapper.lines, str(directory / "trace.ndjson"))
         verdict = check_trace(events, LedgerSpec(**constants), "client", BOUNDS)
         trace_lines += mapper.lines
@@ -395,12 +469,15 @@ def _record_cursor(cluster: BookKeeperCluster, name: str, directory: Path) -> Sc
 
 def check_cursor_recording(directory: Path) -> ScenarioRecording:
     """Map a recorded managed-ledger scenario to one cursor trace and check it (``trace.ndjson``, ``verdict.json``)."""
-    run = json.loads((directory / "run.json").read_text())
+    run = _read_run(directory, _CURSOR_RUN)
     name = str(run["scenario"])
     scenario = ML_SCENARIOS.get(name)
-    observations = [orjson.loads(line) for line in (directory / "observations.ndjson").read_bytes().splitlines()]
+    observations = _read_observations(directory)
     mapper = CursorTraceMapper(name, str(run["managed_ledger"]), str(run["cursor"]))
-    mapper.feed_all(observations)
+    try:
+        mapper.feed_all(observations)
+    except CursorMappingError as exc:
+        raise RecordingError(f"{directory / 'observations.ndjson'}: {exc}") from None
     constants = mapper.constants(int(run["max_entries_per_ledger"]), int(run["metadata_max_entries_per_ledger"]))
     events = events_from_json(mapper.lines, str(directory / "trace.ndjson"))
     verdict = check_trace(events, CursorSpec(**constants), "client", BOUNDS)

@@ -11,7 +11,9 @@ replaces, and checks the consumer's view against the cursor spec. Exit status 0 
 every scenario conforms or shows exactly the finding it expects, 1 when one
 shows something new (a violation, a broken promise of the client API) or
 misses its finding, 4 when a check was inconclusive, 2 for an unknown
-scenario, 3 when Java, javac or Maven is missing.
+scenario or a recording that cannot be read, 3 when Java, javac or Maven is
+missing. ``--recheck DIR`` runs nothing: it maps and checks stored
+recordings again, after the mapping or the spec changed, without Java.
 """
 
 from __future__ import annotations
@@ -30,10 +32,17 @@ from ledgerspec.tools.commands.base import (
     EXIT_INCONCLUSIVE,
     EXIT_MISSING_TOOL,
     EXIT_OK,
+    EXIT_USAGE,
     EXIT_VIOLATION,
     UsageError,
 )
-from ledgerspec.tools.real_systems import ScenarioRecording, record_bookkeeper, record_managed_ledger
+from ledgerspec.tools.real_systems import (
+    RecordingError,
+    ScenarioRecording,
+    recheck,
+    record_bookkeeper,
+    record_managed_ledger,
+)
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -64,6 +73,11 @@ def register(commands: Any) -> None:
     record.add_argument("--out", default="ledgerspec-real", help="where the recordings go (default: ledgerspec-real)")
     record.add_argument("--list", action="store_true", help="list the scenarios and findings, and run nothing")
     record.add_argument("--json", action="store_true", help="print one JSON object")
+    record.add_argument(
+        "--recheck",
+        metavar="DIR",
+        help="run nothing: map and check again the recordings in DIR (one, or a directory of them), without Java",
+    )
     record.set_defaults(run=_record)
 
 
@@ -78,6 +92,13 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.list:
         _print_list(out, known)
         return EXIT_OK
+    if args.recheck is not None:
+        try:
+            recordings = recheck(args.system, Path(args.recheck), args.scenario)
+        except RecordingError as exc:
+            err.print(f"[bold red]{escape(str(exc))}[/]")
+            return EXIT_USAGE
+        return _report(args, out, recordings, Path(args.recheck), "checked again")
     record = record_bookkeeper if args.system == "bookkeeper" else record_managed_ledger
 
     def progress(recording: ScenarioRecording) -> None:
@@ -93,10 +114,17 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
     except ClusterError as exc:
         err.print(f"[bold red]the cluster failed: {escape(str(exc))}[/]")
         return EXIT_MISSING_TOOL
+    except RecordingError as exc:
+        err.print(f"[bold red]what the harness reported cannot be mapped: {escape(str(exc))}[/]")
+        return EXIT_VIOLATION
+    return _report(args, out, recordings, Path(args.out), "recorded")
+
+
+def _report(args: argparse.Namespace, out: Console, recordings: list[ScenarioRecording], root: Path, how: str) -> int:
     if args.json:
-        print(json.dumps(_to_json(args.system, recordings, Path(args.out)), indent=2))
+        print(json.dumps(_to_json(args.system, recordings, root), indent=2))
     else:
-        _print(out, args.system, recordings, Path(args.out))
+        _print(out, args.system, recordings, root, how)
     statuses = {r.status for r in recordings}
     if statuses & {"violates", "failed", "missed"}:
         return EXIT_VIOLATION
@@ -119,8 +147,8 @@ def _note(recording: ScenarioRecording) -> str:
     return recording.failure or ""
 
 
-def _print(out: Console, system: str, recordings: list[ScenarioRecording], root: Path) -> None:
-    table = Table(title=f"{_TITLES[system]}, recorded under {root}")
+def _print(out: Console, system: str, recordings: list[ScenarioRecording], root: Path, how: str) -> None:
+    table = Table(title=f"{_TITLES[system]}, {how} under {root}")
     for column in ("scenario", "status", "traces", "events", "s", "note"):
         table.add_column(column, justify="right" if column in ("traces", "events", "s") else "left")
     for r in recordings:
