@@ -117,3 +117,16 @@ def test_the_cursor_znode_is_decoded_with_the_projects_format(
     first_ledger = run["published"][0][0]
     # Messages 0, 1, 2 and 3 of 5 were acknowledged: the mark-delete is past the first ledger's entries 0 and 1.
     assert tuple(map(int, cursor["markDelete"].split(":"))) >= (first_ledger, 1)
+
+
+def test_every_published_message_is_journaled_on_qa_bookies_of_its_write_set(
+    recorded_cursors: tuple[Path, dict[str, ScenarioRecording]],
+) -> None:
+    out, _ = recorded_cursors
+    acknowledged = json.loads((out / "bookies" / "acknowledged.json").read_text())
+    published = sum(len(json.loads((out / name / "run.json").read_text())["published"]) for name in ML_SCENARIOS)
+    assert sum(v["acknowledged"] for v in acknowledged.values()) == published
+    kept = [v for v in acknowledged.values() if not v.get("ledger_deleted")]
+    assert kept and all(v["on_fewer_than_qa_journals"] == [] for v in kept)
+    # Trimming deleted the ledgers every cursor had consumed: their write sets are gone with their znodes.
+    assert any(v.get("ledger_deleted") for v in acknowledged.values())

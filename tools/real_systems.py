@@ -333,14 +333,22 @@ def _verdict_json(recording: ScenarioRecording, skipped: dict[str, list[dict[str
     }
 
 
-def _read_metadata(cluster: BookKeeperCluster, ledger_ids: Sequence[int]) -> dict[str, Any]:
-    """Each ledger's znode, decoded with the project's LedgerMetadataFormat reader."""
+def _read_metadata(
+    cluster: BookKeeperCluster, ledger_ids: Sequence[int], *, deleted_ok: bool = False
+) -> dict[str, Any]:
+    """Each ledger's znode, decoded with the project's LedgerMetadataFormat reader.
+
+    With ``deleted_ok``, a ledger deleted since (a managed ledger trims the
+    ledgers its cursors consumed) is left out instead of being an error.
+    """
     zk = KazooClient(hosts=f"127.0.0.1:{cluster.zk_port}", timeout=10)
     zk.start(timeout=15)
     try:
         found: dict[str, Any] = {}
         for ledger_id in ledger_ids:
             path = ledger_path(ledger_id)
+            if deleted_ok and zk.exists(path) is None:
+                continue
             data, stat = zk.get(path)
             m = decode_ledger_metadata(data, ledger_id, where=path)
             found[str(ledger_id)] = {
@@ -391,10 +399,16 @@ def _record_bookies(
 def _acknowledged_on_journals(
     metadata: dict[str, Any], acknowledged: dict[int, list[int]], journaled: dict[str, set[tuple[int, int]]]
 ) -> dict[str, Any]:
-    """For each ledger: acknowledged entries journaled on fewer than Qa bookies of their write set."""
+    """For each ledger: acknowledged entries journaled on fewer than Qa bookies of their write set.
+
+    A ledger deleted since has no write sets left to check against: it is only counted.
+    """
     report: dict[str, Any] = {}
     for ledger_id, entries in acknowledged.items():
-        m = metadata[str(ledger_id)]
+        m = metadata.get(str(ledger_id))
+        if m is None:
+            report[str(ledger_id)] = {"acknowledged": len(entries), "ledger_deleted": True}
+            continue
         e, qw, qa = m["ensemble_size"], m["write_quorum_size"], m["ack_quorum_size"]
         short = []
         for entry in entries:
@@ -421,21 +435,29 @@ def record_managed_ledger(
     process's observations, in order), ``run.json``, ``metadata.json`` (the
     managed ledger's and the cursor's znodes, decoded with the project's
     ``MLDataFormats`` reader), ``trace.ndjson`` (one cursor-spec trace) and
-    ``verdict.json``.
+    ``verdict.json``. As for ``record_bookkeeper``, ``OUT/bookies/`` holds the
+    bookies' files once the cluster stops, and ``acknowledged.json`` where
+    each published message's entry is journaled.
     """
     cluster_dir = _prepare(names, ML_SCENARIOS, out)
     jars = jars or ensure_jars()
     recordings = []
+    published: dict[int, list[int]] = {}
     with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES) as cluster:
         for name in names:
-            recording = _record_cursor(cluster, name, out / name)
+            recording = _record_cursor(cluster, name, out / name, published)
             recordings.append(recording)
             if progress is not None:
                 progress(recording)
+        metadata = _read_metadata(cluster, sorted(published), deleted_ok=True)
+    _record_bookies(cluster, out / "bookies", metadata, published)
     return recordings
 
 
-def _record_cursor(cluster: BookKeeperCluster, name: str, directory: Path) -> ScenarioRecording:
+def _record_cursor(
+    cluster: BookKeeperCluster, name: str, directory: Path, published: dict[int, list[int]]
+) -> ScenarioRecording:
+    """Run one scenario, write what was seen, and add the entries its publishes were acknowledged at."""
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     scenario = ML_SCENARIOS[name]
@@ -449,6 +471,8 @@ def _record_cursor(cluster: BookKeeperCluster, name: str, directory: Path) -> Sc
     finally:
         driver.finish()
     (directory / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in driver.log))
+    for ledger, entry in driver.published:
+        published.setdefault(int(ledger), []).append(int(entry))
     run = {
         "system": "managed-ledger",
         "scenario": name,
