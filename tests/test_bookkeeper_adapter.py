@@ -240,6 +240,8 @@ def test_stored_recordings_are_checked_again_from_the_command_line(
     # One recording alone, by its directory; the managed-ledger checker refuses it.
     assert main(["record", "bookkeeper", "--recheck", str(tmp_path / "all" / "recover-open")]) == 0
     assert "1 conforms of 1 scenarios" in capsys.readouterr().out
+    assert main(["record", "bookkeeper", "--recheck", str(tmp_path / "all"), "--scenario", "empty-ledger"]) == 2
+    assert "no recording of empty-ledger" in capsys.readouterr().err
     assert main(["record", "managed-ledger", "--recheck", str(tmp_path / "all" / "recover-open")]) == 2
     assert "a recording of bookkeeper, not of managed-ledger" in capsys.readouterr().err
 

@@ -150,6 +150,9 @@ def recheck(system: str, root: Path, names: Sequence[str] | None = None) -> list
             raise RecordingError(f"{directory / 'run.json'}: a recording of {recorded}, not of {system}")
         if names is None or run.get("scenario") in names:
             recordings.append(check(directory))
+    absent = sorted(set(names or ()) - {r.name for r in recordings})
+    if absent:
+        raise RecordingError(f"{root}: no recording of {', '.join(absent)}")
     return recordings
 
 
