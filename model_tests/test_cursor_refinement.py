@@ -204,3 +204,32 @@ def test_the_machine_finds_each_mutant(mutant: str) -> None:
     group = failure.value
     errors = group.exceptions if isinstance(group, ExceptionGroup) else (group,)
     assert all(isinstance(e, RefinementError) for e in errors), errors
+
+
+def test_an_append_failure_meant_for_a_lost_ledger_hits_the_next_open_one() -> None:
+    """The machine with batches of 3 found this: the append to a lost cursor ledger fails by itself, so the
+    failure armed for it is still due when the next ledger is created; it must hit a later append, since
+    the spec's failed creation takes no ledger id."""
+    directory = tempfile.mkdtemp(prefix="cursor-refinement-", dir=default_scratch())
+    try:
+        run = CursorRun(directory, RunConfig(batch_size=3))
+        check = CursorRefinement(run)
+        position = run.publish()
+        assert position is not None
+        run.ack(position, 0)
+        run.flush()
+        run.lose_cursor_ledger()
+        run.ack(position, 2)
+        run.fail_next("appends")
+        run.flush()  # the lost ledger fails the append: a new one is needed
+        assert run.cursor is not None and run.cursor.status == CursorStatus.NO_LEDGER and run.faults.failed == 0
+        run.ack(position, 1)
+        run.flush()  # a new ledger, with the state as its first record
+        assert run.cursor.status == CursorStatus.OPEN and run.faults.failed == 0
+        second = run.publish()
+        assert second is not None
+        run.ack(second, 0)
+        run.flush()  # the armed failure
+        assert run.faults.failed == 1 and check.state.faults == 1
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -122,10 +122,11 @@ class BookKeeperLedgers:
             self.on_create(handle.ledger_id)
         return handle
 
-    def append(self, handle: LedgerHandle, data: bytes, kind: str = "data") -> int:
+    def append(self, handle: LedgerHandle, data: bytes, kind: str = "data", *, injectable: bool = True) -> int:
+        """Add ``data``; ``injectable=False``: an add the ``appends`` faults leave alone."""
         if not self.exists(handle.ledger_id):
             raise BookKeeperError(f"adding to ledger {handle.ledger_id} failed: the ledger no longer exists")
-        if self.faults.take("appends", kind):
+        if injectable and self.faults.take("appends", kind):
             raise BookKeeperError(f"adding to ledger {handle.ledger_id} failed: no ack quorum (injected)")
         future = handle.add_entry(data)
         self._run(future.done, f"adding to ledger {handle.ledger_id}")

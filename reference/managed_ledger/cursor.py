@@ -171,7 +171,9 @@ class ManagedCursor:
         handle = None
         try:
             handle = bk.create("cursor")
-            bk.append(handle, self.ml.store.encode_position_info(snapshot), "cursor")
+            # Faults are injected at the creation: the spec's CursorLedgerCreationFails takes no ledger id,
+            # and a first write failing after the id was handed out is a step it does not have.
+            bk.append(handle, self.ml.store.encode_position_info(snapshot), "cursor", injectable=False)
         except BookKeeperError:
             if handle is not None:
                 bk.delete(handle.ledger_id)
