@@ -208,30 +208,46 @@ def record_bookkeeper(
     progress: Callable[[ScenarioRecording], None] | None = None,
 ) -> list[ScenarioRecording]:
     """Run ``names`` (scenario names) on one fresh cluster; write and check their traces (module docstring)."""
-    cluster_dir = _prepare(names, SCENARIOS, out)
-    jars = jars or ensure_jars()
-    recordings: list[ScenarioRecording] = []
-    acknowledged: dict[int, list[int]] = {}
-    with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES) as cluster:
-        for name in names:
-            recording = _record_one(cluster, name, out / name, acknowledged)
-            recordings.append(recording)
-            if progress is not None:
-                progress(recording)
-        metadata = _read_metadata(cluster, sorted(acknowledged))
-    _record_bookies(cluster, out / "bookies", metadata, acknowledged)
-    return recordings
+    return _record_suite(names, SCENARIOS, out, jars, progress, _record_one, deleted_ok=False)
 
 
-def _prepare(names: Sequence[str], known: Mapping[str, object], out: Path) -> Path:
-    """Refuse unknown scenario names; make ``out`` and an empty directory for the cluster's files in it."""
+#: Runs one scenario on the cluster into its directory, and adds the entries it saw acknowledged.
+_RecordOne = Callable[[BookKeeperCluster, str, Path, dict[int, list[int]]], ScenarioRecording]
+
+
+def _record_suite(
+    names: Sequence[str],
+    known: Mapping[str, object],
+    out: Path,
+    jars: JarSet | None,
+    progress: Callable[[ScenarioRecording], None] | None,
+    record_one: _RecordOne,
+    *,
+    deleted_ok: bool,
+) -> list[ScenarioRecording]:
+    """Scenarios one after another on one fresh cluster; then the bookies' files, once it has stopped.
+
+    ``deleted_ok``: a ledger with acknowledged entries may have been deleted
+    since (trimmed), and is then only counted in ``acknowledged.json``.
+    """
     unknown = [n for n in names if n not in known]
     if unknown:
         raise KeyError(f"no scenario {', '.join(unknown)}; the scenarios: {', '.join(known)}")
     out.mkdir(parents=True, exist_ok=True)
     cluster_dir = out / "cluster"
     shutil.rmtree(cluster_dir, ignore_errors=True)
-    return cluster_dir
+    jars = jars or ensure_jars()
+    recordings: list[ScenarioRecording] = []
+    acknowledged: dict[int, list[int]] = {}
+    with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES) as cluster:
+        for name in names:
+            recording = record_one(cluster, name, out / name, acknowledged)
+            recordings.append(recording)
+            if progress is not None:
+                progress(recording)
+        metadata = _read_metadata(cluster, sorted(acknowledged), deleted_ok=deleted_ok)
+    _record_bookies(cluster, out / "bookies", metadata, acknowledged)
+    return recordings
 
 
 def _record_one(
@@ -442,19 +458,7 @@ def record_managed_ledger(
     bookies' files once the cluster stops, and ``acknowledged.json`` where
     each published message's entry is journaled.
     """
-    cluster_dir = _prepare(names, ML_SCENARIOS, out)
-    jars = jars or ensure_jars()
-    recordings = []
-    published: dict[int, list[int]] = {}
-    with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES) as cluster:
-        for name in names:
-            recording = _record_cursor(cluster, name, out / name, published)
-            recordings.append(recording)
-            if progress is not None:
-                progress(recording)
-        metadata = _read_metadata(cluster, sorted(published), deleted_ok=True)
-    _record_bookies(cluster, out / "bookies", metadata, published)
-    return recordings
+    return _record_suite(names, ML_SCENARIOS, out, jars, progress, _record_cursor, deleted_ok=True)
 
 
 def _record_cursor(
