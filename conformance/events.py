@@ -17,13 +17,38 @@ import attrs
 import orjson
 from ledgerspec.spec.codecs import short_json
 
-__all__ = ["FORMAT_VERSION", "Event", "InputError", "TraceFormatError", "events_from_json", "parse_event"]
+__all__ = [
+    "FORMAT_VERSION",
+    "Event",
+    "InputError",
+    "TraceFormatError",
+    "events_from_json",
+    "parse_event",
+    "trace_line",
+]
 
 FORMAT_VERSION = 1
 MAX_NAME = 256  # longest trace id, process or event type
 SEQ_MAX = 2**63 - 1
 _EMPTY: dict[str, Any] = {}
 _FIELDS = ("v", "trace", "process", "seq", "type", "params", "observed", "time", "clock")
+
+
+def trace_line(
+    trace: str,
+    process: str,
+    seq: int,
+    action: str,
+    params: dict[str, Any] | None = None,
+    observed: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A line of the trace format, its keys in the format's order; ``params`` and ``observed`` when not empty."""
+    line: dict[str, Any] = {"v": FORMAT_VERSION, "trace": trace, "process": process, "seq": seq, "type": action}
+    if params:
+        line["params"] = params
+    if observed:
+        line["observed"] = observed
+    return line
 
 
 @attrs.frozen
@@ -111,17 +136,7 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         """The event as a line of the trace format (without its position in a file)."""
-        data: dict[str, Any] = {
-            "v": FORMAT_VERSION,
-            "trace": self.trace,
-            "process": self.process,
-            "seq": self.seq,
-            "type": self.type,
-        }
-        if self.params:
-            data["params"] = self.params
-        if self.observed:
-            data["observed"] = self.observed
+        data = trace_line(self.trace, self.process, self.seq, self.type, self.params, self.observed)
         if self.time is not None:
             data["time"] = self.time
         if self.clock is not None:

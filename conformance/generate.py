@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 import orjson
-from ledgerspec.conformance.events import FORMAT_VERSION
+from ledgerspec.conformance.events import trace_line
 from ledgerspec.spec.codecs import canonical_bytes
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.tracing import INIT, ObservationMode, TraceMapping, mapping_for
@@ -107,18 +107,10 @@ def trace_events(
         previous = values
         process = obs_mode.logged_by(step.action, step.args)
         counts[process] = counts.get(process, 0) + 1
-        event: dict[str, Any] = {
-            "v": FORMAT_VERSION,
-            "trace": trace,
-            "process": process,
-            "seq": counts[process] if clocks else len(events) + 1,
-            "type": step.action,
-        }
-        if step.action != INIT and step.args:
-            event["params"] = mapping.encode_params(step.action, step.args)
+        params = mapping.encode_params(step.action, step.args) if step.action != INIT and step.args else None
         observed = {n: orjson.loads(values[n]) for n in shown if not (omit and chance.random() < omit)}
-        if observed:
-            event["observed"] = observed
+        seq = counts[process] if clocks else len(events) + 1
+        event = trace_line(trace, process, seq, step.action, params, observed)
         if clocks:
             event["clock"] = dict(counts)
         events.append(event)

@@ -39,14 +39,19 @@ from typing import Any
 
 import attrs
 import orjson
-from kazoo.client import KazooClient
 from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper, MappingError
 from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, ClusterError
 from ledgerspec.conformance.adapters.findings import FINDINGS
 from ledgerspec.conformance.adapters.jars import ARTIFACTS, JarSet, ensure_jars
 from ledgerspec.conformance.adapters.managed_ledger import CursorMappingError, CursorTraceMapper
-from ledgerspec.conformance.adapters.ml_scenarios import CURSOR, ML_SCENARIOS, BrokerDriver, SkippedMessageError
-from ledgerspec.conformance.adapters.scenarios import SCENARIOS, BrokenPromiseError, Driver
+from ledgerspec.conformance.adapters.ml_scenarios import (
+    CURSOR,
+    ML_SCENARIOS,
+    BrokerDriver,
+    ManagedLedgerScenario,
+    SkippedMessageError,
+)
+from ledgerspec.conformance.adapters.scenarios import SCENARIOS, BrokenPromiseError, Driver, Scenario
 from ledgerspec.conformance.checker import Bounds, check_trace
 from ledgerspec.conformance.events import events_from_json
 from ledgerspec.conformance.verdict import INCONCLUSIVE, VIOLATES, Verdict
@@ -316,16 +321,28 @@ def check_recording(directory: Path) -> ScenarioRecording:
         ledgers.append(
             LedgerRecording(mapper.trace_id, int(ledger_id), constants, len(mapper.lines), len(mapper.skipped), verdict)
         )
+    return _write_checked(directory, run, scenario, ledgers, trace_lines, skipped)
+
+
+def _write_checked(
+    directory: Path,
+    run: dict[str, Any],
+    scenario: Scenario | ManagedLedgerScenario | None,
+    ledgers: Sequence[LedgerRecording],
+    trace_lines: Sequence[dict[str, Any]],
+    skipped: dict[str, list[dict[str, Any]]],
+) -> ScenarioRecording:
+    """Write a checked recording's traces (``trace.ndjson``) and verdicts (``verdict.json``); the recording."""
     (directory / "trace.ndjson").write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in trace_lines))
     recording = ScenarioRecording(
-        name,
+        str(run["scenario"]),
         scenario.summary if scenario is not None else "",
         directory,
         tuple(ledgers),
         run["failure"],
         float(run["seconds"]),
         scenario.expects if scenario is not None else None,
-        scenario.may_show if scenario is not None else (),
+        scenario.may_show if isinstance(scenario, Scenario) else (),
     )
     (directory / "verdict.json").write_text(json.dumps(_verdict_json(recording, skipped), indent=2) + "\n")
     return recording
@@ -360,32 +377,27 @@ def _read_metadata(
     With ``deleted_ok``, a ledger deleted since (a managed ledger trims the
     ledgers its cursors consumed) is left out instead of being an error.
     """
-    zk = KazooClient(hosts=f"127.0.0.1:{cluster.zk_port}", timeout=10)
-    zk.start(timeout=15)
-    try:
-        found: dict[str, Any] = {}
-        for ledger_id in ledger_ids:
-            path = ledger_path(ledger_id)
-            if deleted_ok and zk.exists(path) is None:
-                continue
-            data, stat = zk.get(path)
-            m = decode_ledger_metadata(data, ledger_id, where=path)
-            found[str(ledger_id)] = {
-                "znode": path,
-                "znode_version": stat.version,
-                "state": m.state.name,
-                "ensemble_size": m.ensemble_size,
-                "write_quorum_size": m.write_quorum_size,
-                "ack_quorum_size": m.ack_quorum_size,
-                "segments": [[s.first_entry_id, list(s.ensemble)] for s in m.segments],
-                "last_entry_id": m.last_entry_id,
-                "length": m.length,
-                "digest_type": m.digest_type.name if m.digest_type is not None else None,
-            }
-        return found
-    finally:
-        zk.stop()
-        zk.close()
+    zk = cluster.zookeeper
+    found: dict[str, Any] = {}
+    for ledger_id in ledger_ids:
+        path = ledger_path(ledger_id)
+        if deleted_ok and zk.exists(path) is None:
+            continue
+        data, stat = zk.get(path)
+        m = decode_ledger_metadata(data, ledger_id, where=path)
+        found[str(ledger_id)] = {
+            "znode": path,
+            "znode_version": stat.version,
+            "state": m.state.name,
+            "ensemble_size": m.ensemble_size,
+            "write_quorum_size": m.write_quorum_size,
+            "ack_quorum_size": m.ack_quorum_size,
+            "segments": [[s.first_entry_id, list(s.ensemble)] for s in m.segments],
+            "last_entry_id": m.last_entry_id,
+            "length": m.length,
+            "digest_type": m.digest_type.name if m.digest_type is not None else None,
+        }
+    return found
 
 
 def _record_bookies(
@@ -512,35 +524,19 @@ def check_cursor_recording(directory: Path) -> ScenarioRecording:
     constants = mapper.constants(int(run["max_entries_per_ledger"]), int(run["metadata_max_entries_per_ledger"]))
     events = events_from_json(mapper.lines, str(directory / "trace.ndjson"))
     verdict = check_trace(events, CursorSpec(**constants), "client", BOUNDS)
-    (directory / "trace.ndjson").write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in mapper.lines))
     ledger = LedgerRecording(name, -1, constants, len(mapper.lines), 0, verdict)
-    recording = ScenarioRecording(
-        name,
-        scenario.summary if scenario is not None else "",
-        directory,
-        (ledger,),
-        run["failure"],
-        float(run["seconds"]),
-        scenario.expects if scenario is not None else None,
-    )
-    (directory / "verdict.json").write_text(json.dumps(_verdict_json(recording, {name: []}), indent=2) + "\n")
-    return recording
+    return _write_checked(directory, run, scenario, [ledger], mapper.lines, {name: []})
 
 
 def _read_cursor_znodes(cluster: BookKeeperCluster, managed_ledger: str) -> dict[str, Any]:
     """The managed ledger's znode and its cursors', decoded with the project's MLDataFormats reader."""
-    zk = KazooClient(hosts=f"127.0.0.1:{cluster.zk_port}", timeout=10)
-    zk.start(timeout=15)
-    try:
-        path = managed_ledger_path(managed_ledger)
-        data, stat = zk.get(path)
-        found: dict[str, Any] = {"path": path, "version": stat.version, **to_json(decode_managed_ledger_info(data))}
-        cursors = {}
-        for child in sorted(zk.get_children(path)):
-            data, stat = zk.get(cursor_path(managed_ledger, child))
-            cursors[child] = {"version": stat.version, **to_json(decode_managed_cursor_info(data))}
-        found["cursors"] = cursors
-        return found
-    finally:
-        zk.stop()
-        zk.close()
+    zk = cluster.zookeeper
+    path = managed_ledger_path(managed_ledger)
+    data, stat = zk.get(path)
+    found: dict[str, Any] = {"path": path, "version": stat.version, **to_json(decode_managed_ledger_info(data))}
+    cursors = {}
+    for child in sorted(zk.get_children(path)):
+        data, stat = zk.get(cursor_path(managed_ledger, child))
+        cursors[child] = {"version": stat.version, **to_json(decode_managed_cursor_info(data))}
+    found["cursors"] = cursors
+    return found

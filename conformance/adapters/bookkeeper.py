@@ -59,6 +59,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
+from ledgerspec.conformance.events import trace_line
 from ledgerspec.spec.ledger import CLOSED, IN_RECOVERY, WRITER_CLOSED, WRITER_FENCED
 
 __all__ = ["FENCING_FLAG", "RECOVERY_ADD_FLAG", "LedgerTraceMapper", "MappingError", "Skipped", "order_by_service"]
@@ -68,7 +69,6 @@ FENCING_FLAG, RECOVERY_ADD_FLAG = 0x1, 0x2
 #: BKException.Code values the mapping tells apart.
 OK, NO_SUCH_ENTRY, NO_SUCH_LEDGER, BOOKIE_UNAVAILABLE, LEDGER_FENCED = 0, -13, -7, -8, -101
 _ANSWERED_READ = frozenset({OK, NO_SUCH_ENTRY, NO_SUCH_LEDGER})
-_TRACE_FORMAT_VERSION = 1
 #: Room in ``seq`` for the events one observation gives: an ensemble change, with the acks held back during it.
 _EVENTS_PER_OBSERVATION = 4096
 
@@ -206,17 +206,7 @@ class LedgerTraceMapper:
         at: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A trace line for ``obs``, placed in the order at observation ``at`` (default: ``obs`` itself)."""
-        line: dict[str, Any] = {
-            "v": _TRACE_FORMAT_VERSION,
-            "trace": self.trace_id,
-            "process": _process(client),
-            "seq": self._seq(int((at or obs)["obs"])),
-            "type": action,
-        }
-        if params:
-            line["params"] = params
-        if observed:
-            line["observed"] = observed
+        line = trace_line(self.trace_id, _process(client), self._seq(int((at or obs)["obs"])), action, params, observed)
         line["x-obs"] = int(obs["obs"])
         self.lines.append(line)
         return line

@@ -211,10 +211,16 @@ class BookKeeperCluster:
             time.sleep(0.05)
         bookie.stale_session = None
 
+    @property
+    def zookeeper(self) -> KazooClient:
+        """The cluster's own ZooKeeper client, connected while the cluster runs."""
+        if self._zk is None:
+            raise ClusterError("the cluster is not running: it has no ZooKeeper client")
+        return self._zk
+
     def _registration(self, bookie: _Bookie) -> int | None:
         """The ZooKeeper session that holds the bookie's registration znode, or None when it has none."""
-        assert self._zk is not None
-        stat = self._zk.exists(f"{_LEDGERS_ROOT}/available/{bookie.bookie_id}")
+        stat = self.zookeeper.exists(f"{_LEDGERS_ROOT}/available/{bookie.bookie_id}")
         return None if stat is None else int(stat.ephemeralOwner)
 
     def wait_for_bookies(self, count: int) -> list[str]:

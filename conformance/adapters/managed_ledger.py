@@ -44,9 +44,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ledgerspec.conformance.events import trace_line
+
 __all__ = ["CursorMappingError", "CursorTraceMapper"]
 
-_TRACE_FORMAT_VERSION = 1
 _MANAGED_LEDGER_KEY, _CURSOR_KEY = "pulsar/managed-ledger", "pulsar/cursor"
 
 
@@ -108,19 +109,14 @@ class CursorTraceMapper:
             raise CursorMappingError(f"observation {obs.get('n')}: unknown kind {kind!r}")
         handler(obs)
 
-    def _emit(self, obs: Mapping[str, Any], action: str, params: dict[str, Any] | None = None,
-              observed: dict[str, Any] | None = None) -> None:  # fmt: skip
-        line: dict[str, Any] = {
-            "v": _TRACE_FORMAT_VERSION,
-            "trace": self.trace_id,
-            "process": "consumer",
-            "seq": len(self.lines) + 1,
-            "type": action,
-        }
-        if params:
-            line["params"] = params
-        if observed:
-            line["observed"] = observed
+    def _emit(
+        self,
+        obs: Mapping[str, Any],
+        action: str,
+        params: dict[str, Any] | None = None,
+        observed: dict[str, Any] | None = None,
+    ) -> None:
+        line = trace_line(self.trace_id, "consumer", len(self.lines) + 1, action, params, observed)
         line["x-obs"] = int(obs["n"])
         self.lines.append(line)
 
