@@ -551,7 +551,7 @@ def order_by_service(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     it, so nothing is moved for it: a bookie that acks an add sent after it was
     fenced is what the oracle must see.
     """
-    order = list(lines)
+    order = _refusals_after_earlier_acks(list(lines))
     moved, moves = True, 0
     while moved:
         moved = False
@@ -586,6 +586,7 @@ def order_by_service(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     None,
                 )
                 if later is not None:
+                    order, later = _first_of_its_fencing_replies(order, later)
                     order = _move_after(order, i, later, "writer")
                     moved = True
                     break
@@ -594,9 +595,62 @@ def order_by_service(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return order
 
 
+def _refusals_after_earlier_acks(order: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each refusal of the writer's add moved past the acks of the adds it had sent its bookie before.
+
+    A bookie serves one client's requests in the order they were sent, but it
+    acks an add only once its journal has synced and refuses one as fenced at
+    once: a refusal can reach the writer before the acks of adds its bookie
+    served earlier. The refusal goes just after the last of those acks. It is
+    moved past replies only, never past a step the writer took after it: that
+    step may have been taken because the writer was fenced.
+    """
+    i = 0
+    while i < len(order):
+        line = order[i]
+        if not _writer_rejected(line):
+            i += 1
+            continue
+        b, sent = _bookie_of(line), _sent(line)
+        last = i
+        for j in range(i + 1, len(order)):
+            later = order[j]
+            if later["process"] == line["process"] and later["type"] != "BookieReceivesAdd":
+                break
+            if _writer_ack(later) and _bookie_of(later) == b and _sent(later) < sent:
+                last = j
+        if last == i:
+            i += 1
+            continue
+        order = order[:i] + order[i + 1 : last + 1] + [line] + order[last + 1 :]
+    return order
+
+
+def _first_of_its_fencing_replies(order: list[dict[str, Any]], k: int) -> tuple[list[dict[str, Any]], int]:
+    """The fencing reply at ``k`` moved before the client's fencing replies that reached it just before it.
+
+    A recovering client fences every bookie at once; the replies come from
+    different bookies, in no order that any one of them took, and say nothing
+    the client shows. Of those that were on their way together, the one at ``k``
+    may as well come first. Returns the new order and the reply's new place.
+    """
+    line, first = order[k], k
+    for j in range(k - 1, -1, -1):
+        if order[j]["process"] != line["process"]:
+            continue
+        if not (_fencing(order[j]) and _in_flight(line, order[j])):
+            break
+        first = j
+    return [*order[:first], line, *order[first:k], *order[k + 1 :]], first
+
+
+def _sent(line: Mapping[str, Any]) -> int:
+    return int(line.get("x-sent", line["x-obs"]))
+
+
 def _in_flight(request: Mapping[str, Any], reply: Mapping[str, Any]) -> bool:
     """Was ``request`` sent before ``reply`` reached its client? Then its bookie may have served it first."""
-    return int(request.get("x-sent", request["x-obs"])) < int(reply["x-obs"])
+    return _sent(request) < int(reply["x-obs"])
 
 
 def _move_after(order: list[dict[str, Any]], start: int, anchor: int, process: str) -> list[dict[str, Any]]:
