@@ -1,10 +1,15 @@
 """ledgerspec: specs, a reference engine and a conformance oracle for BookKeeper and Pulsar storage.
 
-The import names mirror the source tree:
+The import names mirror the source tree, and the layers it shows:
 
-- :mod:`ledgerspec.spec` (``spec/``): the specs, in TLA+ and in Python, and the explorer;
-- :mod:`ledgerspec.tools` (``tools/``): the command line and the TLC runner;
-- :mod:`ledgerspec.reference`, :mod:`ledgerspec.conformance`: the engine and the oracle.
+- :mod:`ledgerspec.spec` (``spec/``): the specs in TLA+ and in Python, the language they are written in, and
+  the trace vocabulary; it imports nothing above it;
+- :mod:`ledgerspec.reference` (``reference/``): the reference engine, each subsystem with its check against
+  its spec;
+- :mod:`ledgerspec.conformance` (``conformance/``): the oracle, which judges traces by the specs alone and never
+  imports the engine;
+- :mod:`ledgerspec.tools` (``tools/``): on top of all three, the command line, model checking, proofs, the
+  crash and mutation harness, recordings of the real systems and benchmarks.
 """
 
 __version__ = "0.1.0"

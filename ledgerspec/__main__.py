@@ -1,5 +1,5 @@
 """``python -m ledgerspec`` runs the command line."""
 
-from ledgerspec.tools.cli import main
+from ledgerspec.tools.cli.main import main
 
 raise SystemExit(main())

@@ -22,7 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_s
 from ledgerspec.reference.autorecovery import AutorecoveryRefinement, AutorecoveryRun, RunConfig
 from ledgerspec.reference.autorecovery.run import MUTANTS
 from ledgerspec.reference.refinement import RefinementError
-from ledgerspec.tools.crash_check import default_scratch
+from ledgerspec.tools.harness.crash_check import default_scratch
 
 STEPS = 40
 SLOW_STEPS = 80

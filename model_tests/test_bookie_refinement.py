@@ -1,7 +1,7 @@
 """The reference bookie refines the bookie spec: random workloads with crashes and restarts, checked at every step.
 
 Each rule takes one reference step on a
-:class:`~ledgerspec.tools.bookie_refinement.CheckedBookie`, which maps the bookie's
+:class:`~ledgerspec.reference.bookie.refinement.CheckedBookie`, which maps the bookie's
 memory and files to a spec state (``reference/bookie/abstraction.py``) and checks
 that the step is a spec step (or a stutter), that a crash is the spec's
 ``BookieCrashes(cut)`` for the cut that survived, that a restart is
@@ -49,10 +49,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 from ledgerspec.reference.bookie import MUTANTS, BookieConfig
-from ledgerspec.spec.bookie import BookieSpec, BookieState
-from ledgerspec.spec.explorer import explore
-from ledgerspec.tools.bookie_refinement import CheckedBookie
-from ledgerspec.tools.crash_check import default_scratch
+from ledgerspec.reference.bookie.refinement import CheckedBookie
+from ledgerspec.spec.bookie.bookie import BookieSpec, BookieState
+from ledgerspec.tools.harness.crash_check import default_scratch
+from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 LEDGERS = 3
 RECORDS_PER_JOURNAL = 3

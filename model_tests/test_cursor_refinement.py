@@ -30,7 +30,7 @@ from ledgerspec.reference.managed_ledger import MUTANTS, CursorRefinement, Curso
 from ledgerspec.reference.managed_ledger.cursor import CursorStatus
 from ledgerspec.reference.managed_ledger.simulation import CRASH_POINTS
 from ledgerspec.reference.refinement import RefinementError
-from ledgerspec.tools.crash_check import default_scratch
+from ledgerspec.tools.harness.crash_check import default_scratch
 
 MAX_ENTRIES = 8  # entries published in a run, at most
 STEPS = 40

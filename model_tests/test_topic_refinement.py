@@ -32,8 +32,8 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_s
 from ledgerspec.reference.managed_ledger.refinement import TopicRefinement
 from ledgerspec.reference.managed_ledger.topic_run import TopicRun, TopicRunConfig
 from ledgerspec.reference.refinement import RefinementError
-from ledgerspec.spec.managed_ledger import ManagedLedgerState
-from ledgerspec.tools.crash_check import default_scratch
+from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerState
+from ledgerspec.tools.harness.crash_check import default_scratch
 
 STEPS = 40
 CONFIGS = {

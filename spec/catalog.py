@@ -6,26 +6,31 @@ from importlib.resources import files
 from pathlib import Path
 
 import attrs
-from ledgerspec.spec.autorecovery import AutorecoverySpec
-from ledgerspec.spec.bookie import BookieSpec
-from ledgerspec.spec.cursor import CursorSpec
+from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
+from ledgerspec.spec.bookie.bookie import BookieSpec
+from ledgerspec.spec.cursor.cursor import CursorSpec
 from ledgerspec.spec.kernel import Spec
-from ledgerspec.spec.ledger import LedgerSpec
-from ledgerspec.spec.managed_ledger import ManagedLedgerSpec
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerSpec
 
-__all__ = ["SPECS", "SpecEntry", "find"]
+__all__ = ["SPECS", "SpecEntry", "find", "tla_library"]
 
 
 @attrs.frozen
 class SpecEntry:
     name: str
     python: type[Spec]  # type: ignore[type-arg]
-    tla_module: str  # module name of the TLA+ twin, in this package's directory
+    tla_module: str  # module name of the TLA+ twin, in the spec's own folder
     summary: str
 
     @property
     def tla_path(self) -> Path:
-        return Path(str(files("ledgerspec.spec") / f"{self.tla_module}.tla"))
+        return Path(str(files(f"ledgerspec.spec.{self.name}") / f"{self.tla_module}.tla"))
+
+
+def tla_library() -> Path:
+    """The folder of the TLA+ modules the specs share (``positions.tla``): TLC looks there after a spec's own."""
+    return Path(str(files("ledgerspec.spec")))
 
 
 SPECS: dict[str, SpecEntry] = {

@@ -2,7 +2,7 @@
 
 This module is the one place these rules are written. The ledger spec
 (``ledger.py``) evaluates them on Python booleans at every step; the proofs
-(``ledgerspec.tools.quorum_proofs``) evaluate the very same functions on Z3
+(``ledgerspec.tools.proofs.quorum_proofs``) evaluate the very same functions on Z3
 terms. A rule is therefore written against a :class:`Logic`, which supplies
 "at least n of these hold" and "all of these hold", and never branches on the
 values it is given.

@@ -2,7 +2,7 @@
 
 The Python counterpart of a TLA+ trace module (tlaplus/Examples'
 ``EWD998ChanTrace.tla``): it extends a spec without touching it. A spec
-``X`` (``spec/X.py``) has its mapping in ``spec/X_trace.py``, a module-level
+``X`` (``spec/X/X.py``) has its mapping beside it in ``spec/X/X_trace.py``, a module-level
 ``TRACE`` that :func:`mapping_for` finds by that name; the conformance
 checker takes any spec that has one, with no change of its own.
 
@@ -275,13 +275,13 @@ class ObservedChanges:
 
 
 def mapping_for(spec_name: str) -> TraceMapping:
-    """The trace mapping of a spec: ``TRACE`` in the module ``ledgerspec.spec.<spec_name>_trace``."""
-    module_name = f"ledgerspec.spec.{spec_name}_trace"
+    """The trace mapping of a spec: ``TRACE`` in the module ``ledgerspec.spec.<spec_name>.<spec_name>_trace``."""
+    module_name = f"ledgerspec.spec.{spec_name}.{spec_name}_trace"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name != module_name:
-            raise
+        if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
+            raise  # a module the mapping imports is missing, not the mapping
         raise KeyError(f"spec {spec_name} has no trace mapping (no module {module_name})") from None
     mapping = getattr(module, "TRACE", None)
     if not isinstance(mapping, TraceMapping):

@@ -1,6 +1,6 @@
 """What the bookie tests share: entries, a started bookie, and what a restart must have kept.
 
-The crash sweep over every file-system boundary is ``ledgerspec.tools.crash_check``
+The crash sweep over every file-system boundary is ``ledgerspec.tools.harness.crash_check``
 (tests/test_crash_check.py).
 """
 

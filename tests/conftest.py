@@ -25,7 +25,7 @@ from zookeeper_server import ZooKeeperServer, ZooKeeperUnavailableError, find_zk
 
 
 def _tlc_unavailable() -> str | None:
-    from ledgerspec.tools import tlc
+    from ledgerspec.tools.model_checking.tlc import runner as tlc
 
     try:
         tlc.find_tla2tools_jar()

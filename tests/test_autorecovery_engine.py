@@ -332,7 +332,7 @@ def test_the_benchmark_repairs_the_ledger_in_each_setting_and_the_oracle_accepts
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The benchmark's own checks: each pass swaps bookie 4 in, and every recorded trace conforms."""
-    from ledgerspec.tools.bench_autorecovery import main as bench
+    from ledgerspec.tools.bench.autorecovery import main as bench
 
     assert bench(["--entries", "30", "--traces", "4"]) == 0
     out = capsys.readouterr().out

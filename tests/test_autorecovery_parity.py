@@ -10,8 +10,8 @@ fairness every entry is again on Qw available bookies.
 from __future__ import annotations
 
 import pytest
-from ledgerspec.spec.autorecovery import AutorecoverySpec
-from ledgerspec.tools.model_check import ModelCheck, compare, run_python, run_tlc
+from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
+from ledgerspec.tools.model_checking.model_check import ModelCheck, compare, run_python, run_tlc
 
 pytestmark = pytest.mark.tlc
 

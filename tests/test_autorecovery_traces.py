@@ -1,5 +1,5 @@
-"""The autorecovery spec under the oracle: its trace mapping (spec/autorecovery_trace.py), and the reference
-engine's runs (reference/autorecovery/trace.py) as traces, checked from the library and the command line."""
+"""The autorecovery spec under the oracle: its trace mapping (spec/autorecovery/autorecovery_trace.py), and the
+reference engine's runs (reference/autorecovery/trace.py) as traces, checked from the library and the command line."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 from ledgerspec.conformance import TraceChecker, events_from_json
 from ledgerspec.reference.autorecovery import RunConfig
 from ledgerspec.reference.autorecovery.trace import simulate_autorecovery_traces
-from ledgerspec.spec.autorecovery import BUGS, AutorecoverySpec, AutorecoveryState
-from ledgerspec.spec.autorecovery_trace import FULL, GUARDS, METADATA, METADATA_OBSERVES, TRACE
-from ledgerspec.spec.explorer import explore
+from ledgerspec.spec.autorecovery.autorecovery import BUGS, AutorecoverySpec, AutorecoveryState
+from ledgerspec.spec.autorecovery.autorecovery_trace import FULL, GUARDS, METADATA, METADATA_OBSERVES, TRACE
 from ledgerspec.spec.tracing import mapping_for
-from ledgerspec.tools.cli import main
+from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 MODELS = {
     "stops": {"MaxStops": 2, "MaxDiskLosses": 1},

@@ -8,8 +8,8 @@ import attrs
 import pytest
 from ledgerspec.reference.bookie import BookieConfig, LogMark, SimulatedCrash, read_bookie_files
 from ledgerspec.reference.bookie.abstraction import BookieAbstraction, History, canonical
-from ledgerspec.spec.bookie import NONE, BookieSpec
-from ledgerspec.tools.bookie_refinement import CheckedBookie
+from ledgerspec.reference.bookie.refinement import CheckedBookie
+from ledgerspec.spec.bookie.bookie import NONE, BookieSpec
 
 SPEC = BookieSpec(NumLedgers=3, MaxEntries=8, RecordsPerJournal=3, MaxCrashes=10)
 CONFIG = BookieConfig(journal_max_records=3)

@@ -11,7 +11,7 @@ from bookie_support import KEY, entry, lac, started
 from ledgerspec.reference.bookie import BookieConfig, FaultyFileSystem, LogMark, SimulatedCrash, read_bookie_files
 from ledgerspec.reference.bookie.formats import encode_mark
 from ledgerspec.reference.bookie.layout import BookieLayout
-from ledgerspec.tools.cli import main
+from ledgerspec.tools.cli.main import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -8,8 +8,8 @@ report the same invariant, with counterexamples of the same length.
 from __future__ import annotations
 
 import pytest
-from ledgerspec.spec.bookie import BookieSpec
-from ledgerspec.tools.model_check import ModelCheck, compare, run_python, run_tlc
+from ledgerspec.spec.bookie.bookie import BookieSpec
+from ledgerspec.tools.model_checking.model_check import ModelCheck, compare, run_python, run_tlc
 
 pytestmark = pytest.mark.tlc
 

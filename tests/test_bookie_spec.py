@@ -8,11 +8,12 @@ import re
 from typing import Any
 
 import pytest
-from ledgerspec.spec import bookie, catalog
-from ledgerspec.spec.bookie import BUGS, NONE, NOT_FOUND, ZERO_MARK, BookieSpec, BookieState
-from ledgerspec.spec.explorer import explore
+from ledgerspec.spec import catalog
+from ledgerspec.spec.bookie import bookie
+from ledgerspec.spec.bookie.bookie import BUGS, NONE, NOT_FOUND, ZERO_MARK, BookieSpec, BookieState
 from ledgerspec.spec.kernel import ConstantError, evolve
-from ledgerspec.tools.cli import main
+from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 
 def test_docstring_examples_run() -> None:

@@ -1,5 +1,5 @@
-"""The bookie spec under the oracle: its trace mapping (spec/bookie_trace.py) and traces of the reference bookie
-(tools/bookie_traces.py), checked in both observation modes."""
+"""The bookie spec under the oracle: its trace mapping (spec/bookie/bookie_trace.py) and traces of the reference bookie
+(reference/bookie/trace.py), checked in both observation modes."""
 
 from __future__ import annotations
 
@@ -11,14 +11,23 @@ from typing import Any
 import attrs
 import pytest
 from ledgerspec.conformance import TraceChecker, events_from_json
-from ledgerspec.spec.bookie import BUGS, BookieSpec, BookieState
-from ledgerspec.spec.bookie_trace import CLIENT, CLIENT_OBSERVES, FULL, GUARDS, TRACE, messages, readable, unsynced_from
-from ledgerspec.spec.explorer import explore
+from ledgerspec.reference.bookie.refinement import ActionRef
+from ledgerspec.reference.bookie.trace import BookieRun, bookie_runs, record_run, spec_steps
+from ledgerspec.reference.bookie.workloads import WORKLOAD_CONFIG, WORKLOAD_SPEC
+from ledgerspec.spec.bookie.bookie import BUGS, BookieSpec, BookieState
+from ledgerspec.spec.bookie.bookie_trace import (
+    CLIENT,
+    CLIENT_OBSERVES,
+    FULL,
+    GUARDS,
+    TRACE,
+    messages,
+    readable,
+    unsynced_from,
+)
 from ledgerspec.spec.tracing import Message, mapping_for
-from ledgerspec.tools.bookie_refinement import ActionRef
-from ledgerspec.tools.bookie_traces import BookieRun, bookie_runs, record_run, spec_steps
-from ledgerspec.tools.bookie_workloads import WORKLOAD_CONFIG, WORKLOAD_SPEC
-from ledgerspec.tools.cli import main
+from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 MODELS = {"default": {}, "two ledgers, one record per file": {"NumLedgers": 2, "RecordsPerJournal": 1}}
 
@@ -248,7 +257,7 @@ def test_tlc_gives_the_same_verdict_on_a_bookie_trace(
     tmp_path: Path, run: BookieRun, mutant: str | None, failing_event: int | None
 ) -> None:
     """The trace as a TLA+ module over bookie.tla (the projections in TLA+ too), validated by TLC."""
-    from ledgerspec.tools.trace_tlc import validate_with_tlc
+    from ledgerspec.tools.model_checking.tlc.trace_validation import validate_with_tlc
 
     config = attrs.evolve(WORKLOAD_CONFIG, mutant=mutant)
     events = events_from_json(record_run(run, config=config, modes=("full",)).lines["full"])

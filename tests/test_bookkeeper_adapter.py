@@ -14,9 +14,9 @@ from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper, Mappin
 from ledgerspec.conformance.adapters.findings import FINDINGS
 from ledgerspec.conformance.adapters.jars import JavaSetupError, ensure_jars
 from ledgerspec.conformance.adapters.scenarios import SCENARIOS
-from ledgerspec.spec.ledger_trace import TRACE
-from ledgerspec.tools.cli import main
-from ledgerspec.tools.real_systems import RecordingError, ScenarioRecording, check_recording
+from ledgerspec.spec.ledger.ledger_trace import TRACE
+from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.recording.real_systems import RecordingError, ScenarioRecording, check_recording
 from recording_support import Edit, edited_copy
 
 RECORDINGS = Path(__file__).parent / "data" / "bookkeeper-4.17.2"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from ledgerspec.tools.cli import main
+from ledgerspec.tools.cli.main import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

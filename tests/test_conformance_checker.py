@@ -15,11 +15,11 @@ from ledgerspec.conformance.checker import _Budget, _Node
 from ledgerspec.conformance.generate import Walk, WalkStep, random_walk, trace_events
 from ledgerspec.conformance.verdict import CONFORMS, INCONCLUSIVE, VIOLATES, Verdict
 from ledgerspec.spec.codecs import canonical_bytes
-from ledgerspec.spec.explorer import explore
 from ledgerspec.spec.kernel import Constant, Spec, action, evolve, invariant
-from ledgerspec.spec.ledger import LedgerSpec, Msg
-from ledgerspec.spec.ledger_trace import TRACE
+from ledgerspec.spec.ledger.ledger import LedgerSpec, Msg
+from ledgerspec.spec.ledger.ledger_trace import TRACE
 from ledgerspec.spec.tracing import INIT, ObservationMode, TraceMapping
+from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 MODEL = {"MaxEntries": 3, "MaxLoss": 1, "MaxCrashes": 1}
 LONGER = {"WriterClosesLedger": 0.05, "RecovererStartsRecovery": 0.05}
@@ -489,7 +489,7 @@ def test_a_new_spec_needs_only_its_trace_mapping() -> None:
 
 
 def test_the_check_benchmark_runs_its_kinds_and_every_trace_conforms(capsys: pytest.CaptureFixture[str]) -> None:
-    from ledgerspec.tools.bench_check import main as bench
+    from ledgerspec.tools.bench.check import main as bench
 
     assert bench(["--traces", "30", "--json"]) == 0
     figures = json.loads(capsys.readouterr().out)

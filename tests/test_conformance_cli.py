@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 from ledgerspec.conformance.generate import random_walk, trace_events, write_ndjson
-from ledgerspec.spec.ledger import LedgerSpec
-from ledgerspec.tools.cli import main
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.tools.cli.main import main
 
 CONSTANTS = ["--const", "MaxEntries=3", "--const", "MaxLoss=1", "--const", "MaxCrashes=1"]
 
@@ -81,7 +81,7 @@ def test_inconclusive_exits_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     spec = LedgerSpec(NumBookies=4, MaxLoss=1)
     state = next(iter(spec.init_states()))
     from ledgerspec.conformance.generate import WalkStep
-    from ledgerspec.spec.ledger import Msg
+    from ledgerspec.spec.ledger.ledger import Msg
 
     steps = [WalkStep("Init", (), state)]
     for name, args in [

@@ -8,9 +8,9 @@ from typing import Any
 import orjson
 import pytest
 from ledgerspec.spec.codecs import BOOL, INT, CodecError, codec_for
-from ledgerspec.spec.explorer import explore
-from ledgerspec.spec.ledger import LedgerSpec, Msg, Recoverer
-from ledgerspec.spec.ledger_trace import TRACE
+from ledgerspec.spec.ledger.ledger import LedgerSpec, Msg, Recoverer
+from ledgerspec.spec.ledger.ledger_trace import TRACE
+from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 IDLE = codec_for(Recoverer).encode(Recoverer("IDLE", 0, frozenset(), -1, -1, -1, frozenset(), -1, frozenset()))
 

@@ -16,10 +16,10 @@ import pytest
 from ledgerspec.conformance import TraceChecker, check_files, events_from_json
 from ledgerspec.conformance.coverage import Coverage, coverage_summary
 from ledgerspec.conformance.generate import Walk, random_walk, trace_events, write_ndjson
-from ledgerspec.spec.ledger import LedgerSpec
-from ledgerspec.spec.ledger_trace import GUARDS, TRACE
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.ledger.ledger_trace import GUARDS, TRACE
 from ledgerspec.spec.tracing import INIT, Guard, TraceMapping
-from ledgerspec.tools.cli import main
+from ledgerspec.tools.cli.main import main
 
 MODEL = {"MaxEntries": 3, "MaxLoss": 1, "MaxCrashes": 1}
 LONGER = {"WriterClosesLedger": 0.05, "RecovererStartsRecovery": 0.05}

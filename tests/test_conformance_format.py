@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from ledgerspec.conformance.events import Event, TraceFormatError, parse_event
 from ledgerspec.conformance.generate import random_walk, trace_events
-from ledgerspec.spec.ledger import LedgerSpec
+from ledgerspec.spec.ledger.ledger import LedgerSpec
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "docs" / "trace-event.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)

@@ -20,7 +20,7 @@ from ledgerspec.conformance import TraceChecker
 from ledgerspec.conformance.generate import random_walk, trace_events, write_ndjson
 from ledgerspec.conformance.reader import LastLines, TraceFileError, TraceInput, read_traces
 from ledgerspec.conformance.run import CheckRun, check_files
-from ledgerspec.spec.ledger import LedgerSpec
+from ledgerspec.spec.ledger.ledger import LedgerSpec
 
 SPEC = LedgerSpec(MaxEntries=3)
 

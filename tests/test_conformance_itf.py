@@ -13,8 +13,8 @@ from ledgerspec.conformance.generate import Walk, random_walk
 from ledgerspec.conformance.itf import ItfError, from_itf, itf_events
 from ledgerspec.conformance.run import check_files
 from ledgerspec.spec.codecs import INT, Codec, RecordCodec, SeqCodec, SetCodec, TupleCodec
-from ledgerspec.spec.ledger import LedgerSpec
-from ledgerspec.spec.ledger_trace import TRACE
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.ledger.ledger_trace import TRACE
 
 SPEC = LedgerSpec(MaxEntries=2, MaxLoss=1)
 

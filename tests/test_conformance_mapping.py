@@ -7,10 +7,10 @@ import itertools
 from typing import Any
 
 import pytest
-from ledgerspec.spec.explorer import explore
-from ledgerspec.spec.ledger import LedgerSpec, Msg
-from ledgerspec.spec.ledger_trace import CLIENT, FULL, GUARDS, TRACE, messages
+from ledgerspec.spec.ledger.ledger import LedgerSpec, Msg
+from ledgerspec.spec.ledger.ledger_trace import CLIENT, FULL, GUARDS, TRACE, messages
 from ledgerspec.spec.tracing import Message, mapping_for
+from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 # Small models that between them enable every action and every guard of the ledger spec.
 MODELS = {

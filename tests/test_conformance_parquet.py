@@ -16,8 +16,8 @@ from ledgerspec.conformance import TraceChecker, check_files
 from ledgerspec.conformance.generate import random_walk, trace_events, write_ndjson
 from ledgerspec.conformance.parquet import SCHEMA, write_parquet
 from ledgerspec.conformance.reader import TraceFileError, TraceInput, read_events, read_traces
-from ledgerspec.spec.ledger import LedgerSpec
-from ledgerspec.tools.cli import main
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.tools.cli.main import main
 
 SPEC = LedgerSpec(MaxEntries=3, MaxLoss=1, MaxCrashes=1)
 

@@ -21,10 +21,10 @@ import orjson
 import pytest
 from headless_chromium import dump_dom, screenshot
 from ledgerspec.conformance.generate import WalkStep, random_walk, trace_events, write_ndjson
-from ledgerspec.spec.explorer import explore
-from ledgerspec.spec.ledger import LedgerSpec, Msg
-from ledgerspec.spec.ledger_trace import TRACE
-from ledgerspec.tools.cli import main
+from ledgerspec.spec.ledger.ledger import LedgerSpec, Msg
+from ledgerspec.spec.ledger.ledger_trace import TRACE
+from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 BUGGY: dict[str, Any] = {"MaxEntries": 1, "Bug": "lac_before_qa"}
 CONSTANTS = [f"--const={k}={v}" for k, v in BUGGY.items()]

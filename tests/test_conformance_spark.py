@@ -23,7 +23,7 @@ from ledgerspec.conformance.generate import random_walk, trace_events
 from ledgerspec.conformance.parquet import SCHEMA, write_parquet
 from ledgerspec.conformance.run import CheckRun
 from ledgerspec.conformance.spark import SparkCheck, check_on_spark
-from ledgerspec.spec.ledger import LedgerSpec
+from ledgerspec.spec.ledger.ledger import LedgerSpec
 
 pytestmark = pytest.mark.spark
 
@@ -172,7 +172,7 @@ def test_a_trace_file_and_its_parquet_conversion_give_the_same_verdicts(spark: A
     ndjson, parquet = tmp_path / "t.ndjson", tmp_path / "t.parquet"
     traces = _traces(SPEC, "g", 6, 3) + _traces(LedgerSpec(**MODEL, Bug="lac_before_qa"), "b", 6, 4)
     ndjson.write_bytes(b"".join(line + b"\n" for line in _lines(traces)))
-    from ledgerspec.tools.cli import main
+    from ledgerspec.tools.cli.main import main
 
     assert main(["convert-traces", str(ndjson), "--to", "parquet", str(parquet)]) == 0
     run, _ = _in_process(ndjson)
@@ -196,7 +196,7 @@ def test_local_cluster_mode_with_separate_executors(
     mixed: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The command line, in a process of its own, on Spark's local-cluster master: two executor JVMs."""
-    from ledgerspec.tools.cli import main
+    from ledgerspec.tools.cli.main import main
 
     argv = ["check", str(mixed), *CONSTANTS, "--max-line-bytes", str(MAX_LINE), "--json"]
     code = main(argv)
@@ -204,7 +204,7 @@ def test_local_cluster_mode_with_separate_executors(
     master = "local-cluster[2,1,1024]"
     out = tmp_path / "out"
     got = subprocess.run(
-        [sys.executable, "-m", "ledgerspec.tools.cli", *argv, "--spark", "--master", master, "--out", str(out)],
+        [sys.executable, "-m", "ledgerspec.tools.cli.main", *argv, "--spark", "--master", master, "--out", str(out)],
         capture_output=True,
         check=False,
         timeout=300,

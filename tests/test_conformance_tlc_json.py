@@ -1,7 +1,7 @@
 """TLC's JSON traces (``-dumpTrace json``): counterexamples TLC wrote are checked against the Python spec.
 
 The two ``*.tlc.json`` files in tests/data were written by TLC itself on
-spec/ledger.tla (tests/data/README.md says how). The checker must agree with
+spec/ledger/ledger.tla (tests/data/README.md says how). The checker must agree with
 TLC: the trace is a behaviour of the spec with the same seeded bug, and it
 breaks the invariant TLC reported at its last state.
 """
@@ -19,9 +19,9 @@ from ledgerspec.conformance.documents import read_document
 from ledgerspec.conformance.generate import Walk, random_walk
 from ledgerspec.conformance.reader import read_traces
 from ledgerspec.conformance.tlc_json import TlcJsonError, tlc_json_events
-from ledgerspec.spec.ledger import LedgerSpec
-from ledgerspec.spec.ledger_trace import TRACE
-from ledgerspec.tools.cli import main
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.ledger.ledger_trace import TRACE
+from ledgerspec.tools.cli.main import main
 
 DATA = Path(__file__).parent / "data"
 ACTIONS = TRACE.actions

@@ -11,11 +11,11 @@ import json
 
 import pytest
 from ledgerspec.reference.bookie import MUTANTS
-from ledgerspec.spec.bookie import BookieSpec
-from ledgerspec.spec.explorer import explore
-from ledgerspec.tools.bookie_workloads import WORKLOAD_CONFIG, WORKLOADS
-from ledgerspec.tools.cli import main
-from ledgerspec.tools.crash_check import check_workload, crash_check
+from ledgerspec.reference.bookie.workloads import WORKLOAD_CONFIG, WORKLOADS
+from ledgerspec.spec.bookie.bookie import BookieSpec
+from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.harness.crash_check import check_workload, crash_check
+from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 # workload -> (boundaries, crash points, of which second crashes, restarts): the same on every run.
 PINNED = {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ledgerspec.tools.model_check import ModelCheck, compare, run_python, run_tlc
+from ledgerspec.tools.model_checking.model_check import ModelCheck, compare, run_python, run_tlc
 
 pytestmark = pytest.mark.tlc
 

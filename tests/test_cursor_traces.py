@@ -1,4 +1,4 @@
-"""The cursor spec under the oracle: its trace mapping (spec/cursor_trace.py), and the reference managed
+"""The cursor spec under the oracle: its trace mapping (spec/cursor/cursor_trace.py), and the reference managed
 ledger's runs (reference/managed_ledger/simulation.py) as traces, checked from the library and the command line."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from ledgerspec.conformance import TraceChecker, events_from_json
 from ledgerspec.reference.managed_ledger import CursorRun, RunConfig
 from ledgerspec.reference.managed_ledger.refinement import CursorRefinement, spec_for_config
 from ledgerspec.reference.managed_ledger.simulation import random_steps, simulate_cursor_traces
-from ledgerspec.spec.cursor import BUGS, CursorSpec, CursorState
-from ledgerspec.spec.cursor_trace import CLIENT, CLIENT_OBSERVES, FULL, GUARDS, TRACE
-from ledgerspec.spec.explorer import explore
+from ledgerspec.spec.cursor.cursor import BUGS, CursorSpec, CursorState
+from ledgerspec.spec.cursor.cursor_trace import CLIENT, CLIENT_OBSERVES, FULL, GUARDS, TRACE
 from ledgerspec.spec.tracing import mapping_for
-from ledgerspec.tools.cli import main
+from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 MODELS = {"loss": {"MaxEntries": 2, "MaxLedgerLoss": 1}, "batches": {"MaxEntries": 1, "BatchSize": 2}}
 
@@ -215,7 +215,7 @@ def test_runs_with_batches_use_batch_indexes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("mutant", [None, "restore_skips_unacked"])
 def test_tlc_gives_the_same_verdicts_on_cursor_traces(tmp_path: Path, mutant: str | None) -> None:
     """Each trace as a TLA+ module over cursor.tla (and positions.tla, which it extends), validated by TLC."""
-    from ledgerspec.tools.trace_tlc import validate_with_tlc
+    from ledgerspec.tools.model_checking.tlc.trace_validation import validate_with_tlc
 
     spec = spec_for_config(RunConfig())
     verdicts = []

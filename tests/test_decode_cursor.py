@@ -19,7 +19,7 @@ from ledgerspec.reference.metadata.managed_ledger_format import (
     encode_position_info,
 )
 from ledgerspec.reference.metadata.managed_ledger_paths import cursor_path, managed_ledger_path
-from ledgerspec.tools.cli import main
+from ledgerspec.tools.cli.main import main
 from zookeeper_server import ZooKeeperServer
 
 CURSOR = ManagedCursorInfo(

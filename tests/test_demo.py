@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from ledgerspec.tools.commands.demo import DEMO_MUTANTS
+from ledgerspec.tools.cli.commands.demo import DEMO_MUTANTS
 
 pytestmark = pytest.mark.spark
 
@@ -18,7 +18,17 @@ pytestmark = pytest.mark.spark
 def test_the_demo_simulates_checks_on_spark_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     got = subprocess.run(
-        [sys.executable, "-m", "ledgerspec.tools.cli", "demo", "--out", str(out), "--master", "local[2]", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "ledgerspec.tools.cli.main",
+            "demo",
+            "--out",
+            str(out),
+            "--master",
+            "local[2]",
+            "--json",
+        ],
         capture_output=True,
         check=False,
         timeout=600,
@@ -44,7 +54,7 @@ def test_the_demo_refuses_a_directory_it_cannot_write(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     got = subprocess.run(
-        [sys.executable, "-m", "ledgerspec.tools.cli", "demo", "--out", str(blocker / "demo")],
+        [sys.executable, "-m", "ledgerspec.tools.cli.main", "demo", "--out", str(blocker / "demo")],
         capture_output=True,
         check=False,
         timeout=120,

@@ -6,13 +6,18 @@ import json
 from typing import Any
 
 import pytest
-from ledgerspec.spec.bookie import BookieSpec
-from ledgerspec.spec.cursor import CursorSpec
-from ledgerspec.spec.explorer import explore
-from ledgerspec.spec.fingerprints import NO_RECORD, NOT_NEW, FingerprintStore, collision_probability
+from ledgerspec.spec.bookie.bookie import BookieSpec
+from ledgerspec.spec.cursor.cursor import CursorSpec
 from ledgerspec.spec.kernel import Spec
-from ledgerspec.spec.ledger import LedgerSpec
-from ledgerspec.spec.managed_ledger import ManagedLedgerSpec
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerSpec
+from ledgerspec.tools.model_checking.explorer.explorer import explore
+from ledgerspec.tools.model_checking.explorer.fingerprints import (
+    NO_RECORD,
+    NOT_NEW,
+    FingerprintStore,
+    collision_probability,
+)
 
 
 def test_the_store_keeps_each_fingerprint_once_with_its_predecessor() -> None:
@@ -92,8 +97,8 @@ def test_a_memory_bound_stops_the_search_and_says_so() -> None:
 
 
 def test_max_memory_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from ledgerspec.tools.cli import main
-    from ledgerspec.tools.commands.model_check import parse_size
+    from ledgerspec.tools.cli.commands.model_check import parse_size
+    from ledgerspec.tools.cli.main import main
 
     assert parse_size("512M") == 512 * 2**20 and parse_size("4GiB") == 4 * 2**30 and parse_size("2g") == 2 * 2**30
     assert main(["model-check", "cursor", "--engine", "python", "--max-memory", "lots"]) == 2

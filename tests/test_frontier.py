@@ -6,16 +6,16 @@ from typing import Any
 
 import attrs
 import pytest
-from ledgerspec.spec.autorecovery import AutorecoverySpec
-from ledgerspec.spec.bookie import BookieSpec
-from ledgerspec.spec.cursor import CursorSpec
-from ledgerspec.spec.explorer import explore
-from ledgerspec.spec.frontier import Frontier
+from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
+from ledgerspec.spec.bookie.bookie import BookieSpec
+from ledgerspec.spec.cursor.cursor import CursorSpec
 from ledgerspec.spec.kernel import Spec
-from ledgerspec.spec.ledger import LedgerSpec
-from ledgerspec.spec.managed_ledger import ManagedLedgerSpec
-from ledgerspec.spec.packing import StatePacker
-from ledgerspec.spec.parallel import explore_in_parallel
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerSpec
+from ledgerspec.tools.model_checking.explorer.explorer import explore
+from ledgerspec.tools.model_checking.explorer.frontier import Frontier
+from ledgerspec.tools.model_checking.explorer.packing import StatePacker
+from ledgerspec.tools.model_checking.explorer.parallel import explore_in_parallel
 
 SPECS: list[Spec[Any]] = [
     LedgerSpec(MaxEntries=1),

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import attrs
 import pytest
-from ledgerspec.spec.explorer import Explorer, explore
 from ledgerspec.spec.kernel import (
     Constant,
     ConstantError,
@@ -17,6 +16,7 @@ from ledgerspec.spec.kernel import (
     invariant,
     reachable,
 )
+from ledgerspec.tools.model_checking.explorer.explorer import Explorer, explore
 
 
 @attrs.frozen
@@ -192,7 +192,7 @@ def test_keep_states_returns_every_distinct_state() -> None:
 
 
 def test_progress_is_reported_on_long_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ledgerspec.spec.explorer as explorer_module
+    import ledgerspec.tools.model_checking.explorer.explorer as explorer_module
 
     ticks = iter(range(0, 10**6, 2))  # every reading of the clock is two seconds later
     monkeypatch.setattr(explorer_module.time, "perf_counter", lambda: float(next(ticks)))

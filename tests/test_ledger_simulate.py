@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from ledgerspec.conformance.events import FORMAT_VERSION
 from ledgerspec.reference.ledger.trace import TRACE_FORMAT_VERSION
-from ledgerspec.tools.cli import main
+from ledgerspec.tools.cli.main import main
 
 FAULTS_WITHOUT_RESTART = "crash,loss,reorder,recovery,ensemble-change"
 ALL_FAULTS = FAULTS_WITHOUT_RESTART + ",restart"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from ledgerspec.spec.explorer import explore
 from ledgerspec.spec.kernel import ConstantError
-from ledgerspec.spec.ledger import BUGS, LedgerSpec, LedgerState
+from ledgerspec.spec.ledger.ledger import BUGS, LedgerSpec, LedgerState
+from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 
 def test_striping_follows_the_seed_example() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import pytest
 from ledgerspec.conformance.adapters.managed_ledger import CursorMappingError, CursorTraceMapper
-from ledgerspec.tools.cli import main
-from ledgerspec.tools.real_systems import ScenarioRecording, check_cursor_recording
+from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.recording.real_systems import ScenarioRecording, check_cursor_recording
 from recording_support import Edit, edited_copy
 
 RECORDINGS = Path(__file__).parent / "data" / "managed-ledger-4.0.7"

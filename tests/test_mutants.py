@@ -13,8 +13,8 @@ from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
 from ledgerspec.reference.bookie import MUTANTS as BOOKIE_MUTANTS
 from ledgerspec.reference.ledger import MUTANTS as CLIENT_MUTANTS
 from ledgerspec.reference.managed_ledger import MUTANTS as MANAGED_LEDGER_MUTANTS
-from ledgerspec.tools.cli import main
-from ledgerspec.tools.mutants import LEDGER_WORKLOADS, MUTANTS, WORKLOADS, workload_traces
+from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.harness.mutants import LEDGER_WORKLOADS, MUTANTS, WORKLOADS, workload_traces
 
 # The mutants the issue names, by the engine's names for them.
 REQUIRED = {

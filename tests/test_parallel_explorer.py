@@ -6,15 +6,15 @@ import json
 from typing import Any
 
 import pytest
-from ledgerspec.spec.bookie import BookieSpec
-from ledgerspec.spec.cursor import CursorSpec
-from ledgerspec.spec.explorer import Explorer, explore
+from ledgerspec.spec.bookie.bookie import BookieSpec
+from ledgerspec.spec.cursor.cursor import CursorSpec
 from ledgerspec.spec.kernel import Spec
-from ledgerspec.spec.ledger import LedgerSpec
-from ledgerspec.spec.levels import LevelWorker
-from ledgerspec.spec.managed_ledger import ManagedLedgerSpec
-from ledgerspec.spec.parallel import ParallelExplorer, explore_in_parallel
-from ledgerspec.tools.cli import main
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerSpec
+from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.model_checking.explorer.explorer import Explorer, explore
+from ledgerspec.tools.model_checking.explorer.levels import LevelWorker
+from ledgerspec.tools.model_checking.explorer.parallel import ParallelExplorer, explore_in_parallel
 
 COMPLETE: list[Spec[Any]] = [LedgerSpec(MaxEntries=1), CursorSpec(MaxEntries=2), BookieSpec(), ManagedLedgerSpec()]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from ledgerspec.tools.cli import main
-from ledgerspec.tools.model_check import ModelCheck, compare, run_python, run_tlc
+from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.model_checking.model_check import ModelCheck, compare, run_python, run_tlc
 
 pytestmark = pytest.mark.tlc
 

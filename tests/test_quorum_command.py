@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ledgerspec.tools.cli import main
+from ledgerspec.tools.cli.main import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -16,7 +16,7 @@ from itertools import combinations
 import pytest
 from ledgerspec.spec.kernel import ConstantError
 from ledgerspec.spec.quorum import FENCING_RULES, MISSING_RULES, PYTHON, Quorum
-from ledgerspec.tools.quorum_proofs import (
+from ledgerspec.tools.proofs.quorum_proofs import (
     Tolerance,
     analyse,
     compare_fencing_rules,

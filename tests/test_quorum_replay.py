@@ -1,7 +1,7 @@
 """Each Z3 counterexample, replayed on the Python ledger spec, breaks the invariant it says it breaks.
 
 A replay is a path of ledger-spec actions built from the counterexample's
-bookies (tools/quorum_replay.py). With the seeded bug that puts the weaker rule
+bookies (tools/proofs/quorum_replay.py). With the seeded bug that puts the weaker rule
 in place, the path runs and an invariant fails; with BookKeeper's rule, the
 same path leaves recovery waiting and breaks nothing. The explorer, searching
 the small models with the bug on, finds violations with the same bookies.
@@ -10,11 +10,11 @@ the small models with the bug on, finds violations with the same bookies.
 from __future__ import annotations
 
 import pytest
-from ledgerspec.spec.explorer import explore
-from ledgerspec.spec.ledger import DONE, FENCING, READING, LedgerSpec
+from ledgerspec.spec.ledger.ledger import DONE, FENCING, READING, LedgerSpec
 from ledgerspec.spec.quorum import Quorum
-from ledgerspec.tools.quorum_proofs import analyse, every_quorum
-from ledgerspec.tools.quorum_replay import (
+from ledgerspec.tools.model_checking.explorer.explorer import explore
+from ledgerspec.tools.proofs.quorum_proofs import analyse, every_quorum
+from ledgerspec.tools.proofs.quorum_replay import (
     recovery_can_leave_fencing,
     replay_coverage_gap,
     replay_fencing,

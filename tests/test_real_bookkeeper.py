@@ -14,8 +14,8 @@ import orjson
 import pytest
 from ledgerspec.conformance.adapters.ml_scenarios import ML_SCENARIOS
 from ledgerspec.conformance.adapters.scenarios import SCENARIOS
-from ledgerspec.tools.cli import main
-from ledgerspec.tools.real_systems import ScenarioRecording, record_bookkeeper, record_managed_ledger
+from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.recording.real_systems import ScenarioRecording, record_bookkeeper, record_managed_ledger
 
 pytestmark = pytest.mark.real_bookkeeper
 

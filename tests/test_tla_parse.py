@@ -1,4 +1,4 @@
-"""Tests of ledgerspec.tools.tla_parse: TLA+ values and states as TLC prints them."""
+"""Tests of ledgerspec.tools.model_checking.tlc.tla_parse: TLA+ values and states as TLC prints them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from ledgerspec.spec.values import FnValue, normalize
-from ledgerspec.tools.tla_parse import TlaParseError, iter_dump, parse_dump, parse_state, parse_value
+from ledgerspec.tools.model_checking.tlc.tla_parse import TlaParseError, iter_dump, parse_dump, parse_state, parse_value
 
 # -- single values -------------------------------------------------------------
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from ledgerspec.conformance import Event, check_trace, events_from_json
 from ledgerspec.conformance.generate import random_walk, trace_events
-from ledgerspec.conformance.tla_trace import TraceModuleError, trace_module
-from ledgerspec.spec.ledger import LedgerSpec
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.tools.model_checking.tlc.trace_module import TraceModuleError, trace_module
 
 MODEL = {"MaxEntries": 3, "MaxLoss": 1, "MaxCrashes": 1}
 LONGER = {"WriterClosesLedger": 0.05, "RecovererStartsRecovery": 0.05}
@@ -22,7 +22,7 @@ def _trace(spec: LedgerSpec, seed: int, trace: str = "t") -> list[Event]:
 
 @pytest.mark.tlc
 def test_a_conforming_trace_passes_tlc(tmp_path: Path) -> None:
-    from ledgerspec.tools.trace_tlc import validate_with_tlc
+    from ledgerspec.tools.model_checking.tlc.trace_validation import validate_with_tlc
 
     spec = LedgerSpec(**MODEL)
     events = next(e for seed in range(50) if len(e := _trace(spec, seed)) > 15)
@@ -35,7 +35,7 @@ def test_a_conforming_trace_passes_tlc(tmp_path: Path) -> None:
 @pytest.mark.tlc
 def test_a_violating_trace_fails_tlc_at_the_event_the_checker_names(tmp_path: Path) -> None:
     """Walks of the spec with the seeded bug lac_before_qa, checked against the correct spec."""
-    from ledgerspec.tools.trace_tlc import validate_with_tlc
+    from ledgerspec.tools.model_checking.tlc.trace_validation import validate_with_tlc
 
     spec, buggy = LedgerSpec(**MODEL), LedgerSpec(**MODEL, Bug="lac_before_qa")
     found = 0

@@ -1,4 +1,4 @@
-"""Tests of ledgerspec.tools.tlc: TLC run inside the test process through JPype.
+"""Tests of ledgerspec.tools.model_checking.tlc.runner: TLC run inside the test process through JPype.
 
 The specs are tiny and written to tmp_path by each test.  Tests marked ``tlc``
 start TLC; they are skipped where no Java runtime or tla2tools.jar exists.
@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import ledgerspec.tools.tlc as tlc_module
+import ledgerspec.tools.model_checking.tlc.runner as tlc_module
 import pytest
 from ledgerspec.spec.values import normalize
-from ledgerspec.tools.tlc import (
+from ledgerspec.tools.model_checking.tlc.runner import (
     JavaNotFound,
     TlcError,
     TlcResult,
@@ -607,7 +607,7 @@ def test_java_found_from_path_or_java_home() -> None:
 _RUN_AND_EXIT = """
 import sys, time
 from pathlib import Path
-from ledgerspec.tools.tlc import run_tlc
+from ledgerspec.tools.model_checking.tlc.runner import run_tlc
 fair = run_tlc(Path(sys.argv[1]), Path(sys.argv[2]))
 assert fair.violations and fair.violations[0].kind == "liveness", fair
 counter = run_tlc(Path(sys.argv[3]), Path(sys.argv[4]))
@@ -665,13 +665,13 @@ def test_missing_java_is_reported_without_a_jpype_traceback(exit_script_args: li
     env = {**os.environ, "JAVA_HOME": str(tmp_path / "no-java-here")}
     (tmp_path / "no-java-here").mkdir()
     code = (
-        "import sys\nfrom pathlib import Path\nfrom ledgerspec.tools.tlc import run_tlc\n"
+        "import sys\nfrom pathlib import Path\nfrom ledgerspec.tools.model_checking.tlc.runner import run_tlc\n"
         "run_tlc(Path(sys.argv[1]), Path(sys.argv[2]))\n"
     )
     returncode, _, stderr, _ = _run_python(code, exit_script_args[:2], env=env)
     assert returncode == 1
     last_line = stderr.strip().splitlines()[-1]
-    assert last_line.startswith("ledgerspec.tools.tlc.JavaNotFound: JAVA_HOME=")
+    assert last_line.startswith("ledgerspec.tools.model_checking.tlc.runner.JavaNotFound: JAVA_HOME=")
     assert "openjdk-17-jre-headless" in last_line
     assert "jpype" not in stderr.lower()
 

@@ -4,8 +4,8 @@ The harness (``java/LedgerspecHarness.java``) reports, for each client, the
 requests it sends to bookies, the replies that reach it, and the ledger
 metadata it creates and writes. :class:`LedgerTraceMapper` turns one
 ledger's share of those observations into events of the ledger spec
-(``spec/ledger.py``) in the vocabulary of its trace mapping
-(``spec/ledger_trace.py``), observed as in the ``client`` mode: every step a
+(``spec/ledger/ledger.py``) in the vocabulary of its trace mapping
+(``spec/ledger/ledger_trace.py``), observed as in the ``client`` mode: every step a
 client takes and every reply that reaches it; bookie crashes, restarts and
 lost messages stay hidden, for the checker to find.
 
@@ -60,7 +60,7 @@ from typing import Any
 
 import attrs
 from ledgerspec.conformance.events import trace_line
-from ledgerspec.spec.ledger import CLOSED, IN_RECOVERY, WRITER_CLOSED, WRITER_FENCED
+from ledgerspec.spec.ledger.ledger import CLOSED, IN_RECOVERY, WRITER_CLOSED, WRITER_FENCED
 
 __all__ = ["FENCING_FLAG", "RECOVERY_ADD_FLAG", "LedgerTraceMapper", "MappingError", "Skipped", "order_by_service"]
 

@@ -4,8 +4,8 @@ A broker harness (``java/LedgerspecHarness.java``, the ``ml-*`` and
 ``cursor-*`` commands) runs Pulsar's own ``ManagedLedgerFactoryImpl`` on a
 watched BookKeeper client. :class:`CursorTraceMapper` turns what it reports
 about one managed ledger and one durable cursor into events of the cursor
-spec (``spec/cursor.py``) in the vocabulary of its trace mapping
-(``spec/cursor_trace.py``), observed as in the ``client`` mode: publishes,
+spec (``spec/cursor/cursor.py``) in the vocabulary of its trace mapping
+(``spec/cursor/cursor_trace.py``), observed as in the ``client`` mode: publishes,
 rollovers, acknowledgements, the broker's crash and the managed ledger's
 reopening, the cursor's restore and close, all logged by the ``consumer``;
 every step of the cursor's persistence stays hidden.

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ledgerspec.reference.autorecovery.run import AutorecoveryRun
 from ledgerspec.reference.autorecovery.underreplication import UnderreplicationManager
-from ledgerspec.spec.autorecovery import IDLE_WORKER, NO_ONE, REPLICATING, AutorecoveryState, Worker
+from ledgerspec.spec.autorecovery.autorecovery import IDLE_WORKER, NO_ONE, REPLICATING, AutorecoveryState, Worker
 
 __all__ = ["abstract_state"]
 

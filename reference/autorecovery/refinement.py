@@ -14,7 +14,7 @@ from __future__ import annotations
 from ledgerspec.reference.autorecovery.abstraction import abstract_state
 from ledgerspec.reference.autorecovery.run import AutorecoveryRun
 from ledgerspec.reference.refinement import RefinementError, SpecSteps
-from ledgerspec.spec.autorecovery import AutorecoverySpec, AutorecoveryState
+from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec, AutorecoveryState
 
 __all__ = ["AutorecoveryRefinement", "RefinementError"]
 

@@ -1,6 +1,6 @@
 """A replication worker (``ReplicationWorker.rereplicate``), one step at a time.
 
-Each step is one action of ``spec/autorecovery.py``, by the same name, so a
+Each step is one action of ``spec/autorecovery/autorecovery.py``, by the same name, so a
 driver (a test, a simulation) chooses the interleaving and a run repeats
 exactly:
 

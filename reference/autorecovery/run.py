@@ -3,7 +3,7 @@
 :class:`AutorecoveryRun` writes a closed ledger with the reference client
 (bookies ``bookie-1 ..``, the first ensemble ``bookie-1 .. bookie-E``), then
 lets bookies register and vote in metadata sessions of their own. Each method
-is one step of ``spec/autorecovery.py`` and logs it as an
+is one step of ``spec/autorecovery/autorecovery.py`` and logs it as an
 :class:`~ledgerspec.reference.ledger.events.EngineEvent` named by the spec
 action, with the spec's values (bookie numbers 1 .., worker numbers 1 ..):
 
@@ -47,7 +47,7 @@ from ledgerspec.reference.ledger.events import EngineEvent
 from ledgerspec.reference.metadata.embedded import EmbeddedMetadataStore
 from ledgerspec.reference.metadata.ledger_store import LedgerMetadataStore
 from ledgerspec.reference.metadata.store import MetadataStore
-from ledgerspec.spec.autorecovery import AutorecoverySpec
+from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
 
 __all__ = ["MUTANTS", "AutorecoveryRun", "RunConfig", "embedded_sessions"]
 

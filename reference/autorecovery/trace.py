@@ -8,7 +8,7 @@ crash. The same seed gives the same run on every machine.
 :class:`AutorecoveryTraceRecorder` turns each event the run logs into one
 line of the trace format (docs/trace-format.md): ``type`` the spec's action,
 ``params`` its parameters, ``observed`` every value the observation mode may
-report (``spec/autorecovery_trace.py``), read through the abstraction
+report (``spec/autorecovery/autorecovery_trace.py``), read through the abstraction
 function: an observer that reads the metadata after each step, so that a
 step that should have changed a value (an auditor that marks nothing) and
 did not is seen as well as one that changed it wrongly. In ``metadata`` mode the steps the
@@ -26,8 +26,8 @@ from ledgerspec.reference.autorecovery.abstraction import abstract_state
 from ledgerspec.reference.autorecovery.run import AutorecoveryRun, RunConfig
 from ledgerspec.reference.ledger.events import EngineEvent
 from ledgerspec.reference.ledger.trace import trace_line
-from ledgerspec.spec.autorecovery import AutorecoverySpec
-from ledgerspec.spec.autorecovery_trace import TRACE
+from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
+from ledgerspec.spec.autorecovery.autorecovery_trace import TRACE
 from ledgerspec.spec.tracing import INIT, ObservedChanges
 
 __all__ = ["AutorecoveryTraceRecorder", "random_steps", "simulate_autorecovery_traces"]

@@ -2,9 +2,9 @@
 
 :class:`BookieAbstraction` maps a running bookie (its :class:`~.bookie.MemoryState`
 plus its files as the OS holds them and as a power loss would leave them) or a
-crashed bookie (its files alone) to a :class:`~ledgerspec.spec.bookie.BookieState`,
+crashed bookie (its files alone) to a :class:`~ledgerspec.spec.bookie.bookie.BookieState`,
 so that the spec's invariants can be checked on the reference bookie and each of
-its steps can be checked to be a step of the spec (``tools/bookie_refinement.py``).
+its steps can be checked to be a step of the spec (``reference/bookie/refinement.py``).
 Data flows one way: this module reads the spec's types; the spec knows nothing of it.
 
 The reference bookie works at a finer grain than the spec. Each choice below makes
@@ -105,7 +105,7 @@ from ledgerspec.reference.bookie.bookie import MemoryState
 from ledgerspec.reference.bookie.disk import BookieFiles
 from ledgerspec.reference.bookie.entry import EntryFormatError, decode_lac
 from ledgerspec.reference.bookie.formats import LogMark, split_location
-from ledgerspec.spec.bookie import NONE, BookieSpec, BookieState, JournalFile, Position
+from ledgerspec.spec.bookie.bookie import NONE, BookieSpec, BookieState, JournalFile, Position
 
 __all__ = ["AbstractionError", "BookieAbstraction", "History", "NoJournalError", "canonical"]
 

@@ -3,7 +3,7 @@
 One :class:`Bookie` owns a bookie directory (:class:`~.layout.BookieLayout`)
 and does all its I/O through the :class:`~.files.FileSystem` it is given.
 It does nothing on its own: every step is a method call, named as in the
-bookie spec (``spec/bookie.py``, BOOKIE_CONTRACT vocabulary), so tests and
+bookie spec (``spec/bookie/bookie.py``, BOOKIE_CONTRACT vocabulary), so tests and
 crash checks drive it one boundary at a time, and
 :class:`~.runner.BookieRunner` drives it from threads for real use.
 

@@ -30,7 +30,7 @@ from ledgerspec.reference.ledger.events import to_msg
 from ledgerspec.reference.ledger.recovery import LedgerRecovery
 from ledgerspec.reference.ledger.simulation import LedgerSimulation
 from ledgerspec.reference.metadata import LedgerState as MetadataState
-from ledgerspec.spec.ledger import IDLE, LedgerState, Recoverer
+from ledgerspec.spec.ledger.ledger import IDLE, LedgerState, Recoverer
 
 __all__ = ["abstract_state"]
 

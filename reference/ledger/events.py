@@ -11,7 +11,7 @@ a recovery (``RecovererStartsRecovery``, ``RecovererClosesLedger``,
 
 The engine speaks of bookies by their ids and of requests as
 :class:`~.protocol.Request` values; :class:`EventLog` turns them into the
-spec's values (bookie numbers, :class:`~ledgerspec.spec.ledger.Msg`
+spec's values (bookie numbers, :class:`~ledgerspec.spec.ledger.ledger.Msg`
 records) with the cluster's numbering, so that the vocabulary lives here
 only. Steps the spec leaves out are not events: plain reads, the explicit
 LAC, a timeout that changes nothing, and serving a request to no effect
@@ -19,7 +19,7 @@ LAC, a timeout that changes nothing, and serving a request to no effect
 spends a loss on a reply nobody awaits).
 
 Who logs an event: ``process`` is the process that took the step (the
-``full`` observation mode of ``spec/ledger_trace.py``), ``observer`` the
+``full`` observation mode of ``spec/ledger/ledger_trace.py``), ``observer`` the
 client that saw it, or ``None`` when no client sees it (a bookie's step
 whose reply was lost, a crash, a restart, a lost request): the ``client``
 mode.
@@ -32,7 +32,7 @@ from typing import Any
 
 import attrs
 from ledgerspec.reference.ledger.protocol import SPEC_KINDS, Request
-from ledgerspec.spec.ledger import WRITER, Msg
+from ledgerspec.spec.ledger.ledger import WRITER, Msg
 
 __all__ = ["EngineEvent", "EventLog", "client_process", "to_msg"]
 

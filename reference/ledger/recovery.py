@@ -26,7 +26,7 @@ hands back to the driver (:mod:`.client`):
 Recovery adds piggyback no LAC (-1), as in the spec. Timeouts: a request
 whose reply cannot come is sent again (``on_timeout``).
 
-The fields are the spec's ``Recoverer`` record (``spec/ledger.py``), so the
+The fields are the spec's ``Recoverer`` record (``spec/ledger/ledger.py``), so the
 abstraction reads them as they are.
 """
 

@@ -24,8 +24,8 @@ from ledgerspec.reference.ledger.abstraction import abstract_state
 from ledgerspec.reference.ledger.events import EngineEvent
 from ledgerspec.reference.ledger.simulation import LedgerSimulation, Step
 from ledgerspec.reference.refinement import RefinementError, SpecSteps
-from ledgerspec.spec.ledger import LedgerSpec, LedgerState
-from ledgerspec.spec.ledger_trace import TRACE
+from ledgerspec.spec.ledger.ledger import LedgerSpec, LedgerState
+from ledgerspec.spec.ledger.ledger_trace import TRACE
 
 __all__ = ["RefinementCheck", "RefinementError"]
 

@@ -5,7 +5,7 @@ turns each event the engine logs into one line: ``type`` the spec action,
 ``params`` its parameters, ``observed`` the spec variables (and
 projections) the observer can see that changed since its previous line,
 read through the abstraction function; values are encoded by the spec's
-codecs (``spec/codecs.py``, through the trace mapping ``spec/ledger_trace.py``).
+codecs (``spec/codecs.py``, through the trace mapping ``spec/ledger/ledger_trace.py``).
 
 Observation modes, as the trace mapping defines them:
 
@@ -31,8 +31,8 @@ import orjson
 from ledgerspec.reference.ledger.abstraction import abstract_state
 from ledgerspec.reference.ledger.events import EngineEvent
 from ledgerspec.reference.ledger.simulation import LedgerSimulation, SimulationConfig, Step
-from ledgerspec.spec.ledger import LedgerSpec
-from ledgerspec.spec.ledger_trace import TRACE
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.ledger.ledger_trace import TRACE
 from ledgerspec.spec.tracing import ObservedChanges, TraceMapping
 
 __all__ = ["TRACE_FORMAT_VERSION", "TraceRecorder", "ndjson", "simulate_traces", "trace_line"]

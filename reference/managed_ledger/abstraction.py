@@ -40,7 +40,7 @@ from ledgerspec.reference.ledger import InProcessCluster
 from ledgerspec.reference.managed_ledger.cursor import NO_LEDGER_ID
 from ledgerspec.reference.managed_ledger.run import SUBSCRIPTION, TOPIC, CursorRun
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
-from ledgerspec.spec.cursor import UNINITIALIZED, CursorInfo, CursorState, Message, PositionInfo
+from ledgerspec.spec.cursor.cursor import UNINITIALIZED, CursorInfo, CursorState, Message, PositionInfo
 from ledgerspec.spec.positions import NO_POSITION, Position
 
 __all__ = ["CursorAbstraction", "bookie_entries"]

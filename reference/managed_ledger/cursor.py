@@ -1,6 +1,6 @@
 """A durable cursor (Pulsar's ``ManagedCursorImpl``): acknowledgements, their persistence, the restore.
 
-The cursor spec (``spec/cursor.py``) is the design; each method takes the
+The cursor spec (``spec/cursor/cursor.py``) is the design; each method takes the
 spec's steps in order and logs each as it completes, and between two steps
 calls the broker's crash hook with the name of the next one, so that a test
 can stop the broker at every persistence step:

@@ -1,7 +1,7 @@
 """The managed ledger's log, in the cursor spec's words: one event per step, named by the spec action it takes.
 
 The managed ledger and its cursors report their own steps as they take them
-(``spec/cursor.py`` names them): ``EntryPublished``, ``LedgerRollsOver``,
+(``spec/cursor/cursor.py`` names them): ``EntryPublished``, ``LedgerRollsOver``,
 ``ManagedLedgerOpens``, ``TrimConsumedLedgers``; ``ConsumerAcks(l, e, i)``,
 ``CursorCreatesLedger``, ``CursorSwitchesLedger``,
 ``CursorLedgerCreationFails``, ``CursorPersistsToLedger``,

@@ -1,8 +1,8 @@
 """A managed ledger (Pulsar's ``ManagedLedgerImpl``): a topic partition's list of BookKeeper ledgers.
 
 Only the last ledger of the list is written to. Its life, step by step as
-the cursor spec (``spec/cursor.py``) and the managed-ledger spec
-(``spec/managed_ledger.py``) take it:
+the cursor spec (``spec/cursor/cursor.py``) and the managed-ledger spec
+(``spec/managed_ledger/managed_ledger.py``) take it:
 
 - **open** (:meth:`ManagedLedger.open`, the spec's ``ManagedLedgerOpens``):
   read the ledger list from the znode; recover-open its last ledger (fence

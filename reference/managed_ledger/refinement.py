@@ -27,9 +27,9 @@ from ledgerspec.reference.managed_ledger.run import CursorRun, RunConfig
 from ledgerspec.reference.managed_ledger.topic_abstraction import TopicAbstraction
 from ledgerspec.reference.managed_ledger.topic_run import TopicRun
 from ledgerspec.reference.refinement import RefinementError, SpecSteps
-from ledgerspec.spec.cursor import CursorSpec, CursorState
+from ledgerspec.spec.cursor.cursor import CursorSpec, CursorState
 from ledgerspec.spec.kernel import Spec
-from ledgerspec.spec.managed_ledger import ManagedLedgerSpec, ManagedLedgerState
+from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerSpec, ManagedLedgerState
 
 __all__ = ["CursorRefinement", "RefinementError", "TopicRefinement", "spec_for", "spec_for_config"]
 

@@ -9,7 +9,7 @@ crash. The same seed gives the same run on every machine.
 :class:`CursorTraceRecorder` turns each event the run logs into one line of
 the trace format (docs/trace-format.md): ``type`` the cursor spec's action,
 ``params`` its parameters, ``observed`` the values the observation mode may
-report (``spec/cursor_trace.py``) that changed since the previous line, read
+report (``spec/cursor/cursor_trace.py``) that changed since the previous line, read
 through the abstraction function. In ``client`` mode the steps the mode
 hides are left out and every line is the consumer's.
 """
@@ -26,7 +26,7 @@ from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
 from ledgerspec.reference.managed_ledger.cursor import CursorStatus
 from ledgerspec.reference.managed_ledger.refinement import spec_for
 from ledgerspec.reference.managed_ledger.run import CursorRun, RunConfig
-from ledgerspec.spec.cursor_trace import TRACE
+from ledgerspec.spec.cursor.cursor_trace import TRACE
 from ledgerspec.spec.tracing import INIT, ObservedChanges
 
 __all__ = ["CRASH_POINTS", "CursorTraceRecorder", "ndjson", "random_steps", "simulate_cursor_traces"]

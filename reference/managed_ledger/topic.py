@@ -1,6 +1,6 @@
 """A topic partition on a broker: the publish path with deduplication, over a managed ledger.
 
-The managed-ledger spec (``spec/managed_ledger.py``) is the design; the topic
+The managed-ledger spec (``spec/managed_ledger/managed_ledger.py``) is the design; the topic
 takes its broker steps and logs each in the spec's words as it completes:
 
 - ``BrokerReceives(p)``: a batch from a producer passes the deduplication

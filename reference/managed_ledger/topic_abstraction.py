@@ -31,7 +31,12 @@ from __future__ import annotations
 from ledgerspec.reference.managed_ledger.abstraction import bookie_entries
 from ledgerspec.reference.managed_ledger.entry_format import decode_message
 from ledgerspec.reference.managed_ledger.topic_run import TOPIC, TopicRun
-from ledgerspec.spec.managed_ledger import NO_LEDGER, NO_MESSAGE_ID, ManagedLedgerSpec, ManagedLedgerState
+from ledgerspec.spec.managed_ledger.managed_ledger import (
+    NO_LEDGER,
+    NO_MESSAGE_ID,
+    ManagedLedgerSpec,
+    ManagedLedgerState,
+)
 from ledgerspec.spec.positions import Position, recovered_position
 
 __all__ = ["TopicAbstraction"]

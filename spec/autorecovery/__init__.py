@@ -1,0 +1,1 @@
+"""Autorecovery: ``autorecovery.tla``, its Python twin ``autorecovery.py`` and its trace mapping."""

@@ -1,0 +1,329 @@
+---------------------------- MODULE autorecovery ----------------------------
+(***************************************************************************)
+(* Apache BookKeeper autorecovery: the auditor, under-replication marking  *)
+(* and the re-replication of lost fragments.  The twin of                  *)
+(* spec/autorecovery/autorecovery.py: same variables, actions and invariants by the     *)
+(* same names; TLC and the Python explorer reach the same states.          *)
+(*                                                                         *)
+(* Modelled (bookkeeper-server/.../replication/ and client/, BRIEF         *)
+(* section 5, seed 001):                                                   *)
+(*  - one closed ledger, each entry on every bookie of its write set, in   *)
+(*    one segment or two (the second after an ensemble change that         *)
+(*    replaced bookie 1 by bookie E + 1 from entry 1 on);                  *)
+(*  - bookies stop (leaving the available set, keeping their data) and     *)
+(*    come back; a stopped bookie may lose its disk and never come back;   *)
+(*  - auditor election (ZkLedgerAuditorManager: the lowest ephemeral       *)
+(*    vote wins; the vote goes with the auditor's session);                *)
+(*  - the auditor's bookie check (AuditorBookieCheckTask): bookies the     *)
+(*    metadata names that are not available are lost, and a ledger with a  *)
+(*    fragment on one is marked under-replicated, the mark naming them;    *)
+(*  - replication workers (ReplicationWorker.rereplicate): take the        *)
+(*    ledger's lock, copy each lost fragment from live replicas to a new   *)
+(*    bookie (LedgerFragmentReplicator), then replace the old bookie in    *)
+(*    the segment's ensemble by compare-and-set, skipped when the old      *)
+(*    bookie is gone (updateEnsembleInfo); remove the mark when nothing is *)
+(*    left under-replicated, unless the auditor extended it since the lock *)
+(*    was taken (a delete at that version); a worker may crash midway.     *)
+(* Left out, and why: see spec/autorecovery/autorecovery.py.                            *)
+(*                                                                         *)
+(* Bug selects a seeded bug ("none" for the real protocol) so that tests   *)
+(* can show that the checkers catch it.                                    *)
+(***************************************************************************)
+EXTENDS Naturals, Integers, Sequences, FiniteSets
+
+CONSTANTS
+    NumBookies,       \* bookies in the cluster, 1 .. NumBookies
+    E,                \* ensemble size
+    Qw,               \* write quorum: bookies each entry is stored on
+    NumEntries,       \* entries of the closed ledger, ids 0 .. NumEntries-1
+    Segments,         \* 1, or 2 after an ensemble change at entry 1
+    NumWorkers,       \* replication workers
+    MaxStops,         \* bookie stops in all (a bookie that came back may stop again)
+    MaxDiskLosses,    \* stopped bookies that lose their disk
+    MaxWorkerCrashes, \* replication worker crashes
+    Bug               \* "none" or a seeded bug: see Bugs
+
+Bugs == {"none", "metadata_before_copy", "auditor_marks_nothing"}
+
+ASSUME /\ 1 <= Qw /\ Qw <= E /\ E <= NumBookies /\ NumEntries >= 1 /\ Segments \in {1, 2}
+       /\ \A k \in {NumWorkers, MaxStops, MaxDiskLosses, MaxWorkerCrashes} : k \in Nat
+       /\ Bug \in Bugs
+
+NoOne == 0
+
+VARIABLES
+    \* -- metadata store: the ledger's znode and the under-replication znodes
+    meta_segments,   \* sequence of <<first entry id, ensemble>>, ensemble a sequence of bookies
+    meta_version,    \* bumped by every successful compare-and-set
+    mark,            \* the bookies the ledger's urL znode names; {}: not marked (no znode)
+    lock,            \* the worker holding the ledger's replication lock (ephemeral), or NoOne
+    lock_mark,       \* the mark as the lock holder read it (the version it deletes at); {} when unlocked
+    auditor,         \* the bookie whose vote won the election, or NoOne
+    lost_seen,       \* bookies the auditor's last check found lost and that did not come back since
+    \* -- bookies
+    data,            \* bookie -> entries it holds on disk
+    up,              \* bookies available (registered)
+    disk_lost,       \* stopped bookies whose disk is gone; they never come back
+    stops,           \* bookie stops so far (at most MaxStops)
+    \* -- replication workers
+    workers,         \* worker -> [phase, seg, old, new]: the fragment it copies
+    worker_crashes   \* at most MaxWorkerCrashes
+
+vars == <<meta_segments, meta_version, mark, lock, lock_mark, auditor, lost_seen,
+          data, up, disk_lost, stops, workers, worker_crashes>>
+
+-----------------------------------------------------------------------------
+Bookies == 1 .. NumBookies
+Workers == 1 .. NumWorkers
+Entries == 0 .. NumEntries - 1
+Range(f) == {f[i] : i \in DOMAIN f}
+
+IdleWorker == [phase |-> "IDLE", seg |-> 0, old |-> 0, new |-> 0]
+
+\* Bookies 1 .. E; with two segments, the second has bookie E + 1 in place of bookie 1.
+InitialSegments ==
+    IF Segments = 1 THEN << <<0, [i \in 1 .. E |-> i]>> >>
+    ELSE << <<0, [i \in 1 .. E |-> i]>>, <<1, [i \in 1 .. E |-> IF i = 1 THEN E + 1 ELSE i]>> >>
+
+\* The segment holding entry e: the last one whose first entry is <= e.
+SegmentOf(segs, e) == 1 + Cardinality({i \in 2 .. Len(segs) : segs[i][1] <= e})
+
+\* Bookies entry e is stored on: ensemble indices (e + k) % E, k < Qw (+ 1 into the sequence).
+WriteSetIn(segs, e) == LET ens == segs[SegmentOf(segs, e)][2] IN {ens[((e + k) % E) + 1] : k \in 0 .. Qw - 1}
+
+Ensemble(seg) == Range(meta_segments[seg][2])
+
+\* The entries of segment seg that its ensemble stores on bookie b.
+FragmentEntries(seg, b) ==
+    {e \in Entries : SegmentOf(meta_segments, e) = seg /\ b \in WriteSetIn(meta_segments, e)}
+
+\* <<segment, bookie>>: the fragments on bookies that are not available (LedgerChecker).
+UnderReplicated == {<<seg, b>> \in (1 .. Len(meta_segments)) \X Bookies : b \in Ensemble(seg) /\ b \notin up}
+
+LostBookies == {f[2] : f \in UnderReplicated}
+
+\* The bookies of e's write set that are available and hold it.
+LiveReplicas(e) == {b \in WriteSetIn(meta_segments, e) : b \in up /\ e \in data[b]}
+
+\* The entries of the worker's fragment: on the old bookie, or on the new one once the metadata names it.
+ToCopy(w) ==
+    LET t == workers[w] IN FragmentEntries(t.seg, IF t.old \in Ensemble(t.seg) THEN t.old ELSE t.new)
+
+\* Where the worker reads entry e: the other bookies of its write set.
+Sources(w, e) == WriteSetIn(meta_segments, e) \ {workers[w].old, workers[w].new}
+HasSource(w, e) == \E b \in Sources(w, e) : b \in up /\ e \in data[b]
+
+\* Some under-replicated fragment has an available bookie outside its ensemble to be copied to.
+Startable == \E f \in UnderReplicated : \E new \in up : new \notin Ensemble(f[1])
+
+\* The compare-and-set of updateEnsembleInfo: skipped when the old bookie is no longer in the ensemble.
+ReplaceBookie(seg, old, new) ==
+    IF old \in Ensemble(seg)
+    THEN /\ meta_segments' = [meta_segments EXCEPT ![seg] =
+                                <<@[1], [i \in 1 .. E |-> IF @[2][i] = old THEN new ELSE @[2][i]]>>]
+         /\ meta_version' = meta_version + 1
+    ELSE UNCHANGED <<meta_segments, meta_version>>
+
+-----------------------------------------------------------------------------
+Init ==
+    /\ meta_segments = InitialSegments
+    /\ meta_version = 1
+    /\ mark = {}
+    /\ lock = NoOne
+    /\ lock_mark = {}
+    /\ auditor = NoOne
+    /\ lost_seen = {}
+    /\ data = [b \in Bookies |-> {e \in Entries : b \in WriteSetIn(InitialSegments, e)}]
+    /\ up = Bookies
+    /\ disk_lost = {}
+    /\ stops = 0
+    /\ workers = [w \in Workers |-> IdleWorker]
+    /\ worker_crashes = 0
+
+\* -- bookies ------------------------------------------------------------------
+\* Bookie b stops: it leaves the available set; its auditor vote goes with its session.
+BookieStops(b) ==
+    /\ b \in up
+    /\ stops < MaxStops
+    /\ up' = up \ {b}
+    /\ stops' = stops + 1
+    /\ auditor' = IF auditor = b THEN NoOne ELSE auditor
+    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, lost_seen, data, disk_lost, workers, worker_crashes>>
+
+\* A stopped bookie whose disk survived registers again, with all it held.
+BookieComesBack(b) ==
+    /\ b \notin up
+    /\ b \notin disk_lost
+    /\ up' = up \cup {b}
+    /\ lost_seen' = lost_seen \ {b}
+    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, auditor, data, disk_lost, stops, workers,
+                   worker_crashes>>
+
+\* A stopped bookie's disk is gone: its entries with it, and it never comes back.
+BookieLosesDisk(b) ==
+    /\ b \notin up
+    /\ b \notin disk_lost
+    /\ Cardinality(disk_lost) < MaxDiskLosses
+    /\ disk_lost' = disk_lost \cup {b}
+    /\ data' = [data EXCEPT ![b] = {}]
+    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, auditor, lost_seen, up, stops, workers,
+                   worker_crashes>>
+
+\* -- auditor ------------------------------------------------------------------
+\* With no auditor, an available bookie's vote is the lowest left: it becomes the auditor.
+AuditorIsElected(b) ==
+    /\ auditor = NoOne
+    /\ b \in up
+    /\ auditor' = b
+    /\ lost_seen' = {}
+    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, data, up, disk_lost, stops, workers, worker_crashes>>
+
+\* Bookies named and not available are lost; a ledger with a fragment on one is marked
+\* under-replicated, its mark naming them too (the seeded bug marks nothing).  A check that
+\* changes nothing is no step.
+AuditorChecksBookies ==
+    LET now == IF Bug = "auditor_marks_nothing" THEN mark ELSE mark \cup LostBookies IN
+    /\ auditor # NoOne
+    /\ ~(LostBookies = lost_seen /\ now = mark)
+    /\ lost_seen' = LostBookies
+    /\ mark' = now
+    /\ UNCHANGED <<meta_segments, meta_version, lock, lock_mark, auditor, data, up, disk_lost, stops, workers, worker_crashes>>
+
+\* -- replication workers ------------------------------------------------------
+\* An idle worker takes the lock of a marked ledger and reads its mark (getLedgerToRereplicate).
+WorkerTakesLock(w) ==
+    /\ mark # {}
+    /\ lock = NoOne
+    /\ lock' = w
+    /\ lock_mark' = mark
+    /\ UNCHANGED <<meta_segments, meta_version, mark, auditor, lost_seen, data, up, disk_lost, stops, workers,
+                   worker_crashes>>
+
+\* The lock holder picks an under-replicated fragment and an available bookie outside the segment's
+\* ensemble to copy it to; the seeded bug puts the new bookie in the metadata at once.
+WorkerStartsFragment(w, seg, old, new) ==
+    /\ <<seg, old>> \in UnderReplicated
+    /\ new \notin Ensemble(seg)
+    /\ lock = w
+    /\ workers[w].phase = "IDLE"
+    /\ new \in up
+    /\ workers' = [workers EXCEPT ![w] = [phase |-> "REPLICATING", seg |-> seg, old |-> old, new |-> new]]
+    /\ IF Bug = "metadata_before_copy" THEN ReplaceBookie(seg, old, new)
+       ELSE UNCHANGED <<meta_segments, meta_version>>
+    /\ UNCHANGED <<mark, lock, lock_mark, auditor, lost_seen, data, up, disk_lost, stops, worker_crashes>>
+
+\* The worker reads entry e of its fragment from an available bookie that holds it and writes it
+\* to the new bookie (replicateLedgerFragment).
+WorkerCopiesEntry(w, e) ==
+    LET t == workers[w] IN
+    /\ t.phase = "REPLICATING"
+    /\ t.new \in up
+    /\ e \in ToCopy(w)
+    /\ e \notin data[t.new]
+    /\ HasSource(w, e)
+    /\ data' = [data EXCEPT ![t.new] = @ \cup {e}]
+    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, auditor, lost_seen, up, disk_lost, stops, workers,
+                   worker_crashes>>
+
+\* Every entry copied: the old bookie is replaced by the new one in the segment's ensemble.
+WorkerUpdatesEnsemble(w) ==
+    LET t == workers[w] IN
+    /\ t.phase = "REPLICATING"
+    /\ ToCopy(w) \subseteq data[t.new]
+    /\ workers' = [workers EXCEPT ![w] = IdleWorker]
+    /\ IF Bug = "metadata_before_copy" THEN UNCHANGED <<meta_segments, meta_version>>
+       ELSE ReplaceBookie(t.seg, t.old, t.new)
+    /\ UNCHANGED <<mark, lock, lock_mark, auditor, lost_seen, data, up, disk_lost, stops, worker_crashes>>
+
+\* The copy cannot go on: the new bookie stopped, or an entry left to copy has no available replica.
+WorkerGivesUp(w) ==
+    LET t == workers[w] IN
+    /\ t.phase = "REPLICATING"
+    /\ t.new \in up => \E e \in ToCopy(w) \ data[t.new] : ~HasSource(w, e)
+    /\ workers' = [workers EXCEPT ![w] = IdleWorker]
+    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, auditor, lost_seen, data, up, disk_lost, stops,
+                   worker_crashes>>
+
+\* Once no fragment can be started, the lock holder checks the ledger again: with nothing left
+\* under-replicated it removes the mark, unless the auditor changed it since the lock was taken
+\* (markLedgerReplicated); it releases the lock either way.
+WorkerReleasesLock(w) ==
+    /\ lock = w
+    /\ workers[w].phase = "IDLE"
+    /\ ~Startable
+    /\ lock' = NoOne
+    /\ lock_mark' = {}
+    /\ mark' = IF UnderReplicated = {} /\ mark = lock_mark THEN {} ELSE mark
+    /\ UNCHANGED <<meta_segments, meta_version, auditor, lost_seen, data, up, disk_lost, stops, workers,
+                   worker_crashes>>
+
+\* The worker's process dies: its lock goes with its session; what it copied stays.
+WorkerCrashes(w) ==
+    /\ worker_crashes < MaxWorkerCrashes
+    /\ ~(lock # w /\ workers[w].phase = "IDLE")
+    /\ lock' = IF lock = w THEN NoOne ELSE lock
+    /\ lock_mark' = IF lock = w THEN {} ELSE lock_mark
+    /\ workers' = [workers EXCEPT ![w] = IdleWorker]
+    /\ worker_crashes' = worker_crashes + 1
+    /\ UNCHANGED <<meta_segments, meta_version, mark, auditor, lost_seen, data, up, disk_lost, stops>>
+
+Next ==
+    \/ \E b \in Bookies : BookieStops(b) \/ BookieComesBack(b) \/ BookieLosesDisk(b) \/ AuditorIsElected(b)
+    \/ AuditorChecksBookies
+    \/ \E w \in Workers :
+          \/ WorkerTakesLock(w)
+          \/ \E seg \in 1 .. Len(meta_segments), old \in Bookies, new \in Bookies : WorkerStartsFragment(w, seg, old, new)
+          \/ \E e \in Entries : WorkerCopiesEntry(w, e)
+          \/ WorkerUpdatesEnsemble(w)
+          \/ WorkerGivesUp(w)
+          \/ WorkerReleasesLock(w)
+          \/ WorkerCrashes(w)
+
+Spec == Init /\ [][Next]_vars
+
+(* Fairness: the Python spec's fairness="weak" actions, for each instance  *)
+(* of their parameters.                                                    *)
+Fairness ==
+    /\ \A b \in Bookies : WF_vars(AuditorIsElected(b))
+    /\ WF_vars(AuditorChecksBookies)
+    /\ \A w \in Workers :
+          /\ WF_vars(WorkerTakesLock(w))
+          /\ \A seg \in 1 .. Segments, old \in Bookies, new \in Bookies : WF_vars(WorkerStartsFragment(w, seg, old, new))
+          /\ \A e \in Entries : WF_vars(WorkerCopiesEntry(w, e))
+          /\ WF_vars(WorkerUpdatesEnsemble(w))
+          /\ WF_vars(WorkerGivesUp(w))
+          /\ WF_vars(WorkerReleasesLock(w))
+
+LiveSpec == Init /\ [][Next]_vars /\ Fairness
+
+\* Under fairness, once the faults are over, every entry is again on Qw available bookies.
+ReplicasRestored == <>[](\A e \in Entries : Cardinality(LiveReplicas(e)) = Qw)
+
+-----------------------------------------------------------------------------
+(* Invariants. *)
+
+\* Every variable holds a value of its type, within the model's bounds.
+TypeOK ==
+    /\ stops <= MaxStops
+    /\ Cardinality(disk_lost) <= MaxDiskLosses
+    /\ worker_crashes <= MaxWorkerCrashes
+    /\ \A seg \in 1 .. Len(meta_segments) : Cardinality(Ensemble(seg)) = E
+
+\* An entry some bookie still holds is held by a bookie its write set names: a reader that
+\* follows the metadata finds it once that bookie is available.
+NoEntryLostWhileReplicaRemains ==
+    \A e \in Entries :
+        (\E b \in Bookies : e \in data[b]) => \E b \in WriteSetIn(meta_segments, e) : e \in data[b]
+
+\* A bookie named in a segment's ensemble holds that fragment's entries, unless its disk was lost.
+MetadataNamesOnlyHolders ==
+    \A seg \in 1 .. Len(meta_segments) : \A b \in Ensemble(seg) :
+        b \notin disk_lost => FragmentEntries(seg, b) \subseteq data[b]
+
+\* Once the auditor saw a bookie lost, the ledger's mark names it while the metadata names it.
+LostBookiesMarked == (lost_seen \cap LostBookies) \subseteq mark
+
+\* Only the lock holder copies a fragment of the ledger.
+LockHeldByOneWorker == \A w \in Workers : workers[w].phase = "REPLICATING" => lock = w
+
+=============================================================================

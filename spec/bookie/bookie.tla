@@ -1,0 +1,411 @@
+------------------------------- MODULE bookie -------------------------------
+(***************************************************************************)
+(* One Apache BookKeeper bookie's storage: the journal, the memtable, the  *)
+(* entry log and index, the LastLogMark, crashes and the journal replay.   *)
+(* The twin of spec/bookie/bookie.py: same variables, actions and invariants by   *)
+(* the same names; TLC and the Python explorer reach the same states.      *)
+(*                                                                         *)
+(* Modelled (bookkeeper-server/.../bookie/, BRIEF section 3):              *)
+(*  - the journal (Journal.java, JournalChannel.java): files with          *)
+(*    increasing ids, each a sequence of records.  A record is written to  *)
+(*    the OS when the request arrives and is durable once a force write    *)
+(*    (fsync) covers it; the force-write thread then sets the in-memory    *)
+(*    LastLogMark to the end of what it synced and acknowledges the batch; *)
+(*    the journal thread keeps writing meanwhile, so a force write covers  *)
+(*    a prefix of what was written.  Entries, fence records and explicit   *)
+(*    LAC records all go through the journal and each reply waits for the  *)
+(*    fsync; a fence request for a ledger already fenced is answered at    *)
+(*    once when the fence is durable (fenceAndLogInJournal);               *)
+(*  - rollover after RecordsPerJournal records (maxJournalSize);           *)
+(*  - the ledger storage (SortedLedgerStorage over                         *)
+(*    InterleavedLedgerStorage): an entry goes into the memtable before    *)
+(*    its journal record is written; a flush writes the memtable to the    *)
+(*    entry log and the index, with the per-ledger index headers           *)
+(*    (FileInfo: the fenced bit and the explicit LAC), and syncs them;     *)
+(*  - the checkpoint (SyncThread.checkpoint, Journal.checkpointComplete):  *)
+(*    capture the mark, flush, persist the captured mark in lastMark; then *)
+(*    journal files wholly before the persisted mark may be deleted,       *)
+(*    oldest first (JournalRollingFilter: id below the mark's file id);    *)
+(*  - crashes: memory and every unsynced record are lost, except a prefix  *)
+(*    of the unsynced records that reached the disk (a torn tail);         *)
+(*  - restart (BookieImpl.readJournal, replay): replay every record at or  *)
+(*    after the persisted mark (the last explicit LAC record replayed      *)
+(*    wins, as FileInfo.setExplicitLac overwrites), advance the mark to    *)
+(*    the end of the replayed journal (the fix of apache/bookkeeper#2087), *)
+(*    start a new journal file, serve;                                     *)
+(*  - reads are not steps: ReadPath says whether the memtable (tailing     *)
+(*    read) or the index and entry log (catch-up read) serves an entry.    *)
+(*                                                                         *)
+(* Positions are <<journal file id, record index in the file>>, compared   *)
+(* lexicographically (the real bookie keeps a byte offset; it maps to the  *)
+(* number of whole records before it).                                     *)
+(*                                                                         *)
+(* Left out, and why that is sound here (spec/bookie/bookie.py says more):        *)
+(*  - payloads, digests, ledger key records: (ledger, entry) names the     *)
+(*    content, and key records matter to nothing checked here;             *)
+(*  - recovery adds, duplicate adds, ledger deletion, entry log            *)
+(*    compaction: none removes an acknowledged entry unasked;              *)
+(*  - group commit timers: a force write syncs any prefix of the unsynced  *)
+(*    records (those written before it began) and acknowledges them;       *)
+(*    when it happens is left open;                                        *)
+(*  - a flush is one step: the mark moves only after a whole flush, and    *)
+(*    the replay restores what a partial flush missed;                     *)
+(*  - a crash keeps a prefix of the unsynced records: the replay scan      *)
+(*    stops at the first record not wholly on disk;                        *)
+(*  - a crash is a power loss; one ledger directory, an untorn lastMark    *)
+(*    file, maxBackupJournals = 0, one checkpoint at a time; the flush     *)
+(*    the real bookie does right after the replay is an ordinary           *)
+(*    checkpoint here.                                                     *)
+(*                                                                         *)
+(* Bug selects a seeded bug ("none" for the real bookie) so that tests can *)
+(* show that the checkers catch it.                                        *)
+(*                                                                         *)
+(* For TLC: guards are written with IF, => and ~ rather than \/, so that   *)
+(* TLC generates each successor once and its "states generated" equals     *)
+(* the explorer's count of steps.                                          *)
+(***************************************************************************)
+EXTENDS Naturals, Integers, Sequences, FiniteSets
+
+CONSTANTS
+    NumLedgers,         \* ledgers written to the bookie, 1 .. NumLedgers
+    MaxEntries,         \* entries per ledger, ids 0 .. MaxEntries-1
+    RecordsPerJournal,  \* records a journal file holds before the journal rolls over
+    MaxCrashes,         \* crashes of the bookie
+    Bug                 \* "none" or a seeded bug (BUGS in spec/bookie/bookie.py)
+
+Bugs == {"none", "ack_before_fsync", "mark_before_flush", "fence_not_journaled",
+         "mark_not_advanced_in_replay", "delete_journal_at_mark"}
+
+ASSUME /\ NumLedgers >= 1 /\ MaxEntries >= 1 /\ RecordsPerJournal >= 1
+       /\ MaxCrashes \in Nat
+       /\ Bug \in Bugs
+
+VARIABLES
+    \* -- on disk: survives a crash
+    journal,             \* sequence of <<file id, sequence of records>>, ids consecutive;
+                         \* a record is <<"entry", l, e>>, <<"fence", l, -1>> or <<"lac", l, lac>>
+    synced,              \* records at positions before it are durable (fsynced)
+    flushed,             \* <<l, e>> flushed to the entry log and the index: catch-up reads find them
+    fenced_flushed,      \* ledgers whose fenced bit is flushed with the index
+    lac_flushed,         \* ledger -> explicit LAC flushed with the index header (-1: none)
+    persisted_mark,      \* the lastMark file: where the replay starts (ZERO_MARK when never written)
+    \* -- in memory: lost by a crash
+    memtable,            \* <<l, e>> added (or replayed) and not yet flushed: the write cache
+    fenced,              \* ledgers fenced: normal adds are rejected
+    lac,                 \* ledger -> explicit LAC (-1: none)
+    mark,                \* in-memory LastLogMark: end of what the last force write synced; NONE while down
+    checkpoint_mark,     \* mark captured by the checkpoint under way; NONE when none runs
+    checkpoint_flushed,  \* the checkpoint under way has flushed the ledger storage since it started
+    up,                  \* the bookie serves requests: FALSE from a crash until the replay is done
+    \* -- history
+    acked,               \* <<l, e>> acknowledged to a client
+    fence_acked,         \* ledgers whose fence was acknowledged
+    crashes              \* crashes so far
+
+vars == <<journal, synced, flushed, fenced_flushed, lac_flushed, persisted_mark,
+          memtable, fenced, lac, mark, checkpoint_mark, checkpoint_flushed, up,
+          acked, fence_acked, crashes>>
+
+-----------------------------------------------------------------------------
+Ledgers == 1 .. NumLedgers
+Entries == 0 .. MaxEntries - 1
+
+ZERO_MARK == <<0, 0>>   \* LastLogMark(0, 0): before every record (file ids start at 1)
+NONE == <<-1, -1>>      \* no mark: no checkpoint under way, or the bookie is down
+
+Min(a, b) == IF a <= b THEN a ELSE b
+
+\* Position p is before position q (lexicographic order).
+Before(p, q) == IF p[1] = q[1] THEN p[2] < q[2] ELSE p[1] < q[1]
+
+Newest == journal[Len(journal)]
+
+\* Every record with its position: <<<<file id, index>>, record>>.
+Records == UNION {{<< <<journal[k][1], i - 1>>, journal[k][2][i] >> : i \in 1 .. Len(journal[k][2])} :
+                  k \in 1 .. Len(journal)}
+
+\* The position after the last record of the newest file: where the next record goes.
+EndOfJournal == <<Newest[1], Len(Newest[2])>>
+
+\* Records written but not yet fsynced: their replies wait for the force write.
+Unsynced == {r \in Records : ~Before(r[1], synced)}
+
+\* Where a force write ends: just after an unsynced record (the records written after it began wait).
+SyncEnds == {<<r[1][1], r[1][2] + 1>> : r \in Unsynced}
+
+CurrentFileFull == Len(Newest[2]) >= RecordsPerJournal
+
+AppendRecord(rec) == [journal EXCEPT ![Len(journal)] = <<@[1], Append(@[2], rec)>>]
+
+\* Which path serves a read of <<l, e>>: the memtable, the index and entry log, or none.
+ReadPath(l, e) ==
+    IF ~up THEN "none"
+    ELSE IF <<l, e>> \in memtable THEN "memtable"
+    ELSE IF <<l, e>> \in flushed THEN "entry_log"
+    ELSE "none"
+
+\* <<l, value>> of the synced records of a kind at or after the persisted mark.
+Replayable(kind) ==
+    {<<r[2][2], r[2][3]>> : r \in {x \in Records : /\ x[2][1] = kind
+                                                   /\ ~Before(x[1], persisted_mark)
+                                                   /\ Before(x[1], synced)}}
+
+\* How many of the n records of file f are before the cut.
+Kept(f, n, cut) == IF f < cut[1] THEN n ELSE IF f = cut[1] THEN Min(n, cut[2]) ELSE 0
+
+\* Where a crash cuts the journal: at an unsynced record (it and all after it are lost), or at the end.
+CutPoints == {r[1] : r \in Unsynced} \cup {EndOfJournal}
+
+-----------------------------------------------------------------------------
+Init ==
+    /\ journal = << <<1, << >>>> >>
+    /\ synced = <<1, 0>>
+    /\ flushed = {}
+    /\ fenced_flushed = {}
+    /\ lac_flushed = [l \in Ledgers |-> -1]
+    /\ persisted_mark = ZERO_MARK
+    /\ memtable = {}
+    /\ fenced = {}
+    /\ lac = [l \in Ledgers |-> -1]
+    /\ mark = ZERO_MARK
+    /\ checkpoint_mark = NONE
+    /\ checkpoint_flushed = FALSE
+    /\ up = TRUE
+    /\ acked = {}
+    /\ fence_acked = {}
+    /\ crashes = 0
+
+-----------------------------------------------------------------------------
+(* Requests. *)
+
+\* addEntry: into the memtable first, then a journal record; the ack waits for the fsync.
+BookieAddsEntry(ledger, entry) ==
+    /\ up
+    /\ ledger \notin fenced
+    /\ ~CurrentFileFull
+    /\ <<ledger, entry>> \notin memtable
+    /\ <<ledger, entry>> \notin flushed
+    /\ memtable' = memtable \cup {<<ledger, entry>>}
+    /\ journal' = AppendRecord(<<"entry", ledger, entry>>)
+    /\ acked' = IF Bug = "ack_before_fsync" THEN acked \cup {<<ledger, entry>>} ELSE acked
+    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, fenced, lac,
+                   mark, checkpoint_mark, checkpoint_flushed, up, fence_acked, crashes>>
+
+\* fenceAndLogInJournal: set the fenced flag, journal a fence record; the reply waits for the fsync.
+\* A ledger already fenced is answered at once once its fence is durable; until then the request
+\* waits for the fence record already written, which is no step.
+BookieFencesLedger(ledger) ==
+    /\ up
+    /\ IF ledger \in fenced
+       THEN /\ ledger \notin fence_acked
+            /\ \A r \in Unsynced : r[2] # <<"fence", ledger, -1>>
+            /\ fence_acked' = fence_acked \cup {ledger}
+            /\ UNCHANGED <<journal, fenced>>
+       ELSE /\ fenced' = fenced \cup {ledger}
+            /\ IF Bug = "fence_not_journaled"
+               THEN /\ fence_acked' = fence_acked \cup {ledger}
+                    /\ UNCHANGED journal
+               ELSE /\ ~CurrentFileFull
+                    /\ journal' = AppendRecord(<<"fence", ledger, -1>>)
+                    /\ UNCHANGED fence_acked
+    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, lac,
+                   mark, checkpoint_mark, checkpoint_flushed, up, acked, crashes>>
+
+\* setExplicitLac: keep the writer's newer explicit LAC and journal it (the reply waits for the fsync).
+BookieSetsExplicitLac(ledger, new_lac) ==
+    /\ up
+    /\ new_lac > lac[ledger]
+    /\ ~CurrentFileFull
+    /\ lac' = [lac EXCEPT ![ledger] = new_lac]
+    /\ journal' = AppendRecord(<<"lac", ledger, new_lac>>)
+    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, fenced,
+                   mark, checkpoint_mark, checkpoint_flushed, up, acked, fence_acked, crashes>>
+
+-----------------------------------------------------------------------------
+(* The journal. *)
+
+\* Force-write thread: fsync the records written before upto, set the mark there, acknowledge them.
+JournalForceWrites(upto) ==
+    /\ up
+    /\ LET batch == {x \in Unsynced : Before(x[1], upto)}
+       IN /\ batch # {}
+          /\ acked' = acked \cup {<<r[2][2], r[2][3]>> : r \in {x \in batch : x[2][1] = "entry"}}
+          /\ fence_acked' = fence_acked \cup {r[2][2] : r \in {x \in batch : x[2][1] = "fence"}}
+    /\ synced' = upto
+    /\ mark' = upto
+    /\ UNCHANGED <<journal, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, fenced,
+                   lac, checkpoint_mark, checkpoint_flushed, up, crashes>>
+
+\* The current file reached maxJournalSize: the journal thread starts the next file.
+JournalRollsOver ==
+    /\ up
+    /\ CurrentFileFull
+    /\ journal' = Append(journal, <<Newest[1] + 1, << >>>>)
+    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, fenced,
+                   lac, mark, checkpoint_mark, checkpoint_flushed, up, acked, fence_acked, crashes>>
+
+-----------------------------------------------------------------------------
+(* The checkpoint (SyncThread). *)
+
+\* newCheckpoint: capture the in-memory mark; everything journaled before it is in the ledger storage.
+CheckpointStarts ==
+    /\ up
+    /\ checkpoint_mark = NONE
+    /\ Before(persisted_mark, mark)
+    /\ checkpoint_mark' = mark
+    /\ checkpoint_flushed' = FALSE
+    /\ UNCHANGED <<journal, synced, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable,
+                   fenced, lac, mark, up, acked, fence_acked, crashes>>
+
+\* Flush the memtable to the entry log and the index, with the fenced bits and explicit LACs; fsync.
+LedgerStorageFlushes ==
+    /\ up
+    /\ ~(/\ memtable = {}
+         /\ fenced = fenced_flushed
+         /\ lac = lac_flushed
+         /\ checkpoint_mark # NONE => checkpoint_flushed)
+    /\ flushed' = flushed \cup memtable
+    /\ memtable' = {}
+    /\ fenced_flushed' = fenced
+    /\ lac_flushed' = lac
+    /\ checkpoint_flushed' = (checkpoint_mark # NONE)
+    /\ UNCHANGED <<journal, synced, persisted_mark, fenced, lac, mark, checkpoint_mark, up,
+                   acked, fence_acked, crashes>>
+
+\* checkpointComplete: once this checkpoint's flush is done, write its mark to the lastMark file.
+CheckpointPersistsMark ==
+    /\ up
+    /\ checkpoint_mark # NONE
+    /\ Bug # "mark_before_flush" => checkpoint_flushed
+    /\ persisted_mark' = checkpoint_mark
+    /\ checkpoint_mark' = NONE
+    /\ checkpoint_flushed' = FALSE
+    /\ UNCHANGED <<journal, synced, flushed, fenced_flushed, lac_flushed, memtable, fenced, lac,
+                   mark, up, acked, fence_acked, crashes>>
+
+\* Journal garbage collection, oldest file first: a file wholly before the persisted mark is not
+\* needed by any replay.
+JournalFileDeleted(f) ==
+    /\ up
+    /\ f = journal[1][1]
+    /\ f # Newest[1]
+    /\ IF Bug = "delete_journal_at_mark" THEN f <= persisted_mark[1] ELSE f < persisted_mark[1]
+    /\ journal' = Tail(journal)
+    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, fenced,
+                   lac, mark, checkpoint_mark, checkpoint_flushed, up, acked, fence_acked, crashes>>
+
+-----------------------------------------------------------------------------
+(* Crash and restart. *)
+
+\* Power loss: memory is gone, and of the unsynced records only those before cut reached the disk.
+BookieCrashes(cut) ==
+    /\ up
+    /\ crashes < MaxCrashes
+    /\ LET kept == [k \in 1 .. Len(journal) |->
+                       <<journal[k][1], SubSeq(journal[k][2], 1, Kept(journal[k][1], Len(journal[k][2]), cut))>>]
+       IN /\ journal' = kept
+          /\ synced' = <<kept[Len(kept)][1], Len(kept[Len(kept)][2])>>  \* what is on disk now stays there
+    /\ memtable' = {}
+    /\ fenced' = {}
+    /\ lac' = [l \in Ledgers |-> -1]
+    /\ mark' = NONE
+    /\ checkpoint_mark' = NONE
+    /\ checkpoint_flushed' = FALSE
+    /\ up' = FALSE
+    /\ crashes' = crashes + 1
+    /\ UNCHANGED <<flushed, fenced_flushed, lac_flushed, persisted_mark, acked, fence_acked>>
+
+\* Restart: replay every record at or after the persisted mark, advance the mark to the end, serve.
+BookieReplaysJournal ==
+    /\ ~up
+    /\ LET replayed == {r[2] : r \in {x \in Records : ~Before(x[1], persisted_mark)}}
+           \* the explicit LAC records of l replayed; the last one wins (FileInfo.setExplicitLac overwrites)
+           lacs(l) == {x \in Records : ~Before(x[1], persisted_mark) /\ x[2][1] = "lac" /\ x[2][2] = l}
+       IN /\ memtable' = {<<r[2], r[3]>> : r \in {x \in replayed : x[1] = "entry"}}
+          /\ fenced' = fenced_flushed \cup {r[2] : r \in {x \in replayed : x[1] = "fence"}}
+          /\ lac' = [l \in Ledgers |->
+                        IF lacs(l) = {} THEN lac_flushed[l]
+                        ELSE (CHOOSE x \in lacs(l) : \A y \in lacs(l) : ~Before(x[1], y[1]))[2][3]]
+    \* #2087: the fixed replay sets the mark to the end of each file it scanned.
+    /\ mark' = IF Bug = "mark_not_advanced_in_replay" THEN persisted_mark ELSE EndOfJournal
+    /\ journal' = Append(journal, <<Newest[1] + 1, << >>>>)
+    /\ up' = TRUE
+    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, checkpoint_mark,
+                   checkpoint_flushed, acked, fence_acked, crashes>>
+
+-----------------------------------------------------------------------------
+Next ==
+    \/ \E ledger \in Ledgers, entry \in Entries : BookieAddsEntry(ledger, entry)
+    \/ \E ledger \in Ledgers : BookieFencesLedger(ledger)
+    \/ \E ledger \in Ledgers, new_lac \in Entries : BookieSetsExplicitLac(ledger, new_lac)
+    \/ \E upto \in SyncEnds : JournalForceWrites(upto)
+    \/ JournalRollsOver
+    \/ CheckpointStarts
+    \/ LedgerStorageFlushes
+    \/ CheckpointPersistsMark
+    \/ \E f \in {journal[k][1] : k \in 1 .. Len(journal)} : JournalFileDeleted(f)
+    \/ \E cut \in CutPoints : BookieCrashes(cut)
+    \/ BookieReplaysJournal
+
+Spec == Init /\ [][Next]_vars
+
+-----------------------------------------------------------------------------
+(* Invariants.  The rules of the mechanism come first, so that a seeded    *)
+(* bug is reported by the rule it breaks; the promises to clients follow.  *)
+
+Kinds == {"entry", "fence", "lac"}
+
+\* Every variable holds a value of its type, within the model's bounds.
+TypeOK ==
+    /\ Len(journal) >= 1
+    /\ \A k \in 1 .. Len(journal) : journal[k][1] = journal[1][1] + k - 1
+    /\ \A r \in Records : /\ r[2][1] \in Kinds
+                          /\ r[2][2] \in Ledgers
+                          /\ IF r[2][1] = "fence" THEN r[2][3] = -1 ELSE r[2][3] \in Entries
+    /\ memtable \cup flushed \cup acked \subseteq Ledgers \X Entries
+    /\ fenced \cup fenced_flushed \cup fence_acked \subseteq Ledgers
+    /\ DOMAIN lac = Ledgers /\ DOMAIN lac_flushed = Ledgers
+    /\ crashes \in 0 .. MaxCrashes
+    /\ up = (mark # NONE)
+    /\ checkpoint_mark = NONE => ~checkpoint_flushed
+
+\* Every journal record before the persisted mark is in the flushed ledger storage,
+\* since no replay will read it again.
+MarkNeverPassesUnflushedData ==
+    \A r \in Records :
+        Before(r[1], persisted_mark) =>
+            LET kind == r[2][1]  l == r[2][2]  v == r[2][3]
+            IN /\ kind = "entry" => <<l, v>> \in flushed
+               /\ kind = "fence" => l \in fenced_flushed
+               /\ kind = "lac" => lac_flushed[l] >= v
+
+\* Every journal file from the persisted mark's file to the newest still exists: deletion
+\* only removes files wholly before the mark, whose records are flushed.
+JournalKeptFromMark ==
+    \A f \in (IF persisted_mark[1] >= 1 THEN persisted_mark[1] ELSE 1) .. Newest[1] :
+        \E k \in 1 .. Len(journal) : journal[k][1] = f
+
+\* While the bookie is up with nothing waiting for an fsync, the in-memory mark is past every
+\* journal record, so the next checkpoint can let the replayed journal go (#2087).
+MarkCoversReplayedJournal ==
+    (up /\ Unsynced = {}) => \A r \in Records : Before(r[1], mark)
+
+\* Every acknowledged entry is flushed or in a synced journal record at or after the persisted
+\* mark (so any crash and restart keeps it), and while the bookie is up a read finds it.
+AckedEntriesSurvive ==
+    \A x \in acked :
+        /\ x \in flushed \cup Replayable("entry")
+        /\ up => ReadPath(x[1], x[2]) # "none"
+
+\* A ledger whose fence was acknowledged is fenced while the bookie is up, and its fence is
+\* durable: flushed, or in a synced journal record at or after the persisted mark.
+FencedLedgerStaysFenced ==
+    \A l \in fence_acked :
+        /\ l \in fenced_flushed \/ <<l, -1>> \in Replayable("fence")
+        /\ up => l \in fenced
+
+\* The persisted mark only moves forward (checked as a PROPERTY).
+MarkNeverMovesBackwards ==
+    [][~Before(persisted_mark', persisted_mark)]_vars
+
+=============================================================================

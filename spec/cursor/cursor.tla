@@ -1,0 +1,426 @@
+------------------------------- MODULE cursor -------------------------------
+(***************************************************************************)
+(* A Pulsar durable cursor: acknowledgements, their persistence, a broker  *)
+(* crash and the cursor's restore.  The twin of spec/cursor/cursor.py: the same   *)
+(* variables, actions and invariants by the same names; TLC and the Python *)
+(* explorer reach the same states.  cursor.py's docstring says what is     *)
+(* modelled, what is left out and why (pulsar managed-ledger               *)
+(* ManagedCursorImpl; BRIEF section 4, seed 003).                          *)
+(*                                                                         *)
+(* In short: entries (batches of BatchSize messages) are published to the  *)
+(* last ledger of the list; the consumer acknowledges single messages; the *)
+(* cursor keeps a mark-delete position, individually acked entries after   *)
+(* it and acked batch indexes; it persists that state as a PositionInfo   *)
+(* record in its own ledger, or in its znode (ManagedCursorInfo) with      *)
+(* cursorsLedgerId = -1 when it has no ledger, cannot create one, cannot   *)
+(* append to it, or closes; the broker crashes and the cursor is restored  *)
+(* from the znode, from its ledger's last record, or rolled back when that *)
+(* ledger is gone; consumed ledgers are skipped over and trimmed.          *)
+(***************************************************************************)
+EXTENDS Integers, Sequences, FiniteSets, positions
+
+CONSTANTS
+    MaxEntries,                   \* entries published in all
+    MaxEntriesPerLedger,          \* maxEntriesPerLedger of the data ledgers
+    BatchSize,                    \* messages in an entry
+    MetadataMaxEntriesPerLedger,  \* records after which the cursor ledger is replaced
+    MaxCrashes,                   \* broker crashes in all
+    MaxFaults,                    \* failed writes to BookKeeper (ledger creations and appends)
+    MaxLedgerLoss,                \* cursor ledgers lost (unreadable) in all
+    Bug                           \* "none" or a seeded bug, as in cursor.py's BUGS
+
+ASSUME /\ \A k \in {MaxEntries, MaxCrashes, MaxFaults, MaxLedgerLoss} : k \in Nat
+       /\ \A k \in {MaxEntriesPerLedger, BatchSize, MetadataMaxEntriesPerLedger} : k \in Nat \ {0}
+       /\ Bug \in {"none", "restore_ignores_no_ledger", "no_store_fallback", "restore_skips_unacked",
+                   "trim_deletes_needed_ledger"}
+
+VARIABLES
+    \* -- the managed ledger (metadata store) and BookKeeper
+    ledgers,         \* the ledger list: <<ledger id, entries>>, increasing ids
+    deleted,         \* data ledgers trimmed or dropped: <<ledger id, entries>>
+    next_id,         \* the next ledger id BookKeeper hands out (data and cursor ledgers)
+    cursor_ledgers,  \* readable cursor ledgers: <<ledger id, <<PositionInfo records>> >>
+    znode,           \* the cursor's znode (ManagedCursorInfo)
+    \* -- the broker
+    broker_up,
+    crashes,         \* broker crashes so far
+    status,          \* the cursor's state (Uninitialized while the broker is down)
+    mark_delete,
+    ranges,          \* individually acknowledged entries after the mark-delete
+    batch,           \* acknowledged batch indexes of entries not wholly acknowledged
+    cursor_ledger,   \* the cursor ledger the cursor holds, or -1
+    switching_to,    \* the new cursor ledger written but not yet named in the znode, or -1
+    retired,         \* old cursor ledgers to delete
+    dirty,           \* acknowledgements in memory that no persist covers yet
+    \* -- the environment
+    faults,          \* failed writes to BookKeeper so far
+    lost,            \* cursor ledgers lost so far
+    \* -- history (no process reads them; the invariants do)
+    acked,           \* every message the consumer acknowledged: <<ledger, entry, batch index>>
+    durable          \* acknowledgements covered by a completed persist
+
+store_vars == <<ledgers, deleted, next_id, cursor_ledgers, znode>>
+cursor_vars == <<status, mark_delete, ranges, batch, cursor_ledger, switching_to, retired, dirty>>
+vars == <<store_vars, broker_up, crashes, cursor_vars, faults, lost, acked, durable>>
+
+-----------------------------------------------------------------------------
+Uninitialized == "Uninitialized"
+NoLedger == "NoLedger"
+Open == "Open"
+SwitchingLedger == "SwitchingLedger"
+Closed == "Closed"
+Active == {NoLedger, Open, SwitchingLedger}  \* the cursor takes acks and persists them
+None == -1                                  \* no ledger (cursorsLedgerId = -1)
+
+PosMax(a, b) == IF PosLeq(a, b) THEN b ELSE a
+PosMin(a, b) == IF PosLeq(a, b) THEN a ELSE b
+PosSetMax(S) == CHOOSE p \in S : \A q \in S : PosLeq(q, p)
+
+Ids == [i \in 1 .. Len(ledgers) |-> ledgers[i][1]]
+AllLedgers == Range(ledgers) \cup deleted
+
+\* Entries of a data ledger, deleted ones included.
+CountOf(l) == LET c == {x[2] : x \in {y \in AllLedgers : y[1] = l}} IN IF c = {} THEN 0 ELSE SetMax(c)
+
+NextLedgerOf(l) == LET later == LaterLedgers(Ids, l) IN IF later = {} THEN None ELSE SetMin(later)
+
+EntryMessages(l, e) == {<<l, e, i>> : i \in 0 .. BatchSize - 1}
+AllEntries == UNION {{<<x[1], e>> : e \in 0 .. x[2] - 1} : x \in AllLedgers}
+AllMessages == UNION {EntryMessages(p[1], p[2]) : p \in AllEntries}
+
+\* The messages a cursor state acknowledges: up to the mark-delete, the ranges, the batch indexes.
+Covered(md, rs, bs) == bs \cup {m \in AllMessages : PosLeq(<<m[1], m[2]>>, md) \/ <<m[1], m[2]>> \in rs}
+CursorCovers == Covered(mark_delete, ranges, batch)
+
+Record(md, rs, bs) == [mark_delete |-> md, ranges |-> rs, batch |-> bs]
+Snapshot == Record(mark_delete, ranges, batch)
+CursorInfo(l, md, rs, bs) == [cursors_ledger |-> l, mark_delete |-> md, ranges |-> rs, batch |-> bs]
+
+HasCursorLedger(l) == \E x \in Range(cursor_ledgers) : x[1] = l
+RecordsOf(l) == (CHOOSE x \in Range(cursor_ledgers) : x[1] = l)[2]
+WithoutCursorLedger(l) == SelectSeq(cursor_ledgers, LAMBDA x : x[1] # l)
+
+\* The mark-delete jumps over the acknowledged entries that follow it.
+RECURSIVE Jump(_, _)
+Jump(md, rs) ==
+    LET nxt == NextPosition(Ids, CountOf, md)
+    IN IF nxt # NoPosition /\ nxt \in rs THEN Jump(nxt, rs) ELSE md
+
+After(md, rs) == {p \in rs : PosLess(md, p)}
+BatchAfter(md, bs) == {m \in bs : PosLess(md, <<m[1], m[2]>>)}
+
+\* getFirstPosition: before the first entry of the first ledger of the list.
+FirstPosition == IF ledgers = <<>> THEN NoPosition ELSE <<ledgers[1][1], -1>>
+
+\* recoveredCursor (positions.tla) over the managed ledger's list.
+Recovered(md) == RecoveredPosition(Ids, CountOf, md)
+
+-----------------------------------------------------------------------------
+(* The managed ledger's first ledger has id 0 (BookKeeper's first id); the *)
+(* subscription is created at its start, with no cursor ledger yet.        *)
+Init ==
+    /\ ledgers = << <<0, 0>> >>
+    /\ deleted = {}
+    /\ next_id = 1
+    /\ cursor_ledgers = <<>>
+    /\ znode = CursorInfo(None, <<0, -1>>, {}, {})
+    /\ broker_up = TRUE
+    /\ crashes = 0
+    /\ status = NoLedger
+    /\ mark_delete = <<0, -1>>
+    /\ ranges = {}
+    /\ batch = {}
+    /\ cursor_ledger = None
+    /\ switching_to = None
+    /\ retired = {}
+    /\ dirty = FALSE
+    /\ faults = 0
+    /\ lost = 0
+    /\ acked = {}
+    /\ durable = {}
+
+-----------------------------------------------------------------------------
+(* The managed ledger. *)
+
+\* A producer's entry is added to the last ledger of the list.
+EntryPublished ==
+    /\ status \in Active
+    /\ Cardinality(AllEntries) < MaxEntries
+    /\ ledgers[Len(ledgers)][2] < MaxEntriesPerLedger
+    /\ ledgers' = [ledgers EXCEPT ![Len(ledgers)][2] = @ + 1]
+    /\ UNCHANGED <<deleted, next_id, cursor_ledgers, znode, broker_up, crashes, cursor_vars,
+                   faults, lost, acked, durable>>
+
+\* The last ledger is full: a new ledger is created and added to the list.
+LedgerRollsOver ==
+    /\ status \in Active
+    /\ ledgers[Len(ledgers)][2] >= MaxEntriesPerLedger
+    /\ ledgers' = Append(ledgers, <<next_id, 0>>)
+    /\ next_id' = next_id + 1
+    /\ UNCHANGED <<deleted, cursor_ledgers, znode, broker_up, crashes, cursor_vars, faults, lost, acked, durable>>
+
+-----------------------------------------------------------------------------
+(* The consumer. *)
+
+(* An individual ack of one message (asyncDelete); an entry whose batch is *)
+(* all acked counts whole; the mark-delete jumps over acked entries.       *)
+ConsumerAcks(l, e, i) ==
+    /\ status \in Active
+    /\ <<l, e, i>> \notin CursorCovers
+    /\ LET bs0 == batch \cup {<<l, e, i>>}
+           whole == EntryMessages(l, e) \subseteq bs0
+           bs1 == IF whole THEN bs0 \ EntryMessages(l, e) ELSE bs0
+           rs1 == IF whole THEN ranges \cup {<<l, e>>} ELSE ranges
+           md == Jump(mark_delete, rs1)
+       IN /\ mark_delete' = md
+          /\ ranges' = After(md, rs1)
+          /\ batch' = BatchAfter(md, bs1)
+    /\ dirty' = TRUE
+    /\ acked' = acked \cup {<<l, e, i>>}
+    /\ UNCHANGED <<store_vars, broker_up, crashes, status, cursor_ledger, switching_to, retired,
+                   faults, lost, durable>>
+
+-----------------------------------------------------------------------------
+(* Persisting the cursor. *)
+
+\* With no cursor ledger to write to, create one and append the cursor's state as its first record.
+CursorCreatesLedger ==
+    /\ status = NoLedger
+    /\ dirty
+    /\ next_id' = next_id + 1
+    /\ cursor_ledgers' = Append(cursor_ledgers, <<next_id, <<Snapshot>> >>)
+    /\ status' = SwitchingLedger
+    /\ switching_to' = next_id
+    /\ dirty' = FALSE
+    /\ UNCHANGED <<ledgers, deleted, znode, broker_up, crashes, mark_delete, ranges, batch, cursor_ledger,
+                   retired, faults, lost, acked, durable>>
+
+\* switchToNewLedger: the znode names the new ledger (mark-delete only); the old one is retired.
+CursorSwitchesLedger ==
+    /\ status = SwitchingLedger
+    /\ LET records == RecordsOf(switching_to)
+           record == records[Len(records)]
+       IN /\ znode' = CursorInfo(switching_to, record.mark_delete, {}, {})
+          /\ durable' = durable \cup Covered(record.mark_delete, record.ranges, record.batch)
+    /\ status' = Open
+    /\ cursor_ledger' = switching_to
+    /\ switching_to' = None
+    /\ retired' = IF cursor_ledger # None THEN retired \cup {cursor_ledger} ELSE retired
+    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, mark_delete, ranges, batch,
+                   dirty, faults, lost, acked>>
+
+(* BookKeeper cannot create the cursor ledger: the state goes to the znode *)
+(* instead (apache/pulsar#20935).                                          *)
+CursorLedgerCreationFails ==
+    /\ status = NoLedger
+    /\ dirty
+    /\ faults < MaxFaults
+    /\ znode' = IF Bug = "no_store_fallback" THEN znode ELSE CursorInfo(None, mark_delete, ranges, batch)
+    /\ dirty' = FALSE
+    /\ faults' = faults + 1
+    /\ durable' = durable \cup CursorCovers
+    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, status, mark_delete, ranges,
+                   batch, cursor_ledger, switching_to, retired, lost, acked>>
+
+(* persistPositionToLedger: append the state to the cursor ledger; a full  *)
+(* ledger is then replaced (rolloverLedgerIfNeeded: the next ledger starts *)
+(* with the state again).  A ledger that is gone fails the append.         *)
+CursorPersistsToLedger ==
+    /\ status = Open
+    /\ dirty
+    /\ HasCursorLedger(cursor_ledger)
+    /\ LET records == Append(RecordsOf(cursor_ledger), Snapshot)
+           full == Len(records) >= MetadataMaxEntriesPerLedger
+       IN /\ cursor_ledgers' = [i \in DOMAIN cursor_ledgers |->
+                                   IF cursor_ledgers[i][1] = cursor_ledger THEN <<cursor_ledger, records>>
+                                   ELSE cursor_ledgers[i]]
+          /\ status' = IF full THEN NoLedger ELSE Open
+          /\ dirty' = full
+    /\ durable' = durable \cup CursorCovers
+    /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, mark_delete, ranges, batch,
+                   cursor_ledger, switching_to, retired, faults, lost, acked>>
+
+(* An append to the cursor ledger fails: the state goes to the znode       *)
+(* instead (persistPositionToMetaStore).  A lost ledger fails every        *)
+(* append, with no fault of its own.                                       *)
+CursorLedgerWriteFails ==
+    /\ status = Open
+    /\ dirty
+    /\ LET gone == ~HasCursorLedger(cursor_ledger)
+       IN /\ gone \/ faults < MaxFaults
+          /\ faults' = IF gone THEN faults ELSE faults + 1
+    /\ znode' = CursorInfo(None, mark_delete, ranges, batch)
+    /\ status' = NoLedger
+    /\ dirty' = FALSE
+    /\ durable' = durable \cup CursorCovers
+    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, mark_delete, ranges, batch,
+                   cursor_ledger, switching_to, retired, lost, acked>>
+
+\* A cursor ledger no longer named by the znode is deleted.
+CursorDeletesOldLedger(l) ==
+    /\ broker_up
+    /\ l \in retired
+    /\ cursor_ledgers' = WithoutCursorLedger(l)
+    /\ retired' = retired \ {l}
+    /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, status, mark_delete, ranges, batch,
+                   cursor_ledger, switching_to, dirty, faults, lost, acked, durable>>
+
+\* A clean close: the znode gets the whole state with cursorsLedgerId = -1; the cursor ledger is retired.
+CursorCloses ==
+    /\ status \in {NoLedger, Open}
+    /\ znode' = CursorInfo(None, mark_delete, ranges, batch)
+    /\ status' = Closed
+    /\ cursor_ledger' = None
+    /\ retired' = IF cursor_ledger # None THEN retired \cup {cursor_ledger} ELSE retired
+    /\ dirty' = FALSE
+    /\ durable' = durable \cup CursorCovers
+    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, mark_delete, ranges, batch,
+                   switching_to, faults, lost, acked>>
+
+-----------------------------------------------------------------------------
+(* The broker's crash and the restore. *)
+
+\* The broker dies (or stops after a clean close): the cursor's memory is gone, the stores stay.
+BrokerCrashes ==
+    /\ broker_up
+    /\ crashes < MaxCrashes
+    /\ broker_up' = FALSE
+    /\ crashes' = crashes + 1
+    /\ status' = Uninitialized
+    /\ mark_delete' = NoPosition
+    /\ ranges' = {}
+    /\ batch' = {}
+    /\ cursor_ledger' = None
+    /\ switching_to' = None
+    /\ retired' = {}
+    /\ dirty' = FALSE
+    /\ UNCHANGED <<store_vars, faults, lost, acked, durable>>
+
+\* The broker opens the managed ledger again: an empty last ledger is dropped and a new one created.
+ManagedLedgerOpens ==
+    /\ ~broker_up
+    /\ LET dropLast == ledgers[Len(ledgers)][2] = 0
+           kept == IF dropLast THEN SubSeq(ledgers, 1, Len(ledgers) - 1) ELSE ledgers
+       IN /\ ledgers' = Append(kept, <<next_id, 0>>)
+          /\ deleted' = IF dropLast THEN deleted \cup {ledgers[Len(ledgers)]} ELSE deleted
+    /\ next_id' = next_id + 1
+    /\ broker_up' = TRUE
+    /\ UNCHANGED <<cursor_ledgers, znode, crashes, cursor_vars, faults, lost, acked, durable>>
+
+(* recover: from the znode when cursorsLedgerId = -1; else from the cursor *)
+(* ledger's last record; when that ledger cannot be read, roll back to the *)
+(* znode's mark-delete raised to the first position (getRollbackPosition), *)
+(* with no individual acks, and persist that.  Then recoveredCursor.       *)
+CursorRecovers ==
+    /\ broker_up
+    /\ status = Uninitialized
+    /\ LET info == znode
+           fromZnode == info.cursors_ledger = None /\ Bug # "restore_ignores_no_ledger"
+           fromLedger == ~fromZnode /\ info.cursors_ledger # None /\ HasCursorLedger(info.cursors_ledger)
+                         /\ RecordsOf(info.cursors_ledger) # <<>>
+           last == IF fromLedger THEN LET r == RecordsOf(info.cursors_ledger) IN r[Len(r)] ELSE Snapshot
+           rollback == PosMax(info.mark_delete, FirstPosition)
+           md0 == IF fromZnode THEN info.mark_delete ELSE IF fromLedger THEN last.mark_delete ELSE rollback
+           rs0 == IF fromZnode THEN info.ranges ELSE IF fromLedger THEN last.ranges ELSE {}
+           bs0 == IF fromZnode THEN info.batch ELSE IF fromLedger THEN last.batch ELSE {}
+           md1 == IF Bug = "restore_skips_unacked" /\ rs0 # {} THEN PosMax(md0, PosSetMax(rs0)) ELSE md0
+           md == Recovered(md1)
+       IN /\ znode' = IF fromZnode \/ fromLedger THEN znode ELSE CursorInfo(None, rollback, {}, {})
+          /\ cursor_ledger' = IF fromLedger THEN info.cursors_ledger ELSE None
+          /\ mark_delete' = md
+          /\ ranges' = After(md, rs0)
+          /\ batch' = BatchAfter(md, bs0)
+    /\ status' = NoLedger
+    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, switching_to, retired, dirty,
+                   faults, lost, acked, durable>>
+
+-----------------------------------------------------------------------------
+(* Consumed ledgers. *)
+
+(* maybeUpdateCursorBeforeTrimmingConsumedLedger: a mark-delete at its     *)
+(* ledger's last entry moves to <<next ledger, -1>>.                       *)
+CursorSkipsConsumedLedger ==
+    /\ status \in Active
+    /\ mark_delete[1] \in Range(Ids)
+    /\ NextLedgerOf(mark_delete[1]) # None
+    /\ mark_delete[2] # -1
+    /\ mark_delete[2] + 1 >= CountOf(mark_delete[1])
+    /\ mark_delete' = <<NextLedgerOf(mark_delete[1]), -1>>
+    /\ dirty' = TRUE
+    /\ UNCHANGED <<store_vars, broker_up, crashes, status, ranges, batch, cursor_ledger, switching_to, retired,
+                   faults, lost, acked, durable>>
+
+\* internalTrimLedgers: the ledgers before the cursor's mark-delete ledger are deleted, never the last.
+TrimConsumedLedgers ==
+    /\ status \in Active
+    /\ LET slowest == IF Bug = "trim_deletes_needed_ledger" THEN mark_delete[1] + 1 ELSE mark_delete[1]
+           last == ledgers[Len(ledgers)][1]
+           gone == {x \in Range(ledgers) : x[1] < slowest /\ x[1] # last}
+       IN /\ gone # {}
+          /\ ledgers' = SelectSeq(ledgers, LAMBDA x : x \notin gone)
+          /\ deleted' = deleted \cup gone
+    /\ UNCHANGED <<next_id, cursor_ledgers, znode, broker_up, crashes, cursor_vars, faults, lost, acked, durable>>
+
+-----------------------------------------------------------------------------
+(* Faults of the environment. *)
+
+\* BookKeeper loses the cursor ledger the znode names: it can no longer be read.
+CursorLedgerLost(l) ==
+    /\ lost < MaxLedgerLoss
+    /\ l = znode.cursors_ledger
+    /\ cursor_ledgers' = WithoutCursorLedger(l)
+    /\ retired' = retired \ {l}
+    /\ lost' = lost + 1
+    /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, status, mark_delete, ranges, batch,
+                   cursor_ledger, switching_to, dirty, faults, acked, durable>>
+
+-----------------------------------------------------------------------------
+Next ==
+    \/ EntryPublished
+    \/ LedgerRollsOver
+    \/ \E x \in Range(ledgers) : \E e \in 0 .. x[2] - 1 : \E i \in 0 .. BatchSize - 1 : ConsumerAcks(x[1], e, i)
+    \/ CursorCreatesLedger
+    \/ CursorSwitchesLedger
+    \/ CursorLedgerCreationFails
+    \/ CursorPersistsToLedger
+    \/ CursorLedgerWriteFails
+    \/ \E l \in retired : CursorDeletesOldLedger(l)
+    \/ CursorCloses
+    \/ BrokerCrashes
+    \/ ManagedLedgerOpens
+    \/ CursorRecovers
+    \/ CursorSkipsConsumedLedger
+    \/ TrimConsumedLedgers
+    \/ \E x \in Range(cursor_ledgers) : CursorLedgerLost(x[1])
+
+Spec == Init /\ [][Next]_vars
+
+-----------------------------------------------------------------------------
+(* Invariants. *)
+
+\* Every variable holds a value of its type, within the model's bounds.
+TypeOK ==
+    /\ Len(ledgers) > 0
+    /\ \A i \in 1 .. Len(ledgers) : ledgers[i][1] < next_id /\ (i > 1 => ledgers[i - 1][1] < ledgers[i][1])
+    /\ status \in {Uninitialized, NoLedger, Open, SwitchingLedger, Closed}
+    /\ crashes <= MaxCrashes /\ faults <= MaxFaults /\ lost <= MaxLedgerLoss
+    /\ \A p \in ranges : PosLess(mark_delete, p)
+    /\ \A m \in batch : PosLess(mark_delete, <<m[1], m[2]>>)
+
+\* The cursor never covers a message the consumer did not acknowledge, also after a restore.
+CursorSkipsNoUnackedMessage ==
+    status # Uninitialized => CursorCovers \subseteq acked
+
+(* Every acknowledgement a completed persist covered is kept by the        *)
+(* cursor, also after a restore (unless BookKeeper lost the cursor ledger).*)
+OnlyUnpersistedAcksRedelivered ==
+    status # Uninitialized /\ lost = 0 => durable \subseteq CursorCovers
+
+\* No trimmed ledger holds a message the consumer did not acknowledge.
+TrimKeepsUnconsumedEntries ==
+    \A x \in deleted : \A e \in 0 .. x[2] - 1 : EntryMessages(x[1], e) \subseteq acked
+
+\* While the cursor is active, its mark-delete position only moves forward (a PROPERTY).
+MarkDeleteNeverMovesBackwards ==
+    [][(status \in Active /\ status' \in Active) => PosLeq(mark_delete, mark_delete')]_vars
+=============================================================================

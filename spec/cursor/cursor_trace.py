@@ -1,0 +1,316 @@
+"""How traces of a Pulsar cursor implementation map onto the cursor spec (``cursor.py``): its trace module.
+
+An event's type is a ``CursorSpec`` action name; its params that action's
+parameters (``ConsumerAcks``: ``ledger``, ``entry``, ``index`` of the
+message; ``CursorDeletesOldLedger`` and ``CursorLedgerLost``: ``ledger``);
+its observed values ``CursorState`` variables or the projections below.
+Positions are ``[ledger id, entry id]``; a message is
+``[ledger id, entry id, batch index]`` (batch index 0 for a message that is
+not batched).
+
+Two observation modes:
+
+``full``
+    A harness that sees the broker's memory, the znodes and the cursor
+    ledgers (an abstraction function): every step is logged, by the
+    ``broker`` (or ``bookkeeper`` for a lost ledger), and every variable may
+    be reported but ``durable``, a history variable no implementation holds.
+``client``
+    What the producer, the consumer and an operator see: publishes,
+    rollovers, acknowledgements, the broker crashing, the managed ledger
+    reopening, the cursor's restore and close. Hidden, so allowed between
+    two logged events: every step of the cursor's persistence (creating,
+    switching and deleting cursor ledgers, appends, the fallbacks to the
+    znode), the loss of a cursor ledger, and the skip and trim of consumed
+    ledgers. Observable: the broker being up, its crashes, what the
+    consumer acknowledged, whether the cursor is active, and the projection
+    ``covered``: the messages the cursor will not deliver again. None of
+    them is changed by a hidden step.
+
+Processes that log: ``broker`` and ``bookkeeper`` (full mode),
+``consumer`` (client mode: every event).
+
+A trace is one cursor of one topic (no partition key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+from ledgerspec.spec.cursor.cursor import (
+    ACTIVE,
+    NO_LEDGER,
+    NONE,
+    OPEN,
+    SWITCHING,
+    UNINITIALIZED,
+    CursorSpec,
+    CursorState,
+    Message,
+)
+from ledgerspec.spec.positions import next_ledger
+from ledgerspec.spec.tracing import Explanation, Guard, ObservationMode, Projection, TraceMapping
+
+__all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "GUARDS", "TRACE", "covered"]
+
+
+# -- projections ------------------------------------------------------------------------
+def covered(spec: CursorSpec, s: CursorState) -> frozenset[Message]:
+    """The messages the cursor will not deliver again: up to its mark-delete, its acked entries and indexes."""
+    return spec.cursor_covers(s) if s.status != UNINITIALIZED else frozenset()
+
+
+PROJECTIONS = (
+    Projection(
+        "covered",
+        covered,
+        frozenset[Message],
+        "the messages the cursor will not deliver again (none while it is not restored)",
+        tla="IF status = Uninitialized THEN {} ELSE CursorCovers",
+    ),
+    Projection(
+        "active",
+        lambda spec, s: s.status in ACTIVE,
+        bool,
+        "the cursor takes acknowledgements: restored and not closed",
+        tla="status \\in Active",
+    ),
+)
+
+
+# -- who logs a step ---------------------------------------------------------------------
+def _broker(action: str, _args: tuple[Any, ...]) -> str:
+    return "bookkeeper" if action == "CursorLedgerLost" else "broker"
+
+
+def _consumer(_action: str, _args: tuple[Any, ...]) -> str:
+    return "consumer"
+
+
+FULL = ObservationMode(
+    "full",
+    "every step, by the broker (a lost cursor ledger by bookkeeper); every variable but the history durable",
+    frozenset(a.name for a in attrs.fields(CursorState)) - {"durable"} | {"covered", "active"},
+    logged_by=_broker,
+)
+
+CLIENT_OBSERVES = frozenset({"broker_up", "crashes", "acked", "covered", "active"})
+
+#: Steps inside the broker and BookKeeper that no client sees; none changes what CLIENT_OBSERVES names.
+_INSIDE = (
+    "CursorCreatesLedger",
+    "CursorSwitchesLedger",
+    "CursorLedgerCreationFails",
+    "CursorPersistsToLedger",
+    "CursorLedgerWriteFails",
+    "CursorDeletesOldLedger",
+    "CursorSkipsConsumedLedger",
+    "TrimConsumedLedgers",
+    "CursorLedgerLost",
+)
+
+CLIENT = ObservationMode(
+    "client",
+    "publishes, acknowledgements, the broker's crashes and restarts, the cursor's restore and close",
+    CLIENT_OBSERVES,
+    hidden=dict.fromkeys(_INSIDE),
+    logged_by=_consumer,
+)
+
+
+# -- explanations: which guard of a disabled action fails -------------------------------------
+def _inactive(s: CursorState) -> str | None:
+    if s.status not in ACTIVE:
+        return f"the cursor is {s.status}: it takes no step until it is restored"
+    return None
+
+
+def _explain_publish(spec: CursorSpec, s: CursorState) -> str | None:
+    if why := _inactive(s):
+        return why
+    published = sum(n for _, n in (*s.ledgers, *s.deleted))
+    if published >= spec.MaxEntries:
+        return f"{published} entries are published; MaxEntries is {spec.MaxEntries}"
+    ledger, count = s.ledgers[-1]
+    if count >= spec.MaxEntriesPerLedger:
+        return f"ledger {ledger} holds {count} entries, it is full: it rolls over first"
+    return None
+
+
+def _explain_roll(spec: CursorSpec, s: CursorState) -> str | None:
+    if why := _inactive(s):
+        return why
+    ledger, count = s.ledgers[-1]
+    if count < spec.MaxEntriesPerLedger:
+        return f"ledger {ledger} holds {count} of {spec.MaxEntriesPerLedger} entries: it is not full"
+    return None
+
+
+def _explain_ack(spec: CursorSpec, s: CursorState, ledger: int, entry: int, index: int) -> str | None:
+    if why := _inactive(s):
+        return why
+    if not any(x == ledger and 0 <= entry < n for x, n in s.ledgers) or not 0 <= index < spec.BatchSize:
+        return f"there is no message {ledger}:{entry} (batch index {index}) in the ledger list"
+    if (ledger, entry, index) in spec.cursor_covers(s):
+        return f"message {ledger}:{entry} (batch index {index}) is acknowledged already"
+    return None
+
+
+def _need(s: CursorState, status: str, what: str, *, dirty: bool = True) -> str | None:
+    if s.status != status:
+        return f"the cursor is {s.status}, not {status}: {what}"
+    if dirty and not s.dirty:
+        return "every acknowledgement is persisted already: nothing to write"
+    return None
+
+
+def _explain_create(spec: CursorSpec, s: CursorState) -> str | None:
+    return _need(s, NO_LEDGER, "it creates a cursor ledger only when it has none to write to")
+
+
+def _explain_switch(spec: CursorSpec, s: CursorState) -> str | None:
+    return _need(s, SWITCHING, "no new cursor ledger waits to be named in the znode", dirty=False)
+
+
+def _faults(spec: CursorSpec, s: CursorState) -> str | None:
+    if s.faults >= spec.MaxFaults:
+        return f"{s.faults} BookKeeper calls have failed; MaxFaults is {spec.MaxFaults}"
+    return None
+
+
+def _explain_creation_fails(spec: CursorSpec, s: CursorState) -> str | None:
+    return _need(s, NO_LEDGER, "only a cursor ledger's creation can fail") or _faults(spec, s)
+
+
+def _explain_persist(spec: CursorSpec, s: CursorState) -> str | None:
+    if why := _need(s, OPEN, "it appends only to a cursor ledger it holds open"):
+        return why
+    if spec.records_of(s, s.cursor_ledger) is None:
+        return f"cursor ledger {s.cursor_ledger} is gone: the append fails"
+    return None
+
+
+def _explain_write_fails(spec: CursorSpec, s: CursorState) -> str | None:
+    if why := _need(s, OPEN, "only an append to an open cursor ledger can fail"):
+        return why
+    return None if spec.records_of(s, s.cursor_ledger) is None else _faults(spec, s)
+
+
+def _explain_delete(spec: CursorSpec, s: CursorState, ledger: int) -> str | None:
+    if not s.broker_up:
+        return "the broker is down"
+    if ledger not in s.retired:
+        return f"cursor ledger {ledger} is not retired (retired: {sorted(s.retired)})"
+    return None
+
+
+def _explain_close(spec: CursorSpec, s: CursorState) -> str | None:
+    if s.status not in (NO_LEDGER, OPEN):
+        return f"the cursor is {s.status}: it closes from {NO_LEDGER} or {OPEN} only"
+    return None
+
+
+def _explain_crash(spec: CursorSpec, s: CursorState) -> str | None:
+    if not s.broker_up:
+        return "the broker is down already"
+    if s.crashes >= spec.MaxCrashes:
+        return f"{s.crashes} crashes have happened; MaxCrashes is {spec.MaxCrashes}"
+    return None
+
+
+def _explain_open(spec: CursorSpec, s: CursorState) -> str | None:
+    return "the broker is up: the managed ledger is open" if s.broker_up else None
+
+
+def _explain_recover(spec: CursorSpec, s: CursorState) -> str | None:
+    if not s.broker_up:
+        return "the broker is down: the managed ledger opens first"
+    if s.status != UNINITIALIZED:
+        return f"the cursor is {s.status}: it is restored once, after the managed ledger opens"
+    return None
+
+
+def _explain_skip(spec: CursorSpec, s: CursorState) -> str | None:
+    if why := _inactive(s):
+        return why
+    ledger, entry = s.mark_delete
+    ids = spec.ids(s)
+    if ledger not in ids or next_ledger(ids, ledger) is None:
+        return f"ledger {ledger} of the mark-delete {ledger}:{entry} is not followed by another in the list"
+    if entry == -1 or entry + 1 < spec.counter(s)(ledger):
+        return f"the mark-delete {ledger}:{entry} is not at the last entry of ledger {ledger}"
+    return None
+
+
+def _explain_trim(spec: CursorSpec, s: CursorState) -> str | None:
+    if why := _inactive(s):
+        return why
+    if spec.TrimConsumedLedgers(s) is None:
+        return f"no ledger other than the last lies before ledger {s.mark_delete[0]} of the mark-delete"
+    return None
+
+
+def _explain_lost(spec: CursorSpec, s: CursorState, ledger: int) -> str | None:
+    if s.lost >= spec.MaxLedgerLoss:
+        return f"{s.lost} cursor ledgers are lost; MaxLedgerLoss is {spec.MaxLedgerLoss}"
+    if ledger != s.znode.cursors_ledger or ledger == NONE:
+        return f"cursor ledger {ledger} is not the one the znode names ({s.znode.cursors_ledger})"
+    return None
+
+
+EXPLAIN: dict[str, Explanation] = {
+    "EntryPublished": _explain_publish,
+    "LedgerRollsOver": _explain_roll,
+    "ConsumerAcks": _explain_ack,
+    "CursorCreatesLedger": _explain_create,
+    "CursorSwitchesLedger": _explain_switch,
+    "CursorLedgerCreationFails": _explain_creation_fails,
+    "CursorPersistsToLedger": _explain_persist,
+    "CursorLedgerWriteFails": _explain_write_fails,
+    "CursorDeletesOldLedger": _explain_delete,
+    "CursorCloses": _explain_close,
+    "BrokerCrashes": _explain_crash,
+    "ManagedLedgerOpens": _explain_open,
+    "CursorRecovers": _explain_recover,
+    "CursorSkipsConsumedLedger": _explain_skip,
+    "TrimConsumedLedgers": _explain_trim,
+    "CursorLedgerLost": _explain_lost,
+}
+
+# -- guards: the antecedents of the invariants --------------------------------------------
+GUARDS: dict[str, Sequence[Guard]] = {
+    "CursorSkipsNoUnackedMessage": (
+        Guard(
+            "CursorCoversMessages",
+            lambda spec, s: s.status != UNINITIALIZED and bool(spec.cursor_covers(s)),
+            "the cursor covers messages: it will not deliver them again",
+        ),
+    ),
+    "OnlyUnpersistedAcksRedelivered": (
+        Guard(
+            "AckPersisted",
+            lambda spec, s: s.status != UNINITIALIZED and s.lost == 0 and bool(s.durable),
+            "an acknowledgement was persisted, and no cursor ledger was lost",
+        ),
+    ),
+    "TrimKeepsUnconsumedEntries": (
+        Guard("LedgerTrimmed", lambda spec, s: any(n > 0 for _, n in s.deleted), "a ledger holding entries is gone"),
+    ),
+    "MarkDeleteNeverMovesBackwards": (
+        Guard("CursorActive", lambda spec, s: s.status in ACTIVE, "the cursor takes acknowledgements"),
+    ),
+}
+
+PROCESSES = ("consumer", "broker", "bookkeeper")
+
+
+TRACE = TraceMapping(
+    CursorSpec,
+    (FULL, CLIENT),
+    projections=PROJECTIONS,
+    explain=EXPLAIN,
+    guards=GUARDS,
+    processes=PROCESSES,
+)

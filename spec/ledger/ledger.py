@@ -1,0 +1,736 @@
+"""The BookKeeper ledger protocol: striped appends, LAC, ensemble change, fencing and recovery.
+
+The twin of ``ledger.tla``: the same variables, actions and invariants, by
+the same names; the explorer and TLC reach the same states (tests/test_parity.py).
+
+What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
+
+- one ledger whose metadata lives in a store with compare-and-set versions;
+  it is created OPEN with the ensemble ``<<1, ..., E>>``;
+- a writer (client 0) that pushes entries ``0 .. MaxEntries-1``, each to the
+  ``Qw`` bookies of its write set (``RoundRobinDistributionSchedule``:
+  ensemble indices ``(e + i) % E``), completes them in entry order once
+  ``Qa`` of them ack, and piggybacks its LAC on every add;
+- ensemble change when a bookie does not answer (``ensembleChangeLoop``);
+- recovering clients ``1 .. NumRecoverers`` that open the ledger with
+  recovery while the writer may still be writing (``LedgerRecoveryOp``):
+  fencing read of the LAC, per-write-set coverage, recovery reads that fence,
+  write-back, and the close;
+- bookie crashes (the bookie stops; what it stored stays stored) and
+  restarts (its journal replay brings back what it stored, fenced and the
+  LACs it saw: it journals each of them before it replies), and the loss of
+  any message; ``MaxCrashes`` bounds the crashes in all, ``MaxLoss`` the
+  losses.
+
+What is left out, and why that is sound here:
+
+- entry payloads and digests: only the writer creates entries and a
+  recovering client writes back what it read, so an entry id names its
+  content. "Readers agree" becomes "every entry a reader may read is in the
+  closed ledger";
+- reads by plain readers are not steps: they change no state. The invariant
+  ``ReadersAgreeUpToLac`` speaks of every read that could happen;
+- the bookie's journal: a bookie stores an add durably before it replies
+  (the bookie spec models the journal);
+- replies in flight: a bookie's step serves a request and delivers its reply
+  (or loses it, within ``MaxLoss``). A reply that would arrive after the
+  client stopped waiting for it acts as a lost one; one that arrives in time
+  acts as if the bookie had served the request later;
+- time: a timeout is taken only when the reply can no longer come (the
+  bookie crashed, or the request or its reply was lost). A timeout that
+  fires early behaves, for the client, like the loss of the reply.
+- recovery adds piggyback no LAC (``-1``): readers of a closed ledger use its
+  last entry id, not the bookies' LAC.
+
+The quorum rules (write sets, fencing complete, entry missing) are the
+functions of ``quorum.py``, which ``ledgerspec.tools.proofs.quorum_proofs`` proves
+with Z3 for every configuration up to E = 12.
+
+Seeded bugs, chosen by the constant ``Bug``, make the spec wrong on purpose
+so that tests can show the checkers catch each one. ``fence_ensemble_coverage``
+is the odd one: BP-46's fencing rule, stricter than BookKeeper's, kept to show
+that it is safe but waits for more replies.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, ClassVar
+
+import attrs
+from ledgerspec.spec.kernel import (
+    Constant,
+    ConstantError,
+    Spec,
+    action,
+    action_property,
+    evolve,
+    int_constant,
+    invariant,
+    reachable,
+)
+from ledgerspec.spec.quorum import FENCING_RULES, MISSING_RULES, PYTHON, Quorum, check_quorum
+
+__all__ = ["BUGS", "LedgerSpec", "LedgerState", "Msg", "Recoverer"]
+
+# Ledger states in the metadata store (LedgerMetadataFormat.State).
+OPEN, IN_RECOVERY, CLOSED = "OPEN", "IN_RECOVERY", "CLOSED"
+# The writer's handle.
+WRITING, WRITER_CLOSED, WRITER_FENCED = "WRITING", "CLOSED", "FENCED"
+# A recovering client's phases (the steps of LedgerRecoveryOp).
+IDLE, FENCING, READING, WRITING_BACK, DONE, FAILED = "IDLE", "FENCING", "READING", "WRITING_BACK", "DONE", "FAILED"
+
+WRITER = 0  # client id of the writer; recovering clients are 1 .. NumRecoverers
+
+BUGS = {
+    "none": "the protocol as BookKeeper implements it",
+    "recovery_read_no_fence": "recovery reads do not set the fencing flag (apache/bookkeeper#2614)",
+    "fence_qa_total": "fencing counted complete after Qa replies in total, not Qw - Qa + 1 in every write set",
+    "lac_before_qa": "the writer completes an entry, and advances its LAC, on its first ack instead of Qa acks",
+    "missing_after_qa_no_such": "recovery declares an entry missing after Qa NoSuchEntry replies, not Qw - Qa + 1",
+    "fence_ensemble_coverage": (
+        "fencing counted complete after E - Qa + 1 replies in total (BP-46's ensemble coverage): not a safety "
+        "bug, as the rule is stricter than BookKeeper's; recovery waits for replies it does not need"
+    ),
+}
+# Which rule of spec/quorum.py each seeded bug puts in place of BookKeeper's.
+_FENCING_RULE_OF_BUG = {"fence_qa_total": "qa_total", "fence_ensemble_coverage": "ensemble_coverage"}
+_MISSING_RULE_OF_BUG = {"missing_after_qa_no_such": "qa_no_such"}
+
+
+@attrs.frozen(cache_hash=True)
+class Msg:
+    """A request in flight. All kinds share one record shape, as in the TLA+ spec.
+
+    ============  ===================================  ======================
+    ``type``      sent by                              fields that matter
+    ============  ===================================  ======================
+    ``AddReq``    writer, or recovering client         entry, lac, recovery
+    ``FenceReq``  recovering client (read of the LAC)  fence
+    ``ReadReq``   recovering client                    entry, fence
+    ============  ===================================  ======================
+
+    Replies are not messages: the bookie's step delivers (or loses) its reply.
+    """
+
+    type: str
+    client: int
+    bookie: int
+    entry: int = -1
+    lac: int = -1
+    recovery: bool = False
+    fence: bool = False
+
+    def __repr__(self) -> str:
+        parts = [f"c{self.client}", f"b{self.bookie}"]
+        if self.type != "FenceReq":
+            parts.append(f"e{self.entry}")
+        if self.type == "AddReq":
+            parts.append(f"lac={self.lac}")
+        parts += [flag for flag in ("recovery", "fence") if getattr(self, flag)]
+        return f"{self.type}({' '.join(parts)})"
+
+
+@attrs.frozen(cache_hash=True)
+class Recoverer:
+    """A client opening the ledger with recovery."""
+
+    phase: str  # IDLE, FENCING, READING, WRITING_BACK, DONE or FAILED
+    version: int  # metadata version this client last read or wrote
+    fence_replies: frozenset[int]  # bookies that answered the fencing read of the LAC
+    max_lac: int  # highest LAC among those answers
+    start: int  # recovery starts after this entry: max(max_lac, first entry of last segment - 1)
+    next: int  # entry being read
+    no_such: frozenset[int]  # bookies that answered NoSuchEntry for entry ``next``
+    last: int  # last entry found by the recovery reads
+    wb_acks: frozenset[tuple[int, int]]  # (entry, bookie) acks of recovery adds (write-back)
+
+
+@attrs.frozen(cache_hash=True)
+class LedgerState:
+    # -- metadata store (one znode, compare-and-set on its version)
+    meta_status: str  # OPEN, IN_RECOVERY or CLOSED
+    meta_segments: tuple[tuple[int, tuple[int, ...]], ...]  # (first entry id, ensemble) in order
+    meta_last_entry: int  # lastEntryId once CLOSED, else -1
+    meta_version: int  # bumped by every successful compare-and-set
+    # -- bookies, indexed by bookie - 1
+    bookie_entries: tuple[frozenset[int], ...]  # entries stored (durably) on each bookie
+    bookie_lac: tuple[int, ...]  # highest LAC piggybacked on an add the bookie stored
+    bookie_fenced: tuple[bool, ...]  # fenced bookies reject normal adds, accept recovery adds
+    crashed: frozenset[int]  # bookies that are down; they answer nothing until they restart
+    crashes: int  # bookie crashes so far (at most MaxCrashes)
+    # -- network
+    net: frozenset[Msg]  # messages in flight, delivered in any order
+    lost: int  # messages lost so far (at most MaxLoss)
+    # -- the writer (client 0)
+    writer_status: str  # WRITING, CLOSED (closed it itself) or FENCED (told to stop)
+    writer_version: int  # metadata version the writer last read or wrote
+    writer_lap: int  # lastAddPushed: the highest entry id handed out
+    writer_lac: int  # LastAddConfirmed: every entry <= it has Qa acks, completed in order
+    writer_acks: frozenset[tuple[int, int]]  # (entry, bookie) acks of pending and completed adds
+    # -- recovering clients 1 .. NumRecoverers, indexed by client - 1
+    rec: tuple[Recoverer, ...]
+
+
+# -- parameter generators: the \E in front of each TLA+ action ---------------------------
+# Messages are tried in a fixed order: a set's own order follows string hashing,
+# which changes from run to run, and counterexamples must not.
+_MSG_ORDER = operator.attrgetter("type", "client", "bookie", "entry", "lac", "recovery", "fence")
+
+
+def _requests_of(type_: str) -> Any:
+    """Each request of that type in flight, served with its reply delivered, or lost."""
+
+    def each(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[Msg, bool]]:
+        for m in sorted((m for m in s.net if m.type == type_), key=_MSG_ORDER):
+            yield (m, True)
+            if s.lost < spec.MaxLoss:
+                yield (m, False)
+
+    return each
+
+
+def _each_bookie(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int]]:
+    return ((b,) for b in spec.bookies)
+
+
+def _each_recoverer(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int]]:
+    return ((c,) for c in spec.recoverers)
+
+
+def _each_message(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[Msg]]:
+    return ((m,) for m in sorted(s.net, key=_MSG_ORDER))
+
+
+def _replacements(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int]]:
+    ensemble = s.meta_segments[-1][1]
+    return ((b, nb) for b in ensemble for nb in spec.bookies if nb not in ensemble)
+
+
+def _recoverer_bookie(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int]]:
+    return ((c, b) for c in spec.recoverers for b in spec.bookies)
+
+
+def _write_backs(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int, int]]:
+    for c in spec.recoverers:
+        r = s.rec[c - 1]
+        if r.phase in (READING, WRITING_BACK):
+            for e in range(r.start + 1, r.last + 1):
+                for b in spec.write_set(s, e):
+                    yield (c, e, b)
+
+
+class LedgerSpec(Spec[LedgerState]):
+    """The ledger protocol; see the module docstring."""
+
+    name = "ledger"
+    state_type = LedgerState
+    constants = (
+        int_constant("NumBookies", 3, "bookies in the cluster, 1 .. NumBookies"),
+        int_constant("E", 3, "ensemble size"),
+        int_constant("Qw", 2, "write quorum: bookies each entry is sent to"),
+        int_constant("Qa", 2, "ack quorum: acks an add needs to complete"),
+        int_constant("NumRecoverers", 1, "clients that open the ledger with recovery"),
+        int_constant("MaxEntries", 2, "entries the writer pushes (ids 0 .. MaxEntries-1)"),
+        int_constant(
+            "Throttle", 0, "adds the writer keeps pending at most (BookKeeper's client throttle); 0: no limit"
+        ),
+        int_constant("MaxCrashes", 0, "bookie crashes in all (a bookie that restarted may crash again)"),
+        int_constant("MaxLoss", 0, "messages the network may lose"),
+        Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
+    )
+    liveness: ClassVar[Mapping[str, str]] = {
+        "RecoveryCloses": '(\\E c \\in Recoverers : rec[c].phase # "IDLE") ~> meta_status = "CLOSED"',
+    }
+
+    NumBookies: int
+    E: int
+    Qw: int
+    Qa: int
+    NumRecoverers: int
+    MaxEntries: int
+    Throttle: int
+    MaxCrashes: int
+    MaxLoss: int
+    Bug: str
+
+    def check_constants(self) -> None:
+        check_quorum(self.E, self.Qw, self.Qa)
+        if self.NumBookies < self.E:
+            raise ConstantError(
+                f"not enough bookies for the ensemble: NumBookies={self.NumBookies} < E={self.E} "
+                "(BookKeeper fails the create with BKNotEnoughBookiesException)"
+            )
+        for name in ("NumRecoverers", "MaxEntries", "Throttle", "MaxCrashes", "MaxLoss"):
+            if getattr(self, name) < 0:
+                raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
+        # Precomputed tables; the TLA+ text computes the same with operators.
+        self.bookies = tuple(range(1, self.NumBookies + 1))
+        self.recoverers = tuple(range(1, self.NumRecoverers + 1))
+        self.entries = tuple(range(self.MaxEntries))
+        self.quorum = Quorum(self.E, self.Qw, self.Qa)
+        # Write sets as ensemble indices (0-based): window i is i, i+1, .., i+Qw-1 mod E.
+        self.windows = self.quorum.windows
+        # The quorum rules (spec/quorum.py) recovery follows; the seeded bugs swap in weaker ones.
+        self.fencing_rule = FENCING_RULES[_FENCING_RULE_OF_BUG.get(self.Bug, "write_set_coverage")]
+        self.missing_rule = MISSING_RULES[_MISSING_RULE_OF_BUG.get(self.Bug, "write_set_coverage")]
+        # A missing-entry rule counts NoSuchEntry replies, so it is tabulated by count, off the hot path:
+        # missing_after[k] is the rule's verdict when k members of the write set said NoSuchEntry.
+        self.missing_after = tuple(
+            self.missing_rule.holds(self.quorum, [i < k for i in range(self.Qw)], PYTHON) for k in range(self.Qw + 1)
+        )
+        self._write_sets: dict[tuple[Any, int], tuple[int, ...]] = {}  # a cache: few segment lists occur
+
+    # -- operators ------------------------------------------------------------------
+    def segment_of(self, s: LedgerState, e: int) -> tuple[int, tuple[int, ...]]:
+        """The segment holding entry e: the one with the largest first entry <= e."""
+        found = s.meta_segments[0]
+        for seg in s.meta_segments:
+            if seg[0] <= e:
+                found = seg
+        return found
+
+    def write_set(self, s: LedgerState, e: int) -> tuple[int, ...]:
+        """Bookies entry e is written to: ensemble indices (e + i) % E, i < Qw."""
+        key = (s.meta_segments, e)
+        found = self._write_sets.get(key)
+        if found is None:
+            ensemble = self.segment_of(s, e)[1]
+            found = self._write_sets[key] = tuple(ensemble[i] for i in self.windows[e % self.E])
+        return found
+
+    def last_ensemble(self, s: LedgerState) -> tuple[int, ...]:
+        return s.meta_segments[-1][1]
+
+    def acks_of(self, acks: frozenset[tuple[int, int]], e: int, write_set: tuple[int, ...]) -> int:
+        return sum(1 for b in write_set if (e, b) in acks)
+
+    def completed_lac(self, s: LedgerState, acks: frozenset[tuple[int, int]], lap: int) -> int:
+        """The highest entry whose whole prefix has its quorum of acks (sendAddSuccessCallbacks)."""
+        needed = 1 if self.Bug == "lac_before_qa" else self.Qa
+        lac = s.writer_lac
+        while lac < lap and self.acks_of(acks, lac + 1, self.write_set(s, lac + 1)) >= needed:
+            lac += 1
+        return lac
+
+    def fencing_complete(self, r: Recoverer, ensemble: tuple[int, ...]) -> bool:
+        """RRQuorumCoverageSet: every write set has Qw - Qa + 1 fencing replies."""
+        return self.fencing_rule.holds(self.quorum, [b in r.fence_replies for b in ensemble], PYTHON)
+
+    def declared_missing(self, no_such: frozenset[int]) -> bool:
+        """Qw - Qa + 1 bookies of the entry's write set said NoSuchEntry: it never reached Qa acks.
+
+        ``no_such`` holds members of the write set only: reads go to the write set.
+        """
+        return self.missing_after[len(no_such)]
+
+    # -- Init ------------------------------------------------------------------------
+    def init_states(self) -> Iterator[LedgerState]:
+        idle = Recoverer(IDLE, 0, frozenset(), -1, -1, -1, frozenset(), -1, frozenset())
+        yield LedgerState(
+            meta_status=OPEN,
+            meta_segments=((0, tuple(range(1, self.E + 1))),),
+            meta_last_entry=-1,
+            meta_version=1,
+            bookie_entries=tuple(frozenset() for _ in self.bookies),
+            bookie_lac=tuple(-1 for _ in self.bookies),
+            bookie_fenced=tuple(False for _ in self.bookies),
+            crashed=frozenset(),
+            crashes=0,
+            net=frozenset(),
+            lost=0,
+            writer_status=WRITING,
+            writer_version=1,
+            writer_lap=-1,
+            writer_lac=-1,
+            writer_acks=frozenset(),
+            rec=tuple(idle for _ in self.recoverers),
+        )
+
+    # -- the writer ------------------------------------------------------------------
+    @action()
+    def WriterAddsEntry(self, s: LedgerState) -> LedgerState | None:
+        """entryId = ++lastAddPushed; the add goes to the write set with the writer's LAC."""
+        if s.writer_status != WRITING or s.writer_lap + 1 >= self.MaxEntries:
+            return None
+        if self.Throttle > 0 and s.writer_lap - s.writer_lac >= self.Throttle:
+            return None
+        e = s.writer_lap + 1
+        sends = {Msg("AddReq", WRITER, b, e, s.writer_lac) for b in self.write_set(s, e)}
+        return evolve(s, writer_lap=e, net=s.net | sends)
+
+    @action(_replacements)
+    def WriterChangesEnsemble(self, s: LedgerState, b: int, nb: int) -> LedgerState | None:
+        """Replace bookie b, whose ack for a pending add will not come, by nb (compare-and-set)."""
+        if s.writer_status != WRITING or nb in s.crashed:
+            return None
+        pending = range(s.writer_lac + 1, s.writer_lap + 1)
+        if not any(
+            b in self.write_set(s, e) and (e, b) not in s.writer_acks and self._timed_out(s, "AddReq", WRITER, b, e)
+            for e in pending
+        ):
+            return None
+        if s.meta_version != s.writer_version or s.meta_status != OPEN:
+            # The compare-and-set fails; the writer rereads the metadata, finds the
+            # ledger in recovery or closed, and gives up (BKLedgerFencedException).
+            return evolve(s, writer_status=WRITER_FENCED, writer_version=s.meta_version)
+        first = s.writer_lac + 1
+        ensemble = tuple(nb if x == b else x for x in self.last_ensemble(s))
+        kept = tuple(seg for seg in s.meta_segments if seg[0] < first)  # a segment starting at LAC+1 is replaced
+        segments = (*kept, (first, ensemble))
+        t = evolve(s, meta_segments=segments, meta_version=s.meta_version + 1, writer_version=s.meta_version + 1)
+        # Pending adds lose the replaced bookie's acks and go to the new bookie.
+        acks = frozenset((e, x) for (e, x) in s.writer_acks if not (x == b and e >= first))
+        resend = {Msg("AddReq", WRITER, nb, e, s.writer_lac) for e in pending if nb in self.write_set(t, e)}
+        return evolve(t, writer_acks=acks, net=s.net | resend)
+
+    @action()
+    def WriterClosesLedger(self, s: LedgerState) -> LedgerState | None:
+        """With nothing pending, the writer closes the ledger at its LAC (compare-and-set)."""
+        if s.writer_status != WRITING or s.writer_lac != s.writer_lap:
+            return None
+        if s.meta_version != s.writer_version or s.meta_status != OPEN:
+            return evolve(s, writer_status=WRITER_FENCED, writer_version=s.meta_version)
+        return evolve(
+            s,
+            writer_status=WRITER_CLOSED,
+            meta_status=CLOSED,
+            meta_last_entry=s.writer_lac,
+            meta_version=s.meta_version + 1,
+            writer_version=s.meta_version + 1,
+        )
+
+    def _timed_out(self, s: LedgerState, request: str, c: int, b: int, e: int) -> bool:
+        """Client c gives up waiting on bookie b about entry e: b crashed, or the request is gone
+        (lost, or served with its reply lost). Replies already received are in the client's state."""
+        if b in s.crashed:
+            return True
+        return not any(m.type == request and m.client == c and m.bookie == b and m.entry == e for m in s.net)
+
+    # -- bookies: each serves one request and replies in the same step ------------------
+    # A reply is either delivered (the client acts on it at once) or lost. A reply
+    # that would arrive after the client stopped waiting for it acts as a lost one.
+    # A request whose serving would change nothing (a fenced bookie rejecting an add
+    # that nobody awaits, a repeated fence) is left unserved: serving it is a
+    # stuttering step, and leaving it keeps the interleavings down.
+    @action(_requests_of("AddReq"))
+    def BookieReceivesAdd(self, s: LedgerState, m: Msg, replied: bool) -> LedgerState | None:
+        """A fenced bookie rejects normal adds and accepts recovery adds; it stores, then acks."""
+        b, i = m.bookie, m.bookie - 1
+        if b in s.crashed:
+            return None
+        if s.bookie_fenced[i] and not m.recovery:
+            served = evolve(s, net=s.net - {m})
+            return self._reply(s, served, self._writer_rejected(served, m), replied)
+        served = evolve(
+            s,
+            net=s.net - {m},
+            bookie_entries=_replace(s.bookie_entries, i, s.bookie_entries[i] | {m.entry}),
+            bookie_lac=_replace(s.bookie_lac, i, max(s.bookie_lac[i], m.lac)),
+        )
+        answered = self._writer_acked(served, m) if m.client == WRITER else self._write_back_acked(served, m)
+        return self._reply(s, served, answered, replied)
+
+    @action(_requests_of("FenceReq"))
+    def BookieReceivesFenceRead(self, s: LedgerState, m: Msg, replied: bool) -> LedgerState | None:
+        """Read of the LAC with FLAG_DO_FENCING: the bookie fences itself (journaled), then answers its LAC."""
+        b = m.bookie
+        if b in s.crashed:
+            return None
+        served = evolve(s, net=s.net - {m}, bookie_fenced=_replace(s.bookie_fenced, b - 1, True))
+        return self._reply(s, served, self._fence_replied(served, m.client, b, s.bookie_lac[b - 1]), replied)
+
+    @action(_requests_of("ReadReq"))
+    def BookieReceivesRecoveryRead(self, s: LedgerState, m: Msg, replied: bool) -> LedgerState | None:
+        """A recovery read fences the bookie when its flag is set, then answers found or NoSuchEntry."""
+        b = m.bookie
+        if b in s.crashed:
+            return None
+        fenced = _replace(s.bookie_fenced, b - 1, True) if m.fence else s.bookie_fenced
+        served = evolve(s, net=s.net - {m}, bookie_fenced=fenced)
+        return self._reply(s, served, self._read_replied(served, m, m.entry in s.bookie_entries[b - 1]), replied)
+
+    def _reply(self, s: LedgerState, served: LedgerState, answered: LedgerState, replied: bool) -> LedgerState | None:
+        """The bookie's step: ``served`` is the bookie's side, ``answered`` adds the client's reaction.
+
+        A reply the client ignores is never lost (that would only spend the loss
+        budget), and a request whose serving changes nothing is left unserved.
+        """
+        unanswered = answered is served or answered == served  # most replies change nothing: no field compares
+        if not replied:
+            return evolve(served, lost=s.lost + 1) if not unanswered else None
+        if unanswered and (
+            served.bookie_entries == s.bookie_entries
+            and served.bookie_lac == s.bookie_lac
+            and served.bookie_fenced == s.bookie_fenced
+        ):
+            return None
+        return answered
+
+    @action(_each_bookie)
+    def BookieCrashes(self, s: LedgerState, b: int) -> LedgerState | None:
+        """The bookie stops; what it stored stays on its disk, unreachable until it restarts."""
+        if b in s.crashed or s.crashes >= self.MaxCrashes:
+            return None
+        return evolve(s, crashed=s.crashed | {b}, crashes=s.crashes + 1)
+
+    @action(_each_bookie)
+    def BookieRestarts(self, s: LedgerState, b: int) -> LedgerState | None:
+        """A crashed bookie starts again: its journal replay restores every entry, fence and LAC it had."""
+        if b not in s.crashed:
+            return None
+        return evolve(s, crashed=s.crashed - {b})
+
+    # -- the network -----------------------------------------------------------------
+    @action(_each_message)
+    def NetworkLosesMessage(self, s: LedgerState, m: Msg) -> LedgerState | None:
+        """A request may be lost, up to MaxLoss losses of requests and replies together."""
+        if s.lost >= self.MaxLoss:
+            return None
+        return evolve(s, net=s.net - {m}, lost=s.lost + 1)
+
+    # -- what a client does with a reply (part of the bookie's step) ---------------------
+    def _writer_acked(self, s: LedgerState, m: Msg) -> LedgerState:
+        """An ack counts only from a bookie still in the entry's write set; completion is in entry order."""
+        if s.writer_status != WRITING or m.bookie not in self.write_set(s, m.entry):
+            return s
+        acks = s.writer_acks | {(m.entry, m.bookie)}
+        return evolve(s, writer_acks=acks, writer_lac=self.completed_lac(s, acks, s.writer_lap))
+
+    def _writer_rejected(self, s: LedgerState, m: Msg) -> LedgerState:
+        """EFENCED: the writer's handle stops; its pending adds fail."""
+        if m.client != WRITER or s.writer_status != WRITING:
+            return s
+        return evolve(s, writer_status=WRITER_FENCED)
+
+    def _write_back_acked(self, s: LedgerState, m: Msg) -> LedgerState:
+        r = s.rec[m.client - 1]
+        if r.phase not in (READING, WRITING_BACK):
+            return s
+        return _set_rec(s, m.client, evolve(r, wb_acks=r.wb_acks | {(m.entry, m.bookie)}))
+
+    def _fence_replied(self, s: LedgerState, c: int, b: int, lac: int) -> LedgerState:
+        """Collect fencing replies; once they cover every write set, start the recovery reads."""
+        r = s.rec[c - 1]
+        if r.phase != FENCING:
+            return s
+        r = evolve(r, fence_replies=r.fence_replies | {b}, max_lac=max(r.max_lac, lac))
+        if not self.fencing_complete(r, self.last_ensemble(s)):
+            return _set_rec(s, c, r)
+        start = max(r.max_lac, s.meta_segments[-1][0] - 1)
+        r = evolve(r, phase=READING, start=start, next=start + 1, last=start)
+        return _set_rec(evolve(s, net=s.net | self._read_requests(s, c, start + 1)), c, r)
+
+    def _read_requests(self, s: LedgerState, c: int, e: int) -> frozenset[Msg]:
+        fence = self.Bug != "recovery_read_no_fence"
+        return frozenset(Msg("ReadReq", c, b, e, fence=fence) for b in self.write_set(s, e))
+
+    def _read_replied(self, s: LedgerState, m: Msg, found: bool) -> LedgerState:
+        """One reply with the entry recovers it; Qw - Qa + 1 NoSuchEntry replies end the reads."""
+        c, e = m.client, m.entry
+        r = s.rec[c - 1]
+        if r.phase != READING or e != r.next:
+            return s
+        if found:
+            # Recovered: write it back with recovery adds, and read the next one.
+            wb = {Msg("AddReq", c, b, e, -1, recovery=True) for b in self.write_set(s, e)}
+            r = evolve(r, next=e + 1, last=e, no_such=frozenset())
+            return _set_rec(evolve(s, net=s.net | wb | self._read_requests(s, c, e + 1)), c, r)
+        no_such = r.no_such | {m.bookie}
+        if self.declared_missing(no_such):
+            # Entry e cannot have reached Qa acks: the ledger ends at e - 1.
+            return _set_rec(s, c, evolve(r, phase=WRITING_BACK, no_such=no_such))
+        return _set_rec(s, c, evolve(r, no_such=no_such))
+
+    # -- recovering clients ----------------------------------------------------------
+    @action(_each_recoverer, fairness="weak")
+    def RecovererStartsRecovery(self, s: LedgerState, c: int) -> LedgerState | None:
+        """Open with recovery: CAS OPEN -> IN_RECOVERY (or join a recovery under way), then fence."""
+        r = s.rec[c - 1]
+        if r.phase != IDLE:
+            return None
+        if s.meta_status == CLOSED:
+            return _set_rec(s, c, evolve(r, phase=DONE, version=s.meta_version))
+        version = s.meta_version + 1 if s.meta_status == OPEN else s.meta_version
+        sends = {Msg("FenceReq", c, b, fence=True) for b in self.last_ensemble(s)}
+        t = evolve(s, meta_status=IN_RECOVERY, meta_version=version, net=s.net | sends)
+        return _set_rec(t, c, evolve(r, phase=FENCING, version=version))
+
+    @action(_each_recoverer, fairness="weak")
+    def RecovererClosesLedger(self, s: LedgerState, c: int) -> LedgerState | None:
+        """With every recovered entry on Qa bookies, CAS IN_RECOVERY -> CLOSED at the last entry."""
+        r = s.rec[c - 1]
+        if r.phase != WRITING_BACK:
+            return None
+        if any(self.acks_of(r.wb_acks, e, self.write_set(s, e)) < self.Qa for e in range(r.start + 1, r.last + 1)):
+            return None
+        if s.meta_version != r.version:
+            # Another client changed the metadata: reread it. Closed at the same
+            # entry is success; anything else fails this recovery.
+            ok = s.meta_status == CLOSED and s.meta_last_entry == r.last
+            return _set_rec(s, c, evolve(r, phase=DONE if ok else FAILED, version=s.meta_version))
+        t = evolve(s, meta_status=CLOSED, meta_last_entry=r.last, meta_version=s.meta_version + 1)
+        return _set_rec(t, c, evolve(r, phase=DONE, version=s.meta_version + 1))
+
+    # -- retries after a timeout (a lost request or reply is sent again) ----------------
+    @action(_recoverer_bookie, fairness="weak")
+    def RecovererResendsFenceRead(self, s: LedgerState, c: int, b: int) -> LedgerState | None:
+        """No fencing reply from b, and none can come: ask again."""
+        r = s.rec[c - 1]
+        if r.phase != FENCING or b in r.fence_replies or b in s.crashed or b not in self.last_ensemble(s):
+            return None
+        if not self._timed_out(s, "FenceReq", c, b, -1):
+            return None
+        return evolve(s, net=s.net | {Msg("FenceReq", c, b, fence=True)})
+
+    @action(_recoverer_bookie, fairness="weak")
+    def RecovererResendsRead(self, s: LedgerState, c: int, b: int) -> LedgerState | None:
+        """No read reply from b for the entry being recovered, and none can come: ask again."""
+        r = s.rec[c - 1]
+        if r.phase != READING or b in s.crashed or b in r.no_such or b not in self.write_set(s, r.next):
+            return None
+        if not self._timed_out(s, "ReadReq", c, b, r.next):
+            return None
+        return evolve(s, net=s.net | {Msg("ReadReq", c, b, r.next, fence=self.Bug != "recovery_read_no_fence")})
+
+    @action(_write_backs, fairness="weak")
+    def RecovererResendsWriteBack(self, s: LedgerState, c: int, e: int, b: int) -> LedgerState | None:
+        """A recovery add to b got no ack, and none can come: send it again."""
+        r = s.rec[c - 1]
+        if b in s.crashed or (e, b) in r.wb_acks or not self._timed_out(s, "AddReq", c, b, e):
+            return None
+        return evolve(s, net=s.net | {Msg("AddReq", c, b, e, -1, recovery=True)})
+
+    # -- invariants ------------------------------------------------------------------
+    @invariant
+    def TypeOK(self, s: LedgerState) -> str | None:
+        """Every variable holds a value of its type, within the model's bounds."""
+        if s.meta_status not in (OPEN, IN_RECOVERY, CLOSED):
+            return f"meta_status is {s.meta_status!r}"
+        if s.writer_status not in (WRITING, WRITER_CLOSED, WRITER_FENCED):
+            return f"writer_status is {s.writer_status!r}"
+        if not -1 <= s.writer_lac <= s.writer_lap < self.MaxEntries:
+            return f"need -1 <= writer_lac ({s.writer_lac}) <= writer_lap ({s.writer_lap}) < MaxEntries"
+        if not s.crashed <= set(self.bookies) or len(s.crashed) > s.crashes:
+            return f"crashed is {sorted(s.crashed)} after {s.crashes} crashes"
+        if s.crashes > self.MaxCrashes or s.lost > self.MaxLoss:
+            return f"{s.crashes} crashes and {s.lost} losses exceed the bounds"
+        for first, ensemble in s.meta_segments:
+            if len(ensemble) != self.E or len(set(ensemble)) != self.E or not 0 <= first <= self.MaxEntries:
+                return f"malformed segment {first}: {ensemble}"
+        for r in s.rec:
+            if r.phase not in (IDLE, FENCING, READING, WRITING_BACK, DONE, FAILED):
+                return f"recoverer phase {r.phase!r}"
+        return None
+
+    @invariant
+    def NoAckedEntryLost(self, s: LedgerState) -> str | None:
+        """Every entry acknowledged to the writer's application is in the closed ledger."""
+        if s.meta_status == CLOSED and s.writer_lac > s.meta_last_entry:
+            return (
+                f"the writer acknowledged entries up to {s.writer_lac}, "
+                f"but the ledger was closed at lastEntryId {s.meta_last_entry}"
+            )
+        return None
+
+    @invariant
+    def ReadersAgreeUpToLac(self, s: LedgerState) -> str | None:
+        """A reader may read any entry up to a LAC a bookie serves: all of them are in the closed ledger."""
+        if s.meta_status != CLOSED:
+            return None
+        for b in self.bookies:
+            if s.bookie_lac[b - 1] > s.meta_last_entry:
+                return (
+                    f"bookie {b} serves LAC {s.bookie_lac[b - 1]}, so readers may have read entry "
+                    f"{s.bookie_lac[b - 1]}, but the ledger was closed at lastEntryId {s.meta_last_entry}"
+                )
+        return None
+
+    @invariant
+    def ClosedLedgerIsReadable(self, s: LedgerState) -> str | None:
+        """Every entry of a closed ledger is stored on a bookie of its write set."""
+        if s.meta_status != CLOSED:
+            return None
+        for e in range(s.meta_last_entry + 1):
+            if not any(e in s.bookie_entries[b - 1] for b in self.write_set(s, e)):
+                return f"entry {e} <= lastEntryId {s.meta_last_entry} is on no bookie of {self.write_set(s, e)}"
+        return None
+
+    @invariant
+    def NoNewAcksToFencedWriter(self, s: LedgerState) -> str | None:
+        """Once fencing completes, no write set has Qa bookies that still accept the writer's adds."""
+        if not any(r.phase in (READING, WRITING_BACK, DONE, FAILED) and r.fence_replies for r in s.rec):
+            return None
+        ensemble = self.last_ensemble(s)
+        for window in self.windows:
+            open_bookies = [ensemble[i] for i in window if not s.bookie_fenced[ensemble[i] - 1]]
+            if len(open_bookies) >= self.Qa:
+                return (
+                    f"fencing completed, yet bookies {open_bookies} of write set "
+                    f"{[ensemble[i] for i in window]} are not fenced: Qa={self.Qa} of them can still ack the writer"
+                )
+        return None
+
+    @action_property
+    def ClosedLedgerNeverChanges(self, s: LedgerState, t: LedgerState) -> str | None:
+        """Once CLOSED, the ledger's metadata stays as it is."""
+        if s.meta_status == CLOSED and (
+            t.meta_status != CLOSED or t.meta_last_entry != s.meta_last_entry or t.meta_segments != s.meta_segments
+        ):
+            return (
+                f"closed ledger changed: lastEntryId {s.meta_last_entry} -> {t.meta_last_entry}, status {t.meta_status}"
+            )
+        return None
+
+    # -- sometimes: the invariants above are not vacuous ----------------------------------
+    @reachable
+    def WriterCompletesAnEntry(self, s: LedgerState) -> bool:
+        """The writer gets an entry acknowledged."""
+        return s.writer_lac >= 0
+
+    @reachable
+    def RecoveryClosesAfterAckedEntries(self, s: LedgerState) -> bool:
+        """A recovering client closes a ledger that holds acknowledged entries."""
+        return s.meta_status == CLOSED and s.meta_last_entry >= 0 and any(r.phase == DONE for r in s.rec)
+
+    @reachable
+    def WriterIsFenced(self, s: LedgerState) -> bool:
+        """The old writer learns that it was fenced."""
+        return s.writer_status == WRITER_FENCED
+
+    @reachable
+    def RecoveryRecoversUnackedEntry(self, s: LedgerState) -> bool:
+        """Recovery closes past the writer's LAC: it recovered an entry the writer had not seen complete."""
+        return s.meta_status == CLOSED and s.meta_last_entry > s.writer_lac and s.writer_status != WRITER_CLOSED
+
+    # -- symmetry --------------------------------------------------------------------
+    # Recovering clients are interchangeable. TLC's SYMMETRY permutes model values, and the clients here are
+    # numbers (the writer is client 0), so both engines tell states apart by their orbit instead: the set of
+    # the state under every renaming of the recovering clients, TLA+'s RecovererOrbit used as TLC's VIEW.
+    tla_view: ClassVar[str | None] = "RecovererOrbit"
+
+    def symmetry(self, state: LedgerState) -> Any:
+        """The state's orbit under the renamings of the recovering clients (itself when there is one)."""
+        if len(state.rec) < 2:
+            return state
+        return frozenset(_renamed(state, p) for p in itertools.permutations(range(1, len(state.rec) + 1)))
+
+
+def _renamed(s: LedgerState, p: tuple[int, ...]) -> LedgerState:
+    """``s`` with recovering client c renamed p[c - 1]: TLA+'s Renamed(p)."""
+    rename = {c: p[c - 1] for c in range(1, len(p) + 1)}
+    rec = [s.rec[0]] * len(p)
+    for c, r in enumerate(s.rec, start=1):
+        rec[rename[c] - 1] = r
+    net = frozenset(evolve(m, client=rename[m.client]) if m.client in rename else m for m in s.net)
+    return evolve(s, rec=tuple(rec), net=net)
+
+
+def _replace(values: tuple[Any, ...], i: int, value: Any) -> tuple[Any, ...]:
+    return (*values[:i], value, *values[i + 1 :])
+
+
+def _set_rec(s: LedgerState, c: int, r: Recoverer) -> LedgerState:
+    return evolve(s, rec=_replace(s.rec, c - 1, r))

@@ -1,0 +1,616 @@
+------------------------------- MODULE ledger -------------------------------
+(***************************************************************************)
+(* The Apache BookKeeper ledger protocol: striped appends, the LAC,        *)
+(* ensemble change, fencing and recovery.  The twin of spec/ledger/ledger.py:     *)
+(* same variables, actions and invariants by the same names; TLC and the   *)
+(* Python explorer reach the same states.                                  *)
+(*                                                                         *)
+(* Modelled (bookkeeper-server/.../client/, BRIEF sections 1 and 2):       *)
+(*  - one ledger whose metadata lives in a store with compare-and-set      *)
+(*    versions, created OPEN with the ensemble <<1, ..., E>>;              *)
+(*  - the writer (client 0) pushes entries 0 .. MaxEntries-1, each to the  *)
+(*    Qw bookies at ensemble indices (e + i) % E, i < Qw                   *)
+(*    (RoundRobinDistributionSchedule; TLA+ sequences add 1 to the index), *)
+(*    completes them in entry order on Qa acks (sendAddSuccessCallbacks)   *)
+(*    and piggybacks its LAC on every add;                                 *)
+(*  - ensemble change when a bookie does not answer (ensembleChangeLoop);  *)
+(*  - recovering clients 1 .. NumRecoverers (LedgerRecoveryOp,             *)
+(*    ReadLastConfirmedOp): fencing read of the LAC, coverage of every     *)
+(*    write set (RRQuorumCoverageSet), recovery reads that fence           *)
+(*    (apache/bookkeeper#2614), write-back and the close;                  *)
+(*  - the client's throttle on pending adds (Throttle, 0 for none);       *)
+(*  - bookie crashes and restarts (the journal replay brings back what a  *)
+(*    bookie stored, fenced and the LACs it saw), and message losses,      *)
+(*    bounded by MaxCrashes (crashes in all) and MaxLoss.                  *)
+(*                                                                         *)
+(* Left out, and why that is sound here:                                   *)
+(*  - payloads and digests: only the writer creates entries and recovery   *)
+(*    writes back what it read, so an entry id names its content;          *)
+(*  - plain reads are not steps (they change nothing);                     *)
+(*    ReadersAgreeUpToLac speaks of every read that could happen;          *)
+(*  - the bookie journal: a bookie stores an add durably before replying;  *)
+(*  - replies in flight: a bookie's step serves a request and delivers its *)
+(*    reply, or loses it.  A reply that comes too late acts as a lost one; *)
+(*    one that comes in time acts as if the request were served later;    *)
+(*  - time: a client times out only when the reply can no longer come;    *)
+(*    an early timeout looks to the client like a lost reply;              *)
+(*  - recovery adds piggyback no LAC (-1): readers of a closed ledger use  *)
+(*    its last entry id.                                                   *)
+(*                                                                         *)
+(* Bug selects a seeded bug ("none" for the real protocol) so that tests   *)
+(* can show that the checkers catch it.                                    *)
+(*                                                                         *)
+(* For TLC: a guard that is a disjunction or an \E whose branches can hold *)
+(* together makes TLC generate the same successor once per branch, so such *)
+(* guards are written with =>, ~ or set comprehensions.  TLC's "states     *)
+(* generated" then equals the explorer's count of steps.                   *)
+(***************************************************************************)
+EXTENDS Naturals, Integers, Sequences, FiniteSets, TLC
+
+CONSTANTS
+    NumBookies,     \* bookies in the cluster, 1 .. NumBookies
+    E,              \* ensemble size
+    Qw,             \* write quorum: bookies each entry is sent to
+    Qa,             \* ack quorum: acks an add needs to complete
+    NumRecoverers,  \* clients that open the ledger with recovery
+    MaxEntries,     \* entries the writer pushes, ids 0 .. MaxEntries-1
+    Throttle,       \* adds the writer keeps pending at most (the client's throttle); 0: no limit
+    MaxCrashes,     \* bookie crashes in all (a bookie that restarted may crash again)
+    MaxLoss,        \* messages (requests and replies) the network may lose
+    Bug             \* "none" or a seeded bug: see Bugs
+
+\* The seeded bugs, as in ledger.py's BUGS.  fence_ensemble_coverage (BP-46's
+\* rule) is stricter than BookKeeper's: safe, but it waits for more replies.
+Bugs == {"none", "recovery_read_no_fence", "fence_qa_total", "lac_before_qa",
+         "missing_after_qa_no_such", "fence_ensemble_coverage"}
+
+ASSUME /\ E >= 1 /\ Qa >= 1 /\ Qw <= E /\ Qa <= Qw /\ NumBookies >= E
+       /\ \A k \in {NumRecoverers, MaxEntries, Throttle, MaxCrashes, MaxLoss} : k \in Nat
+       /\ Bug \in Bugs
+
+VARIABLES
+    \* -- metadata store (one znode, compare-and-set on its version)
+    meta_status,      \* "OPEN", "IN_RECOVERY" or "CLOSED"
+    meta_segments,    \* sequence of <<first entry id, ensemble>>, ensemble a sequence of bookies
+    meta_last_entry,  \* lastEntryId once CLOSED, else -1
+    meta_version,     \* bumped by every successful compare-and-set
+    \* -- bookies
+    bookie_entries,   \* bookie -> entries it stored (durably)
+    bookie_lac,       \* bookie -> highest LAC piggybacked on an add it stored
+    bookie_fenced,    \* bookie -> fenced? fenced bookies reject normal adds, accept recovery adds
+    crashed,          \* bookies that are down; they answer nothing until they restart
+    crashes,          \* bookie crashes so far (at most MaxCrashes)
+    \* -- network
+    net,              \* requests in flight, delivered in any order
+    lost,             \* messages lost so far (at most MaxLoss)
+    \* -- the writer (client 0)
+    writer_status,    \* "WRITING", "CLOSED" (closed it itself) or "FENCED" (told to stop)
+    writer_version,   \* metadata version the writer last read or wrote
+    writer_lap,       \* lastAddPushed: the highest entry id handed out
+    writer_lac,       \* LastAddConfirmed: every entry <= it has Qa acks, completed in order
+    writer_acks,      \* <<entry, bookie>> acks of pending and completed adds
+    \* -- recovering clients
+    rec               \* client -> [phase, version, fence_replies, max_lac, start, next, no_such, last, wb_acks]
+
+vars == <<meta_status, meta_segments, meta_last_entry, meta_version,
+          bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+          writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
+
+-----------------------------------------------------------------------------
+Bookies == 1 .. NumBookies
+Recoverers == 1 .. NumRecoverers
+Entries == 0 .. MaxEntries - 1
+Writer == 0    \* client id of the writer
+
+Max(a, b) == IF a >= b THEN a ELSE b
+Range(f) == {f[i] : i \in DOMAIN f}
+
+(* A request in flight; every kind has all fields (lac -1 and flags FALSE  *)
+(* where they do not matter).  Replies are not messages.                   *)
+Msg(type, c, b, e, l, recovery, fence) ==
+    [type |-> type, client |-> c, bookie |-> b, entry |-> e, lac |-> l,
+     recovery |-> recovery, fence |-> fence]
+
+AddReq(c, b, e, l, recovery) == Msg("AddReq", c, b, e, l, recovery, FALSE)
+FenceReq(c, b) == Msg("FenceReq", c, b, -1, -1, FALSE, TRUE)
+\* Recovery reads carry the fencing flag (#2614), unless the seeded bug drops it.
+ReadReq(c, b, e) == Msg("ReadReq", c, b, e, -1, FALSE, Bug # "recovery_read_no_fence")
+
+(* The segment holding entry e is the last one whose first entry is <= e;  *)
+(* segments are sorted by first entry and the first starts at 0.           *)
+SegmentIn(segs, e) == segs[1 + Cardinality({i \in 2 .. Len(segs) : segs[i][1] <= e})]
+
+(* Bookies entry e goes to: ensemble indices (e + k) % E, k < Qw (0-based  *)
+(* in BookKeeper, hence the + 1 into the TLA+ sequence).                    *)
+WriteSetIn(segs, e) == LET ens == SegmentIn(segs, e)[2] IN {ens[((e + k) % E) + 1] : k \in 0 .. Qw - 1}
+WriteSet(e) == WriteSetIn(meta_segments, e)
+
+LastEnsemble == meta_segments[Len(meta_segments)][2]
+
+AcksOf(acks, e) == Cardinality({b \in WriteSet(e) : <<e, b>> \in acks})
+
+\* Acks an entry needs to complete; the seeded bug completes on the first one.
+Needed == IF Bug = "lac_before_qa" THEN 1 ELSE Qa
+
+(* sendAddSuccessCallbacks: from lac, advance while the next entry pushed  *)
+(* has its quorum of acks.                                                 *)
+RECURSIVE CompletedFrom(_, _)
+CompletedFrom(lac, acks) ==
+    IF lac < writer_lap /\ AcksOf(acks, lac + 1) >= Needed
+    THEN CompletedFrom(lac + 1, acks)
+    ELSE lac
+
+(* The quorum rules of spec/quorum.py, which the Z3 proofs cover.           *)
+\* Replies among the bookies at a set of (0-based) ensemble indices.
+RepliesAt(replies, ens, indices) == Cardinality({i \in indices : ens[i + 1] \in replies})
+
+(* RRQuorumCoverageSet: every write set (window of Qw consecutive ensemble *)
+(* indices) has Qw - Qa + 1 fencing replies.  Seeded bugs: Qa replies in   *)
+(* total; E - Qa + 1 in total (BP-46's ensemble coverage).                 *)
+FencingComplete(replies, ens) ==
+    CASE Bug = "fence_qa_total" -> RepliesAt(replies, ens, 0 .. E - 1) >= Qa
+      [] Bug = "fence_ensemble_coverage" -> RepliesAt(replies, ens, 0 .. E - 1) >= E - Qa + 1
+      [] OTHER -> \A i \in 0 .. E - 1 :
+                    RepliesAt(replies, ens, {(i + k) % E : k \in 0 .. Qw - 1}) >= Qw - Qa + 1
+
+(* ReadOpBase.requiredBookiesMissingEntryForRecovery: NoSuchEntry replies, *)
+(* from the entry's write set, that declare it missing.  Seeded bug: Qa.    *)
+NoSuchNeeded == IF Bug = "missing_after_qa_no_such" THEN Qa ELSE Qw - Qa + 1
+
+(* Client c gives up waiting on bookie b about entry e: b crashed, or the  *)
+(* request is gone (lost, or served with its reply lost).                  *)
+TimedOut(type, c, b, e) ==
+    b \notin crashed => ~\E m \in net : m.type = type /\ m.client = c /\ m.bookie = b /\ m.entry = e
+
+ReadRequests(c, e) == {ReadReq(c, b, e) : b \in WriteSet(e)}
+
+\* A bookie step may lose its reply only while the loss budget lasts.
+Replies == IF lost < MaxLoss THEN BOOLEAN ELSE {TRUE}
+
+-----------------------------------------------------------------------------
+Idle == [phase |-> "IDLE", version |-> 0, fence_replies |-> {}, max_lac |-> -1,
+         start |-> -1, next |-> -1, no_such |-> {}, last |-> -1, wb_acks |-> {}]
+
+Init ==
+    /\ meta_status = "OPEN"
+    /\ meta_segments = << <<0, [i \in 1 .. E |-> i]>> >>
+    /\ meta_last_entry = -1
+    /\ meta_version = 1
+    /\ bookie_entries = [b \in Bookies |-> {}]
+    /\ bookie_lac = [b \in Bookies |-> -1]
+    /\ bookie_fenced = [b \in Bookies |-> FALSE]
+    /\ crashed = {}
+    /\ crashes = 0
+    /\ net = {}
+    /\ lost = 0
+    /\ writer_status = "WRITING"
+    /\ writer_version = 1
+    /\ writer_lap = -1
+    /\ writer_lac = -1
+    /\ writer_acks = {}
+    /\ rec = [c \in Recoverers |-> Idle]
+
+-----------------------------------------------------------------------------
+(* The writer. *)
+
+(* entryId = ++lastAddPushed: the add goes to its write set with the      *)
+(* writer's LAC; the client's throttle (Throttle > 0) bounds pending adds. *)
+WriterAddsEntry ==
+    /\ writer_status = "WRITING"
+    /\ writer_lap + 1 < MaxEntries
+    /\ Throttle > 0 => writer_lap - writer_lac < Throttle
+    /\ writer_lap' = writer_lap + 1
+    /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, FALSE) : b \in WriteSet(writer_lap + 1)}
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
+                   writer_status, writer_version, writer_lac, writer_acks, rec>>
+
+(* ensembleChangeLoop: bookie b will not ack a pending add, so the writer  *)
+(* replaces it by nb in a new segment from LAC + 1 (replacing a last       *)
+(* segment that already starts there) with a compare-and-set; when that    *)
+(* fails the ledger is in recovery or closed and the writer gives up.      *)
+WriterChangesEnsemble(b, nb) ==
+    /\ writer_status = "WRITING"
+    /\ b \in Range(LastEnsemble)
+    /\ nb \notin Range(LastEnsemble)
+    /\ nb \notin crashed
+    /\ {e \in writer_lac + 1 .. writer_lap : /\ b \in WriteSet(e)
+                                             /\ <<e, b>> \notin writer_acks
+                                             /\ TimedOut("AddReq", Writer, b, e)} # {}
+    /\ IF meta_version # writer_version \/ meta_status # "OPEN"
+       THEN /\ writer_status' = "FENCED"
+            /\ writer_version' = meta_version
+            /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                           bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+                           writer_lap, writer_lac, writer_acks, rec>>
+       ELSE LET first == writer_lac + 1
+                ens == [i \in 1 .. E |-> IF LastEnsemble[i] = b THEN nb ELSE LastEnsemble[i]]
+                segs == Append(SelectSeq(meta_segments, LAMBDA s : s[1] < first), <<first, ens>>)
+            IN /\ meta_segments' = segs
+               /\ meta_version' = meta_version + 1
+               /\ writer_version' = meta_version + 1
+               \* pending adds lose b's acks and go to nb
+               /\ writer_acks' = {a \in writer_acks : ~(a[2] = b /\ a[1] >= first)}
+               /\ net' = net \cup {AddReq(Writer, nb, e, writer_lac, FALSE) :
+                                     e \in {x \in first .. writer_lap : nb \in WriteSetIn(segs, x)}}
+               /\ UNCHANGED <<meta_status, meta_last_entry, bookie_entries, bookie_lac,
+                              bookie_fenced, crashed, crashes, lost, writer_status, writer_lap,
+                              writer_lac, rec>>
+
+(* With nothing pending the writer closes the ledger at its LAC with a     *)
+(* compare-and-set; when that fails it learns it was fenced.               *)
+WriterClosesLedger ==
+    /\ writer_status = "WRITING"
+    /\ writer_lac = writer_lap
+    /\ IF meta_version # writer_version \/ meta_status # "OPEN"
+       THEN /\ writer_status' = "FENCED"
+            /\ writer_version' = meta_version
+            /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version>>
+       ELSE /\ writer_status' = "CLOSED"
+            /\ meta_status' = "CLOSED"
+            /\ meta_last_entry' = writer_lac
+            /\ meta_version' = meta_version + 1
+            /\ writer_version' = meta_version + 1
+            /\ UNCHANGED <<meta_segments>>
+    /\ UNCHANGED <<bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+                   writer_lap, writer_lac, writer_acks, rec>>
+
+-----------------------------------------------------------------------------
+(* Bookies.  A step serves one request and delivers its reply (replied) or *)
+(* loses it.  A lost reply is only taken when the reply would change the   *)
+(* client; a request whose serving changes nothing stays unserved (that    *)
+(* step would stutter).                                                    *)
+
+\* The writer's handle on EFENCED: it stops and its pending adds fail.
+AddRejected(m, replied) ==
+    /\ m.client = Writer
+    /\ writer_status = "WRITING"
+    /\ net' = net \ {m}
+    /\ IF replied
+       THEN writer_status' = "FENCED" /\ UNCHANGED lost
+       ELSE lost' = lost + 1 /\ UNCHANGED writer_status
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
+                   writer_version, writer_lap, writer_lac, writer_acks, rec>>
+
+\* The bookie stores the entry and the piggybacked LAC, then acks.
+Stores(m) ==
+    /\ bookie_entries' = [bookie_entries EXCEPT ![m.bookie] = @ \cup {m.entry}]
+    /\ bookie_lac' = [bookie_lac EXCEPT ![m.bookie] = Max(@, m.lac)]
+
+StoreChanges(m) ==
+    ~(m.entry \in bookie_entries[m.bookie] /\ m.lac <= bookie_lac[m.bookie])
+
+\* The writer counts an ack from a bookie still in the entry's write set; completion is in entry order.
+AddStoredForWriter(m, replied) ==
+    LET counts == writer_status = "WRITING" /\ m.bookie \in WriteSet(m.entry)
+        acks == IF counts THEN writer_acks \cup {<<m.entry, m.bookie>>} ELSE writer_acks
+        lac == IF counts THEN CompletedFrom(writer_lac, acks) ELSE writer_lac
+        answered == acks # writer_acks \/ lac # writer_lac
+    IN /\ ~answered => replied /\ StoreChanges(m)
+       /\ net' = net \ {m}
+       /\ Stores(m)
+       /\ IF replied
+          THEN writer_acks' = acks /\ writer_lac' = lac /\ UNCHANGED lost
+          ELSE lost' = lost + 1 /\ UNCHANGED <<writer_acks, writer_lac>>
+       /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                      bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap, rec>>
+
+\* A recovering client collects the acks of its write-back while it reads or writes back.
+AddStoredForRecoverer(m, replied) ==
+    LET r == rec[m.client]
+        wb == IF r.phase \in {"READING", "WRITING_BACK"}
+              THEN r.wb_acks \cup {<<m.entry, m.bookie>>} ELSE r.wb_acks
+        answered == wb # r.wb_acks
+    IN /\ ~answered => replied /\ StoreChanges(m)
+       /\ net' = net \ {m}
+       /\ Stores(m)
+       /\ IF replied
+          THEN rec' = [rec EXCEPT ![m.client].wb_acks = wb] /\ UNCHANGED lost
+          ELSE lost' = lost + 1 /\ UNCHANGED rec
+       /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                      bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap,
+                      writer_lac, writer_acks>>
+
+(* A fenced bookie rejects normal adds (EFENCED) and accepts recovery      *)
+(* adds; it stores an add durably, then acks.                              *)
+BookieReceivesAdd(m, replied) ==
+    /\ m.type = "AddReq"
+    /\ replied \in Replies
+    /\ m.bookie \notin crashed
+    /\ IF bookie_fenced[m.bookie] /\ ~m.recovery
+       THEN AddRejected(m, replied)
+       ELSE IF m.client = Writer
+            THEN AddStoredForWriter(m, replied)
+            ELSE AddStoredForRecoverer(m, replied)
+
+(* Read of the LAC with FLAG_DO_FENCING: the bookie fences itself          *)
+(* (journaled), then answers its LAC; once the replies cover every write   *)
+(* set, the client starts the recovery reads after                         *)
+(* max(highest LAC, first entry of the last segment - 1)).                 *)
+BookieReceivesFenceRead(m, replied) ==
+    /\ m.type = "FenceReq"
+    /\ replied \in Replies
+    /\ m.bookie \notin crashed
+    /\ LET c == m.client
+           b == m.bookie
+           r == rec[c]
+           r1 == [r EXCEPT !.fence_replies = @ \cup {b}, !.max_lac = Max(@, bookie_lac[b])]
+           done == FencingComplete(r1.fence_replies, LastEnsemble)
+           start == Max(r1.max_lac, meta_segments[Len(meta_segments)][1] - 1)
+           r2 == IF r.phase # "FENCING" THEN r
+                 ELSE IF done
+                      THEN [r1 EXCEPT !.phase = "READING", !.start = start,
+                                      !.next = start + 1, !.last = start]
+                      ELSE r1
+           reads == IF r.phase = "FENCING" /\ done THEN ReadRequests(c, start + 1) ELSE {}
+           answered == r2 # r
+       IN /\ ~answered => replied /\ ~bookie_fenced[b]
+          /\ bookie_fenced' = [bookie_fenced EXCEPT ![b] = TRUE]
+          /\ IF replied
+             THEN /\ rec' = [rec EXCEPT ![c] = r2]
+                  /\ net' = (net \ {m}) \cup reads
+                  /\ UNCHANGED lost
+             ELSE /\ lost' = lost + 1
+                  /\ net' = net \ {m}
+                  /\ UNCHANGED rec
+          /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                         bookie_entries, bookie_lac, crashed, crashes, writer_status,
+                         writer_version, writer_lap, writer_lac, writer_acks>>
+
+(* A recovery read fences the bookie when its flag is set, then answers    *)
+(* found or NoSuchEntry.  A found entry is written back with recovery adds *)
+(* and the next one is read; Qw - Qa + 1 NoSuchEntry replies from its      *)
+(* write set mean the entry never reached Qa acks, so the ledger ends      *)
+(* before it.                                                              *)
+BookieReceivesRecoveryRead(m, replied) ==
+    /\ m.type = "ReadReq"
+    /\ replied \in Replies
+    /\ m.bookie \notin crashed
+    /\ LET c == m.client
+           b == m.bookie
+           e == m.entry
+           r == rec[c]
+           waiting == r.phase = "READING" /\ e = r.next
+           found == e \in bookie_entries[b]
+           no_such == r.no_such \cup {b}
+           r2 == IF ~waiting THEN r
+                 ELSE IF found THEN [r EXCEPT !.next = e + 1, !.last = e, !.no_such = {}]
+                 ELSE IF Cardinality(no_such) >= NoSuchNeeded
+                      THEN [r EXCEPT !.phase = "WRITING_BACK", !.no_such = no_such]
+                      ELSE [r EXCEPT !.no_such = no_such]
+           sends == IF waiting /\ found
+                    THEN {AddReq(c, x, e, -1, TRUE) : x \in WriteSet(e)} \cup ReadRequests(c, e + 1)
+                    ELSE {}
+           answered == r2 # r
+       IN /\ ~answered => replied /\ m.fence /\ ~bookie_fenced[b]
+          /\ bookie_fenced' = IF m.fence THEN [bookie_fenced EXCEPT ![b] = TRUE] ELSE bookie_fenced
+          /\ IF replied
+             THEN /\ rec' = [rec EXCEPT ![c] = r2]
+                  /\ net' = (net \ {m}) \cup sends
+                  /\ UNCHANGED lost
+             ELSE /\ lost' = lost + 1
+                  /\ net' = net \ {m}
+                  /\ UNCHANGED rec
+          /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                         bookie_entries, bookie_lac, crashed, crashes, writer_status,
+                         writer_version, writer_lap, writer_lac, writer_acks>>
+
+\* The bookie stops; what it stored stays on its disk, unreachable until it restarts.
+BookieCrashes(b) ==
+    /\ b \notin crashed
+    /\ crashes < MaxCrashes
+    /\ crashed' = crashed \cup {b}
+    /\ crashes' = crashes + 1
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_lac, bookie_fenced, net, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
+
+\* A crashed bookie starts again: its journal replay restores every entry, fence and LAC it had.
+BookieRestarts(b) ==
+    /\ b \in crashed
+    /\ crashed' = crashed \ {b}
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_lac, bookie_fenced, crashes, net, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
+
+-----------------------------------------------------------------------------
+(* The network. *)
+
+\* A request may be lost, up to MaxLoss losses of requests and replies together.
+NetworkLosesMessage(m) ==
+    /\ lost < MaxLoss
+    /\ net' = net \ {m}
+    /\ lost' = lost + 1
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
+
+-----------------------------------------------------------------------------
+(* Recovering clients. *)
+
+(* Open with recovery: CAS OPEN -> IN_RECOVERY (or join a recovery under   *)
+(* way) and send the fencing read of the LAC to the last ensemble; a       *)
+(* closed ledger needs no recovery.                                        *)
+RecovererStartsRecovery(c) ==
+    /\ rec[c].phase = "IDLE"
+    /\ IF meta_status = "CLOSED"
+       THEN /\ rec' = [rec EXCEPT ![c].phase = "DONE", ![c].version = meta_version]
+            /\ UNCHANGED <<meta_status, meta_version, net>>
+       ELSE LET version == IF meta_status = "OPEN" THEN meta_version + 1 ELSE meta_version
+            IN /\ meta_status' = "IN_RECOVERY"
+               /\ meta_version' = version
+               /\ net' = net \cup {FenceReq(c, b) : b \in Range(LastEnsemble)}
+               /\ rec' = [rec EXCEPT ![c].phase = "FENCING", ![c].version = version]
+    /\ UNCHANGED <<meta_segments, meta_last_entry, bookie_entries, bookie_lac,
+                   bookie_fenced, crashed, crashes, lost, writer_status, writer_version,
+                   writer_lap, writer_lac, writer_acks>>
+
+(* With every recovered entry on Qa bookies, CAS IN_RECOVERY -> CLOSED at  *)
+(* the last entry; if another client changed the metadata, reread it:      *)
+(* closed at the same entry is success, anything else fails.               *)
+RecovererClosesLedger(c) ==
+    LET r == rec[c] IN
+    /\ r.phase = "WRITING_BACK"
+    /\ ~\E e \in r.start + 1 .. r.last : AcksOf(r.wb_acks, e) < Qa
+    /\ IF meta_version # r.version
+       THEN /\ rec' = [rec EXCEPT ![c].phase = IF meta_status = "CLOSED" /\ meta_last_entry = r.last
+                                               THEN "DONE" ELSE "FAILED",
+                                  ![c].version = meta_version]
+            /\ UNCHANGED <<meta_status, meta_last_entry, meta_version>>
+       ELSE /\ meta_status' = "CLOSED"
+            /\ meta_last_entry' = r.last
+            /\ meta_version' = meta_version + 1
+            /\ rec' = [rec EXCEPT ![c].phase = "DONE", ![c].version = meta_version + 1]
+    /\ UNCHANGED <<meta_segments, bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
+                   net, lost, writer_status, writer_version, writer_lap, writer_lac, writer_acks>>
+
+\* Retries after a timeout: a lost request or reply is asked for again.
+Resend(m) ==
+    /\ net' = net \cup {m}
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
+
+\* No fencing reply from b, and none can come: ask again.
+RecovererResendsFenceRead(c, b) ==
+    /\ rec[c].phase = "FENCING"
+    /\ b \notin rec[c].fence_replies
+    /\ b \notin crashed
+    /\ b \in Range(LastEnsemble)
+    /\ TimedOut("FenceReq", c, b, -1)
+    /\ Resend(FenceReq(c, b))
+
+\* No read reply from b for the entry being recovered, and none can come: ask again.
+RecovererResendsRead(c, b) ==
+    /\ rec[c].phase = "READING"
+    /\ b \notin crashed
+    /\ b \notin rec[c].no_such
+    /\ b \in WriteSet(rec[c].next)
+    /\ TimedOut("ReadReq", c, b, rec[c].next)
+    /\ Resend(ReadReq(c, b, rec[c].next))
+
+\* A recovery add of entry e to b got no ack, and none can come: send it again.
+RecovererResendsWriteBack(c, e, b) ==
+    /\ rec[c].phase \in {"READING", "WRITING_BACK"}
+    /\ e \in rec[c].start + 1 .. rec[c].last
+    /\ b \in WriteSet(e)
+    /\ b \notin crashed
+    /\ <<e, b>> \notin rec[c].wb_acks
+    /\ TimedOut("AddReq", c, b, e)
+    /\ Resend(AddReq(c, b, e, -1, TRUE))
+
+-----------------------------------------------------------------------------
+WriterSteps ==
+    \/ WriterAddsEntry
+    \/ \E b, nb \in Bookies : WriterChangesEnsemble(b, nb)
+    \/ WriterClosesLedger
+
+BookieSteps ==
+    \/ \E m \in net, replied \in Replies : BookieReceivesAdd(m, replied)
+    \/ \E m \in net, replied \in Replies : BookieReceivesFenceRead(m, replied)
+    \/ \E m \in net, replied \in Replies : BookieReceivesRecoveryRead(m, replied)
+    \/ \E b \in Bookies : BookieCrashes(b)
+    \/ \E b \in Bookies : BookieRestarts(b)
+
+NetworkSteps == \E m \in net : NetworkLosesMessage(m)
+
+RecovererSteps ==
+    \E c \in Recoverers :
+        \/ RecovererStartsRecovery(c)
+        \/ RecovererClosesLedger(c)
+        \/ \E b \in Bookies : RecovererResendsFenceRead(c, b)
+        \/ \E b \in Bookies : RecovererResendsRead(c, b)
+        \/ \E e \in Entries, b \in Bookies : RecovererResendsWriteBack(c, e, b)
+
+Next == WriterSteps \/ BookieSteps \/ NetworkSteps \/ RecovererSteps
+
+Spec == Init /\ [][Next]_vars
+
+(* Fairness: the Python spec's fairness="weak" actions, for each recoverer *)
+(* (and each instance of their parameters), and each live bookie serving   *)
+(* some request with its reply delivered.                                  *)
+Fairness ==
+    /\ \A c \in Recoverers :
+          /\ WF_vars(RecovererStartsRecovery(c))
+          /\ WF_vars(RecovererClosesLedger(c))
+          /\ \A b \in Bookies : WF_vars(RecovererResendsFenceRead(c, b))
+          /\ \A b \in Bookies : WF_vars(RecovererResendsRead(c, b))
+          /\ \A e \in Entries, b \in Bookies : WF_vars(RecovererResendsWriteBack(c, e, b))
+    /\ \A b \in Bookies :
+          WF_vars(\E m \in net : /\ m.bookie = b
+                                 /\ \/ BookieReceivesAdd(m, TRUE)
+                                    \/ BookieReceivesFenceRead(m, TRUE)
+                                    \/ BookieReceivesRecoveryRead(m, TRUE))
+
+LiveSpec == Init /\ [][Next]_vars /\ Fairness
+
+-----------------------------------------------------------------------------
+(* Symmetry. Recovering clients are interchangeable. TLC's SYMMETRY        *)
+(* permutes model values, and the clients here are numbers (the writer is  *)
+(* client 0), so both engines tell states apart by their orbit instead:    *)
+(* the state under every renaming of the recovering clients, given to TLC  *)
+(* as its VIEW (model-check --symmetry).                                   *)
+
+\* The state with recovering client c renamed p[c].
+Renamed(p) ==
+    LET name(c) == IF c \in Recoverers THEN p[c] ELSE c
+        was(d) == CHOOSE c \in Recoverers : p[c] = d
+    IN <<meta_status, meta_segments, meta_last_entry, meta_version,
+         bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
+         {[m EXCEPT !.client = name(m.client)] : m \in net}, lost,
+         writer_status, writer_version, writer_lap, writer_lac, writer_acks,
+         [d \in Recoverers |-> rec[was(d)]]>>
+
+RecovererOrbit == {Renamed(p) : p \in Permutations(Recoverers)}
+
+-----------------------------------------------------------------------------
+(* Invariants. *)
+
+Phases == {"IDLE", "FENCING", "READING", "WRITING_BACK", "DONE", "FAILED"}
+
+\* Every variable holds a value of its type, within the model's bounds.
+TypeOK ==
+    /\ meta_status \in {"OPEN", "IN_RECOVERY", "CLOSED"}
+    /\ writer_status \in {"WRITING", "CLOSED", "FENCED"}
+    /\ -1 <= writer_lac /\ writer_lac <= writer_lap /\ writer_lap < MaxEntries
+    /\ crashed \subseteq Bookies /\ Cardinality(crashed) <= crashes /\ crashes <= MaxCrashes /\ lost <= MaxLoss
+    /\ \A i \in 1 .. Len(meta_segments) :
+          LET seg == meta_segments[i]
+          IN /\ Len(seg[2]) = E
+             /\ Cardinality(Range(seg[2])) = E
+             /\ 0 <= seg[1] /\ seg[1] <= MaxEntries
+    /\ \A c \in Recoverers : rec[c].phase \in Phases
+
+\* Every entry acknowledged to the writer's application is in the closed ledger.
+NoAckedEntryLost ==
+    meta_status = "CLOSED" => writer_lac <= meta_last_entry
+
+\* A reader may read any entry up to a LAC a bookie serves: all of them are in the closed ledger.
+ReadersAgreeUpToLac ==
+    meta_status = "CLOSED" => \A b \in Bookies : bookie_lac[b] <= meta_last_entry
+
+\* Every entry of a closed ledger is stored on a bookie of its write set.
+ClosedLedgerIsReadable ==
+    meta_status = "CLOSED" =>
+        \A e \in 0 .. meta_last_entry : \E b \in WriteSet(e) : e \in bookie_entries[b]
+
+\* Once fencing completes, no write set has Qa bookies that still accept the writer's adds.
+NoNewAcksToFencedWriter ==
+    (\E c \in Recoverers : rec[c].phase \in {"READING", "WRITING_BACK", "DONE", "FAILED"}
+                           /\ rec[c].fence_replies # {})
+    => \A i \in 0 .. E - 1 :
+          Cardinality({k \in 0 .. Qw - 1 : ~bookie_fenced[LastEnsemble[((i + k) % E) + 1]]}) < Qa
+
+\* Once CLOSED, the ledger's metadata stays as it is (checked as a PROPERTY).
+ClosedLedgerNeverChanges ==
+    [][meta_status = "CLOSED" =>
+         /\ meta_status' = "CLOSED"
+         /\ meta_last_entry' = meta_last_entry
+         /\ meta_segments' = meta_segments]_vars
+
+\* Liveness (under LiveSpec): a recovery once started ends with the ledger closed.
+RecoveryCloses ==
+    (\E c \in Recoverers : rec[c].phase # "IDLE") ~> meta_status = "CLOSED"
+
+=============================================================================

@@ -1,0 +1,513 @@
+"""How traces of a ledger implementation map onto the ledger spec (``ledger.py``): its trace module.
+
+The conformance checker reads traces in the vocabulary defined here; the
+reference engine writes it. An event's type is a ``LedgerSpec`` action name,
+its params that action's parameters (``m`` a request record, ``replied``,
+``c`` a recovering client, ``b`` and ``nb`` bookies, ``e`` an entry id), its
+observed values ``LedgerState`` variables or the projections below.
+
+Two observation modes:
+
+``full``
+    A global observer (a test harness around an engine, or a simulator):
+    every step is logged, by the process that takes it, and every variable
+    may be reported.
+``client``
+    What the clients of a real cluster see, as in a BookKeeper client's log:
+    their own steps, and each reply that reaches them (logged by the client
+    that receives it). Hidden, so allowed between two logged events: a
+    bookie serving a request whose reply is lost, the network losing a
+    request, a bookie crash. Observable: the writer's and the recovering
+    clients' own variables and the ledger metadata they read and write; no
+    bookie storage, no messages in flight. A client may leave any value out
+    (a log line without the LAC, say).
+
+Processes that log: ``writer``, ``recoverer-<c>``, ``bookie-<b>`` and, for
+lost requests in full mode, ``network``.
+
+The explanations say which guard of an action fails, one sentence per
+guard, in the order the action tests them. Two steps of the spec are left
+out on purpose and explained as such: serving a request that changes
+nothing, and losing a reply the client would ignore. A client of a real
+system logs every reply it gets, so an event that names the first is taken
+as a stuttering step (``STUTTERS``): the request is in flight, its bookie is
+up, and serving it and replying would leave every variable as it is (a
+late fencing reply, an ack of an entry the bookie already holds to a
+writer that no longer listens).
+
+The guards name the antecedents of the invariants that are implications:
+most of them speak of a CLOSED ledger only, and ``NoNewAcksToFencedWriter``
+of a recovery whose fencing completed. Coverage counts the states where
+each holds, so a run that never closed a ledger shows that it never
+exercised them. ``TypeOK`` has no antecedent.
+
+For drawings, an event's messages come from its params: a bookie's step
+receives request ``m`` from client ``m.client`` and sends its reply back
+(or loses it, to the ``network`` lane); a lost request goes to the network;
+a recovering client's resend goes to bookie ``b``. The writer's first send
+of an add is not drawn: ``WriterAddsEntry`` has no params naming bookies.
+
+Left out: a client's timeouts are not events (in the spec a timeout is the
+guard of the step that follows it, such as ``WriterChangesEnsemble``); a
+recovering client reports ``rec`` whole or the ``recoverer_phases``
+projection, not a record of its own; reads by plain readers are not steps
+of the spec, so they are not events either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+from ledgerspec.spec.ledger.ledger import (
+    CLOSED,
+    DONE,
+    FAILED,
+    FENCING,
+    IDLE,
+    READING,
+    WRITER,
+    WRITING,
+    WRITING_BACK,
+    LedgerSpec,
+    LedgerState,
+    Msg,
+)
+from ledgerspec.spec.tracing import INIT, Explanation, Guard, Message, ObservationMode, Projection, TraceMapping
+
+__all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "GUARDS", "STUTTERS", "TRACE", "client_process", "messages"]
+
+
+# -- projections: what a log line reports instead of a whole variable ---------------------
+def _recoverer_phases(spec: LedgerSpec, s: LedgerState) -> tuple[str, ...]:
+    return tuple(r.phase for r in s.rec)
+
+
+def _last_ensemble(spec: LedgerSpec, s: LedgerState) -> tuple[int, ...]:
+    return s.meta_segments[-1][1]
+
+
+PROJECTIONS = (
+    Projection(
+        "recoverer_phases",
+        _recoverer_phases,
+        tuple[str, ...],
+        "phase of each recovering client 1..NumRecoverers",
+        tla="[c \\in Recoverers |-> rec[c].phase]",
+    ),
+    Projection(
+        "last_ensemble", _last_ensemble, tuple[int, ...], "the bookies of the ledger's last segment", tla="LastEnsemble"
+    ),
+)
+
+
+# -- who logs a step ---------------------------------------------------------------------
+#: The bookie steps whose parameter is the bookie itself, not a request.
+_BOOKIE_UP_DOWN = frozenset({"BookieCrashes", "BookieRestarts"})
+
+
+def client_process(c: int) -> str:
+    return "writer" if c == WRITER else f"recoverer-{c}"
+
+
+def _actor(action: str, args: tuple[Any, ...]) -> str:
+    """The process whose step it is (full mode)."""
+    if action == INIT or action.startswith("Writer"):
+        return "writer"
+    if action.startswith("Recoverer"):
+        return client_process(args[0])
+    if action in _BOOKIE_UP_DOWN:
+        return f"bookie-{args[0]}"
+    if action.startswith("Bookie"):
+        return f"bookie-{args[0].bookie}"
+    return "network"
+
+
+def _observer(action: str, args: tuple[Any, ...]) -> str:
+    """The client that sees the step (client mode): a reply is logged by the client it reaches."""
+    if action.startswith("Bookie") and action not in _BOOKIE_UP_DOWN:
+        return client_process(args[0].client)
+    return _actor(action, args)
+
+
+def _reply_lost(m: Msg, replied: bool) -> bool:
+    return not replied
+
+
+FULL = ObservationMode(
+    "full",
+    "every step and every variable: a global observer",
+    observes=frozenset(f.name for f in attrs.fields(LedgerState)) | {p.name for p in PROJECTIONS},
+    logged_by=_actor,
+)
+
+CLIENT_OBSERVES = frozenset(
+    {
+        "meta_status",
+        "meta_segments",
+        "meta_last_entry",
+        "meta_version",
+        "writer_status",
+        "writer_version",
+        "writer_lap",
+        "writer_lac",
+        "writer_acks",
+        "rec",
+        "recoverer_phases",
+        "last_ensemble",
+    }
+)
+
+CLIENT = ObservationMode(
+    "client",
+    "what the clients see: their own steps and the replies that reach them; no bookie internals",
+    observes=CLIENT_OBSERVES,
+    hidden={
+        "BookieReceivesAdd": _reply_lost,
+        "BookieReceivesFenceRead": _reply_lost,
+        "BookieReceivesRecoveryRead": _reply_lost,
+        "BookieCrashes": None,
+        "BookieRestarts": None,
+        "NetworkLosesMessage": None,
+    },
+    logged_by=_observer,
+)
+
+
+# -- explanations: which guard fails ----------------------------------------------------
+def _in_flight(s: LedgerState, m: Any, type_: str) -> str | None:
+    """The request must be one of the spec's messages in flight (the \\E m \\in net of the action)."""
+    if not isinstance(m, Msg) or m.type != type_:
+        return f"{m!r} is not a {type_}"
+    if m not in s.net:
+        same = sorted((x for x in s.net if x.type == type_ and x.bookie == m.bookie), key=repr)
+        others = ", ".join(map(repr, same)) if same else "none"
+        return f"no request {m!r} is in flight (in flight of that type to bookie {m.bookie}: {others})"
+    return None
+
+
+def _served(spec: LedgerSpec, s: LedgerState, m: Msg, replied: Any) -> str | None:
+    """The guards shared by the three bookie steps, after the request is found in flight."""
+    if replied not in (True, False):
+        return f"replied must be TRUE or FALSE, got {replied!r}"
+    if not replied and s.lost >= spec.MaxLoss:
+        return f"its reply cannot be lost: {s.lost} of MaxLoss={spec.MaxLoss} losses have happened"
+    if m.bookie in s.crashed:
+        return f"bookie {m.bookie} has crashed"
+    return None
+
+
+def _stutter(replied: bool) -> str:
+    if replied:
+        return "serving it changes nothing the spec tracks (the spec leaves such a step out)"
+    return "losing its reply changes nothing for the client (the spec spends no loss on it)"
+
+
+def _serving_changes_nothing(type_: str) -> Callable[..., bool]:
+    """Asked where the bookie step is disabled: is that only because serving the request changes nothing?"""
+
+    def stutters(spec: LedgerSpec, s: LedgerState, m: Any, replied: Any) -> bool:
+        return replied is True and _in_flight(s, m, type_) is None and _served(spec, s, m, replied) is None
+
+    return stutters
+
+
+def _bookie_step(type_: str, action: str) -> Callable[..., str | None]:
+    def explain(spec: LedgerSpec, s: LedgerState, m: Any, replied: Any) -> str | None:
+        why = _in_flight(s, m, type_) or _served(spec, s, m, replied)
+        if why is not None:
+            return why
+        if getattr(spec, action)(s, m, replied) is None:
+            return _stutter(replied)
+        return None
+
+    return explain
+
+
+def _writer_status(s: LedgerState) -> str | None:
+    if s.writer_status != WRITING:
+        return f"the writer's handle is {s.writer_status}, not WRITING"
+    return None
+
+
+def _explain_add(spec: LedgerSpec, s: LedgerState) -> str | None:
+    if (why := _writer_status(s)) is not None:
+        return why
+    if s.writer_lap + 1 >= spec.MaxEntries:
+        return (
+            f"the writer has pushed every entry the model allows "
+            f"(writer_lap={s.writer_lap}, MaxEntries={spec.MaxEntries})"
+        )
+    if spec.Throttle > 0 and s.writer_lap - s.writer_lac >= spec.Throttle:
+        return (
+            f"{s.writer_lap - s.writer_lac} adds are pending (writer_lap={s.writer_lap}, writer_lac={s.writer_lac}) "
+            f"and the throttle allows {spec.Throttle}"
+        )
+    return None
+
+
+def _awaited(s: LedgerState, type_: str, c: int, b: int, e: int) -> bool:
+    """The request is still in flight, so its reply can still come: the client has not timed out."""
+    return b not in s.crashed and any(
+        m.type == type_ and m.client == c and m.bookie == b and m.entry == e for m in s.net
+    )
+
+
+def _explain_change_ensemble(spec: LedgerSpec, s: LedgerState, b: Any, nb: Any) -> str | None:
+    ensemble = s.meta_segments[-1][1]
+    if b not in ensemble:
+        return f"bookie {b!r} is not in the last ensemble {list(ensemble)}"
+    if nb not in spec.bookies:
+        return f"there is no bookie {nb!r} (bookies 1..{spec.NumBookies})"
+    if nb in ensemble:
+        return f"bookie {nb} is already in the last ensemble {list(ensemble)}"
+    if (why := _writer_status(s)) is not None:
+        return why
+    if nb in s.crashed:
+        return f"the replacement bookie {nb} has crashed"
+    pending = range(s.writer_lac + 1, s.writer_lap + 1)
+    if not any(
+        b in spec.write_set(s, e) and (e, b) not in s.writer_acks and not _awaited(s, "AddReq", WRITER, b, e)
+        for e in pending
+    ):
+        if not pending:
+            return "no add is pending"
+        return (
+            f"no add pending on bookie {b} has timed out: for each of entries {pending.start}..{pending.stop - 1}, "
+            f"bookie {b} is not in its write set, has acked it, or still has the request in flight"
+        )
+    return None
+
+
+def _explain_close(spec: LedgerSpec, s: LedgerState) -> str | None:
+    if (why := _writer_status(s)) is not None:
+        return why
+    if s.writer_lac != s.writer_lap:
+        return f"entries {s.writer_lac + 1}..{s.writer_lap} are still pending (writer_lac={s.writer_lac})"
+    return None
+
+
+def _explain_crash(spec: LedgerSpec, s: LedgerState, b: Any) -> str | None:
+    if b not in spec.bookies:
+        return f"there is no bookie {b!r} (bookies 1..{spec.NumBookies})"
+    if b in s.crashed:
+        return f"bookie {b} has crashed already"
+    if s.crashes >= spec.MaxCrashes:
+        return f"{s.crashes} of MaxCrashes={spec.MaxCrashes} crashes have happened"
+    return None
+
+
+def _explain_restart(spec: LedgerSpec, s: LedgerState, b: Any) -> str | None:
+    if b not in spec.bookies:
+        return f"there is no bookie {b!r} (bookies 1..{spec.NumBookies})"
+    if b not in s.crashed:
+        return f"bookie {b} is up: only a crashed bookie restarts"
+    return None
+
+
+def _explain_loss(spec: LedgerSpec, s: LedgerState, m: Any) -> str | None:
+    if not isinstance(m, Msg) or m not in s.net:
+        return f"no request {m!r} is in flight"
+    if s.lost >= spec.MaxLoss:
+        return f"{s.lost} of MaxLoss={spec.MaxLoss} losses have happened"
+    return None
+
+
+def _recoverer(spec: LedgerSpec, c: Any) -> str | None:
+    if c not in spec.recoverers:
+        return f"there is no recovering client {c!r} (clients 1..{spec.NumRecoverers})"
+    return None
+
+
+def _phase(s: LedgerState, c: int, *phases: str) -> str | None:
+    phase = s.rec[c - 1].phase
+    if phase not in phases:
+        return f"recovering client {c} is {phase}, not {' or '.join(phases)}"
+    return None
+
+
+def _explain_start(spec: LedgerSpec, s: LedgerState, c: Any) -> str | None:
+    return _recoverer(spec, c) or _phase(s, c, IDLE)
+
+
+def _explain_recoverer_close(spec: LedgerSpec, s: LedgerState, c: Any) -> str | None:
+    if (why := _recoverer(spec, c) or _phase(s, c, WRITING_BACK)) is not None:
+        return why
+    r = s.rec[c - 1]
+    short = [e for e in range(r.start + 1, r.last + 1) if spec.acks_of(r.wb_acks, e, spec.write_set(s, e)) < spec.Qa]
+    if short:
+        return f"entries {short} are not yet written back to Qa={spec.Qa} bookies"
+    return None
+
+
+def _explain_resend_fence(spec: LedgerSpec, s: LedgerState, c: Any, b: Any) -> str | None:
+    if (why := _recoverer(spec, c)) is not None:
+        return why
+    if b not in spec.bookies:
+        return f"there is no bookie {b!r} (bookies 1..{spec.NumBookies})"
+    if (why := _phase(s, c, FENCING)) is not None:
+        return why
+    if b in s.rec[c - 1].fence_replies:
+        return f"bookie {b} has answered the fencing read"
+    if b in s.crashed:
+        return f"bookie {b} has crashed"
+    if b not in s.meta_segments[-1][1]:
+        return f"bookie {b} is not in the last ensemble {list(s.meta_segments[-1][1])}"
+    if _awaited(s, "FenceReq", c, b, -1):
+        return f"the fencing read to bookie {b} is still in flight: its reply can still come"
+    return None
+
+
+def _explain_resend_read(spec: LedgerSpec, s: LedgerState, c: Any, b: Any) -> str | None:
+    if (why := _recoverer(spec, c)) is not None:
+        return why
+    if b not in spec.bookies:
+        return f"there is no bookie {b!r} (bookies 1..{spec.NumBookies})"
+    if (why := _phase(s, c, READING)) is not None:
+        return why
+    r = s.rec[c - 1]
+    if b in s.crashed:
+        return f"bookie {b} has crashed"
+    if b in r.no_such:
+        return f"bookie {b} has answered NoSuchEntry for entry {r.next}"
+    if b not in spec.write_set(s, r.next):
+        return f"bookie {b} is not in the write set {list(spec.write_set(s, r.next))} of entry {r.next}"
+    if _awaited(s, "ReadReq", c, b, r.next):
+        return f"the read of entry {r.next} from bookie {b} is still in flight: its reply can still come"
+    return None
+
+
+def _explain_resend_write_back(spec: LedgerSpec, s: LedgerState, c: Any, e: Any, b: Any) -> str | None:
+    if (why := _recoverer(spec, c) or _phase(s, c, READING, WRITING_BACK)) is not None:
+        return why
+    r = s.rec[c - 1]
+    if not isinstance(e, int) or not r.start < e <= r.last:
+        return f"entry {e!r} is not among the recovered entries {r.start + 1}..{r.last}"
+    if b not in spec.write_set(s, e):
+        return f"bookie {b!r} is not in the write set {list(spec.write_set(s, e))} of entry {e}"
+    if b in s.crashed:
+        return f"bookie {b} has crashed"
+    if (e, b) in r.wb_acks:
+        return f"bookie {b} has acked the write-back of entry {e}"
+    if _awaited(s, "AddReq", c, b, e):
+        return f"the write-back of entry {e} to bookie {b} is still in flight: its ack can still come"
+    return None
+
+
+EXPLAIN: dict[str, Explanation] = {
+    "WriterAddsEntry": _explain_add,
+    "WriterChangesEnsemble": _explain_change_ensemble,
+    "WriterClosesLedger": _explain_close,
+    "BookieReceivesAdd": _bookie_step("AddReq", "BookieReceivesAdd"),
+    "BookieReceivesFenceRead": _bookie_step("FenceReq", "BookieReceivesFenceRead"),
+    "BookieReceivesRecoveryRead": _bookie_step("ReadReq", "BookieReceivesRecoveryRead"),
+    "BookieCrashes": _explain_crash,
+    "BookieRestarts": _explain_restart,
+    "NetworkLosesMessage": _explain_loss,
+    "RecovererStartsRecovery": _explain_start,
+    "RecovererClosesLedger": _explain_recoverer_close,
+    "RecovererResendsFenceRead": _explain_resend_fence,
+    "RecovererResendsRead": _explain_resend_read,
+    "RecovererResendsWriteBack": _explain_resend_write_back,
+}
+
+
+# -- guards: the antecedents of the invariants that are implications ------------------------
+def _closed(spec: LedgerSpec, s: LedgerState) -> bool:
+    return s.meta_status == CLOSED
+
+
+def _closed_after_acks(spec: LedgerSpec, s: LedgerState) -> bool:
+    return s.meta_status == CLOSED and s.writer_lac >= 0
+
+
+def _closed_while_a_bookie_serves_a_lac(spec: LedgerSpec, s: LedgerState) -> bool:
+    return s.meta_status == CLOSED and any(lac >= 0 for lac in s.bookie_lac)
+
+
+def _closed_with_entries(spec: LedgerSpec, s: LedgerState) -> bool:
+    return s.meta_status == CLOSED and s.meta_last_entry >= 0
+
+
+def _fencing_completed(spec: LedgerSpec, s: LedgerState) -> bool:
+    return any(r.phase in (READING, WRITING_BACK, DONE, FAILED) and bool(r.fence_replies) for r in s.rec)
+
+
+CLOSED_GUARD = Guard("ledger closed", _closed, "meta_status = CLOSED")
+GUARDS: dict[str, tuple[Guard, ...]] = {
+    "NoAckedEntryLost": (
+        CLOSED_GUARD,
+        Guard("closed after an ack", _closed_after_acks, "CLOSED, and the writer acknowledged an entry"),
+    ),
+    "ReadersAgreeUpToLac": (
+        CLOSED_GUARD,
+        Guard("closed while a bookie serves a LAC", _closed_while_a_bookie_serves_a_lac, "some bookie_lac >= 0"),
+    ),
+    "ClosedLedgerIsReadable": (Guard("closed with entries", _closed_with_entries, "CLOSED with meta_last_entry >= 0"),),
+    "NoNewAcksToFencedWriter": (
+        Guard("fencing completed", _fencing_completed, "a recovering client has its fencing replies and moved on"),
+    ),
+    "ClosedLedgerNeverChanges": (Guard("step from a closed ledger", _closed, "CLOSED before the step"),),
+}
+
+
+# -- drawings: lanes and messages ---------------------------------------------------------
+PROCESSES = ("writer", "recoverer", "bookie", "network")
+_REPLY = {"AddReq": "ack", "FenceReq": "fenced, LAC", "ReadReq": "entry or NoSuchEntry"}
+
+
+def _request_label(m: Mapping[str, Any]) -> str:
+    entry = m.get("entry")
+    label = str(m.get("type", "request"))
+    if isinstance(entry, int) and entry >= 0:
+        label += f" e{entry}"
+    if m.get("recovery") is True and m.get("type") == "AddReq":
+        label += " (write-back)"
+    return label
+
+
+def messages(action: str, params: Mapping[str, Any]) -> Sequence[Message]:
+    """The requests and replies an event names in its params (some fields may be left out)."""
+    m, c, b = params.get("m"), params.get("c"), params.get("b")
+    if (action.startswith("Bookie") and action not in _BOOKIE_UP_DOWN) or action == "NetworkLosesMessage":
+        if not isinstance(m, dict) or not isinstance(m.get("client"), int) or not isinstance(m.get("bookie"), int):
+            return ()
+        client, bookie = client_process(m["client"]), f"bookie-{m['bookie']}"
+        label = _request_label(m)
+        if action == "NetworkLosesMessage":
+            return (Message(client, "network", f"{label} lost"),)
+        sent = [Message(client, bookie, label)]
+        replied = params.get("replied")
+        reply = _REPLY.get(str(m.get("type")), "reply")
+        if replied is True:
+            sent.append(Message(bookie, client, reply))
+        elif replied is False:
+            sent.append(Message(bookie, "network", f"{reply} lost"))
+        return tuple(sent)
+    if action.startswith("RecovererResends") and isinstance(c, int) and isinstance(b, int):
+        if action == "RecovererResendsWriteBack":
+            e = params.get("e")
+            label = f"AddReq e{e} (write-back)" if isinstance(e, int) else "AddReq (write-back)"
+        else:
+            label = "FenceReq" if action == "RecovererResendsFenceRead" else "ReadReq"
+        return (Message(client_process(c), f"bookie-{b}", f"{label}, resent"),)
+    return ()
+
+
+STUTTERS = {
+    "BookieReceivesAdd": _serving_changes_nothing("AddReq"),
+    "BookieReceivesFenceRead": _serving_changes_nothing("FenceReq"),
+    "BookieReceivesRecoveryRead": _serving_changes_nothing("ReadReq"),
+}
+
+TRACE = TraceMapping(
+    LedgerSpec,
+    (FULL, CLIENT),
+    projections=PROJECTIONS,
+    explain=EXPLAIN,
+    stutters=STUTTERS,
+    guards=GUARDS,
+    processes=PROCESSES,
+    messages=messages,
+)

@@ -1,0 +1,1 @@
+"""A Pulsar managed ledger: ``managed_ledger.tla`` and its Python twin ``managed_ledger.py``."""

@@ -1,0 +1,334 @@
+--------------------------- MODULE managed_ledger ---------------------------
+(***************************************************************************)
+(* A Pulsar managed ledger: the ledger list, rollover, publish with dedup, *)
+(* broker crash and reopen, trimming.  The twin of spec/managed_ledger/managed_ledger.py: *)
+(* same variables, actions and invariants by the same names; TLC and the   *)
+(* Python explorer reach the same states.                                  *)
+(*                                                                         *)
+(* Modelled (pulsar managed-ledger ManagedLedgerImpl, the broker's         *)
+(* MessageDeduplication; BRIEF section 4, seeds 002 and 003):              *)
+(*  - one topic partition whose ledger list lives in the metadata store;   *)
+(*    only the last ledger of the list is written to; ledger ids come from *)
+(*    one counter, so a new ledger's id is above every other;              *)
+(*  - producers sending batches (one entry each) with sequence ids         *)
+(*    0 .. MaxMessages-1, in order, on one connection; after a broker      *)
+(*    crash a producer sends again every batch not acknowledged;           *)
+(*  - the dedup check: a sequence id at most the highest pushed is a       *)
+(*    duplicate, acknowledged without being written;                       *)
+(*  - adds to BookKeeper complete in order; the producer gets the ids      *)
+(*    ledgerId:entryId:partition:batchIndex;                               *)
+(*  - rollover (currentLedgerIsFull, seed 002) on entries, size or age,    *)
+(*    with the minimum rollover time; entries in flight count;             *)
+(*  - a broker crash (a prefix of the adds in flight may have reached the  *)
+(*    bookies) and the reopen: recover the last ledger, drop it if empty,  *)
+(*    create a new one, rebuild the dedup state from the entries;          *)
+(*  - durable cursors reduced to their persisted mark-delete position      *)
+(*    (cursor.tla models their persistence), restored on reopen as         *)
+(*    recoveredCursor does, and trimming: a cursor at a                    *)
+(*    ledger's last entry moves to <<next ledger, -1>>, then the ledgers   *)
+(*    below the slowest cursor's ledger go, never the current one.         *)
+(*                                                                         *)
+(* Left out, and why that is sound here: payloads (an entry's content is   *)
+(* its <<producer, sequence id>>, its size its message count); time beyond *)
+(* what the rollover rules can tell apart; the dedup check's "unknown"     *)
+(* answer (batches are sent again only after a crash); several brokers;    *)
+(* retention and offloading; the dedup cursor, whose snapshot is assumed   *)
+(* to cover every entry trimmed.                                           *)
+(***************************************************************************)
+EXTENDS Integers, Sequences, FiniteSets, positions
+
+CONSTANTS
+    NumProducers,         \* producers publishing to the topic
+    MaxMessages,          \* batches each producer sends, sequence ids 0 .. MaxMessages-1
+    BatchSize,            \* messages in a batch (one entry); 1: not batched, batch index -1
+    Partitioned,          \* the topic is partition 0 of a partitioned topic; else partition index -1
+    MaxEntriesPerLedger,  \* entries after which a ledger is full
+    MaxSizePerLedger,     \* messages after which a ledger is full; 0: no limit
+    MaximumRolloverTime,  \* ticks after which a ledger is full; 0: no limit
+    MinimumRolloverTime,  \* ticks a ledger must be older than to roll over; 0: none
+    NumCursors,           \* durable cursors (subscriptions)
+    MaxCrashes,           \* broker crashes in all
+    Bug                   \* "none" or a seeded bug, as in managed_ledger.py's BUGS
+
+ASSUME /\ BatchSize >= 1 /\ MaxEntriesPerLedger >= 1 /\ Partitioned \in BOOLEAN
+       /\ \A k \in {NumProducers, MaxMessages, NumCursors, MaxCrashes, MaxSizePerLedger,
+                    MaximumRolloverTime, MinimumRolloverTime} : k \in Nat
+       /\ Bug \in {"none", "trim_deletes_needed_ledger", "dedup_forgets_on_reopen"}
+
+VARIABLES
+    \* -- the metadata store and the bookies
+    ledgers,         \* the ledger list in ManagedLedgerInfo, increasing ids
+    entries,         \* ledger l -> its entries <<producer, sequence id>>; every ledger ever created
+    deleted,         \* ledgers taken out of the list and deleted
+    mark_delete,     \* cursor -> its mark-delete position, as persisted and restored
+    \* -- the broker
+    broker_up,
+    current,         \* the ledger being written, or -1
+    age,             \* ticks since the current ledger was created
+    pending,         \* adds sent to BookKeeper, not yet completed, in order
+    highest_pushed,  \* producer -> highest sequence id accepted (the dedup state)
+    crashes,         \* broker crashes so far
+    \* -- producers
+    sent,            \* producer -> sequence ids sent so far
+    acked,           \* producer -> highest sequence id acknowledged (acks come in order)
+    net,             \* producer -> sequence ids in flight to the broker, in order
+    last_id          \* the last message id handed to a producer
+
+store_vars == <<ledgers, entries, deleted, mark_delete>>
+broker_vars == <<broker_up, current, age, pending, highest_pushed, crashes>>
+producer_vars == <<sent, acked, net, last_id>>
+vars == <<store_vars, broker_vars, producer_vars>>
+
+-----------------------------------------------------------------------------
+Producers == 1 .. NumProducers
+Cursors == 1 .. NumCursors
+NoLedger == -1
+Max(a, b) == IF a >= b THEN a ELSE b
+
+(* currentLedgerIsFull: a space or time limit is reached, and the ledger   *)
+(* is older than the minimum rollover time.                                *)
+LedgerIsFull(n, a) ==
+    LET space == n >= MaxEntriesPerLedger \/ (MaxSizePerLedger > 0 /\ n * BatchSize >= MaxSizePerLedger)
+        time == MaximumRolloverTime > 0 /\ a >= MaximumRolloverTime
+    IN (space \/ time) /\ (MinimumRolloverTime > 0 => a > MinimumRolloverTime)
+
+\* Ages beyond this one are alike for the rollover rules: the clock stops there.
+MaxAge == IF MaximumRolloverTime > 0 \/ MinimumRolloverTime > 0
+          THEN Max(MaximumRolloverTime, MinimumRolloverTime + 1) ELSE 0
+
+\* Entries of the current ledger, those in flight included.
+Written == Len(entries[current]) + Len(pending)
+
+\* The id of the last message of the entry at pos.
+PartitionIndex == IF Partitioned THEN 0 ELSE -1
+LastMessageId(pos) == <<pos[1], pos[2], PartitionIndex, IF BatchSize = 1 THEN -1 ELSE BatchSize - 1>>
+
+IdLess(a, b) == \E i \in 1 .. 4 : a[i] < b[i] /\ \A j \in 1 .. i - 1 : a[j] = b[j]
+
+AllEntries == UNION {Range(entries[l]) : l \in DOMAIN entries}
+
+\* The highest sequence id each producer has in the entries written.
+RecoveredDedup == [p \in Producers |-> SetMax({-1} \cup {m[2] : m \in {m \in AllEntries : m[1] = p}})]
+
+(* The producer has batches not acknowledged that are neither in flight    *)
+(* nor at the broker: lost in a crash.                                     *)
+AwaitsResend(p) ==
+    /\ acked[p] + 1 < sent[p]
+    /\ net[p] = <<>>
+    /\ \A i \in DOMAIN pending : pending[i][1] # p
+
+-----------------------------------------------------------------------------
+Init ==
+    /\ ledgers = <<1>>
+    /\ entries = << <<>> >>
+    /\ deleted = {}
+    /\ mark_delete = [c \in Cursors |-> <<1, -1>>]
+    /\ broker_up = TRUE
+    /\ current = 1
+    /\ age = 0
+    /\ pending = <<>>
+    /\ highest_pushed = [p \in Producers |-> -1]
+    /\ crashes = 0
+    /\ sent = [p \in Producers |-> 0]
+    /\ acked = [p \in Producers |-> -1]
+    /\ net = [p \in Producers |-> <<>>]
+    /\ last_id = <<-1, -1, -1, -1>>
+
+-----------------------------------------------------------------------------
+(* Producers. *)
+
+\* The producer sends its next batch on its connection; batches lost in a crash go first.
+ProducerSends(p) ==
+    /\ broker_up
+    /\ sent[p] < MaxMessages
+    /\ ~AwaitsResend(p)
+    /\ sent' = [sent EXCEPT ![p] = @ + 1]
+    /\ net' = [net EXCEPT ![p] = Append(@, sent[p])]
+    /\ UNCHANGED <<store_vars, broker_vars, acked, last_id>>
+
+\* Reconnected after a crash, the producer sends again, in order, every batch not acknowledged.
+ProducerResends(p) ==
+    /\ broker_up
+    /\ AwaitsResend(p)
+    /\ net' = [net EXCEPT ![p] = [i \in 1 .. sent[p] - acked[p] - 1 |-> acked[p] + i]]
+    /\ UNCHANGED <<store_vars, broker_vars, sent, acked, last_id>>
+
+-----------------------------------------------------------------------------
+(* The broker. *)
+
+(* The dedup check; a new batch goes to BookKeeper as the next entry, a    *)
+(* duplicate is acknowledged (message id -1:-1) and not written.  When the *)
+(* current ledger is full the add waits for the rollover.                  *)
+BrokerReceives(p) ==
+    /\ broker_up
+    /\ net[p] # <<>>
+    /\ current # NoLedger
+    /\ ~LedgerIsFull(Written, age)
+    /\ net' = [net EXCEPT ![p] = Tail(@)]
+    /\ LET seq == Head(net[p]) IN
+          IF seq <= highest_pushed[p]
+          THEN /\ acked' = [acked EXCEPT ![p] = Max(@, seq)]
+               /\ UNCHANGED <<highest_pushed, pending>>
+          ELSE /\ highest_pushed' = [highest_pushed EXCEPT ![p] = seq]
+               /\ pending' = Append(pending, <<p, seq>>)
+               /\ UNCHANGED acked
+    /\ UNCHANGED <<store_vars, broker_up, current, age, crashes, sent, last_id>>
+
+\* The oldest add in flight reaches its ack quorum; the producer gets its message ids.
+BookKeeperCompletesAdd ==
+    /\ broker_up
+    /\ pending # <<>>
+    /\ LET m == Head(pending) IN
+          /\ entries' = [entries EXCEPT ![current] = Append(@, m)]
+          /\ acked' = [acked EXCEPT ![m[1]] = m[2]]
+          /\ last_id' = LastMessageId(<<current, Len(entries[current])>>)
+    /\ pending' = Tail(pending)
+    /\ UNCHANGED <<ledgers, deleted, mark_delete, broker_up, current, age, highest_pushed, crashes, sent, net>>
+
+(* The current ledger is full and has nothing in flight: close it, create  *)
+(* the next, add it to the list.                                           *)
+LedgerRollsOver ==
+    /\ broker_up
+    /\ current # NoLedger
+    /\ pending = <<>>
+    /\ Len(entries[current]) > 0
+    /\ LedgerIsFull(Len(entries[current]), age)
+    /\ ledgers' = Append(ledgers, Len(entries) + 1)
+    /\ entries' = Append(entries, <<>>)
+    /\ current' = Len(entries) + 1
+    /\ age' = 0
+    /\ UNCHANGED <<deleted, mark_delete, broker_up, pending, highest_pushed, crashes, producer_vars>>
+
+\* Time passes for the current ledger (only as far as the rollover rules can tell).
+ClockTicks ==
+    /\ broker_up
+    /\ current # NoLedger
+    /\ age < MaxAge
+    /\ age' = age + 1
+    /\ UNCHANGED <<store_vars, broker_up, current, pending, highest_pushed, crashes, producer_vars>>
+
+(* The broker dies: its memory and connections are gone; the first k adds  *)
+(* in flight reached the bookies.                                          *)
+BrokerCrashes(k) ==
+    /\ broker_up
+    /\ crashes < MaxCrashes
+    /\ entries' = IF k > 0 THEN [entries EXCEPT ![current] = @ \o SubSeq(pending, 1, k)] ELSE entries
+    /\ broker_up' = FALSE
+    /\ current' = NoLedger
+    /\ age' = 0
+    /\ pending' = <<>>
+    /\ highest_pushed' = [p \in Producers |-> -1]
+    /\ crashes' = crashes + 1
+    /\ net' = [p \in Producers |-> <<>>]
+    /\ UNCHANGED <<ledgers, deleted, mark_delete, sent, acked, last_id>>
+
+(* initialize: recover-open the last ledger, drop it if empty, create a    *)
+(* new one, rebuild the dedup state from the entries, restore the cursors. *)
+ManagedLedgerOpens ==
+    /\ ~broker_up
+    /\ LET dropLast == Len(ledgers) > 0 /\ entries[ledgers[Len(ledgers)]] = <<>>
+           kept == IF dropLast THEN SubSeq(ledgers, 1, Len(ledgers) - 1) ELSE ledgers
+           new == Len(entries) + 1
+           listed == Append(kept, new)
+           newEntries == Append(entries, <<>>)
+       IN /\ ledgers' = listed
+          /\ deleted' = IF dropLast THEN deleted \cup {ledgers[Len(ledgers)]} ELSE deleted
+          /\ current' = new
+          /\ entries' = newEntries
+          \* The cursors are restored (recoveredCursor): a mark at <<l, -1>> of the ledger dropped moves on.
+          /\ mark_delete' = [c \in Cursors |->
+                                RecoveredPosition(listed, LAMBDA l : Len(newEntries[l]), mark_delete[c])]
+    /\ broker_up' = TRUE
+    /\ highest_pushed' = IF Bug = "dedup_forgets_on_reopen" THEN [p \in Producers |-> -1] ELSE RecoveredDedup
+    /\ UNCHANGED <<age, pending, crashes, producer_vars>>
+
+-----------------------------------------------------------------------------
+(* Cursors and trimming. *)
+
+\* The subscription acknowledges the next entry cumulatively: its mark-delete moves there.
+ConsumerAcks(c) ==
+    /\ broker_up
+    /\ LET nxt == NextPosition(ledgers, LAMBDA l : Len(entries[l]), mark_delete[c]) IN
+          /\ nxt # NoPosition
+          /\ mark_delete' = [mark_delete EXCEPT ![c] = nxt]
+    /\ UNCHANGED <<ledgers, entries, deleted, broker_vars, producer_vars>>
+
+Skipped(md) ==
+    IF /\ md[1] \in Range(ledgers)
+       /\ LaterLedgers(ledgers, md[1]) # {}
+       /\ md[2] # -1
+       /\ md[2] + 1 >= Len(entries[md[1]])
+    THEN <<SetMin(LaterLedgers(ledgers, md[1])), -1>>
+    ELSE md
+
+\* maybeUpdateCursorBeforeTrimmingConsumedLedger: a cursor at a ledger's last entry moves to <<next, -1>>.
+CursorsSkipConsumedLedgers ==
+    /\ broker_up
+    /\ LET marks == [c \in Cursors |-> Skipped(mark_delete[c])] IN
+          /\ marks # mark_delete
+          /\ mark_delete' = marks
+    /\ UNCHANGED <<ledgers, entries, deleted, broker_vars, producer_vars>>
+
+\* internalTrimLedgers: delete the ledgers below the slowest cursor's ledger, never the current one.
+TrimConsumedLedgers ==
+    /\ broker_up
+    /\ current # NoLedger
+    /\ LET slowest0 == IF NumCursors = 0 THEN current + 1 ELSE SetMin({mark_delete[c][1] : c \in Cursors})
+           slowest == IF Bug = "trim_deletes_needed_ledger" THEN slowest0 + 1 ELSE slowest0
+           gone == {x \in Range(ledgers) : x < slowest /\ x # current}
+       IN /\ gone # {}
+          /\ ledgers' = SelectSeq(ledgers, LAMBDA x : x \notin gone)
+          /\ deleted' = deleted \cup gone
+    /\ UNCHANGED <<entries, mark_delete, broker_vars, producer_vars>>
+
+-----------------------------------------------------------------------------
+Next ==
+    \/ \E p \in Producers : ProducerSends(p) \/ ProducerResends(p) \/ BrokerReceives(p)
+    \/ BookKeeperCompletesAdd
+    \/ LedgerRollsOver
+    \/ ClockTicks
+    \/ \E k \in 0 .. Len(pending) : BrokerCrashes(k)
+    \/ ManagedLedgerOpens
+    \/ \E c \in Cursors : ConsumerAcks(c)
+    \/ CursorsSkipConsumedLedgers
+    \/ TrimConsumedLedgers
+
+Spec == Init /\ [][Next]_vars
+
+-----------------------------------------------------------------------------
+(* Invariants. *)
+
+\* Every variable holds a value of its type, within the model's bounds.
+TypeOK ==
+    /\ \A i \in 1 .. Len(ledgers) : ledgers[i] \in 1 .. Len(entries) /\ (i > 1 => ledgers[i - 1] < ledgers[i])
+    /\ deleted \cap Range(ledgers) = {}
+    /\ crashes <= MaxCrashes
+    /\ \A p \in Producers : -1 <= acked[p] /\ acked[p] < sent[p] /\ sent[p] <= MaxMessages
+
+\* Only the last ledger of the list is open: the broker writes to no other.
+WritesGoToLastLedger ==
+    current # NoLedger => Len(ledgers) > 0 /\ current = ledgers[Len(ledgers)]
+
+\* Every batch acknowledged to its producer is in a ledger of the list, or every cursor consumed it.
+NoAcknowledgedMessageLost ==
+    \A p \in Producers : \A seq \in 0 .. acked[p] :
+        \E l \in DOMAIN entries : \E i \in DOMAIN entries[l] :
+            /\ entries[l][i] = <<p, seq>>
+            /\ l \in Range(ledgers) \/ \A c \in Cursors : PosLeq(<<l, i - 1>>, mark_delete[c])
+
+\* No <<producer, sequence id>> is written twice.
+DedupPersistsNoDuplicate ==
+    \A l1, l2 \in DOMAIN entries : \A i \in DOMAIN entries[l1] : \A j \in DOMAIN entries[l2] :
+        <<l1, i>> # <<l2, j>> => entries[l1][i] # entries[l2][j]
+
+\* No deleted ledger holds an entry some durable cursor has not consumed.
+TrimKeepsUnconsumedEntries ==
+    \A l \in deleted : \A c \in Cursors :
+        Len(entries[l]) > 0 => PosLeq(<<l, Len(entries[l]) - 1>>, mark_delete[c])
+
+\* Message ids handed to producers strictly increase within the partition (a PROPERTY).
+MessageIdsIncrease == [][last_id' # last_id => IdLess(last_id, last_id')]_vars
+
+\* A cursor's persisted mark-delete position only moves forward (a PROPERTY).
+MarkDeleteNeverMovesBackwards == [][\A c \in Cursors : PosLeq(mark_delete[c], mark_delete'[c])]_vars
+=============================================================================

@@ -1,0 +1,40 @@
+"""The subcommands of ``ledgerspec``, one module each.
+
+A command module provides ``register(commands)``, which adds its parser to
+the subparsers and sets ``run=`` to a function ``(args, out, err) -> int``.
+:data:`COMMANDS` lists them in the order ``ledgerspec --help`` shows them.
+"""
+
+from __future__ import annotations
+
+from ledgerspec.tools.cli.commands import (
+    check,
+    convert_traces,
+    crash_check,
+    decode_cursor,
+    demo,
+    inspect_bookie,
+    model_check,
+    mutants,
+    quorum,
+    record,
+    simulate,
+    specs,
+)
+
+COMMANDS = (
+    demo,
+    model_check,
+    check,
+    convert_traces,
+    simulate,
+    mutants,
+    record,
+    quorum,
+    specs,
+    inspect_bookie,
+    crash_check,
+    decode_cursor,
+)
+
+__all__ = ["COMMANDS"]

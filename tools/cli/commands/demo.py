@@ -1,0 +1,179 @@
+"""``ledgerspec demo``: the whole loop on embedded defaults, end to end.
+
+1. Simulate: seeded runs of the reference engine with every fault (the
+   ``striped`` workload of ``ledgerspec mutants``: E=3, Qw=2, Qa=2 on four
+   bookies, crashes, restarts, lost and reordered messages, recoveries
+   racing the writer, ensemble changes), once unmutated and once for each of
+   two mutants: a client that moves the LAC before Qa acks, and bookies that
+   acknowledge an add before its journal fsync. The metadata store is the
+   embedded one; the bookies write real journal, entry log and index files.
+   Traces, fully observed, go to ``OUT/traces/<engine>/``.
+2. Check every trace on Spark (``local[*]`` unless ``--master``): the verdict
+   table and summary go to ``OUT/check/``.
+3. Check them again in this process, for coverage and the HTML report
+   (``OUT/report.html``); the two runs must agree trace for trace.
+4. Print the summary: the unmutated engine's traces must all conform, each
+   mutant must be caught by some trace.
+
+Exit status: 0 all of that held; 1 it did not; 3 Spark cannot start (no Java).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+from ledgerspec.conformance.checker import Bounds, TraceChecker
+from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES
+from ledgerspec.conformance.run import CheckRun, check_files
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.tools.cli.commands.base import EXIT_MISSING_TOOL, EXIT_OK, EXIT_VIOLATION, UsageError
+from ledgerspec.tools.harness.mutants import LEDGER_WORKLOADS, MUTANTS, Mutant, workload_traces
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["DEMO_MUTANTS", "register"]
+
+#: The mutants the demo runs beside the unmutated engine: one in the client, one in the bookies.
+DEMO_MUTANTS = ("lac_before_qa", "ack_before_fsync")
+UNMUTATED = "unmutated"
+STATUSES = ("conforms", "violates", "inconclusive")
+
+
+def register(commands: Any) -> None:
+    demo = commands.add_parser(
+        "demo",
+        help="simulate the engine with faults and two mutants, check the traces on Spark, write a report",
+        description="Simulate the reference engine with faults (and two mutants), check the traces on Spark "
+        "and in this process, print the summary and write an HTML report.",
+    )
+    demo.add_argument("--out", default="ledgerspec-demo", metavar="DIR", help="output directory (ledgerspec-demo)")
+    demo.add_argument("--traces", type=int, default=LEDGER_WORKLOADS[0].traces, metavar="N", help="runs per engine")
+    demo.add_argument("--master", metavar="URL", help="Spark master URL (default local[*])")
+    demo.add_argument("--json", action="store_true", help="print one JSON object")
+    demo.set_defaults(run=_demo)
+
+
+def _simulate(directory: Path, traces: int) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Write each engine's traces; the trace ids of each engine, and the spec constants they share."""
+    workload = LEDGER_WORKLOADS[0].scaled(traces)
+    engines: dict[str, Mutant | None] = {UNMUTATED: None, **{name: MUTANTS[name] for name in DEMO_MUTANTS}}
+    ids: dict[str, list[str]] = {}
+    for engine, mutant in engines.items():
+        folder = directory / engine
+        folder.mkdir(parents=True)
+        ids[engine] = []
+        for trace_id, lines, _ in workload_traces(workload, mutant, modes=("full",)):
+            named = f"{engine}/{trace_id}"  # trace ids are unique across the engines' files
+            (folder / f"{trace_id}.ndjson").write_bytes(
+                b"".join(orjson.dumps({**line, "trace": named}) + b"\n" for line in lines["full"])
+            )
+            ids[engine].append(named)
+    return ids, workload.config.spec_constants()
+
+
+def _statuses(run: CheckRun, ids: dict[str, list[str]]) -> dict[str, str]:
+    found = {v.trace: v.status for v in (*run.violations, *run.inconclusive)}
+    return {t: found.get(t, "conforms") for trace_ids in ids.values() for t in trace_ids}
+
+
+def _demo(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.traces < 1:
+        raise UsageError(f"--traces must be at least 1, got {args.traces}")
+    root = Path(args.out)
+    try:
+        if root.exists():
+            shutil.rmtree(root)
+        root.mkdir(parents=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write to {root}: {exc.strerror or exc}") from None
+    traces_dir = root / "traces"
+    if not args.json:
+        err.print(f"simulating {args.traces} runs each: {UNMUTATED}, {', '.join(DEMO_MUTANTS)} ...")
+    ids, constants = _simulate(traces_dir, args.traces)
+    spec = LedgerSpec(**constants)
+    sources = [traces_dir / engine for engine in ids]
+
+    from ledgerspec.conformance.report import write_report
+    from ledgerspec.conformance.spark import DEFAULT_MASTER, SparkCheck, SparkUnavailable, check_on_spark, spark_session
+
+    job = SparkCheck(spec.name, tuple(spec.values.items()), "full", Bounds(), DEFAULT_MAX_LINE_BYTES)
+    try:
+        with spark_session(args.master or DEFAULT_MASTER, app_name="ledgerspec demo") as spark:
+            on_spark = check_on_spark(spark, sources, job, root / "check", progress=None if args.json else err)
+    except SparkUnavailable as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        return EXIT_MISSING_TOOL
+    checker = TraceChecker(spec, "full")
+    here = check_files(sources, checker)
+    report = root / "report.html"
+    write_report(report, here, checker, sources)
+
+    spark_statuses, local_statuses = _statuses(on_spark.run, ids), _statuses(here, ids)
+    disagree = sorted(t for t in local_statuses if spark_statuses[t] != local_statuses[t])
+    first_violation = {}
+    for v in here.violations:
+        engine = v.trace.split("/", 1)[0]
+        if engine not in first_violation and v.failure is not None:
+            first_violation[engine] = (v.trace, v.failure.event_index, v.failure.reason)
+    rows: dict[str, dict[str, Any]] = {}
+    for engine, trace_ids in ids.items():
+        counts = {status: sum(local_statuses[t] == status for t in trace_ids) for status in STATUSES}
+        rows[engine] = {"traces": len(trace_ids), **counts, "first_violation": first_violation.get(engine)}
+    passed = (
+        not disagree
+        and rows[UNMUTATED]["conforms"] == rows[UNMUTATED]["traces"]
+        and all(rows[m]["violates"] > 0 for m in DEMO_MUTANTS)
+    )
+    summary = {
+        "passed": passed,
+        "constants": constants,
+        "engines": rows,
+        "events": here.events,
+        "spark": {"master": on_spark.master, "verdicts": on_spark.verdicts, "summary": on_spark.summary},
+        "spark_and_in_process_disagree_on": disagree,
+        "traces_directory": str(traces_dir),
+        "report": str(report),
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print(out, summary)
+    return EXIT_OK if passed else EXIT_VIOLATION
+
+
+def _print(out: Console, summary: dict[str, Any]) -> None:
+    table = Table("engine", "traces", "conform", "violate", "inconclusive", title="demo")
+    for engine, row in summary["engines"].items():
+        violates = f"[red]{row['violates']}[/red]" if row["violates"] and engine == UNMUTATED else str(row["violates"])
+        table.add_row(engine, str(row["traces"]), str(row["conforms"]), violates, str(row["inconclusive"]))
+    out.print(table)
+    for engine, row in summary["engines"].items():
+        if row["first_violation"] is not None:
+            trace, event, reason = row["first_violation"]
+            out.print(f"{engine}: {escape(trace)}, event {event}: {escape(reason)}", highlight=False, soft_wrap=True)
+    spark = summary["spark"]
+    out.print(
+        f"{summary['events']:,} events checked on Spark ({spark['master']}) and in this process"
+        + (
+            f"; [red]they disagree on {len(summary['spark_and_in_process_disagree_on'])} trace(s)[/red]"
+            if summary["spark_and_in_process_disagree_on"]
+            else ": same verdict for every trace"
+        ),
+        highlight=False,
+    )
+    out.print(f"traces:   {escape(summary['traces_directory'])}", highlight=False)
+    out.print(f"verdicts: {escape(spark['verdicts'])}", highlight=False)
+    out.print(f"report:   {escape(summary['report'])}", highlight=False)
+    verdict = "[green]passed[/green]" if summary["passed"] else "[red]failed[/red]"
+    out.print(
+        f"demo {verdict}: the unmutated engine conforms, each mutant is caught"
+        if summary["passed"]
+        else f"demo {verdict}: see the table",
+        highlight=False,
+    )

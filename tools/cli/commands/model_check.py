@@ -1,0 +1,205 @@
+"""``ledgerspec model-check SPEC``: explore a spec with the Python explorer, TLC, or both."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from typing import Any
+
+from ledgerspec.spec import catalog
+from ledgerspec.spec.values import format_value
+from ledgerspec.tools.cli.commands.base import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION, UsageError, parse_constants
+from ledgerspec.tools.model_checking.explorer.frontier import resident_bytes
+from ledgerspec.tools.model_checking.model_check import (
+    Comparison,
+    EngineResult,
+    ModelCheck,
+    compare,
+    run_python,
+    run_tlc,
+)
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["parse_size", "register"]
+
+
+def register(commands: Any) -> None:
+    mc = commands.add_parser("model-check", help="explore a spec with the Python explorer, TLC, or both")
+    mc.add_argument("spec", help="spec name: " + ", ".join(catalog.SPECS))
+    mc.add_argument("--engine", choices=("python", "tlc", "both"), default="both")
+    mc.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help="set a constant (repeatable)")
+    mc.add_argument("--json", action="store_true", help="print one JSON object")
+    mc.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="explorer processes (when states are not compared one by one) and TLC worker threads; by default the "
+        "explorer takes every core and TLC one thread, so that its counterexamples are the shortest",
+    )
+    mc.add_argument("--deadlock", action="store_true", help="report states with no enabled action, as TLC does")
+    mc.add_argument("--liveness", action="store_true", help="also check the spec's liveness properties (TLC)")
+    mc.add_argument("--no-state-compare", action="store_true", help="with both engines, compare counts only")
+    mc.add_argument(
+        "--symmetry",
+        action="store_true",
+        help="reduce by the spec's symmetry: one state per orbit (TLC: the spec's orbit as VIEW); the engines then "
+        "compare counts",
+    )
+    mc.add_argument(
+        "--max-memory",
+        metavar="SIZE",
+        help="stop the Python explorer once it holds more memory than this (512M, 4G): the run is then incomplete",
+    )
+    mc.set_defaults(run=_model_check)
+
+
+def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
+    try:
+        catalog.find(args.spec)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0])) from None
+    try:
+        model = ModelCheck(
+            args.spec,
+            parse_constants(args.const),
+            check_deadlock=args.deadlock,
+            liveness=args.liveness,
+            symmetry=args.symmetry,
+        )
+    except ValueError as exc:
+        raise UsageError(f"--symmetry: {exc}") from None
+    if args.liveness and args.engine != "tlc":
+        raise UsageError("--liveness needs --engine tlc: the Python explorer checks safety only")
+    model.build()  # validate the constants before anything starts
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    python_workers = args.workers or os.cpu_count() or 1
+    tlc_workers = args.workers or 1
+    max_memory = parse_size(args.max_memory) if args.max_memory is not None else None
+    engines = ["python", "tlc"] if args.engine == "both" else [args.engine]
+    # Under a view each engine keeps the first state of each orbit it finds: the orbits compare, the states not.
+    compare_states = args.engine == "both" and not args.no_state_compare and not args.symmetry
+    results: dict[str, EngineResult] = {}
+    for engine in engines:
+        if engine == "python":
+            results["python"] = _with_progress(
+                model, compare_states, quiet=args.json, err=err, max_memory=max_memory, workers=python_workers
+            )
+        else:
+            if not args.json:
+                err.print(f"[dim]TLC: checking {args.spec} ({tlc_workers} worker(s))...[/dim]")
+            results["tlc"] = run_tlc(model, keep_states=compare_states, workers=tlc_workers)
+    comparison = compare(results["python"], results["tlc"]) if len(results) == 2 else None
+    if args.json:
+        data: dict[str, Any] = {"spec": args.spec, "constants": model.build().values}
+        data.update({name: result.to_json() for name, result in results.items()})
+        if comparison is not None:
+            data["agree"] = comparison.agree
+            data["states_compared"] = comparison.states_compared
+            if comparison.reasons:
+                data["disagreements"] = list(comparison.reasons)
+        print(json.dumps(data, indent=2))
+    else:
+        _print_results(out, model, results, comparison)
+    failed = any(r.violations for r in results.values()) or (comparison is not None and not comparison.agree)
+    if failed:
+        return EXIT_VIOLATION
+    return EXIT_INCONCLUSIVE if any(r.stopped for r in results.values()) else EXIT_OK
+
+
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """``512M``, ``4G``, ``1024``: bytes; :class:`UsageError` for anything else."""
+    value = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = value[-1:] if value[-1:] in _UNITS else ""
+    number = value[: len(value) - len(unit)]
+    try:
+        size = float(number) * _UNITS[unit]
+    except ValueError:
+        raise UsageError(f"--max-memory expects a size such as 512M or 4G, got {text!r}") from None
+    if size < 2**20:
+        raise UsageError(f"--max-memory {text} is below 1M: too small to hold one level of any search")
+    return int(size)
+
+
+def _with_progress(
+    model: ModelCheck, keep_states: bool, *, quiet: bool, err: Console, max_memory: int | None, workers: int
+) -> EngineResult:
+    if quiet or not err.is_terminal:
+        return run_python(model, keep_states=keep_states, max_memory=max_memory, workers=workers)
+    started = time.perf_counter()
+    with err.status("python explorer: starting") as status:
+
+        def report(distinct: int, generated: int, depth: int, queue: int) -> None:
+            rate = distinct / max(time.perf_counter() - started, 1e-9)
+            status.update(
+                f"python explorer: {distinct:,} distinct states ({rate:,.0f}/s), {generated:,} generated, "
+                f"depth {depth}, {queue:,} queued, {resident_bytes() / 2**20:,.0f} MiB"
+            )
+
+        return run_python(model, keep_states=keep_states, progress=report, max_memory=max_memory, workers=workers)
+
+
+def _print_results(
+    out: Console, model: ModelCheck, results: dict[str, EngineResult], comparison: Comparison | None
+) -> None:
+    spec = model.build()
+    out.print(
+        f"[bold]{model.spec_name}[/bold] " + escape(" ".join(f"{k}={format_value(v)}" for k, v in spec.values.items()))
+    )
+    table = Table("engine", "distinct states", "generated", "depth", "seconds", "states/s", "verdict")
+    for name, r in results.items():
+        verdict = "[green]no violation[/green]" if not r.violations else f"[red]{r.violations[0].invariant}[/red]"
+        if r.stopped is not None and not r.violations:
+            verdict = "[yellow]incomplete[/yellow]"
+        table.add_row(
+            name,
+            f"{r.distinct_states:,}",
+            f"{r.states_generated:,}",
+            str(r.depth),
+            f"{r.seconds:.2f}",
+            f"{r.states_per_second:,.0f}",
+            verdict,
+        )
+    out.print(table)
+    for name, r in results.items():
+        if r.stopped is not None:
+            out.print(f"[yellow]{name}: {escape(r.stopped)}[/yellow]", highlight=False)
+        if r.collision_probability is not None:
+            out.print(
+                f"{name}: states kept as 64-bit fingerprints; the probability of a fingerprint collision is "
+                f"estimated as {r.collision_probability:.1e} (TLC's optimistic calculation)",
+                highlight=False,
+            )
+    for name, r in results.items():
+        for v in r.violations:
+            out.print(f"\n[red bold]{name}: {v.kind} {v.invariant} violated[/red bold]: {escape(v.message)}")
+            previous: dict[str, Any] = {}
+            for i, step in enumerate(v.trace):
+                params = step.get("params") or {}
+                args = ", ".join(f"{k}={_short(x)}" for k, x in params.items())
+                out.print(f"  [bold]{i}. {step['action']}{escape(f'({args})') if args else ''}[/bold]")
+                for var, value in step["state"].items():
+                    if previous.get(var) != value:
+                        out.print(f"       {var} = {escape(format_value(value))}", highlight=False)
+                previous = dict(step["state"])
+    if comparison is not None:
+        if comparison.agree:
+            how = "the same states" if comparison.states_compared else "the same verdicts and state counts"
+            out.print(f"\n[green]The engines agree[/green]: {how}.")
+        else:
+            out.print("\n[red]The engines disagree:[/red]")
+            for reason in comparison.reasons:
+                out.print(f"  - {reason}")
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):  # a message: show the fields that carry information
+        return "[" + ", ".join(f"{k}={v}" for k, v in value.items() if v is not False and v != -1) + "]"
+    return str(value)

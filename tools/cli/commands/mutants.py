@@ -1,0 +1,144 @@
+"""``ledgerspec mutants``: the oracle's mutation score over the engine's seeded bugs
+(:mod:`ledgerspec.tools.harness.mutants`).
+
+Exit status: 0 every mutant was killed in full observation and the
+unmutated engine had no false positive in any mode; 1 otherwise; 2 bad
+options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ledgerspec.tools.cli.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError
+from ledgerspec.tools.harness.mutants import MODES, MUTANTS, WORKLOADS, MutationRun, SeededWorkload, run_mutants
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+__all__ = ["register"]
+
+
+def register(commands: Any) -> None:
+    mutants = commands.add_parser(
+        "mutants",
+        help="run the engine's seeded bugs under fault workloads; does the oracle kill each one?",
+        description="Run each engine mutant, and the unmutated engine, under seeded fault workloads; check every "
+        "run's traces in full and client observation; print which mutants were killed, by which trace, and the "
+        "false positives of the unmutated engine.",
+    )
+    mutants.add_argument(
+        "--mutant", action="append", default=[], metavar="NAME", help="only this mutant (repeatable); default all"
+    )
+    mutants.add_argument(
+        "--workload",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this workload (repeatable): " + ", ".join(w.name for w in WORKLOADS),
+    )
+    mutants.add_argument("--traces", type=int, metavar="N", help="runs per workload (default: each workload's own)")
+    mutants.add_argument("--list", action="store_true", help="list the mutants and workloads, run nothing")
+    mutants.add_argument("--json", action="store_true", help="print one JSON object")
+    mutants.set_defaults(run=_mutants)
+
+
+def _chosen(names: list[str], known: dict[str, Any], what: str) -> list[Any]:
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"unknown {what} {', '.join(unknown)}; {what}s: {', '.join(known)}")
+    return [known[n] for n in names] if names else list(known.values())
+
+
+def _mutants(args: argparse.Namespace, out: Console, err: Console) -> int:
+    mutants = _chosen(args.mutant, MUTANTS, "mutant")
+    workloads = _chosen(args.workload, {w.name: w for w in WORKLOADS}, "workload")
+    if args.traces is not None:
+        if args.traces < 1:
+            raise UsageError(f"--traces must be at least 1, got {args.traces}")
+        workloads = [w.scaled(args.traces) for w in workloads]
+    if args.list:
+        _print_catalog(out, mutants, workloads)
+        return EXIT_OK
+    runnable = [m for m in mutants if any(w.spec in m.specs for w in workloads)]
+    idle = [m for m in mutants if m not in runnable]
+    if args.mutant and idle:
+        specs = " or ".join(idle[0].specs)
+        raise UsageError(f"no workload chosen runs mutant {idle[0].name}: it needs a workload of the {specs} spec")
+    mutants = runnable  # without --mutant: those the chosen workloads can show
+    counts = {w.name: w.run_count() for w in workloads}
+    runs = sum(counts.values()) + sum(counts[w.name] for m in mutants for w in workloads if w.spec in m.specs)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=args.json or not err.is_terminal,
+    ) as progress:
+        task = progress.add_task("runs (at most)", total=runs)
+
+        def advance(name: str, traces: int) -> None:
+            progress.update(task, advance=traces, description=f"[bold]{escape(name)}[/bold]")
+
+        run = run_mutants(mutants, workloads, progress=advance)
+    if args.json:
+        print(json.dumps(run.to_json(), indent=2))
+    else:
+        _print(out, run)
+    passed = run.killed("full") == run.total and all(run.false_positives(m) == 0 for m in MODES)
+    return EXIT_OK if passed else EXIT_VIOLATION
+
+
+def _print_catalog(out: Console, mutants: list[Any], workloads: list[Any]) -> None:
+    table = Table("mutant", "layer", "checked by", "the bug", title="mutants")
+    for m in mutants:
+        table.add_row(m.name, m.layer, ", ".join(f"{s} traces" for s in m.specs), escape(m.description))
+    out.print(table)
+    table = Table("workload", "spec", "runs", "", title="workloads (every fault allowed)")
+    for w in workloads:
+        detail = f"{w.steps} steps each, seed {w.seed}: " if isinstance(w, SeededWorkload) else ""
+        table.add_row(w.name, w.spec, str(w.run_count()), escape(detail + w.doc))
+    out.print(table)
+
+
+def _print(out: Console, run: MutationRun) -> None:
+    table = Table("mutant", "layer", *(f"{m} observation" for m in MODES), title="mutants")
+    for result in run.mutants:
+        cells = []
+        for mode in MODES:
+            kill = result.kills[mode]
+            if kill is None and not result.traces[mode]:
+                cells.append("not checked (no workload of its specs records this mode)")
+            elif kill is None:
+                cells.append(f"[yellow]survived[/yellow] ({result.traces[mode]} traces)")
+            else:
+                cells.append(f"[green]killed[/green] by {escape(kill.trace)}, event {kill.event_index} ({kill.event})")
+        assert result.mutant is not None
+        table.add_row(result.name, result.mutant.layer, *cells)
+    out.print(table)
+    base = run.baseline
+    for mode in MODES:
+        fp = run.false_positives(mode)
+        colour = "red" if fp else "green"
+        out.print(
+            f"{mode} observation: {run.killed(mode)} of {run.total} killed ({run.killed(mode) / run.total:.0%}); "
+            f"unmutated engine: [{colour}]{fp} false positive(s)[/{colour}] in {base.traces[mode]} traces "
+            f"({base.events[mode]:,} events, {base.inconclusive[mode]} inconclusive)",
+            highlight=False,
+        )
+    for mode in MODES:
+        for verdict in base.violations[mode]:
+            assert verdict.failure is not None
+            out.print(
+                f"[red]false positive ({mode}):[/red] {escape(verdict.trace)}: {escape(verdict.failure.reason)}",
+                highlight=False,
+            )
+    for result in run.mutants:
+        for mode in MODES:
+            kill = result.kills[mode]
+            if kill is not None:
+                out.print(f"{result.name} ({mode}): {escape(kill.reason)}", highlight=False, soft_wrap=True)

@@ -1,0 +1,211 @@
+"""``ledgerspec record bookkeeper|managed-ledger``: run scenarios on the real systems and check their traces.
+
+Fetches the pinned jars with Maven (once; cached), starts ZooKeeper and five
+bookies, each in its own JVM, and a client harness; runs the scenarios on
+them; writes each scenario's traces, raw observations, decoded metadata and
+verdicts under ``--out`` (see :mod:`ledgerspec.tools.recording.real_systems`).
+``bookkeeper`` checks ledger traces against the ledger spec, and keeps every
+bookie's files as ``inspect-bookie`` reads them; ``managed-ledger`` runs
+Pulsar's managed ledger and a durable cursor in broker JVMs that it kills and
+replaces, and checks the consumer's view against the cursor spec. Exit status 0 when
+every scenario conforms or shows exactly the finding it expects, 1 when one
+shows something new (a violation, a broken promise of the client API) or
+misses its finding, 4 when a check was inconclusive, 2 for an unknown
+scenario or a recording that cannot be read, 3 when Java, javac or Maven is
+missing. ``--recheck DIR`` runs nothing: it maps and checks stored
+recordings again, after the mapping or the spec changed, without Java.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from ledgerspec.conformance.adapters.cluster import ClusterError
+from ledgerspec.conformance.adapters.findings import FINDINGS
+from ledgerspec.conformance.adapters.jars import ARTIFACTS, JavaSetupError
+from ledgerspec.conformance.adapters.ml_scenarios import ML_SCENARIOS
+from ledgerspec.conformance.adapters.scenarios import SCENARIOS
+from ledgerspec.tools.cli.commands.base import (
+    EXIT_INCONCLUSIVE,
+    EXIT_MISSING_TOOL,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_VIOLATION,
+    UsageError,
+)
+from ledgerspec.tools.recording.real_systems import (
+    RecordingError,
+    ScenarioRecording,
+    recheck,
+    record_bookkeeper,
+    record_managed_ledger,
+)
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["register"]
+
+SYSTEMS = ("bookkeeper", "managed-ledger")
+_TITLES = {"bookkeeper": "Apache BookKeeper", "managed-ledger": "Apache Pulsar's managed ledger"}
+_STYLE = {
+    "conforms": "green",
+    "known": "yellow",
+    "violates": "bold red",
+    "failed": "bold red",
+    "missed": "bold red",
+    "inconclusive": "magenta",
+}
+
+
+def register(commands: Any) -> None:
+    record = commands.add_parser(
+        "record",
+        help="run scenarios on the real BookKeeper or Pulsar managed ledger, record what clients see, check it",
+    )
+    record.add_argument("system", help="the system to run: " + ", ".join(SYSTEMS))
+    record.add_argument(
+        "--scenario", action="append", metavar="NAME", help="a scenario (repeatable; default: all); see --list"
+    )
+    record.add_argument("--out", default="ledgerspec-real", help="where the recordings go (default: ledgerspec-real)")
+    record.add_argument("--list", action="store_true", help="list the scenarios and findings, and run nothing")
+    record.add_argument("--json", action="store_true", help="print one JSON object")
+    record.add_argument(
+        "--recheck",
+        metavar="DIR",
+        help="run nothing: map and check again the recordings in DIR (one, or a directory of them), without Java",
+    )
+    record.set_defaults(run=_record)
+
+
+def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.system not in SYSTEMS:
+        raise UsageError(f"unknown system {args.system!r}; systems: {', '.join(SYSTEMS)}")
+    known: dict[str, Any] = SCENARIOS if args.system == "bookkeeper" else ML_SCENARIOS
+    names = args.scenario or list(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"unknown scenario {', '.join(map(repr, unknown))}; scenarios: {', '.join(known)}")
+    if args.list:
+        _print_list(out, known)
+        return EXIT_OK
+    if args.recheck is not None:
+        try:
+            recordings = recheck(args.system, Path(args.recheck), args.scenario)
+        except RecordingError as exc:
+            err.print(f"[bold red]{escape(str(exc))}[/]")
+            return EXIT_USAGE
+        return _report(args, out, recordings, Path(args.recheck), "checked again")
+    record = record_bookkeeper if args.system == "bookkeeper" else record_managed_ledger
+
+    def progress(recording: ScenarioRecording) -> None:
+        if not args.json:
+            style = _STYLE[recording.status]
+            err.print(f"[{style}]{recording.status:>12}[/] {escape(recording.name)} ({recording.seconds:.1f} s)")
+
+    try:
+        recordings = record(names, Path(args.out), progress=progress)
+    except JavaSetupError as exc:
+        err.print(f"[bold red]{escape(str(exc))}[/]")
+        return EXIT_MISSING_TOOL
+    except ClusterError as exc:
+        err.print(f"[bold red]the cluster failed: {escape(str(exc))}[/]")
+        return EXIT_MISSING_TOOL
+    except RecordingError as exc:
+        err.print(f"[bold red]what the harness reported cannot be mapped: {escape(str(exc))}[/]")
+        return EXIT_VIOLATION
+    return _report(args, out, recordings, Path(args.out), "recorded")
+
+
+def _report(args: argparse.Namespace, out: Console, recordings: list[ScenarioRecording], root: Path, how: str) -> int:
+    if args.json:
+        print(json.dumps(_to_json(args.system, recordings, root), indent=2))
+    else:
+        _print(out, args.system, recordings, root, how)
+    statuses = {r.status for r in recordings}
+    if statuses & {"violates", "failed", "missed"}:
+        return EXIT_VIOLATION
+    if "inconclusive" in statuses:
+        return EXIT_INCONCLUSIVE
+    return EXIT_OK
+
+
+def _note(recording: ScenarioRecording) -> str:
+    if recording.status == "known":
+        reasons = [x.verdict.reason for x in recording.ledgers if x.verdict.status == "violates"]
+        names = [recording.expects] if recording.expects is not None else list(recording.may_show)
+        shown = [FINDINGS[n] for n in names if any(FINDINGS[n].explains(r) for r in reasons)]
+        return "; ".join(f"{f.kind}: {f.title}" for f in shown)
+    if recording.status == "missed" and recording.expects is not None:
+        return f"expected, not shown: {recording.expects}"
+    for ledger in recording.ledgers:
+        if ledger.verdict.status != "conforms":
+            return f"{ledger.trace_id}: {ledger.verdict.reason}"
+    return recording.failure or ""
+
+
+def _print(out: Console, system: str, recordings: list[ScenarioRecording], root: Path, how: str) -> None:
+    table = Table(title=f"{_TITLES[system]}, {how} under {root}")
+    for column in ("scenario", "status", "traces", "events", "s", "note"):
+        table.add_column(column, justify="right" if column in ("traces", "events", "s") else "left")
+    for r in recordings:
+        table.add_row(
+            escape(r.name),
+            f"[{_STYLE[r.status]}]{r.status}[/]",
+            str(len(r.ledgers)),
+            str(sum(x.events for x in r.ledgers)),
+            f"{r.seconds:.1f}",
+            escape(_note(r)),
+        )
+    out.print(table)
+    counts: dict[str, int] = {}
+    for r in recordings:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    out.print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + f" of {len(recordings)} scenarios")
+
+
+def _to_json(system: str, recordings: list[ScenarioRecording], root: Path) -> dict[str, Any]:
+    return {
+        "system": system,
+        "artifacts": list(ARTIFACTS),
+        "out": str(root),
+        "scenarios": [
+            {
+                "scenario": r.name,
+                "status": r.status,
+                "expects": r.expects,
+                "failure": r.failure,
+                "seconds": round(r.seconds, 3),
+                "traces": [
+                    {
+                        "trace": x.trace_id,
+                        "events": x.events,
+                        "skipped": x.skipped,
+                        "constants": x.constants,
+                        "verdict": x.verdict.to_json(),
+                    }
+                    for x in r.ledgers
+                ],
+            }
+            for r in recordings
+        ],
+    }
+
+
+def _print_list(out: Console, scenarios: dict[str, Any]) -> None:
+    table = Table(title="scenarios")
+    table.add_column("name")
+    table.add_column("what it does")
+    table.add_column("expects")
+    for s in scenarios.values():
+        table.add_row(escape(s.name), escape(s.summary), escape(s.expects or ""))
+    out.print(table)
+    findings = Table(title="findings")
+    for column in ("name", "kind", "what"):
+        findings.add_column(column)
+    for f in FINDINGS.values():
+        findings.add_row(escape(f.name), f.kind, escape(f.title))
+    out.print(findings)

@@ -1,0 +1,371 @@
+"""``ledgerspec simulate ledger|managed-ledger|autorecovery``: random runs of the reference engine, as traces.
+
+``ledger``: each run is a :class:`~ledgerspec.reference.ledger.simulation.LedgerSimulation`
+of ``--steps`` steps chosen by a generator seeded with the run's number and
+``--seed``: the same arguments write the same files, byte for byte. The
+model's sizes and fault bounds are the ledger spec's constants (``--const``),
+so ``ledgerspec check`` with the same constants (``manifest.json`` gives the
+command) must find every trace of the correct engine conforming, and a
+mutant's (``--mutant``) violating.
+
+``managed-ledger``: each run is a topic and its durable cursor on a broker
+that crashes (also at each persistence step of the cursor) and restarts,
+with failed BookKeeper calls and lost cursor ledgers
+(:mod:`ledgerspec.reference.managed_ledger.simulation`), checked against the
+cursor spec (``--spec cursor``). Its sizes are the cursor spec's constants
+``MaxEntriesPerLedger``, ``MetadataMaxEntriesPerLedger`` and ``BatchSize``;
+its mutants the managed ledger's.
+
+``autorecovery``: each run is one closed ledger on bookies that stop, come
+back and lose their disks, with an auditor and replication workers that may
+crash (:mod:`ledgerspec.reference.autorecovery.trace`), checked against the
+autorecovery spec (``--spec autorecovery``, modes ``full`` and ``metadata``).
+Its sizes and bounds are the autorecovery spec's constants; its mutants the
+auditor's and the workers'.
+
+Exit status: 0 the runs were written; 1 a reader read, up to the LAC, an
+entry other than the one written; 2 bad options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
+from ledgerspec.reference.autorecovery import RunConfig as AutorecoveryConfig
+from ledgerspec.reference.autorecovery.trace import simulate_autorecovery_traces
+from ledgerspec.reference.ledger import FAULTS, MUTANTS, SimulationConfig
+from ledgerspec.reference.ledger.trace import ndjson, simulate_traces
+from ledgerspec.reference.managed_ledger import MUTANTS as ML_MUTANTS
+from ledgerspec.reference.managed_ledger import RunConfig
+from ledgerspec.reference.managed_ledger.refinement import spec_for_config
+from ledgerspec.reference.managed_ledger.simulation import simulate_cursor_traces
+from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.values import format_value
+from ledgerspec.tools.cli.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError, parse_constants
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+__all__ = ["autorecovery_run_config", "cursor_run_config", "register", "simulation_config"]
+
+SIMULATIONS = ("ledger", "managed-ledger", "autorecovery")
+# The observation modes each simulation records, by the names of its spec's trace mapping.
+MODES = {"ledger": ("full", "client"), "managed-ledger": ("full", "client"), "autorecovery": ("full", "metadata")}
+# The spec constants a simulation takes, with their SimulationConfig fields.
+CONSTANT_FIELDS = {
+    "NumBookies": "bookies",
+    "E": "ensemble",
+    "Qw": "write_quorum",
+    "Qa": "ack_quorum",
+    "NumRecoverers": "recoverers",
+    "MaxEntries": "max_entries",
+    "Throttle": "throttle",
+    "MaxCrashes": "max_crashes",
+    "MaxLoss": "max_loss",
+}
+
+
+def register(commands: Any) -> None:
+    simulate = commands.add_parser(
+        "simulate",
+        help="random runs of the reference engine, written as NDJSON traces",
+        description="Run the reference engine on an in-process cluster with seeded random steps and faults; "
+        "write each run as a trace (docs/trace-format.md) for `ledgerspec check`.",
+    )
+    simulate.add_argument("spec", metavar="SPEC", help="what to simulate: " + ", ".join(SIMULATIONS))
+    simulate.add_argument("--seed", type=int, default=0, help="seed of the runs (default 0)")
+    simulate.add_argument("--steps", type=int, default=200, help="steps per run (default 200)")
+    simulate.add_argument("--traces", type=int, default=1, help="runs, one trace each (default 1)")
+    simulate.add_argument(
+        "--faults",
+        default=",".join(FAULTS),
+        help=f"ledger: faults allowed, comma-separated (default all: {','.join(FAULTS)})",
+    )
+    simulate.add_argument(
+        "--mode",
+        default="full",
+        help="observation mode of the traces: full (default), or client (ledger, managed-ledger) or metadata "
+        "(autorecovery)",
+    )
+    simulate.add_argument(
+        "--mutant",
+        help="a seeded bug: of the client (ledger: "
+        + ", ".join(MUTANTS)
+        + ") or of the managed ledger (managed-ledger: "
+        + ", ".join(ML_MUTANTS)
+        + ") or of autorecovery (autorecovery: "
+        + ", ".join(AUTORECOVERY_MUTANTS)
+        + ")",
+    )
+    simulate.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help="a spec constant")
+    simulate.add_argument("--out", required=True, metavar="DIR", help="directory for the traces and manifest.json")
+    simulate.add_argument("--json", action="store_true", help="print one JSON object")
+    simulate.set_defaults(run=_simulate)
+
+
+def simulation_config(constants: dict[str, str], faults: str, mutant: str | None) -> SimulationConfig:
+    """The simulation's configuration from ``--const``, ``--faults`` and ``--mutant``; :class:`UsageError` if bad."""
+    if "Bug" in constants:
+        raise UsageError("the engine takes no Bug constant: a seeded bug of the engine is a --mutant")
+    spec_values = LedgerSpec(**constants).values  # unknown names, bad types and impossible quorums fail here
+    fields = {CONSTANT_FIELDS[name]: spec_values[name] for name in CONSTANT_FIELDS if name in constants}
+    chosen = [f.strip() for f in faults.split(",") if f.strip()]
+    unknown = [f for f in chosen if f not in FAULTS]
+    if unknown:
+        raise UsageError(f"unknown fault {', '.join(unknown)}; faults: {', '.join(FAULTS)}")
+    if mutant is not None and mutant not in MUTANTS:
+        raise UsageError(f"unknown mutant {mutant!r}; mutants: {', '.join(MUTANTS)}")
+    return attrs.evolve(SimulationConfig(), faults=frozenset(chosen), mutant=mutant, **fields)
+
+
+def _simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.spec not in SIMULATIONS:
+        raise UsageError(f"no simulation of spec {args.spec!r}; simulations: {', '.join(SIMULATIONS)}")
+    if args.mode not in MODES[args.spec]:
+        raise UsageError(f"unknown mode {args.mode!r} for {args.spec}; modes: {', '.join(MODES[args.spec])}")
+    for name in ("steps", "traces"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if args.spec == "managed-ledger":
+        return _simulate_managed_ledger(args, out)
+    if args.spec == "autorecovery":
+        return _simulate_autorecovery(args, out)
+    config = simulation_config(parse_constants(args.const), args.faults, args.mutant)
+    directory = Path(args.out)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write to {directory}: {exc.strerror}") from None
+    constants = config.spec_constants()
+    runs: list[dict[str, Any]] = []
+    for trace_id, lines, sim in simulate_traces(
+        config, seed=args.seed, steps=args.steps, traces=args.traces, mode=args.mode
+    ):
+        path = directory / f"{trace_id}.ndjson"
+        path.write_bytes(ndjson(lines))
+        runs.append(
+            {
+                "trace": trace_id,
+                "file": path.name,
+                "events": len(lines),
+                "engine_events": len(sim.events),
+                "adds_acknowledged": len(sim.acknowledged),
+                "ledger": sim.ledgers.read(sim.ledger_id).metadata.state.name,
+                "reads": sim.reads,
+                "read_problems": list(sim.read_problems),
+            }
+        )
+    check = ["ledgerspec", "check", str(directory), "--mode", args.mode] + [
+        arg for name, value in constants.items() for arg in ("--const", f"{name}={value}")
+    ]
+    manifest = {
+        "spec": "ledger",
+        "mode": args.mode,
+        "seed": args.seed,
+        "steps": args.steps,
+        "faults": sorted(config.faults),
+        "mutant": config.mutant,
+        "constants": constants,
+        "check": shlex.join(check),
+        "traces": runs,
+    }
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    problems = [p for run in runs for p in run["read_problems"]]
+    if args.json:
+        print(json.dumps(manifest, indent=2))
+    else:
+        _print(out, manifest)
+    return EXIT_VIOLATION if problems else EXIT_OK
+
+
+def _print(out: Console, manifest: dict[str, Any]) -> None:
+    constants = " ".join(f"{k}={format_value(v)}" for k, v in manifest["constants"].items())
+    mutant = f", mutant {manifest['mutant']}" if manifest["mutant"] else ""
+    out.print(
+        f"[bold]ledger[/bold] ({manifest['mode']} mode, seed {manifest['seed']}, faults "
+        f"{','.join(manifest['faults']) or 'none'}{mutant}) {escape(constants)}",
+        highlight=False,
+    )
+    table = Table("trace", "events", "adds acked", "ledger", "reads", "read problems")
+    for run in manifest["traces"]:
+        bad = len(run["read_problems"])
+        table.add_row(
+            escape(run["trace"]),
+            f"{run['events']:,}",
+            str(run["adds_acknowledged"]),
+            run["ledger"],
+            str(run["reads"]),
+            f"[red]{bad}[/red]" if bad else "0",
+        )
+    out.print(table)
+    for run in manifest["traces"]:
+        for problem in run["read_problems"]:
+            out.print(f"[red]{escape(run['trace'])}:[/red] {escape(problem)}", highlight=False)
+    out.print(f"check them with: {escape(manifest['check'])}", highlight=False, soft_wrap=True)
+
+
+# The cursor spec's constants a managed-ledger run takes, with their RunConfig fields.
+CURSOR_FIELDS = {
+    "MaxEntriesPerLedger": "max_entries_per_ledger",
+    "MetadataMaxEntriesPerLedger": "metadata_max_entries_per_ledger",
+    "BatchSize": "batch_size",
+}
+
+
+def cursor_run_config(constants: dict[str, str], mutant: str | None) -> RunConfig:
+    """A managed-ledger run's configuration from ``--const`` and ``--mutant``; :class:`UsageError` if bad."""
+    unknown = sorted(set(constants) - set(CURSOR_FIELDS))
+    if unknown:
+        raise UsageError(
+            f"a managed-ledger run takes the constants {', '.join(CURSOR_FIELDS)}; not {', '.join(unknown)}"
+        )
+    values = spec_for_config(RunConfig(), **constants).values  # bad types and values fail here
+    if mutant is not None and mutant not in ML_MUTANTS:
+        raise UsageError(f"unknown managed-ledger mutant {mutant!r}; mutants: {', '.join(ML_MUTANTS)}")
+    return RunConfig(mutant=mutant, **{CURSOR_FIELDS[name]: values[name] for name in constants})
+
+
+def _simulate_managed_ledger(args: argparse.Namespace, out: Console) -> int:
+    if args.faults != ",".join(FAULTS):
+        raise UsageError("--faults is for ledger runs: a managed-ledger run takes every fault of the cursor spec")
+    config = cursor_run_config(parse_constants(args.const), args.mutant)
+    constants = spec_for_config(config).values
+    return _write_runs(
+        args,
+        out,
+        SpecRuns(
+            "cursor",
+            "managed ledger",
+            {name: value for name, value in constants.items() if name != "Bug"},
+            config.mutant,
+            {
+                "acks": "ConsumerAcks",
+                "crashes": "BrokerCrashes",
+                "restores": "CursorRecovers",
+                "trims": "TrimConsumedLedgers",
+            },
+        ),
+        lambda scratch: simulate_cursor_traces(
+            config, scratch, seed=args.seed, steps=args.steps, traces=args.traces, modes=(args.mode,)
+        ),
+    )
+
+
+@attrs.frozen
+class SpecRuns:
+    """What a simulation of runs checked against ``spec`` writes: its manifest and the events it counts per run."""
+
+    spec: str
+    title: str
+    constants: dict[str, Any]  # the spec constants the check command passes
+    mutant: str | None
+    counts: dict[str, str]  # column of the manifest and the table -> the event type it counts
+
+
+def _write_runs(
+    args: argparse.Namespace,
+    out: Console,
+    what: SpecRuns,
+    simulate: Callable[[str], Iterable[tuple[str, dict[str, list[dict[str, Any]]]]]],
+) -> int:
+    """Run ``simulate`` with a scratch directory for the bookies' files; write each trace of ``args.mode``, the
+    manifest (with the ``ledgerspec check`` command that judges them), and print it."""
+    directory = Path(args.out)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write to {directory}: {exc.strerror}") from None
+    with tempfile.TemporaryDirectory(prefix=f"ledgerspec-{what.spec}-") as scratch:
+        recorded = list(simulate(scratch))
+    runs: list[dict[str, Any]] = []
+    for trace_id, lines in recorded:
+        path = directory / f"{trace_id}.ndjson"
+        path.write_bytes(ndjson(lines[args.mode]))
+        kinds = [line["type"] for line in lines[args.mode]]
+        counts = {column: kinds.count(kind) for column, kind in what.counts.items()}
+        runs.append({"trace": trace_id, "file": path.name, "events": len(kinds), **counts})
+    check = ["ledgerspec", "check", str(directory), "--spec", what.spec, "--mode", args.mode] + [
+        arg for name, value in what.constants.items() for arg in ("--const", f"{name}={value}")
+    ]
+    manifest = {
+        "spec": what.spec,
+        "mode": args.mode,
+        "seed": args.seed,
+        "steps": args.steps,
+        "mutant": what.mutant,
+        "constants": what.constants,
+        "check": shlex.join(check),
+        "traces": runs,
+    }
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(manifest, indent=2))
+        return EXIT_OK
+    mutant = f", mutant {what.mutant}" if what.mutant else ""
+    out.print(f"[bold]{what.title}[/bold] ({args.mode} mode, seed {args.seed}{mutant})", highlight=False)
+    columns = ("events", *what.counts)
+    table = Table("trace", *(c.replace("_", " ") for c in columns))
+    for run in runs:
+        table.add_row(escape(run["trace"]), *(f"{run[k]:,}" for k in columns))
+    out.print(table)
+    out.print(f"check them with: {escape(manifest['check'])}", highlight=False, soft_wrap=True)
+    return EXIT_OK
+
+
+# The autorecovery spec's constants a run takes, with their RunConfig fields (Segments: a run's ledger has one).
+AUTORECOVERY_FIELDS = {
+    "NumBookies": "bookies",
+    "E": "ensemble",
+    "Qw": "write_quorum",
+    "NumEntries": "entries",
+    "NumWorkers": "workers",
+    "MaxStops": "max_stops",
+    "MaxDiskLosses": "max_disk_losses",
+    "MaxWorkerCrashes": "max_worker_crashes",
+}
+
+
+def autorecovery_run_config(constants: dict[str, str], mutant: str | None) -> AutorecoveryConfig:
+    """An autorecovery run's configuration from ``--const`` and ``--mutant``; :class:`UsageError` if bad."""
+    unknown = sorted(set(constants) - set(AUTORECOVERY_FIELDS))
+    if unknown:
+        raise UsageError(
+            f"an autorecovery run takes the constants {', '.join(AUTORECOVERY_FIELDS)}; not {', '.join(unknown)}"
+        )
+    defaults = AutorecoveryConfig().spec_constants()
+    values = AutorecoverySpec(**{**defaults, **constants}).values  # bad types and impossible quorums fail here
+    if mutant is not None and mutant not in AUTORECOVERY_MUTANTS:
+        raise UsageError(f"unknown autorecovery mutant {mutant!r}; mutants: {', '.join(AUTORECOVERY_MUTANTS)}")
+    try:
+        return AutorecoveryConfig(mutant=mutant, **{AUTORECOVERY_FIELDS[n]: values[n] for n in AUTORECOVERY_FIELDS})
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _simulate_autorecovery(args: argparse.Namespace, out: Console) -> int:
+    if args.faults != ",".join(FAULTS):
+        raise UsageError("--faults is for ledger runs: an autorecovery run takes every fault of its spec")
+    config = autorecovery_run_config(parse_constants(args.const), args.mutant)
+    counts = {
+        "bookie_stops": "BookieStops",
+        "auditor_checks": "AuditorChecksBookies",
+        "bookies_replaced": "WorkerUpdatesEnsemble",
+        "worker_crashes": "WorkerCrashes",
+    }
+    return _write_runs(
+        args,
+        out,
+        SpecRuns("autorecovery", "autorecovery", config.spec_constants(), config.mutant, counts),
+        lambda scratch: simulate_autorecovery_traces(
+            config, scratch, seed=args.seed, steps=args.steps, traces=args.traces, modes=(args.mode,)
+        ),
+    )

@@ -1,0 +1,293 @@
+"""Model-check a spec with the Python explorer, with TLC, or with both, and compare them.
+
+Both engines get the same constants and check the same invariants and action
+properties, named in the Python spec. TLC's configuration file is written
+from them, so the two can never check different things by accident. When
+both run, they *agree* when they report the same violated properties and,
+on a complete run, the same number of distinct states, and, when states are
+compared, the very same states.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+from ledgerspec.spec import catalog
+from ledgerspec.spec.kernel import Spec
+from ledgerspec.spec.values import format_value, to_json
+from ledgerspec.tools.model_checking.explorer.explorer import Explorer
+from ledgerspec.tools.model_checking.explorer.parallel import ParallelExplorer
+
+__all__ = ["Comparison", "EngineResult", "ModelCheck", "compare", "run_python", "run_tlc", "write_tlc_config"]
+
+
+@attrs.frozen
+class ViolationReport:
+    """One broken property, as either engine reports it."""
+
+    kind: str  # invariant, property, deadlock or liveness
+    invariant: str
+    message: str
+    trace: tuple[Mapping[str, Any], ...]  # each: {"action": ..., "state": {var: value}}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "invariant": self.invariant,
+            "message": self.message,
+            "trace": [
+                {
+                    "action": step["action"],
+                    **({"params": step["params"]} if "params" in step else {}),
+                    "state": {k: to_json(v) for k, v in step["state"].items()},
+                }
+                for step in self.trace
+            ],
+        }
+
+
+@attrs.frozen
+class EngineResult:
+    engine: str  # python or tlc
+    distinct_states: int
+    states_generated: int
+    depth: int | None
+    seconds: float
+    violations: tuple[ViolationReport, ...]
+    complete: bool
+    states: frozenset[frozenset[tuple[str, Any]]] | None = None  # normal-form states, for comparison
+    log_path: Path | None = None
+    collision_probability: float | None = None  # of a fingerprint collision (TLC's optimistic estimate)
+    stopped: str | None = None  # why the search stopped before the end (a memory bound)
+
+    @property
+    def states_per_second(self) -> float:
+        return self.distinct_states / self.seconds if self.seconds > 0 else float("inf")
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "distinct_states": self.distinct_states,
+            "states_generated": self.states_generated,
+            "depth": self.depth,
+            "seconds": round(self.seconds, 3),
+            "violations": [v.to_json() for v in self.violations],
+        }
+        if self.log_path is not None:
+            data["log"] = str(self.log_path)
+        if self.collision_probability is not None:
+            data["collision_probability"] = self.collision_probability
+        if self.stopped is not None:
+            data["stopped"] = self.stopped
+        return data
+
+
+@attrs.frozen
+class Comparison:
+    agree: bool
+    reasons: tuple[str, ...]  # why they disagree; empty when they agree
+    states_compared: bool
+
+
+@attrs.frozen
+class ModelCheck:
+    """A model: a spec, its constants, and what to check."""
+
+    spec_name: str
+    constants: Mapping[str, Any] = attrs.field(factory=dict)
+    check_deadlock: bool = False
+    liveness: bool = False
+    #: names of the invariants and action properties to check; None for all of them
+    invariants: tuple[str, ...] | None = None
+    #: reduce by the spec's symmetry: the explorer fingerprints ``spec.symmetry``, TLC takes ``tla_view`` as VIEW
+    symmetry: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.symmetry:
+            spec_type = catalog.find(self.spec_name).python
+            if spec_type.tla_view is None:
+                raise ValueError(f"spec {self.spec_name} declares no symmetry: its processes are not interchangeable")
+
+    def build(self) -> Spec[Any]:
+        return catalog.find(self.spec_name).python(**self.constants)
+
+    def checked(self, spec: Spec[Any]) -> tuple[list[str], list[str]]:
+        """The invariants and the action properties this model checks, in the spec's order."""
+        invariants = [inv.name for inv in spec.invariants]
+        properties = [p.name for p in spec.action_properties]
+        if self.invariants is None:
+            return invariants, properties
+        unknown = sorted(set(self.invariants) - set(invariants) - set(properties))
+        if unknown:
+            raise KeyError(f"spec {spec.name} has no invariant or property {', '.join(unknown)}")
+        return [n for n in invariants if n in self.invariants], [n for n in properties if n in self.invariants]
+
+
+def _freeze(state: Mapping[str, Any]) -> frozenset[tuple[str, Any]]:
+    return frozenset(state.items())
+
+
+def run_python(
+    model: ModelCheck,
+    *,
+    keep_states: bool = False,
+    progress: Callable[[int, int, int, int], None] | None = None,
+    symmetry: bool = False,
+    max_memory: int | None = None,
+    workers: int = 1,
+    spill_above: int | None = None,
+) -> EngineResult:
+    """Explore the model with the Python explorer (``max_memory``: stop past that many bytes; ``workers``:
+    processes, when whole states are not kept; ``spill_above``: the resident bytes past which a process's
+    frontier goes to disk, by default half its share of the memory)."""
+    spec = model.build()
+    invariants, properties = model.checked(spec)
+    options: dict[str, Any] = {
+        "check_deadlock": model.check_deadlock,
+        "keep_states": keep_states,
+        "progress": progress,
+        "symmetry": symmetry or model.symmetry,
+        "invariants": invariants + properties,
+        "max_memory": max_memory,
+        "spill_above": spill_above,
+    }
+    if workers > 1 and not keep_states:
+        result = ParallelExplorer(spec, workers=workers, **options).run()
+    else:
+        result = Explorer(spec, **options).run()
+    violations = tuple(
+        ViolationReport(
+            v.kind,
+            v.name,
+            v.message,
+            tuple(
+                {
+                    "action": step.step.action,
+                    "params": {k: _param(v) for k, v in step.step.params},
+                    "state": spec.to_tla(step.state),
+                }
+                for step in v.trace
+            ),
+        )
+        for v in result.violations
+    )
+    states = frozenset(_freeze(spec.to_tla(s)) for s in result.states) if result.states is not None else None
+    return EngineResult(
+        "python",
+        result.distinct_states,
+        result.states_generated,
+        result.depth,
+        result.seconds,
+        violations,
+        result.complete,
+        states,
+        collision_probability=None if keep_states else result.collision_probability,
+        stopped=result.stopped,
+    )
+
+
+def _param(value: Any) -> Any:
+    if attrs.has(type(value)):
+        return {f.name: getattr(value, f.name) for f in attrs.fields(type(value))}
+    return value
+
+
+def write_tlc_config(model: ModelCheck, path: Path) -> Path:
+    """Write TLC's .cfg for the model: its constants, invariants and properties."""
+    spec = model.build()
+    lines = ["\\* Written by ledgerspec from the Python spec's constants and properties.", "CONSTANTS"]
+    for name, value in spec.values.items():
+        lines.append(f"    {name} = {format_value(value)}")
+    lines.append("SPECIFICATION " + ("LiveSpec" if model.liveness else "Spec"))
+    invariants, properties = model.checked(spec)
+    if invariants:
+        lines.append("INVARIANTS")
+        lines += [f"    {name}" for name in invariants]
+    properties += list(spec.liveness) if model.liveness else []
+    if properties:
+        lines.append("PROPERTIES")
+        lines += [f"    {name}" for name in properties]
+    if model.symmetry:
+        lines.append(f"VIEW {spec.tla_view}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_tlc(
+    model: ModelCheck,
+    *,
+    keep_states: bool = False,
+    workers: int = 1,
+    log_path: Path | None = None,
+) -> EngineResult:
+    """Check the model with TLC, in this process through JPype."""
+    from ledgerspec.tools.model_checking.tlc import runner as tlc  # JPype is loaded only when TLC runs
+
+    entry = catalog.find(model.spec_name)
+    workdir = Path(tempfile.mkdtemp(prefix=f"ledgerspec-{model.spec_name}-"))
+    cfg = write_tlc_config(model, workdir / f"MC{entry.tla_module}.cfg")
+    started = time.perf_counter()
+    result = tlc.run_tlc(
+        entry.tla_path,
+        cfg,
+        workers=workers,
+        check_deadlock=model.check_deadlock,
+        dump_states=keep_states,
+        log_path=log_path or workdir / "tlc.log",
+        library=[catalog.tla_library()],
+    )
+    seconds = time.perf_counter() - started
+    liveness = list(model.build().liveness) if model.liveness else []
+    violations = tuple(
+        ViolationReport(
+            v.kind,
+            # TLC does not say which temporal property failed; with one checked, it is that one.
+            v.name or (liveness[0] if v.kind == "liveness" and len(liveness) == 1 else v.kind),
+            v.message,
+            tuple({"action": step.action, "state": dict(step.state)} for step in v.trace),
+        )
+        for v in result.violations
+    )
+    states = frozenset(_freeze(s) for s in result.states()) if keep_states else None
+    return EngineResult(
+        "tlc",
+        result.distinct_states,
+        result.states_generated,
+        result.depth,
+        seconds,
+        violations,
+        not violations,
+        states,
+        result.log_path,
+    )
+
+
+def compare(python: EngineResult, tlc: EngineResult) -> Comparison:
+    """Do the two engines tell the same story about the model?"""
+    reasons = []
+    py_names = sorted({v.invariant for v in python.violations})
+    tlc_names = sorted({v.invariant for v in tlc.violations})
+    if py_names != tlc_names:
+        reasons.append(f"violations differ: python {py_names or 'none'}, TLC {tlc_names or 'none'}")
+    compared = False
+    if not py_names and not tlc_names:
+        if python.distinct_states != tlc.distinct_states:
+            reasons.append(f"distinct states differ: python {python.distinct_states}, TLC {tlc.distinct_states}")
+        if python.states is not None and tlc.states is not None:
+            compared = True
+            only_py, only_tlc = python.states - tlc.states, tlc.states - python.states
+            if only_py or only_tlc:
+                reasons.append(
+                    f"{len(only_py)} states only the python explorer reached, {len(only_tlc)} only TLC reached; "
+                    f"for example {_example(only_py or only_tlc)}"
+                )
+    return Comparison(not reasons, tuple(reasons), compared)
+
+
+def _example(states: frozenset[frozenset[tuple[str, Any]]]) -> str:
+    state = min(states, key=repr)
+    return "[" + ", ".join(f"{k} = {format_value(v)}" for k, v in sorted(state)) + "]"

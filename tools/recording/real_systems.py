@@ -1,0 +1,542 @@
+"""Record scenarios on a real Apache BookKeeper cluster and check every trace with the oracle.
+
+:func:`record_bookkeeper` starts a cluster from the pinned jars
+(``conformance/adapters``), runs the scenarios one after another on it, and
+writes, for each scenario, into ``OUT/<scenario>/``:
+
+``trace.ndjson``
+    the clients' view as ledger-spec events (client mode), one trace per ledger;
+``observations.ndjson``
+    what the harness reported, unmapped: each trace event names its
+    observation in ``x-obs`` (and the send of its request in ``x-sent``);
+``run.json``
+    the run's facts: the cluster's bookies, the ledgers, the entries the
+    writer saw acknowledged, the bookies the scenario crashed; with the
+    observations, all that :func:`check_recording` needs to check it again;
+``metadata.json``
+    each ledger's znode as ZooKeeper holds it at the end, decoded with the
+    project's ``LedgerMetadataFormat`` reader, beside its znode version;
+``verdict.json``
+    each trace's verdict, the constants it was checked with, and the
+    observations that map to no event with the reason.
+
+When every scenario has run, the cluster stops (the bookies flush and write
+their lastMark) and each bookie's journals, lastMark, entry logs and index
+are read with the ``inspect-bookie`` readers into ``OUT/bookies/bookie-N.json``,
+with the problems those readers find. Every entry the writer saw
+acknowledged must be in the journal of enough bookies of its write set: a
+summary of that is ``OUT/bookies/acknowledged.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import orjson
+from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper, MappingError
+from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, ClusterError
+from ledgerspec.conformance.adapters.findings import FINDINGS
+from ledgerspec.conformance.adapters.jars import ARTIFACTS, JarSet, ensure_jars
+from ledgerspec.conformance.adapters.managed_ledger import CursorMappingError, CursorTraceMapper
+from ledgerspec.conformance.adapters.ml_scenarios import (
+    CURSOR,
+    ML_SCENARIOS,
+    BrokerDriver,
+    ManagedLedgerScenario,
+    SkippedMessageError,
+)
+from ledgerspec.conformance.adapters.scenarios import SCENARIOS, BrokenPromiseError, Driver, Scenario
+from ledgerspec.conformance.checker import Bounds, check_trace
+from ledgerspec.conformance.events import events_from_json
+from ledgerspec.conformance.verdict import INCONCLUSIVE, VIOLATES, Verdict
+from ledgerspec.reference.bookie.disk import check_bookie_files, read_bookie_files
+from ledgerspec.reference.bookie.formats import RecordKind
+from ledgerspec.reference.bookie.layout import BookieLayout
+from ledgerspec.reference.bookie.report import bookie_files_json
+from ledgerspec.reference.metadata.ledger_metadata_format import decode_ledger_metadata
+from ledgerspec.reference.metadata.ledger_paths import ledger_path
+from ledgerspec.reference.metadata.managed_ledger_format import (
+    decode_managed_cursor_info,
+    decode_managed_ledger_info,
+    to_json,
+)
+from ledgerspec.reference.metadata.managed_ledger_paths import cursor_path, managed_ledger_path
+from ledgerspec.spec.codecs import short_json
+from ledgerspec.spec.cursor.cursor import CursorSpec
+from ledgerspec.spec.ledger.ledger import LedgerSpec
+
+__all__ = [
+    "LedgerRecording",
+    "ScenarioRecording",
+    "check_cursor_recording",
+    "check_recording",
+    "record_bookkeeper",
+    "record_managed_ledger",
+]
+
+#: Bookies in the cluster: enough for E=5, and for an ensemble of 3 to lose two bookies.
+CLUSTER_BOOKIES = 5
+#: Late replies (the third ack of a closed ledger's last entry) reach the client within this.
+_SETTLE_SECONDS = 0.3
+#: Bounds for the hidden steps between two observed events: a crash, a restart, lost replies.
+BOUNDS = Bounds(max_hidden_steps=6, max_candidates=10_000)
+
+
+class RecordingError(Exception):
+    """A stored recording that cannot be read or mapped: names the file, and the line or observation."""
+
+
+def _read_run(directory: Path, needs: Sequence[str]) -> dict[str, Any]:
+    path = directory / "run.json"
+    try:
+        run = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RecordingError(f"{path}: no such file; a recording holds run.json and observations.ndjson") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RecordingError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(run, dict):
+        raise RecordingError(f"{path}: not an object: {short_json(run)}")
+    missing = [key for key in needs if key not in run]
+    if missing:
+        raise RecordingError(f"{path}: lacks {', '.join(map(repr, missing))}")
+    return run
+
+
+def _read_observations(directory: Path) -> list[dict[str, Any]]:
+    path = directory / "observations.ndjson"
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        raise RecordingError(f"{path}: no such file") from None
+    observations = []
+    for number, line in enumerate(lines, 1):
+        try:
+            obs = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise RecordingError(f"{path}:{number}: not JSON ({exc})") from None
+        if not isinstance(obs, dict) or "ev" not in obs:
+            raise RecordingError(f'{path}:{number}: not an observation (an object with "ev"): {line[:80]!r}')
+        observations.append(obs)
+    return observations
+
+
+_LEDGER_RUN = ("scenario", "ledgers", "cluster_bookies", "bookies_crashed", "failure", "seconds")
+_CURSOR_RUN = ("scenario", "managed_ledger", "cursor", "max_entries_per_ledger", "metadata_max_entries_per_ledger",
+               "failure", "seconds")  # fmt: skip
+
+
+def recheck(system: str, root: Path, names: Sequence[str] | None = None) -> list[ScenarioRecording]:
+    """Check stored recordings of ``system`` again, without Java: ``root`` is one, or a directory of them.
+
+    Only ``run.json`` and ``observations.ndjson`` are read; each recording's
+    ``trace.ndjson`` and ``verdict.json`` are written anew. ``names`` keeps only
+    those scenarios.
+    """
+    if (root / "run.json").exists():
+        directories = [root]
+    elif root.is_dir():
+        directories = sorted(p for p in root.iterdir() if (p / "run.json").exists())
+    else:
+        raise RecordingError(f"{root}: no such directory")
+    if not directories:
+        raise RecordingError(f"{root}: no recording here (a directory with run.json, or directories of them)")
+    check = check_recording if system == "bookkeeper" else check_cursor_recording
+    recordings = []
+    for directory in directories:
+        run = _read_run(directory, ())
+        recorded = run.get("system", "bookkeeper")
+        if recorded != system:
+            raise RecordingError(f"{directory / 'run.json'}: a recording of {recorded}, not of {system}")
+        if names is None or run.get("scenario") in names:
+            recordings.append(check(directory))
+    absent = sorted(set(names or ()) - {r.name for r in recordings})
+    if absent:
+        raise RecordingError(f"{root}: no recording of {', '.join(absent)}")
+    return recordings
+
+
+@attrs.frozen
+class LedgerRecording:
+    trace_id: str
+    ledger: int
+    constants: dict[str, int]
+    events: int
+    skipped: int
+    verdict: Verdict
+
+
+@attrs.frozen
+class ScenarioRecording:
+    name: str
+    summary: str
+    directory: Path
+    ledgers: tuple[LedgerRecording, ...]
+    failure: str | None  # a promise of the client API broken, seen by the scenario itself
+    seconds: float
+
+    expects: str | None = None  # the finding the scenario shows (findings.py)
+    may_show: tuple[str, ...] = ()  # findings a race in the scenario may bring about
+
+    @property
+    def status(self) -> str:
+        """``conforms``; ``known`` (it shows the finding it expects, or one it may show, and nothing else);
+        ``violates`` or ``failed`` (something new: a violation, or a broken promise of the client API);
+        ``missed`` (the expected finding did not show); ``inconclusive`` (a search bound was hit)."""
+        finding = FINDINGS[self.expects] if self.expects is not None else None
+        allowed = [FINDINGS[name] for name in (*([self.expects] if self.expects else []), *self.may_show)]
+        violations = [r.verdict for r in self.ledgers if r.verdict.status == VIOLATES]
+        if any(not any(f.explains(v.reason) for f in allowed) for v in violations):
+            return "violates"
+        if self.failure is not None and (finding is None or finding.kind != "bug"):
+            return "failed"
+        if any(r.verdict.status == INCONCLUSIVE for r in self.ledgers):
+            return "inconclusive"
+        if finding is not None:
+            shown = any(finding.explains(v.reason) for v in violations) and (
+                finding.kind != "bug" or self.failure is not None
+            )
+            return "known" if shown else "missed"
+        return "known" if violations else "conforms"
+
+
+def record_bookkeeper(
+    names: Sequence[str],
+    out: Path,
+    *,
+    jars: JarSet | None = None,
+    progress: Callable[[ScenarioRecording], None] | None = None,
+) -> list[ScenarioRecording]:
+    """Run ``names`` (scenario names) on one fresh cluster; write and check their traces (module docstring)."""
+    return _record_suite(names, SCENARIOS, out, jars, progress, _record_one, deleted_ok=False)
+
+
+#: Runs one scenario on the cluster into its directory, and adds the entries it saw acknowledged.
+_RecordOne = Callable[[BookKeeperCluster, str, Path, dict[int, list[int]]], ScenarioRecording]
+
+
+def _record_suite(
+    names: Sequence[str],
+    known: Mapping[str, object],
+    out: Path,
+    jars: JarSet | None,
+    progress: Callable[[ScenarioRecording], None] | None,
+    record_one: _RecordOne,
+    *,
+    deleted_ok: bool,
+) -> list[ScenarioRecording]:
+    """Scenarios one after another on one fresh cluster; then the bookies' files, once it has stopped.
+
+    ``deleted_ok``: a ledger with acknowledged entries may have been deleted
+    since (trimmed), and is then only counted in ``acknowledged.json``.
+    """
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise KeyError(f"no scenario {', '.join(unknown)}; the scenarios: {', '.join(known)}")
+    out.mkdir(parents=True, exist_ok=True)
+    cluster_dir = out / "cluster"
+    shutil.rmtree(cluster_dir, ignore_errors=True)
+    jars = jars or ensure_jars()
+    recordings: list[ScenarioRecording] = []
+    acknowledged: dict[int, list[int]] = {}
+    with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES) as cluster:
+        for name in names:
+            recording = record_one(cluster, name, out / name, acknowledged)
+            recordings.append(recording)
+            if progress is not None:
+                progress(recording)
+        metadata = _read_metadata(cluster, sorted(acknowledged), deleted_ok=deleted_ok)
+    _record_bookies(cluster, out / "bookies", metadata, acknowledged)
+    return recordings
+
+
+def _record_one(
+    cluster: BookKeeperCluster, name: str, directory: Path, acknowledged: dict[int, list[int]]
+) -> ScenarioRecording:
+    """Run one scenario and write what was seen (``observations.ndjson``, ``run.json``, ``metadata.json``)."""
+    assert cluster.harness is not None
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    scenario = SCENARIOS[name]
+    started = time.monotonic()
+    cluster.harness.take_observations()
+    driver = Driver(cluster, name)
+    failure = None
+    try:
+        scenario.run(driver)
+    except (BrokenPromiseError, ClusterError) as exc:
+        failure = str(exc)
+    finally:
+        driver.finish()
+    time.sleep(_SETTLE_SECONDS)
+    observations = cluster.harness.take_observations()
+    (directory / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in observations))
+    for ledger in driver.ledgers:
+        acknowledged[ledger.ledger_id] = list(ledger.acknowledged)
+    ledger_ids = [ledger.ledger_id for ledger in driver.ledgers]
+    run = {
+        "scenario": name,
+        "artifacts": list(ARTIFACTS),
+        "cluster_bookies": cluster.bookie_ids,
+        "ledgers": ledger_ids,
+        "acknowledged": {str(ledger.ledger_id): ledger.acknowledged for ledger in driver.ledgers},
+        "bookies_crashed": driver.crashes,
+        "failure": failure,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    (directory / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+    (directory / "metadata.json").write_text(json.dumps(_read_metadata(cluster, ledger_ids), indent=2) + "\n")
+    return check_recording(directory)
+
+
+def check_recording(directory: Path) -> ScenarioRecording:
+    """Map a recorded scenario's observations to ledger traces and check each (``trace.ndjson``, ``verdict.json``).
+
+    Needs only ``run.json`` and ``observations.ndjson``: a recording can be checked
+    again, elsewhere, after the mapping or the spec changed.
+    """
+    run = _read_run(directory, _LEDGER_RUN)
+    name = str(run["scenario"])
+    scenario = SCENARIOS.get(name)
+    observations = _read_observations(directory)
+    ledgers = []
+    trace_lines: list[dict[str, Any]] = []
+    skipped: dict[str, list[dict[str, Any]]] = {}
+    for ledger_id in run["ledgers"]:
+        mapper = LedgerTraceMapper(f"{name}-L{ledger_id}", int(ledger_id), run["cluster_bookies"])
+        try:
+            mapper.feed_all(observations)
+            constants = mapper.constants(max_crashes=int(run["bookies_crashed"]))
+        except MappingError as exc:
+            raise RecordingError(f"{directory / 'observations.ndjson'}: ledger {ledger_id}: {exc}") from None
+        events = events_from_json(mapper.lines, str(directory / "trace.ndjson"))
+        verdict = check_trace(events, LedgerSpec(**constants), "client", BOUNDS)
+        trace_lines += mapper.lines
+        skipped[mapper.trace_id] = [attrs.asdict(s) for s in mapper.skipped]
+        ledgers.append(
+            LedgerRecording(mapper.trace_id, int(ledger_id), constants, len(mapper.lines), len(mapper.skipped), verdict)
+        )
+    return _write_checked(directory, run, scenario, ledgers, trace_lines, skipped)
+
+
+def _write_checked(
+    directory: Path,
+    run: dict[str, Any],
+    scenario: Scenario | ManagedLedgerScenario | None,
+    ledgers: Sequence[LedgerRecording],
+    trace_lines: Sequence[dict[str, Any]],
+    skipped: dict[str, list[dict[str, Any]]],
+) -> ScenarioRecording:
+    """Write a checked recording's traces (``trace.ndjson``) and verdicts (``verdict.json``); the recording."""
+    (directory / "trace.ndjson").write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in trace_lines))
+    recording = ScenarioRecording(
+        str(run["scenario"]),
+        scenario.summary if scenario is not None else "",
+        directory,
+        tuple(ledgers),
+        run["failure"],
+        float(run["seconds"]),
+        scenario.expects if scenario is not None else None,
+        scenario.may_show if isinstance(scenario, Scenario) else (),
+    )
+    (directory / "verdict.json").write_text(json.dumps(_verdict_json(recording, skipped), indent=2) + "\n")
+    return recording
+
+
+def _verdict_json(recording: ScenarioRecording, skipped: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    return {
+        "scenario": recording.name,
+        "summary": recording.summary,
+        "status": recording.status,
+        "expects": recording.expects,
+        "failure": recording.failure,
+        "traces": [
+            {
+                "trace": r.trace_id,
+                "ledger": r.ledger,
+                "constants": r.constants,
+                "events": r.events,
+                "verdict": r.verdict.to_json(),
+                "skipped_observations": skipped[r.trace_id],
+            }
+            for r in recording.ledgers
+        ],
+    }
+
+
+def _read_metadata(
+    cluster: BookKeeperCluster, ledger_ids: Sequence[int], *, deleted_ok: bool = False
+) -> dict[str, Any]:
+    """Each ledger's znode, decoded with the project's LedgerMetadataFormat reader.
+
+    With ``deleted_ok``, a ledger deleted since (a managed ledger trims the
+    ledgers its cursors consumed) is left out instead of being an error.
+    """
+    zk = cluster.zookeeper
+    found: dict[str, Any] = {}
+    for ledger_id in ledger_ids:
+        path = ledger_path(ledger_id)
+        if deleted_ok and zk.exists(path) is None:
+            continue
+        data, stat = zk.get(path)
+        m = decode_ledger_metadata(data, ledger_id, where=path)
+        found[str(ledger_id)] = {
+            "znode": path,
+            "znode_version": stat.version,
+            "state": m.state.name,
+            "ensemble_size": m.ensemble_size,
+            "write_quorum_size": m.write_quorum_size,
+            "ack_quorum_size": m.ack_quorum_size,
+            "segments": [[s.first_entry_id, list(s.ensemble)] for s in m.segments],
+            "last_entry_id": m.last_entry_id,
+            "length": m.length,
+            "digest_type": m.digest_type.name if m.digest_type is not None else None,
+        }
+    return found
+
+
+def _record_bookies(
+    cluster: BookKeeperCluster, out: Path, metadata: dict[str, Any], acknowledged: dict[int, list[int]]
+) -> None:
+    """Each stopped bookie's files, read and checked; and where each acknowledged entry is journaled."""
+    out.mkdir(parents=True, exist_ok=True)
+    journaled: dict[str, set[tuple[int, int]]] = {}
+    for n, bookie_id in enumerate(cluster.bookie_ids, start=1):
+        layout = BookieLayout.discover(str(cluster.bookie_directory(n)))
+        if layout is None:
+            raise FileNotFoundError(f"bookie {n} left no journal directory in {cluster.bookie_directory(n)}")
+        files = read_bookie_files(layout)
+        problems = check_bookie_files(files, None)
+        valid = not any(p.severity == "error" for p in problems)
+        (out / f"bookie-{n}.json").write_text(
+            json.dumps({"bookie": bookie_id, **bookie_files_json(files, problems, valid)}, indent=2) + "\n"
+        )
+        journaled[bookie_id] = {
+            (record.ledger_id, record.entry_id)
+            for journal in files.journals
+            for record in journal.records
+            if record.kind is RecordKind.ENTRY
+        }
+    (out / "acknowledged.json").write_text(
+        json.dumps(_acknowledged_on_journals(metadata, acknowledged, journaled), indent=2) + "\n"
+    )
+
+
+def _acknowledged_on_journals(
+    metadata: dict[str, Any], acknowledged: dict[int, list[int]], journaled: dict[str, set[tuple[int, int]]]
+) -> dict[str, Any]:
+    """For each ledger: acknowledged entries journaled on fewer than Qa bookies of their write set.
+
+    A ledger deleted since has no write sets left to check against: it is only counted.
+    """
+    report: dict[str, Any] = {}
+    for ledger_id, entries in acknowledged.items():
+        m = metadata.get(str(ledger_id))
+        if m is None:
+            report[str(ledger_id)] = {"acknowledged": len(entries), "ledger_deleted": True}
+            continue
+        e, qw, qa = m["ensemble_size"], m["write_quorum_size"], m["ack_quorum_size"]
+        short = []
+        for entry in entries:
+            ensemble = [seg for first, seg in m["segments"] if first <= entry][-1]
+            write_set = [ensemble[(entry + i) % e] for i in range(qw)]
+            on = [b for b in write_set if (ledger_id, entry) in journaled.get(b, set())]
+            if len(on) < qa:
+                short.append({"entry": entry, "write_set": write_set, "journaled_on": on})
+        report[str(ledger_id)] = {"acknowledged": len(entries), "on_fewer_than_qa_journals": short}
+    return report
+
+
+# -- Pulsar's managed ledger ----------------------------------------------------------------
+def record_managed_ledger(
+    names: Sequence[str],
+    out: Path,
+    *,
+    jars: JarSet | None = None,
+    progress: Callable[[ScenarioRecording], None] | None = None,
+) -> list[ScenarioRecording]:
+    """Run managed-ledger scenarios (``ml_scenarios.py``) on one fresh cluster; write and check their traces.
+
+    Each scenario directory holds ``observations.ndjson`` (every broker
+    process's observations, in order), ``run.json``, ``metadata.json`` (the
+    managed ledger's and the cursor's znodes, decoded with the project's
+    ``MLDataFormats`` reader), ``trace.ndjson`` (one cursor-spec trace) and
+    ``verdict.json``. As for ``record_bookkeeper``, ``OUT/bookies/`` holds the
+    bookies' files once the cluster stops, and ``acknowledged.json`` where
+    each published message's entry is journaled.
+    """
+    return _record_suite(names, ML_SCENARIOS, out, jars, progress, _record_cursor, deleted_ok=True)
+
+
+def _record_cursor(
+    cluster: BookKeeperCluster, name: str, directory: Path, published: dict[int, list[int]]
+) -> ScenarioRecording:
+    """Run one scenario, write what was seen, and add the entries its publishes were acknowledged at."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    scenario = ML_SCENARIOS[name]
+    started = time.monotonic()
+    driver = BrokerDriver(cluster, name, scenario.max_entries_per_ledger, scenario.metadata_max_entries_per_ledger)
+    failure = None
+    try:
+        scenario.run(driver)
+    except (SkippedMessageError, ClusterError) as exc:
+        failure = str(exc)
+    finally:
+        driver.finish()
+    (directory / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in driver.log))
+    for ledger, entry in driver.published:
+        published.setdefault(int(ledger), []).append(int(entry))
+    run = {
+        "system": "managed-ledger",
+        "scenario": name,
+        "artifacts": list(ARTIFACTS),
+        "managed_ledger": driver.name,
+        "cursor": CURSOR,
+        "max_entries_per_ledger": scenario.max_entries_per_ledger,
+        "metadata_max_entries_per_ledger": scenario.metadata_max_entries_per_ledger,
+        "published": [list(p) for p in driver.published],
+        "acknowledged": sorted(list(p) for p in driver.acknowledged),
+        "failure": failure,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    (directory / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+    (directory / "metadata.json").write_text(json.dumps(_read_cursor_znodes(cluster, driver.name), indent=2) + "\n")
+    return check_cursor_recording(directory)
+
+
+def check_cursor_recording(directory: Path) -> ScenarioRecording:
+    """Map a recorded managed-ledger scenario to one cursor trace and check it (``trace.ndjson``, ``verdict.json``)."""
+    run = _read_run(directory, _CURSOR_RUN)
+    name = str(run["scenario"])
+    scenario = ML_SCENARIOS.get(name)
+    observations = _read_observations(directory)
+    mapper = CursorTraceMapper(name, str(run["managed_ledger"]), str(run["cursor"]))
+    try:
+        mapper.feed_all(observations)
+    except CursorMappingError as exc:
+        raise RecordingError(f"{directory / 'observations.ndjson'}: {exc}") from None
+    constants = mapper.constants(int(run["max_entries_per_ledger"]), int(run["metadata_max_entries_per_ledger"]))
+    events = events_from_json(mapper.lines, str(directory / "trace.ndjson"))
+    verdict = check_trace(events, CursorSpec(**constants), "client", BOUNDS)
+    ledger = LedgerRecording(name, -1, constants, len(mapper.lines), 0, verdict)
+    return _write_checked(directory, run, scenario, [ledger], mapper.lines, {name: []})
+
+
+def _read_cursor_znodes(cluster: BookKeeperCluster, managed_ledger: str) -> dict[str, Any]:
+    """The managed ledger's znode and its cursors', decoded with the project's MLDataFormats reader."""
+    zk = cluster.zookeeper
+    path = managed_ledger_path(managed_ledger)
+    data, stat = zk.get(path)
+    found: dict[str, Any] = {"path": path, "version": stat.version, **to_json(decode_managed_ledger_info(data))}
+    cursors = {}
+    for child in sorted(zk.get_children(path)):
+        data, stat = zk.get(cursor_path(managed_ledger, child))
+        cursors[child] = {"version": stat.version, **to_json(decode_managed_cursor_info(data))}
+    found["cursors"] = cursors
+    return found
