@@ -15,14 +15,13 @@ The public surface:
 """
 
 from ledgerspec.conformance.checker import Bounds, TraceChecker, check_trace
-from ledgerspec.conformance.events import FORMAT_VERSION, Event, InputError, events_from_json, parse_event
+from ledgerspec.conformance.events import Event, InputError, events_from_json, parse_event
 from ledgerspec.conformance.reader import read_traces
 from ledgerspec.conformance.run import CheckRun, check_files
 from ledgerspec.conformance.verdict import CONFORMS, INCONCLUSIVE, VIOLATES, BoundHit, Candidate, Failure, Verdict
 
 __all__ = [
     "CONFORMS",
-    "FORMAT_VERSION",
     "INCONCLUSIVE",
     "VIOLATES",
     "BoundHit",

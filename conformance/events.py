@@ -1,5 +1,7 @@
-"""Trace events: the envelope of one NDJSON line, version 1 (docs/trace-format.md).
+"""Trace events as read: the envelope of one NDJSON line of the trace format (docs/trace-format.md).
 
+The format's version and the builder of its lines are the trace vocabulary's
+(:mod:`ledgerspec.spec.vocabulary`), shared with everything that writes traces.
 This module knows the envelope only: trace id, process, sequence number,
 optional time and vector clock, and that ``type``, ``params`` and
 ``observed`` are present with the right JSON kinds. Whether the type names
@@ -16,39 +18,20 @@ from typing import Any, NoReturn
 import attrs
 import orjson
 from ledgerspec.spec.codecs import short_json
+from ledgerspec.spec.vocabulary import FORMAT_VERSION, trace_line
 
 __all__ = [
-    "FORMAT_VERSION",
     "Event",
     "InputError",
     "TraceFormatError",
     "events_from_json",
     "parse_event",
-    "trace_line",
 ]
 
-FORMAT_VERSION = 1
 MAX_NAME = 256  # longest trace id, process or event type
 SEQ_MAX = 2**63 - 1
 _EMPTY: dict[str, Any] = {}
 _FIELDS = ("v", "trace", "process", "seq", "type", "params", "observed", "time", "clock")
-
-
-def trace_line(
-    trace: str,
-    process: str,
-    seq: int,
-    action: str,
-    params: dict[str, Any] | None = None,
-    observed: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """A line of the trace format, its keys in the format's order; ``params`` and ``observed`` when not empty."""
-    line: dict[str, Any] = {"v": FORMAT_VERSION, "trace": trace, "process": process, "seq": seq, "type": action}
-    if params:
-        line["params"] = params
-    if observed:
-        line["observed"] = observed
-    return line
 
 
 @attrs.frozen

@@ -25,10 +25,10 @@ from typing import Any
 
 import attrs
 import orjson
-from ledgerspec.conformance.events import trace_line
 from ledgerspec.spec.codecs import canonical_bytes
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.tracing import INIT, ObservationMode, TraceMapping, mapping_for
+from ledgerspec.spec.vocabulary import trace_line
 
 __all__ = ["Walk", "WalkStep", "random_walk", "trace_events", "write_ndjson"]
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ledgerspec.conformance.events import FORMAT_VERSION
 from ledgerspec.spec.tracing import INIT, NEXT
+from ledgerspec.spec.vocabulary import trace_line
 
 __all__ = ["ItfError", "from_itf", "itf_events"]
 
@@ -97,22 +97,15 @@ def itf_events(doc: Any, trace: str) -> list[dict[str, Any]]:
         if not isinstance(state, Mapping):
             raise ItfError(f"{where}: a state must be an object")
         action = state.get(ACTION_TAKEN)
-        named = isinstance(action, str) and action and action != "init"
-        event: dict[str, Any] = {
-            "v": FORMAT_VERSION,
-            "trace": trace,
-            "process": "itf",
-            "seq": index + 1,
-            "type": INIT if index == 0 else (action if named else NEXT),
-        }
+        named = action if isinstance(action, str) and action and action != "init" else None
+        params = None
         if index > 0 and named and NONDET_PICKS in state:
             params = _picks(state[NONDET_PICKS], f"{where}.{NONDET_PICKS}")
-            if params:
-                event["params"] = params
-        event["observed"] = {
+        observed = {
             name: from_itf(value, f"{where}.{name}")
             for name, value in state.items()
             if name != "#meta" and not name.startswith("mbt::")
         }
-        events.append(event)
+        kind = INIT if index == 0 else (named or NEXT)
+        events.append(trace_line(trace, "itf", index + 1, kind, params, observed))
     return events

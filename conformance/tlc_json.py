@@ -43,9 +43,9 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from ledgerspec.conformance.events import FORMAT_VERSION
 from ledgerspec.spec.codecs import short_json
 from ledgerspec.spec.tracing import INIT, NEXT
+from ledgerspec.spec.vocabulary import trace_line
 
 __all__ = ["TlcJsonError", "tlc_json_events"]
 
@@ -130,13 +130,6 @@ def tlc_json_events(doc: Any, trace: str, actions: Collection[str] | None = None
     steps = _steps(counterexample, len(states))
     events = []
     for index, state in enumerate(states, start=1):
-        event: dict[str, Any] = {"v": FORMAT_VERSION, "trace": trace, "process": PROCESS, "seq": index}
-        if index == 1:
-            event["type"] = INIT
-        else:
-            event["type"], params = _event_type(steps.get(index), actions)
-            if params is not None:
-                event["params"] = params
-        event["observed"] = dict(state)
-        events.append(event)
+        kind, params = (INIT, None) if index == 1 else _event_type(steps.get(index), actions)
+        events.append(trace_line(trace, PROCESS, index, kind, params, dict(state)))
     return events

@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import attrs
-from ledgerspec.reference.ledger.events import EngineEvent
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.tracing import Explanation
+from ledgerspec.spec.vocabulary import EngineEvent
 
 __all__ = ["RefinementError", "SpecSteps", "differences"]
 

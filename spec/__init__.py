@@ -4,6 +4,8 @@ At this level, what every spec shares:
 
 - :mod:`.kernel`, :mod:`.values`: how a Python spec is written so that it reads like its TLA+ twin, and the
   values both engines agree on;
+- :mod:`.vocabulary`: the trace vocabulary every layer speaks: a step named by its spec action, and the line
+  of the trace format that logs it;
 - :mod:`.codecs`, :mod:`.tracing`: spec values as JSON, and trace mappings (how the events an implementation
   logs name a spec's actions and variables);
 - :mod:`.catalog`: the specs by the names the command line uses;

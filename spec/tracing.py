@@ -57,6 +57,7 @@ import attrs
 import orjson
 from ledgerspec.spec.codecs import Codec, canonical_bytes, codec_for, hints_of
 from ledgerspec.spec.kernel import Action, Spec
+from ledgerspec.spec.vocabulary import EngineEvent, trace_line
 
 __all__ = [
     "INIT",
@@ -246,6 +247,14 @@ class TraceMapping:
         """An action instance's arguments as the JSON ``params`` of an event."""
         codecs = self.param_codecs[action]
         return {name: codecs[name].encode(v) for name, v in zip(codecs, args, strict=True)}
+
+    def event_line(
+        self, trace: str, seq: int, process: str, event: EngineEvent, observed: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The line of the trace format that logs ``event`` as this mapping's spec names it, with the values
+        ``observed``."""
+        params = self.encode_params(event.action, event.args) if event.args else None
+        return trace_line(trace, process, seq, event.action, params, observed)
 
 
 class ObservedChanges:

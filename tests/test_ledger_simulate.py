@@ -10,8 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-from ledgerspec.conformance.events import FORMAT_VERSION
-from ledgerspec.reference.ledger.trace import TRACE_FORMAT_VERSION
 from ledgerspec.tools.cli.main import main
 
 FAULTS_WITHOUT_RESTART = "crash,loss,reorder,recovery,ensemble-change"
@@ -28,10 +26,6 @@ def check_command(out: Path) -> list[str]:
     argv: list[str] = manifest["check"].split()
     assert argv[:2] == ["ledgerspec", "check"]
     return argv[1:]
-
-
-def test_trace_format_version_is_the_oracles() -> None:
-    assert TRACE_FORMAT_VERSION == FORMAT_VERSION
 
 
 def test_the_same_seed_writes_the_same_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

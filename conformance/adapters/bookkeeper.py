@@ -59,8 +59,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-from ledgerspec.conformance.events import trace_line
 from ledgerspec.spec.ledger.ledger import CLOSED, IN_RECOVERY, WRITER_CLOSED, WRITER_FENCED
+from ledgerspec.spec.vocabulary import trace_line
 
 __all__ = ["FENCING_FLAG", "RECOVERY_ADD_FLAG", "LedgerTraceMapper", "MappingError", "Skipped", "order_by_service"]
 

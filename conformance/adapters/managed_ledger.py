@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ledgerspec.conformance.events import trace_line
+from ledgerspec.spec.vocabulary import trace_line
 
 __all__ = ["CursorMappingError", "CursorTraceMapper"]
 

@@ -43,11 +43,11 @@ from ledgerspec.reference.autorecovery.election import (
 from ledgerspec.reference.autorecovery.replication import WORKER_MUTANTS, WORKER_STEPS, ReplicationWorker
 from ledgerspec.reference.ledger.client import BookKeeperClient, ClientConfig, OrderedPlacement
 from ledgerspec.reference.ledger.cluster import InProcessCluster
-from ledgerspec.reference.ledger.events import EngineEvent
 from ledgerspec.reference.metadata.embedded import EmbeddedMetadataStore
 from ledgerspec.reference.metadata.ledger_store import LedgerMetadataStore
 from ledgerspec.reference.metadata.store import MetadataStore
 from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
+from ledgerspec.spec.vocabulary import EngineEvent
 
 __all__ = ["MUTANTS", "AutorecoveryRun", "RunConfig", "embedded_sessions"]
 

@@ -24,11 +24,10 @@ from typing import Any
 
 from ledgerspec.reference.autorecovery.abstraction import abstract_state
 from ledgerspec.reference.autorecovery.run import AutorecoveryRun, RunConfig
-from ledgerspec.reference.ledger.events import EngineEvent
-from ledgerspec.reference.ledger.trace import trace_line
 from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
 from ledgerspec.spec.autorecovery.autorecovery_trace import TRACE
 from ledgerspec.spec.tracing import INIT, ObservedChanges
+from ledgerspec.spec.vocabulary import EngineEvent
 
 __all__ = ["AutorecoveryTraceRecorder", "random_steps", "simulate_autorecovery_traces"]
 
@@ -56,7 +55,7 @@ class AutorecoveryTraceRecorder:
     def _record(self, event: EngineEvent) -> None:
         process = self.mode.logged_by(event.action, event.args)
         observed = self._observed.every(abstract_state(self.run))
-        self.lines.append(trace_line(TRACE, self.trace_id, len(self.lines) + 1, process, event, observed))
+        self.lines.append(TRACE.event_line(self.trace_id, len(self.lines) + 1, process, event, observed))
 
 
 def _one_of(step: Callable[[str], object], rng: random.Random, bookies: Sequence[str]) -> object:

@@ -41,13 +41,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
-from ledgerspec.conformance.events import FORMAT_VERSION
 from ledgerspec.reference.bookie import BookieConfig
 from ledgerspec.reference.bookie.refinement import ActionRef, CheckedBookie, Violation
 from ledgerspec.reference.bookie.workloads import WORKLOAD_CONFIG, WORKLOADS, Workload, spec_for
 from ledgerspec.spec.bookie.bookie import NONE, BookieSpec, BookieState, Position
 from ledgerspec.spec.bookie.bookie_trace import TRACE
 from ledgerspec.spec.tracing import INIT, ObservedChanges
+from ledgerspec.spec.vocabulary import trace_line
 
 __all__ = [
     "CRASHES",
@@ -157,22 +157,12 @@ class BookieTraceRecorder:
             self._record(name, args, after if k == len(visible) - 1 else None)
 
     def _record(self, name: str, args: tuple[Any, ...], state: BookieState | None) -> None:
-        line: dict[str, Any] = {
-            "v": FORMAT_VERSION,
-            "trace": self.trace_id,
-            "process": self.mode.logged_by(name, args),
-            "seq": len(self.lines) + 1,
-            "type": name,
-        }
-        if args:
-            params = TRACE.encode_params(name, args)
-            if self.mode.name != "full":
-                params.pop(_UNSEEN_PARAMS.get(name, ""), None)
-            if params:
-                line["params"] = params
-        if state is not None and (changed := self._observed.since_last(state)):
-            line["observed"] = changed
-        self.lines.append(line)
+        params = TRACE.encode_params(name, args) if args else {}
+        if self.mode.name != "full":
+            params.pop(_UNSEEN_PARAMS.get(name, ""), None)
+        observed = self._observed.since_last(state) if state is not None else None
+        process = self.mode.logged_by(name, args)
+        self.lines.append(trace_line(self.trace_id, process, len(self.lines) + 1, name, params, observed))
 
 
 @attrs.frozen

@@ -45,7 +45,7 @@ from ledgerspec.reference.ledger.errors import (
     RecoveryFailedError,
     TooManyPendingAddsError,
 )
-from ledgerspec.reference.ledger.events import EngineEvent, EventLog
+from ledgerspec.reference.ledger.events import EventLog
 from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
 from ledgerspec.reference.ledger.reader import EntryRead, LacRead
 from ledgerspec.reference.ledger.recovery import LedgerRecovery, RecoveryPhase
@@ -61,7 +61,6 @@ __all__ = [
     "BookieNode",
     "BookieView",
     "ClientConfig",
-    "EngineEvent",
     "EntryRead",
     "EventLog",
     "InProcessCluster",

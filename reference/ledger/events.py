@@ -12,8 +12,9 @@ a recovery (``RecovererStartsRecovery``, ``RecovererClosesLedger``,
 The engine speaks of bookies by their ids and of requests as
 :class:`~.protocol.Request` values; :class:`EventLog` turns them into the
 spec's values (bookie numbers, :class:`~ledgerspec.spec.ledger.ledger.Msg`
-records) with the cluster's numbering, so that the vocabulary lives here
-only. Steps the spec leaves out are not events: plain reads, the explicit
+records) with the cluster's numbering, so that the translation lives here
+only; an event is the trace vocabulary's
+:class:`~ledgerspec.spec.vocabulary.EngineEvent`. Steps the spec leaves out are not events: plain reads, the explicit
 LAC, a timeout that changes nothing, and serving a request to no effect
 (the spec never serves a request whose serving changes nothing, and never
 spends a loss on a reply nobody awaits).
@@ -30,11 +31,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import attrs
 from ledgerspec.reference.ledger.protocol import SPEC_KINDS, Request
 from ledgerspec.spec.ledger.ledger import WRITER, Msg
+from ledgerspec.spec.vocabulary import EngineEvent
 
-__all__ = ["EngineEvent", "EventLog", "client_process", "to_msg"]
+__all__ = ["EventLog", "client_process", "to_msg"]
 
 
 def client_process(client: int) -> str:
@@ -52,20 +53,6 @@ def to_msg(request: Request, number: Callable[[str], int]) -> Msg:
         request.recovery,
         request.fence,
     )
-
-
-@attrs.frozen
-class EngineEvent:
-    """One step of the engine, as the spec names it."""
-
-    action: str  # a LedgerSpec action name, or Init
-    args: tuple[Any, ...]  # the action's parameters, as spec values
-    process: str  # the process that took the step
-    observer: str | None  # the client that saw it; None: no client did
-
-    def __str__(self) -> str:
-        args = ", ".join(repr(a) for a in self.args)
-        return f"{self.process}: {self.action}({args})"
 
 
 class EventLog:

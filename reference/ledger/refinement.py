@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ledgerspec.reference.ledger.abstraction import abstract_state
-from ledgerspec.reference.ledger.events import EngineEvent
 from ledgerspec.reference.ledger.simulation import LedgerSimulation, Step
 from ledgerspec.reference.refinement import RefinementError, SpecSteps
 from ledgerspec.spec.ledger.ledger import LedgerSpec, LedgerState
 from ledgerspec.spec.ledger.ledger_trace import TRACE
+from ledgerspec.spec.vocabulary import EngineEvent
 
 __all__ = ["RefinementCheck", "RefinementError"]
 

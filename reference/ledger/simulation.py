@@ -54,10 +54,10 @@ from ledgerspec.reference.ledger.client import (
     RecoveryOpen,
 )
 from ledgerspec.reference.ledger.cluster import DEFAULT_BOOKIE_CONFIG, InProcessCluster
-from ledgerspec.reference.ledger.events import EngineEvent
 from ledgerspec.reference.ledger.protocol import Request
 from ledgerspec.reference.ledger.writer import WriterStatus
 from ledgerspec.reference.metadata import EmbeddedMetadataStore, LedgerMetadataStore, MetadataStore
+from ledgerspec.spec.vocabulary import EngineEvent
 
 __all__ = ["FAULTS", "LedgerSimulation", "SimulationConfig", "Step", "StepKind"]
 

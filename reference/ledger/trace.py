@@ -27,17 +27,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
 from ledgerspec.reference.ledger.abstraction import abstract_state
-from ledgerspec.reference.ledger.events import EngineEvent
 from ledgerspec.reference.ledger.simulation import LedgerSimulation, SimulationConfig, Step
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 from ledgerspec.spec.ledger.ledger_trace import TRACE
-from ledgerspec.spec.tracing import ObservedChanges, TraceMapping
+from ledgerspec.spec.tracing import ObservedChanges
+from ledgerspec.spec.vocabulary import EngineEvent
 
-__all__ = ["TRACE_FORMAT_VERSION", "TraceRecorder", "ndjson", "simulate_traces", "trace_line"]
-
-TRACE_FORMAT_VERSION = 1  # the "v" of every line (docs/trace-format.md)
+__all__ = ["TraceRecorder", "simulate_traces"]
 
 
 class TraceRecorder:
@@ -64,7 +61,7 @@ class TraceRecorder:
         if process is None:
             return  # no client sees this step
         changed = self._observed.since_last(abstract_state(self.sim))
-        self.lines.append(trace_line(TRACE, self.trace_id, len(self.lines) + 1, process, event, changed))
+        self.lines.append(TRACE.event_line(self.trace_id, len(self.lines) + 1, process, event, changed))
 
 
 def simulate_traces(
@@ -83,21 +80,3 @@ def simulate_traces(
             yield trace_id, recorder.lines, sim
         finally:
             sim.close()
-
-
-def trace_line(
-    mapping: TraceMapping, trace_id: str, seq: int, process: str, event: EngineEvent, observed: dict[str, Any]
-) -> dict[str, Any]:
-    """One line of the trace format: the event as ``mapping``'s spec names it, with the values ``observed``."""
-    line: dict[str, Any] = {"v": TRACE_FORMAT_VERSION, "trace": trace_id, "process": process, "seq": seq}
-    line["type"] = event.action
-    if event.args:
-        line["params"] = mapping.encode_params(event.action, event.args)
-    if observed:
-        line["observed"] = observed
-    return line
-
-
-def ndjson(lines: list[dict[str, Any]]) -> bytes:
-    """The lines of one trace, one JSON object per line."""
-    return b"".join(orjson.dumps(line) + b"\n" for line in lines)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ledgerspec.reference.ledger import EngineEvent
+from ledgerspec.spec.vocabulary import EngineEvent
 
 __all__ = ["BROKER", "ManagedLedgerLog"]
 

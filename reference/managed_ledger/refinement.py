@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from ledgerspec.reference.ledger import EngineEvent
 from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
 from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
 from ledgerspec.reference.managed_ledger.run import CursorRun, RunConfig
@@ -30,6 +29,7 @@ from ledgerspec.reference.refinement import RefinementError, SpecSteps
 from ledgerspec.spec.cursor.cursor import CursorSpec, CursorState
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerSpec, ManagedLedgerState
+from ledgerspec.spec.vocabulary import EngineEvent
 
 __all__ = ["CursorRefinement", "RefinementError", "TopicRefinement", "spec_for", "spec_for_config"]
 

@@ -20,16 +20,15 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
-from ledgerspec.reference.ledger import EngineEvent
-from ledgerspec.reference.ledger.trace import ndjson, trace_line
 from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
 from ledgerspec.reference.managed_ledger.cursor import CursorStatus
 from ledgerspec.reference.managed_ledger.refinement import spec_for
 from ledgerspec.reference.managed_ledger.run import CursorRun, RunConfig
 from ledgerspec.spec.cursor.cursor_trace import TRACE
 from ledgerspec.spec.tracing import INIT, ObservedChanges
+from ledgerspec.spec.vocabulary import EngineEvent
 
-__all__ = ["CRASH_POINTS", "CursorTraceRecorder", "ndjson", "random_steps", "simulate_cursor_traces"]
+__all__ = ["CRASH_POINTS", "CursorTraceRecorder", "random_steps", "simulate_cursor_traces"]
 
 #: Where a crash can be armed: each persistence step of the cursor, and the rollover of the topic's ledger.
 CRASH_POINTS = (
@@ -64,7 +63,7 @@ class CursorTraceRecorder:
     def _record(self, action: str, args: tuple[Any, ...], process: str) -> None:
         changed = self._observed.since_last(self.abstraction(frozenset()))  # durable: observed by no mode
         event = EngineEvent(action, args, process, process)
-        self.lines.append(trace_line(TRACE, self.trace_id, len(self.lines) + 1, process, event, changed))
+        self.lines.append(TRACE.event_line(self.trace_id, len(self.lines) + 1, process, event, changed))
 
 
 def random_steps(run: CursorRun, rng: random.Random, steps: int, *, max_entries: int = 8) -> None:

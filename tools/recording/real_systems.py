@@ -70,6 +70,7 @@ from ledgerspec.reference.metadata.managed_ledger_paths import cursor_path, mana
 from ledgerspec.spec.codecs import short_json
 from ledgerspec.spec.cursor.cursor import CursorSpec
 from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.vocabulary import ndjson
 
 __all__ = [
     "LedgerRecording",
@@ -333,7 +334,7 @@ def _write_checked(
     skipped: dict[str, list[dict[str, Any]]],
 ) -> ScenarioRecording:
     """Write a checked recording's traces (``trace.ndjson``) and verdicts (``verdict.json``); the recording."""
-    (directory / "trace.ndjson").write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in trace_lines))
+    (directory / "trace.ndjson").write_bytes(ndjson(trace_lines))
     recording = ScenarioRecording(
         str(run["scenario"]),
         scenario.summary if scenario is not None else "",

@@ -26,11 +26,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import orjson
 from ledgerspec.conformance.checker import Bounds, TraceChecker
 from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES
 from ledgerspec.conformance.run import CheckRun, check_files
 from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.vocabulary import ndjson
 from ledgerspec.tools.cli.commands.base import EXIT_MISSING_TOOL, EXIT_OK, EXIT_VIOLATION, UsageError
 from ledgerspec.tools.harness.mutants import LEDGER_WORKLOADS, MUTANTS, Mutant, workload_traces
 from rich.console import Console
@@ -70,9 +70,7 @@ def _simulate(directory: Path, traces: int) -> tuple[dict[str, list[str]], dict[
         ids[engine] = []
         for trace_id, lines, _ in workload_traces(workload, mutant, modes=("full",)):
             named = f"{engine}/{trace_id}"  # trace ids are unique across the engines' files
-            (folder / f"{trace_id}.ndjson").write_bytes(
-                b"".join(orjson.dumps({**line, "trace": named}) + b"\n" for line in lines["full"])
-            )
+            (folder / f"{trace_id}.ndjson").write_bytes(ndjson({**line, "trace": named} for line in lines["full"]))
             ids[engine].append(named)
     return ids, workload.config.spec_constants()
 

@@ -42,7 +42,7 @@ from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
 from ledgerspec.reference.autorecovery import RunConfig as AutorecoveryConfig
 from ledgerspec.reference.autorecovery.trace import simulate_autorecovery_traces
 from ledgerspec.reference.ledger import FAULTS, MUTANTS, SimulationConfig
-from ledgerspec.reference.ledger.trace import ndjson, simulate_traces
+from ledgerspec.reference.ledger.trace import simulate_traces
 from ledgerspec.reference.managed_ledger import MUTANTS as ML_MUTANTS
 from ledgerspec.reference.managed_ledger import RunConfig
 from ledgerspec.reference.managed_ledger.refinement import spec_for_config
@@ -50,6 +50,7 @@ from ledgerspec.reference.managed_ledger.simulation import simulate_cursor_trace
 from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 from ledgerspec.spec.values import format_value
+from ledgerspec.spec.vocabulary import ndjson
 from ledgerspec.tools.cli.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError, parse_constants
 from rich.console import Console
 from rich.markup import escape

@@ -1,0 +1,61 @@
+"""The trace vocabulary: one step named as the spec names it, and the line of the trace format that logs it.
+
+Every layer that writes or reads traces speaks it, so it is defined once, here
+at the bottom: the reference engine logs its steps as :class:`EngineEvent`
+values (a spec action's name and its parameters as spec values); the engine's
+recorders, the trace generators and the adapters of the real systems write
+lines with :func:`trace_line` (a spec mapping's
+:meth:`~ledgerspec.spec.tracing.TraceMapping.event_line` encodes an engine
+event's parameters first); the oracle reads lines of version
+:data:`FORMAT_VERSION` (``ledgerspec.conformance.events`` checks their
+envelope). The format itself is documented in docs/trace-format.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import orjson
+
+__all__ = ["FORMAT_VERSION", "EngineEvent", "ndjson", "trace_line"]
+
+#: The ``v`` of every line: the version of the trace format this code writes and reads.
+FORMAT_VERSION = 1
+
+
+@attrs.frozen
+class EngineEvent:
+    """One step of an implementation, named by the spec action it takes (or ``Init``)."""
+
+    action: str  # a spec action's name, or Init
+    args: tuple[Any, ...]  # the action's parameters, as spec values
+    process: str  # the process that took the step
+    observer: str | None  # the client that saw it; None: no client did
+
+    def __str__(self) -> str:
+        args = ", ".join(repr(a) for a in self.args)
+        return f"{self.process}: {self.action}({args})"
+
+
+def trace_line(
+    trace: str,
+    process: str,
+    seq: int,
+    action: str,
+    params: dict[str, Any] | None = None,
+    observed: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A line of the trace format, its keys in the format's order; ``params`` and ``observed`` when not empty."""
+    line: dict[str, Any] = {"v": FORMAT_VERSION, "trace": trace, "process": process, "seq": seq, "type": action}
+    if params:
+        line["params"] = params
+    if observed:
+        line["observed"] = observed
+    return line
+
+
+def ndjson(lines: Iterable[dict[str, Any]]) -> bytes:
+    """Lines of the trace format as NDJSON: one JSON object per line."""
+    return b"".join(orjson.dumps(line) + b"\n" for line in lines)
