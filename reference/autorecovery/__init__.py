@@ -34,13 +34,14 @@ from ledgerspec.reference.autorecovery.election import (
 from ledgerspec.reference.autorecovery.fragments import Fragment, fragments, lost_fragments
 from ledgerspec.reference.autorecovery.refinement import AutorecoveryRefinement
 from ledgerspec.reference.autorecovery.replication import WORKER_MUTANTS, WORKER_STEPS, CopyTask, ReplicationWorker
-from ledgerspec.reference.autorecovery.run import MUTANTS, AutorecoveryRun, RunConfig
+from ledgerspec.reference.autorecovery.run import MUTANTS, SPEC_CONSTANTS, AutorecoveryRun, RunConfig
 from ledgerspec.reference.autorecovery.underreplication import ReplicationLock, UnderreplicationManager
 from ledgerspec.reference.autorecovery.znodes import AutorecoveryZnodeError, UnderreplicationPaths
 
 __all__ = [
     "AUDITOR_MUTANTS",
     "MUTANTS",
+    "SPEC_CONSTANTS",
     "WORKER_MUTANTS",
     "WORKER_STEPS",
     "Auditor",

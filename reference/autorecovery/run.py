@@ -41,6 +41,7 @@ from ledgerspec.reference.autorecovery.election import (
     vote_for_auditor,
 )
 from ledgerspec.reference.autorecovery.replication import WORKER_MUTANTS, WORKER_STEPS, ReplicationWorker
+from ledgerspec.reference.constants import ConstantsTable
 from ledgerspec.reference.ledger.client import BookKeeperClient, ClientConfig, OrderedPlacement
 from ledgerspec.reference.ledger.cluster import InProcessCluster
 from ledgerspec.reference.metadata.embedded import EmbeddedMetadataStore
@@ -49,7 +50,7 @@ from ledgerspec.reference.metadata.store import MetadataStore
 from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
 from ledgerspec.spec.vocabulary import EngineEvent
 
-__all__ = ["MUTANTS", "AutorecoveryRun", "RunConfig", "embedded_sessions"]
+__all__ = ["MUTANTS", "SPEC_CONSTANTS", "AutorecoveryRun", "RunConfig", "embedded_sessions"]
 
 MUTANTS = {**AUDITOR_MUTANTS, **WORKER_MUTANTS}
 
@@ -101,17 +102,24 @@ class RunConfig:
             raise ValueError(f"{self.segments} segments need at least {self.segments} entries, got {self.entries}")
 
     def spec_constants(self) -> dict[str, int | str]:
-        return {
-            "NumBookies": self.bookies,
-            "E": self.ensemble,
-            "Qw": self.write_quorum,
-            "NumEntries": self.entries,
-            "Segments": self.segments,
-            "NumWorkers": self.workers,
-            "MaxStops": self.max_stops,
-            "MaxDiskLosses": self.max_disk_losses,
-            "MaxWorkerCrashes": self.max_worker_crashes,
-        }
+        """The autorecovery spec's constants for runs of this configuration."""
+        return SPEC_CONSTANTS.constants(self)
+
+
+#: The autorecovery spec's constants a run sets, with their :class:`RunConfig` fields.
+SPEC_CONSTANTS = ConstantsTable(
+    {
+        "NumBookies": "bookies",
+        "E": "ensemble",
+        "Qw": "write_quorum",
+        "NumEntries": "entries",
+        "Segments": "segments",
+        "NumWorkers": "workers",
+        "MaxStops": "max_stops",
+        "MaxDiskLosses": "max_disk_losses",
+        "MaxWorkerCrashes": "max_worker_crashes",
+    }
+)
 
 
 def embedded_sessions(directory: str | None = None) -> Callable[[], MetadataStore]:

@@ -50,12 +50,20 @@ from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, Requ
 from ledgerspec.reference.ledger.reader import EntryRead, LacRead
 from ledgerspec.reference.ledger.recovery import LedgerRecovery, RecoveryPhase
 from ledgerspec.reference.ledger.schedule import RoundRobinSchedule
-from ledgerspec.reference.ledger.simulation import FAULTS, LedgerSimulation, SimulationConfig, Step, StepKind
+from ledgerspec.reference.ledger.simulation import (
+    FAULTS,
+    SPEC_CONSTANTS,
+    LedgerSimulation,
+    SimulationConfig,
+    Step,
+    StepKind,
+)
 from ledgerspec.reference.ledger.writer import LedgerWriter, WriterStatus
 
 __all__ = [
     "FAULTS",
     "MUTANTS",
+    "SPEC_CONSTANTS",
     "BadEntryError",
     "BookKeeperClient",
     "BookieNode",

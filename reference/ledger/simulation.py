@@ -44,6 +44,7 @@ from concurrent.futures import Future
 
 import attrs
 from ledgerspec.reference.bookie import BookieConfig
+from ledgerspec.reference.constants import ConstantsTable
 from ledgerspec.reference.ledger.client import (
     BookKeeperClient,
     ClientConfig,
@@ -59,7 +60,7 @@ from ledgerspec.reference.ledger.writer import WriterStatus
 from ledgerspec.reference.metadata import EmbeddedMetadataStore, LedgerMetadataStore, MetadataStore
 from ledgerspec.spec.vocabulary import EngineEvent
 
-__all__ = ["FAULTS", "LedgerSimulation", "SimulationConfig", "Step", "StepKind"]
+__all__ = ["FAULTS", "SPEC_CONSTANTS", "LedgerSimulation", "SimulationConfig", "Step", "StepKind"]
 
 FAULTS = ("crash", "restart", "loss", "reorder", "recovery", "ensemble-change")
 PASSWORD = b"ledgerspec"
@@ -95,18 +96,29 @@ class SimulationConfig:
     bookie_mutant: str | None = None  # a mutant of every bookie (bookie.MUTANTS, checked by BookieConfig)
 
     def spec_constants(self) -> dict[str, int]:
-        """The ledger spec's constants for runs of this configuration."""
-        return {
-            "NumBookies": self.bookies,
-            "E": self.ensemble,
-            "Qw": self.write_quorum,
-            "Qa": self.ack_quorum,
-            "NumRecoverers": self.recoverers,
-            "MaxEntries": self.max_entries,
-            "Throttle": self.throttle,
-            "MaxCrashes": self.max_crashes if "crash" in self.faults else 0,
-            "MaxLoss": self.max_loss if "loss" in self.faults else 0,
-        }
+        """The ledger spec's constants for runs of this configuration: a fault left out is a bound of 0."""
+        constants: dict[str, int] = SPEC_CONSTANTS.constants(self)
+        if "crash" not in self.faults:
+            constants["MaxCrashes"] = 0
+        if "loss" not in self.faults:
+            constants["MaxLoss"] = 0
+        return constants
+
+
+#: The ledger spec's constants a simulation sets, with their :class:`SimulationConfig` fields.
+SPEC_CONSTANTS = ConstantsTable(
+    {
+        "NumBookies": "bookies",
+        "E": "ensemble",
+        "Qw": "write_quorum",
+        "Qa": "ack_quorum",
+        "NumRecoverers": "recoverers",
+        "MaxEntries": "max_entries",
+        "Throttle": "throttle",
+        "MaxCrashes": "max_crashes",
+        "MaxLoss": "max_loss",
+    }
+)
 
 
 class StepKind(enum.Enum):

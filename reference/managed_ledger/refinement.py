@@ -22,7 +22,7 @@ from typing import Generic, TypeVar
 
 from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
 from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
-from ledgerspec.reference.managed_ledger.run import CursorRun, RunConfig
+from ledgerspec.reference.managed_ledger.run import UNBOUNDED, CursorRun, RunConfig
 from ledgerspec.reference.managed_ledger.topic_abstraction import TopicAbstraction
 from ledgerspec.reference.managed_ledger.topic_run import TopicRun
 from ledgerspec.reference.refinement import RefinementError, SpecSteps
@@ -33,22 +33,12 @@ from ledgerspec.spec.vocabulary import EngineEvent
 
 __all__ = ["CursorRefinement", "RefinementError", "TopicRefinement", "spec_for", "spec_for_config"]
 
-UNBOUNDED = 1_000_000
 S = TypeVar("S")
 
 
 def spec_for_config(config: RunConfig, **constants: object) -> CursorSpec:
     """The cursor spec of runs with this configuration (``constants`` override it, as ``--const`` does)."""
-    values: dict[str, object] = {
-        "MaxEntries": UNBOUNDED,
-        "MaxEntriesPerLedger": config.max_entries_per_ledger,
-        "BatchSize": config.batch_size,
-        "MetadataMaxEntriesPerLedger": config.metadata_max_entries_per_ledger,
-        "MaxCrashes": UNBOUNDED,
-        "MaxFaults": UNBOUNDED,
-        "MaxLedgerLoss": UNBOUNDED,
-    }
-    return CursorSpec(**{**values, **constants})
+    return CursorSpec(**{**config.spec_constants(), **constants})
 
 
 def spec_for(run: CursorRun) -> CursorSpec:

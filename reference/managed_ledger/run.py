@@ -36,6 +36,7 @@ consumer, and what it acknowledged is what the spec's invariants speak of.
 from __future__ import annotations
 
 import attrs
+from ledgerspec.reference.constants import ConstantsTable
 from ledgerspec.reference.ledger import InProcessCluster
 from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperFaults, BookKeeperLedgers
 from ledgerspec.reference.managed_ledger.cursor import ManagedCursor
@@ -45,7 +46,16 @@ from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore
 from ledgerspec.reference.metadata import ANY_VERSION, EmbeddedMetadataStore, LedgerMetadataStore, MetadataStore
 from ledgerspec.spec.positions import Position
 
-__all__ = ["SUBSCRIPTION", "TOPIC", "BrokerCrashed", "BrokerHarness", "CursorRun", "RunConfig"]
+__all__ = [
+    "SPEC_CONSTANTS",
+    "SUBSCRIPTION",
+    "TOPIC",
+    "UNBOUNDED",
+    "BrokerCrashed",
+    "BrokerHarness",
+    "CursorRun",
+    "RunConfig",
+]
 
 TOPIC = "public/default/persistent/topic"
 SUBSCRIPTION = "sub"
@@ -74,6 +84,28 @@ class RunConfig:
             metadata_max_entries_per_ledger=self.metadata_max_entries_per_ledger,
             mutant=self.mutant,
         )
+
+    def spec_constants(self) -> dict[str, int]:
+        """The cursor spec's constants for runs of this configuration: its sizes, and bounds no run reaches."""
+        return {**UNBOUNDED_BOUNDS, **SPEC_CONSTANTS.constants(self)}
+
+
+#: The cursor spec's constants a run sets, with their :class:`RunConfig` fields.
+SPEC_CONSTANTS = ConstantsTable(
+    {
+        "MaxEntriesPerLedger": "max_entries_per_ledger",
+        "MetadataMaxEntriesPerLedger": "metadata_max_entries_per_ledger",
+        "BatchSize": "batch_size",
+    }
+)
+UNBOUNDED = 1_000_000  # a bound of the spec that no run reaches
+#: The cursor spec's bounds on what a run does: entries, crashes, failed BookKeeper calls, lost cursor ledgers.
+UNBOUNDED_BOUNDS = {
+    "MaxEntries": UNBOUNDED,
+    "MaxCrashes": UNBOUNDED,
+    "MaxFaults": UNBOUNDED,
+    "MaxLedgerLoss": UNBOUNDED,
+}
 
 
 class BrokerHarness:

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
+from ledgerspec.reference.constants import ConstantsTable
 from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperLedgers
 from ledgerspec.reference.managed_ledger.cursor import ManagedCursor
 from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
@@ -47,7 +48,7 @@ from ledgerspec.reference.managed_ledger.topic import DUPLICATE, Topic
 from ledgerspec.reference.metadata import MetadataStore
 from ledgerspec.spec.positions import next_position
 
-__all__ = ["TOPIC", "TopicRun", "TopicRunConfig"]
+__all__ = ["SPEC_CONSTANTS", "TOPIC", "TopicRun", "TopicRunConfig"]
 
 TOPIC = "public/default/persistent/topic"
 
@@ -77,16 +78,23 @@ class TopicRunConfig:
         )
 
     def spec_constants(self) -> dict[str, int | bool]:
-        return {
-            "NumProducers": self.producers,
-            "MaxMessages": self.messages,
-            "BatchSize": self.batch_size,
-            "Partitioned": self.partitioned,
-            "MaxEntriesPerLedger": self.max_entries_per_ledger,
-            "MaximumRolloverTime": self.maximum_rollover,
-            "MinimumRolloverTime": self.minimum_rollover,
-            "NumCursors": self.cursors,
-        }
+        """The managed-ledger spec's constants for runs of this configuration."""
+        return SPEC_CONSTANTS.constants(self)
+
+
+#: The managed-ledger spec's constants a topic run sets, with their :class:`TopicRunConfig` fields.
+SPEC_CONSTANTS = ConstantsTable(
+    {
+        "NumProducers": "producers",
+        "MaxMessages": "messages",
+        "BatchSize": "batch_size",
+        "Partitioned": "partitioned",
+        "MaxEntriesPerLedger": "max_entries_per_ledger",
+        "MaximumRolloverTime": "maximum_rollover",
+        "MinimumRolloverTime": "minimum_rollover",
+        "NumCursors": "cursors",
+    }
+)
 
 
 @attrs.define

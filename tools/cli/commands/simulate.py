@@ -39,13 +39,16 @@ from typing import Any
 
 import attrs
 from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
+from ledgerspec.reference.autorecovery import SPEC_CONSTANTS as AUTORECOVERY_CONSTANTS
 from ledgerspec.reference.autorecovery import RunConfig as AutorecoveryConfig
 from ledgerspec.reference.autorecovery.trace import simulate_autorecovery_traces
 from ledgerspec.reference.ledger import FAULTS, MUTANTS, SimulationConfig
+from ledgerspec.reference.ledger import SPEC_CONSTANTS as LEDGER_CONSTANTS
 from ledgerspec.reference.ledger.trace import simulate_traces
 from ledgerspec.reference.managed_ledger import MUTANTS as ML_MUTANTS
 from ledgerspec.reference.managed_ledger import RunConfig
 from ledgerspec.reference.managed_ledger.refinement import spec_for_config
+from ledgerspec.reference.managed_ledger.run import SPEC_CONSTANTS as CURSOR_CONSTANTS
 from ledgerspec.reference.managed_ledger.simulation import simulate_cursor_traces
 from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
 from ledgerspec.spec.ledger.ledger import LedgerSpec
@@ -61,18 +64,6 @@ __all__ = ["autorecovery_run_config", "cursor_run_config", "register", "simulati
 SIMULATIONS = ("ledger", "managed-ledger", "autorecovery")
 # The observation modes each simulation records, by the names of its spec's trace mapping.
 MODES = {"ledger": ("full", "client"), "managed-ledger": ("full", "client"), "autorecovery": ("full", "metadata")}
-# The spec constants a simulation takes, with their SimulationConfig fields.
-CONSTANT_FIELDS = {
-    "NumBookies": "bookies",
-    "E": "ensemble",
-    "Qw": "write_quorum",
-    "Qa": "ack_quorum",
-    "NumRecoverers": "recoverers",
-    "MaxEntries": "max_entries",
-    "Throttle": "throttle",
-    "MaxCrashes": "max_crashes",
-    "MaxLoss": "max_loss",
-}
 
 
 def register(commands: Any) -> None:
@@ -118,14 +109,14 @@ def simulation_config(constants: dict[str, str], faults: str, mutant: str | None
     if "Bug" in constants:
         raise UsageError("the engine takes no Bug constant: a seeded bug of the engine is a --mutant")
     spec_values = LedgerSpec(**constants).values  # unknown names, bad types and impossible quorums fail here
-    fields = {CONSTANT_FIELDS[name]: spec_values[name] for name in CONSTANT_FIELDS if name in constants}
     chosen = [f.strip() for f in faults.split(",") if f.strip()]
     unknown = [f for f in chosen if f not in FAULTS]
     if unknown:
         raise UsageError(f"unknown fault {', '.join(unknown)}; faults: {', '.join(FAULTS)}")
     if mutant is not None and mutant not in MUTANTS:
         raise UsageError(f"unknown mutant {mutant!r}; mutants: {', '.join(MUTANTS)}")
-    return attrs.evolve(SimulationConfig(), faults=frozenset(chosen), mutant=mutant, **fields)
+    config = SimulationConfig(faults=frozenset(chosen), mutant=mutant)
+    return LEDGER_CONSTANTS.configure(config, {name: spec_values[name] for name in constants})
 
 
 def _simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
@@ -214,25 +205,17 @@ def _print(out: Console, manifest: dict[str, Any]) -> None:
     out.print(f"check them with: {escape(manifest['check'])}", highlight=False, soft_wrap=True)
 
 
-# The cursor spec's constants a managed-ledger run takes, with their RunConfig fields.
-CURSOR_FIELDS = {
-    "MaxEntriesPerLedger": "max_entries_per_ledger",
-    "MetadataMaxEntriesPerLedger": "metadata_max_entries_per_ledger",
-    "BatchSize": "batch_size",
-}
-
-
 def cursor_run_config(constants: dict[str, str], mutant: str | None) -> RunConfig:
     """A managed-ledger run's configuration from ``--const`` and ``--mutant``; :class:`UsageError` if bad."""
-    unknown = sorted(set(constants) - set(CURSOR_FIELDS))
+    unknown = sorted(set(constants) - set(CURSOR_CONSTANTS.names))
     if unknown:
         raise UsageError(
-            f"a managed-ledger run takes the constants {', '.join(CURSOR_FIELDS)}; not {', '.join(unknown)}"
+            f"a managed-ledger run takes the constants {', '.join(CURSOR_CONSTANTS.names)}; not {', '.join(unknown)}"
         )
     values = spec_for_config(RunConfig(), **constants).values  # bad types and values fail here
     if mutant is not None and mutant not in ML_MUTANTS:
         raise UsageError(f"unknown managed-ledger mutant {mutant!r}; mutants: {', '.join(ML_MUTANTS)}")
-    return RunConfig(mutant=mutant, **{CURSOR_FIELDS[name]: values[name] for name in constants})
+    return CURSOR_CONSTANTS.configure(RunConfig(mutant=mutant), {name: values[name] for name in constants})
 
 
 def _simulate_managed_ledger(args: argparse.Namespace, out: Console) -> int:
@@ -322,32 +305,21 @@ def _write_runs(
     return EXIT_OK
 
 
-# The autorecovery spec's constants a run takes, with their RunConfig fields (Segments: a run's ledger has one).
-AUTORECOVERY_FIELDS = {
-    "NumBookies": "bookies",
-    "E": "ensemble",
-    "Qw": "write_quorum",
-    "NumEntries": "entries",
-    "NumWorkers": "workers",
-    "MaxStops": "max_stops",
-    "MaxDiskLosses": "max_disk_losses",
-    "MaxWorkerCrashes": "max_worker_crashes",
-}
-
-
 def autorecovery_run_config(constants: dict[str, str], mutant: str | None) -> AutorecoveryConfig:
     """An autorecovery run's configuration from ``--const`` and ``--mutant``; :class:`UsageError` if bad."""
-    unknown = sorted(set(constants) - set(AUTORECOVERY_FIELDS))
+    # Not Segments: the simulated ledger is written with one segment.
+    settable = [name for name in AUTORECOVERY_CONSTANTS.names if name != "Segments"]
+    unknown = sorted(set(constants) - set(settable))
     if unknown:
-        raise UsageError(
-            f"an autorecovery run takes the constants {', '.join(AUTORECOVERY_FIELDS)}; not {', '.join(unknown)}"
-        )
+        raise UsageError(f"an autorecovery run takes the constants {', '.join(settable)}; not {', '.join(unknown)}")
     defaults = AutorecoveryConfig().spec_constants()
     values = AutorecoverySpec(**{**defaults, **constants}).values  # bad types and impossible quorums fail here
     if mutant is not None and mutant not in AUTORECOVERY_MUTANTS:
         raise UsageError(f"unknown autorecovery mutant {mutant!r}; mutants: {', '.join(AUTORECOVERY_MUTANTS)}")
     try:
-        return AutorecoveryConfig(mutant=mutant, **{AUTORECOVERY_FIELDS[n]: values[n] for n in AUTORECOVERY_FIELDS})
+        return AUTORECOVERY_CONSTANTS.configure(
+            AutorecoveryConfig(mutant=mutant), {name: values[name] for name in constants}
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
