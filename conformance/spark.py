@@ -100,6 +100,8 @@ from ledgerspec.conformance.run import CheckRun, collector_paused
 from ledgerspec.conformance.verdict import CONFORMS, Verdict
 from ledgerspec.spec import catalog
 
+from ledgerspec.java import JavaNotFound, java_home
+
 __all__ = [
     "VERDICT_COLUMNS",
     "SparkCheck",
@@ -208,18 +210,11 @@ def _is_local(master: str) -> bool:
 
 
 def find_java_home() -> str:
-    """The Java runtime Spark will use: ``$JAVA_HOME``, else the ``java`` on the ``PATH``;
-    :class:`SparkUnavailable` if neither."""
-    home = os.environ.get("JAVA_HOME")
-    if home and Path(home, "bin", "java").exists():
-        return home
-    java = shutil.which("java")
-    if java is None:
-        raise SparkUnavailable(
-            "Spark needs a Java runtime, version 17 or 21: install one (e.g. `apt-get install "
-            "openjdk-17-jre-headless`) or set JAVA_HOME"
-        )
-    return str(Path(java).resolve().parent.parent)
+    """The Java installation Spark will run in (:mod:`ledgerspec.java`); :class:`SparkUnavailable` if none."""
+    try:
+        return str(java_home())
+    except JavaNotFound as exc:
+        raise SparkUnavailable(f"Spark needs a Java runtime, version 17 or 21: {exc}") from None
 
 
 _LOG4J = """\

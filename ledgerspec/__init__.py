@@ -10,6 +10,8 @@ The import names mirror the source tree, and the layers it shows:
   imports the engine;
 - :mod:`ledgerspec.tools` (``tools/``): on top of all three, the command line, model checking, proofs, the
   crash and mutation harness, recordings of the real systems and benchmarks.
+
+:mod:`ledgerspec.java` is the one place Java is looked for, by whichever layer needs it.
 """
 
 __version__ = "0.1.0"

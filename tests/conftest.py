@@ -23,14 +23,16 @@ from ledgerspec.conformance.spark import SparkUnavailable, find_java_home
 from metadata_backends import BACKEND_PARAMS, MetadataBackend
 from zookeeper_server import ZooKeeperServer, ZooKeeperUnavailableError, find_zkserver
 
+from ledgerspec.java import JavaNotFound, jvm_library
+
 
 def _tlc_unavailable() -> str | None:
     from ledgerspec.tools.model_checking.tlc import runner as tlc
 
     try:
         tlc.find_tla2tools_jar()
-        tlc.find_java()
-    except tlc.TlcUnavailable as exc:
+        jvm_library()
+    except (tlc.TlcUnavailable, JavaNotFound) as exc:
         return str(exc)
     return None
 

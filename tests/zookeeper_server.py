@@ -8,11 +8,12 @@ ready once it answers ZooKeeper's ``ruok`` command with ``imok``.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import time
 from pathlib import Path
+
+from ledgerspec.java import JavaNotFound, java_home
 
 __all__ = [
     "DEBIAN_ZKSERVER",
@@ -37,10 +38,10 @@ def find_zkserver() -> Path:
     if not script.is_file():
         where = f"${ZOOKEEPER_HOME_VARIABLE}={home} has no bin/zkServer.sh" if home else f"no {DEBIAN_ZKSERVER}"
         raise ZooKeeperUnavailableError(f"no ZooKeeper server ({where}); install it with `apt-get install zookeeper`")
-    if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-        raise ZooKeeperUnavailableError(
-            "ZooKeeper needs Java: install it with `apt-get install openjdk-17-jre-headless`"
-        )
+    try:
+        java_home()
+    except JavaNotFound as exc:
+        raise ZooKeeperUnavailableError(f"ZooKeeper needs Java: {exc}") from None
     return script
 
 

