@@ -8,12 +8,12 @@ At this level, what every spec shares:
   of the trace format that logs it;
 - :mod:`.codecs`, :mod:`.tracing`: spec values as JSON, and trace mappings (how the events an implementation
   logs name a spec's actions and variables);
-- :mod:`.catalog`: the specs by the names the command line uses;
+- :mod:`.catalog`: the specs by the names the command line uses, each with its models (:mod:`.models`);
 - :mod:`.positions` (with ``positions.tla``) and :mod:`.quorum`: positions of a managed ledger and the quorum
   rules of a ledger, shared by specs and proofs.
 
-One folder per spec holds its TLA+ text, its Python twin and its trace mapping, under the same name:
-``ledger/``, ``bookie/``, ``managed_ledger/``, ``cursor/``, ``autorecovery/``.
+One folder per spec holds its TLA+ text, its Python twin, its trace mapping and its models, under the same
+name: ``ledger/``, ``bookie/``, ``managed_ledger/``, ``cursor/``, ``autorecovery/``.
 
 This layer imports nothing above it: the reference engine, the conformance oracle and the tools all build on
 it, never the other way round.

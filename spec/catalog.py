@@ -7,11 +7,17 @@ from pathlib import Path
 
 import attrs
 from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
+from ledgerspec.spec.autorecovery.autorecovery_models import MODELS as AUTORECOVERY_MODELS
 from ledgerspec.spec.bookie.bookie import BookieSpec
+from ledgerspec.spec.bookie.bookie_models import MODELS as BOOKIE_MODELS
 from ledgerspec.spec.cursor.cursor import CursorSpec
+from ledgerspec.spec.cursor.cursor_models import MODELS as CURSOR_MODELS
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.ledger.ledger_models import MODELS as LEDGER_MODELS
 from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerSpec
+from ledgerspec.spec.managed_ledger.managed_ledger_models import MODELS as MANAGED_LEDGER_MODELS
+from ledgerspec.spec.models import SpecModels
 
 __all__ = ["SPECS", "SpecEntry", "find", "tla_library"]
 
@@ -22,6 +28,7 @@ class SpecEntry:
     python: type[Spec]  # type: ignore[type-arg]
     tla_module: str  # module name of the TLA+ twin, in the spec's own folder
     summary: str
+    models: SpecModels  # the models checked on both engines, the seeded bugs, the models explored
 
     @property
     def tla_path(self) -> Path:
@@ -41,30 +48,35 @@ SPECS: dict[str, SpecEntry] = {
             LedgerSpec,
             "ledger",
             "ledger append with striping, LAC, ensemble change, fencing and recovery",
+            LEDGER_MODELS,
         ),
         SpecEntry(
             "bookie",
             BookieSpec,
             "bookie",
             "one bookie's journal, memtable, entry log and index, LastLogMark, crashes and replay",
+            BOOKIE_MODELS,
         ),
         SpecEntry(
             "managed_ledger",
             ManagedLedgerSpec,
             "managed_ledger",
             "a Pulsar topic's ledger list: publish with dedup, rollover, broker crash and reopen, trimming",
+            MANAGED_LEDGER_MODELS,
         ),
         SpecEntry(
             "cursor",
             CursorSpec,
             "cursor",
             "a Pulsar durable cursor: acks, persistence to its ledger and znode, crash, restore and rollback",
+            CURSOR_MODELS,
         ),
         SpecEntry(
             "autorecovery",
             AutorecoverySpec,
             "autorecovery",
             "autorecovery of a closed ledger: auditor election, under-replication marking, fragment re-replication",
+            AUTORECOVERY_MODELS,
         ),
     )
 }

@@ -10,28 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from explored_models import explored, explored_cases
 from ledgerspec.conformance import TraceChecker, events_from_json
 from ledgerspec.reference.autorecovery import RunConfig
 from ledgerspec.reference.autorecovery.trace import simulate_autorecovery_traces
-from ledgerspec.spec.autorecovery.autorecovery import BUGS, AutorecoverySpec, AutorecoveryState
+from ledgerspec.spec import catalog
+from ledgerspec.spec.autorecovery.autorecovery import BUGS, AutorecoverySpec
 from ledgerspec.spec.autorecovery.autorecovery_trace import FULL, GUARDS, METADATA, METADATA_OBSERVES, TRACE
 from ledgerspec.spec.tracing import mapping_for
 from ledgerspec.tools.cli.main import main
-from ledgerspec.tools.model_checking.explorer.explorer import explore
 
-MODELS = {
-    "stops": {"MaxStops": 2, "MaxDiskLosses": 1},
-    "two-workers": {"Segments": 2, "NumBookies": 5, "NumWorkers": 2},
-}
 CONFIG = RunConfig(workers=2)
-
-
-@functools.cache
-def _explored(bug: str, model: str) -> tuple[AutorecoverySpec, tuple[AutorecoveryState, ...]]:
-    spec = AutorecoverySpec(Bug=bug, **MODELS[model])
-    result = explore(spec, check_deadlock=False, stop_at_first=False, keep_states=True)
-    assert result.states is not None
-    return spec, result.states
 
 
 # -- the mapping --------------------------------------------------------------------------
@@ -43,27 +32,22 @@ def test_mapping_is_found_by_spec_name_and_speaks_the_specs_vocabulary() -> None
     assert TRACE.encode_params("WorkerStartsFragment", (1, 1, 2, 4)) == {"w": 1, "seg": 1, "old": 2, "new": 4}
 
 
-@pytest.mark.parametrize("model", list(MODELS))
-@pytest.mark.parametrize("bug", list(BUGS))
-def test_explanations_agree_with_the_actions(bug: str, model: str) -> None:
-    """In every reachable state, also of the seeded bugs: an explanation names a failing guard exactly when the
-    instance is disabled; the instances tried are the spec's own and some the spec never generates."""
-    spec, states = _explored(bug, model)
+@pytest.mark.parametrize(("model", "bug"), explored_cases("autorecovery"))
+def test_explanations_agree_with_the_actions_on_fragments_that_are_not_under_replicated(bug: str, model: str) -> None:
+    """Beyond the spec's own instances (tests/test_explanations.py): a worker starting any fragment of segment 1,
+    from any bookie to any other, which the spec never generates where it is not under-replicated."""
+    spec, states = explored("autorecovery", model, bug)
     disabled = 0
     for s in states:
-        for act in spec.actions:
-            instances = [()] if act.params is None else list(act.params(spec, s))
-            if act.name == "WorkerStartsFragment":  # also fragments that are not under-replicated
-                instances += [(w, 1, old, new) for w in spec.worker_ids for old in spec.bookies for new in spec.bookies]
-            for args in instances:
-                why = TRACE.explain[act.name](spec, s, *args)
-                assert (why is None) == (act.fn(spec, s, *args) is not None), (act.name, args, why, s)
-                disabled += why is not None
+        for args in [(w, 1, old, new) for w in spec.worker_ids for old in spec.bookies for new in spec.bookies]:
+            why = TRACE.explain["WorkerStartsFragment"](spec, s, *args)
+            assert (why is None) == (spec.WorkerStartsFragment(s, *args) is not None), (args, why, s)
+            disabled += why is not None
     assert disabled
 
 
 def test_explanations_name_the_failing_guard() -> None:
-    spec, states = _explored("none", "stops")
+    spec, states = explored("autorecovery", "stops", "none")
     first = states[0]
     assert TRACE.explain["WorkerTakesLock"](spec, first, 1) == "the ledger is not marked under-replicated"
     assert TRACE.explain["AuditorChecksBookies"](spec, first) == "no auditor is elected"
@@ -75,8 +59,8 @@ def test_explanations_name_the_failing_guard() -> None:
 def test_every_guard_holds_in_each_state_that_breaks_its_invariant() -> None:
     broken: set[str] = set()
     for bug in BUGS:
-        for model in MODELS:
-            spec, states = _explored(bug, model)
+        for model in catalog.find("autorecovery").models.explored:
+            spec, states = explored("autorecovery", model, bug)
             for s in states:
                 for inv in spec.invariants:
                     if inv.fn(spec, s) is not None:
@@ -86,15 +70,15 @@ def test_every_guard_holds_in_each_state_that_breaks_its_invariant() -> None:
 
 
 def test_every_guard_holds_somewhere() -> None:
-    spec, states = _explored("none", "two-workers")
+    spec, states = explored("autorecovery", "two-workers", "none")
     for prop, guards in GUARDS.items():
         for g in guards:
             assert any(g.fn(spec, s) for s in states), (prop, g.name)
 
 
 def test_hidden_steps_change_nothing_a_metadata_watcher_observes() -> None:
-    for model in MODELS:
-        spec, states = _explored("none", model)
+    for model in catalog.find("autorecovery").models.explored:
+        spec, states = explored("autorecovery", model, "none")
         hidden = [a for a in spec.actions if a.name in METADATA.hidden]
         assert {a.name for a in hidden} == set(METADATA.hidden)
         for s in states:

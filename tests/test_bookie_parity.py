@@ -1,71 +1,23 @@
-"""TLC and the Python explorer on the bookie spec: the same states, the same verdicts.
-
-As tests/test_parity.py does for the ledger spec: without a violation both
-engines must reach the very same set of states; with a seeded bug both must
-report the same invariant, with counterexamples of the same length.
-"""
+"""The bookie spec on TLC and on the Python explorer, beyond the models every spec is checked on
+(tests/test_parity.py): TLC's counterexamples read back into the Python spec, and the larger models."""
 
 from __future__ import annotations
 
 import pytest
+from ledgerspec.spec import catalog
 from ledgerspec.spec.bookie.bookie import BookieSpec
+from ledgerspec.spec.models import SeededBug
 from ledgerspec.tools.model_checking.model_check import ModelCheck, compare, run_python, run_tlc
 
 pytestmark = pytest.mark.tlc
 
-SMALL_MODELS = [
-    ({"MaxCrashes": 0}, 592),  # rollover and journal deletion, no crash
-    ({"RecordsPerJournal": 1, "MaxCrashes": 0}, 931),  # a rollover after every record
-    ({}, 11229),  # the defaults: crash with torn tails, replay, rollover, deletion
-]
 
-
-@pytest.mark.parametrize(("constants", "distinct"), SMALL_MODELS, ids=lambda c: str(c))
-def test_same_states(constants: dict[str, int], distinct: int) -> None:
-    model = ModelCheck("bookie", constants)
-    python = run_python(model, keep_states=True)
-    tlc = run_tlc(model, keep_states=True)
-    assert python.violations == () and tlc.violations == ()
-    assert python.distinct_states == tlc.distinct_states == distinct
-    # The TLA+ guards are written so that TLC generates each successor once, as the explorer does.
-    assert python.states_generated == tlc.states_generated
-    comparison = compare(python, tlc)
-    assert comparison.states_compared and comparison.agree, comparison.reasons
-    assert python.states == tlc.states
-
-
-# (bug, invariants checked (None: all), the invariant reported, counterexample length with Init)
-SEEDED_BUGS = [
-    ("ack_before_fsync", None, "AckedEntriesSurvive", 2),
-    ("mark_before_flush", None, "MarkNeverPassesUnflushedData", 5),
-    ("mark_before_flush", ("AckedEntriesSurvive",), "AckedEntriesSurvive", 5),
-    ("fence_not_journaled", None, "FencedLedgerStaysFenced", 2),
-    ("mark_not_advanced_in_replay", None, "MarkCoversReplayedJournal", 4),
-    ("delete_journal_at_mark", None, "JournalKeptFromMark", 7),
-    ("delete_journal_at_mark", ("AckedEntriesSurvive",), "AckedEntriesSurvive", 10),
-    ("delete_journal_at_mark", ("FencedLedgerStaysFenced",), "FencedLedgerStaysFenced", 10),
-]
-
-
-@pytest.mark.parametrize(
-    ("bug", "invariants", "invariant", "length"),
-    SEEDED_BUGS,
-    ids=[f"{b}-{i[0] if i else 'all'}" for b, i, _, _ in SEEDED_BUGS],
-)
-def test_seeded_bug_is_the_same_violation_in_both_engines(
-    bug: str, invariants: tuple[str, ...] | None, invariant: str, length: int
-) -> None:
-    model = ModelCheck("bookie", {"Bug": bug}, invariants=invariants)
-    python = run_python(model)
-    tlc = run_tlc(model)
-    assert [v.invariant for v in python.violations] == [invariant]
-    assert [v.invariant for v in tlc.violations] == [invariant]
-    assert len(python.violations[0].trace) == len(tlc.violations[0].trace) == length
-    # TLC's counterexample ends in a state the explorer's spec also rejects, for the same reason.
-    spec = BookieSpec(Bug=bug)
-    last = spec.make_state(**tlc.violations[0].trace[-1]["state"])
-    assert invariant in dict(spec.invariant_failures(last))
-    assert compare(python, tlc).agree
+@pytest.mark.parametrize("bug", catalog.find("bookie").models.seeded_bugs, ids=lambda b: b.name)
+def test_tlc_counterexample_ends_in_a_state_the_python_spec_rejects_for_the_same_reason(bug: SeededBug) -> None:
+    (violation,) = run_tlc(ModelCheck("bookie", {"Bug": bug.bug}, invariants=bug.checked)).violations
+    spec = BookieSpec(Bug=bug.bug)
+    last = spec.make_state(**violation.trace[-1]["state"])
+    assert bug.invariant in dict(spec.invariant_failures(last))
 
 
 def test_the_2087_bug_loses_no_acknowledged_entry_in_tlc_either() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import pytest
+from explored_models import explored
 from ledgerspec.conformance import TraceChecker, events_from_json
 from ledgerspec.reference.bookie.refinement import ActionRef
 from ledgerspec.reference.bookie.trace import BookieRun, bookie_runs, record_run, spec_steps
@@ -27,17 +28,6 @@ from ledgerspec.spec.bookie.bookie_trace import (
 )
 from ledgerspec.spec.tracing import Message, mapping_for
 from ledgerspec.tools.cli.main import main
-from ledgerspec.tools.model_checking.explorer.explorer import explore
-
-MODELS = {"default": {}, "two ledgers, one record per file": {"NumLedgers": 2, "RecordsPerJournal": 1}}
-
-
-@functools.cache
-def _explored(bug: str, model: str) -> tuple[BookieSpec, tuple[BookieState, ...]]:
-    spec = BookieSpec(Bug=bug, **MODELS[model])
-    result = explore(spec, check_deadlock=False, stop_at_first=False, keep_states=True, max_states=15_000)
-    assert result.states is not None
-    return spec, result.states
 
 
 # -- the mapping --------------------------------------------------------------------------
@@ -48,24 +38,8 @@ def test_mapping_is_found_by_spec_name_and_speaks_the_specs_vocabulary() -> None
     assert TRACE.param_codecs["JournalForceWrites"]["upto"].encode((2, 1)) == [2, 1]
 
 
-@pytest.mark.parametrize("model", list(MODELS))
-@pytest.mark.parametrize("bug", list(BUGS))
-def test_explanations_agree_with_the_actions(bug: str, model: str) -> None:
-    """In every reachable state, also of the seeded bugs: an explanation names a failing guard exactly when the
-    instance is disabled."""
-    spec, states = _explored(bug, model)
-    disabled = 0
-    for s in states:
-        for act in spec.actions:
-            for args in [()] if act.params is None else list(act.params(spec, s)):
-                why = TRACE.explain[act.name](spec, s, *args)
-                assert (why is None) == (act.fn(spec, s, *args) is not None), (act.name, args, why, s)
-                disabled += why is not None
-    assert disabled
-
-
 def test_explanations_name_an_unknown_ledger_or_entry() -> None:
-    spec, states = _explored("none", "default")
+    spec, states = explored("bookie", "default", "none")
     assert TRACE.explain["BookieAddsEntry"](spec, states[0], 3, 0) == "there is no ledger 3 in the model (ledgers 1..1)"
     assert "there is no entry 5" in str(TRACE.explain["BookieSetsExplicitLac"](spec, states[0], 1, 5))
 
@@ -73,7 +47,7 @@ def test_explanations_name_an_unknown_ledger_or_entry() -> None:
 def test_every_guard_holds_in_each_state_that_breaks_its_property() -> None:
     broken: set[str] = set()
     for bug in BUGS:
-        spec, states = _explored(bug, "default")
+        spec, states = explored("bookie", "default", bug)
         for s in states:
             for inv in spec.invariants:
                 if inv.fn(spec, s) is not None:
@@ -83,7 +57,7 @@ def test_every_guard_holds_in_each_state_that_breaks_its_property() -> None:
 
 
 def test_every_guard_holds_somewhere() -> None:
-    spec, states = _explored("none", "default")
+    spec, states = explored("bookie", "default", "none")
     for prop, guards in GUARDS.items():
         for g in guards:
             assert any(g.fn(spec, s) for s in states), (prop, g.name)
@@ -92,7 +66,7 @@ def test_every_guard_holds_somewhere() -> None:
 def test_hidden_steps_change_nothing_a_client_observes() -> None:
     """Client events report their observations once per reference step, on its last visible event: sound only
     because no hidden step changes what a client observes."""
-    spec, states = _explored("none", "default")
+    spec, states = explored("bookie", "default", "none")
     hidden = [a for a in spec.actions if a.name in CLIENT.hidden]
     assert {a.name for a in hidden} == set(CLIENT.hidden)
     for s in states:

@@ -12,25 +12,16 @@ from typing import Any
 
 import attrs
 import pytest
+from explored_models import explored
 from ledgerspec.conformance import TraceChecker, events_from_json
 from ledgerspec.reference.managed_ledger import CursorRun, RunConfig
 from ledgerspec.reference.managed_ledger.refinement import CursorRefinement, spec_for_config
 from ledgerspec.reference.managed_ledger.simulation import random_steps, simulate_cursor_traces
-from ledgerspec.spec.cursor.cursor import BUGS, CursorSpec, CursorState
+from ledgerspec.spec import catalog
+from ledgerspec.spec.cursor.cursor import BUGS, CursorSpec
 from ledgerspec.spec.cursor.cursor_trace import CLIENT, CLIENT_OBSERVES, FULL, GUARDS, TRACE
 from ledgerspec.spec.tracing import mapping_for
 from ledgerspec.tools.cli.main import main
-from ledgerspec.tools.model_checking.explorer.explorer import explore
-
-MODELS = {"loss": {"MaxEntries": 2, "MaxLedgerLoss": 1}, "batches": {"MaxEntries": 1, "BatchSize": 2}}
-
-
-@functools.cache
-def _explored(bug: str, model: str) -> tuple[CursorSpec, tuple[CursorState, ...]]:
-    spec = CursorSpec(Bug=bug, **MODELS[model])
-    result = explore(spec, check_deadlock=False, stop_at_first=False, keep_states=True)
-    assert result.states is not None
-    return spec, result.states
 
 
 # -- the mapping --------------------------------------------------------------------------
@@ -41,24 +32,8 @@ def test_mapping_is_found_by_spec_name_and_speaks_the_specs_vocabulary() -> None
     assert TRACE.encode_params("ConsumerAcks", (56, 9, 0)) == {"ledger": 56, "entry": 9, "index": 0}
 
 
-@pytest.mark.parametrize("model", list(MODELS))
-@pytest.mark.parametrize("bug", list(BUGS))
-def test_explanations_agree_with_the_actions(bug: str, model: str) -> None:
-    """In every reachable state, also of the seeded bugs: an explanation names a failing guard exactly when the
-    instance is disabled."""
-    spec, states = _explored(bug, model)
-    disabled = 0
-    for s in states:
-        for act in spec.actions:
-            for args in [()] if act.params is None else list(act.params(spec, s)):
-                why = TRACE.explain[act.name](spec, s, *args)
-                assert (why is None) == (act.fn(spec, s, *args) is not None), (act.name, args, why, s)
-                disabled += why is not None
-    assert disabled
-
-
 def test_explanations_name_the_failing_guard() -> None:
-    spec, states = _explored("none", "loss")
+    spec, states = explored("cursor", "loss", "none")
     first = states[0]
     no_message = "there is no message 0:0 (batch index 0) in the ledger list"
     assert TRACE.explain["ConsumerAcks"](spec, first, 0, 0, 0) == no_message
@@ -71,7 +46,7 @@ def test_explanations_name_the_failing_guard() -> None:
 def test_every_guard_holds_in_each_state_that_breaks_its_invariant() -> None:
     broken: set[str] = set()
     for bug in BUGS:
-        spec, states = _explored(bug, "loss")
+        spec, states = explored("cursor", "loss", bug)
         for s in states:
             for inv in spec.invariants:
                 if inv.fn(spec, s) is not None:
@@ -81,15 +56,15 @@ def test_every_guard_holds_in_each_state_that_breaks_its_invariant() -> None:
 
 
 def test_every_guard_holds_somewhere() -> None:
-    spec, states = _explored("none", "loss")
+    spec, states = explored("cursor", "loss", "none")
     for prop, guards in GUARDS.items():
         for g in guards:
             assert any(g.fn(spec, s) for s in states), (prop, g.name)
 
 
 def test_hidden_steps_change_nothing_a_client_observes() -> None:
-    for model in MODELS:
-        spec, states = _explored("none", model)
+    for model in catalog.find("cursor").models.explored:
+        spec, states = explored("cursor", model, "none")
         hidden = [a for a in spec.actions if a.name in CLIENT.hidden]
         assert {a.name for a in hidden} == set(CLIENT.hidden)
         for s in states:

@@ -1,141 +1,61 @@
-"""TLC and the Python explorer: the same states, the same verdicts.
+"""TLC and the Python explorer on every spec of the catalogue: the same states, the same verdicts.
 
-Each model runs on both engines. Without a violation they must reach the very
-same set of states (TLC's ``-dump``, parsed, against the explorer's states
-turned into TLA+ values); with a seeded bug both must report the same
-invariant, and counterexamples of the same length (both search breadth-first).
+Each spec lists its models beside it (``spec/<name>/<name>_models.py``): under
+each checked model both engines must reach the very same set of states
+(TLC's ``-dump``, parsed, against the explorer's states turned into TLA+
+values), as many as pinned; under each seeded bug both must report the same
+broken property, with counterexamples of the pinned length (both search
+breadth-first). A spec gets these tests by being in the catalogue; what is
+particular to one spec (liveness, symmetry, the larger models) is in
+``tests/test_<name>_parity.py``.
 """
 
 from __future__ import annotations
 
-import json
-
 import pytest
-from ledgerspec.tools.cli.main import main
+from ledgerspec.spec import catalog
+from ledgerspec.spec.models import CheckedModel, SeededBug
 from ledgerspec.tools.model_checking.model_check import ModelCheck, compare, run_python, run_tlc
 
-pytestmark = pytest.mark.tlc
-
-SMALL_MODELS = [
-    {"MaxEntries": 1},
-    {"MaxEntries": 2},
-    {"MaxEntries": 1, "MaxLoss": 1},
-    {"NumBookies": 4, "MaxEntries": 1, "MaxCrashes": 1},
-    {"NumBookies": 2, "E": 2, "Qw": 2, "Qa": 1, "MaxEntries": 1, "NumRecoverers": 2},
-    {"MaxEntries": 2, "Throttle": 1},
-    # E > Qw, where BP-46's ensemble coverage and BookKeeper's per-write-set rule differ (docs/quorum.md).
-    {"NumBookies": 4, "E": 4, "Qw": 2, "Qa": 2, "MaxEntries": 1},
-    {"NumBookies": 4, "E": 4, "Qw": 2, "Qa": 2, "MaxEntries": 1, "Bug": "fence_ensemble_coverage"},
-]
+CHECKED = [(name, model) for name, entry in catalog.SPECS.items() for model in entry.models.checked]
+SEEDED = [(name, bug) for name, entry in catalog.SPECS.items() for bug in entry.models.seeded_bugs]
 
 
-@pytest.mark.parametrize("constants", SMALL_MODELS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
-def test_same_states(constants: dict[str, int | str]) -> None:
-    model = ModelCheck("ledger", constants)
-    python = run_python(model, keep_states=True)
-    tlc = run_tlc(model, keep_states=True)
+@pytest.mark.tlc
+@pytest.mark.parametrize(("spec", "model"), CHECKED, ids=[f"{spec}-{model.name}" for spec, model in CHECKED])
+def test_same_states(spec: str, model: CheckedModel) -> None:
+    check = ModelCheck(spec, model.constants)
+    python = run_python(check, keep_states=True)
+    tlc = run_tlc(check, keep_states=True)
     assert python.violations == () and tlc.violations == ()
-    assert python.distinct_states == tlc.distinct_states
+    assert python.distinct_states == tlc.distinct_states == model.distinct_states
+    if catalog.find(spec).models.same_steps:
+        assert python.states_generated == tlc.states_generated
     comparison = compare(python, tlc)
-    assert comparison.states_compared
-    assert comparison.agree, comparison.reasons
+    assert comparison.states_compared and comparison.agree, comparison.reasons
     assert python.states == tlc.states
 
 
-SEEDED_BUGS = [
-    ("recovery_read_no_fence", {"E": 3, "Qw": 3, "Qa": 2, "MaxEntries": 1}, "NoAckedEntryLost"),
-    ("fence_qa_total", {"E": 3, "Qw": 2, "Qa": 1, "MaxEntries": 2}, "NoNewAcksToFencedWriter"),
-    ("lac_before_qa", {"E": 3, "Qw": 2, "Qa": 2, "MaxEntries": 2}, "NoAckedEntryLost"),
-    (
-        "missing_after_qa_no_such",
-        {"NumBookies": 2, "E": 2, "Qw": 2, "Qa": 1, "MaxEntries": 1},
-        "NoAckedEntryLost",
-    ),
-]
-
-
-@pytest.mark.parametrize(("bug", "constants", "invariant"), SEEDED_BUGS, ids=[b for b, _, _ in SEEDED_BUGS])
-def test_seeded_bug_is_the_same_violation_in_both_engines(bug: str, constants: dict[str, int], invariant: str) -> None:
-    model = ModelCheck("ledger", {**constants, "Bug": bug})
-    python = run_python(model)
-    tlc = run_tlc(model)
-    assert [v.invariant for v in python.violations] == [invariant]
-    assert [v.invariant for v in tlc.violations] == [invariant]
-    assert len(python.violations[0].trace) == len(tlc.violations[0].trace)
-    # TLC's counterexample ends in a state the explorer also reaches and also rejects.
-    assert tlc.violations[0].trace[-1]["state"]["meta_status"] == "CLOSED" or bug == "fence_qa_total"
+@pytest.mark.tlc
+@pytest.mark.parametrize(("spec", "bug"), SEEDED, ids=[f"{spec}-{bug.name}" for spec, bug in SEEDED])
+def test_seeded_bug_is_the_same_violation_in_both_engines(spec: str, bug: SeededBug) -> None:
+    check = ModelCheck(spec, {**bug.constants, "Bug": bug.bug}, invariants=bug.checked)
+    python = run_python(check)
+    tlc = run_tlc(check)
+    assert [v.invariant for v in python.violations] == [bug.invariant]
+    assert [v.invariant for v in tlc.violations] == [bug.invariant]
+    assert len(python.violations[0].trace) == len(tlc.violations[0].trace) == bug.length
     assert compare(python, tlc).agree
 
 
-def test_tlc_checks_recovery_closes_under_fairness() -> None:
-    result = run_tlc(ModelCheck("ledger", {"MaxEntries": 1}, liveness=True))
-    assert result.violations == ()
-    assert result.distinct_states == 1313
-
-
-def test_liveness_fails_without_enough_live_bookies() -> None:
-    # Two crashes of three bookies: fencing can never cover a write set.
-    result = run_tlc(ModelCheck("ledger", {"MaxEntries": 1, "MaxCrashes": 2}, liveness=True))
-    assert [v.kind for v in result.violations] == ["liveness"]
-    assert result.violations[0].invariant == "RecoveryCloses"
-
-
-def test_symmetry_gives_the_same_orbits_on_both_engines() -> None:
-    """The explorer fingerprints the orbit of each state under renamings of the recovering clients; TLC takes
-    the TLA+ RecovererOrbit as its VIEW: the same number of orbits, steps and levels."""
-    constants = {"NumBookies": 2, "E": 2, "Qw": 2, "Qa": 1, "MaxEntries": 1, "NumRecoverers": 2}
-    model = ModelCheck("ledger", constants, symmetry=True)
-    python, tlc = run_python(model), run_tlc(model)
-    assert (python.distinct_states, python.states_generated, python.depth) == (16_793, 62_169, 24)
-    assert (tlc.distinct_states, tlc.states_generated, tlc.depth) == (16_793, 62_169, 24)
-    assert run_tlc(ModelCheck("ledger", constants)).distinct_states == 33_015  # without the view
-
-
-def test_symmetry_keeps_a_seeded_bug_and_its_shortest_counterexample() -> None:
-    constants = {"NumBookies": 2, "E": 2, "Qw": 2, "Qa": 1, "MaxEntries": 1, "NumRecoverers": 2}
-    constants["Bug"] = "missing_after_qa_no_such"
-    model = ModelCheck("ledger", constants, symmetry=True)
-    python, tlc = run_python(model), run_tlc(model)
-    assert [v.invariant for v in python.violations] == [v.invariant for v in tlc.violations] == ["NoAckedEntryLost"]
-    assert len(python.violations[0].trace) == len(tlc.violations[0].trace)
-
-
-def test_a_spec_without_symmetry_refuses_it(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(ValueError, match="spec bookie declares no symmetry"):
-        ModelCheck("bookie", symmetry=True)
-    assert main(["model-check", "bookie", "--symmetry", "--engine", "python"]) == 2
-    assert "--symmetry: spec bookie declares no symmetry" in capsys.readouterr().err
-
-
-def test_symmetry_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
-    constants = ["NumBookies=2", "E=2", "Qw=2", "Qa=1", "MaxEntries=1", "NumRecoverers=2"]
-    argv = ["model-check", "ledger", "--symmetry", "--json", *(f"--const={c}" for c in constants)]
-    assert main(argv) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["python"]["distinct_states"] == data["tlc"]["distinct_states"] == 16_793
-    assert data["agree"] is True and data["states_compared"] is False
-
-
-@pytest.mark.slow
-def test_larger_model_same_states() -> None:
-    model = ModelCheck("ledger", {"E": 3, "Qw": 3, "Qa": 2, "MaxEntries": 2})
-    python = run_python(model, keep_states=True)
-    tlc = run_tlc(model, keep_states=True, workers=2)
-    assert compare(python, tlc).agree
-
-
-# The seeds' own striping: a writer and one recoverer on E=4, Qw=3, Qa=2 over four bookies, three entries.
-SEEDS_MODEL = {"NumBookies": 4, "E": 4, "Qw": 3, "Qa": 2, "MaxEntries": 3, "Throttle": 1}
-SEEDS_DISTINCT_STATES = 16_229_645  # both engines; TLC generates 59,840,447 states, depth 29
-
-
-@pytest.mark.slow
-def test_the_seeds_configuration_gives_the_same_count_and_verdict_on_both_engines() -> None:
-    """Too large to keep whole states: the engines agree on the count and the verdict (no violation)."""
-    model = ModelCheck("ledger", SEEDS_MODEL)
-    python = run_python(model, workers=2)
-    tlc = run_tlc(model, workers=2)
-    assert python.violations == tlc.violations == ()
-    assert python.distinct_states == tlc.distinct_states == SEEDS_DISTINCT_STATES
-    assert python.states_generated == tlc.states_generated and python.depth == tlc.depth
-    assert compare(python, tlc).agree
+@pytest.mark.parametrize("spec", list(catalog.SPECS))
+def test_every_seeded_bug_of_a_spec_is_checked(spec: str) -> None:
+    """A bug added to a spec's ``Bug`` constant is either found by both engines, or, when it breaks nothing (a
+    stricter rule), is a checked model of its own."""
+    entry = catalog.find(spec)
+    (bug_constant,) = [c for c in entry.python.constants if c.name == "Bug"]
+    assert bug_constant.choices is not None
+    seeded = {bug.bug for bug in entry.models.seeded_bugs}
+    harmless = {model.constants["Bug"] for model in entry.models.checked if "Bug" in model.constants}
+    assert seeded | harmless == set(bug_constant.choices) - {"none"}
+    assert entry.models.checked and not seeded & harmless

@@ -1,1 +1,1 @@
-"""Autorecovery: ``autorecovery.tla``, its Python twin ``autorecovery.py`` and its trace mapping."""
+"""Autorecovery: ``autorecovery.tla``, its Python twin ``autorecovery.py``, its trace mapping and its models."""

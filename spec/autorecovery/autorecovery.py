@@ -2,7 +2,7 @@
 
 The twin of ``autorecovery.tla``: the same variables, actions and invariants,
 by the same names; the explorer and TLC reach the same states
-(tests/test_autorecovery_parity.py).
+under the models of ``autorecovery_models.py`` (tests/test_parity.py).
 
 What is modelled (bookkeeper-server/src/main/java/org/apache/bookkeeper/
 replication/ and client/, BRIEF section 5, seed 001):

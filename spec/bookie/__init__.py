@@ -1,1 +1,2 @@
-"""One bookie's storage and its crashes: ``bookie.tla``, its Python twin ``bookie.py`` and its trace mapping."""
+"""One bookie's storage and its crashes: ``bookie.tla``, its Python twin ``bookie.py``, its trace mapping and its
+models."""

@@ -2,7 +2,7 @@
 
 The twin of ``bookie.tla``: the same variables, actions and invariants, by the
 same names; the explorer and TLC reach the same states
-(tests/test_bookie_parity.py).
+under the models of ``bookie_models.py`` (tests/test_parity.py).
 
 What is modelled (bookkeeper-server/src/main/java/org/apache/bookkeeper/bookie/,
 BRIEF section 3):

@@ -1,1 +1,1 @@
-"""A Pulsar durable cursor: ``cursor.tla``, its Python twin ``cursor.py`` and its trace mapping."""
+"""A Pulsar durable cursor: ``cursor.tla``, its Python twin ``cursor.py``, its trace mapping and its models."""

@@ -2,7 +2,7 @@
 
 The twin of ``cursor.tla``: the same variables, actions and invariants, by the
 same names; the explorer and TLC reach the same states
-(tests/test_cursor_parity.py).
+under the models of ``cursor_models.py`` (tests/test_parity.py).
 
 What is modelled (pulsar ``managed-ledger`` module, ``ManagedCursorImpl`` and
 the parts of ``ManagedLedgerImpl`` a cursor depends on; BRIEF section 4,

@@ -1,1 +1,1 @@
-"""The BookKeeper ledger protocol: ``ledger.tla``, its Python twin ``ledger.py`` and its trace mapping."""
+"""The BookKeeper ledger protocol: ``ledger.tla``, its Python twin ``ledger.py``, its trace mapping and its models."""

@@ -1,7 +1,8 @@
 """The BookKeeper ledger protocol: striped appends, LAC, ensemble change, fencing and recovery.
 
 The twin of ``ledger.tla``: the same variables, actions and invariants, by
-the same names; the explorer and TLC reach the same states (tests/test_parity.py).
+the same names; the explorer and TLC reach the same states under the models of
+``ledger_models.py`` (tests/test_parity.py).
 
 What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
 

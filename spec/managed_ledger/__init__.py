@@ -1,1 +1,1 @@
-"""A Pulsar managed ledger: ``managed_ledger.tla`` and its Python twin ``managed_ledger.py``."""
+"""A Pulsar managed ledger: ``managed_ledger.tla``, its Python twin ``managed_ledger.py`` and its models."""

@@ -2,7 +2,7 @@
 
 The twin of ``managed_ledger.tla``: the same variables, actions and invariants,
 by the same names; the explorer and TLC reach the same states
-(tests/test_managed_ledger_parity.py).
+under the models of ``managed_ledger_models.py`` (tests/test_parity.py).
 
 What is modelled (pulsar ``managed-ledger`` module, ``ManagedLedgerImpl``, and
 the broker's ``MessageDeduplication``; BRIEF section 4, seeds 002 and 003):

@@ -1,0 +1,34 @@
+"""The models of the autorecovery spec that are checked (:mod:`ledgerspec.spec.models`)."""
+
+from __future__ import annotations
+
+from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
+
+__all__ = ["MODELS"]
+
+MODELS = SpecModels(
+    checked=(
+        CheckedModel({}, 404, "one bookie stops: marked, re-replicated, unmarked; or it comes back"),
+        CheckedModel({"MaxStops": 2, "MaxDiskLosses": 1}, 20_522, "a bookie stops again, or loses its disk"),
+        CheckedModel(
+            {"Segments": 2, "NumBookies": 5, "NumWorkers": 2}, 5_614, "two fragments, two workers and their lock"
+        ),
+    ),
+    seeded_bugs=(
+        SeededBug("metadata_before_copy", "MetadataNamesOnlyHolders", 6),
+        # the harm it does to readers: the metadata leaves the one bookie still holding an entry
+        SeededBug(
+            "metadata_before_copy",
+            "NoEntryLostWhileReplicaRemains",
+            8,
+            {"MaxStops": 2, "MaxDiskLosses": 1},
+            checked=("NoEntryLostWhileReplicaRemains",),
+        ),
+        SeededBug("auditor_marks_nothing", "LostBookiesMarked", 4),
+    ),
+    same_steps=True,
+    explored={
+        "stops": {"MaxStops": 2, "MaxDiskLosses": 1},
+        "two-workers": {"Segments": 2, "NumBookies": 5, "NumWorkers": 2},
+    },
+)

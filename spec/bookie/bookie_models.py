@@ -1,0 +1,28 @@
+"""The models of the bookie spec that are checked (:mod:`ledgerspec.spec.models`)."""
+
+from __future__ import annotations
+
+from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
+
+__all__ = ["MODELS"]
+
+MODELS = SpecModels(
+    checked=(
+        CheckedModel({"MaxCrashes": 0}, 592, "rollover and journal deletion, no crash"),
+        CheckedModel({"RecordsPerJournal": 1, "MaxCrashes": 0}, 931, "a rollover after every record"),
+        CheckedModel({}, 11_229, "crash with torn tails, replay, rollover, deletion"),
+    ),
+    seeded_bugs=(
+        SeededBug("ack_before_fsync", "AckedEntriesSurvive", 2),
+        SeededBug("mark_before_flush", "MarkNeverPassesUnflushedData", 5),
+        SeededBug("mark_before_flush", "AckedEntriesSurvive", 5, checked=("AckedEntriesSurvive",)),
+        SeededBug("fence_not_journaled", "FencedLedgerStaysFenced", 2),
+        SeededBug("mark_not_advanced_in_replay", "MarkCoversReplayedJournal", 4),
+        SeededBug("delete_journal_at_mark", "JournalKeptFromMark", 7),
+        SeededBug("delete_journal_at_mark", "AckedEntriesSurvive", 10, checked=("AckedEntriesSurvive",)),
+        SeededBug("delete_journal_at_mark", "FencedLedgerStaysFenced", 10, checked=("FencedLedgerStaysFenced",)),
+    ),
+    same_steps=True,
+    explored={"default": {}, "two ledgers, one record per file": {"NumLedgers": 2, "RecordsPerJournal": 1}},
+    explored_max_states=15_000,
+)

@@ -1,0 +1,26 @@
+"""The models of the cursor spec that are checked (:mod:`ledgerspec.spec.models`)."""
+
+from __future__ import annotations
+
+from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
+
+__all__ = ["MODELS"]
+
+MODELS = SpecModels(
+    checked=(
+        CheckedModel({"MaxEntries": 2}, 11_908),
+        CheckedModel({"MaxEntries": 2, "MaxLedgerLoss": 1}, 25_763, "a lost cursor ledger"),
+        CheckedModel({"MaxEntries": 1, "BatchSize": 2}, 2_357, "batch acks"),
+        CheckedModel(
+            {"MaxEntries": 1, "MetadataMaxEntriesPerLedger": 1, "MaxLedgerLoss": 1}, 376, "cursor-ledger rollover"
+        ),
+    ),
+    # Each breaks the invariant that names it, with the same shortest counterexample in both engines.
+    seeded_bugs=(
+        SeededBug("restore_ignores_no_ledger", "OnlyUnpersistedAcksRedelivered", 8),
+        SeededBug("no_store_fallback", "OnlyUnpersistedAcksRedelivered", 7),
+        SeededBug("restore_skips_unacked", "CursorSkipsNoUnackedMessage", 8),
+        SeededBug("trim_deletes_needed_ledger", "TrimKeepsUnconsumedEntries", 5),
+    ),
+    explored={"loss": {"MaxEntries": 2, "MaxLedgerLoss": 1}, "batches": {"MaxEntries": 1, "BatchSize": 2}},
+)

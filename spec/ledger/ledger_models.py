@@ -1,0 +1,48 @@
+"""The models of the ledger spec that are checked (:mod:`ledgerspec.spec.models`)."""
+
+from __future__ import annotations
+
+from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
+
+__all__ = ["MODELS"]
+
+MODELS = SpecModels(
+    checked=(
+        CheckedModel({"MaxEntries": 1}, 1_313),
+        CheckedModel({"MaxEntries": 2}, 40_476),
+        CheckedModel({"MaxEntries": 1, "MaxLoss": 1}, 7_903, "lost requests and replies"),
+        CheckedModel({"NumBookies": 4, "MaxEntries": 1, "MaxCrashes": 1}, 16_978, "a crash, an ensemble change"),
+        CheckedModel(
+            {"NumBookies": 2, "E": 2, "Qw": 2, "Qa": 1, "MaxEntries": 1, "NumRecoverers": 2},
+            33_015,
+            "two recovering clients",
+        ),
+        CheckedModel({"MaxEntries": 2, "Throttle": 1}, 4_493, "the writer's throttle"),
+        # E > Qw, where BP-46's ensemble coverage and BookKeeper's per-write-set rule differ (docs/quorum.md).
+        CheckedModel({"NumBookies": 4, "E": 4, "Qw": 2, "Qa": 2, "MaxEntries": 1}, 3_524, "striping"),
+        CheckedModel(
+            {"NumBookies": 4, "E": 4, "Qw": 2, "Qa": 2, "MaxEntries": 1, "Bug": "fence_ensemble_coverage"},
+            1_762,
+            "BP-46's fencing rule: no violation with one entry",
+        ),
+    ),
+    seeded_bugs=(
+        SeededBug("recovery_read_no_fence", "NoAckedEntryLost", 10, {"E": 3, "Qw": 3, "Qa": 2, "MaxEntries": 1}),
+        SeededBug("fence_qa_total", "NoNewAcksToFencedWriter", 3, {"E": 3, "Qw": 2, "Qa": 1, "MaxEntries": 2}),
+        SeededBug("lac_before_qa", "NoAckedEntryLost", 8, {"E": 3, "Qw": 2, "Qa": 2, "MaxEntries": 2}),
+        SeededBug(
+            "missing_after_qa_no_such",
+            "NoAckedEntryLost",
+            8,
+            {"NumBookies": 2, "E": 2, "Qw": 2, "Qa": 1, "MaxEntries": 1},
+        ),
+    ),
+    same_steps=True,
+    # Between them they enable every action and every guard of the spec.
+    explored={
+        "losses": {"MaxEntries": 1, "MaxLoss": 1},
+        "crashes and ensemble change": {"MaxEntries": 1, "NumBookies": 4, "MaxCrashes": 1},
+        "throttle": {"MaxEntries": 2, "Throttle": 1},
+    },
+    explored_with_bugs=False,
+)

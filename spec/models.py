@@ -1,0 +1,74 @@
+"""The models of a spec that are checked, and what checking them must find: the Python side of a TLA+ ``MC`` module.
+
+Each spec lists its models beside it (``spec/<name>/<name>_models.py``, a
+module-level ``MODELS``) and the catalogue names them, so that every spec
+gets the same checks by being listed:
+
+- :class:`CheckedModel`: constants under which TLC and the Python explorer
+  must reach the very same states with no violation (and, where the spec
+  says so, generate the same number of successors); the count of distinct states is pinned, so that a change to
+  either text shows at once (tlaplus Examples keep such counts in a
+  manifest beside the specs);
+- :class:`SeededBug`: a seeded bug (the spec's ``Bug`` constant) that both
+  engines must report as the same broken property, with counterexamples of
+  the same, pinned, length (both search breadth-first);
+- explored models: small models explored whole, also under every seeded
+  bug, on whose every state a trace mapping's explanations must agree with
+  the actions (an explanation names a failing guard exactly when the
+  action instance is disabled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+__all__ = ["CheckedModel", "SeededBug", "SpecModels"]
+
+
+@attrs.frozen
+class CheckedModel:
+    """Constants under which both engines reach the same states, and how many there are."""
+
+    constants: Mapping[str, Any]
+    distinct_states: int
+    why: str = ""  # what the model exercises
+
+    @property
+    def name(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.constants.items()) or "defaults"
+
+
+@attrs.frozen
+class SeededBug:
+    """A seeded bug both engines must find: the property it breaks and the length of the shortest counterexample."""
+
+    bug: str
+    invariant: str  # the invariant or action property reported broken
+    length: int  # states of the counterexample, the initial one included
+    constants: Mapping[str, Any] = attrs.field(factory=dict)
+    #: the invariants and action properties checked; None: all of them
+    checked: tuple[str, ...] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.bug + (f"-{self.checked[0]}" if self.checked else "")
+
+
+@attrs.frozen
+class SpecModels:
+    """What the checks of one spec run on."""
+
+    checked: tuple[CheckedModel, ...]
+    seeded_bugs: tuple[SeededBug, ...]
+    #: the TLA+ guards are written so that TLC generates each successor once, as the explorer does: both engines
+    #: also count the same states generated
+    same_steps: bool = False
+    #: small models, by name, explored whole (and under each seeded bug when ``explored_with_bugs``) to check the
+    #: trace mapping's explanations; empty for a spec without a trace mapping
+    explored: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    explored_with_bugs: bool = True
+    #: the explorer's bound on states kept for an explored model
+    explored_max_states: int | None = None

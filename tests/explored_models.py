@@ -1,0 +1,34 @@
+"""The explored models of the catalogue's specs (``SpecModels.explored``), explored once per test session.
+
+The explanation tests of every trace mapping (tests/test_explanations.py) and
+each spec's own mapping tests read the same reachable states.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from ledgerspec.spec import catalog
+from ledgerspec.spec.kernel import Spec
+from ledgerspec.tools.model_checking.explorer.explorer import explore
+
+
+@functools.cache
+def explored(spec_name: str, model: str, bug: str = "none") -> tuple[Spec[Any], tuple[Any, ...]]:
+    """The spec under the explored model ``model`` and seeded bug ``bug``, and every state it reaches."""
+    models = catalog.find(spec_name).models
+    spec = catalog.find(spec_name).python(**{**models.explored[model], "Bug": bug})
+    result = explore(
+        spec, check_deadlock=False, stop_at_first=False, keep_states=True, max_states=models.explored_max_states
+    )
+    assert result.states is not None
+    return spec, result.states
+
+
+def explored_cases(spec_name: str) -> list[tuple[str, str]]:
+    """(model, bug) of every exploration of a spec's explanation checks."""
+    entry = catalog.find(spec_name)
+    (bug_constant,) = [c for c in entry.python.constants if c.name == "Bug"]
+    bugs = list(bug_constant.choices or ("none",)) if entry.models.explored_with_bugs else ["none"]
+    return [(model, bug) for model in entry.models.explored for bug in bugs]
