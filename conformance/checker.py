@@ -7,9 +7,9 @@ a distributed run, holds one).
 
 How a trace is checked (docs/conformance.md):
 
-1. Vocabulary. Each event's type must be an action of the spec (or
-   ``Init``, or ``Next`` for an unnamed step), its params the action's parameters with values of their types,
-   its observed names variables or projections the mode observes.
+1. Vocabulary (:mod:`ledgerspec.conformance.event_vocabulary`). Each event's type must be an action of
+   the spec (or ``Init``, or ``Next`` for an unnamed step), its params the action's parameters with values
+   of their types, its observed names variables or projections the mode observes.
 2. Merging: :mod:`ledgerspec.conformance.merge` puts the events in replay
    order. A bad event stops the check at its place in that order.
 3. Search. Steps the mode hides may be taken before each event, at most
@@ -36,7 +36,8 @@ How a trace is checked (docs/conformance.md):
      complete within the bounds; it runs when the depth-first one finds no
      behaviour, and its verdict and explanation are the checker's.
 4. Verdict. All events matched: *conforms*. An event no candidate takes:
-   *violates*, with every candidate and why it rejects the event (the guard
+   *violates*, with every candidate and why it rejects the event
+   (:mod:`ledgerspec.conformance.explanation`: the guard
    that fails, from the mapping's explanation of the action, or the
    observed value that differs, or the invariant broken), and the shortest
    spec path to the failing point. If a bound cut the search before that
@@ -66,23 +67,21 @@ took, and works out what they stand for only when asked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from operator import itemgetter
 from typing import Any
 
 import attrs
 import orjson
+from ledgerspec.conformance.behaviour import SERIAL, HiddenStep, Node, Transition, shortest
 from ledgerspec.conformance.coverage import Coverage, Tally
-from ledgerspec.conformance.describe import describe_difference
+from ledgerspec.conformance.event_vocabulary import DecodedParams, EventVocabulary
 from ledgerspec.conformance.events import Event, InputError
+from ledgerspec.conformance.explanation import FailureExplainer
 from ledgerspec.conformance.merge import merge_trace
 from ledgerspec.conformance.verdict import (
     CONFORMS,
     INCONCLUSIVE,
     VIOLATES,
     BoundHit,
-    Candidate,
-    Failure,
-    Successor,
     Verdict,
 )
 from ledgerspec.spec.codecs import Codec, CodecError, canonical_bytes
@@ -94,8 +93,6 @@ __all__ = ["Bounds", "TraceChecker", "check_trace"]
 _SORT = orjson.OPT_SORT_KEYS
 _UNSEEN = object()
 REPLAY, DEPTH_FIRST, BREADTH_FIRST = "replay", "depth-first", "breadth-first"  # Verdict.search
-SHOWN_CANDIDATES = 12  # candidates kept, with their states, in a failure
-EXAMINED_CANDIDATES = 500  # candidates whose rejections a failure explains
 
 
 @attrs.frozen
@@ -110,62 +107,22 @@ class Bounds:
             raise ValueError(f"bounds must be max_hidden_steps >= 0 and max_candidates >= 1, got {self}")
 
 
-class _Node:
-    """A step of a spec behaviour matched so far, and the state it reaches; the chain of parents is the behaviour."""
-
-    __slots__ = ("action", "args", "depth", "hidden", "parent", "serial", "state")
-
-    def __init__(
-        self,
-        parent: _Node | None,
-        action: str,
-        args: tuple[Any, ...],
-        state: Any,
-        serial: int = -1,  # the step's serial number for coverage, or -1
-        hidden: bool = False,
-    ) -> None:
-        self.parent = parent
-        self.action = action
-        self.args = args
-        self.state = state
-        self.serial = serial
-        self.hidden = hidden
-        self.depth: int = 0 if parent is None else parent.depth + 1
-
-
-@attrs.frozen
-class _Params:
-    """An event's params, decoded: the action's arguments, or a pattern when some are not given."""
-
-    args: tuple[Any, ...] | None
-    pattern: Mapping[str, Any] | None
-
-
 class _BadValueError(Exception):
     """An observed value that does not decode: bad input, found while checking."""
-
-
-# A way to take an event from a state: (action, args, next state or None, what the step breaks or
-# None, the cached canonical JSON of the next state's observable values, the step's serial number
-# for coverage or -1).
-_Transition = tuple[str, tuple[Any, ...], Any, "str | None", "dict[str, bytes] | None", int]
-_SERIAL = itemgetter(5)
-# A hidden step from a state: (action, args, next state, serial number for coverage or -1).
-_HiddenStep = tuple[str, tuple[Any, ...], Any, int]
 
 
 @attrs.frozen
 class _Outcome:
     checked: int  # events matched
     failure_index: int | None = None
-    closure: Mapping[Any, _Node] | None = None  # the candidates at the failing event
+    closure: Mapping[Any, Node] | None = None  # the candidates at the failing event
     bad_value: InputError | None = None
     bound: BoundHit | None = None
     peak: int = 1
     # The behaviour matched (the shortest): ``witness`` and then the steps of ``tail``, which the
     # full-mode replay keeps as transitions rather than nodes.
-    witness: _Node | None = None
-    tail: Sequence[_Transition] = ()
+    witness: Node | None = None
+    tail: Sequence[Transition] = ()
     search: str = REPLAY
 
 
@@ -188,10 +145,6 @@ class _Budget:
             self.peak = examined_for_event
         if self.left < 0:
             raise _OverBudgetError
-
-
-def _shortest(nodes: Mapping[Any, _Node]) -> _Node | None:
-    return min(nodes.values(), key=lambda n: n.depth, default=None)
 
 
 class TraceChecker:
@@ -231,16 +184,25 @@ class TraceChecker:
         self._intern: dict[Any, Any] = {}
         # (id of state, event type, params) -> (state, ways): keyed by id, since states are interned;
         # the entry holds its state, so the id cannot be reused while the entry exists.
-        self._transitions: dict[tuple[int, str, bytes], tuple[Any, tuple[_Transition, ...]]] = {}
+        self._transitions: dict[tuple[int, str, bytes], tuple[Any, tuple[Transition, ...]]] = {}
         self._views: dict[Any, dict[str, bytes]] = {}  # state -> observable name -> canonical JSON
         self._encoded: dict[str, dict[Any, bytes]] = {}  # observable name -> value -> canonical JSON
-        self._hidden: dict[Any, tuple[_HiddenStep, ...]] = {}
+        self._hidden: dict[Any, tuple[HiddenStep, ...]] = {}
         self._hidden_labels: dict[Any, dict[tuple[str, tuple[Any, ...]], Any]] = {}
         self._broken: dict[Any, str | None] = {}
-        self._params: dict[tuple[str, bytes], _Params | InputError] = {}
         self._inits: tuple[Any, ...] = ()
-        self._tally = Tally(spec, self.mapping, _SERIAL) if coverage else None
+        self._tally = Tally(spec, self.mapping, SERIAL) if coverage else None
         self._emptied = False  # the caches were emptied during this trace
+        self._vocabulary = EventVocabulary(spec, self.mapping, self.mode, cache_limit)
+        self._explainer = FailureExplainer(
+            spec,
+            self.mapping,
+            self.mode,
+            transitions=self._all_transitions,
+            instances=self._instances,
+            matches=self._matches,
+            expected=self._expected,
+        )
 
     def _state(self, state: Any) -> Any:
         """The interned copy of a state. All state caches are emptied together when they hold too much."""
@@ -275,7 +237,7 @@ class TraceChecker:
         failure = None
         if outcome.failure_index is not None:
             assert outcome.closure is not None
-            failure = self._failure(ordered, outcome.failure_index, outcome.closure)
+            failure = self._explainer.failure(ordered, outcome.failure_index, outcome.closure)
         if failure is not None and outcome.bound is None and not unread:
             status = VIOLATES
         elif failure is not None or errors:
@@ -302,8 +264,9 @@ class TraceChecker:
     def _replay_order(self, events: Sequence[Event], trace: str) -> tuple[list[Event], int, list[InputError]]:
         """Merged events up to the first bad one, how many the trace has, and the errors found."""
         bad: dict[int, InputError] = {}
+        vocabulary_error = self._vocabulary.error
         for e in events:
-            error = self._vocabulary(e)
+            error = vocabulary_error(e)
             if error is not None:
                 bad[id(e)] = error
         merged = merge_trace(events, bad)
@@ -316,77 +279,6 @@ class TraceChecker:
                 break
         return ordered, merged.total, errors
 
-    # -- vocabulary ----------------------------------------------------------------------
-    def _vocabulary(self, e: Event) -> InputError | None:
-        """Is the event in the spec's vocabulary, for this mode? Params are decoded (and cached) here."""
-        if e.type in self._actions:
-            decoded = self._params.get((e.type, e.params_key)) or self._decoded_params(e)
-            if type(decoded) is _Params and self.mode.observes.issuperset(e.observed):
-                return None  # the usual case, in few steps
-        return self._vocabulary_error(e)
-
-    def _vocabulary_error(self, e: Event) -> InputError | None:
-        """What is wrong with the event's type, params or observed names, if anything."""
-
-        def error(message: str) -> InputError:
-            return InputError(e.file, e.line, message, e.trace)
-
-        if e.type in (INIT, NEXT):
-            if e.params:
-                return error(f"the {e.type} event has no params")
-        elif e.type not in self._actions:
-            return error(
-                f"unknown event type {e.type!r}: not an action of spec {self.spec.name} "
-                f"(actions: {', '.join(self._actions)}; or Init, Next)"
-            )
-        else:
-            decoded = self._decoded_params(e)
-            if isinstance(decoded, InputError):
-                return error(decoded.message)
-        observes = self.mode.observes
-        for name in e.observed:
-            if name not in observes:
-                if name in self._codecs:
-                    return error(
-                        f"observed {name!r} is not observable in mode {self.mode.name!r} "
-                        f"(it observes {', '.join(sorted(observes))})"
-                    )
-                return error(
-                    f"observed {name!r} is neither a variable nor a projection of spec {self.spec.name} "
-                    f"(variables: {', '.join(self.mapping.variables)}; projections: "
-                    f"{', '.join(self._projections) or 'none'})"
-                )
-        return None
-
-    def _decoded_params(self, e: Event) -> _Params | InputError:
-        key = (e.type, e.params_key)
-        found = self._params.get(key)
-        if found is not None:
-            return found
-        codecs = self.mapping.param_codecs[e.type]
-        unknown = [name for name in e.params if name not in codecs]
-        if unknown:
-            found = InputError(
-                e.file,
-                e.line,
-                f"{e.type} has no parameter {', '.join(map(repr, unknown))} "
-                f"(parameters: {', '.join(codecs) or 'none'})",
-                e.trace,
-            )
-        else:
-            try:
-                complete = [codecs[n].check(v, f"params.{n}", partial=True) for n, v in e.params.items()]
-                if len(e.params) == len(codecs) and all(complete):
-                    found = _Params(tuple(c.decode(e.params[n], f"params.{n}") for n, c in codecs.items()), None)
-                else:
-                    found = _Params(None, dict(e.params))
-            except CodecError as exc:
-                found = InputError(e.file, e.line, str(exc), e.trace)
-        if len(self._params) >= self.cache_limit:
-            self._params.clear()
-        self._params[key] = found
-        return found
-
     # -- the search ----------------------------------------------------------------------
     def _search(self, events: Sequence[Event]) -> _Outcome:
         """Replay when nothing is hidden; else depth first, then breadth first if that finds no behaviour."""
@@ -398,10 +290,10 @@ class TraceChecker:
                 return found
         return attrs.evolve(self._breadth_first(events), search=BREADTH_FIRST)
 
-    def _first_candidates(self, events: Sequence[Event]) -> tuple[int, dict[Any, _Node], dict[Any, _Node]]:
+    def _first_candidates(self, events: Sequence[Event]) -> tuple[int, dict[Any, Node], dict[Any, Node]]:
         """Where the search starts: the index of the first event after ``Init``, the initial states that
         match it and keep the invariants, and every initial state (to explain an ``Init`` that matches none)."""
-        inits = {s: _Node(None, INIT, (), s) for s in self._initial_states()}
+        inits = {s: Node(None, INIT, (), s) for s in self._initial_states()}
         if events and events[0].type == INIT:
             matching = {s: n for s, n in inits.items() if self._matches(s, events[0]) and self._broken_state(s) is None}
             return 1, matching, inits
@@ -437,17 +329,17 @@ class TraceChecker:
                 peak = max(peak, len(closure))
             else:
                 closure = frontier
-            new: dict[Any, _Node] = {}
+            new: dict[Any, Node] = {}
             try:
                 for state, node in closure.items():
                     for action, args, nxt, _, _, serial in self._ways(state, ev):
                         if nxt not in new:
-                            new[nxt] = _Node(node, action, args, nxt, serial)
+                            new[nxt] = Node(node, action, args, nxt, serial)
             except _BadValueError as exc:
-                witness = _shortest(closure)
+                witness = shortest(closure)
                 return _Outcome(i, bad_value=self._value_error(ev, exc), bound=bound, peak=peak, witness=witness)
             if not new:
-                witness = _shortest(closure)
+                witness = shortest(closure)
                 return _Outcome(i, failure_index=i, closure=closure, bound=bound, peak=peak, witness=witness)
             if len(new) > bounds.max_candidates:
                 new = dict(list(new.items())[: bounds.max_candidates])
@@ -456,7 +348,7 @@ class TraceChecker:
             frontier = new
             peak = max(peak, len(new))
             i += 1
-        return _Outcome(len(events), bound=bound, peak=peak, witness=_shortest(frontier))
+        return _Outcome(len(events), bound=bound, peak=peak, witness=shortest(frontier))
 
     def _depth_first(self, events: Sequence[Event]) -> _Outcome | None:
         """One behaviour that matches every event, found depth first; None when this search finds none.
@@ -475,7 +367,7 @@ class TraceChecker:
         if not roots:
             return None
         if start == n:
-            return _Outcome(n, peak=len(roots), witness=_shortest(roots), search=DEPTH_FIRST)
+            return _Outcome(n, peak=len(roots), witness=shortest(roots), search=DEPTH_FIRST)
         budget = _Budget(self.bounds.max_candidates + 100 * n)
         dead: set[tuple[Any, int]] = set()
         try:
@@ -496,7 +388,7 @@ class TraceChecker:
             pass  # the breadth-first search reports bad values, and decides
         return None
 
-    def _ways_from(self, node: _Node, ev: Event, budget: _Budget) -> Iterator[_Node]:
+    def _ways_from(self, node: Node, ev: Event, budget: _Budget) -> Iterator[Node]:
         """The behaviours that extend ``node`` by the event, each ending in a distinct state: first
         those with no hidden step before the event, then those whose hidden steps change what the
         event does, fewest hidden steps first.
@@ -512,7 +404,7 @@ class TraceChecker:
         reached = set()
         for way in direct:
             reached.add(way[2])
-            yield _Node(node, way[0], way[1], way[2], way[5])
+            yield Node(node, way[0], way[1], way[2], way[5])
         every_path = not direct
         most = self.bounds.max_candidates
         visited = {state}
@@ -531,17 +423,17 @@ class TraceChecker:
                         return  # as the breadth-first search, never more than max_candidates at once
                     visited.add(after)
                     budget.spend(len(visited))
-                    after_node = _Node(before_node, step[0], step[1], after, step[3], hidden=True)
+                    after_node = Node(before_node, step[0], step[1], after, step[3], hidden=True)
                     for way in after_ways:
                         if way[2] not in reached:
                             reached.add(way[2])
-                            yield _Node(after_node, way[0], way[1], way[2], way[5])
+                            yield Node(after_node, way[0], way[1], way[2], way[5])
                     deeper.append((after, after_node, after_ways))
             if not deeper:
                 return
             layer = deeper
 
-    def _commutes(self, step: _HiddenStep, before: Sequence[_Transition], after: Sequence[_Transition]) -> bool:
+    def _commutes(self, step: HiddenStep, before: Sequence[Transition], after: Sequence[Transition]) -> bool:
         """Does the hidden step commute with the event? ``before``: the event's ways from a state, at
         least one; ``after``: its ways from the state the hidden step reaches. It commutes when taking
         it after the event, from each state the event reaches, gives exactly the states that taking it
@@ -557,7 +449,12 @@ class TraceChecker:
             then.add(t)
         return then == {way[2] for way in after}
 
-    def _ways(self, state: Any, ev: Event) -> list[_Transition]:
+    def _all_transitions(self, state: Any, ev: Event) -> tuple[Transition, ...]:
+        """Every way the event's action, with the event's params, is taken from the state (cached)."""
+        hit = self._transitions.get((id(state), ev.type, ev.params_key))
+        return hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
+
+    def _ways(self, state: Any, ev: Event) -> list[Transition]:
         """The ways to take the event from the state that keep every invariant and match its observed values."""
         hit = self._transitions.get((id(state), ev.type, ev.params_key))
         found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
@@ -568,8 +465,8 @@ class TraceChecker:
         ]
 
     def _replay(
-        self, events: Sequence[Event], start: int, state: Any, node: _Node
-    ) -> tuple[int, Any, _Node, _Outcome | None, list[_Transition]]:
+        self, events: Sequence[Event], start: int, state: Any, node: Node
+    ) -> tuple[int, Any, Node, _Outcome | None, list[Transition]]:
         """The hot path: replay while each event has one way to be taken and nothing is hidden.
 
         Returns where it stopped (an event with several ways, or the end), the state and behaviour
@@ -577,7 +474,7 @@ class TraceChecker:
         end of the trace the behaviour is ``node`` followed by the steps of the list returned.
         """
         transitions, dumps = self._transitions, orjson.dumps
-        taken: list[_Transition] = []
+        taken: list[Transition] = []
         outcome = None
         i, n = start, len(events)
         try:
@@ -614,13 +511,13 @@ class TraceChecker:
         if i == n and outcome is None:
             return i, state, node, None, taken  # conforms: no need for the nodes
         for action, args, nxt, _, _, serial in taken:
-            node = _Node(node, action, args, nxt, serial)
+            node = Node(node, action, args, nxt, serial)
         if outcome is not None:
             closure = {state: node} if outcome.failure_index is not None else None
             outcome = attrs.evolve(outcome, closure=closure, witness=node)
         return i, state, node, outcome, []
 
-    def _closure(self, frontier: dict[Any, _Node], index: int) -> tuple[dict[Any, _Node], BoundHit | None]:
+    def _closure(self, frontier: dict[Any, Node], index: int) -> tuple[dict[Any, Node], BoundHit | None]:
         """The frontier and every state hidden steps reach from it, breadth first (shortest paths)."""
         limit, most = self.bounds.max_hidden_steps, self.bounds.max_candidates
         seen = dict(frontier)
@@ -637,13 +534,13 @@ class TraceChecker:
                         return seen, BoundHit("max_hidden_steps", limit, index)
                     if len(seen) >= most:
                         return seen, BoundHit("max_candidates", most, index)
-                    n = _Node(node, name, args, t, serial, hidden=True)
+                    n = Node(node, name, args, t, serial, hidden=True)
                     seen[t] = n
                     next_layer.append((t, n))
             layer = next_layer
         return seen, None
 
-    def _hidden_steps(self, state: Any) -> tuple[_HiddenStep, ...]:
+    def _hidden_steps(self, state: Any) -> tuple[HiddenStep, ...]:
         """The hidden steps from a state that keep every invariant and action property."""
         found = self._hidden.get(state)
         if found is not None:
@@ -670,13 +567,13 @@ class TraceChecker:
             found = self._hidden_labels[state] = {(name, args): t for name, args, t, _ in self._hidden_steps(state)}
         return found
 
-    def _compute_transitions(self, state: Any, ev: Event) -> tuple[_Transition, ...]:
+    def _compute_transitions(self, state: Any, ev: Event) -> tuple[Transition, ...]:
         """Every way the event's action, with the event's params, can be taken from the state."""
         if ev.type == NEXT:
             return self._compute_any_step(state, ev)
         act = self._actions[ev.type]
-        decoded = self._decoded_params(ev)
-        assert isinstance(decoded, _Params)
+        decoded = self._vocabulary.params(ev)
+        assert isinstance(decoded, DecodedParams)
         if decoded.args is not None:
             chosen = [decoded.args]
         else:
@@ -688,7 +585,7 @@ class TraceChecker:
                 for args in self._instances(act, state)
                 if all(codecs[n].matches(v, args[i]) for i, n in enumerate(codecs) if (v := pattern.get(n)) is not None)
             ]
-        result: list[_Transition] = []
+        result: list[Transition] = []
         for args in chosen:
             if decoded.args is not None and act.params is not None and args not in self._instances(act, state):
                 result.append((act.name, args, None, None, None, -1))  # not an instance the spec offers
@@ -698,9 +595,9 @@ class TraceChecker:
         self._transitions[(id(state), ev.type, ev.params_key)] = (state, found)
         return found
 
-    def _compute_any_step(self, state: Any, ev: Event) -> tuple[_Transition, ...]:
+    def _compute_any_step(self, state: Any, ev: Event) -> tuple[Transition, ...]:
         """A ``Next`` event (a trace that does not name its actions): every enabled step of the spec."""
-        steps: list[_Transition] = []
+        steps: list[Transition] = []
         for act in self.spec.actions:
             for args in self._instances(act, state):
                 nxt = act.fn(self.spec, state, *args)
@@ -711,7 +608,7 @@ class TraceChecker:
         self._transitions[(id(state), ev.type, ev.params_key)] = (state, found)
         return found
 
-    def _take(self, state: Any, act: Action, args: tuple[Any, ...]) -> _Transition:
+    def _take(self, state: Any, act: Action, args: tuple[Any, ...]) -> Transition:
         nxt = act.fn(self.spec, state, *args)
         if nxt is None:
             stutters = self.mapping.stutters.get(act.name)
@@ -720,7 +617,7 @@ class TraceChecker:
             return (act.name, args, None, None, None, -1)
         return self._transition(state, act.name, args, self._state(nxt))
 
-    def _transition(self, state: Any, action: str, args: tuple[Any, ...], nxt: Any) -> _Transition:
+    def _transition(self, state: Any, action: str, args: tuple[Any, ...], nxt: Any) -> Transition:
         """A step to a new (interned) state, with what it breaks and its serial number for coverage."""
         serial = self._tally.serial(action, state, nxt) if self._tally is not None else -1
         return (action, args, nxt, self._broken_step(state, nxt), self._views.setdefault(nxt, {}), serial)
@@ -797,73 +694,6 @@ class TraceChecker:
     def _value_error(ev: Event, exc: _BadValueError) -> InputError:
         return InputError(ev.file, ev.line, str(exc), ev.trace)
 
-    # -- explaining a failure --------------------------------------------------------------
-    def _failure(self, events: Sequence[Event], index: int, closure: Mapping[Any, _Node]) -> Failure:
-        """Why each candidate state rejects the failing event; candidates that reject it for the same
-        reasons are told once, with how many they are."""
-        ev = events[index]
-        ranked = sorted(closure.items(), key=lambda item: item[1].depth)  # shortest behaviour first
-        examined = ranked[:EXAMINED_CANDIDATES]
-        candidates = []
-        groups: dict[tuple[str, ...], list[tuple[str, ...]]] = {}  # rejections -> hidden steps of each candidate
-        for k, (state, node) in enumerate(examined):
-            ways = self._rejections(state, ev)
-            rejections = tuple(reason for _, reason, _ in ways)
-            hidden = self._hidden_tail(node)
-            groups.setdefault(rejections, []).append(hidden)
-            if k < SHOWN_CANDIDATES:
-                successors = tuple(
-                    Successor(step, why, None if nxt is None else self._state_json(nxt)) for step, why, nxt in ways
-                )
-                parent = node.parent
-                candidates.append(
-                    Candidate(
-                        hidden,
-                        self._state_json(state),
-                        successors,
-                        reached_by=("(hidden) " if node.hidden else "") + self._step(node.action, node.args),
-                        previous=None if parent is None else self._state_json(parent.state),
-                    )
-                )
-        path = self._path(ranked[0][1]) if ranked else ()
-        where = f"event {index} ({self._event_text(ev)}, logged by {ev.process} as seq {ev.seq} at {ev.where})"
-        first = next(iter(groups))
-        if len(groups) == 1 and len(first) == 1:
-            reason = first[0]
-            if len(ranked) > 1:
-                reason = f"every one of the {len(ranked)} candidate states rejects it: {reason}"
-        else:
-            reason = f"none of the {len(ranked)} candidate states takes {ev.type}; the first: {'; '.join(first)}"
-        lines = [f"{where} matches no behaviour of spec {self.spec.name} ({self.mode.name} mode):"]
-        for rejections, hiddens in groups.items():
-            if len(ranked) == 1:
-                head = "  the state reached:"
-            else:
-                example = min(hiddens, key=len)
-                via = (
-                    f" (e.g. one after hidden steps {', '.join(example)} since the previous event)"
-                    if example
-                    else " (e.g. one with no hidden step since the previous event)"
-                )
-                head = f"  {len(hiddens)} of {len(ranked)} candidate states{via}:"
-            lines.append(head)
-            lines += [f"    - {r}" for r in rejections]
-        if len(ranked) > len(examined):
-            lines.append(f"  ... and {len(ranked) - len(examined)} more candidate states, not examined")
-        return Failure(
-            event_index=index,
-            event_type=ev.type,
-            process=ev.process,
-            seq=ev.seq,
-            file=ev.file,
-            line=ev.line,
-            reason=reason,
-            explanation="\n".join(lines),
-            path=path,
-            candidates=tuple(candidates),
-            candidates_total=len(ranked),
-        )
-
     # -- coverage ----------------------------------------------------------------------------
     @property
     def collects_coverage(self) -> bool:
@@ -875,7 +705,7 @@ class TraceChecker:
             raise ValueError("this checker does not collect coverage (coverage=False)")
         return self._tally.coverage()
 
-    def _count(self, witness: _Node | None, tail: Sequence[_Transition]) -> None:
+    def _count(self, witness: Node | None, tail: Sequence[Transition]) -> None:
         """Add a trace's witness to the tally: ``witness``, then the steps of ``tail``."""
         assert self._tally is not None
         serials = []
@@ -889,101 +719,6 @@ class TraceChecker:
             keep += [h[3] for steps in self._hidden.values() for h in steps]
             self._tally.fold(keep)
             self._emptied = False
-
-    def _hidden_tail(self, node: _Node) -> tuple[str, ...]:
-        """The hidden steps that reached a candidate since the previous event."""
-        steps = []
-        n: _Node | None = node
-        while n is not None and n.hidden:
-            steps.append(self._step(n.action, n.args))
-            n = n.parent
-        return tuple(reversed(steps))
-
-    def _path(self, node: _Node) -> tuple[str, ...]:
-        """The behaviour that reached a candidate, from Init; hidden steps marked."""
-        steps = []
-        n: _Node | None = node
-        while n is not None:
-            steps.append(("(hidden) " if n.hidden else "") + self._step(n.action, n.args))
-            n = n.parent
-        return tuple(reversed(steps))
-
-    def _rejections(self, state: Any, ev: Event) -> list[tuple[str | None, str, Any]]:
-        """Why the state cannot take the event, one sentence per way of taking it: (the step, or None when
-        no instance matches the params; why it is rejected; the state it reaches, or None)."""
-        if ev.type == INIT:
-            return [(INIT, self._mismatch_text(state, ev, "the initial state"), None)]
-        hit = self._transitions.get((id(state), ev.type, ev.params_key))
-        found = hit[1] if hit is not None and hit[0] is state else self._compute_transitions(state, ev)
-        if not found and ev.type == NEXT:
-            return [(None, "no step of the spec is enabled in this state", None)]
-        if not found:
-            act = self._actions[ev.type]
-            offered = [self._step(act.name, args) for args in self._instances(act, state)]
-            given = orjson.dumps(ev.params).decode()
-            why = f"no instance of {ev.type} matches the params {given}; the spec offers " + (
-                ", ".join(offered[:6]) + (" ..." if len(offered) > 6 else "") if offered else "none in this state"
-            )
-            return [(None, why, None)]
-        # A step whose state the event observes, but that breaks a property, is the likely culprit: first.
-        culprits: list[tuple[str | None, str, Any]] = []
-        out: list[tuple[str | None, str, Any]] = []
-        for action, args, nxt, broken, _, _ in found:
-            step = self._step(action, args)
-            if nxt is None:
-                out.append((step, f"{step} is not enabled: {self._why_disabled(state, action, args)}", None))
-            elif broken is not None and self._matches(nxt, ev):
-                culprits.append((step, f"{step} {broken}", nxt))
-            else:
-                out.append((step, self._mismatch_text(nxt, ev, f"after {step}"), nxt))
-        return culprits + out
-
-    def _why_disabled(self, state: Any, action: str, args: tuple[Any, ...]) -> str:
-        explain = self.mapping.explain.get(action)
-        if explain is not None:
-            why = explain(self.spec, state, *args)
-            if why is not None:
-                return str(why)
-        act = self._actions[action]
-        if act.params is not None and args not in self._instances(act, state):
-            offered = [self._step(action, a) for a in self._instances(act, state)]
-            return "these parameters are not an instance the spec offers in this state (it offers " + (
-                ", ".join(offered[:6]) + (" ..." if len(offered) > 6 else "") + ")" if offered else "none)"
-            )
-        return "its guard is false in this state (the trace mapping gives no finer explanation)"
-
-    def _mismatch_text(self, state: Any, ev: Event, when: str) -> str:
-        differences = []
-        for name, value in ev.observed.items():
-            if value is None:
-                continue
-            if orjson.dumps(value, option=_SORT) == self._expected(state, name):
-                continue
-            expected = self.mapping.observe(self.spec, state, name)
-            codec = self._codecs[name]
-            try:
-                decoded = codec.decode(value, f"observed.{name}")
-            except CodecError as exc:
-                differences.append(str(exc))
-                continue
-            if decoded != expected:
-                differences.append(describe_difference(name, codec, decoded, expected))
-        if not differences:
-            return f"{when}: the observed values match, but the state is already a candidate"
-        return f"{when}: " + "; ".join(differences)
-
-    def _step(self, action: str, args: tuple[Any, ...]) -> str:
-        if action == INIT:
-            return INIT
-        return str(self.spec.step(self._actions[action], args))
-
-    def _event_text(self, ev: Event) -> str:
-        if not ev.params:
-            return ev.type
-        return f"{ev.type} {orjson.dumps(ev.params).decode()}"
-
-    def _state_json(self, state: Any) -> dict[str, Any]:
-        return {name: self._codecs[name].encode(getattr(state, name)) for name in self.mapping.variables}
 
 
 def check_trace(

@@ -2,7 +2,10 @@
 
 The checker is the in-process one (:class:`~ledgerspec.conformance.checker.TraceChecker`,
 a pure function of one trace); Spark brings the events of each trace together
-and runs it on the executors. The plan:
+and runs it on the executors. This module is the driver: the session, the
+listing of the input and the plan; the stages the executors run, and the
+tables they read and write, are :mod:`ledgerspec.conformance.spark_tasks`.
+The plan:
 
 1. List the input with Hadoop's file system API (any file system the cluster
    reads: local, HDFS, S3): files as given, directories as their trace
@@ -51,9 +54,6 @@ Parquet file's columns are checked by a small job of its own.
 
 from __future__ import annotations
 
-import bisect
-import gzip
-import itertools
 import os
 import shutil
 import sys
@@ -63,48 +63,43 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any
 from urllib.parse import urlparse
 
 import attrs
-import numpy as np
 import orjson
 import pyarrow as pa
-from ledgerspec.conformance.checker import Bounds, TraceChecker
 from ledgerspec.conformance.documents import is_document
-from ledgerspec.conformance.events import Event, InputError, TraceFormatError
+from ledgerspec.conformance.events import InputError
 from ledgerspec.conformance.parquet import (
     COLUMNS,
     ParquetFileError,
-    RowDecoder,
     check_layout,
-    row_event,
 )
-from ledgerspec.conformance.partition import split_trace
 from ledgerspec.conformance.reader import (
-    READ_BLOCK,
     TRACE_SUFFIXES,
-    Holding,
-    LineCount,
-    LineDecoder,
     TraceFileError,
-    TraceInput,
     is_parquet,
-    line_key,
-    line_keys,
-    line_record,
-    line_records,
-    stream_lines,
 )
-from ledgerspec.conformance.run import CheckRun, collector_paused
+from ledgerspec.conformance.run import CheckRun
+from ledgerspec.conformance.spark_tasks import (
+    CHECKED_COLUMNS,
+    LINE_COLUMNS,
+    PASSED_COLUMNS,
+    RANGE_COLUMNS,
+    RANGE_OUT_COLUMNS,
+    ROW_COLUMNS,
+    CheckRanges,
+    CheckTraces,
+    KeyLines,
+    PassShared,
+    SparkCheck,
+)
 from ledgerspec.conformance.verdict import CONFORMS, Verdict
-from ledgerspec.spec import catalog
 
 from ledgerspec.java import JavaNotFound, java_home
 
 __all__ = [
-    "VERDICT_COLUMNS",
-    "SparkCheck",
     "SparkRun",
     "SparkUnavailable",
     "check_on_spark",
@@ -113,30 +108,7 @@ __all__ = [
 ]
 
 DEFAULT_MASTER = "local[*]"
-# The verdict table: Verdict.to_row(), then the whole verdict as JSON for a trace that does not conform.
-VERDICT_COLUMNS = pa.schema(
-    [
-        pa.field("trace", pa.string()),
-        pa.field("status", pa.string()),
-        pa.field("events", pa.int64()),
-        pa.field("checked", pa.int64()),
-        pa.field("reason", pa.string()),
-        pa.field("event_index", pa.int64()),
-        pa.field("event", pa.string()),
-        pa.field("file", pa.string()),
-        pa.field("line", pa.int64()),
-        pa.field("explanation", pa.string()),
-        pa.field("path", pa.string()),
-        pa.field("bound", pa.string()),
-        pa.field("input_errors", pa.string()),
-        pa.field("verdict_json", pa.string()),
-    ]
-)
-_CHECKED = VERDICT_COLUMNS.append(pa.field("order_file", pa.int32())).append(pa.field("order_line", pa.int64()))
-_LINES = pa.schema([pa.field("key", pa.string()), pa.field("id", pa.int64()), pa.field("raw", pa.binary())])
-_ROW_COLUMNS = ("v", "trace", "process", "seq", "type", "params", "observed", "clock", "time")
 _SPARK_TYPES = {"v": "bigint", "seq": "bigint", "time": "double"}  # the others are strings
-OUTPUT_BATCH_ROWS = 4096
 PARTITION_BYTES = 64 << 20  # NDJSON text checked by one task, about
 MIN_RANGE_BYTES = 1 << 20  # the least of a file a task reads, when files are cut in ranges
 COUNT_BLOCK = 16 << 20  # bytes read at a time where the driver counts a file's lines
@@ -146,52 +118,6 @@ PARQUET_RATIO = 8  # NDJSON bytes per byte of a Parquet trace file, about (JSON 
 
 class SparkUnavailable(Exception):  # noqa: N818
     """Spark cannot start here: no Java runtime."""
-
-
-@attrs.frozen
-class SparkCheck:
-    """What the executors need to check traces: plain data, so that it pickles small.
-
-    The executors build the spec from ``spec`` and ``constants`` and keep one checker per Python worker.
-    """
-
-    spec: str  # a name in the spec catalog
-    constants: tuple[tuple[str, Any], ...]  # the spec's constants, parsed
-    mode: str
-    bounds: Bounds
-    max_line_bytes: int
-    files: tuple[str, ...] = ()  # the input files, by index, named as the in-process reader names them
-    # The blocks of the NDJSON files as Spark reads them, by the id of their first line: (that id, lines,
-    # file index, number of the first line). A line's id then says its file and number.
-    blocks: tuple[tuple[int, int, int, int], ...] = ()
-
-    def checker(self) -> TraceChecker:
-        """The checker of this worker process for this spec, mode and bounds (built on first use)."""
-        key = (self.spec, self.constants, self.mode, self.bounds)
-        found = _CHECKERS.get(key)
-        if found is None:
-            _CHECKERS.clear()
-            spec = catalog.find(self.spec).python(**dict(self.constants))
-            found = _CHECKERS[key] = TraceChecker(spec, self.mode, self.bounds, coverage=False)
-        return found
-
-
-class _Places:
-    """Where NDJSON lines are, from their ids: the file index and the line number."""
-
-    def __init__(self, blocks: Sequence[tuple[int, int, int, int]]) -> None:
-        self.blocks = blocks
-        self.starts = [b[0] for b in blocks]
-
-    def __call__(self, line_id: int) -> tuple[int, int]:
-        k = bisect.bisect_right(self.starts, line_id) - 1
-        first_id, count, index, number = self.blocks[k]
-        if k < 0 or line_id >= first_id + count:
-            raise TraceFileError(f"a line read by Spark (id {line_id}) is in no block counted before: a file changed?")
-        return index, number + line_id - first_id
-
-
-_CHECKERS: dict[tuple[Any, ...], TraceChecker] = {}  # in each Python worker: the checker of the last job
 
 
 @attrs.define
@@ -339,44 +265,7 @@ def _list_input(spark: Any, paths: Sequence[str | Path]) -> list[_InputFile]:
     return files
 
 
-# -- executors: byte ranges of local NDJSON files ------------------------------------------------
-_RANGES = pa.schema(
-    [
-        pa.field("range", pa.int64()),
-        pa.field("file_index", pa.int32()),
-        pa.field("path", pa.string()),
-        pa.field("start", pa.int64()),
-        pa.field("stop", pa.int64()),  # -1: to the end (a gzipped file is one range)
-        pa.field("first_line", pa.int64()),  # the number of the range's first line
-        pa.field("traces", pa.list_(pa.string())),  # for the second read: the traces to pass on,
-        pa.field("windows", pa.list_(pa.list_(pa.int64()))),  # and the lines they lie within: [from, to, at]
-    ]
-)
-# What the check of a range gives: rows of the verdict table, each with the trace it comes from (``key``;
-# null for a line that names no trace), then one row (``range`` not null) that lists the traces the range
-# has lines of, with the first and the last of those lines, how many there are, and where the first begins.
-_RANGE_OUT = pa.schema(
-    [
-        *_CHECKED,
-        pa.field("key", pa.string()),
-        pa.field("range", pa.int64()),
-        pa.field("traces", pa.list_(pa.string())),
-        pa.field("firsts", pa.list_(pa.int64())),
-        pa.field("lasts", pa.list_(pa.int64())),
-        pa.field("counts", pa.list_(pa.int64())),
-        pa.field("offsets", pa.list_(pa.int64())),
-    ]
-)
-_PASSED = pa.schema(
-    [
-        pa.field("key", pa.string()),
-        pa.field("file_index", pa.int32()),
-        pa.field("line", pa.int64()),
-        pa.field("raw", pa.binary()),
-    ]
-)
-
-
+# -- byte ranges of local NDJSON files ------------------------------------------------------------
 def _local_path(uri: str) -> str | None:
     """The path of a file on this machine's file system, from the URI Hadoop qualified; None for others."""
     parsed = urlparse(uri)
@@ -399,278 +288,6 @@ def _first_lines(path: str, starts: Sequence[int]) -> list[int]:
             # lines that begin before ``start``: the one at 0, and one after each newline before start - 1
             numbers.append(1 if start == 0 else newlines + 2)
     return numbers
-
-
-def _open_range(path: str, start: int, gz: bool) -> tuple[IO[bytes], int] | None:
-    """The file, at the first line that begins at or after ``start``, and where that is; None when no line
-    begins there. A line begins at 0 or right after a newline."""
-    if gz:
-        return cast(IO[bytes], gzip.open(path, "rb")), 0
-    f = open(path, "rb")  # noqa: SIM115 (returned, the caller closes it)
-    if start == 0:
-        return f, 0
-    f.seek(start - 1)
-    at = start - 1
-    while block := f.read(READ_BLOCK):
-        found = block.find(b"\n")
-        if found >= 0:
-            f.seek(at + found + 1)
-            return f, at + found + 1
-        at += len(block)
-    f.close()
-    return None
-
-
-@attrs.define
-class _Reading(LineCount):
-    """Lines read of a range, and where in the file the stream read begins."""
-
-    origin: int = 0
-
-    @property
-    def offset(self) -> int:
-        """Where in the file the line read last begins."""
-        return self.origin + self.begins
-
-
-def _range_lines(
-    job: SparkCheck, r: dict[str, Any], count: _Reading | None = None, *, at: int | None = None
-) -> Iterator[tuple[int, bytes, bool]]:
-    """The lines that begin in a range, as the in-process reader reads them, numbered on from its first;
-    with ``at`` (where a line begins) and ``count`` (the lines before it), from that line on."""
-    gz = r["stop"] < 0
-    opened = _open_range(r["path"], r["start"] if at is None else at, gz)
-    if opened is None:
-        return
-    f, begins = opened
-    count = _Reading(r["first_line"] - 1) if count is None else count
-    with f:
-        try:
-            if gz and at:  # (offsets in the text, which reading from the start gets to)
-                f.seek(at)
-                begins = at
-            count.origin = begins
-            yield from stream_lines(f, job.max_line_bytes, count, stop=None if gz else r["stop"] - begins)
-        except (OSError, EOFError) as exc:
-            raise TraceFileError(f"{job.files[r['file_index']]}:{count.lines + 1}: cannot be read: {exc}") from None
-
-
-class _CheckRanges:
-    """A Python stage over ranges: each range is read as the in-process reader reads a file, its two
-    passes over the range, and each trace it has lines of is checked there. The driver keeps the
-    verdicts of the traces no other range has lines of, and has the others checked whole."""
-
-    def __init__(self, job: SparkCheck) -> None:
-        self.job = job
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        with collector_paused():  # as in-process: the collector's scans of the caches cost more than the check
-            for batch in batches:
-                for r in batch.to_pylist():
-                    yield from self._check(r)
-
-    def _check(self, r: dict[str, Any]) -> Iterator[pa.RecordBatch]:
-        job = self.job
-        checker = job.checker()
-        index = r["file_index"]
-        last: dict[str, int] = {}  # the first pass: the line that ends each trace in the range
-        for number, trace in line_keys(_range_lines(job, r)):
-            if trace is not None:
-                last[trace] = number
-        ends = np.sort(np.fromiter(last.values(), np.int64, len(last)))
-        del last
-        # trace charged -> [its first line, its last line, its lines, where its first line begins]
-        spans: dict[str, list[int]] = {}
-        reading = _Reading(r["first_line"] - 1)
-
-        def noted() -> Iterator[tuple[int, str | None, Event | InputError]]:
-            previous, span = None, [0, 0, 0, 0]  # a trace's lines mostly come together
-            lines = _range_lines(job, r, reading)
-            for number, trace, item in line_records(lines, job.files[index], job.max_line_bytes, LineDecoder()):
-                if trace is not None:
-                    if trace != previous:
-                        previous, span = trace, spans.setdefault(trace, [number, number, 0, reading.offset])
-                    span[1] = number
-                    span[2] += 1
-                yield number, trace, item
-
-        out: list[dict[str, Any]] = []
-        holding = Holding()
-        for item in itertools.chain(holding.take(noted(), ends), holding.rest()):
-            if isinstance(item, InputError):
-                out.append(_stray_row(item, index, item.line))
-                continue
-            last_line = max([e.line for e in item.events] + [e.line for e in item.errors])
-            for unit in split_trace(item, checker.mapping.partition):
-                row = _verdict_row(checker.check(unit.events, unit.errors), index, last_line)
-                row["key"] = item.trace
-                out.append(row)
-            if len(out) >= OUTPUT_BATCH_ROWS:
-                yield pa.RecordBatch.from_pylist(out, schema=_RANGE_OUT)
-                out.clear()
-        firsts, lasts, counts, offsets = zip(*spans.values(), strict=True) if spans else ((), (), (), ())
-        summary = {"range": r["range"], "traces": list(spans), "firsts": firsts, "lasts": lasts}
-        summary.update(counts=counts, offsets=offsets)
-        yield pa.RecordBatch.from_pylist([*out, summary], schema=_RANGE_OUT)
-
-
-class _PassShared:
-    """A Python stage over ranges: the lines of the traces other ranges have lines of too, read again
-    within the windows the check of the range noted, for the shuffle by trace."""
-
-    def __init__(self, job: SparkCheck) -> None:
-        self.job = job
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        job = self.job
-        for batch in batches:
-            for r in batch.to_pylist():
-                shared, index = frozenset(r["traces"]), r["file_index"]
-                decoder = LineDecoder()
-                out: list[dict[str, Any]] = []
-                for first, last, at in r["windows"]:
-                    for number, line, too_long in _range_lines(job, r, _Reading(first - 1), at=at):
-                        if number > last:
-                            break
-                        records = line_records(
-                            [(number, line, too_long)], job.files[index], job.max_line_bytes, decoder
-                        )
-                        raw = line + b" " * too_long  # (a line cut at the limit keeps a byte more: it is too long)
-                        out.extend(
-                            {"key": trace, "file_index": index, "line": number, "raw": raw}
-                            for _, trace, _ in records
-                            if trace in shared
-                        )
-                yield pa.RecordBatch.from_pylist(out, schema=_PASSED)
-
-
-# -- executors: lines to trace keys -------------------------------------------------------------
-class _KeyLines:
-    """A Python stage for the lines the JVM could not key: each non-blank one with the trace it names."""
-
-    def __init__(self, max_line_bytes: int) -> None:
-        self.max_line_bytes = max_line_bytes
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        limit = self.max_line_bytes
-        for batch in batches:
-            raws = batch.column("raw").to_pylist()
-            kept = pa.array([i for i, raw in enumerate(raws) if raw and not raw.isspace()], pa.int64())
-            keys = [line_key(raws[i], limit) for i in kept.to_pylist()]
-            columns = [pa.array(keys, pa.string()), batch.column("id").take(kept), batch.column("raw").take(kept)]
-            yield pa.RecordBatch.from_arrays(columns, schema=_LINES)
-
-
-# -- executors: traces to verdicts -------------------------------------------------------------
-def _verdict_row(v: Verdict, index: int, line: int) -> dict[str, Any]:
-    row: dict[str, Any] = dict(v.to_row())
-    row["verdict_json"] = orjson.dumps(v.to_json()).decode() if v.status != CONFORMS else None
-    row["order_file"], row["order_line"] = index, line
-    return row
-
-
-def _stray_row(error: InputError, index: int, line: int) -> dict[str, Any]:
-    """A line that names no trace: not a trace, so not in the verdict table; the driver reports it."""
-    row: dict[str, Any] = dict.fromkeys(_CHECKED.names)
-    detail = orjson.dumps(error.to_json()).decode()
-    row.update(file=error.file, line=error.line, input_errors=str(error), verdict_json=detail)
-    row["order_file"], row["order_line"] = index, line
-    return row
-
-
-class _CheckTraces:
-    """A Python stage over the lines of whole traces, sorted by trace, file and line: one row per trace,
-    and one per line that names no trace. ``order_file`` and ``order_line`` say where the in-process
-    reader would hand the trace over (its last line), or read the line: the order of its results."""
-
-    def __init__(self, job: SparkCheck) -> None:
-        self.job = job
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        with collector_paused():  # as in-process: the collector's scans of the caches cost more than the check
-            yield from self._check(batches)
-
-    def _check(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        job = self.job
-        checker = job.checker()
-        partition = checker.mapping.partition
-        decoder, rows = LineDecoder(), RowDecoder(job.max_line_bytes)
-        event, limit, files, place = decoder.event, job.max_line_bytes, job.files, _Places(job.blocks)
-        out: list[dict[str, Any]] = []
-        group: list[tuple[str | None, Event | InputError, int, int]] = []  # trace, item, file index, line
-        key: Any = _NO_KEY
-
-        def finish() -> None:
-            group.sort(key=_reading_order)  # sorted by trace alone, lines may come in any order
-            for trace, records in _by_trace(group).items():
-                if trace is None:
-                    out.extend(_stray_row(item, index, line) for _, item, index, line in records)  # type: ignore[arg-type]
-                    continue
-                events = tuple(r[1] for r in records if isinstance(r[1], Event))
-                errors = tuple(r[1] for r in records if isinstance(r[1], InputError))
-                _, _, index, line = records[-1]
-                for unit in split_trace(TraceInput(trace, events, errors), partition):
-                    out.append(_verdict_row(checker.check(unit.events, unit.errors), index, line))
-            group.clear()
-
-        for batch in batches:
-            keys = batch.column("key").to_pylist()
-            ids = batch.column("id").to_pylist()
-            raws = batch.column("raw").to_pylist()
-            indexes, numbers = batch.column("file_index").to_pylist(), batch.column("line").to_pylist()
-            fields = _row_fields(batch) if batch.column("raw").null_count else None
-            for i, k in enumerate(keys):
-                if k != key:
-                    if group:
-                        finish()
-                    key = k
-                raw = raws[i]
-                if raw is None:  # a Parquet row
-                    assert fields is not None
-                    index, number = fields[-2][i], fields[-1][i]
-                    item = row_event(rows, [column[i] for column in fields[:-2]], files[index], number)
-                    group.append((item.trace, item, index, number))
-                    continue
-                index, number = place(ids[i]) if numbers[i] is None else (indexes[i], numbers[i])
-                if len(raw) <= limit:
-                    try:  # the usual line, in few steps
-                        e = event(raw, files[index], number)
-                    except (orjson.JSONDecodeError, TraceFormatError):
-                        pass
-                    else:
-                        group.append((e.trace, e, index, number))
-                        continue
-                trace, item = line_record(decoder, raw, files[index], number, limit)
-                group.append((trace, item, index, number))
-            if len(out) >= OUTPUT_BATCH_ROWS:
-                yield pa.RecordBatch.from_pylist(out, schema=_CHECKED)
-                out.clear()
-        if group:
-            finish()
-        yield pa.RecordBatch.from_pylist(out, schema=_CHECKED)
-
-
-_NO_KEY = object()
-
-
-def _reading_order(record: tuple[str | None, Event | InputError, int, int]) -> tuple[int, int]:
-    return record[2], record[3]
-
-
-def _row_fields(batch: pa.RecordBatch) -> list[list[Any]]:
-    """The columns of Parquet rows, in the order :func:`row_event` takes them, then file index and line."""
-    return [batch.column(c).to_pylist() for c in (*_ROW_COLUMNS, "file_index", "line")]
-
-
-def _by_trace(
-    group: list[tuple[str | None, Event | InputError, int, int]],
-) -> dict[str | None, list[tuple[str | None, Event | InputError, int, int]]]:
-    """The records of one key, by the trace each is charged to: one trace, but for lines whose envelope
-    names another trace than the key read from the line's text (duplicate keys in a JSON object, say)."""
-    traces: dict[str | None, list[tuple[str | None, Event | InputError, int, int]]] = {}
-    for record in group:
-        traces.setdefault(record[0], []).append(record)
-    return traces
 
 
 # -- the driver -----------------------------------------------------------------------------------
@@ -736,11 +353,11 @@ def _fast_key(value: Any, max_line_bytes: int) -> Any:  # ``value``: the column 
 def _ranges_frame(spark: Any, rows: list[tuple[Any, ...]], tasks: int | None = None) -> Any:
     """A frame of ranges, one to a partition (so to a task), or spread over ``tasks`` partitions."""
     partitions = len(rows) if tasks is None else max(1, min(tasks, len(rows)))
-    return spark.createDataFrame(spark.sparkContext.parallelize(rows, partitions), _spark_schema(_RANGES))
+    return spark.createDataFrame(spark.sparkContext.parallelize(rows, partitions), _spark_schema(RANGE_COLUMNS))
 
 
 def _ndjson_ranges(spark: Any, files: Sequence[_InputFile]) -> list[tuple[Any, ...]]:
-    """The NDJSON files (on this machine's file system) cut in byte ranges, a row of :data:`_RANGES`
+    """The NDJSON files (on this machine's file system) cut in byte ranges, a row of :data:`RANGE_COLUMNS`
     each, with the number of its first line: the driver counts the newlines before it."""
     ndjson = [(i, f) for i, f in enumerate(files) if not f.parquet]
     cores = spark.sparkContext.defaultParallelism
@@ -839,7 +456,7 @@ def _ndjson_frame(
         # A Python worker for each partition would cost more than keying these lines: few tasks do it.
         unkeyed = keyed.filter(F.col("key").isNull()).select("id", F.col("value").cast("binary").alias("raw"))
         unkeyed = unkeyed.repartition(max(1, slow // SLOW_LINES_PER_TASK))
-        lines = lines.unionByName(unkeyed.mapInArrow(_KeyLines(max_line_bytes), _spark_schema(_LINES)))
+        lines = lines.unionByName(unkeyed.mapInArrow(KeyLines(max_line_bytes), _spark_schema(LINE_COLUMNS)))
     return lines, sorted(blocks)
 
 
@@ -876,7 +493,7 @@ _RECORD_COLUMNS = {
     "file_index": "int",
     "line": "bigint",
     "raw": "binary",
-    **{c: _SPARK_TYPES.get(c, "string") for c in _ROW_COLUMNS},
+    **{c: _SPARK_TYPES.get(c, "string") for c in ROW_COLUMNS},
 }
 
 
@@ -943,7 +560,7 @@ def check_on_spark(
             shown.phase = "numbering lines"
             ranges = _ndjson_ranges(spark, files)
             shown.phase = "checking ranges"
-            by_range = _ranges_frame(spark, ranges).mapInArrow(_CheckRanges(job), _spark_schema(_RANGE_OUT))
+            by_range = _ranges_frame(spark, ranges).mapInArrow(CheckRanges(job), _spark_schema(RANGE_OUT_COLUMNS))
             by_range = by_range.persist(StorageLevel.MEMORY_AND_DISK)
             noted = ("range", "traces", "firsts", "lasts", "counts", "offsets")  # what each range noted
             summaries = by_range.filter(F.col("range").isNotNull()).select(*noted).collect()
@@ -954,9 +571,9 @@ def check_on_spark(
                 in_ranges = in_ranges.join(F.broadcast(shared_frame), on="key", how="left_anti")
                 # Little to read: a task per core, not per range (a task costs more than its windows).
                 again_frame = _ranges_frame(spark, again, spark.sparkContext.defaultParallelism)
-                frames.append(again_frame.mapInArrow(_PassShared(job), _spark_schema(_PASSED)))
+                frames.append(again_frame.mapInArrow(PassShared(job), _spark_schema(PASSED_COLUMNS)))
                 shuffled_text += int(shared_part * sum(f.text_size for f in ndjson))
-            in_ranges = in_ranges.select(*_CHECKED.names)
+            in_ranges = in_ranges.select(*CHECKED_COLUMNS.names)
         elif ndjson:
             shown.phase = "numbering lines"
             lines, blocks = _ndjson_frame(spark, files, job.max_line_bytes)
@@ -975,7 +592,7 @@ def check_on_spark(
             tasks = cores * -(-shuffled_text // (cores * PARTITION_BYTES))  # whole rounds of tasks
             # Each trace's lines together; the check puts them back in reading order.
             ordered = records.repartition(max(tasks, cores), "key").sortWithinPartitions("key")
-            checked = ordered.mapInArrow(_CheckTraces(job), _spark_schema(_CHECKED))
+            checked = ordered.mapInArrow(CheckTraces(job), _spark_schema(CHECKED_COLUMNS))
         if in_ranges is not None:
             checked = in_ranges if checked is None else in_ranges.unionByName(checked)
         assert checked is not None

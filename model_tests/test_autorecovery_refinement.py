@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 from ledgerspec.reference.autorecovery import AutorecoveryRefinement, AutorecoveryRun, RunConfig
 from ledgerspec.reference.autorecovery.run import MUTANTS
+from ledgerspec.reference.bookie import default_scratch
 from ledgerspec.reference.refinement import RefinementError
-from ledgerspec.tools.harness.crash_check import default_scratch
 
 STEPS = 40
 SLOW_STEPS = 80

@@ -48,10 +48,9 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from ledgerspec.reference.bookie import MUTANTS, BookieConfig
+from ledgerspec.reference.bookie import MUTANTS, BookieConfig, default_scratch
 from ledgerspec.reference.bookie.refinement import CheckedBookie
 from ledgerspec.spec.bookie.bookie import BookieSpec, BookieState
-from ledgerspec.tools.harness.crash_check import default_scratch
 from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 LEDGERS = 3

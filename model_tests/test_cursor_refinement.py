@@ -26,11 +26,11 @@ import pytest
 from hypothesis import HealthCheck, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from ledgerspec.reference.bookie import default_scratch
 from ledgerspec.reference.managed_ledger import MUTANTS, CursorRefinement, CursorRun, RunConfig
 from ledgerspec.reference.managed_ledger.cursor import CursorStatus
 from ledgerspec.reference.managed_ledger.simulation import CRASH_POINTS
 from ledgerspec.reference.refinement import RefinementError
-from ledgerspec.tools.harness.crash_check import default_scratch
 
 MAX_ENTRIES = 8  # entries published in a run, at most
 STEPS = 40

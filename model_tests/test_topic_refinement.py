@@ -29,11 +29,11 @@ import pytest
 from hypothesis import HealthCheck, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from ledgerspec.reference.bookie import default_scratch
 from ledgerspec.reference.managed_ledger.refinement import TopicRefinement
 from ledgerspec.reference.managed_ledger.topic_run import TopicRun, TopicRunConfig
 from ledgerspec.reference.refinement import RefinementError
 from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerState
-from ledgerspec.tools.harness.crash_check import default_scratch
 
 STEPS = 40
 CONFIGS = {

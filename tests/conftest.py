@@ -27,12 +27,13 @@ from ledgerspec.java import JavaNotFound, jvm_library
 
 
 def _tlc_unavailable() -> str | None:
-    from ledgerspec.tools.model_checking.tlc import runner as tlc
+    from ledgerspec.tools.model_checking.tlc.output import TlcUnavailable
+    from ledgerspec.tools.model_checking.tlc.runner import find_tla2tools_jar
 
     try:
-        tlc.find_tla2tools_jar()
+        find_tla2tools_jar()
         jvm_library()
-    except (tlc.TlcUnavailable, JavaNotFound) as exc:
+    except (TlcUnavailable, JavaNotFound) as exc:
         return str(exc)
     return None
 

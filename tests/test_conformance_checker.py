@@ -11,7 +11,8 @@ from typing import Any
 import attrs
 import pytest
 from ledgerspec.conformance import Bounds, TraceChecker, check_trace, events_from_json
-from ledgerspec.conformance.checker import _Budget, _Node
+from ledgerspec.conformance.behaviour import Node
+from ledgerspec.conformance.checker import _Budget
 from ledgerspec.conformance.generate import Walk, WalkStep, random_walk, trace_events
 from ledgerspec.conformance.verdict import CONFORMS, INCONCLUSIVE, VIOLATES, Verdict
 from ledgerspec.spec.codecs import canonical_bytes
@@ -200,7 +201,7 @@ def test_long_lossy_traces_conform_without_keeping_every_candidate() -> None:
     assert check_trace(short, spec, "client", depth_first=False).max_candidates > 50
 
 
-def _hidden_actions_since(node: _Node, state: Any) -> list[str]:
+def _hidden_actions_since(node: Node, state: Any) -> list[str]:
     """The hidden steps of a behaviour after it left ``state``."""
     actions = []
     n = node.parent
@@ -225,14 +226,14 @@ def test_a_hidden_step_that_commutes_with_the_event_is_not_tried_before_it() -> 
     events = events_from_json([*objs, reply])
     state = next(iter(spec.init_states()))
     after_add = checker._state(spec.WriterAddsEntry(state))
-    node = _Node(None, "WriterAddsEntry", (), after_add)
+    node = Node(None, "WriterAddsEntry", (), after_add)
     ways = list(checker._ways_from(node, events[2], _Budget(1000)))
     assert [(n.action, n.parent is node) for n in ways] == [("BookieReceivesAdd", True)]
     hidden = {name for name, _, _, _ in checker._hidden_steps(after_add)}
     assert {"NetworkLosesMessage", "BookieCrashes", "BookieReceivesAdd"} <= hidden
     # Bookie 1 crashed: the reply needs its restart first, a hidden step tried before the event.
     crashed = checker._state(spec.BookieCrashes(after_add, 1))
-    ways = list(checker._ways_from(_Node(node, "BookieCrashes", (1,), crashed, hidden=True), events[2], _Budget(1000)))
+    ways = list(checker._ways_from(Node(node, "BookieCrashes", (1,), crashed, hidden=True), events[2], _Budget(1000)))
     assert ways and ways[0].parent is not None and ways[0].parent.action == "BookieRestarts"
     assert all("BookieRestarts" in _hidden_actions_since(n, crashed) for n in ways)
 

@@ -22,7 +22,8 @@ from ledgerspec.conformance import Bounds, TraceChecker, Verdict, check_files
 from ledgerspec.conformance.generate import random_walk, trace_events
 from ledgerspec.conformance.parquet import SCHEMA, write_parquet
 from ledgerspec.conformance.run import CheckRun
-from ledgerspec.conformance.spark import SparkCheck, check_on_spark
+from ledgerspec.conformance.spark import check_on_spark
+from ledgerspec.conformance.spark_tasks import SparkCheck
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 
 pytestmark = pytest.mark.spark

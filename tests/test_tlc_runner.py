@@ -18,15 +18,14 @@ from typing import Any
 
 import pytest
 from ledgerspec.spec.values import normalize
-from ledgerspec.tools.model_checking.tlc.runner import (
+from ledgerspec.tools.model_checking.tlc.output import (
     TlcError,
     TlcResult,
     TlcSpecError,
     TlcUnavailable,
-    find_tla2tools_jar,
     parse_tlc_output,
-    run_tlc,
 )
+from ledgerspec.tools.model_checking.tlc.runner import find_tla2tools_jar, run_tlc
 
 from ledgerspec.java import JavaNotFound, jvm_library
 
@@ -635,7 +634,7 @@ def test_missing_java_is_reported_without_a_jpype_traceback(exit_script_args: li
     assert returncode == 1
     last_line = stderr.strip().splitlines()[-1]
     assert last_line.startswith(
-        "ledgerspec.tools.model_checking.tlc.runner.TlcUnavailable: TLC needs a Java runtime, version 17 or newer: "
+        "ledgerspec.tools.model_checking.tlc.output.TlcUnavailable: TLC needs a Java runtime, version 17 or newer: "
         "JAVA_HOME="
     )
     assert "openjdk-17-jre-headless" in last_line

@@ -8,7 +8,16 @@ Modules, each with one job:
 - :mod:`.disk`: a bookie directory read whole and checked, independent of the engine;
 - :mod:`.files`: the file layer every byte goes through; :mod:`.faults`: the crashing one;
 - :mod:`.journal`, :mod:`.storage`: the journal writer and the ledger storage;
-- :mod:`.bookie`: the bookie's steps; :mod:`.runner`: threads driving them.
+- :mod:`.bookie`: the bookie's steps; :mod:`.runner`: threads driving them;
+- :mod:`.report`: a bookie directory's reading as JSON (``ledgerspec inspect-bookie``).
+
+Its check against the bookie spec, as every subsystem keeps one beside it:
+
+- :mod:`.abstraction`: the bookie's files and memory as a state of the bookie spec;
+- :mod:`.refinement`: a bookie driven step by step and checked against the spec after every step, crashes
+  included;
+- :mod:`.workloads`: the scripted runs the crash checks sweep; :mod:`.trace`: those runs as traces of the
+  bookie spec, in both observation modes.
 """
 
 from ledgerspec.reference.bookie.bookie import MUTANTS, Bookie, BookieConfig, MemoryState, Request, RequestKind
@@ -29,7 +38,7 @@ from ledgerspec.reference.bookie.errors import (
     UnexpectedFileError,
 )
 from ledgerspec.reference.bookie.faults import FaultyFileSystem, FsEvent, SimulatedCrash
-from ledgerspec.reference.bookie.files import FileHandle, FileSystem, OsFileSystem
+from ledgerspec.reference.bookie.files import FileHandle, FileSystem, OsFileSystem, default_scratch
 from ledgerspec.reference.bookie.formats import LogMark
 from ledgerspec.reference.bookie.layout import BookieLayout
 
@@ -64,6 +73,7 @@ __all__ = [
     "UnauthorizedError",
     "UnexpectedFileError",
     "check_bookie_files",
+    "default_scratch",
     "encode_entry",
     "encode_lac",
     "read_bookie_files",

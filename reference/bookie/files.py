@@ -24,7 +24,7 @@ from __future__ import annotations
 import abc
 import os
 
-__all__ = ["FileHandle", "FileSystem", "OsFileSystem"]
+__all__ = ["FileHandle", "FileSystem", "OsFileSystem", "default_scratch"]
 
 
 class FileHandle(abc.ABC):
@@ -195,3 +195,11 @@ class OsFileSystem(FileSystem):
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def default_scratch() -> str | None:
+    """Where scratch bookie directories go: ``/dev/shm`` when it is a writable directory (memory-backed on
+    Linux), else None, the system's temporary directory. Runs that restart bookies thousands of times (the
+    crash checks, the refinement tests) keep their files there."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None

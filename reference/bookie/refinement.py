@@ -20,7 +20,7 @@ how the two granularities meet):
   :func:`~ledgerspec.reference.bookie.disk.check_bookie_files`.
 
 Violations are collected, not raised, the first of each name per run: a crash
-sweep reports them all. The crash-point enumeration (:mod:`.crash_check`) and
+sweep reports them all. The crash-point enumeration (:mod:`ledgerspec.tools.harness.crash_check`) and
 the Hypothesis tests (``model_tests/``) drive this class; nothing here chooses
 what to run.
 """

@@ -60,7 +60,8 @@ from ledgerspec.conformance.generate import random_walk, trace_events
 from ledgerspec.conformance.parquet import write_parquet
 from ledgerspec.conformance.reader import read_events
 from ledgerspec.conformance.run import check_files
-from ledgerspec.conformance.spark import SparkCheck, check_on_spark, spark_session
+from ledgerspec.conformance.spark import check_on_spark, spark_session
+from ledgerspec.conformance.spark_tasks import SparkCheck
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 from ledgerspec.spec.ledger.ledger_trace import CLIENT_OBSERVES
 from ledgerspec.tools.console import output_console

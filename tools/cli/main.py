@@ -53,12 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _tool_error(exc: Exception, err: Console) -> int:
     """TLC's own errors, reported without a traceback; anything else is a bug and is raised."""
-    from ledgerspec.tools.model_checking.tlc import runner as tlc
+    from ledgerspec.tools.model_checking.tlc.output import TlcSpecError, TlcUnavailable
 
-    if isinstance(exc, tlc.TlcUnavailable):
+    if isinstance(exc, TlcUnavailable):
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         return EXIT_MISSING_TOOL
-    if isinstance(exc, tlc.TlcSpecError):
+    if isinstance(exc, TlcSpecError):
         err.print(f"[red]error: TLC could not check the spec:[/red]\n{exc}", highlight=False)
         return EXIT_USAGE
     raise exc

@@ -46,12 +46,12 @@ import time
 from collections.abc import Callable, Iterable
 
 import attrs
-from ledgerspec.reference.bookie import MUTANTS, BookieConfig, FsEvent
+from ledgerspec.reference.bookie import MUTANTS, BookieConfig, FsEvent, default_scratch
 from ledgerspec.reference.bookie.faults import TreeSnapshot
 from ledgerspec.reference.bookie.refinement import CheckedBookie, CrashOutcome, Violation
 from ledgerspec.reference.bookie.workloads import WORKLOAD_CONFIG, WORKLOADS, Workload, spec_for
 
-__all__ = ["CrashCheckResult", "WorkloadResult", "check_workload", "crash_check", "default_scratch"]
+__all__ = ["CrashCheckResult", "WorkloadResult", "check_workload", "crash_check"]
 
 Progress = Callable[[str, int, int], None]  # (workload, boundaries done, boundaries in all)
 
@@ -257,12 +257,6 @@ class _Sweep:
     def _dispose(bookie: CheckedBookie) -> None:
         bookie.close()
         shutil.rmtree(bookie.root, ignore_errors=True)
-
-
-def default_scratch() -> str | None:
-    """``/dev/shm`` when it is a writable directory (memory-backed on Linux), else None: the system default."""
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
 def _event(bookie: CheckedBookie, event: FsEvent | None) -> str:

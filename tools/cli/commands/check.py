@@ -186,13 +186,8 @@ def _check_on_spark(args: argparse.Namespace, out: Console, err: Console) -> int
     if args.report:
         raise UsageError("--report is written by runs in this process (without --spark): Spark gathers no coverage")
     checker = _checker(args)
-    from ledgerspec.conformance.spark import (
-        DEFAULT_MASTER,
-        SparkCheck,
-        SparkUnavailable,
-        check_on_spark,
-        spark_session,
-    )
+    from ledgerspec.conformance.spark import DEFAULT_MASTER, SparkUnavailable, check_on_spark, spark_session
+    from ledgerspec.conformance.spark_tasks import SparkCheck
 
     spec = checker.spec
     job = SparkCheck(spec.name, tuple(spec.values.items()), checker.mode.name, checker.bounds, args.max_line_bytes)

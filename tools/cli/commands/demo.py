@@ -98,7 +98,8 @@ def _demo(args: argparse.Namespace, out: Console, err: Console) -> int:
     sources = [traces_dir / engine for engine in ids]
 
     from ledgerspec.conformance.report import write_report
-    from ledgerspec.conformance.spark import DEFAULT_MASTER, SparkCheck, SparkUnavailable, check_on_spark, spark_session
+    from ledgerspec.conformance.spark import DEFAULT_MASTER, SparkUnavailable, check_on_spark, spark_session
+    from ledgerspec.conformance.spark_tasks import SparkCheck
 
     job = SparkCheck(spec.name, tuple(spec.values.items()), "full", Bounds(), DEFAULT_MAX_LINE_BYTES)
     try:
