@@ -6,9 +6,9 @@ gets the same checks by being listed:
 
 - :class:`CheckedModel`: constants under which TLC and the Python explorer
   must reach the very same states with no violation (and, where the spec
-  says so, generate the same number of successors); the count of distinct states is pinned, so that a change to
-  either text shows at once (tlaplus Examples keep such counts in a
-  manifest beside the specs);
+  says so, generate the same number of successors); the count of distinct
+  states is pinned, so that a change to either text shows at once
+  (tlaplus Examples keep such counts in a manifest beside the specs);
 - :class:`SeededBug`: a seeded bug (the spec's ``Bug`` constant) that both
   engines must report as the same broken property, with counterexamples of
   the same, pinned, length (both search breadth-first);
