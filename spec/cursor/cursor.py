@@ -255,7 +255,8 @@ class CursorSpec(Spec[CursorState]):
     def advanced(
         self, s: CursorState, md: Position, ranges: frozenset[Position], batch: frozenset[Message]
     ) -> tuple[Position, frozenset[Position], frozenset[Message]]:
-        """The mark-delete jumps over the acknowledged entries that follow it; what it passes is dropped."""
+        """The mark-delete jumps over the acknowledged entries that follow it (``setAcknowledgedPosition``); every
+        individual ack at or before it is dropped, also one in a ledger trimmed since (``removeAtMost``)."""
         count = self.counter(s)
         while (nxt := next_position(self.ids(s), count, md)) is not None and nxt in ranges:
             md = nxt

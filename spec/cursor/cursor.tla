@@ -100,7 +100,9 @@ HasCursorLedger(l) == \E x \in Range(cursor_ledgers) : x[1] = l
 RecordsOf(l) == (CHOOSE x \in Range(cursor_ledgers) : x[1] = l)[2]
 WithoutCursorLedger(l) == SelectSeq(cursor_ledgers, LAMBDA x : x[1] # l)
 
-\* The mark-delete jumps over the acknowledged entries that follow it.
+\* The mark-delete jumps over the acknowledged entries that follow it
+\* (setAcknowledgedPosition); After then drops every individual ack at or before
+\* it, also one in a ledger trimmed since (individualDeletedMessages.removeAtMost).
 RECURSIVE Jump(_, _)
 Jump(md, rs) ==
     LET nxt == NextPosition(Ids, CountOf, md)
