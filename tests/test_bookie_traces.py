@@ -13,8 +13,15 @@ import pytest
 from explored_models import explored
 from ledgerspec.conformance import TraceChecker, events_from_json
 from ledgerspec.reference.bookie.refinement import ActionRef
-from ledgerspec.reference.bookie.trace import BookieRun, bookie_runs, record_run, spec_steps
-from ledgerspec.reference.bookie.workloads import WORKLOAD_CONFIG, WORKLOAD_SPEC
+from ledgerspec.reference.bookie.trace import (
+    BookieRun,
+    RecordedRun,
+    bookie_runs,
+    random_bookie_traces,
+    record_run,
+    spec_steps,
+)
+from ledgerspec.reference.bookie.workloads import WORKLOAD_CONFIG, WORKLOAD_SPEC, random_spec
 from ledgerspec.spec.bookie.bookie import BUGS, BookieSpec, BookieState
 from ledgerspec.spec.bookie.bookie_trace import (
     CLIENT,
@@ -168,6 +175,30 @@ def test_the_correct_bookie_conforms_in_both_modes(mode: str) -> None:
     hidden = set(CLIENT.hidden) if mode == "client" else set()
     assert actions == ({"Init", *TRACE.actions} - hidden)  # every action the mode sees is exercised
     assert events > 1000
+
+
+@functools.cache
+def _random_runs(seed: int) -> tuple[RecordedRun, ...]:
+    return tuple(random_bookie_traces(WORKLOAD_CONFIG, seed=seed, steps=40, traces=30))
+
+
+def test_random_runs_take_every_action_crash_and_conform_in_both_modes() -> None:
+    spec = random_spec(WORKLOAD_CONFIG, 40)
+    checkers = {mode: TraceChecker(spec, mode) for mode in ("full", "client")}
+    actions: set[str] = set()
+    for run in _random_runs(1):
+        assert run.violations == ()  # the run refines the spec, step by step
+        for mode, checker in checkers.items():
+            verdict = checker.check(events_from_json(run.lines[mode]))
+            assert verdict.status == "conforms", (run.trace_id, mode, verdict.reason)
+        actions |= {line["type"] for line in run.lines["full"]}
+    assert actions == {"Init", *TRACE.actions}
+
+
+def test_random_runs_are_the_same_for_the_same_seed_and_differ_between_runs() -> None:
+    again = tuple(random_bookie_traces(WORKLOAD_CONFIG, seed=1, steps=40, traces=2))
+    assert [r.lines for r in again] == [r.lines for r in _random_runs(1)[:2]]
+    assert again[0].lines["full"] != again[1].lines["full"] and again[0].trace_id == "bookie-random-1-0"
 
 
 def test_client_lines_carry_what_a_client_knows() -> None:

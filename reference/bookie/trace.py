@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import random
 import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -43,7 +44,14 @@ from typing import Any
 import attrs
 from ledgerspec.reference.bookie import BookieConfig
 from ledgerspec.reference.bookie.refinement import ActionRef, CheckedBookie, Violation
-from ledgerspec.reference.bookie.workloads import WORKLOAD_CONFIG, WORKLOADS, Workload, spec_for
+from ledgerspec.reference.bookie.workloads import (
+    WORKLOAD_CONFIG,
+    WORKLOADS,
+    Workload,
+    random_spec,
+    random_steps,
+    spec_for,
+)
 from ledgerspec.spec.bookie.bookie import NONE, BookieSpec, BookieState, Position
 from ledgerspec.spec.bookie.bookie_trace import TRACE
 from ledgerspec.spec.tracing import INIT, ObservedChanges
@@ -56,6 +64,7 @@ __all__ = [
     "RecordedRun",
     "bookie_runs",
     "bookie_traces",
+    "random_bookie_traces",
     "record_run",
     "spec_steps",
 ]
@@ -266,3 +275,23 @@ def bookie_traces(
     """Every run of :func:`bookie_runs`, recorded."""
     for run in bookie_runs(workloads):
         yield record_run(run, config=config, modes=modes)
+
+
+def random_bookie_traces(
+    config: BookieConfig, *, seed: int, steps: int, traces: int, modes: Sequence[str] = ("full", "client")
+) -> Iterator[RecordedRun]:
+    """``traces`` seeded random runs of one bookie (:func:`~ledgerspec.reference.bookie.workloads.random_steps`),
+    recorded in each mode; run ``i`` is seeded with ``(seed, i)``, so the same arguments give the same traces.
+    Check them against :func:`~ledgerspec.reference.bookie.workloads.random_spec` of the same steps."""
+    spec = random_spec(config, steps)
+    for i in range(traces):
+        trace_id = f"bookie-random-{seed}-{i}"
+        with tempfile.TemporaryDirectory(prefix="ledgerspec-bookie-trace-") as root:
+            bookie = CheckedBookie(root, spec, config)
+            try:
+                recorders = {mode: BookieTraceRecorder(bookie, mode, trace_id) for mode in modes}
+                bookie.start()
+                random_steps(bookie, random.Random(seed * 1_000_003 + i), steps)
+            finally:
+                bookie.close()
+        yield RecordedRun(trace_id, {m: r.lines for m, r in recorders.items()}, tuple(bookie.violations))

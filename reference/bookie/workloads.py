@@ -15,6 +15,7 @@ over (a force write does) once it is full.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
 import attrs
@@ -22,7 +23,16 @@ from ledgerspec.reference.bookie import BookieConfig
 from ledgerspec.reference.bookie.refinement import CheckedBookie
 from ledgerspec.spec.bookie.bookie import BookieSpec
 
-__all__ = ["WORKLOADS", "WORKLOAD_CONFIG", "WORKLOAD_SPEC", "Workload", "spec_for"]
+__all__ = [
+    "RANDOM_LEDGERS",
+    "WORKLOADS",
+    "WORKLOAD_CONFIG",
+    "WORKLOAD_SPEC",
+    "Workload",
+    "random_spec",
+    "random_steps",
+    "spec_for",
+]
 
 RECORDS_PER_JOURNAL = 3
 #: The reference bookie's settings in every workload (a mutant is added to them).
@@ -168,3 +178,77 @@ WORKLOADS = {
         Workload("restart", restart),
     )
 }
+
+
+#: The ledgers a random run writes to (the spec's 1 .. NumLedgers).
+RANDOM_LEDGERS = 3
+
+
+def random_spec(config: BookieConfig, steps: int) -> BookieSpec:
+    """The correct spec random runs of ``steps`` steps are checked against: an add raises an entry id by one
+    and a LAC step a LAC by one, so ids stay below ``steps + 1``; a run crashes at most once a step."""
+    return BookieSpec(
+        NumLedgers=RANDOM_LEDGERS,
+        MaxEntries=steps + 1,
+        RecordsPerJournal=config.journal_max_records or 1,
+        MaxCrashes=steps,
+    )
+
+
+def random_steps(b: CheckedBookie, rng: random.Random, steps: int) -> None:
+    """``steps`` seeded random steps of a started bookie: adds, fences and explicit LACs to three ledgers while
+    the journal file has room, group commit whole or in its parts, checkpoints whole or step by step, the
+    deletion of journal files the mark has passed, power losses that keep a random prefix of the unsynced
+    journal, process crashes, and a restart after each crash. Each step is one the bookie can take in its
+    state, as the Hypothesis machine's preconditions choose them (model_tests/test_bookie_refinement.py)."""
+    next_entry = dict.fromkeys(range(1, RANDOM_LEDGERS + 1), 0)
+    for _ in range(steps):
+        if not b.up:
+            b.start()
+            continue
+        if rng.random() < 0.05:
+            _power_loss(b, rng) if rng.random() < 0.5 else b.process_crash()
+            continue
+        state = b.state
+        assert state is not None and b.bookie is not None
+        # Each step the bookie can take now, weighted by repeats.
+        steps_now = ["journal_flush", "flush_ledger_storage"]
+        if not b.spec.current_file_full(state):
+            steps_now += ["add", "add", "add", "fence", "set_lac"]
+        if not b.batch_in_flight:
+            steps_now += ["force_write", "force_write"] + (["take_batch"] if b.bookie.has_batches() else [])
+        if b.batch_in_flight and not b.batch_fsynced:
+            steps_now.append("journal_sync")
+        if b.batch_fsynced:
+            steps_now.append("journal_synced")
+        if b.spec.JournalRollsOver(state) is not None:
+            steps_now.append("roll_journal")
+        steps_now += ["checkpoint", "start_checkpoint"] if b.bookie.checkpoint_mark is None else ["persist_mark"]
+        if b.deletable_journals():
+            steps_now.append("delete_journal")
+        ledger = rng.randint(1, RANDOM_LEDGERS)
+        match rng.choice(steps_now):
+            case "add":
+                b.add(ledger, next_entry[ledger])
+                next_entry[ledger] += 1
+            case "fence":
+                b.fence(ledger)
+            case "set_lac":
+                b.set_lac(ledger, state.lac[ledger - 1] + 1)
+            case "delete_journal":
+                b.delete_journal(b.deletable_journals()[0])
+            case step:
+                getattr(b, step)()
+
+
+def _power_loss(b: CheckedBookie, rng: random.Random) -> None:
+    """A power loss that keeps a random prefix of the unsynced journal bytes, in file order."""
+    torn = {}
+    unsynced = b.fs.unsynced_files()
+    for path in b.unsynced_journals():
+        keep = rng.randint(0, unsynced[path])
+        if keep:
+            torn[path] = keep
+        if keep < unsynced[path]:
+            break
+    b.power_loss(torn)
