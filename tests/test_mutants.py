@@ -1,5 +1,5 @@
-"""``ledgerspec mutants``: the oracle kills every engine mutant in full observation, and the unmutated engine
-has no false positive in either mode, over the default seeded fault workloads."""
+"""``ledgerspec mutants``: the oracle kills every engine mutant in full observation over the default seeded fault
+workloads, and the unmutated engine has no false positive in either mode over the ci soak (its baseline)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ import io
 import json
 from typing import Any
 
+import attrs
 import pytest
 from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
 from ledgerspec.reference.bookie import MUTANTS as BOOKIE_MUTANTS
 from ledgerspec.reference.ledger import MUTANTS as CLIENT_MUTANTS
 from ledgerspec.reference.managed_ledger import MUTANTS as MANAGED_LEDGER_MUTANTS
 from ledgerspec.tools.cli.main import main
-from ledgerspec.tools.harness.mutants import LEDGER_WORKLOADS, MUTANTS, WORKLOADS, workload_traces
+from ledgerspec.tools.harness.mutants import MUTANTS
+from ledgerspec.tools.harness.soak import PROFILES, SOAK_WORKLOADS, soak_workloads
+from ledgerspec.tools.harness.workloads import LEDGER_WORKLOADS, MODES, WORKLOADS, workload_traces
 
 # The mutants the issue names, by the engine's names for them.
 REQUIRED = {
@@ -59,8 +62,33 @@ def test_every_mutant_is_killed_in_full_observation_with_no_false_positive(score
         assert by["workload"] in {w.name for w in WORKLOADS} and by["trace"] and by["reason"]
     for mode in ("full", "client"):
         assert score["by_mode"][mode]["false_positives"] == 0
-        assert score["baseline"][mode]["traces"] == sum(w.run_count() for w in WORKLOADS if mode in w.modes)
-        assert score["baseline"][mode]["violations"] == 0
+        assert score["by_mode"][mode]["baseline_inconclusive"] == 0
+
+
+def test_the_baseline_is_the_ci_soak_of_every_spec_and_mode_and_rejects_nothing(score: dict[str, Any]) -> None:
+    """Several seeds, and at least 500 traces per spec and mode: a 1 % rate of false positives fails this with
+    probability 99.3 % (tests/test_soak.py)."""
+    tallies = {(t["spec"], t["mode"]): t for t in score["baseline"]["tallies"]}
+    assert set(tallies) == {(spec, mode) for spec in SOAK_WORKLOADS for mode in MODES}
+    for key, t in tallies.items():
+        assert t["traces"] >= PROFILES["ci"].traces, key
+        assert len(t["seeds"]) >= 5 or t["workloads"] == ["bookie-storage"], key
+        assert (t["rejected"], t["inconclusive"]) == (0, 0), (key, t["flagged"][:3])
+    assert score["baseline"]["passed"] and score["baseline"]["read_problems"] == 0
+    for mode in MODES:
+        assert score["by_mode"][mode]["baseline_traces"] == sum(
+            t["traces"] for (_, m), t in tallies.items() if m == mode
+        )
+
+
+def test_the_printed_score_gives_the_baselines_size_beside_the_kill_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["mutants", "--workload", "striped", "--mutant", "lac_before_qa", "--traces", "2", "--baseline-traces", "6"]
+    assert main([*args, "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    runs = sum(w.run_count() for w in soak_workloads(attrs.evolve(PROFILES["ci"], traces=6), ["ledger"]))
+    assert runs >= 6
+    assert f"full observation: 1 of 1 killed (100%); unmutated engine: 0 false positive(s) in {runs} traces" in out
+    assert "seeds 11-15" in out and f"baseline ledger (client): {runs} traces, 0 rejected, 0 inconclusive" in out
 
 
 def test_the_client_only_kill_rate_is_reported(score: dict[str, Any]) -> None:
@@ -90,6 +118,8 @@ def test_unknown_mutant_or_workload_is_a_usage_error(capsys: pytest.CaptureFixtu
     assert main(["mutants", "--workload", "nowhere"]) == 2
     assert "unknown workload nowhere" in capsys.readouterr().err
     assert main(["mutants", "--traces", "0"]) == 2
+    assert main(["mutants", "--baseline-traces", "0"]) == 2
+    assert "--baseline-traces must be at least 1" in capsys.readouterr().err
 
 
 # The bookie mutants a ledger trace cannot show, and what the bookie spec's traces catch them by (full mode).

@@ -19,6 +19,7 @@ from ledgerspec.tools.cli.commands import (
     quorum,
     record,
     simulate,
+    soak,
     specs,
 )
 
@@ -29,6 +30,7 @@ COMMANDS = (
     convert_traces,
     simulate,
     mutants,
+    soak,
     record,
     quorum,
     specs,

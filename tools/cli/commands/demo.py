@@ -32,7 +32,8 @@ from ledgerspec.conformance.run import CheckRun, check_files
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 from ledgerspec.spec.vocabulary import ndjson
 from ledgerspec.tools.cli.commands.base import EXIT_MISSING_TOOL, EXIT_OK, EXIT_VIOLATION, UsageError
-from ledgerspec.tools.harness.mutants import LEDGER_WORKLOADS, MUTANTS, Mutant, workload_traces
+from ledgerspec.tools.harness.mutants import MUTANTS
+from ledgerspec.tools.harness.workloads import LEDGER_WORKLOADS, Mutant, workload_traces
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table

@@ -12,8 +12,11 @@ import argparse
 import json
 from typing import Any
 
+import attrs
 from ledgerspec.tools.cli.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError
-from ledgerspec.tools.harness.mutants import MODES, MUTANTS, WORKLOADS, MutationRun, SeededWorkload, run_mutants
+from ledgerspec.tools.harness.mutants import MUTANTS, MutationRun, run_mutants
+from ledgerspec.tools.harness.soak import PROFILES, default_jobs, seed_ranges, soak_workloads
+from ledgerspec.tools.harness.workloads import MODES, WORKLOADS, SeededWorkload
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -41,6 +44,16 @@ def register(commands: Any) -> None:
         help="only this workload (repeatable): " + ", ".join(w.name for w in WORKLOADS),
     )
     mutants.add_argument("--traces", type=int, metavar="N", help="runs per workload (default: each workload's own)")
+    mutants.add_argument(
+        "--baseline-traces",
+        type=int,
+        metavar="N",
+        help=f"the unmutated engine's runs: at least N traces per spec and mode (default {PROFILES['ci'].traces}, "
+        f"the ci soak: ledgerspec soak)",
+    )
+    mutants.add_argument(
+        "--jobs", type=int, metavar="N", help="processes for the unmutated runs (default: one per core)"
+    )
     mutants.add_argument("--list", action="store_true", help="list the mutants and workloads, run nothing")
     mutants.add_argument("--json", action="store_true", help="print one JSON object")
     mutants.set_defaults(run=_mutants)
@@ -60,6 +73,14 @@ def _mutants(args: argparse.Namespace, out: Console, err: Console) -> int:
         if args.traces < 1:
             raise UsageError(f"--traces must be at least 1, got {args.traces}")
         workloads = [w.scaled(args.traces) for w in workloads]
+    profile = PROFILES["ci"]
+    if args.baseline_traces is not None:
+        if args.baseline_traces < 1:
+            raise UsageError(f"--baseline-traces must be at least 1, got {args.baseline_traces}")
+        profile = attrs.evolve(profile, traces=args.baseline_traces)
+    jobs = default_jobs() if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
     if args.list:
         _print_catalog(out, mutants, workloads)
         return EXIT_OK
@@ -69,8 +90,11 @@ def _mutants(args: argparse.Namespace, out: Console, err: Console) -> int:
         specs = " or ".join(idle[0].specs)
         raise UsageError(f"no workload chosen runs mutant {idle[0].name}: it needs a workload of the {specs} spec")
     mutants = runnable  # without --mutant: those the chosen workloads can show
+    baseline = soak_workloads(profile, dict.fromkeys(w.spec for w in workloads))
     counts = {w.name: w.run_count() for w in workloads}
-    runs = sum(counts.values()) + sum(counts[w.name] for m in mutants for w in workloads if w.spec in m.specs)
+    runs = sum(w.run_count() for w in baseline) + sum(
+        counts[w.name] for m in mutants for w in workloads if w.spec in m.specs
+    )
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -84,12 +108,12 @@ def _mutants(args: argparse.Namespace, out: Console, err: Console) -> int:
         def advance(name: str, traces: int) -> None:
             progress.update(task, advance=traces, description=f"[bold]{escape(name)}[/bold]")
 
-        run = run_mutants(mutants, workloads, progress=advance)
+        run = run_mutants(mutants, workloads, baseline=baseline, jobs=jobs, progress=advance)
     if args.json:
         print(json.dumps(run.to_json(), indent=2))
     else:
         _print(out, run)
-    passed = run.killed("full") == run.total and all(run.false_positives(m) == 0 for m in MODES)
+    passed = run.killed("full") == run.total and run.baseline.passed
     return EXIT_OK if passed else EXIT_VIOLATION
 
 
@@ -120,23 +144,29 @@ def _print(out: Console, run: MutationRun) -> None:
         assert result.mutant is not None
         table.add_row(result.name, result.mutant.layer, *cells)
     out.print(table)
-    base = run.baseline
     for mode in MODES:
+        base = run.baseline.in_mode(mode)
         fp = run.false_positives(mode)
         colour = "red" if fp else "green"
         out.print(
             f"{mode} observation: {run.killed(mode)} of {run.total} killed ({run.killed(mode) / run.total:.0%}); "
-            f"unmutated engine: [{colour}]{fp} false positive(s)[/{colour}] in {base.traces[mode]} traces "
-            f"({base.events[mode]:,} events, {base.inconclusive[mode]} inconclusive)",
+            f"unmutated engine: [{colour}]{fp} false positive(s)[/{colour}] in {base.traces:,} traces "
+            f"({base.events:,} events, {base.inconclusive} inconclusive; seeds {seed_ranges(sorted(base.seeds))})",
             highlight=False,
         )
-    for mode in MODES:
-        for verdict in base.violations[mode]:
-            assert verdict.failure is not None
-            out.print(
-                f"[red]false positive ({mode}):[/red] {escape(verdict.trace)}: {escape(verdict.failure.reason)}",
-                highlight=False,
-            )
+    for key in sorted(run.baseline.tallies):
+        t = run.baseline.tallies[key]
+        out.print(
+            f"  baseline {t.spec} ({t.check_mode or t.mode}): {t.traces:,} traces, {t.rejected} rejected, "
+            f"{t.inconclusive} inconclusive",
+            highlight=False,
+        )
+    for f in run.baseline.flagged:
+        out.print(
+            f"[red]{'false positive' if f.status == 'violates' else 'undecided'} ({f.mode}):[/red] "
+            f"{escape(f.workload)} {escape(f.trace)}: {escape(f.reason)}",
+            highlight=False,
+        )
     for result in run.mutants:
         for mode in MODES:
             kill = result.kills[mode]
