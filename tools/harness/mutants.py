@@ -13,9 +13,13 @@ clients see) and checked by the oracle (:class:`~ledgerspec.conformance.checker.
 
 A mutant is *killed* in a mode when some trace of it violates the spec
 there; the first such trace is reported. The unmutated engine runs the
-same workloads, every trace of them: each violation there is a *false
-positive*. Runs are deterministic: the same workloads give the same traces
-and verdicts on every machine.
+*baseline*: by default the ``ci`` soak of the same specs
+(:mod:`~ledgerspec.tools.harness.soak`), at least 500 traces per spec and
+mode over five seeds, where a false positive that shows once in a hundred
+runs would show. Each violation there is a *false positive*. Runs are
+deterministic: the same workloads give the same traces and verdicts on
+every machine. The workloads themselves are in
+:mod:`~ledgerspec.tools.harness.workloads`.
 
 Managed-ledger mutants (``reference/managed_ledger/managed_ledger.py``,
 ``MUTANTS``) run under a third: seeded random runs of a topic and its
@@ -44,8 +48,7 @@ misplace the LastLogMark or delete a journal file early
 (``mark_before_flush``, ``mark_not_advanced_in_replay``,
 ``delete_journal_at_mark``) need checkpoints, which the ledger-level cluster
 does not take: they run under that workload only. A mutant runs under every
-workload of the specs it lists (:attr:`Mutant.specs`); the unmutated engine
-runs under all of them.
+workload of the specs it lists (:attr:`Mutant.specs`).
 """
 
 from __future__ import annotations
