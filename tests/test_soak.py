@@ -10,6 +10,7 @@ import collections
 import contextlib
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from ledgerspec.reference.managed_ledger import RunConfig
 from ledgerspec.tools.cli.main import main
 from ledgerspec.tools.harness.soak import PROFILES, SOAK_WORKLOADS, SoakRun, run_soak, soak_workloads, write_soak
-from ledgerspec.tools.harness.workloads import MODES, CursorWorkload
+from ledgerspec.tools.harness.workloads import MODES, CursorWorkload, SeededWorkload
 
 
 def _json(args: list[str]) -> tuple[int, dict[str, Any]]:
@@ -42,6 +43,16 @@ def test_each_profile_checks_every_spec_in_every_mode_with_enough_traces(profile
     assert min(planned.values()) >= PROFILES[profile].traces, planned
     seeds = {w.seed for w in soak_workloads(PROFILES[profile]) if isinstance(w, CursorWorkload)}
     assert seeds == set(PROFILES[profile].seeds) and len(seeds) >= 5
+
+
+def test_the_workloads_leave_no_file_open() -> None:
+    """Thousands of runs go through one process: a run that left its bookies' files open would exhaust the
+    process's descriptors (as it once did, at the slow profile's 167 ledger runs per seed)."""
+    for workload in (w for ws in SOAK_WORKLOADS.values() for w in ws if isinstance(w, SeededWorkload)):
+        before = set(os.listdir("/proc/self/fd"))
+        for _ in workload.scaled(3).recorded(None, MODES):
+            pass
+        assert set(os.listdir("/proc/self/fd")) <= before, workload.name
 
 
 def test_the_ci_profile_shows_a_one_percent_rate_of_rejected_traces() -> None:

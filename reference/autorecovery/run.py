@@ -348,3 +348,4 @@ class AutorecoveryRun:
         for session in self.sessions.values():
             session.close()
         self.admin.close()
+        self.cluster.close()

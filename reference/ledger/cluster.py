@@ -149,6 +149,13 @@ class BookieNode:
         ledgers = {lid for lid, _ in bookie.memory_state().memtable} | bookie.memory_state().fenced
         return {lid: self._view(bookie, lid) for lid in ledgers}
 
+    def close(self) -> None:
+        """Close the bookie's files (if it is up) and its file system, flushing nothing: the run is over."""
+        if self.bookie is not None:
+            self.bookie.close()
+            self.bookie = None
+        self.fs.close()
+
     def _stop(self, frozen: dict[int, BookieView], *, power_loss: bool) -> None:
         self._frozen = frozen
         self.bookie = None
@@ -307,6 +314,11 @@ class InProcessCluster:
         if request.in_spec:
             self.lost += 1
             self.events.lost(request)
+
+    def close(self) -> None:
+        """Close every bookie's files: the run is over (its directory may then be removed)."""
+        for node in self.nodes.values():
+            node.close()
 
     def crash(self, bookie: str, *, power_loss: bool = True) -> None:
         self.nodes[bookie].stop(power_loss=power_loss)

@@ -239,7 +239,8 @@ class LedgerSimulation:
         self.observers: list[Callable[[Step, list[EngineEvent]], None]] = []
 
     def close(self) -> None:
-        """Release the bookies' directory (a temporary one) and the store (one this simulation made)."""
+        """Close the bookies' files, and release their directory (a temporary one)."""
+        self.cluster.close()
         if self._tmp is not None:
             self._tmp.cleanup()
 

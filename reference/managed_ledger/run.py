@@ -123,6 +123,10 @@ class BrokerHarness:
             self.crash_at = None
             raise BrokerCrashed(point)
 
+    def close(self) -> None:
+        """Close the bookies' files: the run is over (its directory may then be removed)."""
+        self.cluster.close()
+
     def ledger_metadata_exists(self, ledger_id: int) -> bool:
         return self.metadata.exists(self.ledger_metadata.path(ledger_id)) is not None
 

@@ -111,6 +111,9 @@ def simulate_cursor_traces(
     for i in range(traces):
         trace_id = f"cursor-{seed}-{i}"
         run = CursorRun(f"{root}/{trace_id}", config)
-        recorders = {mode: CursorTraceRecorder(run, mode, trace_id) for mode in modes}
-        random_steps(run, random.Random(seed * 1_000_003 + i), steps)
-        yield trace_id, {mode: r.lines for mode, r in recorders.items()}
+        try:
+            recorders = {mode: CursorTraceRecorder(run, mode, trace_id) for mode in modes}
+            random_steps(run, random.Random(seed * 1_000_003 + i), steps)
+            yield trace_id, {mode: r.lines for mode, r in recorders.items()}
+        finally:
+            run.close()
