@@ -398,7 +398,7 @@ _CHECKPOINT_WAIT_S = 10.0
 def _mark_passed_fence(files: dict[str, Any], ledger_id: int) -> bool:
     """The bookie's lastMark file is past its fence record of the ledger."""
     fences = files["ledgers"][str(ledger_id)]["fence_records"]
-    return bool(fences) and files["last_mark"] is not None and files["last_mark"] > max(fences)
+    return bool(fences) and files["last_mark"] is not None and bool(files["last_mark"] > max(fences))
 
 
 def _fence_on_disk(files: dict[str, Any], ledger_id: int) -> bool:

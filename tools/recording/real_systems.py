@@ -347,7 +347,7 @@ def read_bookie_now(cluster: BookKeeperCluster, n: int, ledger_ids: Sequence[int
         raise ClusterError(f"bookie {n} has no journal directory in {cluster.bookie_directory(n)}")
     files = read_bookie_files(layout)
     marks = [c.mark for c in files.marks if c.mark is not None]
-    ledgers = {}
+    ledgers: dict[str, Any] = {}
     for ledger_id in ledger_ids:
         index = files.index(ledger_id)
         ledgers[str(ledger_id)] = {
@@ -386,7 +386,8 @@ def _trimmed_replay_log(text: str, ledger_ids: Sequence[int]) -> dict[str, Any]:
     """A restart's log lines kept by :data:`REPLAY_LOG_RULE`, and how many were dropped."""
     about = re.compile(r"Replay journal - ledger id : (\d+),|Skip replaying entries of ledger (\d+) ")
     ledgers = {str(ledger_id) for ledger_id in ledger_ids}
-    kept, dropped = [], 0
+    kept: list[str] = []
+    dropped = 0
     for line in text.splitlines():
         match = about.search(line)
         if (match is not None and (match.group(1) or match.group(2)) in ledgers) or any(f in line for f in _FRAME):
@@ -437,7 +438,7 @@ def _read_evidence(directory: Path) -> tuple[str, ...]:
         return ()
     try:
         evidence = json.loads(path.read_text())
-        lines = []
+        lines: list[str] = []
         for inspection in evidence["inspections"]:
             for files in inspection["bookies"]:
                 mark = files["last_mark"]
