@@ -16,6 +16,7 @@ from ledgerspec.conformance.adapters.jars import JavaSetupError, ensure_jars
 from ledgerspec.conformance.adapters.scenarios import SCENARIOS
 from ledgerspec.spec.ledger.ledger_trace import TRACE
 from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.recording import real_systems
 from ledgerspec.tools.recording.real_systems import RecordingError, ScenarioRecording, check_recording
 from recording_support import Edit, edited_copy
 
@@ -58,6 +59,114 @@ def test_the_lost_fence_is_a_violation_of_the_acked_entry_promise(tmp_path: Path
         ledger.verdict.reason
     )
     assert "acknowledged entry 0 is not in the closed ledger" in (recording.failure or "")
+
+
+#: The fence of an empty ledger across a crash of its three bookies, recorded on each storage.
+FENCE_VARIANTS = {
+    "fence-empty-ledger-then-restart": ("known", "fence-of-empty-ledger-lost"),
+    "fence-empty-ledger-checkpoint-then-restart": ("conforms", None),
+    "fence-empty-ledger-db-storage-then-restart": ("known", "fence-lost-by-db-ledger-storage"),
+}
+
+
+@pytest.mark.parametrize("name", FENCE_VARIANTS)
+def test_each_storage_variant_of_the_lost_fence_is_judged_as_recorded(tmp_path: Path, name: str) -> None:
+    recording = recheck(tmp_path, name)
+    status, finding = FENCE_VARIANTS[name]
+    (ledger,) = recording.ledgers
+    assert (recording.status, recording.expects) == (status, finding), ledger.verdict.reason
+    if finding is None:  # the add was refused: the writer's handle ends FENCED, as in the spec
+        assert recording.failure is None and ledger.verdict.status == "conforms"
+    else:
+        assert ledger.verdict.status == "violates" and FINDINGS[finding].explains(ledger.verdict.reason)
+        assert "acknowledged entry 0 is not in the closed ledger" in (recording.failure or "")
+    verdict = json.loads((tmp_path / name / "verdict.json").read_text())
+    assert verdict["evidence"] == list(recording.evidence) and len(recording.evidence) > 6
+
+
+def _before_the_kill(name: str) -> list[tuple[list[int] | None, list[int], dict[str, Any] | None]]:
+    """Each bookie's lastMark, fence record and index of the ledger just before it was killed (evidence.json)."""
+    evidence = json.loads((RECORDINGS / name / "evidence.json").read_text())
+    (ledger,) = json.loads((RECORDINGS / name / "run.json").read_text())["ledgers"]
+    found = []
+    for inspection in evidence["inspections"]:
+        if inspection["moment"] == "before the kill":
+            (files,) = inspection["bookies"]
+            mine = files["ledgers"][str(ledger)]
+            (fence,) = mine["fence_records"]
+            assert mine["ledger_key_records"] == []  # a fencing read journals no master key
+            found.append((files["last_mark"], fence, mine["index"]))
+    assert len(found) == 3
+    return found
+
+
+def test_without_a_checkpoint_the_replay_skips_the_fence_record_for_want_of_an_index() -> None:
+    name = "fence-empty-ledger-then-restart"
+    # No checkpoint came in the default storage: lastMark (0, 0), and no index file at all, on every bookie.
+    assert all(mark == [0, 0] and index is None for mark, _, index in _before_the_kill(name))
+    evidence = json.loads((RECORDINGS / name / "evidence.json").read_text())
+    assert all(i["index_files"] == 0 for i in evidence["inspections"][0]["bookies"])
+    (ledger,) = json.loads((RECORDINGS / name / "run.json").read_text())["ledgers"]
+    for replay in evidence["replays"]:
+        # The replay read the fence record (entry id -0x2000), found no master key, and skipped it.
+        messages = [line.split(" Bookie ", 1)[-1] for line in replay["lines"]]
+        assert f"Replay journal - ledger id : {ledger}, entry id : -8192." in messages
+        assert f"Skip replaying entries of ledger {ledger} since it was deleted." in messages
+        assert replay["dropped"] > 0
+    assert "dropped and counted" in evidence["rule"]
+
+
+def test_a_checkpoint_before_the_crash_writes_the_fence_into_the_index() -> None:
+    name = "fence-empty-ledger-checkpoint-then-restart"
+    assert all(
+        mark > fence and index == {"fenced": True, "entries": 0} for mark, fence, index in _before_the_kill(name)
+    )
+    evidence = json.loads((RECORDINGS / name / "evidence.json").read_text())
+    assert not any("Skip replaying" in line for replay in evidence["replays"] for line in replay["lines"])
+
+
+def test_db_ledger_storage_moves_the_lastmark_past_the_fence_without_an_index_to_show_for_it() -> None:
+    name = "fence-empty-ledger-db-storage-then-restart"
+    before = _before_the_kill(name)
+    assert all(mark is not None and mark > fence and index is None for mark, fence, index in before)
+    evidence = json.loads((RECORDINGS / name / "evidence.json").read_text())
+    # Each replay starts past the fence record: the ledger is not named in it.
+    starts = [line for replay in evidence["replays"] for line in replay["lines"] if "Replaying journal" in line]
+    assert len(starts) == 3 and all(int(line.rsplit(" ", 1)[1]) > 512 for line in starts)
+    assert all(fence[1] == 512 for _, fence, _ in before)
+    assert not any("Replay journal - ledger id" in line for replay in evidence["replays"] for line in replay["lines"])
+
+
+def test_a_restart_log_keeps_the_replay_lines_of_the_scenarios_ledgers_only() -> None:
+    text = "\n".join(
+        [
+            "10:00:00.000 INFO  [main] Main Hello, I'm your bookie",
+            "10:00:00.001 INFO  [main] Bookie Replaying journal 42 from position 0",
+            "10:00:00.002 DEBUG [main] Bookie Replay journal - ledger id : 230, entry id : 0.",
+            "10:00:00.003 DEBUG [main] Bookie Replay journal - ledger id : 23, entry id : -8192.",
+            "10:00:00.004 DEBUG [main] Bookie Skip replaying entries of ledger 230 since it was deleted.",
+            "10:00:00.005 DEBUG [main] Bookie Skip replaying entries of ledger 23 since it was deleted.",
+            "10:00:00.006 INFO  [main] Bookie Finished replaying journal in 3 ms.",
+        ]
+    )
+    trimmed = real_systems._trimmed_replay_log(text, [23])
+    assert [line[13:] for line in trimmed["lines"]] == [
+        "INFO  [main] Bookie Replaying journal 42 from position 0",
+        "DEBUG [main] Bookie Replay journal - ledger id : 23, entry id : -8192.",
+        "DEBUG [main] Bookie Skip replaying entries of ledger 23 since it was deleted.",
+        "INFO  [main] Bookie Finished replaying journal in 3 ms.",
+    ]
+    assert trimmed["dropped"] == 3
+
+
+def test_damaged_evidence_is_refused_with_its_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy = edited_copy(RECORDINGS / "fence-empty-ledger-then-restart", tmp_path)
+    (copy / "evidence.json").write_text('{"inspections": [{"moment": "now"}], "replays": []}')
+    assert main(["record", "bookkeeper", "--recheck", str(copy)]) == 2
+    assert "evidence.json: not the evidence the recorder writes (KeyError: 'bookies')" in capsys.readouterr().err
+    (copy / "evidence.json").write_text("{")
+    with pytest.raises(RecordingError, match=r"evidence\.json: not the evidence the recorder writes \(JSONDecodeError"):
+        check_recording(copy)
 
 
 def test_a_reply_that_changes_nothing_needs_the_stuttering_step(
@@ -283,6 +392,13 @@ def test_stored_recordings_are_checked_again_from_the_command_line(
     statuses = sorted((s["scenario"], s["status"]) for s in report["scenarios"])
     assert statuses == sorted(scenario_and_status(p.name) for p in RECORDINGS.iterdir())
     assert (tmp_path / "all" / "recover-open" / "verdict.json").exists()
+    shown = {s["scenario"]: s["evidence"] for s in report["scenarios"]}
+    assert shown["recover-open"] == [] and any(
+        "Skip replaying entries of ledger" in line for line in shown["fence-empty-ledger-then-restart"]
+    )
+    assert main(["record", "bookkeeper", "--recheck", str(tmp_path / "all" / "fence-empty-ledger-then-restart")]) == 0
+    printed = capsys.readouterr().out
+    assert "fence-empty-ledger-then-restart: before the kill, bookie" in printed and "lastMark (0, 0)" in printed
     # One recording alone, by its directory; the managed-ledger checker refuses it.
     assert main(["record", "bookkeeper", "--recheck", str(tmp_path / "all" / "recover-open")]) == 0
     assert "1 conforms of 1 scenarios" in capsys.readouterr().out

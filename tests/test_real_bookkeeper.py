@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -77,7 +78,8 @@ def test_bookie_files_are_read_with_inspect_bookie_and_hold_every_acknowledged_e
         files = json.loads((out / "bookies" / f"bookie-{n}.json").read_text())
         assert files["journals"] and files["persisted_mark"]["file_id"] > 0
         errors += [p["message"] for p in files["problems"] if p["severity"] == "error"]
-    # The lost fence, seen in the files too: the journal fenced the ledger before the lastMark, the index never did.
+    # The lost fence, seen in the files too: the replay skipped the fence record (no master key for it) and the
+    # flush after it moved the lastMark past the record, so the journal fenced the ledger and the index never did.
     lost_fences = {
         int(m.split()[4]) for m in errors if m.endswith("before the lastMark but the index does not say fenced")
     }
@@ -88,6 +90,30 @@ def test_bookie_files_are_read_with_inspect_bookie_and_hold_every_acknowledged_e
     acknowledged = json.loads((out / "bookies" / "acknowledged.json").read_text())
     assert sum(v["acknowledged"] for v in acknowledged.values()) > 200
     assert all(v["on_fewer_than_qa_journals"] == [] for v in acknowledged.values())
+
+
+def test_the_fence_of_an_empty_ledger_survives_a_crash_only_if_a_checkpoint_wrote_it_first(
+    recorded: tuple[Path, dict[str, ScenarioRecording]],
+) -> None:
+    out, recordings = recorded
+    statuses = {name: recordings[name].status for name in recordings if name.startswith("fence-empty-ledger")}
+    assert statuses == {
+        "fence-empty-ledger-then-restart": "known",
+        "fence-empty-ledger-checkpoint-then-restart": "conforms",
+        "fence-empty-ledger-db-storage-then-restart": "known",
+    }
+    lost = recordings["fence-empty-ledger-then-restart"]
+    (ledger,) = lost.ledgers
+    # The default storage took no checkpoint after the fence: until the kill each lastMark stayed before the fence
+    # record ((0, 0), or where an earlier scenario's restart left it), with no index file of the ledger; the replay
+    # skipped the fence record, which it could not give a master key.
+    assert [(mark < fence, index) for mark, fence, index in _before_the_kill(out, lost)] == [(True, None)] * 3
+    assert sum(f"Skip replaying entries of ledger {ledger.ledger} since" in line for line in lost.evidence) == 3
+    kept = recordings["fence-empty-ledger-checkpoint-then-restart"]
+    assert all(mark > fence and index["fenced"] for mark, fence, index in _before_the_kill(out, kept))
+    db = recordings["fence-empty-ledger-db-storage-then-restart"]
+    assert all(mark > fence and index is None for mark, fence, index in _before_the_kill(out, db))
+    assert (out / "bookies-entry-log-per-ledger" / "bookie-1.json").exists() and (out / "bookies-db").is_dir()
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +160,21 @@ def test_every_published_message_is_journaled_on_qa_bookies_of_its_write_set(
     assert kept and all(v["on_fewer_than_qa_journals"] == [] for v in kept)
     # Trimming deleted the ledgers every cursor had consumed: their write sets are gone with their znodes.
     assert any(v.get("ledger_deleted") for v in acknowledged.values())
+
+
+def _before_the_kill(out: Path, recording: ScenarioRecording) -> list[tuple[list[int], list[int], Any]]:
+    """Each bookie's lastMark, its fence record of the scenario's ledger and that ledger's index, before its kill."""
+    evidence = json.loads((out / recording.name / "evidence.json").read_text())
+    (ledger,) = recording.ledgers
+    found = []
+    for inspection in evidence["inspections"]:
+        if inspection["moment"] == "before the kill":
+            (files,) = inspection["bookies"]
+            mine = files["ledgers"][str(ledger.ledger)]
+            (fence,) = mine["fence_records"]
+            found.append((files["last_mark"] or [0, 0], fence, mine["index"]))
+    assert len(found) == 3
+    return found
 
 
 def _fenced_while_empty(out: Path, ledger: int) -> bool:

@@ -11,7 +11,15 @@ directories it left. The clients live in one more JVM, the harness
 
 Every JVM logs to a file in the cluster's directory (``zookeeper.log``,
 ``bookie-N.log``, ``harness.log``); an error that stops a process names its
-log.
+log. The bookies' journal replay logs each record it replays, and each it
+skips, at DEBUG level (``BookieImpl.readJournal``, through the logger named
+``org.apache.bookkeeper.bookie.Bookie``): that one logger is at DEBUG, so that
+a bookie's log says what its restart restored.
+
+The bookies' ledger storage is one of :data:`BOOKIE_STORAGES`, chosen for the
+whole cluster: BookKeeper's default (``SortedLedgerStorage``), the same with
+an entry log per ledger (then a checkpoint runs every ``flushInterval``), or
+``DbLedgerStorage``.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import orjson
 from kazoo.client import KazooClient
 from ledgerspec.conformance.adapters.jars import JarSet, java_executable
 
-__all__ = ["BookKeeperCluster", "ClusterError", "Harness", "free_port"]
+__all__ = ["BOOKIE_STORAGES", "BookKeeperCluster", "ClusterError", "Harness", "free_port"]
 
 _LOG4J = """<Configuration status="ERROR">
   <Appenders>
@@ -40,7 +48,10 @@ _LOG4J = """<Configuration status="ERROR">
       <PatternLayout pattern="%d{HH:mm:ss.SSS} %-5p [%t] %c{1} %m%n"/>
     </File>
   </Appenders>
-  <Loggers><Root level="info"><AppenderRef ref="file"/></Root></Loggers>
+  <Loggers>
+    <Logger name="org.apache.bookkeeper.bookie.Bookie" level="debug"/>
+    <Root level="info"><AppenderRef ref="file"/></Root>
+  </Loggers>
 </Configuration>
 """
 _JVM_OPTIONS = ("-Xmx256m", "-XX:MaxDirectMemorySize=256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
@@ -49,7 +60,16 @@ _START_TIMEOUT = 60.0
 # expires, and its restart waits for that; short sessions keep a restart to a second or two.
 _ZK_TICK_MS = 250
 _BOOKIE_SESSION_MS = 1500
+#: flushInterval. It drives checkpoints only with an entry log per ledger or DbLedgerStorage (the BookieImpl
+#: constructor starts a periodic SyncThread then); the default storage checkpoints when its memtable fills or its
+#: entry log rotates, which no scenario makes happen, and when a bookie starts, after its journal replay.
 CHECKPOINT_INTERVAL_MS = 1000
+#: The bookies' ledger storage, by name: the settings added to every bookie's configuration.
+BOOKIE_STORAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "default": (),  # SortedLedgerStorage over InterleavedLedgerStorage: journal, entry logs, .idx index files
+    "entry-log-per-ledger": (("entryLogPerLedgerEnabled", "true"),),  # the same, checkpointed every flushInterval
+    "db": (("ledgerStorageClass", "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage"),),  # index in RocksDB
+}
 _REPLY_TIMEOUT = 120.0
 _LEDGERS_ROOT = "/ledgers"
 
@@ -92,10 +112,14 @@ class _Bookie:
 class BookKeeperCluster:
     """ZooKeeper, ``bookies`` bookies and the client harness, in ``directory`` (module docstring).
 
+    ``storage`` names the bookies' ledger storage (:data:`BOOKIE_STORAGES`).
     Use it as a context manager: leaving it stops every process it started.
     """
 
-    def __init__(self, jars: JarSet, directory: Path, bookies: int = 4) -> None:
+    def __init__(self, jars: JarSet, directory: Path, bookies: int = 4, storage: str = "default") -> None:
+        if storage not in BOOKIE_STORAGES:
+            raise ValueError(f"unknown bookie storage {storage!r}; the storages: {', '.join(BOOKIE_STORAGES)}")
+        self.storage = storage
         self.jars = jars
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -143,11 +167,12 @@ class BookKeeperCluster:
                     f"metadataServiceUri={self.metadata_uri}",
                     "httpServerEnabled=false",
                     f"zkTimeout={_BOOKIE_SESSION_MS}",
-                    # A checkpoint every second (60 s by default), so that the lastMark moves within a scenario.
+                    # 60 s by default; it matters only to the storages that checkpoint on a timer (see above).
                     f"flushInterval={CHECKPOINT_INTERVAL_MS}",
                     # The bookie's disk checker stops it when the disk is 95% full; test machines often are.
                     "diskUsageThreshold=0.999",
                     "diskUsageWarnThreshold=0.998",
+                    *(f"{key}={value}" for key, value in BOOKIE_STORAGES[self.storage]),
                 )
             )
             + "\n"
@@ -240,6 +265,10 @@ class BookKeeperCluster:
 
     def bookie_directory(self, n: int) -> Path:
         return self.directory / f"bookie-{n}"
+
+    def bookie_log(self, n: int) -> Path:
+        """The log file of bookie ``n``: every run of its JVM appends to it."""
+        return self.directory / f"bookie-{n}.log"
 
     def number_of(self, bookie_id: str) -> int:
         for bookie in self._bookies:

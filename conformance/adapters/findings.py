@@ -13,7 +13,8 @@ and any other violation a new one. Two kinds:
     the oracle reports the first event it cannot match.
 
 docs/real-systems.md lists them with the reasoning; the sources are files
-of ``apache/bookkeeper`` at tag ``release-4.17.2``.
+of ``apache/bookkeeper`` at tag ``release-4.17.2``, with their line numbers
+there, and the upstream report where there is one.
 """
 
 from __future__ import annotations
@@ -42,20 +43,61 @@ FINDINGS = {
         Finding(
             "fence-of-empty-ledger-lost",
             "bug",
-            "A bookie forgets that it fenced a ledger it holds no entry of, once its lastMark passes the fence",
-            "A fencing read makes the bookie journal a fence record and set the fence bit in the ledger's index "
-            "header, in memory. The index header reaches the disk only when the ledger's index pages are flushed, "
-            "and a checkpoint flushes only ledgers that have pages, that is entries, on this bookie; an index "
-            "closed at shutdown without force is not written either. So for a ledger without entries on the "
-            "bookie the fence lives in the journal alone, and once a checkpoint moves the lastMark past it (an "
-            "orderly restart does) the restarted bookie replays nothing and takes the ledger as unfenced. A writer "
-            "that still holds the ledger open then gets its add acknowledged by Qa such bookies after a recovery "
-            "closed the ledger at -1: an acknowledged entry that is not in the closed ledger.",
+            "A bookie forgets the fence of a ledger it holds no entry of when it crashes before a checkpoint",
+            "A fencing read makes the bookie create the ledger in its storage with the reader's master key and set "
+            "the fence bit, in memory (BookieImpl.fenceLedger: getHandle, setMasterKey, setFenced), and journal a "
+            "fence record; it journals no ledger-key record, which only a first add does (addEntryInternal). A "
+            "crash before the index header reaches the disk leaves no index file. At restart the journal replay "
+            "looks the fence record's master key up in the ledger storage (readJournal: readMasterKey), which throws "
+            "NoLedgerException without an index file; the replay takes the ledger for deleted and skips the record "
+            "('Skip replaying entries of ledger L since it was deleted', at DEBUG). The full flush after the replay "
+            "then moves the lastMark past the fence record, and the ledger is unfenced for good. No checkpoint is "
+            "needed: with the default storage none comes until the memtable fills or the entry log rotates, and the "
+            "lastMark stayed before the fence record ((0, 0) in a fresh cluster) until the crash. The fence "
+            "survives when a real checkpoint or a write-driven flush wrote the index header first: the fencing read "
+            "of entry -1 loads a page of the ledger's index "
+            "(getLastEntry is 0 for an empty ledger), so a checkpoint flushes the ledger and writes the header, fence "
+            "bit included, before it looks for dirty pages (IndexInMemPageMgr.flushSpecificLedger). A writer that "
+            "still holds the ledger open then gets its add acknowledged by Qa such bookies after a recovery closed "
+            "the ledger at -1: an acknowledged entry that is not in the closed ledger.",
             (
+                "bookkeeper-server/src/main/java/org/apache/bookkeeper/bookie/BookieImpl.java "
+                "(fenceLedger 1132-1136, and addEntryInternal 967-979: only a first add journals the master key; "
+                "readJournal 552-561 and 603-607: the fence record's "
+                "key from readMasterKey, NoLedgerException skips it; start 680-689: the flush after the replay)",
+                "bookkeeper-server/src/main/java/org/apache/bookkeeper/bookie/IndexPersistenceMgr.java "
+                "(readMasterKey 403-413 and createFileInfoBackingFile 145-155: no index file, NoLedgerException)",
                 "bookkeeper-server/src/main/java/org/apache/bookkeeper/bookie/IndexInMemPageMgr.java "
-                "(flushOneOrMoreLedgers: only ledgers with index pages)",
-                "bookkeeper-server/src/main/java/org/apache/bookkeeper/bookie/FileInfo.java "
-                "(setFenced sets needFlushHeader; close(force) warns that the fence bit may be lost)",
+                "(flushSpecificLedger 535-541: the header first, pages after)",
+                "bookkeeper-server/src/main/java/org/apache/bookkeeper/bookie/BookieImpl.java "
+                "(constructor 460-481: flushInterval drives checkpoints only with an entry log per ledger or "
+                "DbLedgerStorage)",
+            ),
+            ("observed writer_lac = 0, the spec has -1",),
+        ),
+        Finding(
+            "fence-lost-by-db-ledger-storage",
+            "bug",
+            "DbLedgerStorage forgets the fence of a ledger it holds no entry of: a checkpoint passes the fence record "
+            "without writing it",
+            "With DbLedgerStorage a fence (and the master key) of a ledger is a change queued in the ledger metadata "
+            "index (LedgerMetadataIndex.setFenced, setMasterKey: pendingLedgersUpdates), written to RocksDB by "
+            "LedgerMetadataIndex.flush. A checkpoint whose write cache is empty returns before that flush "
+            "(SingleDirectoryDbLedgerStorage.checkpoint), and the SyncThread, which checkpoints every flushInterval "
+            "with this storage, then completes the checkpoint all the same: the lastMark passes the fence record. "
+            "After a crash the replay starts past it and the ledger is unfenced; a crash before the checkpoint loses "
+            "it too, as with the default storage (readMasterKey finds no ledger). Reported upstream: apache/bookkeeper "
+            "PR #4843 (open), which flushes the ledger metadata index in an empty checkpoint.",
+            (
+                "bookkeeper-server/src/main/java/org/apache/bookkeeper/bookie/storage/ldb/"
+                "SingleDirectoryDbLedgerStorage.java (checkpoint 792-846: an empty write cache returns before "
+                "ledgerIndex.flush)",
+                "bookkeeper-server/src/main/java/org/apache/bookkeeper/bookie/storage/ldb/LedgerMetadataIndex.java "
+                "(setFenced 174-201: the change is queued; flush 302)",
+                "bookkeeper-server/src/main/java/org/apache/bookkeeper/bookie/SyncThread.java "
+                "(checkpoint 168-191: checkpointComplete after any ledger storage checkpoint)",
+                "apache/bookkeeper PR #4843 (open): Fix DbLedgerStorage checkpoint losing ledger metadata when write "
+                "cache is empty",
             ),
             ("observed writer_lac = 0, the spec has -1",),
         ),

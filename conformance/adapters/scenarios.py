@@ -12,18 +12,33 @@ everything else is the oracle's to judge, from the trace.
 The driver counts the bookies it kills, so that the checker's bound on
 hidden crashes is the scenario's own; it restarts every bookie it killed
 when the scenario ends, so that the next scenario finds the whole cluster.
+It keeps what decides a finding's cause, for the recording: what each
+bookie's files said at the moments a scenario asks (:meth:`Driver.inspect`,
+read by the recorder, which passes the reader in), and the log each bookie
+wrote while it restarted, its journal replay.
+
+A scenario runs on a cluster whose bookies keep their ledgers in the storage
+it names (``Scenario.storage``, one of ``cluster.BOOKIE_STORAGES``); the
+recorder starts one cluster for each storage the scenarios it runs need.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
-from ledgerspec.conformance.adapters.cluster import CHECKPOINT_INTERVAL_MS, BookKeeperCluster
+from ledgerspec.conformance.adapters.cluster import BOOKIE_STORAGES, CHECKPOINT_INTERVAL_MS, BookKeeperCluster
 
-__all__ = ["SCENARIOS", "BrokenPromiseError", "Driver", "Ledger", "Scenario"]
+__all__ = ["SCENARIOS", "BookieReader", "BrokenPromiseError", "Driver", "Ledger", "Scenario"]
+
+#: Reads what bookie ``n``'s files say now about the given ledgers: a JSON object with ``bookie`` (its id),
+#: ``last_mark`` ([journal id, offset] of its lastMark file, or null when it has none), ``index_files`` (how
+#: many .idx files it has) and ``ledgers``: for each ledger id (a string), ``fence_records`` and
+#: ``ledger_key_records`` ([journal id, offset] of each in its journals) and ``index`` (null when the ledger has
+#: no index file, else ``fenced`` and ``entries``). The recorder supplies it (tools/recording).
+BookieReader = Callable[[int, Sequence[int]], dict[str, Any]]
 
 
 class BrokenPromiseError(Exception):
@@ -33,12 +48,27 @@ class BrokenPromiseError(Exception):
 class Driver:
     """A scenario's hold on the cluster: ledgers it made, bookies it killed."""
 
-    def __init__(self, cluster: BookKeeperCluster, scenario: str) -> None:
+    def __init__(self, cluster: BookKeeperCluster, scenario: str, read_bookie: BookieReader | None = None) -> None:
         self.cluster = cluster
         self.scenario = scenario
         self.ledgers: list[Ledger] = []
         self.crashes = 0
         self._killed: set[int] = set()
+        self._read_bookie = read_bookie
+        self.inspections: list[dict[str, Any]] = []  # {"moment": ..., "bookies": [what BookieReader read]}
+        self.restart_logs: list[tuple[int, str]] = []  # (bookie number, what its log gained while it restarted)
+
+    def read_bookie(self, n: int, ledgers: Sequence[Ledger]) -> dict[str, Any]:
+        """What bookie ``n``'s files say now about ``ledgers`` (see :data:`BookieReader`)."""
+        if self._read_bookie is None:
+            raise ValueError(f"{self.scenario}: the driver was given no reader of the bookies' files")
+        return self._read_bookie(n, [ledger.ledger_id for ledger in ledgers])
+
+    def inspect(self, moment: str, ledger: Ledger, numbers: Sequence[int]) -> list[dict[str, Any]]:
+        """Keep what the ledger's bookies ``numbers`` (spec numbers) have on disk now, under ``moment``."""
+        found = [self.read_bookie(ledger.bookie(n), [ledger]) for n in numbers]
+        self.inspections.append({"moment": moment, "bookies": found})
+        return found
 
     def call(self, cmd: str, **arguments: Any) -> dict[str, Any]:
         assert self.cluster.harness is not None
@@ -62,8 +92,14 @@ class Driver:
         self.crashes += 1
 
     def restart(self, cluster_number: int) -> None:
+        """Start the bookie again; keep what its log gained meanwhile (its journal replay)."""
+        log = self.cluster.bookie_log(cluster_number)
+        start = log.stat().st_size if log.exists() else 0
         self.cluster.restart_bookie(cluster_number)
         self._killed.discard(cluster_number)
+        with open(log, "rb") as f:
+            f.seek(start)
+            self.restart_logs.append((cluster_number, f.read().decode(errors="replace")))
 
     def finish(self) -> None:
         """Bring back every bookie the scenario killed, and wait until all are registered."""
@@ -142,16 +178,22 @@ class Scenario:
     run: Callable[[Driver], None]
     expects: str | None = None  # a finding (findings.py) the scenario shows, or None: it must conform
     may_show: tuple[str, ...] = ()  # findings a race in the scenario may or may not bring about
+    storage: str = "default"  # the bookies' ledger storage (cluster.BOOKIE_STORAGES)
+
+    def __attrs_post_init__(self) -> None:
+        if self.storage not in BOOKIE_STORAGES:
+            raise ValueError(f"{self.name}: unknown bookie storage {self.storage!r}; the storages: "
+                             f"{', '.join(BOOKIE_STORAGES)}")  # fmt: skip
 
 
 SCENARIOS: dict[str, Scenario] = {}
 
 
 def _scenario(
-    name: str, summary: str, expects: str | None = None, may_show: tuple[str, ...] = ()
+    name: str, summary: str, expects: str | None = None, may_show: tuple[str, ...] = (), storage: str = "default"
 ) -> Callable[[Callable[[Driver], None]], Callable[[Driver], None]]:
     def register(run: Callable[[Driver], None]) -> Callable[[Driver], None]:
-        SCENARIOS[name] = Scenario(name, summary, run, expects, may_show)
+        SCENARIOS[name] = Scenario(name, summary, run, expects, may_show, storage)
         return run
 
     return register
@@ -343,22 +385,84 @@ def _crash_restart_recover(driver: Driver) -> None:
     ledger.read_back(1, 3)
 
 
-@_scenario(
+# -- a fence of a ledger that has no entry on the bookie, across a crash ------------------------------
+# A fencing read makes the bookie set the master key and the fence in its ledger storage, in memory, and journal a
+# fence record; no ledger-key record, which only a first add journals (BookieImpl.addEntryInternal). Replay takes
+# the fence record's master key from the ledger storage (BookieImpl.readJournal), so the fence survives a crash only
+# if the ledger storage wrote the ledger's index to disk first: a real checkpoint (the default storage's index
+# header, with the fence bit) does; a crash before one loses it. The bookies' lastMark and index files are kept
+# just before the kill, and their logs of the replay after it.
+_CHECKPOINT_WAIT_S = 10.0
+
+
+def _mark_passed_fence(files: dict[str, Any], ledger_id: int) -> bool:
+    """The bookie's lastMark file is past its fence record of the ledger."""
+    fences = files["ledgers"][str(ledger_id)]["fence_records"]
+    return bool(fences) and files["last_mark"] is not None and bool(files["last_mark"] > max(fences))
+
+
+def _fence_on_disk(files: dict[str, Any], ledger_id: int) -> bool:
+    """The lastMark is past the fence record, and the ledger's index file says fenced."""
+    index = files["ledgers"][str(ledger_id)]["index"]
+    return _mark_passed_fence(files, ledger_id) and index is not None and bool(index["fenced"])
+
+
+_Checkpointed = Callable[[dict[str, Any], int], bool]
+
+
+def _fence_empty_ledger_then_restart(checkpointed: _Checkpointed | None) -> Callable[[Driver], None]:
+    """Recover an empty ledger, crash and restart its bookies, add with the old handle.
+
+    ``checkpointed``: wait (up to ten seconds) until it holds on every bookie
+    of the ledger; None: wait as long as three checkpoints of the storages
+    that take them on a timer, during which the default storage takes none.
+    """
+
+    def run(driver: Driver) -> None:
+        ledger = driver.create(3, 3, 2)
+        ledger.recover(1)
+        if checkpointed is None:
+            time.sleep(3 * CHECKPOINT_INTERVAL_MS / 1000)
+        else:
+            deadline = time.monotonic() + _CHECKPOINT_WAIT_S
+            while time.monotonic() < deadline and not all(
+                checkpointed(driver.read_bookie(ledger.bookie(n), [ledger]), ledger.ledger_id) for n in (1, 2, 3)
+            ):
+                time.sleep(0.2)
+            # Without a checkpoint in time the scenario goes on: what the files said is kept below.
+        for n in (1, 2, 3):
+            driver.inspect("before the kill", ledger, (n,))
+            driver.kill(ledger.bookie(n))
+            driver.restart(ledger.bookie(n))
+        driver.cluster.wait_for_bookies(len(driver.cluster.bookie_ids))
+        driver.inspect("after the restart", ledger, (1, 2, 3))
+        results = ledger.add(1)
+        if results[0] == 0:
+            raise BrokenPromiseError(
+                f"{driver.scenario}: the old writer's add was acknowledged after recovery closed the ledger at -1: "
+                "the acknowledged entry 0 is not in the closed ledger"
+            )
+
+    return run
+
+
+_scenario(
     "fence-empty-ledger-then-restart",
-    "an empty ledger is recovered; after a checkpoint its bookies crash and restart; the old writer adds",
+    "an empty ledger is recovered; its bookies crash before any checkpoint and restart; the old writer adds",
     expects="fence-of-empty-ledger-lost",
-)
-def _fence_empty_then_restart(driver: Driver) -> None:
-    ledger = driver.create(3, 3, 2)
-    ledger.recover(1)
-    time.sleep(3 * CHECKPOINT_INTERVAL_MS / 1000)  # the bookies checkpoint: their lastMark passes the fence
-    for n in (1, 2, 3):
-        driver.kill(ledger.bookie(n))
-        driver.restart(ledger.bookie(n))
-    driver.cluster.wait_for_bookies(len(driver.cluster.bookie_ids))
-    results = ledger.add(1)
-    if results[0] == 0:
-        raise BrokenPromiseError(
-            "fence-empty-ledger-then-restart: the old writer's add was acknowledged after recovery closed the "
-            "ledger at -1: the acknowledged entry 0 is not in the closed ledger"
-        )
+)(_fence_empty_ledger_then_restart(None))
+
+_scenario(
+    "fence-empty-ledger-checkpoint-then-restart",
+    "as fence-empty-ledger-then-restart, with an entry log per ledger: a checkpoint writes the fenced index "
+    "before the crash, and the old writer's add is refused",
+    storage="entry-log-per-ledger",
+)(_fence_empty_ledger_then_restart(_fence_on_disk))
+
+_scenario(
+    "fence-empty-ledger-db-storage-then-restart",
+    "as fence-empty-ledger-then-restart, on DbLedgerStorage: a checkpoint moves the lastMark past the fence "
+    "record without writing the ledger's metadata",
+    expects="fence-lost-by-db-ledger-storage",
+    storage="db",
+)(_fence_empty_ledger_then_restart(_mark_passed_fence))

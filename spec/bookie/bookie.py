@@ -55,6 +55,14 @@ What is left out, and why that is sound here:
 - payloads, digests and master keys (ledger key records): a bookie stores what
   it is given; ``(ledger, entry)`` names the content. Ledger key records are
   replayed like fence records and matter to nothing checked here;
+- so the replay restores a fence from its fence record alone. Real 4.17.2
+  needs the ledger's master key for it (``BookieImpl.readJournal``: the key
+  from ``masterKeyCache``, else ``readMasterKey`` from the index on disk) and
+  skips the record when it has none; a fencing read journals no key record,
+  only a first add does. A ledger fenced with no entry on the bookie, whose
+  index header no checkpoint flushed before a crash, is then unfenced: not a
+  behaviour of this spec, so the oracle flags the old writer's add it lets
+  through (docs/real-systems.md, ``fence-of-empty-ledger-lost``);
 - adds the client asks to acknowledge before the fsync (``DEFERRED_SYNC``, whose
   durability comes from a later force-ledger request) and ``journalSyncData=false``,
   a configuration that gives up durability: the seeded bug ``ack_before_fsync`` is
@@ -361,7 +369,8 @@ class BookieSpec(Spec[BookieState]):
     def BookieFencesLedger(self, s: BookieState, ledger: int) -> BookieState | None:
         """fenceAndLogInJournal: set the fenced flag, journal a fence record; the reply waits for the fsync.
         A ledger already fenced is answered at once once its fence is durable; until then the request
-        waits for the fence record already written, which is no step."""
+        waits for the fence record already written, which is no step. Real 4.17.2 journals no master key
+        here; this spec assumes the fence record is replayable alone."""
         if not s.up:
             return None
         if ledger in s.fenced:
@@ -473,7 +482,11 @@ class BookieSpec(Spec[BookieState]):
 
     @action()
     def BookieReplaysJournal(self, s: BookieState) -> BookieState | None:
-        """Restart: replay every record at or after the persisted mark, advance the mark to the end, serve."""
+        """Restart: replay every record at or after the persisted mark, advance the mark to the end, serve.
+
+        Every fence record replayed fences its ledger. Real 4.17.2 skips one whose ledger has neither a key
+        record replayed before it nor an index file on disk ("Skip replaying entries of ledger L since it was
+        deleted"): the fence of an empty ledger is then lost, which this spec does not allow."""
         if s.up:
             return None
         memtable: set[tuple[int, int]] = set()

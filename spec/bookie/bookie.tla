@@ -43,6 +43,15 @@
 (* Left out, and why that is sound here (spec/bookie/bookie.py says more):        *)
 (*  - payloads, digests, ledger key records: (ledger, entry) names the     *)
 (*    content, and key records matter to nothing checked here;             *)
+(*  - so the replay restores a fence from its fence record alone.  Real    *)
+(*    4.17.2 needs the ledger's master key for it (BookieImpl.readJournal: *)
+(*    masterKeyCache, else readMasterKey from the index on disk) and skips *)
+(*    the record when it has none; a fencing read journals no key record   *)
+(*    (only a first add does).  A ledger fenced with no entry on the       *)
+(*    bookie and no index header flushed before a crash is then unfenced:  *)
+(*    not a behaviour of this spec, so the oracle flags the old writer's   *)
+(*    add it lets through (docs/real-systems.md,                           *)
+(*    fence-of-empty-ledger-lost);                                         *)
 (*  - recovery adds, duplicate adds, ledger deletion, entry log            *)
 (*    compaction: none removes an acknowledged entry unasked;              *)
 (*  - group commit timers: a force write syncs any prefix of the unsynced  *)
@@ -192,6 +201,7 @@ BookieAddsEntry(ledger, entry) ==
                    mark, checkpoint_mark, checkpoint_flushed, up, fence_acked, crashes>>
 
 \* fenceAndLogInJournal: set the fenced flag, journal a fence record; the reply waits for the fsync.
+\* Real 4.17.2 journals no master key here; this spec assumes the fence record is replayable alone.
 \* A ledger already fenced is answered at once once its fence is durable; until then the request
 \* waits for the fence record already written, which is no step.
 BookieFencesLedger(ledger) ==
@@ -316,6 +326,9 @@ BookieCrashes(cut) ==
     /\ UNCHANGED <<flushed, fenced_flushed, lac_flushed, persisted_mark, acked, fence_acked>>
 
 \* Restart: replay every record at or after the persisted mark, advance the mark to the end, serve.
+\* Every fence record replayed fences its ledger. Real 4.17.2 skips one whose ledger has neither a key
+\* record replayed before it nor an index file on disk ("Skip replaying entries of ledger L since it was
+\* deleted"): the fence of an empty ledger is then lost, which this spec does not allow.
 BookieReplaysJournal ==
     /\ ~up
     /\ LET replayed == {r[2] : r \in {x \in Records : ~Before(x[1], persisted_mark)}}

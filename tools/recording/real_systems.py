@@ -18,7 +18,13 @@ writes, for each scenario, into ``OUT/<scenario>/``:
     project's ``LedgerMetadataFormat`` reader, beside its znode version;
 ``verdict.json``
     each trace's verdict, the constants it was checked with, and the
-    observations that map to no event with the reason.
+    observations that map to no event with the reason;
+``evidence.json``
+    when the scenario inspected its bookies or restarted one: what their
+    files said at the moments it asked (lastMark, the ledger's fence and
+    ledger-key records in the journals, its index file), and each restart's
+    journal replay, as the bookie logged it, trimmed to the lines about the
+    scenario's ledgers and the replay's frame (:data:`REPLAY_LOG_RULE`).
 
 When every scenario has run, the cluster stops (the bookies flush and write
 their lastMark) and each bookie's journals, lastMark, entry logs and index
@@ -26,11 +32,17 @@ are read with the ``inspect-bookie`` readers into ``OUT/bookies/bookie-N.json``,
 with the problems those readers find. Every entry the writer saw
 acknowledged must be in the journal of enough bookies of its write set: a
 summary of that is ``OUT/bookies/acknowledged.json``.
+
+The scenarios run on one cluster per bookie storage they name
+(``Scenario.storage``): BookKeeper's default storage in ``OUT/cluster``, its
+files in ``OUT/bookies``; another storage S in ``OUT/cluster-S`` and
+``OUT/bookies-S``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -56,7 +68,7 @@ from ledgerspec.conformance.checker import Bounds, check_trace
 from ledgerspec.conformance.events import events_from_json
 from ledgerspec.conformance.verdict import INCONCLUSIVE, VIOLATES, Verdict
 from ledgerspec.reference.bookie.disk import check_bookie_files, read_bookie_files
-from ledgerspec.reference.bookie.formats import RecordKind
+from ledgerspec.reference.bookie.formats import JournalScan, RecordKind
 from ledgerspec.reference.bookie.layout import BookieLayout
 from ledgerspec.reference.bookie.report import bookie_files_json
 from ledgerspec.reference.metadata.ledger_metadata_format import decode_ledger_metadata
@@ -183,6 +195,7 @@ class ScenarioRecording:
 
     expects: str | None = None  # the finding the scenario shows (findings.py)
     may_show: tuple[str, ...] = ()  # findings a race in the scenario may bring about
+    evidence: tuple[str, ...] = ()  # what the bookies' files and replay logs said (evidence.json), line by line
 
     @property
     def status(self) -> str:
@@ -240,20 +253,25 @@ def _record_suite(
     if unknown:
         raise KeyError(f"no scenario {', '.join(unknown)}; the scenarios: {', '.join(known)}")
     out.mkdir(parents=True, exist_ok=True)
-    cluster_dir = out / "cluster"
-    shutil.rmtree(cluster_dir, ignore_errors=True)
     jars = jars or ensure_jars()
-    recordings: list[ScenarioRecording] = []
-    acknowledged: dict[int, list[int]] = {}
-    with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES) as cluster:
-        for name in names:
-            recording = record_one(cluster, name, out / name, acknowledged)
-            recordings.append(recording)
-            if progress is not None:
-                progress(recording)
-        metadata = _read_metadata(cluster, sorted(acknowledged), deleted_ok=deleted_ok)
-    _record_bookies(cluster, out / "bookies", metadata, acknowledged)
-    return recordings
+    by_storage: dict[str, list[str]] = {}
+    for name in names:
+        by_storage.setdefault(getattr(known[name], "storage", "default"), []).append(name)
+    recordings: dict[str, ScenarioRecording] = {}
+    for storage, group in by_storage.items():
+        suffix = "" if storage == "default" else f"-{storage}"
+        cluster_dir = out / f"cluster{suffix}"
+        shutil.rmtree(cluster_dir, ignore_errors=True)
+        acknowledged: dict[int, list[int]] = {}
+        with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES, storage) as cluster:
+            for name in group:
+                recording = record_one(cluster, name, out / name, acknowledged)
+                recordings[name] = recording
+                if progress is not None:
+                    progress(recording)
+            metadata = _read_metadata(cluster, sorted(acknowledged), deleted_ok=deleted_ok)
+        _record_bookies(cluster, out / f"bookies{suffix}", metadata, acknowledged)
+    return [recordings[name] for name in names]
 
 
 def _record_one(
@@ -266,7 +284,7 @@ def _record_one(
     scenario = SCENARIOS[name]
     started = time.monotonic()
     cluster.harness.take_observations()
-    driver = Driver(cluster, name)
+    driver = Driver(cluster, name, lambda n, ledgers: read_bookie_now(cluster, n, ledgers))
     failure = None
     try:
         scenario.run(driver)
@@ -292,7 +310,91 @@ def _record_one(
     }
     (directory / "run.json").write_text(json.dumps(run, indent=2) + "\n")
     (directory / "metadata.json").write_text(json.dumps(_read_metadata(cluster, ledger_ids), indent=2) + "\n")
+    if driver.inspections or driver.restart_logs:
+        evidence = {
+            "storage": cluster.storage,
+            "inspections": driver.inspections,
+            "replays": [
+                {"bookie": cluster.bookie_ids[n - 1], **_trimmed_replay_log(text, ledger_ids)}
+                for n, text in driver.restart_logs
+            ],
+            "rule": REPLAY_LOG_RULE,
+        }
+        (directory / "evidence.json").write_text(_one_item_a_line(evidence))
     return check_recording(directory)
+
+
+def _one_item_a_line(value: dict[str, Any]) -> str:
+    """A JSON object with each of its values, and each item of a list value, on a line of its own."""
+    parts = []
+    for key, item in value.items():
+        if isinstance(item, list) and item:
+            inner = ",\n".join(f"    {json.dumps(x)}" for x in item)
+            parts.append(f"  {json.dumps(key)}: [\n{inner}\n  ]")
+        else:
+            parts.append(f"  {json.dumps(key)}: {json.dumps(item)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+def read_bookie_now(cluster: BookKeeperCluster, n: int, ledger_ids: Sequence[int]) -> dict[str, Any]:
+    """What bookie ``n``'s files say now about ``ledger_ids``, read with the ``inspect-bookie`` readers.
+
+    The bookie may be running: a journal record it is writing reads as a torn
+    tail, which the reader stops at. The shape is ``scenarios.BookieReader``'s.
+    """
+    layout = BookieLayout.discover(str(cluster.bookie_directory(n)))
+    if layout is None:
+        raise ClusterError(f"bookie {n} has no journal directory in {cluster.bookie_directory(n)}")
+    files = read_bookie_files(layout)
+    marks = [c.mark for c in files.marks if c.mark is not None]
+    ledgers: dict[str, Any] = {}
+    for ledger_id in ledger_ids:
+        index = files.index(ledger_id)
+        ledgers[str(ledger_id)] = {
+            "fence_records": _records_of(files.journals, ledger_id, RecordKind.FENCE),
+            "ledger_key_records": _records_of(files.journals, ledger_id, RecordKind.LEDGER_KEY),
+            "index": None if index is None else {"fenced": index.header.fenced, "entries": len(index.locations)},
+        }
+    return {
+        "bookie": cluster.bookie_ids[n - 1],
+        "last_mark": [files.persisted_mark.file_id, files.persisted_mark.offset] if marks else None,
+        "index_files": len(files.indexes),
+        "ledgers": ledgers,
+    }
+
+
+def _records_of(journals: Sequence[JournalScan], ledger_id: int, kind: RecordKind) -> list[list[int]]:
+    return [
+        [journal.file_id, record.offset]
+        for journal in journals
+        for record in journal.records
+        if record.ledger_id == ledger_id and record.kind is kind
+    ]
+
+
+#: How a restart's log is trimmed for evidence.json, in words (kept in the file beside the lines).
+REPLAY_LOG_RULE = (
+    "of the lines a bookie logged from its start to its registration, kept: those of the journal replay that name "
+    "a ledger of the scenario ('Replay journal - ledger id : L,', 'Skip replaying entries of ledger L '), the "
+    "replay's frame ('Replaying journal', 'Finished replaying journal') and the flush after it ('Flush ledger "
+    "storage at checkpoint'); every other line is dropped and counted"
+)
+_FRAME = ("Replaying journal ", "Finished replaying journal", "Flush ledger storage at checkpoint")
+
+
+def _trimmed_replay_log(text: str, ledger_ids: Sequence[int]) -> dict[str, Any]:
+    """A restart's log lines kept by :data:`REPLAY_LOG_RULE`, and how many were dropped."""
+    about = re.compile(r"Replay journal - ledger id : (\d+),|Skip replaying entries of ledger (\d+) ")
+    ledgers = {str(ledger_id) for ledger_id in ledger_ids}
+    kept: list[str] = []
+    dropped = 0
+    for line in text.splitlines():
+        match = about.search(line)
+        if (match is not None and (match.group(1) or match.group(2)) in ledgers) or any(f in line for f in _FRAME):
+            kept.append(line)
+        else:
+            dropped += 1
+    return {"lines": kept, "dropped": dropped}
 
 
 def check_recording(directory: Path) -> ScenarioRecording:
@@ -322,7 +424,52 @@ def check_recording(directory: Path) -> ScenarioRecording:
         ledgers.append(
             LedgerRecording(mapper.trace_id, int(ledger_id), constants, len(mapper.lines), len(mapper.skipped), verdict)
         )
-    return _write_checked(directory, run, scenario, ledgers, trace_lines, skipped)
+    return _write_checked(directory, run, scenario, ledgers, trace_lines, skipped, _read_evidence(directory))
+
+
+def _read_evidence(directory: Path) -> tuple[str, ...]:
+    """``evidence.json`` in sentences: what each bookie's files said, then what each restart's replay logged.
+
+    A recording without the file has no evidence; one that is not what the
+    recorder writes is refused with the file and what is wrong.
+    """
+    path = directory / "evidence.json"
+    if not path.exists():
+        return ()
+    try:
+        evidence = json.loads(path.read_text())
+        lines: list[str] = []
+        for inspection in evidence["inspections"]:
+            for files in inspection["bookies"]:
+                mark = files["last_mark"]
+                said = [f"lastMark {'none' if mark is None else _position(mark)}"]
+                for ledger_id, ledger in files["ledgers"].items():
+                    fences = ", ".join(map(_position, ledger["fence_records"])) or "none"
+                    keys = ", ".join(map(_position, ledger["ledger_key_records"])) or "none"
+                    index = ledger["index"]
+                    state = (
+                        "no index file" if index is None else "index " + ("fenced" if index["fenced"] else "not fenced")
+                    )
+                    said.append(f"ledger {ledger_id}: fence record at {fences}, ledger-key record at {keys}, {state}")
+                lines.append(f"{inspection['moment']}, bookie {files['bookie']}: " + "; ".join(said))
+        for replay in evidence["replays"]:
+            for line in replay["lines"]:
+                lines.append(f"restart of bookie {replay['bookie']}: {_log_message(line)}")
+    except (ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise RecordingError(f"{path}: not the evidence the recorder writes ({type(exc).__name__}: {exc})") from None
+    return tuple(lines)
+
+
+def _position(mark: Sequence[int]) -> str:
+    """A journal position, (journal id, offset), in decimal as the bookie logs it."""
+    file_id, offset = mark
+    return f"({int(file_id)}, {int(offset)})"
+
+
+def _log_message(line: str) -> str:
+    """A log line without its time, level and thread (the layout in cluster.py: time level [thread] logger message)."""
+    match = re.fullmatch(r"\S+ +\S+ +\[[^\]]*\] (.*)", line)
+    return match.group(1) if match else line
 
 
 def _write_checked(
@@ -332,6 +479,7 @@ def _write_checked(
     ledgers: Sequence[LedgerRecording],
     trace_lines: Sequence[dict[str, Any]],
     skipped: dict[str, list[dict[str, Any]]],
+    evidence: tuple[str, ...] = (),
 ) -> ScenarioRecording:
     """Write a checked recording's traces (``trace.ndjson``) and verdicts (``verdict.json``); the recording."""
     (directory / "trace.ndjson").write_bytes(ndjson(trace_lines))
@@ -344,6 +492,7 @@ def _write_checked(
         float(run["seconds"]),
         scenario.expects if scenario is not None else None,
         scenario.may_show if isinstance(scenario, Scenario) else (),
+        evidence,
     )
     (directory / "verdict.json").write_text(json.dumps(_verdict_json(recording, skipped), indent=2) + "\n")
     return recording
@@ -356,6 +505,7 @@ def _verdict_json(recording: ScenarioRecording, skipped: dict[str, list[dict[str
         "status": recording.status,
         "expects": recording.expects,
         "failure": recording.failure,
+        "evidence": list(recording.evidence),
         "traces": [
             {
                 "trace": r.trace_id,

@@ -161,6 +161,9 @@ def _print(out: Console, system: str, recordings: list[ScenarioRecording], root:
             escape(_note(r)),
         )
     out.print(table)
+    for r in recordings:
+        for line in r.evidence:  # what the bookies' files and replay logs said (evidence.json)
+            out.print(f"{escape(r.name)}: {escape(line)}", soft_wrap=True)
     counts: dict[str, int] = {}
     for r in recordings:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -179,6 +182,7 @@ def _to_json(system: str, recordings: list[ScenarioRecording], root: Path) -> di
                 "expects": r.expects,
                 "failure": r.failure,
                 "seconds": round(r.seconds, 3),
+                "evidence": list(r.evidence),
                 "traces": [
                     {
                         "trace": x.trace_id,
