@@ -48,10 +48,10 @@ class TlcSpecError(TlcError):
     """TLC rejected the spec or config, or failed while evaluating them.
 
     The message holds TLC's own error text; ``tlc_output`` the same text
-    alone, ``log_path`` the complete TLC output.
+    alone, ``log_path`` the complete TLC output (None when it was in a temporary directory, now removed).
     """
 
-    def __init__(self, message: str, *, spec: Path, cfg: Path, tlc_output: str, log_path: Path) -> None:
+    def __init__(self, message: str, *, spec: Path, cfg: Path, tlc_output: str, log_path: Path | None) -> None:
         super().__init__(message)
         self.spec = spec
         self.cfg = cfg
