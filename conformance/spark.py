@@ -332,6 +332,8 @@ def _list_input(spark: Any, paths: Sequence[str | Path]) -> list[_InputFile]:
         else:
             shown = raw if _has_scheme(raw) else str(Path(raw))
             files.append(_InputFile(str(fs.makeQualified(path).toString()), shown, is_parquet(raw), status.getLen()))
+    for empty in (f for f in files if f.size == 0):
+        raise TraceFileError(f"{empty.name}: empty file: it holds no trace")
     documents = [f.name for f in files if is_document(Path(f.name))]
     if documents:
         raise TraceFileError(f"{documents[0]}: ITF and TLC JSON traces are read in-process only (run without --spark)")
