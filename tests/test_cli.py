@@ -59,6 +59,10 @@ def test_human_output_tells_the_counterexample(capsys: pytest.CaptureFixture[str
         (["--const", "Bogus=1"], "unknown constant Bogus for spec ledger"),
         (["--const", "MaxEntries"], "--const expects NAME=VALUE, got 'MaxEntries'"),
         (["--const", "MaxEntries=two"], "constant MaxEntries must be an integer, got 'two'"),
+        (
+            ["--const", "NumBookies=99999999999999999999999"],
+            "constant NumBookies must lie between -2,147,483,648 and 2,147,483,647 (TLC's integers are 32-bit)",
+        ),
     ],
 )
 def test_bad_constants_get_a_clear_error(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
