@@ -82,6 +82,31 @@ def test_specs_lists_constants(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "ledger" in out and "MaxEntries" in out
 
 
+def test_specs_json_gives_every_spec_and_its_constants(capsys: pytest.CaptureFixture[str]) -> None:
+    from ledgerspec.spec import catalog
+
+    code, out, _ = run(capsys, "specs", "--json")
+    data = json.loads(out)
+    assert code == 0 and [s["name"] for s in data["specs"]] == list(catalog.SPECS)
+    ledger = data["specs"][0]
+    max_entries = next(c for c in ledger["constants"] if c["name"] == "MaxEntries")
+    assert max_entries["type"] == "int" and max_entries["default"] == 2 and max_entries["choices"] is None
+    bug = next(c for c in ledger["constants"] if c["name"] == "Bug")
+    assert bug["type"] == "str" and "none" in bug["choices"]
+
+
+@pytest.mark.parametrize("argv", [["specs", "--json"], ["mutants", "--list", "--json"]])
+def test_a_closed_pipe_ends_the_output_without_a_traceback(argv: list[str]) -> None:
+    """As ``| head`` does: the reader goes away before the output is written."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ledgerspec", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait() == 141 and err == ""
+
+
 def test_console_script_is_installed() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "ledgerspec", "model-check", "ledger", "--engine", "python", "--const", "Qa=5"],
