@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from ledgerspec.tools.cli.main import main
@@ -116,3 +117,32 @@ def test_console_script_is_installed() -> None:
     )
     assert done.returncode == 2
     assert "ack quorum larger than the write quorum" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.tlc
+def test_both_engines_tell_the_collision_probability(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "model-check", "ledger", "--engine", "both", "--const", "MaxEntries=1")
+    text = " ".join(out.split())
+    assert code == 0
+    assert "tlc: states kept as 64-bit fingerprints; the probability of a fingerprint collision is estimated" in text
+    assert "python: whole states kept, to compare them with TLC's: none can collide" in text
+    code, out, _ = run(capsys, "model-check", "ledger", "--engine", "both", "--const", "MaxEntries=1", "--json")
+    assert 0 < json.loads(out)["tlc"]["collision_probability"] < 1e-6
+
+
+@pytest.mark.parametrize("name", ["managed-ledger", "managed_ledger"])
+def test_a_spec_name_takes_a_dash_or_an_underscore(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    code, out, _ = run(capsys, "model-check", name, "--engine", "python", "--json")
+    assert code == 0 and json.loads(out)["spec"] == "managed_ledger"
+    code, out, _ = run(capsys, "simulate", name, "--out", str(tmp_path), "--steps", "20", "--json")
+    assert code == 0 and json.loads(out)["traces"]
+
+
+def test_demo_help_says_the_default_runs_and_why_few_fail(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "runs per engine (default 12)" in text
+    assert "ack_before_fsync" in text and "with fewer runs it goes uncaught and the demo fails" in text

@@ -289,6 +289,7 @@ def run_tlc(
         not violations,
         states,
         result.log_path if work_dir is not None else None,
+        collision_probability=result.collision_probability,
     )
 
 

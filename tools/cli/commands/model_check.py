@@ -66,7 +66,7 @@ def register(commands: Any) -> None:
 
 def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
-        catalog.find(args.spec)
+        args.spec = catalog.find(args.spec).name  # (managed-ledger is managed_ledger)
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None
     try:
@@ -204,6 +204,8 @@ def _print_results(
                 f"estimated as {r.collision_probability:.1e} (TLC's optimistic calculation)",
                 highlight=False,
             )
+        elif r.states is not None and name == "python":
+            out.print(f"{name}: whole states kept, to compare them with TLC's: none can collide", highlight=False)
     for name, r in results.items():
         for v in r.violations:
             out.print(f"\n[red bold]{name}: {v.kind} {v.invariant} violated[/red bold]: {escape(v.message)}")

@@ -131,6 +131,8 @@ def simulation_config(constants: dict[str, str], faults: str, mutant: str | None
 
 
 def _simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.spec.replace("_", "-") in SIMULATIONS:  # (managed_ledger, as model-check spells it, is managed-ledger)
+        args.spec = args.spec.replace("_", "-")
     if args.spec not in SIMULATIONS:
         raise UsageError(f"no simulation of spec {args.spec!r}; simulations: {', '.join(SIMULATIONS)}")
     if args.mode not in MODES[args.spec]:
