@@ -115,7 +115,7 @@ class Constant:
             value = raw.strip('"')
         if not isinstance(value, self.type) or (self.type is int and isinstance(value, bool)):
             raise ConstantError(f"constant {self.name} must be of type {self.type.__name__}, got {raw!r}")
-        if self.type is int and not TLC_INT_MIN <= value <= TLC_INT_MAX:
+        if isinstance(value, int) and not TLC_INT_MIN <= value <= TLC_INT_MAX:
             raise ConstantError(
                 f"constant {self.name} must lie between {TLC_INT_MIN:,} and {TLC_INT_MAX:,} (TLC's integers are "
                 f"32-bit), got {raw!r}"
