@@ -15,7 +15,12 @@ one event per row: :mod:`ledgerspec.conformance.parquet`), ITF traces
 (``*.itf.json``) and TLC's JSON traces (``*.tlc.json``), one trace each
 (:mod:`ledgerspec.conformance.documents`), in name order. Blank lines are skipped. A line longer than
 ``max_line_bytes`` is not read into memory: it is reported, and the reader
-goes on at the next line.
+goes on at the next line. An empty file is an error, as a directory without
+trace files is. After ``max_bad_lines`` lines of a file that cannot be read,
+the reader stops checking that file, says so at the next bad line, and
+charges the traces it leaves unfinished with it: memory and the output on a
+file of garbage are bounded, and its work is the first pass over the file
+(about 15 seconds a gigabyte of random bytes).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from ledgerspec.conformance.events import SEQ_MAX, Event, InputError, TraceForma
 from ledgerspec.conformance.parquet import PARQUET_SUFFIX, ParquetFileError, parquet_records, parquet_trace_keys
 
 __all__ = [
+    "DEFAULT_MAX_BAD_LINES",
     "DEFAULT_MAX_LINE_BYTES",
     "TRACE_SUFFIXES",
     "Holding",
@@ -57,6 +63,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
+DEFAULT_MAX_BAD_LINES = 100  # bad lines of one file read before the reader gives the file up
 TRACE_SUFFIXES = (".ndjson", ".jsonl", ".ndjson.gz", ".jsonl.gz", PARQUET_SUFFIX, *DOCUMENT_SUFFIXES)
 _T = TypeVar("_T")
 # The layout this project writes: the envelope first, in this order, with names that need no
@@ -105,8 +112,12 @@ def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
             found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
             if not found:
                 raise TraceFileError(f"{path}: directory holds no trace files ({', '.join(TRACE_SUFFIXES)})")
+            for empty in (p for p in found if p.stat().st_size == 0):
+                raise TraceFileError(f"{empty}: empty file: it holds no trace")
             files += found
         elif path.is_file():
+            if path.stat().st_size == 0:
+                raise TraceFileError(f"{path}: empty file: it holds no trace")
             files.append(path)
         elif not path.exists():
             raise TraceFileError(f"{path}: no such file")
@@ -295,11 +306,23 @@ def line_record(
         event = decoder.event(raw, file, number)
     except orjson.JSONDecodeError as exc:
         trace = _guess_trace(raw)
-        return trace, InputError(file, number, f"not valid JSON: {exc}", trace)
+        return trace, InputError(file, number, _not_json(raw, exc), trace)
     except TraceFormatError as exc:
         trace = exc.error.trace or _guess_trace(raw)
         return trace, attrs.evolve(exc.error, trace=trace)
     return event.trace, event
+
+
+def _not_json(raw: bytes, exc: orjson.JSONDecodeError) -> str:
+    """What is wrong with a line that does not parse: not UTF-8 text, or not JSON."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return (
+            f"not valid UTF-8 (byte 0x{raw[bad.start]:02x} at column {bad.start + 1}): a trace file is UTF-8 text, "
+            "one JSON object a line"
+        )
+    return f"not valid JSON: {exc}"
 
 
 def is_parquet(path: str | Path) -> bool:
@@ -308,7 +331,9 @@ def is_parquet(path: str | Path) -> bool:
 
 
 def _trace_keys(path: Path, max_line_bytes: int) -> Iterator[tuple[int, str | None]]:
-    """(line or row number, the trace it most likely belongs to): the first pass."""
+    """(line or row number, the trace it most likely belongs to): the first pass. It reads the whole file,
+    also where the second pass gives the file up: a trace with lines past that point is then known to be
+    unfinished."""
     if is_parquet(path):
         yield from _parquet_guarded(parquet_trace_keys(path), path)
         return
@@ -445,10 +470,12 @@ def read_traces(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     stats: ReadStats | None = None,
     actions: Collection[str] | None = None,
+    max_bad_lines: int | None = DEFAULT_MAX_BAD_LINES,
 ) -> Iterator[TraceInput | InputError]:
     """Each trace of the files, complete, as soon as its last line is read; and each unreadable line
     that names no trace, as an :class:`InputError`. ``stats`` counts what the read holds; ``actions``
-    are the spec's action names, for TLC's JSON traces (:mod:`ledgerspec.conformance.tlc_json`)."""
+    are the spec's action names, for TLC's JSON traces (:mod:`ledgerspec.conformance.tlc_json`);
+    ``max_bad_lines``: a file is given up after that many bad lines (None: never)."""
     stats = stats if stats is not None else ReadStats()
     files = expand_paths(paths)
     last_lines = LastLines()
@@ -465,8 +492,42 @@ def read_traces(
             document_trace, document_events, document_errors = read_document(path, actions)
             yield TraceInput(document_trace, tuple(document_events), tuple(document_errors))
             continue
-        yield from holding.take(_records(path, max_line_bytes, decoder), last[index])
+        records = _records(path, max_line_bytes, decoder)
+        if max_bad_lines is None:
+            yield from holding.take(records, last[index])
+            continue
+        bounded = _BadLineBound(records, str(path), max_bad_lines)
+        yield from holding.take(bounded, last[index])
+        if bounded.stopped_at is not None:  # the traces not yet complete may have more lines past it
+            holding.cut_short(bounded.stopped_at)
     yield from holding.rest()
+
+
+class _BadLineBound:
+    """The records of one file up to its bad line number ``limit + 1``, which is replaced by an error
+    saying that the reader stops there; ``stopped_at`` is then that error."""
+
+    def __init__(self, records: Iterator[tuple[int, str | None, Event | InputError]], name: str, limit: int) -> None:
+        self.records = records
+        self.name = name
+        self.limit = limit
+        self.stopped_at: InputError | None = None
+
+    def __iter__(self) -> Iterator[tuple[int, str | None, Event | InputError]]:
+        bad = 0
+        for number, trace, item in self.records:
+            if type(item) is not Event:
+                bad += 1
+                if bad > self.limit:
+                    self.stopped_at = InputError(
+                        self.name,
+                        number,
+                        f"more than {self.limit:,} bad lines: the rest of the file is not read "
+                        "(the limit; see --max-bad-lines)",
+                    )
+                    yield number, None, self.stopped_at
+                    return
+            yield number, trace, item
 
 
 class Holding:
@@ -521,8 +582,18 @@ class Holding:
         self.buffered -= len(done)
         return TraceInput(trace, tuple(done), tuple(self.errors.pop(trace, ())))
 
+    def cut_short(self, stop: InputError) -> None:
+        """The reader stopped reading a file at ``stop``: every trace not yet complete may have lines past
+        it, and is charged with that line, so that its check says it is incomplete."""
+        for trace in self._unfinished():
+            self.errors.setdefault(trace, []).append(attrs.evolve(stop, trace=trace))
+
+    def _unfinished(self) -> list[str]:
+        """The traces held: begun, and not yet ended."""
+        return list(self.events) + [t for t in self.errors if t not in self.events]
+
     def rest(self) -> Iterator[TraceInput]:
         """The traces still held when the input ends: those whose last line the first pass did not note
         (two ids on one hash), and lines the two passes disagree on (a file changed under us)."""
-        for trace in list(self.events) + [t for t in self.errors if t not in self.events]:
+        for trace in self._unfinished():
             yield self._hand_over(trace)

@@ -19,7 +19,7 @@ from ledgerspec.conformance.checker import TraceChecker
 from ledgerspec.conformance.coverage import Coverage
 from ledgerspec.conformance.events import InputError
 from ledgerspec.conformance.partition import split_trace
-from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES, ReadStats, read_traces
+from ledgerspec.conformance.reader import DEFAULT_MAX_BAD_LINES, DEFAULT_MAX_LINE_BYTES, ReadStats, read_traces
 from ledgerspec.conformance.verdict import CONFORMS, VIOLATES, Verdict
 
 __all__ = ["CheckRun", "check_files", "collector_paused"]
@@ -39,20 +39,30 @@ class CheckRun:
     peak_buffered_events: int = 0  # most events held in memory at once: the largest trace, unless interleaved
     seconds: float = 0.0  # wall time
     cpu_seconds: float = 0.0  # CPU time of this process
+    # (file, line, message) of the input errors noted: a line charged to several traces (the line where the
+    # reader gave a file up) is one bad line
+    _noted: set[tuple[str, int, str]] = attrs.field(factory=set, init=False, repr=False, eq=False)
 
     def add(self, item: Verdict | InputError) -> None:
         if isinstance(item, InputError):
-            self.input_errors.append(item)
+            self._note(item)
             return
         self.traces += 1
         self.events += item.events
-        self.input_errors.extend(item.input_errors)
+        for error in item.input_errors:
+            self._note(error)
         if item.status == CONFORMS:
             self.conforms += 1
         elif item.status == VIOLATES:
             self.violations.append(item)
         else:
             self.inconclusive.append(item)
+
+    def _note(self, error: InputError) -> None:
+        key = (error.file, error.line, error.message)
+        if key not in self._noted:
+            self._noted.add(key)
+            self.input_errors.append(error)
 
     @property
     def events_per_cpu_second(self) -> float:
@@ -81,15 +91,24 @@ def check_files(
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     each: Callable[[Verdict | InputError], None] | None = None,
+    max_bad_lines: int | None = DEFAULT_MAX_BAD_LINES,
 ) -> CheckRun:
-    """Check every trace in the files; ``each`` sees every verdict and stray input error as it comes."""
+    """Check every trace in the files; ``each`` sees every verdict and stray input error as it comes;
+    ``max_bad_lines``: a file is given up after that many bad lines (None: never)."""
     run = CheckRun()
     started, cpu_started = time.perf_counter(), time.process_time()
     stats = ReadStats()
     covered = checker.coverage() if checker.collects_coverage else None
     with collector_paused():
         partition = checker.mapping.partition
-        for item in read_traces(paths, max_line_bytes=max_line_bytes, stats=stats, actions=checker.mapping.actions):
+        traces = read_traces(
+            paths,
+            max_line_bytes=max_line_bytes,
+            stats=stats,
+            actions=checker.mapping.actions,
+            max_bad_lines=max_bad_lines,
+        )
+        for item in traces:
             results: list[Verdict | InputError]
             if isinstance(item, InputError):
                 results = [item]

@@ -54,8 +54,10 @@ Parquet file's columns are checked by a small job of its own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -63,6 +65,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 from urllib.parse import urlparse
 
@@ -202,14 +205,84 @@ def spark_session(master: str = DEFAULT_MASTER, *, app_name: str = "ledgerspec c
             )
             # PySpark starts its Python workers with $PYSPARK_PYTHON (default python3): here, this interpreter.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        session = builder.getOrCreate()
+        before = signal.getsignal(signal.SIGINT)
+        session, cancelling = None, None
         try:
+            with _interrupts_held():  # PySpark sets a SIGINT handler of its own as the session starts
+                session = builder.getOrCreate()
+                cancelling = _Cancelling(session.sparkContext)
             session.sparkContext.setLogLevel("ERROR")
-            yield session
+            try:
+                yield session
+            except Exception:
+                if cancelling.interrupted:  # the jobs cancelled by Ctrl-C fail: that is the interrupt
+                    raise KeyboardInterrupt from None
+                raise
+            if cancelling.interrupted:
+                raise KeyboardInterrupt
         finally:
-            session.stop()
+            if cancelling is not None:
+                cancelling.close()
+            if before is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, before)
+            if session is not None:
+                session.stop()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C waits until the end of the block (in the main thread; elsewhere Python gets no signal)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+class _Cancelling:
+    """Ctrl-C during a session: Spark's jobs are cancelled, from a thread of its own, again and again so
+    that no later job runs either, and the interrupt is raised as KeyboardInterrupt, at once when this
+    process is not waiting on the JVM, else by :func:`spark_session` when the cancelled job fails.
+    PySpark's own handler calls the JVM from inside the call it interrupts, which breaks the connection
+    to the JVM and ends in a traceback."""
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+        self.interrupted = False
+        self.done = threading.Event()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self._on_interrupt)
+
+    def _on_interrupt(self, signum: int, frame: FrameType | None) -> None:
+        if not self.interrupted:
+            self.interrupted = True
+            threading.Thread(target=self._cancel, name="cancel Spark jobs", daemon=True).start()
+        if not _in_jvm_call(frame):
+            raise KeyboardInterrupt
+
+    def _cancel(self) -> None:
+        with contextlib.suppress(Exception):  # (the session is stopping)
+            while not self.done.is_set():
+                self.context.cancelAllJobs()
+                self.done.wait(0.2)
+
+    def close(self) -> None:
+        """The session ends: no more cancelling."""
+        self.done.set()
+
+
+def _in_jvm_call(frame: FrameType | None) -> bool:
+    """Is this frame, or one that called it, in py4j, the library that talks to the JVM?"""
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith("py4j."):
+            return True
+        frame = frame.f_back
+    return False
 
 
 # -- listing the input --------------------------------------------------------------------------
@@ -259,6 +332,8 @@ def _list_input(spark: Any, paths: Sequence[str | Path]) -> list[_InputFile]:
         else:
             shown = raw if _has_scheme(raw) else str(Path(raw))
             files.append(_InputFile(str(fs.makeQualified(path).toString()), shown, is_parquet(raw), status.getLen()))
+    for empty in (f for f in files if f.size == 0):
+        raise TraceFileError(f"{empty.name}: empty file: it holds no trace")
     documents = [f.name for f in files if is_document(Path(f.name))]
     if documents:
         raise TraceFileError(f"{documents[0]}: ITF and TLC JSON traces are read in-process only (run without --spark)")

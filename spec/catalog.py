@@ -83,7 +83,8 @@ SPECS: dict[str, SpecEntry] = {
 
 
 def find(name: str) -> SpecEntry:
-    try:
-        return SPECS[name]
-    except KeyError:
-        raise KeyError(f"unknown spec {name!r}; known specs: {', '.join(SPECS)}") from None
+    """The spec of that name; ``-`` stands for ``_`` (``managed-ledger``, as the command line also spells it)."""
+    entry = SPECS.get(name) or SPECS.get(name.replace("-", "_"))
+    if entry is None:
+        raise KeyError(f"unknown spec {name!r}; known specs: {', '.join(SPECS)}")
+    return entry

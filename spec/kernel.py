@@ -31,6 +31,8 @@ import attrs
 from ledgerspec.spec.values import format_value, normalize
 
 __all__ = [
+    "TLC_INT_MAX",
+    "TLC_INT_MIN",
     "Action",
     "ActionProperty",
     "Constant",
@@ -79,6 +81,10 @@ def _evolver(cls: type) -> Callable[[Any, dict[str, Any]], Any]:
     return evolver
 
 
+# TLC's integers are 32-bit signed: an integer constant both engines can take lies in this range.
+TLC_INT_MIN, TLC_INT_MAX = -(2**31), 2**31 - 1
+
+
 class ConstantError(ValueError):
     """A constant is unknown, has the wrong type, or breaks a rule between constants."""
 
@@ -109,6 +115,11 @@ class Constant:
             value = raw.strip('"')
         if not isinstance(value, self.type) or (self.type is int and isinstance(value, bool)):
             raise ConstantError(f"constant {self.name} must be of type {self.type.__name__}, got {raw!r}")
+        if isinstance(value, int) and not TLC_INT_MIN <= value <= TLC_INT_MAX:
+            raise ConstantError(
+                f"constant {self.name} must lie between {TLC_INT_MIN:,} and {TLC_INT_MAX:,} (TLC's integers are "
+                f"32-bit), got {raw!r}"
+            )
         if self.choices is not None and value not in self.choices:
             allowed = ", ".join(str(c) for c in self.choices)
             raise ConstantError(f"constant {self.name} must be one of {allowed}, got {raw!r}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from ledgerspec.tools.cli.main import main
@@ -59,6 +60,10 @@ def test_human_output_tells_the_counterexample(capsys: pytest.CaptureFixture[str
         (["--const", "Bogus=1"], "unknown constant Bogus for spec ledger"),
         (["--const", "MaxEntries"], "--const expects NAME=VALUE, got 'MaxEntries'"),
         (["--const", "MaxEntries=two"], "constant MaxEntries must be an integer, got 'two'"),
+        (
+            ["--const", "NumBookies=99999999999999999999999"],
+            "constant NumBookies must lie between -2,147,483,648 and 2,147,483,647 (TLC's integers are 32-bit)",
+        ),
     ],
 )
 def test_bad_constants_get_a_clear_error(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
@@ -78,6 +83,31 @@ def test_specs_lists_constants(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "ledger" in out and "MaxEntries" in out
 
 
+def test_specs_json_gives_every_spec_and_its_constants(capsys: pytest.CaptureFixture[str]) -> None:
+    from ledgerspec.spec import catalog
+
+    code, out, _ = run(capsys, "specs", "--json")
+    data = json.loads(out)
+    assert code == 0 and [s["name"] for s in data["specs"]] == list(catalog.SPECS)
+    ledger = data["specs"][0]
+    max_entries = next(c for c in ledger["constants"] if c["name"] == "MaxEntries")
+    assert max_entries["type"] == "int" and max_entries["default"] == 2 and max_entries["choices"] is None
+    bug = next(c for c in ledger["constants"] if c["name"] == "Bug")
+    assert bug["type"] == "str" and "none" in bug["choices"]
+
+
+@pytest.mark.parametrize("argv", [["specs", "--json"], ["mutants", "--list", "--json"]])
+def test_a_closed_pipe_ends_the_output_without_a_traceback(argv: list[str]) -> None:
+    """As ``| head`` does: the reader goes away before the output is written."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ledgerspec", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    assert process.wait() == 141 and err == ""
+
+
 def test_console_script_is_installed() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "ledgerspec", "model-check", "ledger", "--engine", "python", "--const", "Qa=5"],
@@ -87,3 +117,32 @@ def test_console_script_is_installed() -> None:
     )
     assert done.returncode == 2
     assert "ack quorum larger than the write quorum" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.tlc
+def test_both_engines_tell_the_collision_probability(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "model-check", "ledger", "--engine", "both", "--const", "MaxEntries=1")
+    text = " ".join(out.split())
+    assert code == 0
+    assert "tlc: states kept as 64-bit fingerprints; the probability of a fingerprint collision is estimated" in text
+    assert "python: whole states kept, to compare them with TLC's: none can collide" in text
+    code, out, _ = run(capsys, "model-check", "ledger", "--engine", "both", "--const", "MaxEntries=1", "--json")
+    assert 0 < json.loads(out)["tlc"]["collision_probability"] < 1e-6
+
+
+@pytest.mark.parametrize("name", ["managed-ledger", "managed_ledger"])
+def test_a_spec_name_takes_a_dash_or_an_underscore(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    code, out, _ = run(capsys, "model-check", name, "--engine", "python", "--json")
+    assert code == 0 and json.loads(out)["spec"] == "managed_ledger"
+    code, out, _ = run(capsys, "simulate", name, "--out", str(tmp_path), "--steps", "20", "--json")
+    assert code == 0 and json.loads(out)["traces"]
+
+
+def test_demo_help_says_the_default_runs_and_why_few_fail(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "runs per engine (default 12)" in text
+    assert "ack_before_fsync" in text and "with fewer runs it goes uncaught and the demo fails" in text

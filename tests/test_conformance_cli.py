@@ -112,6 +112,8 @@ def test_inconclusive_exits_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         (["--max-candidates", "0"], "bounds must be max_hidden_steps >= 0 and max_candidates >= 1"),
         (["--master", "local[1]"], "--master and --out go with --spark"),
         (["--spark", "--report", "r.html"], "--report is written by runs in this process (without --spark)"),
+        (["--spark", "--max-bad-lines", "5"], "--max-bad-lines bounds runs in this process (without --spark)"),
+        (["--max-bad-lines", "-1"], "--max-bad-lines must be at least 0, got -1"),
     ],
 )
 def test_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
@@ -123,3 +125,26 @@ def test_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
 def test_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "check", str(tmp_path / "nope.ndjson"))
     assert code == 2 and "nope.ndjson: no such file" in " ".join(err.split())
+
+
+def test_an_empty_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty.ndjson").write_bytes(b"")
+    code, out, err = run(capsys, "check", str(tmp_path / "empty.ndjson"))
+    assert code == 2 and "empty.ndjson: empty file: it holds no trace" in " ".join(err.split()) and out == ""
+
+
+def test_a_file_of_garbage_stops_after_100_bad_lines_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "garbage.ndjson"
+    path.write_bytes(random.Random(3).randbytes(2_000_000))
+    code, out, _ = run(capsys, "check", str(path))
+    assert code == 2
+    listed = [line.strip() for line in out.splitlines() if line.strip().startswith(str(path))]
+    assert len(listed) == 101 and "101 bad line(s)" in out
+    assert listed[-1].endswith(
+        "more than 100 bad lines: the rest of the file is not read (the limit; see --max-bad-lines)"
+    )
+    assert listed[99].startswith(f"{path}:100: not valid UTF-8")  # a line number, not an emoji code
+    code, out, _ = run(capsys, "check", str(path), "--max-bad-lines", "2", "--json")
+    assert code == 2 and len(json.loads(out)["input_errors"]) == 3

@@ -9,6 +9,7 @@ import json
 import random
 import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,44 @@ def test_a_line_naming_no_trace_is_reported_alone(tmp_path: Path) -> None:
     assert [(e.line, e.trace) for e in result.input_errors] == [(3, None), (6, None)]
     assert "expected a JSON object (one event per line), got [1,2,3]" in result.input_errors[0].message
     assert result.traces == 3
+
+
+def test_a_file_of_garbage_is_given_up_after_a_bounded_number_of_bad_lines(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.ndjson"
+    path.write_bytes(random.Random(7).randbytes(2_000_000))
+    started = time.perf_counter()
+    result = check_files([path], TraceChecker(SPEC), max_bad_lines=10)
+    assert time.perf_counter() - started < 5  # (reading the whole file line by line takes longer)
+    assert len(result.input_errors) == 11 and result.traces == 0
+    stop = result.input_errors[-1]
+    assert stop.message == "more than 10 bad lines: the rest of the file is not read (the limit; see --max-bad-lines)"
+    assert stop.line > result.input_errors[-2].line
+
+
+def test_a_trace_left_unfinished_by_a_file_given_up_is_inconclusive(tmp_path: Path) -> None:
+    t0, t1, t2 = (lines_of([t]) for t in traces(3))
+    half = len(t1) // 2
+    lines = t0 + t1[:half] + [b"%"] * 4 + t1[half:] + t2
+    result, path = run(tmp_path, lines, max_bad_lines=3)
+    stop = len(t0) + half + 4
+    assert [(e.line, e.trace) for e in result.input_errors][-1] == (stop, None)
+    assert len(result.input_errors) == 4
+    assert result.traces == 2 and result.conforms == 1  # t2 lies past the end of the reading
+    (t1_verdict,) = result.inconclusive
+    assert t1_verdict.trace == "t1"
+    assert any(f"{path}:{stop}: more than 3 bad lines" in str(e) for e in t1_verdict.input_errors)
+    whole, _ = run(tmp_path, lines, max_bad_lines=None)
+    assert whole.traces == 3 and len(whole.input_errors) == 4
+
+
+def test_invalid_utf8_is_named_as_such(tmp_path: Path) -> None:
+    lines = lines_of(traces(2))
+    lines[3] = lines[3].replace(b'"trace":"t0"', b'"trace":"t\xe90"')
+    lines.insert(1, b"\xff\xfe{}")
+    result, _ = run(tmp_path, lines)
+    messages = [e.message for e in result.input_errors]
+    assert messages[0].startswith("not valid UTF-8 (byte 0xff at column 1)")
+    assert messages[1].startswith("not valid UTF-8 (byte 0xe9 at column 18)")
 
 
 def test_an_unknown_event_type_names_file_and_line(tmp_path: Path) -> None:
@@ -224,6 +263,11 @@ def test_files_that_cannot_be_read(tmp_path: Path) -> None:
     with pytest.raises(TraceFileError, match=r"nope\.ndjson: no such file"):
         list(read_traces([tmp_path / "nope.ndjson"]))
     with pytest.raises(TraceFileError, match="directory holds no trace files"):
+        list(read_traces([tmp_path]))
+    (tmp_path / "empty.ndjson").write_bytes(b"")
+    with pytest.raises(TraceFileError, match=r"empty\.ndjson: empty file: it holds no trace"):
+        list(read_traces([tmp_path / "empty.ndjson"]))
+    with pytest.raises(TraceFileError, match=r"empty\.ndjson: empty file: it holds no trace"):
         list(read_traces([tmp_path]))
 
 

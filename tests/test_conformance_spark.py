@@ -219,3 +219,11 @@ def test_local_cluster_mode_with_separate_executors(
     assert spark_json == in_process_json
     assert pq.read_table(out / "verdicts.parquet").num_rows == in_process_json["traces"]
     assert not re.search(rb" (WARN|INFO) ", got.stderr), got.stderr.decode()[-3000:]  # Spark's logging kept quiet
+
+
+def test_an_empty_file_is_an_error_on_spark_too(spark: Any, tmp_path: Path) -> None:
+    from ledgerspec.conformance.reader import TraceFileError
+
+    (tmp_path / "empty.ndjson").write_bytes(b"")
+    with pytest.raises(TraceFileError, match=r"empty\.ndjson: empty file: it holds no trace"):
+        check_on_spark(spark, [tmp_path], _job(), tmp_path / "out")

@@ -86,6 +86,8 @@ def test_traces_of_a_mutant_violate(tmp_path: Path, capsys: pytest.CaptureFixtur
         (["--const", "Bug=lac_before_qa"], "the engine takes no Bug constant"),
         (["--const", "Colour=3"], "unknown constant Colour"),
         (["--steps", "0"], "--steps must be at least 1"),
+        (["--steps", "100000"], "--steps 100,000 is more than 10,000: a run's time grows faster than its steps"),
+        (["--const", "MaxEntries=99999999999999999999999"], "constant MaxEntries must lie between"),
     ],
 )
 def test_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
@@ -96,3 +98,10 @@ def test_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
 def test_unknown_simulation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "bookie", "--out", str(tmp_path)]) == 2
     assert "no simulation of spec 'bookie'; simulations: ledger" in capsys.readouterr().err
+
+
+def test_force_runs_more_steps_than_the_limit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "autorecovery", "--out", str(tmp_path), "--steps", "10001", "--json"]
+    assert main(argv) == 2 and "add --force to run it anyway" in " ".join(capsys.readouterr().err.split())
+    assert main([*argv, "--force"]) == 0
+    assert json.loads(capsys.readouterr().out)["steps"] == 10001

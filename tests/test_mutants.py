@@ -169,3 +169,21 @@ def test_autorecovery_mutants_are_killed_in_both_modes_by_its_traces(score: dict
     for mode in ("full", "client"):
         assert result[mode]["killed"], mode
         assert result[mode]["by"]["workload"] == "autorecovery"
+
+
+def test_list_json_names_every_mutant_and_workload(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutants", "--list", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [m["name"] for m in data["mutants"]] == list(MUTANTS)
+    lac = data["mutants"][0]
+    assert lac == {
+        "name": "lac_before_qa",
+        "layer": "client",
+        "specs": ["ledger"],
+        "description": MUTANTS["lac_before_qa"].description,
+    }
+    assert {w["name"] for w in data["workloads"]} == {w.name for w in WORKLOADS}
+    assert all(w["runs"] >= 1 and w["spec"] for w in data["workloads"])
+    assert main(["mutants", "--list", "--json", "--mutant", "lac_before_qa", "--workload", "bookie-storage"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [m["name"] for m in data["mutants"]] == ["lac_before_qa"] and len(data["workloads"]) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from ledgerspec.tools.cli.main import main
@@ -109,3 +110,22 @@ def test_non_integer_option_is_a_usage_error(capsys: pytest.CaptureFixture[str])
         main(["quorum", "--ensemble", "three", "--write", "2", "--ack", "2"])
     assert exc.value.code == 2
     assert "argument --ensemble/-e: invalid int value: 'three'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["-e", "100", "-w", "3", "-a", "2"], ["-e", "5", "-w", "3", "-a", "2", "-n", "100"]])
+def test_a_cluster_too_large_to_prove_in_seconds_is_refused(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    started = time.perf_counter()
+    code, out, err = run(capsys, "quorum", *argv)
+    assert code == 2 and out == "" and time.perf_counter() - started < 5
+    assert "bookies is more than 16" in err and "add --force to prove it anyway" in " ".join(err.split())
+    code, out, _ = run(capsys, "quorum", *argv, "--json")
+    assert code == 2 and "add --force" in json.loads(out)["error"]
+
+
+def test_force_proves_a_larger_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "quorum", "-e", "17", "-w", "3", "-a", "2")
+    assert code == 2 and out == ""
+    code, out, _ = run(capsys, "quorum", "-e", "17", "-w", "3", "-a", "2", "--force", "--json")
+    assert code == 0 and json.loads(out)["proved"] is True

@@ -11,6 +11,8 @@ disagree; 2 bad usage or input; 3 a required tool (Java, TLC) is missing.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -47,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         err.print("[red]interrupted[/red]")
         return 130
+    except BrokenPipeError:  # the reader of the output went away (``| head``): stop quietly, as a pipe expects
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # (Python's flush of stdout at exit would fail again)
+        return 128 + signal.SIGPIPE
     except Exception as exc:
         return _tool_error(exc, err)
 

@@ -10,6 +10,7 @@ compared, the very same states.
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -61,7 +62,7 @@ class EngineResult:
     violations: tuple[ViolationReport, ...]
     complete: bool
     states: frozenset[frozenset[tuple[str, Any]]] | None = None  # normal-form states, for comparison
-    log_path: Path | None = None
+    log_path: Path | None = None  # TLC's output, when its work directory was kept
     collision_probability: float | None = None  # of a fingerprint collision (TLC's optimistic estimate)
     stopped: str | None = None  # why the search stopped before the end (a memory bound)
 
@@ -222,25 +223,51 @@ def run_tlc(
     *,
     keep_states: bool = False,
     workers: int = 1,
-    log_path: Path | None = None,
+    work_dir: Path | None = None,
 ) -> EngineResult:
-    """Check the model with TLC, in this process through JPype."""
+    """Check the model with TLC, in this process through JPype.
+
+    TLC's config, its output (``tlc.log``) and, with ``keep_states``, its dump of the states go to
+    ``work_dir``, which is kept and named by the result's ``log_path``; by default they go to a
+    temporary directory that is removed before this returns, whatever the outcome, and the result
+    names no log.
+    """
     from ledgerspec.tools.model_checking.tlc import runner as tlc  # JPype is loaded only when TLC runs
+    from ledgerspec.tools.model_checking.tlc.output import TlcSpecError
 
     entry = catalog.find(model.spec_name)
-    workdir = Path(tempfile.mkdtemp(prefix=f"ledgerspec-{model.spec_name}-"))
-    cfg = write_tlc_config(model, workdir / f"MC{entry.tla_module}.cfg")
-    started = time.perf_counter()
-    result = tlc.run_tlc(
-        entry.tla_path,
-        cfg,
-        workers=workers,
-        check_deadlock=model.check_deadlock,
-        dump_states=keep_states,
-        log_path=log_path or workdir / "tlc.log",
-        library=[catalog.tla_library()],
-    )
-    seconds = time.perf_counter() - started
+    with contextlib.ExitStack() as stack:
+        if work_dir is None:
+            directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"ledgerspec-{model.spec_name}-")))
+        else:
+            directory = Path(work_dir)
+            directory.mkdir(parents=True, exist_ok=True)
+        cfg = write_tlc_config(model, directory / f"MC{entry.tla_module}.cfg")
+        started = time.perf_counter()
+        try:
+            result = tlc.run_tlc(
+                entry.tla_path,
+                cfg,
+                workers=workers,
+                check_deadlock=model.check_deadlock,
+                dump_states=keep_states,
+                log_path=directory / "tlc.log",
+                library=[catalog.tla_library()],
+            )
+        except TlcSpecError as exc:
+            if work_dir is not None:
+                raise
+            # The config and the log named in the message are about to go: name the spec and what TLC said.
+            raise TlcSpecError(
+                f"TLC reported an error in {entry.tla_path.name}:\n{exc.tlc_output}\n"
+                f"(spec: {entry.tla_path}; TLC's config and output were in a temporary directory, now removed)",
+                spec=exc.spec,
+                cfg=exc.cfg,
+                tlc_output=exc.tlc_output,
+                log_path=None,
+            ) from None
+        seconds = time.perf_counter() - started
+        states = frozenset(_freeze(s) for s in result.states()) if keep_states else None
     liveness = list(model.build().liveness) if model.liveness else []
     violations = tuple(
         ViolationReport(
@@ -252,7 +279,6 @@ def run_tlc(
         )
         for v in result.violations
     )
-    states = frozenset(_freeze(s) for s in result.states()) if keep_states else None
     return EngineResult(
         "tlc",
         result.distinct_states,
@@ -262,7 +288,8 @@ def run_tlc(
         violations,
         not violations,
         states,
-        result.log_path,
+        result.log_path if work_dir is not None else None,
+        collision_probability=result.collision_probability,
     )
 
 

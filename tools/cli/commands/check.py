@@ -20,7 +20,7 @@ from typing import Any
 
 from ledgerspec.conformance.checker import Bounds, TraceChecker
 from ledgerspec.conformance.coverage import coverage_summary
-from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES, TraceFileError
+from ledgerspec.conformance.reader import DEFAULT_MAX_BAD_LINES, DEFAULT_MAX_LINE_BYTES, TraceFileError
 from ledgerspec.conformance.run import CheckRun, check_files
 from ledgerspec.conformance.verdict import Verdict
 from ledgerspec.spec import catalog
@@ -76,6 +76,11 @@ def register(commands: Any) -> None:
     check.add_argument(
         "--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES, metavar="N",
         help=f"longest line read (default {DEFAULT_MAX_LINE_BYTES:,})",
+    )  # fmt: skip
+    check.add_argument(
+        "--max-bad-lines", type=int, metavar="N",
+        help=f"bad lines of one file read before the rest of the file is given up, and the traces it leaves "
+        f"unfinished are inconclusive (default {DEFAULT_MAX_BAD_LINES}; in this process, not with --spark)",
     )  # fmt: skip
     _add_report_option(check)
     _add_spark_options(check)
@@ -149,6 +154,8 @@ def _checker(args: argparse.Namespace) -> TraceChecker:
         raise UsageError(str(exc)) from None
     if args.max_line_bytes < 64:
         raise UsageError(f"--max-line-bytes must be at least 64, got {args.max_line_bytes}")
+    if args.max_bad_lines is not None and args.max_bad_lines < 0:
+        raise UsageError(f"--max-bad-lines must be at least 0, got {args.max_bad_lines}")
     return TraceChecker(spec, mode, bounds, mapping=mapping)
 
 
@@ -168,7 +175,8 @@ def _check(args: argparse.Namespace, out: Console, err: Console) -> int:
     checker = _checker(args)
     _check_report_path(args)
     try:
-        run = check_files(args.paths, checker, max_line_bytes=args.max_line_bytes)
+        max_bad_lines = DEFAULT_MAX_BAD_LINES if args.max_bad_lines is None else args.max_bad_lines
+        run = check_files(args.paths, checker, max_line_bytes=args.max_line_bytes, max_bad_lines=max_bad_lines)
     except TraceFileError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
@@ -185,6 +193,8 @@ def _check_on_spark(args: argparse.Namespace, out: Console, err: Console) -> int
         raise UsageError("--master and --out go with --spark")
     if args.report:
         raise UsageError("--report is written by runs in this process (without --spark): Spark gathers no coverage")
+    if args.max_bad_lines is not None:
+        raise UsageError("--max-bad-lines bounds runs in this process (without --spark): Spark reports every bad line")
     checker = _checker(args)
     from ledgerspec.conformance.spark import DEFAULT_MASTER, SparkUnavailable, check_on_spark, spark_session
     from ledgerspec.conformance.spark_tasks import SparkCheck

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from ledgerspec.spec import catalog
@@ -54,12 +55,18 @@ def register(commands: Any) -> None:
         metavar="SIZE",
         help="stop the Python explorer once it holds more memory than this (512M, 4G): the run is then incomplete",
     )
+    mc.add_argument(
+        "--keep-work",
+        metavar="DIR",
+        help="keep TLC's config, its output (tlc.log) and its state dump in DIR; by default they go to a temporary "
+        "directory that is removed when the command ends",
+    )
     mc.set_defaults(run=_model_check)
 
 
 def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
-        catalog.find(args.spec)
+        args.spec = catalog.find(args.spec).name  # (managed-ledger is managed_ledger)
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None
     try:
@@ -80,6 +87,7 @@ def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     python_workers = args.workers or os.cpu_count() or 1
     tlc_workers = args.workers or 1
     max_memory = parse_size(args.max_memory) if args.max_memory is not None else None
+    keep_work = _keep_work(args.keep_work, args.engine)
     engines = ["python", "tlc"] if args.engine == "both" else [args.engine]
     # Under a view each engine keeps the first state of each orbit it finds: the orbits compare, the states not.
     compare_states = args.engine == "both" and not args.no_state_compare and not args.symmetry
@@ -92,7 +100,10 @@ def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
         else:
             if not args.json:
                 err.print(f"[dim]TLC: checking {args.spec} ({tlc_workers} worker(s))...[/dim]")
-            results["tlc"] = run_tlc(model, keep_states=compare_states, workers=tlc_workers)
+            results["tlc"] = run_tlc(model, keep_states=compare_states, workers=tlc_workers, work_dir=keep_work)
+            if keep_work is not None and not args.json:
+                kept = "config, output and state dump" if compare_states else "config and output"
+                err.print(f"TLC's {kept} are kept in {keep_work}", highlight=False)
     comparison = compare(results["python"], results["tlc"]) if len(results) == 2 else None
     if args.json:
         data: dict[str, Any] = {"spec": args.spec, "constants": model.build().values}
@@ -109,6 +120,22 @@ def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     if failed:
         return EXIT_VIOLATION
     return EXIT_INCONCLUSIVE if any(r.stopped for r in results.values()) else EXIT_OK
+
+
+def _keep_work(raw: str | None, engine: str) -> Path | None:
+    """``--keep-work DIR``: a directory that exists or can be made; only TLC writes files to keep."""
+    if raw is None:
+        return None
+    if engine == "python":
+        raise UsageError("--keep-work keeps TLC's files: it needs --engine tlc or both")
+    path = Path(raw)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--keep-work {raw}: not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--keep-work {raw}: cannot make the directory: {exc.strerror or exc}") from None
+    return path.resolve()
 
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -177,6 +204,8 @@ def _print_results(
                 f"estimated as {r.collision_probability:.1e} (TLC's optimistic calculation)",
                 highlight=False,
             )
+        elif r.states is not None and name == "python":
+            out.print(f"{name}: whole states kept, to compare them with TLC's: none can collide", highlight=False)
     for name, r in results.items():
         for v in r.violations:
             out.print(f"\n[red bold]{name}: {v.kind} {v.invariant} violated[/red bold]: {escape(v.message)}")

@@ -55,7 +55,7 @@ def register(commands: Any) -> None:
         "--jobs", type=int, metavar="N", help="processes for the unmutated runs (default: one per core)"
     )
     mutants.add_argument("--list", action="store_true", help="list the mutants and workloads, run nothing")
-    mutants.add_argument("--json", action="store_true", help="print one JSON object")
+    mutants.add_argument("--json", action="store_true", help="print one JSON object (with --list: the catalogue)")
     mutants.set_defaults(run=_mutants)
 
 
@@ -82,7 +82,10 @@ def _mutants(args: argparse.Namespace, out: Console, err: Console) -> int:
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
     if args.list:
-        _print_catalog(out, mutants, workloads)
+        if args.json:
+            print(json.dumps(_catalog_json(mutants, workloads), indent=2))
+        else:
+            _print_catalog(out, mutants, workloads)
         return EXIT_OK
     runnable = [m for m in mutants if any(w.spec in m.specs for w in workloads)]
     idle = [m for m in mutants if m not in runnable]
@@ -127,6 +130,28 @@ def _print_catalog(out: Console, mutants: list[Any], workloads: list[Any]) -> No
         detail = f"{w.steps} steps each, seed {w.seed}: " if isinstance(w, SeededWorkload) else ""
         table.add_row(w.name, w.spec, str(w.run_count()), escape(detail + w.doc))
     out.print(table)
+
+
+def _catalog_json(mutants: list[Any], workloads: list[Any]) -> dict[str, Any]:
+    """``--list --json``: ``mutants`` (each ``name``, ``layer``, ``specs``: the specs whose traces check it,
+    ``description``) and ``workloads`` (each ``name``, ``spec``, ``runs``, ``steps`` and ``seed`` for seeded
+    random runs, else null, ``description``)."""
+    return {
+        "mutants": [
+            {"name": m.name, "layer": m.layer, "specs": list(m.specs), "description": m.description} for m in mutants
+        ],
+        "workloads": [
+            {
+                "name": w.name,
+                "spec": w.spec,
+                "runs": w.run_count(),
+                "steps": w.steps if isinstance(w, SeededWorkload) else None,
+                "seed": w.seed if isinstance(w, SeededWorkload) else None,
+                "description": w.doc,
+            }
+            for w in workloads
+        ],
+    }
 
 
 def _print(out: Console, run: MutationRun) -> None:

@@ -17,9 +17,11 @@ the work; the main process only looks fingerprints up.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import pickle
+import signal
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -34,6 +36,8 @@ _AHEAD_STATES = 32  # states expanded ahead between two looks for a request: a f
 
 def _serve(explorer: Explorer[Any], conn: Connection, spill_above: int | None) -> None:
     """A worker process: answer the search's requests with its :class:`LevelWorker` until told to stop."""
+    # Ctrl-C goes to the whole process group: the main process handles it and ends the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Spec states are immutable values without cycles: the cyclic collector would only walk them, again and
     # again, as each level's successors pile up.
     gc.disable()
@@ -97,9 +101,15 @@ class ParallelExplorer(Explorer[Any]):
         links = [_Remote(parent, process.pid) for (parent, _child), process in zip(pipes, processes, strict=True)]
         try:
             return LevelSearch(self, list(links), self.directory).run()
+        except BaseException:  # (Ctrl-C, an error): the workers' answers are not wanted any more
+            for process in processes:
+                process.terminate()
+            raise
         finally:
-            for link in links:
-                link.ask("stop")
+            for link, process in zip(links, processes, strict=True):
+                if process.is_alive():
+                    with contextlib.suppress(OSError):
+                        link.ask("stop")
             for process in processes:
                 process.join(timeout=5)
 

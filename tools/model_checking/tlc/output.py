@@ -48,10 +48,10 @@ class TlcSpecError(TlcError):
     """TLC rejected the spec or config, or failed while evaluating them.
 
     The message holds TLC's own error text; ``tlc_output`` the same text
-    alone, ``log_path`` the complete TLC output.
+    alone, ``log_path`` the complete TLC output (None when it was in a temporary directory, now removed).
     """
 
-    def __init__(self, message: str, *, spec: Path, cfg: Path, tlc_output: str, log_path: Path) -> None:
+    def __init__(self, message: str, *, spec: Path, cfg: Path, tlc_output: str, log_path: Path | None) -> None:
         super().__init__(message)
         self.spec = spec
         self.cfg = cfg
@@ -119,6 +119,8 @@ class TlcResult:
     log_path: Path
     dump_path: Path | None
     warnings: tuple[str, ...] = ()
+    #: TLC's optimistic estimate of the probability of a fingerprint collision, when it printed one
+    collision_probability: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -169,6 +171,8 @@ _STATE_HEAD_RE = re.compile(r"(\d+): ([^\n]*)\n?")
 _BACK_TO_RE = re.compile(r"(\d+): Back to state: ([^\n]*)")
 _STATS_RE = re.compile(r"([\d,]+) states generated.*?([\d,]+) distinct states found")
 _DEPTH_RE = re.compile(r"search is (\d+)")
+# In the final report: "calculated (optimistic):  val = 1.1E-13".
+_COLLISION_RE = re.compile(r"calculated \(optimistic\):\s+val = ([0-9.]+(?:E-?[0-9]+)?)")
 _VIOLATION_NAME_RE = {
     _INVARIANT_VIOLATED_INITIAL: re.compile(r"Invariant (.+?) is violated by the initial state:\n?"),
     _PROPERTY_VIOLATED_INITIAL: re.compile(r"Property (.+?) is violated by the initial state:\n?"),
@@ -384,6 +388,7 @@ def parse_tlc_output(
         log_path=log_path,
         dump_path=dump_path,
         warnings=tuple(warnings),
+        collision_probability=float(collision.group(1)) if (collision := _COLLISION_RE.search(output)) else None,
     )
 
 

