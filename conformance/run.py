@@ -39,9 +39,9 @@ class CheckRun:
     peak_buffered_events: int = 0  # most events held in memory at once: the largest trace, unless interleaved
     seconds: float = 0.0  # wall time
     cpu_seconds: float = 0.0  # CPU time of this process
-    # (file, line, message) of the input errors noted: a line charged to several traces (the line where the
-    # reader gave a file up) is one bad line
-    _noted: set[tuple[str, int, str]] = attrs.field(factory=set, init=False, repr=False, eq=False)
+    # (file, line, message, trace) of the input errors noted: one bad line charged to a trace and then again to
+    # the same trace (the reader's give-up line) is noted once; each trace (or unit) it is charged to keeps it
+    _noted: set[tuple[str, int, str, str | None]] = attrs.field(factory=set, init=False, repr=False, eq=False)
 
     def add(self, item: Verdict | InputError) -> None:
         if isinstance(item, InputError):
@@ -59,8 +59,8 @@ class CheckRun:
             self.inconclusive.append(item)
 
     def _note(self, error: InputError) -> None:
-        key = (error.file, error.line, error.message)
-        if key not in self._noted:
+        key = (error.file, error.line, error.message, error.trace)
+        if key not in self._noted and (*key[:3], None) not in self._noted:  # already noted as a stray line
             self._noted.add(key)
             self.input_errors.append(error)
 
