@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 __all__ = [
     "EXIT_INCONCLUSIVE",
     "EXIT_MISSING_TOOL",
@@ -12,6 +15,8 @@ __all__ = [
     "EXIT_VIOLATION",
     "UsageError",
     "parse_constants",
+    "positive_jobs",
+    "runs_progress",
 ]
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_MISSING_TOOL = 0, 1, 2, 3
@@ -32,3 +37,23 @@ def parse_constants(items: Sequence[str]) -> dict[str, str]:
             raise UsageError(f"--const expects NAME=VALUE, got {item!r}")
         constants[name.strip()] = value.strip()
     return constants
+
+
+def positive_jobs(jobs: int | None, default: int) -> int:
+    """The ``--jobs`` option's value: ``default`` when not given; a usage error below 1."""
+    chosen = default if jobs is None else jobs
+    if chosen < 1:
+        raise UsageError(f"--jobs must be at least 1, got {chosen}")
+    return chosen
+
+
+def runs_progress(err: Console, *, quiet: bool) -> Progress:
+    """A bar of runs done, on ``err`` when it is a terminal and not ``quiet``."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        disable=quiet or not err.is_terminal,
+    )

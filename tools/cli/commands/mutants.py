@@ -13,13 +13,12 @@ import json
 from typing import Any
 
 import attrs
-from ledgerspec.tools.cli.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError
+from ledgerspec.tools.cli.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError, positive_jobs, runs_progress
 from ledgerspec.tools.harness.mutants import MUTANTS, MutationRun, run_mutants
 from ledgerspec.tools.harness.soak import PROFILES, default_jobs, seed_ranges, soak_workloads
 from ledgerspec.tools.harness.workloads import MODES, WORKLOADS, SeededWorkload
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 __all__ = ["register"]
@@ -78,9 +77,7 @@ def _mutants(args: argparse.Namespace, out: Console, err: Console) -> int:
         if args.baseline_traces < 1:
             raise UsageError(f"--baseline-traces must be at least 1, got {args.baseline_traces}")
         profile = attrs.evolve(profile, traces=args.baseline_traces)
-    jobs = default_jobs() if args.jobs is None else args.jobs
-    if jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    jobs = positive_jobs(args.jobs, default_jobs())
     if args.list:
         if args.json:
             print(json.dumps(_catalog_json(mutants, workloads), indent=2))
@@ -98,14 +95,7 @@ def _mutants(args: argparse.Namespace, out: Console, err: Console) -> int:
     runs = sum(w.run_count() for w in baseline) + sum(
         counts[w.name] for m in mutants for w in workloads if w.spec in m.specs
     )
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        disable=args.json or not err.is_terminal,
-    ) as progress:
+    with runs_progress(err, quiet=args.json) as progress:
         task = progress.add_task("runs (at most)", total=runs)
 
         def advance(name: str, traces: int) -> None:

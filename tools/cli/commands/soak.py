@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from ledgerspec.tools.cli.commands.base import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION, UsageError
+from ledgerspec.tools.cli.commands.base import (
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    EXIT_VIOLATION,
+    UsageError,
+    positive_jobs,
+    runs_progress,
+)
 from ledgerspec.tools.harness.soak import (
     PROFILES,
     SOAK_WORKLOADS,
@@ -28,7 +35,6 @@ from ledgerspec.tools.harness.soak import (
 )
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 __all__ = ["register"]
@@ -93,19 +99,10 @@ def _soak(args: argparse.Namespace, out: Console, err: Console) -> int:
     unknown = [s for s in args.spec if s not in SOAK_WORKLOADS]
     if unknown:
         raise UsageError(f"unknown spec {', '.join(unknown)}; specs: {', '.join(SOAK_WORKLOADS)}")
-    jobs = default_jobs() if args.jobs is None else args.jobs
-    if jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    jobs = positive_jobs(args.jobs, default_jobs())
     profile = _profile(args)
     workloads = soak_workloads(profile, dict.fromkeys(args.spec) or None)
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        disable=args.json or not err.is_terminal,
-    ) as progress:
+    with runs_progress(err, quiet=args.json) as progress:
         task = progress.add_task("runs", total=sum(w.run_count() for w in workloads))
         run = run_soak(
             workloads,
