@@ -343,3 +343,33 @@ def test_replay_makes_the_journal_it_read_durable(tmp_path: Path) -> None:
     assert after.replies == [answer]
     fs.power_loss()
     assert started(tmp_path, fs).is_fenced(1)
+
+
+def test_a_ledger_key_the_mark_has_passed_is_kept_for_the_records_after_it(tmp_path: Path) -> None:
+    # A power loss keeps ledger 4's key record and tears off its entry; the restart's checkpoint moves the
+    # mark past the key. The explicit LAC and the fence that follow are journaled without a second key
+    # record (the key is known), so only the ledger storage can give them their key at the next replay.
+    fs = FaultyFileSystem(str(tmp_path), sync_to_disk=False)
+    bookie = started(tmp_path, fs)
+    bookie.add_entry(entry(4, 0), KEY)
+    bookie.journal_flush()
+    [journal] = fs.unsynced_files()
+    key_record = 4 + 8 + 8 + 4 + len(KEY)  # length prefix, ledger, LEDGER_KEY entry id, key length, key
+    fs.power_loss(torn={journal: key_record})
+    bookie = started(tmp_path, fs)
+    assert bookie.read_path(4, 0) is None
+    bookie.set_explicit_lac(lac(4, 0), KEY)
+    fence = bookie.fence_ledger(4, KEY)
+    bookie.force_write()
+    assert fence in bookie.replies
+    for _ in range(2):  # the first restart writes the index; the second reads it back
+        fs.restart_process()
+        bookie = started(tmp_path, fs)
+    assert [(i.ledger_id, i.header.master_key, i.header.fenced) for i in read_bookie_files(bookie.layout).indexes] == [
+        (4, KEY, True)
+    ]
+    with pytest.raises(LedgerFencedError):
+        bookie.add_entry(entry(4, 0), KEY)
+    bookie.add_entry(entry(4, 0), KEY, recovery=True)
+    with pytest.raises(UnauthorizedError):
+        bookie.add_entry(entry(4, 1), b"another key", recovery=True)

@@ -11,14 +11,17 @@ import contextlib
 import io
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
+from ledgerspec.reference.bookie import BookieStateError
 from ledgerspec.reference.managed_ledger import RunConfig
 from ledgerspec.tools.cli.main import main
 from ledgerspec.tools.harness.soak import PROFILES, SOAK_WORKLOADS, SoakRun, run_soak, soak_workloads, write_soak
-from ledgerspec.tools.harness.workloads import MODES, CursorWorkload, SeededWorkload
+from ledgerspec.tools.harness.workloads import MODES, CursorWorkload, RandomBookieWorkload, SeededWorkload, WorkloadRun
 
 
 def _json(args: list[str]) -> tuple[int, dict[str, Any]]:
@@ -115,6 +118,36 @@ def test_every_flagged_trace_is_written_with_a_summary(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "summary.json").read_text())["passed"] is False
 
 
+@attrs.frozen
+class _BreaksInRun(RandomBookieWorkload):
+    """The bookie's random runs, with the engine raising in run ``breaks``: what a bug that crashes the engine
+    looks like to the soak."""
+
+    breaks: int = 2
+
+    def recorded(self, mutant: Any, modes: Any) -> Iterator[WorkloadRun]:
+        for i, run in enumerate(RandomBookieWorkload.recorded(self, mutant, modes)):
+            if i == self.breaks:
+                raise BookieStateError("ledger 3: the engine broke")
+            yield run
+
+
+def test_a_run_in_which_the_engine_raises_is_reported_and_the_other_workloads_go_on(tmp_path: Path) -> None:
+    bookie = SOAK_WORKLOADS["bookie"][0]
+    assert isinstance(bookie, RandomBookieWorkload)
+    broken = _BreaksInRun(bookie.name, bookie.config, traces=5, steps=10, seed=3)
+    run = run_soak((broken, bookie.seeded(4).scaled(2)))
+    [failure] = run.failures
+    assert (failure.workload, failure.spec, failure.seed) == (bookie.name, "bookie", 3)
+    assert (failure.run, failure.skipped) == (2, 2)  # runs 0 and 1 made, 3 and 4 not
+    assert failure.error == "BookieStateError: ledger 3: the engine broke"
+    assert "raise BookieStateError" in failure.details
+    assert run.tally("bookie", "full").traces == 2 + 2 and not run.flagged and not run.passed
+    write_soak(tmp_path, run, run.to_json())
+    assert failure.path_under(tmp_path).read_text() == failure.details
+    assert json.loads((tmp_path / "summary.json").read_text())["engine_failures"][0]["run"] == 2
+
+
 @pytest.mark.parametrize(
     ("option", "words"),
     [
@@ -136,6 +169,6 @@ def test_a_soak_that_checked_nothing_has_not_passed() -> None:
 def test_the_slow_soak_rejects_and_leaves_undecided_nothing(tmp_path: Path) -> None:
     status, summary = _json(["soak", "--profile", "slow", "--out", str(tmp_path)])
     failing = [f for t in summary["tallies"] for f in t["flagged"]]
-    assert status == 0 and not failing, failing[:5]
+    assert status == 0 and not failing and not summary["engine_failures"], (failing[:5], summary["engine_failures"])
     for t in summary["tallies"]:
         assert t["traces"] >= PROFILES["slow"].traces, t

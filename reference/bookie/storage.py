@@ -113,7 +113,9 @@ class LedgerStorage:
                     self._check_lac(path, None, ledger_id, index.header.explicit_lac)
                 self.ledgers[ledger_id] = LedgerInfo(
                     ledger_id,
-                    index.header.master_key,
+                    # An empty key was written before the key was known: the next one given sets it, as an
+                    # all-zeros key in LedgerMetadataIndex.setMasterKey (release-4.17.2).
+                    index.header.master_key or None,
                     index.header.fenced,
                     index.header.explicit_lac,
                     flushed=dict(index.locations),
@@ -157,7 +159,17 @@ class LedgerStorage:
             slots = by_ledger.get(info.ledger_id, [])
             header = info.header()
             header_changed = header != info.header_on_disk
-            worth_a_file = info.index_path is not None or info.fenced or info.explicit_lac is not None
+            # A known master key is worth a file by itself: a checkpoint may move the mark past the ledger's
+            # key record, and a fence or explicit LAC journaled after it must find the key at the replay
+            # (DbLedgerStorage queues the key in LedgerMetadataIndex.setMasterKey and writes it at the
+            # checkpoint's flush; release-4.17.2). InterleavedLedgerStorage writes no index file for a key
+            # alone (FileInfo.checkOpen), one way a fence is lost (docs/findings/fence-of-empty-ledger).
+            worth_a_file = (
+                info.index_path is not None
+                or info.master_key is not None
+                or info.fenced
+                or info.explicit_lac is not None
+            )
             if slots or (header_changed and worth_a_file):
                 self._write_index(info, header, header_changed, slots)
         self.memtable.clear()

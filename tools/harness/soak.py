@@ -30,9 +30,11 @@ and runs with the tests; ``slow`` runs with ``pytest --run-slow``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
+import traceback
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -55,11 +57,13 @@ from ledgerspec.tools.harness.workloads import (
     CursorWorkload,
     RandomBookieWorkload,
     SeededWorkload,
+    WorkloadRun,
 )
 
 __all__ = [
     "PROFILES",
     "SOAK_WORKLOADS",
+    "EngineFailure",
     "Flagged",
     "SoakProfile",
     "SoakRun",
@@ -174,6 +178,28 @@ class Flagged:
         return {k: v for k, v in attrs.asdict(self).items() if k != "lines"}
 
 
+@attrs.frozen
+class EngineFailure:
+    """A run of the unmutated engine that raised: the engine broke before it made a trace to judge. The
+    workload's runs after it are not made (``skipped``); the same workload, seed and run index repeat it."""
+
+    workload: str
+    spec: str
+    seed: int | None
+    run: int  # the index of the run that raised (run ``i`` is seeded with ``(seed, i)``)
+    skipped: int  # runs of the workload after it, not made
+    error: str  # the exception, one line
+    details: str = attrs.field(repr=False, eq=False)  # its traceback
+
+    def path_under(self, out: Path) -> Path:
+        """Where :func:`write_soak` writes the traceback under ``out``."""
+        seed = "" if self.seed is None else f"-{self.seed}"
+        return out / self.workload / "errors" / f"run{seed}-{self.run}.txt"
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
 @attrs.define
 class Tally:
     """What the oracle made of one spec's traces in one mode."""
@@ -224,6 +250,7 @@ class SoakRun:
 
     tallies: dict[tuple[str, str], Tally] = attrs.Factory(dict)
     read_problems: int = 0  # wrong data a ledger reader got up to the LAC (the simulation's own check)
+    failures: list[EngineFailure] = attrs.Factory(list)  # runs in which the engine raised
 
     def tally(self, spec: str, mode: str) -> Tally:
         return self.tallies.setdefault((spec, mode), Tally(spec, mode))
@@ -232,6 +259,7 @@ class SoakRun:
         for (spec, mode), tally in other.tallies.items():
             self.tally(spec, mode).merge(tally)
         self.read_problems += other.read_problems
+        self.failures += other.failures
 
     def in_mode(self, mode: str) -> Tally:
         """Every spec's traces in ``mode``, together."""
@@ -247,13 +275,14 @@ class SoakRun:
 
     @property
     def passed(self) -> bool:
-        """Some trace was checked, and every one conformed."""
-        return bool(self.tallies) and not self.flagged and self.read_problems == 0
+        """Some trace was checked, every one conformed, and no run of the engine raised."""
+        return bool(self.tallies) and not self.flagged and self.read_problems == 0 and not self.failures
 
     def to_json(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
             "read_problems": self.read_problems,
+            "engine_failures": [f.to_json() for f in self.failures],
             "tallies": [self.tallies[key].to_json() for key in sorted(self.tallies)],
         }
 
@@ -264,37 +293,63 @@ def _run_unmutated(workload: AnyWorkload, modes: Sequence[str], bounds: Bounds) 
     checkers = Checkers(bounds)
     run = SoakRun()
     seed = workload.seed if isinstance(workload, SeededWorkload) else None
-    for recorded in workload.recorded(None, modes):
-        run.read_problems += recorded.read_problems
-        for mode in modes:
-            if mode not in recorded.lines or mode not in workload.modes:
-                continue
-            lines = recorded.lines[mode]
-            check_mode = workload.mode_names.get(mode, mode)
-            verdict = checkers.check(recorded.spec, check_mode, recorded.trace_id, lines)
-            tally = run.tally(workload.spec, mode)
-            tally.check_mode = check_mode
-            tally.traces += 1
-            tally.events += verdict.events
-            tally.workloads.add(workload.name)
-            if seed is not None:
-                tally.seeds.add(seed)
-            if verdict.status != CONFORMS:
-                tally.flagged.append(
-                    Flagged(
-                        workload.name,
-                        seed,
-                        recorded.trace_id,
-                        mode,
-                        verdict.status,
-                        verdict.reason,
-                        recorded.spec.name,
-                        check_mode,
-                        dict(recorded.spec.values),
-                        tuple(lines),
-                    )
+    runs = iter(workload.recorded(None, modes))
+    for made in itertools.count():
+        try:
+            recorded = next(runs, None)
+        except Exception as exc:  # the engine broke: record it, and go on with the other workloads
+            run.failures.append(
+                EngineFailure(
+                    workload.name,
+                    workload.spec,
+                    seed,
+                    made,
+                    workload.run_count() - made - 1,
+                    f"{type(exc).__name__}: {exc}",
+                    traceback.format_exc(),
                 )
+            )
+            break
+        if recorded is None:
+            break
+        _check_run(run, workload, recorded, modes, checkers)
     return run
+
+
+def _check_run(
+    run: SoakRun, workload: AnyWorkload, recorded: WorkloadRun, modes: Sequence[str], checkers: Checkers
+) -> None:
+    """Check one run of ``workload`` in each of ``modes`` it is checked in, and count it in ``run``."""
+    seed = workload.seed if isinstance(workload, SeededWorkload) else None
+    run.read_problems += recorded.read_problems
+    for mode in modes:
+        if mode not in recorded.lines or mode not in workload.modes:
+            continue
+        lines = recorded.lines[mode]
+        check_mode = workload.mode_names.get(mode, mode)
+        verdict = checkers.check(recorded.spec, check_mode, recorded.trace_id, lines)
+        tally = run.tally(workload.spec, mode)
+        tally.check_mode = check_mode
+        tally.traces += 1
+        tally.events += verdict.events
+        tally.workloads.add(workload.name)
+        if seed is not None:
+            tally.seeds.add(seed)
+        if verdict.status != CONFORMS:
+            tally.flagged.append(
+                Flagged(
+                    workload.name,
+                    seed,
+                    recorded.trace_id,
+                    mode,
+                    verdict.status,
+                    verdict.reason,
+                    recorded.spec.name,
+                    check_mode,
+                    dict(recorded.spec.values),
+                    tuple(lines),
+                )
+            )
 
 
 def run_soak(
@@ -337,10 +392,15 @@ def seed_ranges(seeds: Sequence[int]) -> str:
 
 
 def write_soak(out: Path, run: SoakRun, summary: dict[str, Any]) -> None:
-    """``summary`` as ``out/summary.json``, and every flagged trace as NDJSON (:meth:`Flagged.path_under`)."""
+    """``summary`` as ``out/summary.json``, every flagged trace as NDJSON (:meth:`Flagged.path_under`), and the
+    traceback of every run in which the engine raised (:meth:`EngineFailure.path_under`)."""
     for f in run.flagged:
         path = f.path_under(out)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(ndjson(f.lines))
+    for failure in run.failures:
+        path = failure.path_under(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(failure.details)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

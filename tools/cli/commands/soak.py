@@ -2,8 +2,9 @@
 mode (:mod:`ledgerspec.tools.harness.soak`).
 
 Exit status: 0 every trace conformed; 1 a trace was rejected (a false
-positive: the spec or the engine departs from the real system); 4 no trace
-was rejected but some were left undecided; 2 bad options.
+positive: the spec or the engine departs from the real system) or a run of
+the engine raised; 4 no trace was rejected but some were left undecided; 2
+bad options.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def _soak(args: argparse.Namespace, out: Console, err: Console) -> int:
         print(json.dumps(summary, indent=2))
     else:
         _print(out, run, profile, Path(args.out) if args.out else None)
-    if any(t.rejected for t in run.tallies.values()) or run.read_problems:
+    if any(t.rejected for t in run.tallies.values()) or run.read_problems or run.failures:
         return EXIT_VIOLATION
     return EXIT_INCONCLUSIVE if run.flagged else EXIT_OK
 
@@ -148,6 +149,15 @@ def _print(out: Console, run: SoakRun, profile: SoakProfile, written: Path | Non
     out.print(table)
     if run.read_problems:
         out.print(f"[red]{run.read_problems} wrong read(s) up to the LAC[/red] (the ledger simulation's own check)")
+    for failure in run.failures:
+        where = f" (traceback in {failure.path_under(written)})" if written else ""
+        seed = "" if failure.seed is None else f", seed {failure.seed}"
+        out.print(
+            f"[red]engine error[/red] in run {failure.run} of {escape(failure.workload)}{seed}{escape(where)}: "
+            f"{escape(failure.error)}" + (f"; its {failure.skipped} later run(s) not made" if failure.skipped else ""),
+            highlight=False,
+            soft_wrap=True,
+        )
     for f in run.flagged[:SHOWN]:
         colour = "red" if f.status == "violates" else "yellow"
         where = f" (written to {f.path_under(written)})" if written else ""
