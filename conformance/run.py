@@ -19,7 +19,13 @@ from ledgerspec.conformance.checker import TraceChecker
 from ledgerspec.conformance.coverage import Coverage
 from ledgerspec.conformance.events import InputError
 from ledgerspec.conformance.partition import split_trace
-from ledgerspec.conformance.reader import DEFAULT_MAX_BAD_LINES, DEFAULT_MAX_LINE_BYTES, ReadStats, read_traces
+from ledgerspec.conformance.reader import (
+    DEFAULT_MAX_BAD_LINES,
+    DEFAULT_MAX_LINE_BYTES,
+    ReadStats,
+    TraceInput,
+    read_traces,
+)
 from ledgerspec.conformance.verdict import CONFORMS, VIOLATES, Verdict
 
 __all__ = ["CheckRun", "check_files", "collector_paused"]
@@ -92,13 +98,24 @@ def check_files(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     each: Callable[[Verdict | InputError], None] | None = None,
     max_bad_lines: int | None = DEFAULT_MAX_BAD_LINES,
+    pick: Callable[[TraceInput], TraceChecker] | None = None,
 ) -> CheckRun:
     """Check every trace in the files; ``each`` sees every verdict and stray input error as it comes;
-    ``max_bad_lines``: a file is given up after that many bad lines (None: never)."""
+    ``max_bad_lines``: a file is given up after that many bad lines (None: never). ``pick`` chooses the checker
+    of a trace (one of the same spec and mode as ``checker``: traces recorded under other constants); by
+    default ``checker`` checks them all. The coverage is that of every checker used."""
     run = CheckRun()
     started, cpu_started = time.perf_counter(), time.process_time()
     stats = ReadStats()
-    covered = checker.coverage() if checker.collects_coverage else None
+    used: dict[int, tuple[TraceChecker, Coverage | None]] = {}  # each checker, and its coverage before the run
+
+    def checker_of(item: TraceInput | None) -> TraceChecker:
+        chosen = checker if pick is None or item is None else pick(item)
+        if id(chosen) not in used:
+            used[id(chosen)] = (chosen, chosen.coverage() if chosen.collects_coverage else None)
+        return chosen
+
+    checker_of(None)
     with collector_paused():
         partition = checker.mapping.partition
         traces = read_traces(
@@ -113,13 +130,17 @@ def check_files(
             if isinstance(item, InputError):
                 results = [item]
             else:
-                results = [checker.check(unit.events, unit.errors) for unit in split_trace(item, partition)]
+                chosen = checker_of(item)
+                results = [chosen.check(unit.events, unit.errors) for unit in split_trace(item, partition)]
             for result in results:
                 run.add(result)
                 if each is not None:
                     each(result)
-    if covered is not None:
-        run.coverage = checker.coverage().since(covered)
+    if checker.collects_coverage:
+        run.coverage = Coverage()
+        for chosen, covered in used.values():
+            if covered is not None:
+                run.coverage.add(chosen.coverage().since(covered))
     run.peak_buffered_events = stats.peak_buffered
     run.seconds = time.perf_counter() - started
     run.cpu_seconds = time.process_time() - cpu_started

@@ -92,6 +92,9 @@ ROW_COLUMNS = ("v", "trace", "process", "seq", "type", "params", "observed", "cl
 OUTPUT_BATCH_ROWS = 4096
 
 
+Constants = tuple[tuple[str, Any], ...]  # a spec's constants, parsed, in order
+
+
 @attrs.frozen
 class SparkCheck:
     """What the executors need to check traces: plain data, so that it pickles small.
@@ -108,14 +111,29 @@ class SparkCheck:
     # The blocks of the NDJSON files as Spark reads them, by the id of their first line: (that id, lines,
     # file index, number of the first line). A line's id then says its file and number.
     blocks: tuple[tuple[int, int, int, int], ...] = ()
+    # Traces whose manifest says what they were recorded under (conformance/manifest.py): each manifest's
+    # constants and its traces' own, the manifest of each input file by name, and the --const values, which
+    # hold over them. A trace's checker is that of the manifest of the file of its first event.
+    manifests: tuple[tuple[Constants, tuple[tuple[str, Constants], ...]], ...] = ()
+    file_manifests: tuple[tuple[str, int], ...] = ()
+    given: Constants = ()
 
-    def checker(self) -> TraceChecker:
-        """The checker of this worker process for this spec, mode and bounds (built on first use)."""
-        key = (self.spec, self.constants, self.mode, self.bounds)
+    def checker(self, trace: str | None = None, file_index: int | None = None) -> TraceChecker:
+        """The checker of this worker process for this spec, mode and bounds, and the constants of ``trace``
+        (first seen in the file of that index): built on first use."""
+        constants = self.constants
+        if trace is not None and file_index is not None and self.file_manifests:
+            found_manifest = dict(self.file_manifests).get(self.files[file_index])
+            if found_manifest is not None:
+                general, own = self.manifests[found_manifest]
+                merged = {**dict(general), **dict(dict(own).get(trace, ())), **dict(self.given)}
+                constants = tuple(merged.items())
+        key = (self.spec, constants, self.mode, self.bounds)
         found = _CHECKERS.get(key)
         if found is None:
-            _CHECKERS.clear()
-            spec = catalog.find(self.spec).python(**dict(self.constants))
+            if len(_CHECKERS) >= _CHECKERS_KEPT:
+                _CHECKERS.clear()
+            spec = catalog.find(self.spec).python(**dict(constants))
             found = _CHECKERS[key] = TraceChecker(spec, self.mode, self.bounds, coverage=False)
         return found
 
@@ -135,7 +153,8 @@ class _Places:
         return index, number + line_id - first_id
 
 
-_CHECKERS: dict[tuple[Any, ...], TraceChecker] = {}  # in each Python worker: the checker of the last job
+_CHECKERS: dict[tuple[Any, ...], TraceChecker] = {}  # in each Python worker: the checkers of the last job
+_CHECKERS_KEPT = 16  # checkers of other constants kept at once
 
 
 # -- byte ranges of local NDJSON files ---------------------------------------------------------
@@ -280,8 +299,9 @@ class CheckRanges:
                 out.append(_stray_row(item, index, item.line))
                 continue
             last_line = max([e.line for e in item.events] + [e.line for e in item.errors])
+            chosen = job.checker(item.trace, index)
             for unit in split_trace(item, checker.mapping.partition):
-                row = _verdict_row(checker.check(unit.events, unit.errors), index, last_line)
+                row = _verdict_row(chosen.check(unit.events, unit.errors), index, last_line)
                 row["key"] = item.trace
                 out.append(row)
             if len(out) >= OUTPUT_BATCH_ROWS:
@@ -388,8 +408,10 @@ class CheckTraces:
                 events = tuple(r[1] for r in records if isinstance(r[1], Event))
                 errors = tuple(r[1] for r in records if isinstance(r[1], InputError))
                 _, _, index, line = records[-1]
+                first = next((r for r in records if isinstance(r[1], Event)), records[0])
+                chosen = job.checker(trace, first[2])
                 for unit in split_trace(TraceInput(trace, events, errors), partition):
-                    out.append(_verdict_row(checker.check(unit.events, unit.errors), index, line))
+                    out.append(_verdict_row(chosen.check(unit.events, unit.errors), index, line))
             group.clear()
 
         for batch in batches:

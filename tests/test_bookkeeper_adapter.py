@@ -162,7 +162,7 @@ def test_a_restart_log_keeps_the_replay_lines_of_the_scenarios_ledgers_only() ->
 def test_damaged_evidence_is_refused_with_its_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     copy = edited_copy(RECORDINGS / "fence-empty-ledger-then-restart", tmp_path)
     (copy / "evidence.json").write_text('{"inspections": [{"moment": "now"}], "replays": []}')
-    assert main(["record", "bookkeeper", "--recheck", str(copy)]) == 2
+    assert main(["record", "bookkeeper", "--out", str(tmp_path / "out"), "--recheck", str(copy)]) == 2
     assert "evidence.json: not the evidence the recorder writes (KeyError: 'bookies')" in capsys.readouterr().err
     (copy / "evidence.json").write_text("{")
     with pytest.raises(RecordingError, match=r"evidence\.json: not the evidence the recorder writes \(JSONDecodeError"):
@@ -387,24 +387,92 @@ def test_stored_recordings_are_checked_again_from_the_command_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     shutil.copytree(RECORDINGS, tmp_path / "all")
-    assert main(["record", "bookkeeper", "--recheck", str(tmp_path / "all"), "--json"]) == 0
+    before = {p: p.read_bytes() for p in (tmp_path / "all").rglob("*") if p.is_file()}
+    out = tmp_path / "out"
+    assert main(["record", "bookkeeper", "--out", str(out), "--recheck", str(tmp_path / "all"), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     statuses = sorted((s["scenario"], s["status"]) for s in report["scenarios"])
     assert statuses == sorted(scenario_and_status(p.name) for p in RECORDINGS.iterdir())
-    assert (tmp_path / "all" / "recover-open" / "verdict.json").exists()
+    # The recordings read are left as they were; what the check wrote is under --out, with a manifest that
+    # lets ``check`` judge the traces again under the constants each was recorded under.
+    assert {p: p.read_bytes() for p in (tmp_path / "all").rglob("*") if p.is_file()} == before
+    assert (out / "recover-open" / "verdict.json").exists() and (out / "recover-open" / "run.json").exists()
+    violating = sorted(
+        t["trace"] for s in report["scenarios"] for t in s["traces"] if t["verdict"]["status"] != "conforms"
+    )
+    assert main(["check", str(out), "--json"]) == (1 if violating else 0)
+    checked = json.loads(capsys.readouterr().out)
+    assert sorted(v["trace"] for v in checked["violations"]) == violating and checked["traces"] == len(
+        list(out.iterdir())
+    )
+    assert {Path(n["file"]).name for n in checked["not_read"]} == {"observations.ndjson"}
+    for inside in (tmp_path / "all", tmp_path / "all" / "recover-open" / "again"):
+        assert main(["record", "bookkeeper", "--out", str(inside), "--recheck", str(tmp_path / "all")]) == 2
+        assert "the recordings are not written; give --out another directory" in capsys.readouterr().err
+    assert not (tmp_path / "all" / "recover-open" / "again").exists()
     shown = {s["scenario"]: s["evidence"] for s in report["scenarios"]}
     assert shown["recover-open"] == [] and any(
         "Skip replaying entries of ledger" in line for line in shown["fence-empty-ledger-then-restart"]
     )
-    assert main(["record", "bookkeeper", "--recheck", str(tmp_path / "all" / "fence-empty-ledger-then-restart")]) == 0
+    assert (
+        main(
+            [
+                "record",
+                "bookkeeper",
+                "--out",
+                str(tmp_path / "out"),
+                "--recheck",
+                str(tmp_path / "all" / "fence-empty-ledger-then-restart"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "fence-empty-ledger-then-restart: before the kill, bookie" in printed and "lastMark (0, 0)" in printed
     # One recording alone, by its directory; the managed-ledger checker refuses it.
-    assert main(["record", "bookkeeper", "--recheck", str(tmp_path / "all" / "recover-open")]) == 0
+    assert (
+        main(
+            [
+                "record",
+                "bookkeeper",
+                "--out",
+                str(tmp_path / "out"),
+                "--recheck",
+                str(tmp_path / "all" / "recover-open"),
+            ]
+        )
+        == 0
+    )
     assert "1 conforms of 1 scenarios" in capsys.readouterr().out
-    assert main(["record", "bookkeeper", "--recheck", str(tmp_path / "all"), "--scenario", "empty-ledger"]) == 2
+    assert (
+        main(
+            [
+                "record",
+                "bookkeeper",
+                "--out",
+                str(tmp_path / "out"),
+                "--recheck",
+                str(tmp_path / "all"),
+                "--scenario",
+                "empty-ledger",
+            ]
+        )
+        == 2
+    )
     assert "no recording of empty-ledger" in capsys.readouterr().err
-    assert main(["record", "managed-ledger", "--recheck", str(tmp_path / "all" / "recover-open")]) == 2
+    assert (
+        main(
+            [
+                "record",
+                "managed-ledger",
+                "--out",
+                str(tmp_path / "out"),
+                "--recheck",
+                str(tmp_path / "all" / "recover-open"),
+            ]
+        )
+        == 2
+    )
     assert "a recording of bookkeeper, not of managed-ledger" in capsys.readouterr().err
 
 
@@ -414,18 +482,18 @@ def test_a_damaged_recording_is_refused_with_the_file_and_line(
     copy = edited_copy(RECORDINGS / "recover-open", tmp_path)
     lines = (copy / "observations.ndjson").read_bytes().splitlines()
     (copy / "observations.ndjson").write_bytes(b"\n".join([*lines[:2], lines[2][:30], *lines[3:]]) + b"\n")
-    assert main(["record", "bookkeeper", "--recheck", str(copy)]) == 2
+    assert main(["record", "bookkeeper", "--out", str(tmp_path / "out"), "--recheck", str(copy)]) == 2
     assert "recover-open/observations.ndjson:3: not JSON" in capsys.readouterr().err
     (copy / "observations.ndjson").write_bytes(
         b"\n".join([*lines[:2], b'{"ev": "gossip", "obs": 99, "ledger": 11}', *lines[3:]])
     )
-    assert main(["record", "bookkeeper", "--recheck", str(copy)]) == 2
+    assert main(["record", "bookkeeper", "--out", str(tmp_path / "out"), "--recheck", str(copy)]) == 2
     assert "observations.ndjson: ledger 11: observation 99: unknown kind 'gossip'" in capsys.readouterr().err
     (copy / "run.json").write_text("{}")
-    assert main(["record", "bookkeeper", "--recheck", str(copy)]) == 2
+    assert main(["record", "bookkeeper", "--out", str(tmp_path / "out"), "--recheck", str(copy)]) == 2
     assert "run.json: lacks 'scenario', 'ledgers'" in capsys.readouterr().err
     (copy / "run.json").write_text("[11]")
-    assert main(["record", "bookkeeper", "--recheck", str(copy)]) == 2
+    assert main(["record", "bookkeeper", "--out", str(tmp_path / "out"), "--recheck", str(copy)]) == 2
     assert "run.json: not an object: [11]" in capsys.readouterr().err
-    assert main(["record", "bookkeeper", "--recheck", str(tmp_path / "nowhere")]) == 2
+    assert main(["record", "bookkeeper", "--out", str(tmp_path / "out"), "--recheck", str(tmp_path / "nowhere")]) == 2
     assert "nowhere: no such directory" in capsys.readouterr().err

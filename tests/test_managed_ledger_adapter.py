@@ -59,9 +59,9 @@ def test_stored_recordings_are_checked_again_from_the_command_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     copy = edited_copy(RECORDINGS / "crash-twice", tmp_path)
-    assert main(["record", "managed-ledger", "--recheck", str(copy)]) == 0
+    assert main(["record", "managed-ledger", "--out", str(tmp_path / "out"), "--recheck", str(copy)]) == 0
     assert "1 conforms of 1 scenarios" in capsys.readouterr().out
     lines = (copy / "observations.ndjson").read_bytes().splitlines()
     (copy / "observations.ndjson").write_bytes(b"\n".join([*lines, b"[1, 2]"]) + b"\n")
-    assert main(["record", "managed-ledger", "--recheck", str(copy)]) == 2
+    assert main(["record", "managed-ledger", "--out", str(tmp_path / "out"), "--recheck", str(copy)]) == 2
     assert f"observations.ndjson:{len(lines) + 1}: not an observation" in capsys.readouterr().err

@@ -42,6 +42,7 @@ from typing import Any
 
 import attrs
 from ledgerspec.conformance.checker import Bounds
+from ledgerspec.conformance.manifest import manifest_json, write_manifest
 from ledgerspec.conformance.verdict import CONFORMS, VIOLATES
 from ledgerspec.reference.bookie.workloads import WORKLOAD_CONFIG
 from ledgerspec.reference.managed_ledger import RunConfig
@@ -392,12 +393,28 @@ def seed_ranges(seeds: Sequence[int]) -> str:
 
 
 def write_soak(out: Path, run: SoakRun, summary: dict[str, Any]) -> None:
-    """``summary`` as ``out/summary.json``, every flagged trace as NDJSON (:meth:`Flagged.path_under`), and the
-    traceback of every run in which the engine raised (:meth:`EngineFailure.path_under`)."""
+    """``summary`` as ``out/summary.json``, every flagged trace as NDJSON (:meth:`Flagged.path_under`) with a
+    ``manifest.json`` beside it, and the traceback of every run in which the engine raised
+    (:meth:`EngineFailure.path_under`)."""
+    by_directory: dict[Path, list[Flagged]] = {}
     for f in run.flagged:
         path = f.path_under(out)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(ndjson(f.lines))
+        by_directory.setdefault(path.parent, []).append(f)
+    for directory, flagged in by_directory.items():  # what each was checked under, for ``ledgerspec check DIR``
+        first = flagged[0]
+        write_manifest(
+            directory,
+            manifest_json(
+                spec=first.spec,
+                mode=first.check_mode,
+                constants={},
+                files=[f.path_under(out).name for f in flagged],
+                traces=[{"trace": f.trace, "constants": f.constants, "status": f.status} for f in flagged],
+                workload=first.workload,
+            ),
+        )
     for failure in run.failures:
         path = failure.path_under(out)
         path.parent.mkdir(parents=True, exist_ok=True)

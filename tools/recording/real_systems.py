@@ -66,6 +66,7 @@ from ledgerspec.conformance.adapters.ml_scenarios import (
 from ledgerspec.conformance.adapters.scenarios import SCENARIOS, BrokenPromiseError, Driver, Scenario
 from ledgerspec.conformance.checker import Bounds, check_trace
 from ledgerspec.conformance.events import events_from_json
+from ledgerspec.conformance.manifest import manifest_json, write_manifest
 from ledgerspec.conformance.verdict import INCONCLUSIVE, VIOLATES, Verdict
 from ledgerspec.reference.bookie.disk import check_bookie_files, read_bookie_files
 from ledgerspec.reference.bookie.formats import JournalScan, RecordKind
@@ -139,17 +140,22 @@ def _read_observations(directory: Path) -> list[dict[str, Any]]:
     return observations
 
 
+#: The files of a recording as a scenario leaves them, before the check writes its traces and verdicts.
+RECORDING_FILES = ("run.json", "observations.ndjson", "metadata.json", "evidence.json")
+
 _LEDGER_RUN = ("scenario", "ledgers", "cluster_bookies", "bookies_crashed", "failure", "seconds")
 _CURSOR_RUN = ("scenario", "managed_ledger", "cursor", "max_entries_per_ledger", "metadata_max_entries_per_ledger",
                "failure", "seconds")  # fmt: skip
 
 
-def recheck(system: str, root: Path, names: Sequence[str] | None = None) -> list[ScenarioRecording]:
+def recheck(system: str, root: Path, out: Path, names: Sequence[str] | None = None) -> list[ScenarioRecording]:
     """Check stored recordings of ``system`` again, without Java: ``root`` is one, or a directory of them.
 
-    Only ``run.json`` and ``observations.ndjson`` are read; each recording's
-    ``trace.ndjson`` and ``verdict.json`` are written anew. ``names`` keeps only
-    those scenarios.
+    Only ``run.json`` and ``observations.ndjson`` are read, and nothing under
+    ``root`` is written: each recording is copied to ``out/<its directory's
+    name>`` (:data:`RECORDING_FILES`), and its ``trace.ndjson``,
+    ``verdict.json`` and ``manifest.json`` are written there. ``names`` keeps
+    only those scenarios.
     """
     if (root / "run.json").exists():
         directories = [root]
@@ -159,6 +165,14 @@ def recheck(system: str, root: Path, names: Sequence[str] | None = None) -> list
         raise RecordingError(f"{root}: no such directory")
     if not directories:
         raise RecordingError(f"{root}: no recording here (a directory with run.json, or directories of them)")
+    inputs = [d.resolve() for d in directories]
+    written = out.resolve()
+    clash = [d for d in inputs if written == d or d in written.parents or written in d.parents]
+    if clash:
+        raise RecordingError(
+            f"--out {out} is in the recordings read ({clash[0]}) or holds them: the recordings are not written; "
+            "give --out another directory"
+        )
     check = check_recording if system == "bookkeeper" else check_cursor_recording
     recordings = []
     for directory in directories:
@@ -167,7 +181,12 @@ def recheck(system: str, root: Path, names: Sequence[str] | None = None) -> list
         if recorded != system:
             raise RecordingError(f"{directory / 'run.json'}: a recording of {recorded}, not of {system}")
         if names is None or run.get("scenario") in names:
-            recordings.append(check(directory))
+            copy = out / directory.name
+            copy.mkdir(parents=True, exist_ok=True)
+            for name in RECORDING_FILES:
+                if (directory / name).is_file():
+                    shutil.copyfile(directory / name, copy / name)
+            recordings.append(check(copy))
     absent = sorted(set(names or ()) - {r.name for r in recordings})
     if absent:
         raise RecordingError(f"{root}: no recording of {', '.join(absent)}")
@@ -481,8 +500,26 @@ def _write_checked(
     skipped: dict[str, list[dict[str, Any]]],
     evidence: tuple[str, ...] = (),
 ) -> ScenarioRecording:
-    """Write a checked recording's traces (``trace.ndjson``) and verdicts (``verdict.json``); the recording."""
+    """Write a checked recording's traces (``trace.ndjson``), their ``manifest.json`` and the verdicts
+    (``verdict.json``); the recording."""
     (directory / "trace.ndjson").write_bytes(ndjson(trace_lines))
+    spec = "cursor" if run.get("system") == "managed-ledger" else "ledger"
+    write_manifest(
+        directory,
+        manifest_json(
+            spec=spec,
+            mode="client",
+            constants={},
+            files=["trace.ndjson"],
+            traces=[{"trace": r.trace_id, "constants": r.constants} for r in ledgers],
+            not_traces={
+                "observations.ndjson": "what the harness reported, unmapped; `ledgerspec record --recheck` maps it to "
+                "trace.ndjson"
+            },
+            scenario=str(run["scenario"]),
+            system=run.get("system", "bookkeeper"),
+        ),
+    )
     recording = ScenarioRecording(
         str(run["scenario"]),
         scenario.summary if scenario is not None else "",

@@ -18,12 +18,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 from ledgerspec.conformance.checker import Bounds, TraceChecker
 from ledgerspec.conformance.coverage import coverage_summary
-from ledgerspec.conformance.reader import DEFAULT_MAX_BAD_LINES, DEFAULT_MAX_LINE_BYTES, TraceFileError
+from ledgerspec.conformance.manifest import CheckInputs, find_inputs
+from ledgerspec.conformance.reader import DEFAULT_MAX_BAD_LINES, DEFAULT_MAX_LINE_BYTES, TraceFileError, TraceInput
 from ledgerspec.conformance.run import CheckRun, check_files
 from ledgerspec.conformance.verdict import Verdict
 from ledgerspec.spec import catalog
+from ledgerspec.spec.kernel import ConstantError
 from ledgerspec.spec.tracing import mapping_for
 from ledgerspec.spec.values import format_value
 from ledgerspec.tools.cli.commands.base import (
@@ -61,9 +64,22 @@ def register(commands: Any) -> None:
         help="trace files (NDJSON, Parquet: *.parquet, ITF: *.itf.json, TLC -dumpTrace json: *.tlc.json), "
         "or directories of them",
     )
-    check.add_argument("--spec", default="ledger", help="spec name: " + ", ".join(catalog.SPECS))
-    check.add_argument("--mode", default="full", help="observation mode of the traces: full (default) or client")
-    check.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help="set a constant (repeatable)")
+    check.add_argument(
+        "--spec",
+        help="spec name: " + ", ".join(catalog.SPECS) + " (default: the traces' manifest.json says, else ledger)",
+    )
+    check.add_argument(
+        "--mode",
+        help="observation mode of the traces: full or client (default: the traces' manifest.json says, else full)",
+    )
+    check.add_argument(
+        "--const",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a constant (repeatable); traces with a manifest.json are checked under its constants, which a "
+        "--const may add to but not contradict",
+    )
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.add_argument(
         "--max-hidden-steps", type=int, default=_DEFAULT.max_hidden_steps, metavar="N",
@@ -100,14 +116,14 @@ def _check_report_path(args: argparse.Namespace) -> None:
         raise UsageError(f"cannot write the report {args.report}: no directory {Path(args.report).parent}")
 
 
-def _write_report(args: argparse.Namespace, checker: TraceChecker, run: CheckRun) -> None:
+def _write_report(args: argparse.Namespace, checker: TraceChecker, run: CheckRun, files: list[str]) -> None:
     """``--report``: the HTML report, from the run and the violating traces read again."""
     if not args.report:
         return
     from ledgerspec.conformance.report import write_report  # jinja2, only when a report is asked for
 
     try:
-        write_report(args.report, run, checker, args.paths, max_line_bytes=args.max_line_bytes)
+        write_report(args.report, run, checker, files, max_line_bytes=args.max_line_bytes)
     except TraceFileError as exc:  # a file went away after the check
         raise UsageError(f"cannot write the report {args.report}: {exc}") from None
     except OSError as exc:
@@ -140,14 +156,75 @@ def _add_spark_options(check: argparse.ArgumentParser) -> None:
     )
 
 
-def _checker(args: argparse.Namespace) -> TraceChecker:
+@attrs.define
+class _Checkers:
+    """The checker of each trace: the one of the command's constants, or of those its manifest names."""
+
+    default: TraceChecker
+    inputs: CheckInputs
+    given: dict[str, Any]  # the --const values, parsed
+    _by_constants: dict[tuple[tuple[str, Any], ...], TraceChecker] = attrs.Factory(dict)
+    _used: dict[int, TraceChecker] = attrs.Factory(dict)  # the checkers that checked a trace here, by first use
+
+    def for_constants(self, constants: dict[str, Any] | None) -> TraceChecker:
+        if constants is None:
+            return self.default
+        merged = self.default.spec.__class__(**{**constants, **self.given})
+        key = tuple(merged.values.items())
+        if key == tuple(self.default.spec.values.items()):
+            return self.default
+        found = self._by_constants.get(key)
+        if found is None:
+            d = self.default
+            found = self._by_constants[key] = TraceChecker(merged, d.mode, d.bounds, mapping=d.mapping)
+        return found
+
+    def pick(self, item: TraceInput) -> TraceChecker:
+        first = item.events[0].file if item.events else item.errors[0].file if item.errors else ""
+        chosen = self.for_constants(self.inputs.constants_of(item.trace, first))
+        self._used.setdefault(id(chosen), chosen)
+        return chosen
+
+    @property
+    def sets(self) -> list[TraceChecker]:
+        """The checker of each set of constants the traces were checked under: those that checked a trace in
+        this process; else (on Spark) the command's own (``--const`` and the defaults) where a file has no
+        manifest, and each that a manifest names."""
+        if self._used:
+            return list(self._used.values())
+        inputs = self.inputs
+        named = [self.for_constants(c) for m in inputs.manifests for c in m.constant_sets()]
+        unnamed = [self.default] if any(inputs.manifest_of(f) is None for f in inputs.files) else []
+        return list({id(c): c for c in [*unnamed, *named]}.values())
+
+
+def _recorded_as(inputs: CheckInputs, what: str, given: str | None, normal: Any) -> str | None:
+    """The spec or mode the manifests say (``normal`` gives a name's usual spelling), checked against ``given``."""
+    said = {normal(getattr(m, what)): m.path for m in inputs.manifests}
+    if len(said) > 1:
+        listed = "; ".join(f"{name} ({path})" for name, path in said.items())
+        raise UsageError(f"these traces were recorded under different {what}s: {listed}; check them apart")
+    if said and given is not None and normal(given) not in said:
+        [(name, path)] = said.items()
+        raise UsageError(f"--{what} {given} contradicts {path}, which says the traces were recorded under {name}")
+    return next(iter(said), None)
+
+
+def _checkers(args: argparse.Namespace) -> _Checkers:
     try:
-        entry = catalog.find(args.spec)
+        inputs = find_inputs(args.paths)
+        spec_name = _recorded_as(inputs, "spec", args.spec, lambda n: catalog.find(n).name) or args.spec or "ledger"
+        entry = catalog.find(spec_name)
         mapping = mapping_for(entry.name)
-        mode = mapping.mode(args.mode)
+        mode_name = _recorded_as(inputs, "mode", args.mode, lambda n: mapping.mode(n).name) or args.mode or "full"
+        mode = mapping.mode(mode_name)
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None
-    spec = entry.python(**parse_constants(args.const))
+    except TraceFileError as exc:
+        raise UsageError(str(exc)) from None
+    given_text = parse_constants(args.const)
+    spec = entry.python(**given_text)
+    given = {name: spec.values[name] for name in given_text}
     try:
         bounds = Bounds(args.max_hidden_steps, args.max_candidates)
     except ValueError as exc:
@@ -156,7 +233,21 @@ def _checker(args: argparse.Namespace) -> TraceChecker:
         raise UsageError(f"--max-line-bytes must be at least 64, got {args.max_line_bytes}")
     if args.max_bad_lines is not None and args.max_bad_lines < 0:
         raise UsageError(f"--max-bad-lines must be at least 0, got {args.max_bad_lines}")
-    return TraceChecker(spec, mode, bounds, mapping=mapping)
+    checkers = _Checkers(TraceChecker(spec, mode, bounds, mapping=mapping), inputs, given)
+    for manifest in inputs.manifests:  # every set of constants named, checked before any trace is read
+        for trace in ("", *manifest.trace_constants):
+            try:
+                recorded = entry.python(**manifest.constants_of(trace)).values
+            except ConstantError as exc:
+                raise UsageError(f"{manifest.path}: {exc}") from None
+            clash = [f"{n}={format_value(v)}" for n, v in given.items() if n in recorded and recorded[n] != v]
+            if clash:
+                whose = f"trace {trace}" if trace else "the traces"
+                raise UsageError(
+                    f"--const {', '.join(clash)} contradicts {manifest.path}: {whose} were recorded under "
+                    + ", ".join(f"{n}={format_value(recorded[n])}" for n in given if n in recorded)
+                )
+    return checkers
 
 
 def exit_status(run: CheckRun) -> int:
@@ -172,19 +263,28 @@ def exit_status(run: CheckRun) -> int:
 def _check(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.spark or args.master or args.out:
         return _check_on_spark(args, out, err)
-    checker = _checker(args)
+    checkers = _checkers(args)
+    checker = checkers.default
     _check_report_path(args)
+    if args.report and len(checkers.sets) > 1:
+        raise UsageError(
+            f"--report draws traces of one set of constants; these were recorded under {len(checkers.sets)}: "
+            "check each manifest's directory apart"
+        )
+    files = list(checkers.inputs.files)
     try:
         max_bad_lines = DEFAULT_MAX_BAD_LINES if args.max_bad_lines is None else args.max_bad_lines
-        run = check_files(args.paths, checker, max_line_bytes=args.max_line_bytes, max_bad_lines=max_bad_lines)
+        run = check_files(
+            files, checker, max_line_bytes=args.max_line_bytes, max_bad_lines=max_bad_lines, pick=checkers.pick
+        )
     except TraceFileError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
-        print(json.dumps(_to_json(checker, run), indent=2))
+        print(json.dumps(_to_json(checkers, run), indent=2))
     else:
-        _print(out, checker, run)
+        _print(out, checkers, run)
         _print_coverage(out, checker, run)
-    _write_report(args, checker, run)
+    _write_report(args, checker, run, files)
     return exit_status(run)
 
 
@@ -195,17 +295,31 @@ def _check_on_spark(args: argparse.Namespace, out: Console, err: Console) -> int
         raise UsageError("--report is written by runs in this process (without --spark): Spark gathers no coverage")
     if args.max_bad_lines is not None:
         raise UsageError("--max-bad-lines bounds runs in this process (without --spark): Spark reports every bad line")
-    checker = _checker(args)
+    checkers = _checkers(args)
+    checker = checkers.default
     from ledgerspec.conformance.spark import DEFAULT_MASTER, SparkUnavailable, check_on_spark, spark_session
     from ledgerspec.conformance.spark_tasks import SparkCheck
 
-    spec = checker.spec
-    job = SparkCheck(spec.name, tuple(spec.values.items()), checker.mode.name, checker.bounds, args.max_line_bytes)
+    spec, inputs = checker.spec, checkers.inputs
+    manifests = list(inputs.manifests)
+    job = SparkCheck(
+        spec.name,
+        tuple(spec.values.items()),
+        checker.mode.name,
+        checker.bounds,
+        args.max_line_bytes,
+        manifests=tuple(
+            (tuple(m.constants.items()), tuple((t, tuple(c.items())) for t, c in m.trace_constants.items()))
+            for m in manifests
+        ),
+        file_manifests=tuple((f, manifests.index(m)) for f in inputs.files if (m := inputs.manifest_of(f)) is not None),
+        given=tuple(checkers.given.items()),
+    )
     try:
         with spark_session(args.master or DEFAULT_MASTER) as spark:
             result = check_on_spark(
-                spark, args.paths, job, args.out or "ledgerspec-check", progress=err,
-                summary=lambda run: _to_json(checker, run),
+                spark, inputs.files, job, args.out or "ledgerspec-check", progress=err,
+                summary=lambda run: _to_json(checkers, run),
             )  # fmt: skip
     except SparkUnavailable as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
@@ -213,9 +327,9 @@ def _check_on_spark(args: argparse.Namespace, out: Console, err: Console) -> int
     except TraceFileError as exc:
         raise UsageError(str(exc)) from None
     if args.json:
-        print(json.dumps({**_to_json(checker, result.run), "verdict_table": result.verdicts}, indent=2))
+        print(json.dumps({**_to_json(checkers, result.run), "verdict_table": result.verdicts}, indent=2))
     else:
-        _print(out, checker, result.run)
+        _print(out, checkers, result.run)
         out.print(f"\nverdicts: {escape(result.verdicts)}\nsummary: {escape(result.summary)}", highlight=False)
     return exit_status(result.run)
 
@@ -249,11 +363,25 @@ def _inconclusive_json(v: Verdict) -> dict[str, Any]:
     return data
 
 
-def _to_json(checker: TraceChecker, run: CheckRun) -> dict[str, Any]:
+def _inputs_json(checkers: _Checkers) -> dict[str, Any]:
+    inputs = checkers.inputs
+    data: dict[str, Any] = {}
+    if inputs.manifests:
+        data["manifests"] = [str(m.path) for m in inputs.manifests]
+        data["constant_sets"] = [c.spec.values for c in checkers.sets]
+    if inputs.not_read:
+        data["not_read"] = [{"file": str(path), "why": why} for path, why in inputs.not_read]
+    return data
+
+
+def _to_json(checkers: _Checkers, run: CheckRun) -> dict[str, Any]:
+    checker = checkers.default
+    sets = checkers.sets
     return {
         "spec": checker.spec.name,
         "mode": checker.mode.name,
-        "constants": checker.spec.values,
+        "constants": (sets[0] if len(sets) == 1 else checker).spec.values,
+        **_inputs_json(checkers),
         "traces": run.traces,
         "events": run.events,
         "conforms": run.conforms,
@@ -265,12 +393,29 @@ def _to_json(checker: TraceChecker, run: CheckRun) -> dict[str, Any]:
     }
 
 
-def _print(out: Console, checker: TraceChecker, run: CheckRun) -> None:
+def _constants_text(values: dict[str, Any]) -> str:
+    return escape(" ".join(f"{k}={format_value(v)}" for k, v in values.items()))
+
+
+def _print(out: Console, checkers: _Checkers, run: CheckRun) -> None:
+    checker, inputs = checkers.default, checkers.inputs
     spec = checker.spec
+    sets = checkers.sets
+    first = sets[0] if len(sets) == 1 else None
     out.print(
         f"[bold]{spec.name}[/bold] ({checker.mode.name} mode) "
-        + escape(" ".join(f"{k}={format_value(v)}" for k, v in spec.values.items()))
+        + (_constants_text(first.spec.values) if first is not None else f"under {len(sets)} sets of constants:"),
+        highlight=False,
+        soft_wrap=True,
     )
+    if first is None:
+        for other in sets:
+            out.print(f"  {_constants_text(other.spec.values)}", highlight=False, soft_wrap=True)
+    if inputs.manifests:
+        where = ", ".join(str(m.path) for m in inputs.manifests)
+        out.print(f"constants from {escape(where)}", highlight=False, soft_wrap=True)
+    for path, why in inputs.not_read:
+        out.print(f"not read: {escape(str(path))}: {escape(why)}", highlight=False, soft_wrap=True)
     table = Table("traces", "events", "conform", "violate", "inconclusive", "bad lines", "seconds")
     table.add_row(
         f"{run.traces:,}",

@@ -13,7 +13,10 @@ shows something new (a violation, a broken promise of the client API) or
 misses its finding, 4 when a check was inconclusive, 2 for an unknown
 scenario or a recording that cannot be read, 3 when Java, javac or Maven is
 missing. ``--recheck DIR`` runs nothing: it maps and checks stored
-recordings again, after the mapping or the spec changed, without Java.
+recordings again, after the mapping or the spec changed, without Java; it
+writes nothing under DIR, only under ``--out``. Each scenario's traces get
+a ``manifest.json`` beside them, so ``ledgerspec check OUT`` checks them
+again with the constants they were recorded under.
 """
 
 from __future__ import annotations
@@ -76,7 +79,8 @@ def register(commands: Any) -> None:
     record.add_argument(
         "--recheck",
         metavar="DIR",
-        help="run nothing: map and check again the recordings in DIR (one, or a directory of them), without Java",
+        help="run nothing: map and check again the recordings in DIR (one, or a directory of them), without Java; "
+        "the traces and verdicts go under --out, never into DIR",
     )
     record.set_defaults(run=_record)
 
@@ -94,11 +98,11 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
         return EXIT_OK
     if args.recheck is not None:
         try:
-            recordings = recheck(args.system, Path(args.recheck), args.scenario)
+            recordings = recheck(args.system, Path(args.recheck), Path(args.out), args.scenario)
         except RecordingError as exc:
-            err.print(f"[bold red]{escape(str(exc))}[/]")
+            err.print(f"[bold red]{escape(str(exc))}[/]", soft_wrap=True)
             return EXIT_USAGE
-        return _report(args, out, recordings, Path(args.recheck), "checked again")
+        return _report(args, out, recordings, Path(args.out), f"read from {args.recheck}, checked again")
     record = record_bookkeeper if args.system == "bookkeeper" else record_managed_ledger
 
     def progress(recording: ScenarioRecording) -> None:
@@ -109,13 +113,13 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
         recordings = record(names, Path(args.out), progress=progress)
     except JavaSetupError as exc:
-        err.print(f"[bold red]{escape(str(exc))}[/]")
+        err.print(f"[bold red]{escape(str(exc))}[/]", soft_wrap=True)
         return EXIT_MISSING_TOOL
     except ClusterError as exc:
-        err.print(f"[bold red]the cluster failed: {escape(str(exc))}[/]")
+        err.print(f"[bold red]the cluster failed: {escape(str(exc))}[/]", soft_wrap=True)
         return EXIT_MISSING_TOOL
     except RecordingError as exc:
-        err.print(f"[bold red]what the harness reported cannot be mapped: {escape(str(exc))}[/]")
+        err.print(f"[bold red]what the harness reported cannot be mapped: {escape(str(exc))}[/]", soft_wrap=True)
         return EXIT_VIOLATION
     return _report(args, out, recordings, Path(args.out), "recorded")
 

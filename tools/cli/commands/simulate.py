@@ -4,9 +4,9 @@
 of ``--steps`` steps chosen by a generator seeded with the run's number and
 ``--seed``: the same arguments write the same files, byte for byte. The
 model's sizes and fault bounds are the ledger spec's constants (``--const``),
-so ``ledgerspec check`` with the same constants (``manifest.json`` gives the
-command) must find every trace of the correct engine conforming, and a
-mutant's (``--mutant``) violating.
+so ``ledgerspec check DIR``, which reads them from the ``manifest.json``
+written beside the traces (docs/trace-format.md), must find every trace of
+the correct engine conforming, and a mutant's (``--mutant``) violating.
 
 ``managed-ledger``: each run is a topic and its durable cursor on a broker
 that crashes (also at each persistence step of the cursor) and restarts,
@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+from ledgerspec.conformance.manifest import manifest_json, write_manifest
 from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
 from ledgerspec.reference.autorecovery import SPEC_CONSTANTS as AUTORECOVERY_CONSTANTS
 from ledgerspec.reference.autorecovery import RunConfig as AutorecoveryConfig
@@ -175,21 +176,19 @@ def _simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
                 "read_problems": list(sim.read_problems),
             }
         )
-    check = ["ledgerspec", "check", str(directory), "--mode", args.mode] + [
-        arg for name, value in constants.items() for arg in ("--const", f"{name}={value}")
-    ]
-    manifest = {
-        "spec": "ledger",
-        "mode": args.mode,
-        "seed": args.seed,
-        "steps": args.steps,
-        "faults": sorted(config.faults),
-        "mutant": config.mutant,
-        "constants": constants,
-        "check": shlex.join(check),
-        "traces": runs,
-    }
-    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    manifest = manifest_json(
+        spec="ledger",
+        mode=args.mode,
+        constants=constants,
+        files=[run["file"] for run in runs],
+        traces=runs,
+        seed=args.seed,
+        steps=args.steps,
+        faults=sorted(config.faults),
+        mutant=config.mutant,
+        check=shlex.join(["ledgerspec", "check", str(directory)]),
+    )
+    write_manifest(directory, manifest)
     problems = [p for run in runs for p in run["read_problems"]]
     if args.json:
         print(json.dumps(manifest, indent=2))
@@ -296,20 +295,18 @@ def _write_runs(
         kinds = [line["type"] for line in lines[args.mode]]
         counts = {column: kinds.count(kind) for column, kind in what.counts.items()}
         runs.append({"trace": trace_id, "file": path.name, "events": len(kinds), **counts})
-    check = ["ledgerspec", "check", str(directory), "--spec", what.spec, "--mode", args.mode] + [
-        arg for name, value in what.constants.items() for arg in ("--const", f"{name}={value}")
-    ]
-    manifest = {
-        "spec": what.spec,
-        "mode": args.mode,
-        "seed": args.seed,
-        "steps": args.steps,
-        "mutant": what.mutant,
-        "constants": what.constants,
-        "check": shlex.join(check),
-        "traces": runs,
-    }
-    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    manifest = manifest_json(
+        spec=what.spec,
+        mode=args.mode,
+        constants=what.constants,
+        files=[run["file"] for run in runs],
+        traces=runs,
+        seed=args.seed,
+        steps=args.steps,
+        mutant=what.mutant,
+        check=shlex.join(["ledgerspec", "check", str(directory)]),
+    )
+    write_manifest(directory, manifest)
     if args.json:
         print(json.dumps(manifest, indent=2))
         return EXIT_OK
