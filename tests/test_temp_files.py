@@ -178,3 +178,20 @@ def test_ctrl_c_during_a_spark_check_says_interrupted(tmp_path: Path, traces: Pa
     assert done.returncode == 130 and "interrupted" in done.stderr
     assert "Traceback" not in done.stderr and "Py4J" not in done.stderr
     assert _left(tmp) == []
+
+
+def test_the_documentation_examples_leave_nothing(tmp_path: Path) -> None:
+    """The pages' examples make scratch directories as a reader would (``tempfile.mkdtemp()``); each page runs
+    with a temporary directory of its own that goes when the page is done (docs/conftest.py)."""
+    docs = Path(__file__).parent.parent / "docs"
+    pages = [str(docs / page) for page in ("bookie.md", "bookie-files.md", "message-ids.md")]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pages],
+        env=_environment(tmp_path / "tmp"),
+        cwd=docs.parent,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert list((tmp_path / "tmp").iterdir()) == []
