@@ -406,6 +406,11 @@ def test_stored_recordings_are_checked_again_from_the_command_line(
         list(out.iterdir())
     )
     assert {Path(n["file"]).name for n in checked["not_read"]} == {"observations.ndjson"}
+    # A trace's own constants given again agree with its manifest; the spec's defaults it does not name are no
+    # part of what it was recorded under.
+    [trace] = next(s["traces"] for s in report["scenarios"] if s["scenario"] == "recover-open")
+    again = [arg for name, value in trace["constants"].items() for arg in ("--const", f"{name}={value}")]
+    assert main(["check", str(out / "recover-open" / "trace.ndjson"), *again]) == 0
     for inside in (tmp_path / "all", tmp_path / "all" / "recover-open" / "again"):
         assert main(["record", "bookkeeper", "--out", str(inside), "--recheck", str(tmp_path / "all")]) == 2
         assert "the recordings are not written; give --out another directory" in capsys.readouterr().err

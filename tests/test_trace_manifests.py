@@ -96,7 +96,7 @@ def test_each_trace_is_checked_under_its_own_constants(simulated: Path, capsys: 
     assert sorted(c["NumBookies"] for c in checked["constant_sets"]) == [3, 4]
     # A --const that the listed trace contradicts names that trace.
     assert main(["check", str(directory), "--const", "NumBookies=4"]) == 2
-    assert "trace too-few-bookies were recorded under NumBookies=3" in " ".join(capsys.readouterr().err.split())
+    assert "trace too-few-bookies was recorded under NumBookies=3" in " ".join(capsys.readouterr().err.split())
 
 
 def test_files_the_manifest_does_not_list_are_named_with_the_reason(

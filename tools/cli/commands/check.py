@@ -236,15 +236,16 @@ def _checkers(args: argparse.Namespace) -> _Checkers:
     checkers = _Checkers(TraceChecker(spec, mode, bounds, mapping=mapping), inputs, given)
     for manifest in inputs.manifests:  # every set of constants named, checked before any trace is read
         for trace in ("", *manifest.trace_constants):
+            named = manifest.constants_of(trace)  # what the manifest says; the defaults do not count
             try:
-                recorded = entry.python(**manifest.constants_of(trace)).values
+                recorded = {n: v for n, v in entry.python(**named).values.items() if n in named}
             except ConstantError as exc:
                 raise UsageError(f"{manifest.path}: {exc}") from None
             clash = [f"{n}={format_value(v)}" for n, v in given.items() if n in recorded and recorded[n] != v]
             if clash:
-                whose = f"trace {trace}" if trace else "the traces"
+                whose = f"trace {trace} was" if trace else "the traces were"
                 raise UsageError(
-                    f"--const {', '.join(clash)} contradicts {manifest.path}: {whose} were recorded under "
+                    f"--const {', '.join(clash)} contradicts {manifest.path}: {whose} recorded under "
                     + ", ".join(f"{n}={format_value(recorded[n])}" for n in given if n in recorded)
                 )
     return checkers
