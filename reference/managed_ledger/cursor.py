@@ -217,7 +217,8 @@ class ManagedCursor:
             self.ml.log.emit("CursorLedgerWriteFails")
             return
         self.records += 1
-        full = self.records >= self.ml.config.metadata_max_entries_per_ledger
+        # shouldCloseLedger (ManagedCursorImpl, Pulsar 4.0.7): the ledger's LAC (records - 1) reached the limit.
+        full = self.records - 1 >= self.ml.config.metadata_max_entries_per_ledger
         if full:  # rolloverLedgerIfNeeded: a new ledger, which starts with the state again
             self.status = CursorStatus.NO_LEDGER
         self.dirty = full

@@ -25,8 +25,9 @@ seed 003):
   ``persistPositionMetaStore``): a ``PositionInfo`` record appended to the
   cursor's own ledger, and ``ManagedCursorInfo`` in the cursor's znode, which
   names the cursor ledger (``cursorsLedgerId``). A new cursor ledger is
-  created when there is none to write to, or when the current one holds
-  ``MetadataMaxEntriesPerLedger`` records: the record goes into the new
+  created when there is none to write to, or when the current one's LAC
+  reaches ``MetadataMaxEntriesPerLedger`` (it then holds one record more,
+  ``shouldCloseLedger`` in ManagedCursorImpl, 4.0.7): the record goes into the new
   ledger first, then the znode is switched to it (with the mark-delete
   position but not the individual acks), then the old ledger is deleted.
   When the cursor ledger cannot be created, or an append to it fails, the
@@ -193,7 +194,9 @@ class CursorSpec(Spec[CursorState]):
         int_constant("MaxEntries", 3, "entries published in all"),
         int_constant("MaxEntriesPerLedger", 2, "maxEntriesPerLedger of the data ledgers"),
         int_constant("BatchSize", 1, "messages in an entry; above 1 the consumer acknowledges batch indexes"),
-        int_constant("MetadataMaxEntriesPerLedger", 2, "records after which the cursor ledger is replaced"),
+        int_constant(
+            "MetadataMaxEntriesPerLedger", 2, "the cursor ledger's LAC at which it is replaced (one record more)"
+        ),
         int_constant("MaxCrashes", 1, "broker crashes in all"),
         int_constant("MaxFaults", 1, "failed writes to BookKeeper (cursor ledger creations and appends)"),
         int_constant("MaxLedgerLoss", 0, "cursor ledgers lost (unreadable) in all"),
@@ -383,7 +386,9 @@ class CursorSpec(Spec[CursorState]):
             return None  # the ledger is gone: the append fails (CursorLedgerWriteFails)
         records = (*records, self.snapshot(s))
         ledgers = tuple((x, records if x == s.cursor_ledger else r) for x, r in s.cursor_ledgers)
-        full = len(records) >= self.MetadataMaxEntriesPerLedger
+        # shouldCloseLedger (ManagedCursorImpl, Pulsar 4.0.7): lh.getLastAddConfirmed() >= MetadataMaxEntriesPerLedger,
+        # so a ledger holds M+1 records. Its other condition, a rollover timeout, is not modelled.
+        full = len(records) - 1 >= self.MetadataMaxEntriesPerLedger
         return evolve(
             s,
             cursor_ledgers=ledgers,

@@ -23,7 +23,7 @@ CONSTANTS
     MaxEntries,                   \* entries published in all
     MaxEntriesPerLedger,          \* maxEntriesPerLedger of the data ledgers
     BatchSize,                    \* messages in an entry
-    MetadataMaxEntriesPerLedger,  \* records after which the cursor ledger is replaced
+    MetadataMaxEntriesPerLedger,  \* the cursor ledger's LAC at which it is replaced
     MaxCrashes,                   \* broker crashes in all
     MaxFaults,                    \* failed writes to BookKeeper (ledger creations and appends)
     MaxLedgerLoss,                \* cursor ledgers lost (unreadable) in all
@@ -232,7 +232,8 @@ CursorPersistsToLedger ==
     /\ dirty
     /\ HasCursorLedger(cursor_ledger)
     /\ LET records == Append(RecordsOf(cursor_ledger), Snapshot)
-           full == Len(records) >= MetadataMaxEntriesPerLedger
+           \* shouldCloseLedger (ManagedCursorImpl, Pulsar 4.0.7): LAC >= M, so M+1 records.
+           full == Len(records) - 1 >= MetadataMaxEntriesPerLedger
        IN /\ cursor_ledgers' = [i \in DOMAIN cursor_ledgers |->
                                    IF cursor_ledgers[i][1] = cursor_ledger THEN <<cursor_ledger, records>>
                                    ELSE cursor_ledgers[i]]

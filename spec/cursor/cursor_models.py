@@ -8,9 +8,9 @@ __all__ = ["MODELS"]
 
 MODELS = SpecModels(
     checked=(
-        CheckedModel({"MaxEntries": 2}, 11_908),
-        CheckedModel({"MaxEntries": 2, "MaxLedgerLoss": 1}, 25_763, "a lost cursor ledger"),
-        CheckedModel({"MaxEntries": 1, "BatchSize": 2}, 2_357, "batch acks"),
+        CheckedModel({"MaxEntries": 2}, 6_350),
+        CheckedModel({"MaxEntries": 2, "MaxLedgerLoss": 1}, 10_992, "a lost cursor ledger"),
+        CheckedModel({"MaxEntries": 1, "BatchSize": 2}, 1_405, "batch acks"),
         CheckedModel(
             {"MaxEntries": 1, "MetadataMaxEntriesPerLedger": 1, "MaxLedgerLoss": 1}, 376, "cursor-ledger rollover"
         ),
