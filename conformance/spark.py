@@ -62,7 +62,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -105,6 +105,7 @@ from ledgerspec.java import JavaNotFound, java_home
 __all__ = [
     "SparkRun",
     "SparkUnavailable",
+    "StageProgress",
     "check_on_spark",
     "find_java_home",
     "spark_session",
@@ -366,18 +367,23 @@ def _first_lines(path: str, starts: Sequence[int]) -> list[int]:
 
 
 # -- the driver -----------------------------------------------------------------------------------
-class _Progress:
-    """Progress of Spark's stages, polled from the driver's status tracker and drawn with rich."""
+#: ``progress(stages)``: the stages under way, each as its description and (tasks done, tasks in all); called about
+#: four times a second while Spark works, and with no stage once it is done.
+StageProgress = Callable[[Mapping[str, tuple[int, int]]], None]
 
-    def __init__(self, spark: Any, console: Any | None) -> None:
+
+class _Progress:
+    """Progress of Spark's stages, polled from the driver's status tracker and reported to ``report``."""
+
+    def __init__(self, spark: Any, report: StageProgress | None) -> None:
         self.tracker = spark.sparkContext.statusTracker()
-        self.console = console
+        self.report = report
         self.phase = ""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> _Progress:
-        if self.console is not None:
+        if self.report is not None:
             self._thread = threading.Thread(target=self._poll, name="ledgerspec-spark-progress", daemon=True)
             self._thread.start()
         return self
@@ -388,23 +394,24 @@ class _Progress:
             self._thread.join()
 
     def _poll(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        shown: dict[int, Any] = {}
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=self.console, transient=True) as progress:
-            while not self._stop.wait(0.25):
-                active = set()
-                for stage in self.tracker.getActiveStageIds():
-                    info = self.tracker.getStageInfo(stage)
-                    if info is None:
-                        continue
-                    active.add(stage)
-                    if stage not in shown:
-                        shown[stage] = progress.add_task(f"{self.phase}: stage {stage}", total=info.numTasks)
-                    progress.update(shown[stage], completed=info.numCompletedTasks, total=info.numTasks)
-                for stage in [s for s in shown if s not in active]:
-                    progress.remove_task(shown.pop(stage))
+        assert self.report is not None
+        names: dict[int, str] = {}  # the stages under way at the last look, each under the phase first seen in
+        stopping = False
+        while not stopping:
+            stopping = self._stop.wait(0.25)
+            active = set(self.tracker.getActiveStageIds())
+            stages = {}
+            # A stage that has ended is reported once more, with its final counts.
+            for stage in sorted(active | set(names)):
+                info = self.tracker.getStageInfo(stage)
+                if info is None:
+                    continue
+                name = names.setdefault(stage, f"{self.phase}: stage {stage}")
+                stages[name] = (info.numCompletedTasks, info.numTasks)
+            for stage in set(names) - active:
+                del names[stage]
+            self.report(stages)
+        self.report({})
 
 
 # A line in the layout this project writes, with a trace id and a process name in printable ASCII: the
@@ -607,13 +614,13 @@ def check_on_spark(
     job: SparkCheck,
     out: str | Path,
     *,
-    progress: Any | None = None,
+    progress: StageProgress | None = None,
     summary: Callable[[CheckRun], dict[str, Any]] | None = None,
 ) -> SparkRun:
     """Check every trace of the files on Spark; write ``OUT/verdicts.parquet`` and ``OUT/summary.json``.
 
-    ``progress``: a rich console to draw stage progress on. ``summary``: the JSON of the run written to
-    ``summary.json`` (by default its counts).
+    ``progress``: told of Spark's stages as they run (:data:`StageProgress`). ``summary``: the JSON of the run
+    written to ``summary.json`` (by default its counts).
     """
     from pyspark import StorageLevel
     from pyspark.sql import functions as F  # noqa: N812

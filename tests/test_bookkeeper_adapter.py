@@ -13,6 +13,7 @@ from ledgerspec.conformance.adapters import bookkeeper
 from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper, MappingError, order_by_service
 from ledgerspec.conformance.adapters.findings import FINDINGS
 from ledgerspec.conformance.adapters.jars import JavaSetupError, ensure_jars
+from ledgerspec.conformance.adapters.ml_scenarios import ML_SCENARIOS
 from ledgerspec.conformance.adapters.scenarios import SCENARIOS
 from ledgerspec.spec.ledger.ledger_trace import TRACE
 from ledgerspec.tools.cli.main import main
@@ -381,6 +382,37 @@ def test_record_lists_scenarios_and_refuses_unknown_names(capsys: pytest.Capture
     assert "unknown scenario 'nope'" in capsys.readouterr().err
     assert main(["record", "cassandra"]) == 2
     assert "unknown system 'cassandra'" in capsys.readouterr().err
+
+
+def test_record_lists_as_json_the_scenarios_and_the_findings_they_can_show(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["record", "bookkeeper", "--list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["system"] == "bookkeeper"
+    assert [s["name"] for s in listed["scenarios"]] == list(SCENARIOS)
+    fence = next(s for s in listed["scenarios"] if s["name"] == "fence-empty-ledger-then-restart")
+    assert fence == {
+        "name": "fence-empty-ledger-then-restart",
+        "summary": SCENARIOS["fence-empty-ledger-then-restart"].summary,
+        "expects": "fence-of-empty-ledger-lost",
+        "may_show": [],
+    }
+    assert listed["findings"] == [{"name": f.name, "kind": f.kind, "title": f.title} for f in FINDINGS.values()]
+
+
+def test_the_managed_ledger_list_names_no_finding_of_bookkeeper(capsys: pytest.CaptureFixture[str]) -> None:
+    from ledgerspec.conformance.adapters.findings import shown_by
+
+    assert main(["record", "managed-ledger", "--list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["system"] == "managed-ledger" and listed["findings"] == []
+    assert [s["name"] for s in listed["scenarios"]] == list(ML_SCENARIOS)
+    assert main(["record", "managed-ledger", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "crash-twice" in out and not any(name in out for name in FINDINGS)
+    assert shown_by(ML_SCENARIOS.values()) == []
+    assert shown_by([SCENARIOS["recovery-races-writer"]]) == [FINDINGS["fenced-writer-closes-ledger"]]
 
 
 def test_stored_recordings_are_checked_again_from_the_command_line(

@@ -32,6 +32,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -112,11 +113,19 @@ class _Bookie:
 class BookKeeperCluster:
     """ZooKeeper, ``bookies`` bookies and the client harness, in ``directory`` (module docstring).
 
-    ``storage`` names the bookies' ledger storage (:data:`BOOKIE_STORAGES`).
+    ``storage`` names the bookies' ledger storage (:data:`BOOKIE_STORAGES`);
+    ``status`` is told of each step of the start as it begins (each process's JVM takes a while).
     Use it as a context manager: leaving it stops every process it started.
     """
 
-    def __init__(self, jars: JarSet, directory: Path, bookies: int = 4, storage: str = "default") -> None:
+    def __init__(
+        self,
+        jars: JarSet,
+        directory: Path,
+        bookies: int = 4,
+        storage: str = "default",
+        status: Callable[[str], None] | None = None,
+    ) -> None:
         if storage not in BOOKIE_STORAGES:
             raise ValueError(f"unknown bookie storage {storage!r}; the storages: {', '.join(BOOKIE_STORAGES)}")
         self.storage = storage
@@ -131,6 +140,7 @@ class BookKeeperCluster:
         self.harness: Harness | None = None
         self._harnesses: list[Harness] = []
         self._zk: KazooClient | None = None
+        self._status = status or (lambda _step: None)
 
     # -- processes ---------------------------------------------------------------------
     def _java(self, log_name: str, *arguments: str) -> list[str]:
@@ -180,6 +190,7 @@ class BookKeeperCluster:
         return _Bookie(n, port, conf)
 
     def start(self) -> BookKeeperCluster:
+        self._status("starting ZooKeeper")
         zk_data = self.directory / "zookeeper"
         zk_data.mkdir(exist_ok=True)
         self._zookeeper = self._spawn(
@@ -200,10 +211,13 @@ class BookKeeperCluster:
         quiet.setLevel(logging.ERROR)
         self._zk = KazooClient(hosts=f"127.0.0.1:{self.zk_port}", timeout=10, logger=quiet)
         self._zk.start(timeout=_START_TIMEOUT)
+        self._status("starting the client harness")
         self.harness = self.start_harness("harness")
         self.harness.call("init-cluster")
         for bookie in self._bookies:
+            self._status(f"starting bookie {bookie.number} of {len(self._bookies)}")
             self._start_bookie(bookie)
+        self._status("waiting for the bookies to register")
         self.wait_for_bookies(len(self._bookies))
         return self
 

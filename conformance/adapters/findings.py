@@ -19,9 +19,12 @@ there, and the upstream report where there is one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Protocol
+
 import attrs
 
-__all__ = ["FINDINGS", "Finding"]
+__all__ = ["FINDINGS", "Finding", "shown_by"]
 
 
 @attrs.frozen
@@ -145,3 +148,20 @@ FINDINGS = {
         ),
     )
 }
+
+
+class _ShowsFindings(Protocol):
+    """A scenario, as far as findings go."""
+
+    @property
+    def expects(self) -> str | None: ...
+
+    @property
+    def may_show(self) -> tuple[str, ...]: ...
+
+
+def shown_by(scenarios: Iterable[_ShowsFindings]) -> list[Finding]:
+    """The findings the scenarios can show, each it expects or may show, in the order of :data:`FINDINGS`: a
+    violation is called known only where the scenario names its finding so."""
+    named = {name for s in scenarios for name in (*([s.expects] if s.expects is not None else []), *s.may_show)}
+    return [f for f in FINDINGS.values() if f.name in named]

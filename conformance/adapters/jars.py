@@ -18,7 +18,7 @@ import hashlib
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -125,15 +125,22 @@ def _pins_digest(artifacts: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(artifacts).encode()).hexdigest()[:12]
 
 
-def ensure_jars(artifacts: Sequence[str] = ARTIFACTS, cache: Path | None = None) -> JarSet:
-    """The jars of ``artifacts`` and their dependencies, fetched into the cache unless already there."""
+def ensure_jars(
+    artifacts: Sequence[str] = ARTIFACTS, cache: Path | None = None, status: Callable[[str], None] | None = None
+) -> JarSet:
+    """The jars of ``artifacts`` and their dependencies, fetched into the cache unless already there.
+
+    ``status`` is told of each long step as it starts: the fetch with Maven, the harness's compilation.
+    """
     root = (cache or _cache_root()) / _pins_digest(artifacts)
     jars = JarSet(root)
     complete = root / "lib" / ".complete"
     if not complete.is_file():
+        if status is not None:
+            status(f"fetching {', '.join(artifacts)} and their dependencies with Maven into {root}")
         _fetch(artifacts, root)
         complete.write_text("\n".join(artifacts) + "\n")
-    _compile_harness(jars)
+    _compile_harness(jars, status)
     return jars
 
 
@@ -158,13 +165,15 @@ def _fetch(artifacts: Sequence[str], root: Path) -> None:
     staging.rename(root / "lib")
 
 
-def _compile_harness(jars: JarSet) -> None:
+def _compile_harness(jars: JarSet, status: Callable[[str], None] | None = None) -> None:
     source = resources.files("ledgerspec.conformance.adapters").joinpath("java", f"{_HARNESS}.java")
     text = source.read_bytes()
     stamp = jars.classes / ".source-sha256"
     digest = hashlib.sha256(text).hexdigest()
     if stamp.is_file() and stamp.read_text() == digest and (jars.classes / f"{_HARNESS}.class").is_file():
         return
+    if status is not None:
+        status("compiling the client harness")
     shutil.rmtree(jars.classes, ignore_errors=True)
     jars.classes.mkdir(parents=True)
     (jars.classes / f"{_HARNESS}.java").write_bytes(text)

@@ -141,7 +141,8 @@ class ManagedLedgerScenario:
     run: Callable[[BrokerDriver], None]
     max_entries_per_ledger: int = 3
     metadata_max_entries_per_ledger: int = 2
-    expects: str | None = None
+    expects: str | None = None  # a finding (findings.py) the scenario shows, or None: it must conform
+    may_show: tuple[str, ...] = ()  # findings a race in the scenario may or may not bring about
 
 
 ML_SCENARIOS: dict[str, ManagedLedgerScenario] = {}

@@ -64,7 +64,7 @@ from ledgerspec.conformance.spark import check_on_spark, spark_session
 from ledgerspec.conformance.spark_tasks import SparkCheck
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 from ledgerspec.spec.ledger.ledger_trace import CLIENT_OBSERVES
-from ledgerspec.tools.console import output_console
+from ledgerspec.tools.console import StageSteps, StepProgress, output_console
 from rich.console import Console
 from rich.table import Table
 
@@ -245,13 +245,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             console.print(f"Spark {args.master}, {name} ...")
             with tempfile.TemporaryDirectory(prefix="ledgerspec-bench-out-") as out:
                 cpu0, t0 = _process_cpu_seconds(), time.perf_counter()
-                result = check_on_spark(spark, paths, job, out, progress=console)
+                with StepProgress(console, quiet=not console.is_terminal, transient=True) as shown:
+                    result = check_on_spark(spark, paths, job, out, progress=StageSteps(shown))
                 seconds, cpu1 = time.perf_counter() - t0, _process_cpu_seconds()
                 runs.append((name, result.run, seconds, cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None))
         console.print(f"Spark {args.master}, NDJSON, the first file alone ...")
         with tempfile.TemporaryDirectory(prefix="ledgerspec-bench-out-") as out:
             t0 = time.perf_counter()
-            small = check_on_spark(spark, files[:1], job, out, progress=console).run
+            with StepProgress(console, quiet=not console.is_terminal, transient=True) as shown:
+                small = check_on_spark(spark, files[:1], job, out, progress=StageSteps(shown)).run
             small_seconds = time.perf_counter() - t0
         # One core and Spark again, turn about: the machine's speed drifts between runs minutes apart.
         rounds = [(local.seconds, runs[0][2])]
@@ -260,7 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             again = _in_fresh_process(files)
             with tempfile.TemporaryDirectory(prefix="ledgerspec-bench-out-") as out:
                 t0 = time.perf_counter()
-                check_on_spark(spark, files, job, out, progress=console)
+                with StepProgress(console, quiet=not console.is_terminal, transient=True) as shown:
+                    check_on_spark(spark, files, job, out, progress=StageSteps(shown))
                 rounds.append((again.seconds, time.perf_counter() - t0))
     for name, run, _, _ in runs:
         if (run.traces, run.events, run.conforms) != (local.traces, local.events, local.conforms):

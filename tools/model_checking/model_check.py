@@ -224,13 +224,15 @@ def run_tlc(
     keep_states: bool = False,
     workers: int = 1,
     work_dir: Path | None = None,
+    progress: Callable[[int, int, int, int], None] | None = None,
 ) -> EngineResult:
     """Check the model with TLC, in this process through JPype.
 
     TLC's config, its output (``tlc.log``) and, with ``keep_states``, its dump of the states go to
     ``work_dir``, which is kept and named by the result's ``log_path``; by default they go to a
     temporary directory that is removed before this returns, whatever the outcome, and the result
-    names no log.
+    names no log. ``progress(distinct, generated, depth, queue)`` is called with TLC's counts as it reports
+    them, once a minute.
     """
     from ledgerspec.tools.model_checking.tlc import runner as tlc  # JPype is loaded only when TLC runs
     from ledgerspec.tools.model_checking.tlc.output import TlcSpecError
@@ -253,6 +255,7 @@ def run_tlc(
                 dump_states=keep_states,
                 log_path=directory / "tlc.log",
                 library=[catalog.tla_library()],
+                progress=progress,
             )
         except TlcSpecError as exc:
             if work_dir is not None:

@@ -244,9 +244,15 @@ def record_bookkeeper(
     *,
     jars: JarSet | None = None,
     progress: Callable[[ScenarioRecording], None] | None = None,
+    status: Callable[[str], None] | None = None,
 ) -> list[ScenarioRecording]:
-    """Run ``names`` (scenario names) on one fresh cluster; write and check their traces (module docstring)."""
-    return _record_suite(names, SCENARIOS, out, jars, progress, _record_one, deleted_ok=False)
+    """Run ``names`` (scenario names) on one fresh cluster; write and check their traces (module docstring).
+
+    ``progress`` is given each scenario's recording as it is done; ``status`` is told of each step as it
+    starts: the fetch of the jars, the start of each process of the cluster, each scenario, the reading of
+    what the cluster kept.
+    """
+    return _record_suite(names, SCENARIOS, out, jars, progress, _record_one, deleted_ok=False, status=status)
 
 
 #: Runs one scenario on the cluster into its directory, and adds the entries it saw acknowledged.
@@ -262,6 +268,7 @@ def _record_suite(
     record_one: _RecordOne,
     *,
     deleted_ok: bool,
+    status: Callable[[str], None] | None = None,
 ) -> list[ScenarioRecording]:
     """Scenarios one after another on one fresh cluster; then the bookies' files, once it has stopped.
 
@@ -271,8 +278,9 @@ def _record_suite(
     unknown = [n for n in names if n not in known]
     if unknown:
         raise KeyError(f"no scenario {', '.join(unknown)}; the scenarios: {', '.join(known)}")
+    say = status or (lambda _step: None)
     out.mkdir(parents=True, exist_ok=True)
-    jars = jars or ensure_jars()
+    jars = jars or ensure_jars(status=status)
     by_storage: dict[str, list[str]] = {}
     for name in names:
         by_storage.setdefault(getattr(known[name], "storage", "default"), []).append(name)
@@ -282,13 +290,17 @@ def _record_suite(
         cluster_dir = out / f"cluster{suffix}"
         shutil.rmtree(cluster_dir, ignore_errors=True)
         acknowledged: dict[int, list[int]] = {}
-        with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES, storage) as cluster:
+        with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES, storage, status=status) as cluster:
             for name in group:
+                say(f"scenario {name} ({len(recordings) + 1} of {len(names)})")
                 recording = record_one(cluster, name, out / name, acknowledged)
                 recordings[name] = recording
                 if progress is not None:
                     progress(recording)
+            say("reading the ledgers' metadata")
             metadata = _read_metadata(cluster, sorted(acknowledged), deleted_ok=deleted_ok)
+            say("stopping the cluster")
+        say("reading the bookies' files")
         _record_bookies(cluster, out / f"bookies{suffix}", metadata, acknowledged)
     return [recordings[name] for name in names]
 
@@ -528,7 +540,7 @@ def _write_checked(
         run["failure"],
         float(run["seconds"]),
         scenario.expects if scenario is not None else None,
-        scenario.may_show if isinstance(scenario, Scenario) else (),
+        scenario.may_show if scenario is not None else (),
         evidence,
     )
     (directory / "verdict.json").write_text(json.dumps(_verdict_json(recording, skipped), indent=2) + "\n")
@@ -647,6 +659,7 @@ def record_managed_ledger(
     *,
     jars: JarSet | None = None,
     progress: Callable[[ScenarioRecording], None] | None = None,
+    status: Callable[[str], None] | None = None,
 ) -> list[ScenarioRecording]:
     """Run managed-ledger scenarios (``ml_scenarios.py``) on one fresh cluster; write and check their traces.
 
@@ -656,9 +669,10 @@ def record_managed_ledger(
     ``MLDataFormats`` reader), ``trace.ndjson`` (one cursor-spec trace) and
     ``verdict.json``. As for ``record_bookkeeper``, ``OUT/bookies/`` holds the
     bookies' files once the cluster stops, and ``acknowledged.json`` where
-    each published message's entry is journaled.
+    each published message's entry is journaled. ``progress`` and ``status``
+    as for ``record_bookkeeper``.
     """
-    return _record_suite(names, ML_SCENARIOS, out, jars, progress, _record_cursor, deleted_ok=True)
+    return _record_suite(names, ML_SCENARIOS, out, jars, progress, _record_cursor, deleted_ok=True, status=status)
 
 
 def _record_cursor(

@@ -1,11 +1,11 @@
-"""What every command shares: exit statuses and the error for bad input."""
+"""What every command shares: exit statuses, the error for bad input, and the progress of long steps."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ledgerspec.tools.console import StepProgress
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 __all__ = [
     "EXIT_INCONCLUSIVE",
@@ -47,13 +47,7 @@ def positive_jobs(jobs: int | None, default: int) -> int:
     return chosen
 
 
-def runs_progress(err: Console, *, quiet: bool) -> Progress:
-    """A bar of runs done, on ``err`` when it is a terminal and not ``quiet``."""
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        disable=quiet or not err.is_terminal,
-    )
+def runs_progress(err: Console, *, quiet: bool, transient: bool = False) -> StepProgress:
+    """The progress of a command's long steps on ``err``: a live bar on a terminal, plain lines on anything
+    else (:class:`~ledgerspec.tools.console.StepProgress`); nothing when ``quiet`` (``--json``)."""
+    return StepProgress(err, quiet=quiet, transient=transient)

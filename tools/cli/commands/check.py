@@ -37,7 +37,9 @@ from ledgerspec.tools.cli.commands.base import (
     EXIT_VIOLATION,
     UsageError,
     parse_constants,
+    runs_progress,
 )
+from ledgerspec.tools.console import StageSteps
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -317,11 +319,16 @@ def _check_on_spark(args: argparse.Namespace, out: Console, err: Console) -> int
         given=tuple(checkers.given.items()),
     )
     try:
-        with spark_session(args.master or DEFAULT_MASTER) as spark:
-            result = check_on_spark(
-                spark, inputs.files, job, args.out or "ledgerspec-check", progress=err,
-                summary=lambda run: _to_json(checkers, run),
-            )  # fmt: skip
+        # Spark's stages are shown with --json too: they go to standard error, the JSON to standard output.
+        with runs_progress(err, quiet=False, transient=True) as progress:
+            progress.step("starting Spark")
+            with spark_session(args.master or DEFAULT_MASTER) as spark:
+                progress.step(None)
+                result = check_on_spark(
+                    spark, inputs.files, job, args.out or "ledgerspec-check", progress=StageSteps(progress),
+                    summary=lambda run: _to_json(checkers, run),
+                )  # fmt: skip
+                progress.step("stopping Spark")
     except SparkUnavailable as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         return EXIT_MISSING_TOOL

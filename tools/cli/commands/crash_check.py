@@ -15,12 +15,11 @@ from typing import Any
 
 from ledgerspec.reference.bookie import MUTANTS
 from ledgerspec.reference.bookie.workloads import WORKLOADS
-from ledgerspec.tools.cli.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError
-from ledgerspec.tools.harness.crash_check import CrashCheckResult, Progress, crash_check
+from ledgerspec.tools.cli.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError, runs_progress
+from ledgerspec.tools.harness.crash_check import CrashCheckResult, crash_check
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-from rich.progress import Progress as ProgressBar
+from rich.progress import TaskID
 from rich.table import Table
 
 __all__ = ["register"]
@@ -61,10 +60,7 @@ def _crash_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.list:
         _print_list(out)
         return EXIT_OK
-    if args.json or not err.is_terminal:
-        result = crash_check(workloads, args.mutant, second_crashes=not args.no_second_crash, scratch=args.dir)
-    else:
-        result = _with_progress(workloads, args, err)
+    result = _with_progress(workloads, args, err)
     if args.json:
         print(json.dumps({"target": args.target, **result.to_json()}, indent=2))
     else:
@@ -73,16 +69,16 @@ def _crash_check(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _with_progress(workloads: list[str], args: argparse.Namespace, err: Console) -> CrashCheckResult:
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with ProgressBar(*columns, console=err, transient=True) as bar:
-        tasks = {name: bar.add_task(f"{name}: boundaries", total=None) for name in workloads}
+    with runs_progress(err, quiet=args.json, transient=True) as progress:
+        tasks: dict[str, TaskID] = {}
 
         def report(workload: str, done: int, total: int) -> None:
-            bar.update(tasks[workload], completed=done, total=total)
+            if workload not in tasks:  # a step per workload, from its first crash point
+                tasks[workload] = progress.add_task(f"{workload}: boundaries", total=total)
+            progress.update(tasks[workload], completed=done, total=total)
 
-        progress: Progress = report
         return crash_check(
-            workloads, args.mutant, second_crashes=not args.no_second_crash, progress=progress, scratch=args.dir
+            workloads, args.mutant, second_crashes=not args.no_second_crash, progress=report, scratch=args.dir
         )
 
 

@@ -27,11 +27,19 @@ from pathlib import Path
 from typing import Any
 
 from ledgerspec.conformance.checker import Bounds, TraceChecker
+from ledgerspec.conformance.manifest import manifest_json, write_manifest
 from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES
 from ledgerspec.conformance.run import CheckRun, check_files
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 from ledgerspec.spec.vocabulary import ndjson
-from ledgerspec.tools.cli.commands.base import EXIT_MISSING_TOOL, EXIT_OK, EXIT_VIOLATION, UsageError
+from ledgerspec.tools.cli.commands.base import (
+    EXIT_MISSING_TOOL,
+    EXIT_OK,
+    EXIT_VIOLATION,
+    UsageError,
+    runs_progress,
+)
+from ledgerspec.tools.console import StageSteps, StepProgress
 from ledgerspec.tools.harness.mutants import MUTANTS
 from ledgerspec.tools.harness.workloads import LEDGER_WORKLOADS, Mutant, workload_traces
 from rich.console import Console
@@ -68,19 +76,33 @@ def register(commands: Any) -> None:
     demo.set_defaults(run=_demo)
 
 
-def _simulate(directory: Path, traces: int) -> tuple[dict[str, list[str]], dict[str, int]]:
+def _simulate(directory: Path, traces: int, progress: StepProgress) -> tuple[dict[str, list[str]], dict[str, int]]:
     """Write each engine's traces; the trace ids of each engine, and the spec constants they share."""
     workload = LEDGER_WORKLOADS[0].scaled(traces)
     engines: dict[str, Mutant | None] = {UNMUTATED: None, **{name: MUTANTS[name] for name in DEMO_MUTANTS}}
     ids: dict[str, list[str]] = {}
+    task = progress.add_task("simulating", total=len(engines) * traces)
     for engine, mutant in engines.items():
+        progress.update(task, description=f"simulating: {engine}")
         folder = directory / engine
         folder.mkdir(parents=True)
         ids[engine] = []
+        files = []
         for trace_id, lines, _ in workload_traces(workload, mutant, modes=("full",)):
             named = f"{engine}/{trace_id}"  # trace ids are unique across the engines' files
-            (folder / f"{trace_id}.ndjson").write_bytes(ndjson({**line, "trace": named} for line in lines["full"]))
+            files.append(f"{trace_id}.ndjson")
+            (folder / files[-1]).write_bytes(ndjson({**line, "trace": named} for line in lines["full"]))
             ids[engine].append(named)
+            progress.advance(task)
+        manifest = manifest_json(
+            spec="ledger",
+            mode="full",
+            constants=workload.config.spec_constants(),
+            files=files,
+            engine=engine,
+            mutant=None if mutant is None else mutant.name,
+        )
+        write_manifest(folder, manifest)
     return ids, workload.config.spec_constants()
 
 
@@ -102,7 +124,8 @@ def _demo(args: argparse.Namespace, out: Console, err: Console) -> int:
     traces_dir = root / "traces"
     if not args.json:
         err.print(f"simulating {args.traces} runs each: {UNMUTATED}, {', '.join(DEMO_MUTANTS)} ...")
-    ids, constants = _simulate(traces_dir, args.traces)
+    with runs_progress(err, quiet=args.json) as progress:
+        ids, constants = _simulate(traces_dir, args.traces, progress)
     spec = LedgerSpec(**constants)
     sources = [traces_dir / engine for engine in ids]
 
@@ -112,15 +135,22 @@ def _demo(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     job = SparkCheck(spec.name, tuple(spec.values.items()), "full", Bounds(), DEFAULT_MAX_LINE_BYTES)
     try:
-        with spark_session(args.master or DEFAULT_MASTER, app_name="ledgerspec demo") as spark:
-            on_spark = check_on_spark(spark, sources, job, root / "check", progress=None if args.json else err)
+        with runs_progress(err, quiet=args.json, transient=True) as progress:
+            progress.step("starting Spark")
+            with spark_session(args.master or DEFAULT_MASTER, app_name="ledgerspec demo") as spark:
+                progress.step(None)
+                on_spark = check_on_spark(spark, sources, job, root / "check", progress=StageSteps(progress))
+                progress.step("stopping Spark")
     except SparkUnavailable as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         return EXIT_MISSING_TOOL
     checker = TraceChecker(spec, "full")
-    here = check_files(sources, checker)
     report = root / "report.html"
-    write_report(report, here, checker, sources)
+    with runs_progress(err, quiet=args.json, transient=True) as progress:
+        progress.step("checking the traces in this process")
+        here = check_files(sources, checker)
+        progress.step("writing the report")
+        write_report(report, here, checker, sources)
 
     spark_statuses, local_statuses = _statuses(on_spark.run, ids), _statuses(here, ids)
     disagree = sorted(t for t in local_statuses if spark_statuses[t] != local_statuses[t])

@@ -11,7 +11,14 @@ from typing import Any
 
 from ledgerspec.spec import catalog
 from ledgerspec.spec.values import format_value
-from ledgerspec.tools.cli.commands.base import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION, UsageError, parse_constants
+from ledgerspec.tools.cli.commands.base import (
+    EXIT_INCONCLUSIVE,
+    EXIT_OK,
+    EXIT_VIOLATION,
+    UsageError,
+    parse_constants,
+    runs_progress,
+)
 from ledgerspec.tools.model_checking.explorer.frontier import resident_bytes
 from ledgerspec.tools.model_checking.model_check import (
     Comparison,
@@ -98,9 +105,9 @@ def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
                 model, compare_states, quiet=args.json, err=err, max_memory=max_memory, workers=python_workers
             )
         else:
-            if not args.json:
-                err.print(f"[dim]TLC: checking {args.spec} ({tlc_workers} worker(s))...[/dim]")
-            results["tlc"] = run_tlc(model, keep_states=compare_states, workers=tlc_workers, work_dir=keep_work)
+            results["tlc"] = _tlc_with_progress(
+                model, compare_states, quiet=args.json, err=err, workers=tlc_workers, work_dir=keep_work
+            )
             if keep_work is not None and not args.json:
                 kept = "config, output and state dump" if compare_states else "config and output"
                 err.print(f"TLC's {kept} are kept in {keep_work}", highlight=False)
@@ -158,19 +165,44 @@ def parse_size(text: str) -> int:
 def _with_progress(
     model: ModelCheck, keep_states: bool, *, quiet: bool, err: Console, max_memory: int | None, workers: int
 ) -> EngineResult:
-    if quiet or not err.is_terminal:
-        return run_python(model, keep_states=keep_states, max_memory=max_memory, workers=workers)
-    started = time.perf_counter()
-    with err.status("python explorer: starting") as status:
+    with runs_progress(err, quiet=quiet, transient=True) as progress:
+        task = progress.add_task("python explorer", total=None)
+        started = time.perf_counter()
 
         def report(distinct: int, generated: int, depth: int, queue: int) -> None:
             rate = distinct / max(time.perf_counter() - started, 1e-9)
-            status.update(
-                f"python explorer: {distinct:,} distinct states ({rate:,.0f}/s), {generated:,} generated, "
-                f"depth {depth}, {queue:,} queued, {resident_bytes() / 2**20:,.0f} MiB"
+            progress.update(
+                task,
+                description=f"python explorer: {distinct:,} distinct states ({rate:,.0f}/s), {generated:,} "
+                f"generated, depth {depth}, {queue:,} queued, {resident_bytes() / 2**20:,.0f} MiB",
             )
 
-        return run_python(model, keep_states=keep_states, progress=report, max_memory=max_memory, workers=workers)
+        return run_python(
+            model,
+            keep_states=keep_states,
+            progress=None if quiet else report,
+            max_memory=max_memory,
+            workers=workers,
+        )
+
+
+def _tlc_with_progress(
+    model: ModelCheck, keep_states: bool, *, quiet: bool, err: Console, workers: int, work_dir: Path | None
+) -> EngineResult:
+    """TLC's run, with its progress: TLC reports its counts once a minute."""
+    with runs_progress(err, quiet=quiet, transient=True) as progress:
+        task = progress.add_task(f"TLC: checking {model.spec_name} ({workers} worker(s))", total=None)
+
+        def report(distinct: int, generated: int, depth: int, queue: int) -> None:
+            progress.update(
+                task,
+                description=f"TLC: {distinct:,} distinct states, {generated:,} generated, depth {depth}, "
+                f"{queue:,} queued",
+            )
+
+        return run_tlc(
+            model, keep_states=keep_states, workers=workers, work_dir=work_dir, progress=None if quiet else report
+        )
 
 
 def _print_results(

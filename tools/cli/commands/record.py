@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerspec.conformance.adapters.cluster import ClusterError
-from ledgerspec.conformance.adapters.findings import FINDINGS
+from ledgerspec.conformance.adapters.findings import FINDINGS, shown_by
 from ledgerspec.conformance.adapters.jars import ARTIFACTS, JavaSetupError
 from ledgerspec.conformance.adapters.ml_scenarios import ML_SCENARIOS
 from ledgerspec.conformance.adapters.scenarios import SCENARIOS
@@ -38,6 +38,7 @@ from ledgerspec.tools.cli.commands.base import (
     EXIT_USAGE,
     EXIT_VIOLATION,
     UsageError,
+    runs_progress,
 )
 from ledgerspec.tools.recording.real_systems import (
     RecordingError,
@@ -94,7 +95,10 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
     if unknown:
         raise UsageError(f"unknown scenario {', '.join(map(repr, unknown))}; scenarios: {', '.join(known)}")
     if args.list:
-        _print_list(out, known)
+        if args.json:
+            print(json.dumps(_list_json(args.system, known), indent=2))
+        else:
+            _print_list(out, known)
         return EXIT_OK
     if args.recheck is not None:
         try:
@@ -111,7 +115,8 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
             err.print(f"[{style}]{recording.status:>12}[/] {escape(recording.name)} ({recording.seconds:.1f} s)")
 
     try:
-        recordings = record(names, Path(args.out), progress=progress)
+        with runs_progress(err, quiet=args.json, transient=True) as steps:
+            recordings = record(names, Path(args.out), progress=progress, status=steps.step)
     except JavaSetupError as exc:
         err.print(f"[bold red]{escape(str(exc))}[/]", soft_wrap=True)
         return EXIT_MISSING_TOOL
@@ -211,9 +216,27 @@ def _print_list(out: Console, scenarios: dict[str, Any]) -> None:
     for s in scenarios.values():
         table.add_row(escape(s.name), escape(s.summary), escape(s.expects or ""))
     out.print(table)
+    shown = shown_by(scenarios.values())
+    if not shown:
+        out.print("findings: none (each scenario must conform)")
+        return
     findings = Table(title="findings")
     for column in ("name", "kind", "what"):
         findings.add_column(column)
-    for f in FINDINGS.values():
+    for f in shown:
         findings.add_row(escape(f.name), f.kind, escape(f.title))
     out.print(findings)
+
+
+def _list_json(system: str, scenarios: dict[str, Any]) -> dict[str, Any]:
+    """``--list --json``: the ``system``, its ``scenarios`` (each ``name``, ``summary``, ``expects``: the finding
+    it is there to show, or null, and ``may_show``: the findings a race in it may bring about) and the
+    ``findings`` they can show (each ``name``, ``kind``: bug or difference, ``title``)."""
+    return {
+        "system": system,
+        "scenarios": [
+            {"name": s.name, "summary": s.summary, "expects": s.expects, "may_show": list(s.may_show)}
+            for s in scenarios.values()
+        ],
+        "findings": [{"name": f.name, "kind": f.kind, "title": f.title} for f in shown_by(scenarios.values())],
+    }

@@ -55,7 +55,7 @@ from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 from ledgerspec.spec.values import format_value
 from ledgerspec.spec.vocabulary import ndjson
-from ledgerspec.tools.cli.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError, parse_constants
+from ledgerspec.tools.cli.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError, parse_constants, runs_progress
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -148,9 +148,9 @@ def _simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
             "(--traces) explore more than longer ones; add --force to run it anyway"
         )
     if args.spec == "managed-ledger":
-        return _simulate_managed_ledger(args, out)
+        return _simulate_managed_ledger(args, out, err)
     if args.spec == "autorecovery":
-        return _simulate_autorecovery(args, out)
+        return _simulate_autorecovery(args, out, err)
     config = simulation_config(parse_constants(args.const), args.faults, args.mutant)
     directory = Path(args.out)
     try:
@@ -159,23 +159,26 @@ def _simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UsageError(f"cannot write to {directory}: {exc.strerror}") from None
     constants = config.spec_constants()
     runs: list[dict[str, Any]] = []
-    for trace_id, lines, sim in simulate_traces(
-        config, seed=args.seed, steps=args.steps, traces=args.traces, mode=args.mode
-    ):
-        path = directory / f"{trace_id}.ndjson"
-        path.write_bytes(ndjson(lines))
-        runs.append(
-            {
-                "trace": trace_id,
-                "file": path.name,
-                "events": len(lines),
-                "engine_events": len(sim.events),
-                "adds_acknowledged": len(sim.acknowledged),
-                "ledger": sim.ledgers.read(sim.ledger_id).metadata.state.name,
-                "reads": sim.reads,
-                "read_problems": list(sim.read_problems),
-            }
-        )
+    with runs_progress(err, quiet=args.json) as progress:
+        task = progress.add_task("ledger runs", total=args.traces)
+        for trace_id, lines, sim in simulate_traces(
+            config, seed=args.seed, steps=args.steps, traces=args.traces, mode=args.mode
+        ):
+            path = directory / f"{trace_id}.ndjson"
+            path.write_bytes(ndjson(lines))
+            runs.append(
+                {
+                    "trace": trace_id,
+                    "file": path.name,
+                    "events": len(lines),
+                    "engine_events": len(sim.events),
+                    "adds_acknowledged": len(sim.acknowledged),
+                    "ledger": sim.ledgers.read(sim.ledger_id).metadata.state.name,
+                    "reads": sim.reads,
+                    "read_problems": list(sim.read_problems),
+                }
+            )
+            progress.advance(task)
     manifest = manifest_json(
         spec="ledger",
         mode=args.mode,
@@ -236,7 +239,7 @@ def cursor_run_config(constants: dict[str, str], mutant: str | None) -> RunConfi
     return CURSOR_CONSTANTS.configure(RunConfig(mutant=mutant), {name: values[name] for name in constants})
 
 
-def _simulate_managed_ledger(args: argparse.Namespace, out: Console) -> int:
+def _simulate_managed_ledger(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.faults != ",".join(FAULTS):
         raise UsageError("--faults is for ledger runs: a managed-ledger run takes every fault of the cursor spec")
     config = cursor_run_config(parse_constants(args.const), args.mutant)
@@ -244,6 +247,7 @@ def _simulate_managed_ledger(args: argparse.Namespace, out: Console) -> int:
     return _write_runs(
         args,
         out,
+        err,
         SpecRuns(
             "cursor",
             "managed ledger",
@@ -276,6 +280,7 @@ class SpecRuns:
 def _write_runs(
     args: argparse.Namespace,
     out: Console,
+    err: Console,
     what: SpecRuns,
     simulate: Callable[[str], Iterable[tuple[str, dict[str, list[dict[str, Any]]]]]],
 ) -> int:
@@ -286,8 +291,15 @@ def _write_runs(
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot write to {directory}: {exc.strerror}") from None
-    with tempfile.TemporaryDirectory(prefix=f"ledgerspec-{what.spec}-") as scratch:
-        recorded = list(simulate(scratch))
+    recorded: list[tuple[str, dict[str, list[dict[str, Any]]]]] = []
+    with (
+        tempfile.TemporaryDirectory(prefix=f"ledgerspec-{what.spec}-") as scratch,
+        runs_progress(err, quiet=args.json) as progress,
+    ):
+        task = progress.add_task(f"{what.title} runs", total=args.traces)
+        for one in simulate(scratch):
+            recorded.append(one)
+            progress.advance(task)
     runs: list[dict[str, Any]] = []
     for trace_id, lines in recorded:
         path = directory / f"{trace_id}.ndjson"
@@ -340,7 +352,7 @@ def autorecovery_run_config(constants: dict[str, str], mutant: str | None) -> Au
         raise UsageError(str(exc)) from None
 
 
-def _simulate_autorecovery(args: argparse.Namespace, out: Console) -> int:
+def _simulate_autorecovery(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.faults != ",".join(FAULTS):
         raise UsageError("--faults is for ledger runs: an autorecovery run takes every fault of its spec")
     config = autorecovery_run_config(parse_constants(args.const), args.mutant)
@@ -353,6 +365,7 @@ def _simulate_autorecovery(args: argparse.Namespace, out: Console) -> int:
     return _write_runs(
         args,
         out,
+        err,
         SpecRuns("autorecovery", "autorecovery", config.spec_constants(), config.mutant, counts),
         lambda scratch: simulate_autorecovery_traces(
             config, scratch, seed=args.seed, steps=args.steps, traces=args.traces, modes=(args.mode,)

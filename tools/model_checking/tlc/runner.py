@@ -72,12 +72,13 @@ import contextlib
 import importlib
 import importlib.util
 import os
+import re
 import shlex
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +93,7 @@ from ledgerspec.tools.model_checking.tlc.output import (
 
 from ledgerspec.java import JavaNotFound, jvm_library
 
-__all__ = ["find_tla2tools_jar", "run_tlc"]
+__all__ = ["Progress", "ProgressLog", "find_tla2tools_jar", "run_tlc"]
 
 TLA2TOOLS_ENV = "LEDGERSPEC_TLA2TOOLS"
 JVM_ARGS_ENV = "LEDGERSPEC_JVM_ARGS"
@@ -289,9 +290,12 @@ class _Tlc:
             self.ToolIO.err = saved[3]
             stream.close()
 
-    def run(self, args: Sequence[str], module_path: Sequence[Path]) -> tuple[bool, int]:
+    def run(
+        self, args: Sequence[str], module_path: Sequence[Path], poll: Callable[[], None] | None = None
+    ) -> tuple[bool, int]:
         """Run TLC in a thread of its own, so that Ctrl-C reaches Python while TLC works: TLC is then
-        stopped, and the KeyboardInterrupt raised once it has stopped."""
+        stopped, and the KeyboardInterrupt raised once it has stopped. ``poll`` is called about every 0.2 s
+        while TLC runs."""
         outcome: list[Any] = []
 
         def work() -> None:
@@ -305,6 +309,8 @@ class _Tlc:
         try:
             while thread.is_alive():
                 thread.join(0.2)
+                if poll is not None and thread.is_alive():
+                    poll()
         except KeyboardInterrupt:
             while thread.is_alive():  # (before the search starts there is no checker to stop yet)
                 self.stop()
@@ -407,6 +413,49 @@ def _at_exit() -> None:
 
 
 # ---------------------------------------------------------------------------
+# TLC's progress, read from its output as it runs
+
+#: ``progress(distinct, generated, depth, queue)``: TLC's counts, as the explorer reports its own.
+Progress = Callable[[int, int, int, int], None]
+
+# TLC's progress message (code 2200), which it prints once a minute:
+# "Progress(20) at 2024-01-01 12:00:00: 28,067 states generated (458,611 s/min), 11,229 distinct states found
+# (183,480 ds/min), 0 states left on queue."
+_PROGRESS_RE = re.compile(
+    r"^Progress\((?P<depth>[\d,]+)\) at .*?: (?P<generated>[\d,]+) states generated\b.*?"
+    r"(?P<distinct>[\d,]+) distinct states found\b.*?(?P<queue>[\d,]+) states left on queue"
+)
+
+
+class ProgressLog:
+    """Reads the progress messages TLC has added to its output file since the last call, and reports each."""
+
+    def __init__(self, path: Path, progress: Progress) -> None:
+        self.path = path
+        self.progress = progress
+        self._offset = 0
+        self._partial = b""
+
+    def __call__(self) -> None:
+        try:
+            with open(self.path, "rb") as log:
+                log.seek(self._offset)
+                added = log.read()
+        except OSError:  # not written yet
+            return
+        self._offset += len(added)
+        lines = (self._partial + added).split(b"\n")
+        self._partial = lines.pop()  # the line TLC is still writing
+        for line in lines:
+            found = _PROGRESS_RE.match(line.decode("utf-8", errors="replace").strip())
+            if found is not None:
+                depth, generated, distinct, queue = (
+                    int(found[name].replace(",", "")) for name in ("depth", "generated", "distinct", "queue")
+                )
+                self.progress(distinct, generated, depth, queue)
+
+
+# ---------------------------------------------------------------------------
 # The entry point
 
 _MANAGED_OPTIONS = {"-metadir", "-config", "-dump", "-workers", "-tool", "-deadlock", "-simulate", "-recover"}
@@ -422,6 +471,7 @@ def run_tlc(
     log_path: Path | None = None,
     extra_args: Sequence[str] = (),
     library: Sequence[Path] = (),
+    progress: Progress | None = None,
 ) -> TlcResult:
     """Model-check ``spec`` (a ``.tla`` file) with the config ``cfg`` (a ``.cfg`` file) in TLC.
 
@@ -433,7 +483,9 @@ def run_tlc(
     removed at interpreter exit.  ``extra_args`` go to TLC as they are (e.g.
     ``["-continue"]``); the options this function sets itself are refused.
     TLC finds the modules the spec extends in the spec's folder, then in the
-    folders of ``library``.
+    folders of ``library``. ``progress(distinct, generated, depth, queue)`` is
+    called with the counts of each progress message TLC prints as it runs
+    (once a minute) and as it ends.
 
     Raises :class:`TlcSpecError` when TLC rejects the spec or config or fails
     while evaluating them, :class:`TlcUnavailable` when
@@ -488,8 +540,11 @@ def run_tlc(
                 ) from None
             try:
                 start = time.perf_counter()
+                poll = None if progress is None else ProgressLog(log, progress)
                 with tlc.output_to(log):
-                    accepted, _ = tlc.run(args, [spec.parent, *(Path(d).resolve() for d in library)])
+                    accepted, _ = tlc.run(args, [spec.parent, *(Path(d).resolve() for d in library)], poll)
+                if poll is not None:  # the final counts, which TLC prints as it ends
+                    poll()
                 seconds = time.perf_counter() - start
                 invariant_names, undeclared = tlc.config_facts()
             except tlc.jpype.JException as exc:
