@@ -146,3 +146,19 @@ def test_demo_help_says_the_default_runs_and_why_few_fail(capsys: pytest.Capture
     text = " ".join(capsys.readouterr().out.split())
     assert "runs per engine (default 12)" in text
     assert "ack_before_fsync" in text and "with fewer runs it goes uncaught and the demo fails" in text
+
+
+def test_constants_far_beyond_the_known_models_need_force(capsys: pytest.CaptureFixture[str]) -> None:
+    """The ledger models known to finish here throttle at most one entry: four is refused with the reason, and
+    runs when forced (a one-entry ledger never reaches the throttle, so it is still small)."""
+    argv = ["model-check", "ledger", "--engine", "python", "--const", "MaxEntries=1", "--const", "Throttle=4"]
+    code, _, err = run(capsys, *argv)
+    err = " ".join(err.split())
+    assert code == 2 and "Throttle=4 lies far beyond the models of ledger known to finish here" in err
+    assert "Throttle at most 1" in err and "Add --force" in err
+    code, out, err = run(capsys, *argv, "--force", "--json")
+    assert code == 0 and json.loads(out)["python"]["distinct_states"] == 1_313
+    code, _, err = run(
+        capsys, "model-check", "ledger", "--engine", "python", "--const", "MaxEntries=1", "--const", "Throttle=2"
+    )
+    assert code == 0 and "Throttle=2 is beyond every model of ledger checked here" in " ".join(err.split())

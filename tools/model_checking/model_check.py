@@ -20,11 +20,22 @@ from typing import Any
 import attrs
 from ledgerspec.spec import catalog
 from ledgerspec.spec.kernel import Spec
+from ledgerspec.spec.models import CheckedModel
 from ledgerspec.spec.values import format_value, to_json
 from ledgerspec.tools.model_checking.explorer.explorer import Explorer
 from ledgerspec.tools.model_checking.explorer.parallel import ParallelExplorer
 
-__all__ = ["Comparison", "EngineResult", "ModelCheck", "compare", "run_python", "run_tlc", "write_tlc_config"]
+__all__ = [
+    "Comparison",
+    "EngineResult",
+    "ModelCheck",
+    "Scale",
+    "compare",
+    "run_python",
+    "run_tlc",
+    "scale_of",
+    "write_tlc_config",
+]
 
 
 @attrs.frozen
@@ -321,3 +332,53 @@ def compare(python: EngineResult, tlc: EngineResult) -> Comparison:
 def _example(states: frozenset[frozenset[tuple[str, Any]]]) -> str:
     state = min(states, key=repr)
     return "[" + ", ".join(f"{k} = {format_value(v)}" for k, v in sorted(state)) + "]"
+
+
+@attrs.frozen
+class Scale:
+    """How a model's constants compare with the models of its spec known to finish here: those both engines
+    check (``spec/<name>/<name>_models.py``), the seeded bugs and the explored models."""
+
+    beyond: tuple[tuple[str, int, int], ...]  # (constant, its value, the largest value among the known models)
+    largest: CheckedModel | None  # the known model with the most states
+
+    @property
+    def far_beyond(self) -> bool:
+        """Some constant is more than twice, plus one, the largest known value: a state space that grows
+        exponentially in it is then out of any measure taken here."""
+        return any(value > 2 * known + 1 for _, value, known in self.beyond)
+
+    def reason(self, spec_name: str) -> str:
+        far = [(n, v, k) for n, v, k in self.beyond if v > 2 * k + 1]
+        values = ", ".join(f"{n}={v:,}" for n, v, _ in far)
+        known = ", ".join(f"{n} at most {k}" for n, _, k in far)
+        largest = (
+            f"; the largest has {self.largest.distinct_states:,} states ({self.largest.name})"
+            if self.largest is not None
+            else ""
+        )
+        return (
+            f"{values} lies far beyond the models of {spec_name} known to finish here ({known}{largest}). The "
+            "state space grows exponentially with such constants: this run may not end, or may exhaust the memory"
+        )
+
+
+def scale_of(model: ModelCheck) -> Scale:
+    """Compare ``model``'s integer constants with those of the known models of its spec (:class:`Scale`)."""
+    entry = catalog.find(model.spec_name)
+    spec = model.build()
+    known: list[Mapping[str, Any]] = [
+        *(m.constants for m in entry.models.checked),
+        *(b.constants for b in entry.models.seeded_bugs),
+        *entry.models.explored.values(),
+    ]
+    beyond = []
+    for constant in entry.python.constants:
+        if constant.type is not int:
+            continue
+        largest = max([constant.default, *(k[constant.name] for k in known if constant.name in k)])
+        value = spec.values[constant.name]
+        if value > largest:
+            beyond.append((constant.name, value, largest))
+    checked = max(entry.models.checked, key=lambda m: m.distinct_states, default=None)
+    return Scale(tuple(beyond), checked)

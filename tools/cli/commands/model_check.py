@@ -27,6 +27,7 @@ from ledgerspec.tools.model_checking.model_check import (
     compare,
     run_python,
     run_tlc,
+    scale_of,
 )
 from rich.console import Console
 from rich.markup import escape
@@ -68,6 +69,11 @@ def register(commands: Any) -> None:
         help="keep TLC's config, its output (tlc.log) and its state dump in DIR; by default they go to a temporary "
         "directory that is removed when the command ends",
     )
+    mc.add_argument(
+        "--force",
+        action="store_true",
+        help="run constants far beyond the models known to finish here (more than twice their largest value)",
+    )
     mc.set_defaults(run=_model_check)
 
 
@@ -89,6 +95,19 @@ def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.liveness and args.engine != "tlc":
         raise UsageError("--liveness needs --engine tlc: the Python explorer checks safety only")
     model.build()  # validate the constants before anything starts
+    scale = scale_of(model)
+    if scale.far_beyond and not args.force:
+        raise UsageError(
+            f"{scale.reason(args.spec)}. Add --force to run it anyway (with --max-memory to bound the explorer)"
+        )
+    if scale.beyond and not args.json:
+        err.print(
+            "note: "
+            + ", ".join(f"{n}={v:,}" for n, v, _ in scale.beyond)
+            + f" is beyond every model of {args.spec} checked here: its size is not known in advance",
+            highlight=False,
+            soft_wrap=True,
+        )
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
     python_workers = args.workers or os.cpu_count() or 1
