@@ -24,6 +24,11 @@ from recording_support import Edit, edited_copy
 RECORDINGS = Path(__file__).parent / "data" / "bookkeeper-4.17.2"
 
 
+def _recheck(tmp_path: Path, system: str, recordings: str, *more: str) -> int:
+    """``ledgerspec record SYSTEM --recheck RECORDINGS --out TMP/out ...``: its exit status."""
+    return main(["record", system, "--out", str(tmp_path / "out"), "--recheck", recordings, *more])
+
+
 def recheck(tmp_path: Path, name: str, edit: Edit | None = None) -> ScenarioRecording:
     """Check a stored recording again in a copy; ``edit`` may change or drop (None) each observation."""
     return check_recording(edited_copy(RECORDINGS / name, tmp_path, edit))
@@ -163,7 +168,7 @@ def test_a_restart_log_keeps_the_replay_lines_of_the_scenarios_ledgers_only() ->
 def test_damaged_evidence_is_refused_with_its_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     copy = edited_copy(RECORDINGS / "fence-empty-ledger-then-restart", tmp_path)
     (copy / "evidence.json").write_text('{"inspections": [{"moment": "now"}], "replays": []}')
-    assert main(["record", "bookkeeper", "--out", str(tmp_path / "out"), "--recheck", str(copy)]) == 2
+    assert _recheck(tmp_path, "bookkeeper", str(copy)) == 2
     assert "evidence.json: not the evidence the recorder writes (KeyError: 'bookies')" in capsys.readouterr().err
     (copy / "evidence.json").write_text("{")
     with pytest.raises(RecordingError, match=r"evidence\.json: not the evidence the recorder writes \(JSONDecodeError"):
@@ -451,65 +456,15 @@ def test_stored_recordings_are_checked_again_from_the_command_line(
     assert shown["recover-open"] == [] and any(
         "Skip replaying entries of ledger" in line for line in shown["fence-empty-ledger-then-restart"]
     )
-    assert (
-        main(
-            [
-                "record",
-                "bookkeeper",
-                "--out",
-                str(tmp_path / "out"),
-                "--recheck",
-                str(tmp_path / "all" / "fence-empty-ledger-then-restart"),
-            ]
-        )
-        == 0
-    )
+    assert _recheck(tmp_path, "bookkeeper", str(tmp_path / "all" / "fence-empty-ledger-then-restart")) == 0
     printed = capsys.readouterr().out
     assert "fence-empty-ledger-then-restart: before the kill, bookie" in printed and "lastMark (0, 0)" in printed
     # One recording alone, by its directory; the managed-ledger checker refuses it.
-    assert (
-        main(
-            [
-                "record",
-                "bookkeeper",
-                "--out",
-                str(tmp_path / "out"),
-                "--recheck",
-                str(tmp_path / "all" / "recover-open"),
-            ]
-        )
-        == 0
-    )
+    assert _recheck(tmp_path, "bookkeeper", str(tmp_path / "all" / "recover-open")) == 0
     assert "1 conforms of 1 scenarios" in capsys.readouterr().out
-    assert (
-        main(
-            [
-                "record",
-                "bookkeeper",
-                "--out",
-                str(tmp_path / "out"),
-                "--recheck",
-                str(tmp_path / "all"),
-                "--scenario",
-                "empty-ledger",
-            ]
-        )
-        == 2
-    )
+    assert _recheck(tmp_path, "bookkeeper", str(tmp_path / "all"), "--scenario", "empty-ledger") == 2
     assert "no recording of empty-ledger" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "record",
-                "managed-ledger",
-                "--out",
-                str(tmp_path / "out"),
-                "--recheck",
-                str(tmp_path / "all" / "recover-open"),
-            ]
-        )
-        == 2
-    )
+    assert _recheck(tmp_path, "managed-ledger", str(tmp_path / "all" / "recover-open")) == 2
     assert "a recording of bookkeeper, not of managed-ledger" in capsys.readouterr().err
 
 
@@ -519,18 +474,18 @@ def test_a_damaged_recording_is_refused_with_the_file_and_line(
     copy = edited_copy(RECORDINGS / "recover-open", tmp_path)
     lines = (copy / "observations.ndjson").read_bytes().splitlines()
     (copy / "observations.ndjson").write_bytes(b"\n".join([*lines[:2], lines[2][:30], *lines[3:]]) + b"\n")
-    assert main(["record", "bookkeeper", "--out", str(tmp_path / "out"), "--recheck", str(copy)]) == 2
+    assert _recheck(tmp_path, "bookkeeper", str(copy)) == 2
     assert "recover-open/observations.ndjson:3: not JSON" in capsys.readouterr().err
     (copy / "observations.ndjson").write_bytes(
         b"\n".join([*lines[:2], b'{"ev": "gossip", "obs": 99, "ledger": 11}', *lines[3:]])
     )
-    assert main(["record", "bookkeeper", "--out", str(tmp_path / "out"), "--recheck", str(copy)]) == 2
+    assert _recheck(tmp_path, "bookkeeper", str(copy)) == 2
     assert "observations.ndjson: ledger 11: observation 99: unknown kind 'gossip'" in capsys.readouterr().err
     (copy / "run.json").write_text("{}")
-    assert main(["record", "bookkeeper", "--out", str(tmp_path / "out"), "--recheck", str(copy)]) == 2
+    assert _recheck(tmp_path, "bookkeeper", str(copy)) == 2
     assert "run.json: lacks 'scenario', 'ledgers'" in capsys.readouterr().err
     (copy / "run.json").write_text("[11]")
-    assert main(["record", "bookkeeper", "--out", str(tmp_path / "out"), "--recheck", str(copy)]) == 2
+    assert _recheck(tmp_path, "bookkeeper", str(copy)) == 2
     assert "run.json: not an object: [11]" in capsys.readouterr().err
-    assert main(["record", "bookkeeper", "--out", str(tmp_path / "out"), "--recheck", str(tmp_path / "nowhere")]) == 2
+    assert _recheck(tmp_path, "bookkeeper", str(tmp_path / "nowhere")) == 2
     assert "nowhere: no such directory" in capsys.readouterr().err
