@@ -155,7 +155,7 @@ def read_manifest(path: Path) -> TraceManifest:
     return TraceManifest(path, spec, mode, constants, tuple(files), tuple(listed), own, not_traces)
 
 
-_JSON_NAMES = {str: "string", dict: "object", list: "array"}
+_JSON_NAMES: dict[type, str] = {str: "string", dict: "object", list: "array"}
 
 
 @attrs.frozen
