@@ -26,7 +26,7 @@ from ledgerspec.conformance.reader import (
     TraceInput,
     read_traces,
 )
-from ledgerspec.conformance.verdict import CONFORMS, VIOLATES, Verdict
+from ledgerspec.conformance.verdict import CONFORMS, VIOLATES, Verdict, undecided_by_stray_line
 
 __all__ = ["CheckRun", "check_files", "collector_paused"]
 
@@ -48,11 +48,19 @@ class CheckRun:
     # (file, line, message, trace) of the input errors noted: one bad line charged to a trace and then again to
     # the same trace (the reader's give-up line) is noted once; each trace (or unit) it is charged to keeps it
     _noted: set[tuple[str, int, str, str | None]] = attrs.field(factory=set, init=False, repr=False, eq=False)
+    # file -> its first bad line that no trace claims, in reading order
+    _first_stray: dict[str, InputError] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
-    def add(self, item: Verdict | InputError) -> None:
+    def add(self, item: Verdict | InputError) -> Verdict | InputError:
+        """Count a verdict, or a bad line no trace claims; a violation after such a line of its file is counted
+        as inconclusive (:func:`~ledgerspec.conformance.verdict.undecided_by_stray_line`). What was counted."""
         if isinstance(item, InputError):
             self._note(item)
-            return
+            if item.trace is None:
+                self._first_stray.setdefault(item.file, item)
+            return item
+        if item.failure is not None:
+            item = undecided_by_stray_line(item, self._first_stray.get(item.failure.file))
         self.traces += 1
         self.events += item.events
         for error in item.input_errors:
@@ -63,6 +71,7 @@ class CheckRun:
             self.violations.append(item)
         else:
             self.inconclusive.append(item)
+        return item
 
     def _note(self, error: InputError) -> None:
         key = (error.file, error.line, error.message, error.trace)
@@ -133,9 +142,9 @@ def check_files(
                 chosen = checker_of(item)
                 results = [chosen.check(unit.events, unit.errors) for unit in split_trace(item, partition)]
             for result in results:
-                run.add(result)
+                counted = run.add(result)
                 if each is not None:
-                    each(result)
+                    each(counted)
     if checker.collects_coverage:
         run.coverage = Coverage()
         for chosen, covered in used.values():

@@ -96,9 +96,10 @@ from ledgerspec.conformance.spark_tasks import (
     CheckTraces,
     KeyLines,
     PassShared,
+    SettleStrays,
     SparkCheck,
 )
-from ledgerspec.conformance.verdict import CONFORMS, Verdict
+from ledgerspec.conformance.verdict import CONFORMS, VIOLATES, Verdict
 
 from ledgerspec.java import JavaNotFound, java_home
 
@@ -681,6 +682,7 @@ def check_on_spark(
         checked = checked.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             shown.phase = "checking traces"
+            checked = _undecided_by_stray_lines(spark, checked)
             verdicts_uri = f"{out_dir}/verdicts.parquet"
             verdicts = checked.filter(F.col("trace").isNotNull()).drop("order_file", "order_line")
             verdicts.write.mode("overwrite").parquet(verdicts_uri)
@@ -714,6 +716,33 @@ def check_on_spark(
     data = summary(run) if summary is not None else {"traces": run.traces, "events": run.events}
     _write_text(spark, summary_uri, orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
     return SparkRun(run, verdicts_uri, summary_uri, spark.sparkContext.master)
+
+
+def _undecided_by_stray_lines(spark: Any, checked: Any) -> Any:
+    """The checked rows with each violation after a bad line no trace claims, in the file of its failing event,
+    made inconclusive as the in-process run counts it (:func:`~ledgerspec.conformance.verdict.undecided_by_stray_line`).
+    ``checked`` is persisted; so is what is returned, and ``checked`` is released when it differs."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F  # noqa: N812
+
+    strays = (
+        checked.filter(F.col("trace").isNull())
+        .groupBy("file")
+        .agg(F.min_by("verdict_json", "order_line").alias("stray_json"), F.min("line").alias("stray_line"))
+        .collect()
+    )
+    if not strays:
+        return checked
+    first = {row["file"]: row["stray_json"] for row in strays}
+    bounds = spark.createDataFrame([(row["file"], row["stray_line"]) for row in strays], "file string, stray_line long")
+    joined = checked.join(F.broadcast(bounds), on="file", how="left")
+    hit = F.coalesce((F.col("status") == VIOLATES) & (F.col("line") > F.col("stray_line")), F.lit(False))
+    columns = list(CHECKED_COLUMNS.names)
+    kept = joined.filter(~hit).select(*columns)
+    settled = joined.filter(hit).select(*columns).mapInArrow(SettleStrays(first), _spark_schema(CHECKED_COLUMNS))
+    result = kept.unionByName(settled).persist(StorageLevel.MEMORY_AND_DISK)
+    checked.unpersist()
+    return result
 
 
 def _spark_schema(schema: pa.Schema) -> Any:

@@ -45,7 +45,7 @@ from ledgerspec.conformance.reader import (
     stream_lines,
 )
 from ledgerspec.conformance.run import collector_paused
-from ledgerspec.conformance.verdict import CONFORMS, Verdict
+from ledgerspec.conformance.verdict import CONFORMS, Verdict, undecided_by_stray_line
 from ledgerspec.spec import catalog
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "CheckTraces",
     "KeyLines",
     "PassShared",
+    "SettleStrays",
     "SparkCheck",
 ]
 
@@ -375,6 +376,25 @@ def _stray_row(error: InputError, index: int, line: int) -> dict[str, Any]:
     row.update(file=error.file, line=error.line, input_errors=str(error), verdict_json=detail)
     row["order_file"], row["order_line"] = index, line
     return row
+
+
+class SettleStrays:
+    """A Python stage over violation rows that a bad line no trace claims makes undecided: the rows again, with
+    the verdict the in-process run counts (:func:`~ledgerspec.conformance.verdict.undecided_by_stray_line`).
+    ``first``: each file's first such line, as the JSON of its input error."""
+
+    def __init__(self, first: dict[str, str]) -> None:
+        self.first = first
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            out = []
+            for row in batch.to_pylist():
+                verdict = Verdict.from_json(orjson.loads(row["verdict_json"]))
+                assert verdict.failure is not None
+                stray = InputError.from_json(orjson.loads(self.first[verdict.failure.file]))
+                out.append(_verdict_row(undecided_by_stray_line(verdict, stray), row["order_file"], row["order_line"]))
+            yield pa.RecordBatch.from_pylist(out, schema=CHECKED_COLUMNS)
 
 
 class CheckTraces:

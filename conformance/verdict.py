@@ -12,7 +12,17 @@ from typing import Any
 import attrs
 from ledgerspec.conformance.events import InputError
 
-__all__ = ["CONFORMS", "INCONCLUSIVE", "VIOLATES", "BoundHit", "Candidate", "Failure", "Successor", "Verdict"]
+__all__ = [
+    "CONFORMS",
+    "INCONCLUSIVE",
+    "VIOLATES",
+    "BoundHit",
+    "Candidate",
+    "Failure",
+    "Successor",
+    "Verdict",
+    "undecided_by_stray_line",
+]
 
 CONFORMS, VIOLATES, INCONCLUSIVE = "conforms", "violates", "inconclusive"
 
@@ -222,3 +232,17 @@ class Verdict:
             "bound": str(self.bound) if self.bound else None,
             "input_errors": "\n".join(map(str, self.input_errors)) or None,
         }
+
+
+def undecided_by_stray_line(verdict: Verdict, first_stray: InputError | None) -> Verdict:
+    """A violation made undecided by a bad line no trace claims (``first_stray``, the first such line of the file
+    of the failing event): a line that is valid JSON but no object, say, names no trace, and may be one of this
+    trace's events; when it comes before the failing event in that file, the event may have failed only because
+    the trace lost it. The trace is then inconclusive, as a trace with a bad line of its own is. In-process and on
+    Spark alike (docs/trace-format.md, "Bad lines")."""
+    failure = verdict.failure
+    if verdict.status != VIOLATES or failure is None or first_stray is None:
+        return verdict
+    if first_stray.file != failure.file or first_stray.line >= failure.line:
+        return verdict
+    return attrs.evolve(verdict, status=INCONCLUSIVE, input_errors=(first_stray, *verdict.input_errors))

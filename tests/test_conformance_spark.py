@@ -55,12 +55,12 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lines[3] = lines[3][:40]  # cut short: not JSON
     lines.insert(7, b"")
     lines.insert(8, b"   \t")
-    lines.insert(11, b"[1, 2, 3]")  # names no trace
     lines[20] = lines[20].replace(b'"type":"', b'"type":"Writer', 1)  # an unknown event type
     lines[30] = lines[30][:-1] + b',"x-pad":"' + b"p" * MAX_LINE + b'"}'  # too long
     lines[40] = lines[40] + b"\r"  # a CRLF line: still one event
     lines[25] = orjson.dumps(dict(reversed(orjson.loads(lines[25]).items())))  # another layout: keyed in Python
     lines.insert(50, b'{"v":1,"trace":"good-4","process":"writer","seq":99,"type":"\xff"}')  # not UTF-8
+    lines.append(b"[1, 2, 3]")  # names no trace; after every violation of the file, so it leaves them decided
     split = good[5]
     lines += _lines([split[: len(split) // 2]])
     (root / "a.ndjson").write_bytes(b"\n".join(lines) + b"\n")
@@ -107,6 +107,37 @@ def _same_run(spark_run: CheckRun, run: CheckRun) -> None:
     assert [v.to_json() for v in spark_run.violations] == [v.to_json() for v in run.violations]
     assert [v.to_json() for v in spark_run.inconclusive] == [v.to_json() for v in run.inconclusive]
     assert spark_run.input_errors == run.input_errors
+
+
+def test_a_line_no_trace_claims_leaves_the_violations_after_it_undecided(spark: Any, tmp_path: Path) -> None:
+    """A bad line that names no trace may be any trace's lost event: a violation later in its file is then
+    inconclusive, one earlier stays a violation; the same in-process and on Spark, in the table too."""
+    bad = _traces(LedgerSpec(**MODEL, Bug="lac_before_qa"), "bug-", 8, 2)
+    run, _ = _in_process_lines(tmp_path / "plain.ndjson", _lines(bad))
+    violating = [v for v in run.violations if v.failure is not None]
+    assert len(violating) >= 2
+    first, second = sorted(violating, key=lambda v: v.failure.line if v.failure else 0)[:2]
+    assert first.failure is not None and second.failure is not None
+    lines = _lines(bad)
+    lines.insert(first.failure.line, b"[1, 2, 3]")  # after the first violation's failing event, before the second's
+    path = tmp_path / "stray" / "a.ndjson"
+    path.parent.mkdir()
+    run, _ = _in_process_lines(path, lines)
+    assert first.trace in {v.trace for v in run.violations}
+    undecided = {v.trace: v for v in run.inconclusive}
+    assert second.trace in undecided and second.trace not in {v.trace for v in run.violations}
+    assert undecided[second.trace].input_errors[0].line == first.failure.line + 1
+    assert "expected a JSON object" in undecided[second.trace].reason
+    result = check_on_spark(spark, [path.parent], _job(), tmp_path / "out")
+    _same_run(result.run, run)
+    table = pq.read_table(result.verdicts).to_pylist()
+    statuses = {row["trace"]: row["status"] for row in table}
+    assert statuses[first.trace] == "violates" and statuses[second.trace] == "inconclusive"
+
+
+def _in_process_lines(path: Path, lines: list[bytes]) -> tuple[CheckRun, list[Verdict]]:
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return _in_process(path)
 
 
 def test_spark_gives_the_in_process_verdicts_and_errors(spark: Any, mixed: Path, tmp_path: Path) -> None:
