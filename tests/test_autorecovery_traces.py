@@ -218,3 +218,37 @@ def test_tables_piped_to_a_file_keep_their_columns_whole(
     out = capsys.readouterr().out
     assert "│ autorecovery-0-0 │" in out
     assert "│ bookies replaced │" in out.replace("┃", "│")
+
+
+def test_a_worker_names_the_new_bookie_once_its_writes_were_acknowledged_whatever_became_of_it() -> None:
+    """The soak's run autorecovery-24-281, shortened: the worker copies the fragment to bookie 4, which then stops
+    and loses its disk before the worker updates the ensemble. BookKeeper's worker updates it all the same
+    (LedgerFragmentReplicator.SingleFragmentCallback reads nothing back), so the step is the spec's too; the
+    auditor then finds the fragment lost again."""
+    spec = AutorecoverySpec(NumBookies=4, E=3, Qw=2, NumWorkers=2, MaxStops=2, MaxDiskLosses=1)
+    steps = [
+        ("BookieStops", (2,)),
+        ("AuditorIsElected", (1,)),
+        ("AuditorChecksBookies", ()),
+        ("WorkerTakesLock", (1,)),
+        ("WorkerStartsFragment", (1, 1, 2, 4)),
+        ("WorkerCopiesEntry", (1, 0)),
+        ("WorkerCopiesEntry", (1, 1)),
+        ("BookieStops", (4,)),
+        ("BookieLosesDisk", (4,)),
+        ("WorkerUpdatesEnsemble", (1,)),
+    ]
+    [state] = spec.init_states()
+    seen = {}
+    for name, args in steps:
+        after = getattr(spec, name)(state, *args)
+        assert after is not None, (name, TRACE.explain[name](spec, state, *args))
+        state = seen[name] = after
+    assert state.meta_segments == ((0, (1, 4, 3)),) and state.data[3] == frozenset()
+    assert spec.AuditorChecksBookies(state) is not None  # bookie 4 is lost: the fragment is marked again
+    # Before its writes are acknowledged the worker may not update the ensemble, and the mapping says why.
+    started = seen["WorkerStartsFragment"]
+    assert spec.WorkerUpdatesEnsemble(started, 1) is None
+    assert TRACE.explain["WorkerUpdatesEnsemble"](spec, started, 1) == (
+        "worker 1 has entries [0, 1] of the fragment left to write: the copy is not done"
+    )

@@ -48,7 +48,8 @@ def abstract_state(run: AutorecoveryRun) -> AutorecoveryState:
             workers.append(IDLE_WORKER)
         else:
             seg = 1 + firsts.index(task.fragment.first_entry_id)
-            workers.append(Worker(REPLICATING, seg, number(task.old), number(task.new)))
+            left = frozenset(worker.missing())
+            workers.append(Worker(REPLICATING, seg, number(task.old), number(task.new), left))
     return AutorecoveryState(
         meta_segments=tuple((s.first_entry_id, tuple(number(b) for b in s.ensemble)) for s in metadata.segments),
         meta_version=current.version - run.base_version + 1,

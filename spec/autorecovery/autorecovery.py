@@ -98,6 +98,7 @@ class Worker:
     seg: int  # the segment (1-based) whose fragment it copies; 0 when idle
     old: int  # the bookie it replaces; 0 when idle
     new: int  # the bookie it copies to; 0 when idle
+    left: frozenset[int] = frozenset()  # the fragment's entries it has still to write to the new bookie
 
 
 IDLE_WORKER = Worker(IDLE, 0, 0, 0)
@@ -323,7 +324,9 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
             return None
         if (seg, old) not in self.under_replicated(s) or new in s.meta_segments[seg - 1][1]:
             return None
-        started = evolve(s, workers=_replace(s.workers, w - 1, Worker(REPLICATING, seg, old, new)))
+        # It writes the entries the new bookie lacks now, and counts a write done once it is acknowledged.
+        left = self.fragment_entries(s, seg, old) - s.data[new - 1]
+        started = evolve(s, workers=_replace(s.workers, w - 1, Worker(REPLICATING, seg, old, new, left)))
         if self.Bug == "metadata_before_copy":
             return self._replace_bookie(started, seg, old, new)
         return started
@@ -333,20 +336,26 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
         """The worker reads entry e of its fragment from an available bookie that holds it and writes it to
         the new bookie (``replicateLedgerFragment``)."""
         task = s.workers[w - 1]
-        if task.phase != REPLICATING or task.new not in s.up:
-            return None
-        if e not in self._to_copy(s, task) or e in s.data[task.new - 1]:
+        if task.phase != REPLICATING or task.new not in s.up or e not in task.left:
             return None
         if not any(b in s.up and e in s.data[b - 1] for b in self._sources(s, task, e)):
             return None
-        return evolve(s, data=_replace(s.data, task.new - 1, s.data[task.new - 1] | {e}))
+        done = attrs.evolve(task, left=task.left - {e})
+        return evolve(
+            s,
+            data=_replace(s.data, task.new - 1, s.data[task.new - 1] | {e}),
+            workers=_replace(s.workers, w - 1, done),
+        )
 
     @action(_each_worker, fairness="weak")
     def WorkerUpdatesEnsemble(self, s: AutorecoveryState, w: int) -> AutorecoveryState | None:
-        """Every entry copied: the old bookie is replaced by the new one in the segment's ensemble, by a
-        compare-and-set, unless it is no longer there (``updateEnsembleInfo``)."""
+        """Every write of the fragment acknowledged: the old bookie is replaced by the new one in the segment's
+        ensemble, by a compare-and-set, unless it is no longer there (``updateEnsembleInfo``)."""
+        # LedgerFragmentReplicator.SingleFragmentCallback (release-4.17.2) updates the ensemble once every write
+        # returned OK, and reads nothing back: had the new bookie lost its disk since, it is named all the same
+        # (and the auditor finds its fragment lost again).
         task = s.workers[w - 1]
-        if task.phase != REPLICATING or not self._to_copy(s, task) <= s.data[task.new - 1]:
+        if task.phase != REPLICATING or task.left:
             return None
         done = evolve(s, workers=_replace(s.workers, w - 1, IDLE_WORKER))
         if self.Bug == "metadata_before_copy":
@@ -360,8 +369,7 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
         task = s.workers[w - 1]
         if task.phase != REPLICATING:
             return None
-        missing = self._to_copy(s, task) - s.data[task.new - 1]
-        stuck = any(not any(b in s.up and e in s.data[b - 1] for b in self._sources(s, task, e)) for e in missing)
+        stuck = any(not any(b in s.up and e in s.data[b - 1] for b in self._sources(s, task, e)) for e in task.left)
         if task.new in s.up and not stuck:
             return None
         return evolve(s, workers=_replace(s.workers, w - 1, IDLE_WORKER))
@@ -395,12 +403,6 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
             workers=_replace(s.workers, w - 1, IDLE_WORKER),
             worker_crashes=s.worker_crashes + 1,
         )
-
-    def _to_copy(self, s: AutorecoveryState, task: Worker) -> frozenset[int]:
-        """The entries of the worker's fragment: those its segment stores on the old bookie, or, once the
-        metadata names the new bookie in its place, on the new one."""
-        on = task.old if task.old in s.meta_segments[task.seg - 1][1] else task.new
-        return self.fragment_entries(s, task.seg, on)
 
     def _sources(self, s: AutorecoveryState, task: Worker, e: int) -> frozenset[int]:
         """Where the worker reads entry e: the other bookies of its write set."""

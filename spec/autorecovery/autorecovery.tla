@@ -66,7 +66,7 @@ VARIABLES
     disk_lost,       \* stopped bookies whose disk is gone; they never come back
     stops,           \* bookie stops so far (at most MaxStops)
     \* -- replication workers
-    workers,         \* worker -> [phase, seg, old, new]: the fragment it copies
+    workers,         \* worker -> [phase, seg, old, new, left]: the fragment it copies, the writes left
     worker_crashes   \* at most MaxWorkerCrashes
 
 vars == <<meta_segments, meta_version, mark, lock, lock_mark, auditor, lost_seen,
@@ -78,7 +78,7 @@ Workers == 1 .. NumWorkers
 Entries == 0 .. NumEntries - 1
 Range(f) == {f[i] : i \in DOMAIN f}
 
-IdleWorker == [phase |-> "IDLE", seg |-> 0, old |-> 0, new |-> 0]
+IdleWorker == [phase |-> "IDLE", seg |-> 0, old |-> 0, new |-> 0, left |-> {}]
 
 \* Bookies 1 .. E; with two segments, the second has bookie E + 1 in place of bookie 1.
 InitialSegments ==
@@ -104,10 +104,6 @@ LostBookies == {f[2] : f \in UnderReplicated}
 
 \* The bookies of e's write set that are available and hold it.
 LiveReplicas(e) == {b \in WriteSetIn(meta_segments, e) : b \in up /\ e \in data[b]}
-
-\* The entries of the worker's fragment: on the old bookie, or on the new one once the metadata names it.
-ToCopy(w) ==
-    LET t == workers[w] IN FragmentEntries(t.seg, IF t.old \in Ensemble(t.seg) THEN t.old ELSE t.new)
 
 \* Where the worker reads entry e: the other bookies of its write set.
 Sources(w, e) == WriteSetIn(meta_segments, e) \ {workers[w].old, workers[w].new}
@@ -207,7 +203,9 @@ WorkerStartsFragment(w, seg, old, new) ==
     /\ lock = w
     /\ workers[w].phase = "IDLE"
     /\ new \in up
-    /\ workers' = [workers EXCEPT ![w] = [phase |-> "REPLICATING", seg |-> seg, old |-> old, new |-> new]]
+    \* It writes the entries the new bookie lacks now, and counts a write done once it is acknowledged.
+    /\ workers' = [workers EXCEPT ![w] = [phase |-> "REPLICATING", seg |-> seg, old |-> old, new |-> new,
+                                          left |-> FragmentEntries(seg, old) \ data[new]]]
     /\ IF Bug = "metadata_before_copy" THEN ReplaceBookie(seg, old, new)
        ELSE UNCHANGED <<meta_segments, meta_version>>
     /\ UNCHANGED <<mark, lock, lock_mark, auditor, lost_seen, data, up, disk_lost, stops, worker_crashes>>
@@ -218,18 +216,20 @@ WorkerCopiesEntry(w, e) ==
     LET t == workers[w] IN
     /\ t.phase = "REPLICATING"
     /\ t.new \in up
-    /\ e \in ToCopy(w)
-    /\ e \notin data[t.new]
+    /\ e \in t.left
     /\ HasSource(w, e)
     /\ data' = [data EXCEPT ![t.new] = @ \cup {e}]
-    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, auditor, lost_seen, up, disk_lost, stops, workers,
+    /\ workers' = [workers EXCEPT ![w].left = @ \ {e}]
+    /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, auditor, lost_seen, up, disk_lost, stops,
                    worker_crashes>>
 
-\* Every entry copied: the old bookie is replaced by the new one in the segment's ensemble.
+\* Every write of the fragment acknowledged: the old bookie is replaced by the new one in the
+\* segment's ensemble. LedgerFragmentReplicator.SingleFragmentCallback (release-4.17.2) reads
+\* nothing back: had the new bookie lost its disk since, it is named all the same.
 WorkerUpdatesEnsemble(w) ==
     LET t == workers[w] IN
     /\ t.phase = "REPLICATING"
-    /\ ToCopy(w) \subseteq data[t.new]
+    /\ t.left = {}
     /\ workers' = [workers EXCEPT ![w] = IdleWorker]
     /\ IF Bug = "metadata_before_copy" THEN UNCHANGED <<meta_segments, meta_version>>
        ELSE ReplaceBookie(t.seg, t.old, t.new)
@@ -239,7 +239,7 @@ WorkerUpdatesEnsemble(w) ==
 WorkerGivesUp(w) ==
     LET t == workers[w] IN
     /\ t.phase = "REPLICATING"
-    /\ t.new \in up => \E e \in ToCopy(w) \ data[t.new] : ~HasSource(w, e)
+    /\ t.new \in up => \E e \in t.left : ~HasSource(w, e)
     /\ workers' = [workers EXCEPT ![w] = IdleWorker]
     /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, auditor, lost_seen, data, up, disk_lost, stops,
                    worker_crashes>>

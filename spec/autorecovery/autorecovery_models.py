@@ -9,7 +9,7 @@ __all__ = ["MODELS"]
 MODELS = SpecModels(
     checked=(
         CheckedModel({}, 404, "one bookie stops: marked, re-replicated, unmarked; or it comes back"),
-        CheckedModel({"MaxStops": 2, "MaxDiskLosses": 1}, 20_522, "a bookie stops again, or loses its disk"),
+        CheckedModel({"MaxStops": 2, "MaxDiskLosses": 1}, 20_612, "a bookie stops again, or loses its disk"),
         CheckedModel(
             {"Segments": 2, "NumBookies": 5, "NumWorkers": 2}, 5_614, "two fragments, two workers and their lock"
         ),

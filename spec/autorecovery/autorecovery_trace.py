@@ -170,11 +170,8 @@ def _explain_copies(spec: AutorecoverySpec, s: AutorecoveryState, w: int, e: int
     task = s.workers[w - 1]
     if task.new not in s.up:
         return f"bookie {task.new}, the copy's destination, is not available"
-    to_copy = spec._to_copy(s, task)
-    if e not in to_copy:
-        return f"entry {e} is not in the fragment worker {w} copies ({sorted(to_copy)})"
-    if e in s.data[task.new - 1]:
-        return f"bookie {task.new} holds entry {e} already"
+    if e not in task.left:
+        return f"entry {e} is not among the writes worker {w} has left ({sorted(task.left)})"
     if not any(b in s.up and e in s.data[b - 1] for b in spec._sources(s, task, e)):
         return f"no available bookie of entry {e}'s write set holds it"
     return None
@@ -184,9 +181,8 @@ def _explain_updates(spec: AutorecoverySpec, s: AutorecoveryState, w: int) -> st
     if why := _worker(spec, s, w, copying=True):
         return why
     task = s.workers[w - 1]
-    missing = spec._to_copy(s, task) - s.data[task.new - 1]
-    if missing:
-        return f"bookie {task.new} lacks entries {sorted(missing)} of the fragment: the copy is not done"
+    if task.left:
+        return f"worker {w} has entries {sorted(task.left)} of the fragment left to write: the copy is not done"
     return None
 
 
