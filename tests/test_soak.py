@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 import pytest
+from ledgerspec.conformance.checker import Bounds
 from ledgerspec.reference.bookie import BookieStateError
 from ledgerspec.reference.managed_ledger import RunConfig
 from ledgerspec.tools.cli.main import main
@@ -172,3 +173,14 @@ def test_the_slow_soak_rejects_and_leaves_undecided_nothing(tmp_path: Path) -> N
     assert status == 0 and not failing and not summary["engine_failures"], (failing[:5], summary["engine_failures"])
     for t in summary["tallies"]:
         assert t["traces"] >= PROFILES["slow"].traces, t
+
+
+def test_a_trace_the_checkers_bounds_leave_undecided_is_checked_again_under_larger_ones() -> None:
+    """With no hidden step allowed between two events, short cursor runs in client mode (every persistence step
+    hidden) are undecided; under the retry's bounds they conform, and are counted apart."""
+    short = next(w for w in SOAK_WORKLOADS["cursor"] if w.name == "cursor-short")
+    assert isinstance(short, SeededWorkload)
+    run = run_soak((short.seeded(3).scaled(3),), modes=("client",), bounds=Bounds(max_hidden_steps=0))
+    tally = run.tally("cursor", "client")
+    assert tally.traces == 3 and tally.decided_later >= 1 and not tally.flagged and run.passed
+    assert run.to_json()["tallies"][0]["decided_later"] == tally.decided_later

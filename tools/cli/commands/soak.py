@@ -132,6 +132,7 @@ def _print(out: Console, run: SoakRun, profile: SoakProfile, written: Path | Non
         "events",
         "rejected",
         "inconclusive",
+        "decided later",
         title=f"soak ({escape(profile.name)}: at least {profile.traces:,} traces per spec and mode)",
     )
     for key in sorted(run.tallies):
@@ -145,6 +146,7 @@ def _print(out: Console, run: SoakRun, profile: SoakProfile, written: Path | Non
             f"{t.events:,}",
             f"[red]{t.rejected}[/red]" if t.rejected else "0",
             f"[yellow]{t.inconclusive}[/yellow]" if t.inconclusive else "0",
+            str(t.decided_later),
         )
     out.print(table)
     if run.read_problems:
