@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import gzip
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any, cast
 
 import attrs
@@ -119,16 +119,10 @@ class SparkCheck:
     file_manifests: tuple[tuple[str, int], ...] = ()
     given: Constants = ()
 
-    def checker(self, trace: str | None = None, file_index: int | None = None) -> TraceChecker:
-        """The checker of this worker process for this spec, mode and bounds, and the constants of ``trace``
-        (first seen in the file of that index): built on first use."""
-        constants = self.constants
-        if trace is not None and file_index is not None and self.file_manifests:
-            found_manifest = dict(self.file_manifests).get(self.files[file_index])
-            if found_manifest is not None:
-                general, own = self.manifests[found_manifest]
-                merged = {**dict(general), **dict(dict(own).get(trace, ())), **dict(self.given)}
-                constants = tuple(merged.items())
+    def checker(self, constants: Constants | None = None) -> TraceChecker:
+        """The checker of this worker process for this spec, mode and bounds, and ``constants`` (by default the
+        job's): built on first use."""
+        constants = self.constants if constants is None else constants
         key = (self.spec, constants, self.mode, self.bounds)
         found = _CHECKERS.get(key)
         if found is None:
@@ -137,6 +131,25 @@ class SparkCheck:
             spec = catalog.find(self.spec).python(**dict(constants))
             found = _CHECKERS[key] = TraceChecker(spec, self.mode, self.bounds, coverage=False)
         return found
+
+    def picker(self) -> Callable[[str, int], TraceChecker]:
+        """The checker of a trace, given the index of the file of its first event: the job's, or that of the
+        constants its manifest names. Made once per stage, so that each trace costs a lookup."""
+        if not self.file_manifests:
+            return lambda _trace, _file_index: self.checker()
+        named = [(dict(general), {t: dict(c) for t, c in own}) for general, own in self.manifests]
+        by_file = dict(self.file_manifests)
+        of_index = [by_file.get(name) for name in self.files]
+        given = dict(self.given)
+
+        def pick(trace: str, file_index: int) -> TraceChecker:
+            found = of_index[file_index]
+            if found is None:
+                return self.checker()
+            general, own = named[found]
+            return self.checker(tuple({**general, **own.get(trace, {}), **given}.items()))
+
+        return pick
 
 
 class _Places:
@@ -270,7 +283,7 @@ class CheckRanges:
 
     def _check(self, r: dict[str, Any]) -> Iterator[pa.RecordBatch]:
         job = self.job
-        checker = job.checker()
+        checker, pick = job.checker(), job.picker()
         index = r["file_index"]
         last: dict[str, int] = {}  # the first pass: the line that ends each trace in the range
         for number, trace in line_keys(_range_lines(job, r)):
@@ -300,7 +313,7 @@ class CheckRanges:
                 out.append(_stray_row(item, index, item.line))
                 continue
             last_line = max([e.line for e in item.events] + [e.line for e in item.errors])
-            chosen = job.checker(item.trace, index)
+            chosen = pick(item.trace, index)
             for unit in split_trace(item, checker.mapping.partition):
                 row = _verdict_row(chosen.check(unit.events, unit.errors), index, last_line)
                 row["key"] = item.trace
@@ -411,8 +424,7 @@ class CheckTraces:
 
     def _check(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         job = self.job
-        checker = job.checker()
-        partition = checker.mapping.partition
+        partition, pick = job.checker().mapping.partition, job.picker()
         decoder, rows = LineDecoder(), RowDecoder(job.max_line_bytes)
         event, limit, files, place = decoder.event, job.max_line_bytes, job.files, _Places(job.blocks)
         out: list[dict[str, Any]] = []
@@ -429,7 +441,7 @@ class CheckTraces:
                 errors = tuple(r[1] for r in records if isinstance(r[1], InputError))
                 _, _, index, line = records[-1]
                 first = next((r for r in records if isinstance(r[1], Event)), records[0])
-                chosen = job.checker(trace, first[2])
+                chosen = pick(trace, first[2])
                 for unit in split_trace(TraceInput(trace, events, errors), partition):
                     out.append(_verdict_row(chosen.check(unit.events, unit.errors), index, line))
             group.clear()

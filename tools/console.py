@@ -216,12 +216,15 @@ class StepProgress(Progress):
             self._current = self.add_task(description, total=None)
 
     # -- the plain lines -------------------------------------------------------------------------------------
+    def _open(self, task_id: TaskID) -> Task | None:
+        """The task, when plain lines are printed and it has not ended (with ``_said`` held)."""
+        task = self._tasks.get(task_id) if self.lines else None
+        return None if task is None or task_id in self._ended else task
+
     def _moved(self, task_id: TaskID) -> None:
-        if not self.lines:
-            return
         with self._said:
-            task = self._tasks.get(task_id)
-            if task is None or task_id in self._ended:
+            task = self._open(task_id)
+            if task is None:
                 return
             if task.finished:
                 self._end(task_id, stopped=False)
@@ -230,11 +233,9 @@ class StepProgress(Progress):
                 self._say(task, f"{progress}after {duration(task.elapsed or 0.0)}")
 
     def _end(self, task_id: TaskID, *, stopped: bool) -> None:
-        if not self.lines:
-            return
         with self._said:
-            task = self._tasks.get(task_id)
-            if task is None or task_id in self._ended:
+            task = self._open(task_id)
+            if task is None:
                 return
             self._ended.add(task_id)
             self._limit.forget(task_id)

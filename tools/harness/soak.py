@@ -305,7 +305,7 @@ def _run_unmutated(workload: AnyWorkload, modes: Sequence[str], bounds: Bounds) 
     checked in."""
     checkers = Checkers(bounds), Checkers(RETRY_BOUNDS)
     run = SoakRun()
-    seed = workload.seed if isinstance(workload, SeededWorkload) else None
+    seed = _seed_of(workload)
     runs = iter(workload.recorded(None, modes))
     for made in itertools.count():
         try:
@@ -337,7 +337,7 @@ def _check_run(
     checkers: tuple[Checkers, Checkers],
 ) -> None:
     """Check one run of ``workload`` in each of ``modes`` it is checked in, and count it in ``run``."""
-    seed = workload.seed if isinstance(workload, SeededWorkload) else None
+    seed = _seed_of(workload)
     run.read_problems += recorded.read_problems
     for mode in modes:
         if mode not in recorded.lines or mode not in workload.modes:
@@ -370,6 +370,10 @@ def _check_run(
                     tuple(lines),
                 )
             )
+
+
+def _seed_of(workload: AnyWorkload) -> int | None:
+    return workload.seed if isinstance(workload, SeededWorkload) else None
 
 
 def run_soak(

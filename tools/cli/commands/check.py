@@ -166,11 +166,19 @@ class _Checkers:
     inputs: CheckInputs
     given: dict[str, Any]  # the --const values, parsed
     _by_constants: dict[tuple[tuple[str, Any], ...], TraceChecker] = attrs.Factory(dict)
+    _by_named: dict[tuple[tuple[str, Any], ...], TraceChecker] = attrs.Factory(dict)  # by the constants named
     _used: dict[int, TraceChecker] = attrs.Factory(dict)  # the checkers that checked a trace here, by first use
 
     def for_constants(self, constants: dict[str, Any] | None) -> TraceChecker:
         if constants is None:
             return self.default
+        named = tuple(constants.items())
+        found = self._by_named.get(named)  # each trace comes here: a lookup, not a spec built again
+        if found is None:
+            found = self._by_named[named] = self._checker_of(constants)
+        return found
+
+    def _checker_of(self, constants: dict[str, Any]) -> TraceChecker:
         merged = self.default.spec.__class__(**{**constants, **self.given})
         key = tuple(merged.values.items())
         if key == tuple(self.default.spec.values.items()):
