@@ -26,7 +26,7 @@ HiddenStep = tuple[str, tuple[Any, ...], Any, int]
 class Node:
     """A step of a spec behaviour matched so far, and the state it reaches; the chain of parents is the behaviour."""
 
-    __slots__ = ("action", "args", "depth", "hidden", "parent", "serial", "state")
+    __slots__ = ("action", "args", "depth", "hidden", "parent", "reported", "serial", "state")
 
     def __init__(
         self,
@@ -36,6 +36,7 @@ class Node:
         state: Any,
         serial: int = -1,  # the step's serial number for coverage, or -1
         hidden: bool = False,
+        reported: bool = False,  # not a spec step: the trace's event, to the state it reported (checker.py)
     ) -> None:
         self.parent = parent
         self.action = action
@@ -43,6 +44,7 @@ class Node:
         self.state = state
         self.serial = serial
         self.hidden = hidden
+        self.reported = reported
         self.depth: int = 0 if parent is None else parent.depth + 1
 
 

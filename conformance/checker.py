@@ -77,11 +77,13 @@ from ledgerspec.conformance.event_vocabulary import DecodedParams, EventVocabula
 from ledgerspec.conformance.events import Event, InputError
 from ledgerspec.conformance.explanation import FailureExplainer
 from ledgerspec.conformance.merge import merge_trace
+from ledgerspec.conformance.promises import PromiseJudge
 from ledgerspec.conformance.verdict import (
     CONFORMS,
     INCONCLUSIVE,
     VIOLATES,
     BoundHit,
+    Failure,
     Verdict,
 )
 from ledgerspec.spec.codecs import Codec, CodecError, canonical_bytes
@@ -101,10 +103,13 @@ class Bounds:
 
     max_hidden_steps: int = 6  # hidden steps taken in a row between two events
     max_candidates: int = 10_000  # candidate states kept at once
+    max_divergences: int = 10  # divergences of one trace told; after the first, the check goes on from the reports
 
     def __attrs_post_init__(self) -> None:
-        if self.max_hidden_steps < 0 or self.max_candidates < 1:
-            raise ValueError(f"bounds must be max_hidden_steps >= 0 and max_candidates >= 1, got {self}")
+        if self.max_hidden_steps < 0 or self.max_candidates < 1 or self.max_divergences < 1:
+            raise ValueError(
+                f"bounds must be max_hidden_steps >= 0, max_candidates >= 1 and max_divergences >= 1, got {self}"
+            )
 
 
 class _BadValueError(Exception):
@@ -203,6 +208,7 @@ class TraceChecker:
             matches=self._matches,
             expected=self._expected,
         )
+        self._judge = PromiseJudge(spec, self.mapping, self.mode)
 
     def _state(self, state: Any) -> Any:
         """The interned copy of a state. All state caches are emptied together when they hold too much."""
@@ -235,11 +241,15 @@ class TraceChecker:
         if outcome.bad_value is not None:
             errors.append(outcome.bad_value)
         failure = None
+        further: tuple[Failure, ...] = ()
+        stopped = None
         if outcome.failure_index is not None:
             assert outcome.closure is not None
-            failure = self._explainer.failure(ordered, outcome.failure_index, outcome.closure)
+            failure = self._judged(ordered, outcome.failure_index, outcome.closure, frozenset())
         if failure is not None and outcome.bound is None and not unread:
             status = VIOLATES
+            assert outcome.failure_index is not None and outcome.closure is not None
+            further, stopped = self._go_on(ordered, outcome.failure_index, outcome.closure, failure)
         elif failure is not None or errors:
             status = INCONCLUSIVE
         else:
@@ -254,7 +264,96 @@ class TraceChecker:
             input_errors=tuple(errors),
             max_candidates=outcome.peak,
             search=outcome.search,
+            further=further,
+            stopped=stopped,
         )
+
+    # -- after a divergence: which promise broke, and the divergences after it -------------------
+    def _judged(
+        self, events: Sequence[Event], index: int, closure: Mapping[Any, Node], already: frozenset[str]
+    ) -> Failure:
+        """The failure at ``index``, with the promises the implementation's reported state breaks there
+        (:mod:`ledgerspec.conformance.promises`)."""
+        failure = self._explainer.failure(events, index, closure)
+        steps = [(state, after) for state in closure for after in self._reported_steps(state, events[index])]
+        judgement = self._judge.judge(events, index, steps, already)
+        return attrs.evolve(failure, broken=judgement.broken, undecided=judgement.undecided)
+
+    def _reported_steps(self, state: Any, ev: Event) -> list[Any]:
+        """The states the spec's ways to take the event from a candidate reach; the candidate itself where no
+        way is enabled: the implementation took a step the spec does not have, and the reports say what it
+        reached."""
+        if ev.type == INIT:
+            return [state]
+        reached = [way[2] for way in self._all_transitions(state, ev) if way[2] is not None]
+        return reached or [state]
+
+    def _go_on(
+        self, events: Sequence[Event], index: int, closure: Mapping[Any, Node], first: Failure
+    ) -> tuple[tuple[Failure, ...], str | None]:
+        """The divergences after the first, in order, and why the check stopped before the end (None: it did not).
+
+        After a divergence the check resynchronises on the implementation's side: the candidates are the states
+        the event's ways reach (or the candidates, where none is enabled) with the values the trace reported
+        imposed on them (docs/conformance.md, "Every divergence of a trace"). A state the reports put outside
+        the model's value domains is dropped; the search then goes on from the next event as before, except that
+        a step is not rejected for an invariant its starting state already breaks.
+        """
+        found: list[Failure] = []
+        already = frozenset(b.name for b in first.broken)
+        n, limit = len(events), self.bounds.max_divergences
+        while index + 1 < n:
+            rest = f"events from {index + 1} on are not judged"
+            if len(found) + 1 >= limit:
+                return tuple(found), f"stopped after {limit} divergences (max_divergences); {rest}"
+            frontier, outside = self._resynchronised(events, index, closure)
+            if not frontier:
+                return tuple(found), f"the state reported at event {index} lies outside the model ({outside}); {rest}"
+            try:
+                outcome = self._breadth_first(events, resume=(index + 1, frontier))
+            except Exception as exc:  # a spec action on a state only the reports made: say so, judge no further
+                return tuple(found), (
+                    f"the spec cannot go on from the state reported at event {index} ({type(exc).__name__}: {exc}); "
+                    f"{rest}"
+                )
+            if outcome.bad_value is not None:
+                return tuple(found), f"bad input {outcome.bad_value}; the events after it are not judged"
+            if outcome.failure_index is None:
+                if outcome.bound is not None:
+                    return tuple(found), f"search bound {outcome.bound} after the divergence at event {index}"
+                return tuple(found), None
+            if outcome.bound is not None:
+                return tuple(found), (
+                    f"search bound {outcome.bound} after the divergence at event {index}; "
+                    f"event {outcome.failure_index} may diverge or not"
+                )
+            assert outcome.closure is not None
+            index, closure = outcome.failure_index, outcome.closure
+            failure = self._judged(events, index, closure, already)
+            found.append(failure)
+            already |= {b.name for b in failure.broken}
+        return tuple(found), None
+
+    def _resynchronised(
+        self, events: Sequence[Event], index: int, closure: Mapping[Any, Node]
+    ) -> tuple[dict[Any, Node], str | None]:
+        """The implementation's reported states after the event at ``index``, each after the candidate it
+        comes from; and, when there is none, why the reports lie outside the model."""
+        ev = events[index]
+        reports = self._judge.reports(events, index)
+        frontier: dict[Any, Node] = {}
+        outside = None
+        for state, node in closure.items():
+            for after in self._reported_steps(state, ev):
+                reported = self._judge.impose(after, reports)
+                why = self._judge.in_model(reported)
+                if why is not None:
+                    outside = why
+                    continue
+                reported = self._state(reported)
+                if reported not in frontier and len(frontier) < self.bounds.max_candidates:
+                    frontier[reported] = Node(node, ev.type, (), reported, reported=True)
+        return frontier, outside
 
     def replay_order(self, events: Sequence[Event]) -> list[Event]:
         """The events of one trace (in reading order) in the order the checker replays them, up to the
@@ -299,15 +398,19 @@ class TraceChecker:
             return 1, matching, inits
         return 0, {s: n for s, n in inits.items() if self._broken_state(s) is None}, inits
 
-    def _breadth_first(self, events: Sequence[Event]) -> _Outcome:
-        """Every candidate state after each event: the complete search, and the one that explains failures."""
+    def _breadth_first(self, events: Sequence[Event], resume: tuple[int, dict[Any, Node]] | None = None) -> _Outcome:
+        """Every candidate state after each event: the complete search, and the one that explains failures.
+        ``resume``: start at that event from those candidates, not from the initial states."""
         bounds = self.bounds
-        try:
-            start, frontier, inits = self._first_candidates(events)
-        except _BadValueError as exc:
-            return _Outcome(0, bad_value=self._value_error(events[0], exc))
-        if start and not frontier:
-            return _Outcome(0, failure_index=0, closure=inits)
+        if resume is not None:
+            start, frontier = resume
+        else:
+            try:
+                start, frontier, inits = self._first_candidates(events)
+            except _BadValueError as exc:
+                return _Outcome(0, bad_value=self._value_error(events[0], exc))
+            if start and not frontier:
+                return _Outcome(0, failure_index=0, closure=inits)
         bound: BoundHit | None = None
         peak = len(frontier)
         hidden = bool(self._hidden_actions)
@@ -626,12 +729,21 @@ class TraceChecker:
         return [()] if act.params is None else list(act.params(self.spec, state))
 
     def _broken_step(self, state: Any, nxt: Any) -> str | None:
-        """What a step breaks: an action property of the step, or an invariant of the new state."""
+        """What a step breaks: an action property of the step, or an invariant of the new state. From a state
+        that breaks invariants (one the reports imposed, after a divergence) only the invariants it keeps count."""
         for prop in self.spec.action_properties:
             message = prop.fn(self.spec, state, nxt)
             if message is not None:
                 return f"breaks the action property {prop.name}: {message}"
-        return self._broken_state(nxt)
+        broken = self._broken_state(nxt)
+        if broken is None or self._broken_state(state) is None:
+            return broken
+        kept = [inv for inv in self.spec.invariants if inv.fn(self.spec, state) is None]
+        for inv in kept:
+            message = inv.fn(self.spec, nxt)
+            if message is not None:
+                return f"reaches a state that breaks the invariant {inv.name}: {message}"
+        return None
 
     def _broken_state(self, state: Any) -> str | None:
         found = self._broken.get(state, _UNSEEN)

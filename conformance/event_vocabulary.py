@@ -3,7 +3,10 @@
 The first step of a check (:mod:`ledgerspec.conformance.checker`): an
 event's type must be an action of the spec (or ``Init``, or ``Next`` for an
 unnamed step), its params the action's parameters with values of their
-types, its observed names variables or projections the mode observes. An
+types, its observed names variables or projections the mode observes, and
+among them every name the mapping requires of its action there
+(``TraceMapping.requires``: a close that does not say where it closed says
+nothing). An
 event that is not names what is wrong, with its file and line. The params
 are decoded here, once for each (type, params) the traces hold, to the
 action's arguments or, when some are not given, to a pattern that the
@@ -42,13 +45,16 @@ class EventVocabulary:
         self.cache_limit = cache_limit
         self._actions = mapping.actions
         self._params: dict[tuple[str, bytes], DecodedParams | InputError] = {}
+        self._required = {a: tuple(sorted(n)) for a in mapping.actions if (n := mapping.required(a, mode))}
 
     def error(self, e: Event) -> InputError | None:
         """What puts the event outside the vocabulary, or None. Params are decoded (and cached) here."""
         if e.type in self._actions:
             decoded = self._params.get((e.type, e.params_key)) or self.params(e)
             if type(decoded) is DecodedParams and self.mode.observes.issuperset(e.observed):
-                return None  # the usual case, in few steps
+                required = self._required.get(e.type)
+                if required is None or all(e.observed.get(n) is not None for n in required):
+                    return None  # the usual case, in few steps
         return self._error(e)
 
     def _error(self, e: Event) -> InputError | None:
@@ -82,6 +88,13 @@ class EventVocabulary:
                     f"(variables: {', '.join(self.mapping.variables)}; projections: "
                     f"{', '.join(self.mapping.projections) or 'none'})"
                 )
+        missing = [n for n in self._required.get(e.type, ()) if e.observed.get(n) is None]
+        if missing:
+            return error(
+                f"a {e.type} event must report {', '.join(missing)} in mode {self.mode.name!r}: without "
+                f"{'it' if len(missing) == 1 else 'them'} the event says nothing of what the step did "
+                '(docs/trace-format.md, "What an event must report")'
+            )
         return None
 
     def params(self, e: Event) -> DecodedParams | InputError:

@@ -83,7 +83,7 @@ class FailureExplainer:
                         hidden,
                         self._state_json(state),
                         successors,
-                        reached_by=("(hidden) " if node.hidden else "") + self._step(node.action, node.args),
+                        reached_by=self._reached_by(node),
                         previous=None if parent is None else self._state_json(parent.state),
                     )
                 )
@@ -126,6 +126,11 @@ class FailureExplainer:
             candidates_total=len(ranked),
         )
 
+    def _reached_by(self, node: Node) -> str:
+        if node.reported:
+            return f"(as reported, where the spec diverges) {node.action}"
+        return ("(hidden) " if node.hidden else "") + self._step(node.action, node.args)
+
     def _hidden_tail(self, node: Node) -> tuple[str, ...]:
         """The hidden steps that reached a candidate since the previous event."""
         steps = []
@@ -140,7 +145,7 @@ class FailureExplainer:
         steps = []
         n: Node | None = node
         while n is not None:
-            steps.append(("(hidden) " if n.hidden else "") + self._step(n.action, n.args))
+            steps.append(self._reached_by(n))
             n = n.parent
         return tuple(reversed(steps))
 

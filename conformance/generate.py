@@ -83,13 +83,15 @@ def trace_events(
     """The events an observer in ``mode`` logs for the walk, as JSON objects (one per line).
 
     ``only``: report only these of the mode's observable names. ``omit``: probability that each
-    observed value is left out (a log line without the LAC), drawn from ``rng``.
+    observed value is left out (a log line without the LAC), drawn from ``rng``. Whatever these say, an event
+    reports what the mapping requires of its action (``TraceMapping.requires``), as the format asks.
     """
     if observe not in ("changed", "all", "none"):
         raise ValueError(f"observe must be changed, all or none, not {observe!r}")
     mapping = mapping or mapping_for(spec.name)
     obs_mode = mode if isinstance(mode, ObservationMode) else mapping.mode(mode)
-    names = sorted(obs_mode.observes if only is None else obs_mode.observes & set(only))
+    names = sorted(obs_mode.observes)
+    chosen = obs_mode.observes if only is None else obs_mode.observes & set(only)
     chance = rng or random.Random(0)
     events: list[dict[str, Any]] = []
     counts: dict[str, int] = {}
@@ -98,17 +100,19 @@ def trace_events(
         values = {n: canonical_bytes(mapping.codecs[n], mapping.observe(spec, step.state, n)) for n in names}
         if step.action != INIT and obs_mode.hides(step.action, step.args):
             continue  # a hidden step: "changed" then reports against the last logged values
+        required = mapping.required(step.action, obs_mode) if step.action != INIT else frozenset()
         if observe == "all":
-            shown = names
+            shown = [n for n in names if n in chosen]
         elif observe == "changed":
-            shown = [n for n in names if values[n] != previous.get(n)]
+            shown = [n for n in names if n in chosen and values[n] != previous.get(n)]
         else:
             shown = []
         previous = values
         process = obs_mode.logged_by(step.action, step.args)
         counts[process] = counts.get(process, 0) + 1
         params = mapping.encode_params(step.action, step.args) if step.action != INIT and step.args else None
-        observed = {n: orjson.loads(values[n]) for n in shown if not (omit and chance.random() < omit)}
+        kept = [n for n in shown if n not in required and not (omit and chance.random() < omit)]
+        observed = {n: orjson.loads(values[n]) for n in sorted({*kept, *required})}
         seq = counts[process] if clocks else len(events) + 1
         event = trace_line(trace, process, seq, step.action, params, observed)
         if clocks:

@@ -14,7 +14,9 @@ quorums, how many crashes). Every writer of traces in this project puts a
      "not_traces": {"observations.ndjson": "what the harness reported, unmapped"}}
 
 ``constants`` hold for every trace of the listed ``files``; a trace's own
-``constants`` add to them or replace them. ``not_traces`` names the files of
+``constants`` add to them or replace them. ``mutant``, when a writer sets
+it, names the seeded bug the traces were recorded with: their violations
+are expected, and the report tells them apart from surprises. ``not_traces`` names the files of
 the directory that look like traces and are not, with the reason. Other keys
 are the writer's own (a seed, the command that made the traces) and are
 kept as they are.
@@ -66,6 +68,7 @@ class TraceManifest:
     traces: tuple[str, ...]  # the traces it lists (it need not list them all)
     trace_constants: Mapping[str, Mapping[str, Any]]  # a trace's own constants, over ``constants``
     not_traces: Mapping[str, str]  # file -> why it is not a trace file
+    seeded_bug: str | None = None  # the mutant the traces were recorded with: their violations are expected
 
     @property
     def directory(self) -> Path:
@@ -152,7 +155,10 @@ def read_manifest(path: Path) -> TraceManifest:
         if trace.get("constants"):
             own[trace["trace"]] = trace["constants"]
     not_traces = field("not_traces", dict, {})
-    return TraceManifest(path, spec, mode, constants, tuple(files), tuple(listed), own, not_traces)
+    seeded_bug = data.get("mutant")
+    if seeded_bug is not None and not (isinstance(seeded_bug, str) and seeded_bug):
+        raise TraceFileError(f'{path}: "mutant" must name a seeded bug (a JSON string) or be null, got {seeded_bug!r}')
+    return TraceManifest(path, spec, mode, constants, tuple(files), tuple(listed), own, not_traces, seeded_bug)
 
 
 _JSON_NAMES: dict[type, str] = {str: "string", dict: "object", list: "array"}
@@ -170,6 +176,11 @@ class CheckInputs:
     def manifest_of(self, file: str) -> TraceManifest | None:
         """The manifest of a file, named as the reader names it (``str(path)``)."""
         return self._by_file.get(file)
+
+    def seeded_bug_of(self, file: str) -> str | None:
+        """The seeded bug a file's traces were recorded with, if its manifest names one."""
+        manifest = self._by_file.get(file)
+        return None if manifest is None else manifest.seeded_bug
 
     def constants_of(self, trace: str, file: str) -> dict[str, Any] | None:
         """The constants ``trace`` was recorded under, if the manifest of ``file`` (one of its files) says."""

@@ -4,7 +4,13 @@
 
 - the summary: traces, events, how many conform, violate or are
   inconclusive, and every bad input line (file:line);
-- for each violating trace (the first ``SHOWN_VIOLATIONS`` in full): a
+- the findings: every violating trace in one line, a *bug* (the promises
+  it breaks) or a *difference* (it leaves the spec, no promise shown
+  broken), and whether it was expected (recorded with a seeded bug, as its
+  manifest says) or is a surprise;
+- for each violating trace (the first ``SHOWN_VIOLATIONS`` in full): the
+  promise it breaks in words, with the reports that establish it, or that
+  it only diverges; the divergences after the first; a
   sequence diagram of its events, the failing one marked; the failing event
   as logged; the candidate states at that event, each with what the last
   step changed and, for each way of taking the event, why it is rejected and
@@ -26,7 +32,7 @@ verdicts only); the report reads the trace files again for those traces.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +41,13 @@ import jinja2
 import orjson
 from ledgerspec.conformance.checker import TraceChecker
 from ledgerspec.conformance.coverage import coverage_summary
-from ledgerspec.conformance.describe import Change, changes, show
+from ledgerspec.conformance.describe import Change, changes
 from ledgerspec.conformance.events import Event
 from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES, TraceInput, read_traces
 from ledgerspec.conformance.run import CheckRun
 from ledgerspec.conformance.sequence import SequenceDiagram, lay_out
 from ledgerspec.conformance.verdict import Candidate, Failure, Verdict
-from ledgerspec.spec.codecs import CodecError
+from ledgerspec.spec.codecs import CodecError, canonical_bytes
 from ledgerspec.spec.tracing import TraceMapping
 from ledgerspec.spec.values import format_value
 
@@ -89,6 +95,7 @@ class CandidateView:
 class ViolationView:
     verdict: Verdict
     failure: Failure
+    expected: str | None  # the seeded bug its traces were recorded with: a violation expected, not a surprise
     event: str | None  # the failing event as logged (JSON), if the trace was read again
     diagram: SequenceDiagram | None
     missing: str | None  # why there is no diagram
@@ -112,9 +119,12 @@ class _States:
         return tuple(found)
 
     def variables(self, state: Mapping[str, Any], previous: Mapping[str, Any] | None) -> tuple[Variable, ...]:
+        """Each variable in the trace format's notation (canonical JSON), as a trace would report it."""
         codecs = self.mapping.codecs
         return tuple(
-            Variable(name, show(codecs[name], value, None), previous is not None and previous.get(name) != raw)
+            Variable(
+                name, canonical_bytes(codecs[name], value).decode(), previous is not None and previous.get(name) != raw
+            )
             for (name, value), raw in zip(self.decode(state).items(), state.values(), strict=True)
         )
 
@@ -151,7 +161,17 @@ def read_events(
     return found
 
 
-def _violation(verdict: Verdict, events: Sequence[Event] | None, checker: TraceChecker) -> ViolationView:
+#: The seeded bug a trace file was recorded with, if its manifest names one (``CheckInputs.seeded_bug_of``).
+SeededBugOf = Callable[[str], "str | None"]
+
+
+def _no_seeded_bug(_file: str) -> str | None:
+    return None
+
+
+def _violation(
+    verdict: Verdict, events: Sequence[Event] | None, checker: TraceChecker, seeded_bug_of: SeededBugOf
+) -> ViolationView:
     f = verdict.failure
     assert f is not None
     missing, diagram, event = None, None, None
@@ -168,7 +188,7 @@ def _violation(verdict: Verdict, events: Sequence[Event] | None, checker: TraceC
     except CodecError as exc:  # a failure from another version of the spec: show what it says, no diffs
         candidates = ()
         missing = (missing + "; " if missing else "") + f"its candidate states do not decode: {exc}"
-    return ViolationView(verdict, f, event, diagram, missing, candidates)
+    return ViolationView(verdict, f, seeded_bug_of(f.file), event, diagram, missing, candidates)
 
 
 def render_report(
@@ -178,11 +198,14 @@ def render_report(
     *,
     sources: Sequence[str | Path] = (),
     title: str | None = None,
+    seeded_bug_of: SeededBugOf = _no_seeded_bug,
 ) -> str:
     """The report as HTML text. ``events``: the events of the violating traces, in replay order (as
-    :func:`read_events` gives them); ``sources``: the paths checked, named in the header."""
+    :func:`read_events` gives them); ``sources``: the paths checked, named in the header; ``seeded_bug_of``:
+    the seeded bug a trace file was recorded with, whose violations are expected."""
     spec = checker.spec
-    shown = [_violation(v, events.get(v.trace), checker) for v in run.violations[:SHOWN_VIOLATIONS]]
+    shown = [_violation(v, events.get(v.trace), checker, seeded_bug_of) for v in run.violations[:SHOWN_VIOLATIONS]]
+    findings = [(v, seeded_bug_of(v.failure.file) if v.failure else None) for v in run.violations]
     coverage = coverage_summary(run.coverage, spec, checker.mapping) if run.coverage is not None else None
     template = _ENVIRONMENT.get_template("report.html.j2")
     return template.render(
@@ -195,6 +218,8 @@ def render_report(
         written=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         run=run,
         violations=shown,
+        findings=findings,
+        surprises=sum(1 for _, bug in findings if bug is None),
         more_violations=run.violations[SHOWN_VIOLATIONS:],
         coverage=coverage,
         most_steps=max([1, *(n for a in coverage["actions"].values() for n in a.values())]) if coverage else 1,
@@ -211,8 +236,10 @@ def write_report(
     sources: Sequence[str | Path],
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    seeded_bug_of: SeededBugOf = _no_seeded_bug,
 ) -> None:
     """Write the report of a run over ``sources`` to ``path``, reading the violating traces again."""
     wanted = [v.trace for v in run.violations[:SHOWN_VIOLATIONS]]
     events = read_events(sources, wanted, checker, max_line_bytes=max_line_bytes)
-    Path(path).write_text(render_report(run, checker, events, sources=sources), encoding="utf-8")
+    html = render_report(run, checker, events, sources=sources, seeded_bug_of=seeded_bug_of)
+    Path(path).write_text(html, encoding="utf-8")

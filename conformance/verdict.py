@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import orjson
 from ledgerspec.conformance.events import InputError
 
 __all__ = [
@@ -17,7 +18,9 @@ __all__ = [
     "INCONCLUSIVE",
     "VIOLATES",
     "BoundHit",
+    "BrokenPromise",
     "Candidate",
+    "Evidence",
     "Failure",
     "Successor",
     "Verdict",
@@ -99,6 +102,75 @@ class BoundHit:
 
 
 @attrs.frozen
+class Evidence:
+    """A value a broken promise was judged on, and the event that reported it."""
+
+    variable: str
+    value: Any  # the value reported, as JSON
+    event_index: int  # in replay order
+    event_type: str
+    process: str
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        value = orjson.dumps(self.value).decode()
+        where = f"event {self.event_index} ({self.event_type}, {self.file}:{self.line})"
+        return f"{self.variable} = {value}, reported by {self.process} at {where}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "variable": self.variable,
+            "value": self.value,
+            "event_index": self.event_index,
+            "event": self.event_type,
+            "process": self.process,
+            "file": self.file,
+            "line": self.line,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Evidence:
+        return cls(
+            data["variable"],
+            data["value"],
+            data["event_index"],
+            data["event"],
+            data["process"],
+            data["file"],
+            data["line"],
+        )
+
+
+@attrs.frozen
+class BrokenPromise:
+    """A promise of the protocol (an invariant or action property of the spec other than TypeOK) that the
+    implementation's reported state breaks: the values the trace reported decide it, whatever the values it
+    did not report (docs/conformance.md, "Which promise a divergence breaks")."""
+
+    name: str  # the invariant or action property
+    words: str  # what it promises: its docstring
+    message: str  # the spec's sentence naming the values that break it
+    evidence: tuple[Evidence, ...]  # every reported value the judgement read, with the event that reported it
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.words.rstrip('.')}): {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "promise": self.name,
+            "words": self.words,
+            "message": self.message,
+            "evidence": [e.to_json() for e in self.evidence],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BrokenPromise:
+        evidence = tuple(Evidence.from_json(e) for e in data["evidence"])
+        return cls(data["promise"], data["words"], data["message"], evidence)
+
+
+@attrs.frozen
 class Failure:
     """The event no behaviour of the spec can take, with every candidate state's reason."""
 
@@ -113,9 +185,30 @@ class Failure:
     path: tuple[str, ...]  # the shortest spec behaviour (Init, steps) to a candidate state at the failing event
     candidates: tuple[Candidate, ...]
     candidates_total: int  # candidates examined; only the first few are kept in ``candidates``
+    # The promises the implementation's reported state breaks at this event: empty for a divergence that shows
+    # no broken promise; then ``undecided`` says which promises the unreported values would decide.
+    broken: tuple[BrokenPromise, ...] = ()
+    undecided: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """``violates <Promise>, ...`` when the reported state breaks a promise, else ``diverges``."""
+        if self.broken:
+            return "violates " + ", ".join(b.name for b in self.broken)
+        return "diverges"
+
+    @property
+    def headline(self) -> str:
+        """One line: which promise broke, in its words, or that the trace only diverges; then the reason."""
+        if self.broken:
+            return f"event {self.event_index} breaks the promise {self.broken[0]}; {self.reason}"
+        return f"event {self.event_index} diverges from the spec: {self.reason}"
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "kind": self.kind,
+            "broken": [b.to_json() for b in self.broken],
+            "undecided": list(self.undecided),
             "event_index": self.event_index,
             "event": self.event_type,
             "process": self.process,
@@ -143,6 +236,8 @@ class Failure:
             path=tuple(data["path"]),
             candidates=tuple(Candidate.from_json(c) for c in data["candidates"]),
             candidates_total=data["candidates_total"],
+            broken=tuple(BrokenPromise.from_json(b) for b in data.get("broken", ())),
+            undecided=tuple(data.get("undecided", ())),
         )
 
 
@@ -159,6 +254,30 @@ class Verdict:
     input_errors: tuple[InputError, ...] = ()  # inconclusive because the check stopped at bad input
     max_candidates: int = 1  # most candidate states the search held, or examined, for one event
     search: str = "replay"  # the search that decided: replay, depth-first or breadth-first (checker.py)
+    # The divergences after ``failure``, found by going on from the implementation's reported state, in order;
+    # ``stopped``: why the check did not go on to the trace's end after the last of them (None when it did).
+    further: tuple[Failure, ...] = ()
+    stopped: str | None = None
+
+    @property
+    def failures(self) -> tuple[Failure, ...]:
+        """Every divergence found, in order."""
+        return () if self.failure is None else (self.failure, *self.further)
+
+    @property
+    def broken_promises(self) -> tuple[BrokenPromise, ...]:
+        """The promises the trace shows broken, in the order of their divergences."""
+        if self.status != VIOLATES:
+            return ()
+        return tuple(b for f in self.failures for b in f.broken)
+
+    @property
+    def finding(self) -> str | None:
+        """What a violation is: ``bug`` when the reported states break a promise, ``difference`` when the trace
+        only leaves the spec; None when the trace does not violate."""
+        if self.status != VIOLATES:
+            return None
+        return "bug" if self.broken_promises else "difference"
 
     @property
     def reason(self) -> str:
@@ -167,6 +286,9 @@ class Verdict:
             return ""
         if self.status == VIOLATES:
             assert self.failure is not None
+            broken = self.broken_promises
+            if broken:
+                return f"violates {broken[0].name}: {broken[0].message}; {self.failure.reason}"
             return self.failure.reason
         parts = []
         if self.bound is not None:
@@ -192,6 +314,13 @@ class Verdict:
             data["reason"] = self.reason
         if self.failure is not None:
             data["failure"] = self.failure.to_json()
+        if self.status == VIOLATES:
+            data["finding"] = self.finding
+            data["promises"] = sorted({b.name for b in self.broken_promises})
+        if self.further:
+            data["further"] = [f.to_json() for f in self.further]
+        if self.stopped is not None:
+            data["stopped"] = self.stopped
         if self.bound is not None:
             data["bound"] = self.bound.to_json()
         if self.input_errors:
@@ -212,6 +341,8 @@ class Verdict:
             input_errors=tuple(InputError.from_json(e) for e in data.get("input_errors", ())),
             max_candidates=data["max_candidates"],
             search=data.get("search", "replay"),
+            further=tuple(Failure.from_json(f) for f in data.get("further", ())),
+            stopped=data.get("stopped"),
         )
 
     def to_row(self) -> dict[str, str | int | None]:
@@ -223,6 +354,9 @@ class Verdict:
             "events": self.events,
             "checked": self.checked,
             "reason": self.reason or None,
+            "finding": self.finding,
+            "promises": ", ".join(sorted({b.name for b in self.broken_promises})) or None,
+            "divergences": len(self.failures) if f else None,
             "event_index": f.event_index if f else None,
             "event": f.event_type if f else None,
             "file": f.file if f else None,

@@ -36,6 +36,17 @@ A mapping says, for one spec:
   coverage can say how many checked states actually exercised the
   invariant. A guard must hold in every state that breaks its invariant
   (tests check it on the states of the seeded bugs);
+- what an event must report, per action: the observed names without which an
+  event of it says nothing (a close that does not report the last entry it
+  wrote). An event that leaves out one its mode observes is refused as bad
+  input, with its file and line, instead of matching whatever the spec
+  wrote there; recorders report them at every such event, changed or not;
+- promises said over observed names: an invariant of the spec that reads
+  variables a mode does not observe may still be decided by what it does
+  observe (the cursor covers a message the consumer never acknowledged: two
+  observed names say it). An :class:`ObservedPromise` says it, for the
+  checker to tell which promise a diverging trace broke
+  (:mod:`ledgerspec.conformance.promises`);
 - how a run is drawn: the processes in the order their lanes appear, and
   the :class:`Message` each event sends or receives, read from its params.
 - optionally, a partition key: when one trace holds the steps of several
@@ -68,6 +79,7 @@ __all__ = [
     "MessagesOf",
     "ObservationMode",
     "ObservedChanges",
+    "ObservedPromise",
     "PartitionKey",
     "Projection",
     "Stutters",
@@ -100,6 +112,17 @@ class Guard:
     name: str
     fn: Callable[[Any, Any], bool]  # (spec, state) -> does the antecedent hold
     doc: str = ""
+
+
+@attrs.frozen
+class ObservedPromise:
+    """An invariant said over observed names: where ``fn`` says the values of ``reads`` break it, the invariant
+    fails on every state that has those values. That must follow from the definitions of the names read (the
+    tests check it on every state of the explored models)."""
+
+    invariant: str
+    reads: tuple[str, ...]  # variables and projections
+    fn: Callable[[Any, Mapping[str, Any]], str | None]  # (spec, name -> value) -> why it is broken, or None
 
 
 @attrs.frozen
@@ -170,6 +193,8 @@ class TraceMapping:
         processes: Sequence[str] = (),
         messages: MessagesOf = _no_messages,
         partition: PartitionKey | None = None,
+        requires: Mapping[str, Iterable[str]] | None = None,
+        observed_promises: Iterable[ObservedPromise] = (),
     ) -> None:
         self.spec_type = spec_type
         self.partition = partition
@@ -211,6 +236,20 @@ class TraceMapping:
         for name in [*self.explain, *self.stutters]:
             if name not in self.actions:
                 raise ValueError(f"explanation for unknown action {name}")
+        # action -> the observed names an event of it must report, where its mode observes them
+        self.requires: dict[str, frozenset[str]] = {a: frozenset(names) for a, names in (requires or {}).items()}
+        for action_name, required in self.requires.items():
+            if action_name not in self.actions:
+                raise ValueError(f"required observations for unknown action {action_name}")
+            unknown_names = sorted(required - set(self.codecs))
+            if unknown_names:
+                raise ValueError(f"{action_name} requires unknown observed names {', '.join(unknown_names)}")
+        self.observed_promises = tuple(observed_promises)
+        for promise in self.observed_promises:
+            if promise.invariant not in {i.name for i in spec_type.invariants}:
+                raise ValueError(f"observed promise {promise.invariant} is not an invariant of {spec_type.name}")
+            if set(promise.reads) - set(self.codecs):
+                raise ValueError(f"observed promise {promise.invariant} reads unknown names {promise.reads}")
         properties = {p.name for p in spec_type.invariants} | {p.name for p in spec_type.action_properties}
         for name, declared in self.guards.items():
             if name not in properties:
@@ -226,6 +265,10 @@ class TraceMapping:
             raise KeyError(
                 f"spec {self.spec_type.name} has no observation mode {name!r}; modes: {', '.join(self.modes)}"
             ) from None
+
+    def required(self, action: str, mode: ObservationMode) -> frozenset[str]:
+        """The observed names an event of ``action`` must report in ``mode``."""
+        return self.requires.get(action, frozenset()) & mode.observes
 
     def observe(self, spec: Spec[Any], state: Any, name: str) -> Any:
         """The value of a variable or projection in a state."""
@@ -265,10 +308,12 @@ class ObservedChanges:
         self.mapping, self.spec, self.names = mapping, spec, sorted(names)
         self._previous: dict[str, bytes] = {}
 
-    def since_last(self, state: Any) -> dict[str, Any]:
-        """The values in ``state`` that differ from the last report, as JSON; ``state`` is reported now."""
+    def since_last(self, state: Any, action: str | None = None) -> dict[str, Any]:
+        """The values in ``state`` that differ from the last report, as JSON, and those an event of ``action``
+        must report (``TraceMapping.requires``) whether or not they changed; ``state`` is reported now."""
         values = self._values(state)
-        changed = {n: orjson.loads(v) for n, v in values.items() if v != self._previous.get(n)}
+        required = self.mapping.requires.get(action, frozenset()) if action is not None else frozenset()
+        changed = {n: orjson.loads(v) for n, v in values.items() if v != self._previous.get(n) or n in required}
         self._previous = values
         return changed
 

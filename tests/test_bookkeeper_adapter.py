@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import attrs
 import orjson
 import pytest
 from ledgerspec.conformance.adapters import bookkeeper
@@ -65,6 +66,29 @@ def test_the_lost_fence_is_a_violation_of_the_acked_entry_promise(tmp_path: Path
         ledger.verdict.reason
     )
     assert "acknowledged entry 0 is not in the closed ledger" in (recording.failure or "")
+    # The oracle names the promise from the client's reports alone: the close at -1, the writer's LAC of 0.
+    (promise,) = ledger.verdict.broken_promises
+    assert promise.name == "NoAckedEntryLost" and ledger.verdict.finding == "bug"
+    assert {e.variable for e in promise.evidence} == {"meta_status", "meta_last_entry", "writer_lac"}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in RECORDINGS.iterdir()))
+def test_the_oracle_labels_each_known_finding_as_the_findings_list_does(tmp_path: Path, name: str) -> None:
+    """bug where the verdict names a broken promise, difference where it does not: as docs/real-systems.md says."""
+    recording = recheck(tmp_path, name)
+    labels = recording.labels()
+    for verdict, finding in labels:
+        assert finding is not None and verdict.finding == finding.kind, (finding, verdict.reason)
+    data = json.loads((tmp_path / name / "verdict.json").read_text())
+    assert data["status"] == recording.status != "mislabelled"
+
+
+def test_a_finding_the_oracle_labels_otherwise_is_mislabelled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    listed = FINDINGS["recovery-changes-ensemble"]
+    monkeypatch.setitem(FINDINGS, listed.name, attrs.evolve(listed, kind="bug"))
+    recording = recheck(tmp_path, "recover-with-bookie-down")
+    assert recording.status == "mislabelled"
+    assert _recheck(tmp_path / "again", "bookkeeper", str(RECORDINGS / "recover-with-bookie-down")) == 1
 
 
 #: The fence of an empty ledger across a crash of its three bookies, recorded on each storage.

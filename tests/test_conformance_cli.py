@@ -51,6 +51,9 @@ def test_a_violation_exits_1_with_trace_event_and_explanation(
     assert set(v) >= {"trace", "event_index", "reason", "explanation", "file", "line", "path"}
     assert "observed writer_lac = 0, the spec has -1" in v["reason"]
     assert v["file"] == str(tmp_path / "bug.ndjson") and v["path"][0] == "Init"
+    assert {w["finding"] for w in data["violations"]} == {"bug", "difference"}
+    bug = next(w for w in data["violations"] if w["finding"] == "bug")
+    assert "NoAckedEntryLost" in bug["promises"] and (bug["broken"] or bug["further"])
     assert data["conforms"] + len(data["violations"]) == data["traces"] == 40
 
 
@@ -59,8 +62,11 @@ def test_human_output_tells_the_story(tmp_path: Path, capsys: pytest.CaptureFixt
     code, out, _ = run(capsys, "check", str(tmp_path / "bug.ndjson"), *CONSTANTS)
     text = " ".join(out.split())
     assert code == 1
-    assert "violates the spec at event" in text and "observed writer_lac = 0, the spec has -1" in text
+    assert "diverges from the spec at event" in text and "observed writer_lac = 0, the spec has -1" in text
     assert "shortest spec path to that point" in text and "0. Init" in text
+    # A LAC moved early is a difference where it shows; the entry it loses later is the bug, told with its promise.
+    assert "then event" in text and "breaks the promise NoAckedEntryLost" in text
+    assert "bug: NoAckedEntryLost broken by" in text and "with no promise shown broken" in text
 
 
 def test_bad_lines_exit_2_and_the_rest_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,7 +115,8 @@ def test_inconclusive_exits_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         (["--mode", "bookie"], "spec ledger has no observation mode 'bookie'; modes: full, client"),
         (["--spec", "nosuch"], "unknown spec 'nosuch'"),
         (["--const", "Qa=9"], "ack quorum larger than the write quorum"),
-        (["--max-candidates", "0"], "bounds must be max_hidden_steps >= 0 and max_candidates >= 1"),
+        (["--max-candidates", "0"], "bounds must be max_hidden_steps >= 0, max_candidates >= 1 and"),
+        (["--max-divergences", "0"], "max_divergences >= 1, got Bounds(max_hidden_steps=6, max_candidates=10000"),
         (["--master", "local[1]"], "--master and --out go with --spark"),
         (["--spark", "--report", "r.html"], "--report is written by runs in this process (without --spark)"),
         (["--spark", "--max-bad-lines", "5"], "--max-bad-lines bounds runs in this process (without --spark)"),

@@ -163,10 +163,26 @@ def test_a_violation_names_its_event_invariant_and_place(run: dict[str, Any], do
     walk = run["walk"]
     failing = len(walk) - 1  # the last step, the one that breaks the invariant
     heading = words(article.find("h3").text)
-    assert heading == f"Trace counterexample violates the spec at event {failing}: {walk[-1].action}"
+    assert heading == f"Trace counterexample breaks the promise NoAckedEntryLost at event {failing}: {walk[-1].action}"
     reason = words(article.find("p", "reason").text)
+    assert reason.startswith("Where it leaves the spec: ")
     assert "reaches a state that breaks the invariant NoAckedEntryLost" in reason
     assert article.find("code", "where").text == f"{run['dir'] / 'traces.ndjson'}:{failing + 1}"
+    # The promise leads, in words, with the reports that establish it.
+    promise = article.find("div", "promise")
+    assert words(promise.find("b").text) == LedgerSpec.NoAckedEntryLost.__doc__.strip()
+    evidence = [words(li.text) for li in promise.find("ul", "evidence").find_all("li")]
+    assert any(e.startswith("writer_lac = 0, reported by ") for e in evidence), evidence
+    assert any(e.startswith("meta_last_entry = -1, reported by") for e in evidence), evidence
+
+
+def test_the_findings_list_every_violation_with_its_promise(doc: Element) -> None:
+    rows = doc.find("table", "findings").find_all("tr", "finding")
+    assert [r.attrs["data-trace"] for r in rows] == ["counterexample", MARKUP_ID]
+    for row in rows:
+        cells = [words(td.text) for td in row.find_all("td")]
+        assert cells[1:3] == ["bug", "NoAckedEntryLost"] and cells[-1] == "surprise", cells
+        assert "surprise" in row.attrs["class"]
 
 
 def test_the_sequence_diagram_has_lanes_messages_and_the_failing_event(run: dict[str, Any], doc: Element) -> None:

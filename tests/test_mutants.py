@@ -36,6 +36,28 @@ REQUIRED = {
 }
 
 
+# The promise each mutant's full-observation traces show broken (the verdicts of the default workloads); empty where
+# its traces leave the spec without showing a broken promise, only a difference.
+PROMISES: dict[str, set[str]] = {
+    "lac_before_qa": {"NoAckedEntryLost"},
+    "complete_out_of_order": set(),
+    "fence_qa_total": {"NoNewAcksToFencedWriter"},
+    "recovery_read_no_fence": set(),
+    "ensemble_change_local": {"NoAckedEntryLost", "ReadersAgreeUpToLac"},
+    "ack_before_fsync": {"ClosedLedgerIsReadable"},
+    "mark_before_flush": {"MarkNeverPassesUnflushedData"},
+    "fence_not_journaled": {"NoNewAcksToFencedWriter"},
+    "mark_not_advanced_in_replay": set(),
+    "delete_journal_at_mark": {"JournalKeptFromMark"},
+    "restore_ignores_no_ledger": set(),
+    "no_store_fallback": set(),
+    "restore_skips_unacked": {"CursorSkipsNoUnackedMessage", "TrimKeepsUnconsumedEntries"},
+    "trim_deletes_needed_ledger": {"TrimKeepsUnconsumedEntries", "CursorSkipsNoUnackedMessage"},
+    "marks_nothing": {"LostBookiesMarked"},
+    "metadata_before_copy": {"MetadataNamesOnlyHolders"},
+}
+
+
 @pytest.fixture(scope="module")
 def score() -> dict[str, Any]:
     """``ledgerspec mutants --json`` on the default workloads: its exit status and its output."""
@@ -63,6 +85,18 @@ def test_every_mutant_is_killed_in_full_observation_with_no_false_positive(score
     for mode in ("full", "client"):
         assert score["by_mode"][mode]["false_positives"] == 0
         assert score["by_mode"][mode]["baseline_inconclusive"] == 0
+
+
+def test_a_mutant_that_breaks_a_promise_is_reported_with_it_in_full_observation(score: dict[str, Any]) -> None:
+    assert set(PROMISES) == set(MUTANTS)
+    for result in score["mutants"]:
+        full = result["full"]
+        assert set(full["promises"]) == PROMISES[result["mutant"]], result["mutant"]
+        if full["promises"]:
+            by = full["promise_by"]
+            assert by["finding"] == "bug" and by["reason"].startswith(f"violates {by['promises'][0]}: ")
+        else:
+            assert full["promise_by"] is None and full["by"]["finding"] == "difference"
 
 
 def test_the_baseline_is_the_ci_soak_of_every_spec_and_mode_and_rejects_nothing(score: dict[str, Any]) -> None:

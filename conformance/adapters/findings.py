@@ -12,6 +12,10 @@ and any other violation a new one. Two kinds:
     the real system takes a step the spec has no action for, and stays safe:
     the oracle reports the first event it cannot match.
 
+The kind is the oracle's label of the violation (``Verdict.finding``: a bug
+when the verdict names a broken promise); the recorder checks each listed
+kind against it and calls a disagreement ``mislabelled``.
+
 docs/real-systems.md lists them with the reasoning; the sources are files
 of ``apache/bookkeeper`` at tag ``release-4.17.2``, with their line numbers
 there, and the upstream report where there is one.

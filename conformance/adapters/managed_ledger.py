@@ -153,7 +153,9 @@ class CursorTraceMapper:
 
     def _ack(self, obs: Mapping[str, Any], position: tuple[int, int], observe: bool) -> None:
         self.acked.add((*position, 0))
-        observed = {"acked": sorted(list(m) for m in self.acked), "covered": self._covered(obs)} if observe else None
+        observed: dict[str, Any] = {"acked": sorted(list(m) for m in self.acked)}
+        if observe:
+            observed["covered"] = self._covered(obs)
         self._emit(obs, "ConsumerAcks", {"ledger": position[0], "entry": position[1], "index": 0}, observed)
 
     def _acked(self, obs: Mapping[str, Any]) -> None:

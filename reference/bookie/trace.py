@@ -169,7 +169,7 @@ class BookieTraceRecorder:
         params = TRACE.encode_params(name, args) if args else {}
         if self.mode.name != "full":
             params.pop(_UNSEEN_PARAMS.get(name, ""), None)
-        observed = self._observed.since_last(state) if state is not None else None
+        observed = self._observed.since_last(state, name) if state is not None else None
         process = self.mode.logged_by(name, args)
         self.lines.append(trace_line(self.trace_id, process, len(self.lines) + 1, name, params, observed))
 

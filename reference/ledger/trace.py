@@ -60,7 +60,7 @@ class TraceRecorder:
         process = event.process if full else event.observer
         if process is None:
             return  # no client sees this step
-        changed = self._observed.since_last(abstract_state(self.sim))
+        changed = self._observed.since_last(abstract_state(self.sim), event.action)
         self.lines.append(TRACE.event_line(self.trace_id, len(self.lines) + 1, process, event, changed))
 
 

@@ -61,7 +61,7 @@ class CursorTraceRecorder:
         self._record(event.action, event.args, self.mode.logged_by(event.action, event.args))
 
     def _record(self, action: str, args: tuple[Any, ...], process: str) -> None:
-        changed = self._observed.since_last(self.abstraction(frozenset()))  # durable: observed by no mode
+        changed = self._observed.since_last(self.abstraction(frozenset()), action)  # durable: observed by no mode
         event = EngineEvent(action, args, process, process)
         self.lines.append(TRACE.event_line(self.trace_id, len(self.lines) + 1, process, event, changed))
 

@@ -256,9 +256,16 @@ GUARDS: dict[str, Sequence[Guard]] = {
 
 PROCESSES = ("bookie", "auditor", "worker", "zookeeper")
 
+# What an event says nothing without: the mark an audit leaves, the ensemble a worker's update writes.
+REQUIRES = {
+    "AuditorChecksBookies": {"mark"},
+    "WorkerUpdatesEnsemble": {"meta_segments"},
+}
+
 TRACE = TraceMapping(
     AutorecoverySpec,
     (FULL, METADATA),
+    requires=REQUIRES,
     explain=EXPLAIN,
     guards=GUARDS,
     processes=PROCESSES,

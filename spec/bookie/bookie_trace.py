@@ -327,6 +327,8 @@ def messages(action: str, params: Mapping[str, Any]) -> Sequence[Message]:
     return ()
 
 
+# No event is required to report anything: a bookie's step (a request and the force write that acknowledges it, a
+# restart's replay and checkpoint) is several spec steps, observed once, after the last of them.
 TRACE = TraceMapping(
     BookieSpec,
     (FULL, CLIENT),

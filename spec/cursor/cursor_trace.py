@@ -35,7 +35,7 @@ A trace is one cursor of one topic (no partition key).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -51,7 +51,7 @@ from ledgerspec.spec.cursor.cursor import (
     Message,
 )
 from ledgerspec.spec.positions import next_ledger
-from ledgerspec.spec.tracing import Explanation, Guard, ObservationMode, Projection, TraceMapping
+from ledgerspec.spec.tracing import Explanation, Guard, ObservationMode, ObservedPromise, Projection, TraceMapping
 
 __all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "GUARDS", "TRACE", "covered"]
 
@@ -306,9 +306,36 @@ GUARDS: dict[str, Sequence[Guard]] = {
 PROCESSES = ("consumer", "broker", "bookkeeper")
 
 
+# What an event says nothing without: the acks after an ack, what a restored cursor covers, that the cursor
+# closed, that the broker went down.
+REQUIRES = {
+    "ConsumerAcks": {"acked"},
+    "CursorRecovers": {"covered"},
+    "CursorCloses": {"active"},
+    "BrokerCrashes": {"broker_up"},
+}
+
+
+def _covers_unacked(spec: CursorSpec, values: Mapping[str, Any]) -> str | None:
+    """CursorSkipsNoUnackedMessage over what a consumer sees: ``covered`` is ``cursor_covers`` of a restored
+    cursor and empty otherwise, so a covered message outside ``acked`` breaks the invariant in any state."""
+    skipped = sorted(values["covered"] - values["acked"])
+    if not skipped:
+        return None
+    ledger, entry, index = skipped[0]
+    return (
+        f"message {ledger}:{entry} (batch index {index}) was never acknowledged, but the cursor covers it: "
+        "it is skipped"
+    )
+
+
+OBSERVED_PROMISES = (ObservedPromise("CursorSkipsNoUnackedMessage", ("covered", "acked"), _covers_unacked),)
+
 TRACE = TraceMapping(
     CursorSpec,
     (FULL, CLIENT),
+    requires=REQUIRES,
+    observed_promises=OBSERVED_PROMISES,
     projections=PROJECTIONS,
     explain=EXPLAIN,
     guards=GUARDS,

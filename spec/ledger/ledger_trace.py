@@ -501,9 +501,16 @@ STUTTERS = {
     "BookieReceivesRecoveryRead": _serving_changes_nothing("ReadReq"),
 }
 
+# What an event says nothing without: where a close closed the ledger.
+REQUIRES = {
+    "WriterClosesLedger": {"meta_status", "meta_last_entry"},
+    "RecovererClosesLedger": {"meta_status", "meta_last_entry"},
+}
+
 TRACE = TraceMapping(
     LedgerSpec,
     (FULL, CLIENT),
+    requires=REQUIRES,
     projections=PROJECTIONS,
     explain=EXPLAIN,
     stutters=STUTTERS,

@@ -12,7 +12,11 @@ spec's trace mapping (``full``: every step and variable; ``client``: what the
 clients see) and checked by the oracle (:class:`~ledgerspec.conformance.checker.TraceChecker`).
 
 A mutant is *killed* in a mode when some trace of it violates the spec
-there; the first such trace is reported. The unmutated engine runs the
+there; the first such trace is reported, with the promise its verdict
+names, if any (docs/conformance.md, "Which promise a divergence breaks").
+Where that first trace only diverges, the mutant's runs go on until one
+names a broken promise, so that a mutant that breaks a promise is reported
+with it: :attr:`MutantResult.promise_kills`. The unmutated engine runs the
 *baseline*: by default the ``ci`` soak of the same specs
 (:mod:`~ledgerspec.tools.harness.soak`), at least 500 traces per spec and
 mode over five seeds, where a false positive that shows once in a hundred
@@ -58,7 +62,7 @@ from typing import Any
 
 import attrs
 from ledgerspec.conformance.checker import Bounds
-from ledgerspec.conformance.verdict import VIOLATES
+from ledgerspec.conformance.verdict import VIOLATES, Verdict
 from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
 from ledgerspec.reference.bookie import MUTANTS as BOOKIE_MUTANTS
 from ledgerspec.reference.ledger import MUTANTS as CLIENT_MUTANTS
@@ -95,9 +99,20 @@ class Kill:
     event_index: int
     event: str
     reason: str
+    finding: str = "difference"  # bug: the verdict names a broken promise
+    promises: tuple[str, ...] = ()  # the promises it names, in the order of its divergences
 
     def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        data = attrs.asdict(self)
+        data["promises"] = list(self.promises)
+        return data
+
+    @classmethod
+    def of(cls, workload: str, trace: str, verdict: Verdict) -> Kill:
+        failure = verdict.failure
+        assert failure is not None and verdict.finding is not None
+        promises = tuple(dict.fromkeys(b.name for b in verdict.broken_promises))
+        return cls(workload, trace, failure.event_index, failure.event_type, verdict.reason, verdict.finding, promises)
 
 
 @attrs.define
@@ -106,6 +121,8 @@ class MutantResult:
 
     mutant: Mutant
     kills: dict[str, Kill | None] = attrs.Factory(lambda: dict.fromkeys(MODES))
+    # the first trace whose verdict names a broken promise, in each mode: the first kill, or a later trace
+    promise_kills: dict[str, Kill | None] = attrs.Factory(lambda: dict.fromkeys(MODES))
     traces: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(MODES, 0))
     events: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(MODES, 0))
     inconclusive: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(MODES, 0))
@@ -126,10 +143,12 @@ class MutantResult:
             "read_problems": self.read_problems,
         }
         for mode in MODES:
-            kill = self.kills[mode]
+            kill, promise_kill = self.kills[mode], self.promise_kills[mode]
             data[mode] = {
                 "killed": kill is not None,
                 "by": kill.to_json() if kill is not None else None,
+                "promises": list(promise_kill.promises) if promise_kill is not None else [],
+                "promise_by": promise_kill.to_json() if promise_kill is not None else None,
                 "traces": self.traces[mode],
                 "events": self.events[mode],
                 "inconclusive": self.inconclusive[mode],
@@ -185,8 +204,13 @@ def _run_one(
     modes: Sequence[str],
     progress: Callable[[str, int], None],
 ) -> MutantResult:
-    """Run ``mutant`` on the workloads of its specs, until every mode killed it."""
+    """Run ``mutant`` on the workloads of its specs, until every mode killed it and, in full observation, a trace
+    names the promise it breaks (where none does, every run is checked there)."""
     result = MutantResult(mutant)
+
+    def done(mode: str) -> bool:
+        return result.promise_kills[mode] is not None or (mode != "full" and result.killed(mode))
+
     for workload in workloads:
         if workload.spec not in mutant.specs:
             continue
@@ -194,21 +218,21 @@ def _run_one(
             trace_id, lines = run.trace_id, run.lines
             result.read_problems += run.read_problems
             for mode in modes:
-                if mode not in lines or result.killed(mode):
+                if mode not in lines or done(mode):
                     continue
                 verdict = checkers.check(run.spec, workload.mode_names.get(mode, mode), trace_id, lines[mode])
                 result.traces[mode] += 1
                 result.events[mode] += verdict.events
                 if verdict.status == VIOLATES:
-                    failure = verdict.failure
-                    assert failure is not None
-                    result.kills[mode] = Kill(
-                        workload.name, trace_id, failure.event_index, failure.event_type, failure.reason
-                    )
+                    kill = Kill.of(workload.name, trace_id, verdict)
+                    if result.kills[mode] is None:
+                        result.kills[mode] = kill
+                    if kill.promises:
+                        result.promise_kills[mode] = kill
                 elif verdict.failure is not None or verdict.bound is not None or verdict.input_errors:
                     result.inconclusive[mode] += 1
             progress(result.name, 1)
-            if all(result.killed(m) for m in modes if m in workload.modes):
+            if all(done(m) for m in modes if m in workload.modes):
                 return result
     return result
 

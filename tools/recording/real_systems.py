@@ -53,7 +53,7 @@ import attrs
 import orjson
 from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper, MappingError
 from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, ClusterError
-from ledgerspec.conformance.adapters.findings import FINDINGS
+from ledgerspec.conformance.adapters.findings import FINDINGS, Finding
 from ledgerspec.conformance.adapters.jars import ARTIFACTS, JarSet, ensure_jars
 from ledgerspec.conformance.adapters.managed_ledger import CursorMappingError, CursorTraceMapper
 from ledgerspec.conformance.adapters.ml_scenarios import (
@@ -216,16 +216,30 @@ class ScenarioRecording:
     may_show: tuple[str, ...] = ()  # findings a race in the scenario may bring about
     evidence: tuple[str, ...] = ()  # what the bookies' files and replay logs said (evidence.json), line by line
 
+    def labels(self) -> list[tuple[Verdict, Finding | None]]:
+        """Each violation, with the finding (of those the scenario expects or may show) that explains it. The
+        verdict labels it (``Verdict.finding``: ``bug`` when the reports break a promise, else ``difference``)."""
+        allowed = [FINDINGS[name] for name in (*([self.expects] if self.expects else []), *self.may_show)]
+        return [
+            (r.verdict, next((f for f in allowed if f.explains(r.verdict.reason)), None))
+            for r in self.ledgers
+            if r.verdict.status == VIOLATES
+        ]
+
     @property
     def status(self) -> str:
         """``conforms``; ``known`` (it shows the finding it expects, or one it may show, and nothing else);
         ``violates`` or ``failed`` (something new: a violation, or a broken promise of the client API);
-        ``missed`` (the expected finding did not show); ``inconclusive`` (a search bound was hit)."""
+        ``mislabelled`` (a known finding, which the oracle's verdict labels a bug where the finding says
+        difference, or the other way round); ``missed`` (the expected finding did not show); ``inconclusive``
+        (a search bound was hit)."""
         finding = FINDINGS[self.expects] if self.expects is not None else None
-        allowed = [FINDINGS[name] for name in (*([self.expects] if self.expects else []), *self.may_show)]
-        violations = [r.verdict for r in self.ledgers if r.verdict.status == VIOLATES]
-        if any(not any(f.explains(v.reason) for f in allowed) for v in violations):
+        labels = self.labels()
+        violations = [v for v, _ in labels]
+        if any(f is None for _, f in labels):
             return "violates"
+        if any(f is not None and f.kind != v.finding for v, f in labels):
+            return "mislabelled"
         if self.failure is not None and (finding is None or finding.kind != "bug"):
             return "failed"
         if any(r.verdict.status == INCONCLUSIVE for r in self.ledgers):

@@ -92,6 +92,11 @@ def register(commands: Any) -> None:
         help=f"candidate states kept at once (default {_DEFAULT.max_candidates:,})",
     )  # fmt: skip
     check.add_argument(
+        "--max-divergences", type=int, default=_DEFAULT.max_divergences, metavar="N",
+        help=f"divergences of one trace told, the check going on from the state each reports "
+        f"(default {_DEFAULT.max_divergences})",
+    )  # fmt: skip
+    check.add_argument(
         "--max-line-bytes", type=int, default=DEFAULT_MAX_LINE_BYTES, metavar="N",
         help=f"longest line read (default {DEFAULT_MAX_LINE_BYTES:,})",
     )  # fmt: skip
@@ -118,14 +123,18 @@ def _check_report_path(args: argparse.Namespace) -> None:
         raise UsageError(f"cannot write the report {args.report}: no directory {Path(args.report).parent}")
 
 
-def _write_report(args: argparse.Namespace, checker: TraceChecker, run: CheckRun, files: list[str]) -> None:
+def _write_report(
+    args: argparse.Namespace, checker: TraceChecker, run: CheckRun, files: list[str], inputs: CheckInputs
+) -> None:
     """``--report``: the HTML report, from the run and the violating traces read again."""
     if not args.report:
         return
     from ledgerspec.conformance.report import write_report  # jinja2, only when a report is asked for
 
     try:
-        write_report(args.report, run, checker, files, max_line_bytes=args.max_line_bytes)
+        write_report(
+            args.report, run, checker, files, max_line_bytes=args.max_line_bytes, seeded_bug_of=inputs.seeded_bug_of
+        )
     except TraceFileError as exc:  # a file went away after the check
         raise UsageError(f"cannot write the report {args.report}: {exc}") from None
     except OSError as exc:
@@ -236,7 +245,7 @@ def _checkers(args: argparse.Namespace) -> _Checkers:
     spec = entry.python(**given_text)
     given = {name: spec.values[name] for name in given_text}
     try:
-        bounds = Bounds(args.max_hidden_steps, args.max_candidates)
+        bounds = Bounds(args.max_hidden_steps, args.max_candidates, args.max_divergences)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.max_line_bytes < 64:
@@ -295,7 +304,7 @@ def _check(args: argparse.Namespace, out: Console, err: Console) -> int:
     else:
         _print(out, checkers, run)
         _print_coverage(out, checker, run)
-    _write_report(args, checker, run, files)
+    _write_report(args, checker, run, files, checkers.inputs)
     return exit_status(run)
 
 
@@ -361,9 +370,27 @@ def _violation_json(v: Verdict) -> dict[str, Any]:
         "seq": f.seq,
         "file": f.file,
         "line": f.line,
-        "reason": f.reason,
+        "reason": v.reason,
         "explanation": f.explanation,
         "path": list(f.path),
+        "finding": v.finding,
+        "promises": sorted({b.name for b in v.broken_promises}),
+        "broken": [b.to_json() for b in f.broken],
+        "undecided": list(f.undecided),
+        "further": [
+            {
+                "event_index": g.event_index,
+                "event": g.event_type,
+                "file": g.file,
+                "line": g.line,
+                "kind": g.kind,
+                "reason": g.reason,
+                "broken": [b.to_json() for b in g.broken],
+                "undecided": list(g.undecided),
+            }
+            for g in v.further
+        ],
+        "stopped": v.stopped,
     }
 
 
@@ -413,6 +440,24 @@ def _constants_text(values: dict[str, Any]) -> str:
     return escape(" ".join(f"{k}={format_value(v)}" for k, v in values.items()))
 
 
+def _print_findings(out: Console, run: CheckRun) -> None:
+    """One line per promise broken, with the traces that break it; then how many traces only diverge."""
+    by_promise: dict[str, list[str]] = {}
+    differences = 0
+    for v in run.violations:
+        names = dict.fromkeys(b.name for b in v.broken_promises)
+        differences += not names
+        for name in names:
+            by_promise.setdefault(name, []).append(v.trace)
+    for name, traces in by_promise.items():
+        shown = ", ".join(traces[:5]) + (f" and {len(traces) - 5} more" if len(traces) > 5 else "")
+        out.print(
+            f"[red]bug[/red]: {escape(name)} broken by {len(traces):,} trace(s): {escape(shown)}", highlight=False
+        )
+    if differences:
+        out.print(f"difference: {differences:,} trace(s) leave the spec with no promise shown broken", highlight=False)
+
+
 def _print(out: Console, checkers: _Checkers, run: CheckRun) -> None:
     checker, inputs = checkers.default, checkers.inputs
     spec = checker.spec
@@ -443,15 +488,35 @@ def _print(out: Console, checkers: _Checkers, run: CheckRun) -> None:
         f"{run.seconds:.2f}",
     )
     out.print(table)
+    _print_findings(out, run)
     for k, v in enumerate(run.violations):
         f = v.failure
         assert f is not None
-        out.print(
-            f"\n[red bold]trace {escape(v.trace)} violates the spec at event {f.event_index}[/red bold] "
-            f"({escape(f.file)}:{f.line}, {escape(f.process)} seq {f.seq}): {escape(f.reason)}",
-            highlight=False,
-            soft_wrap=True,
-        )
+        where = f"at event {f.event_index}[/red bold] ({escape(f.file)}:{f.line}, {escape(f.process)} seq {f.seq})"
+        if f.broken:
+            out.print(
+                f"\n[red bold]trace {escape(v.trace)} breaks the promise {escape(f.broken[0].name)} {where}: "
+                f"{escape(f.broken[0].words)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+            for promise in f.broken:
+                out.print(f"  {escape(promise.name)}: {escape(promise.message)}", highlight=False, soft_wrap=True)
+                for evidence in promise.evidence:
+                    out.print(f"    {escape(str(evidence))}", highlight=False, soft_wrap=True)
+            out.print(f"  where it leaves the spec: {escape(f.reason)}", highlight=False, soft_wrap=True)
+        else:
+            out.print(
+                f"\n[red bold]trace {escape(v.trace)} diverges from the spec {where}: {escape(f.reason)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+            for undecided in f.undecided:
+                out.print(f"  undecided: {escape(undecided)}", highlight=False, soft_wrap=True)
+        for g in v.further:
+            out.print(f"  then {escape(g.headline)} ({escape(g.file)}:{g.line})", highlight=False, soft_wrap=True)
+        if v.stopped is not None:
+            out.print(f"  {escape(v.stopped)}", highlight=False, soft_wrap=True)
         if k < SHOWN_IN_FULL:
             out.print(escape(f.explanation), highlight=False, soft_wrap=True)
             shown = f.path[-PATH_TAIL:]

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerspec.conformance.checker import Bounds, TraceChecker
-from ledgerspec.conformance.manifest import manifest_json, write_manifest
+from ledgerspec.conformance.manifest import find_inputs, manifest_json, write_manifest
 from ledgerspec.conformance.reader import DEFAULT_MAX_LINE_BYTES
 from ledgerspec.conformance.run import CheckRun, check_files
 from ledgerspec.spec.ledger.ledger import LedgerSpec
@@ -150,7 +150,7 @@ def _demo(args: argparse.Namespace, out: Console, err: Console) -> int:
         progress.step("checking the traces in this process")
         here = check_files(sources, checker)
         progress.step("writing the report")
-        write_report(report, here, checker, sources)
+        write_report(report, here, checker, sources, seeded_bug_of=find_inputs(sources).seeded_bug_of)
 
     spark_statuses, local_statuses = _statuses(on_spark.run, ids), _statuses(here, ids)
     disagree = sorted(t for t in local_statuses if spark_statuses[t] != local_statuses[t])

@@ -156,6 +156,13 @@ def _print(out: Console, run: MutationRun) -> None:
                 cells.append(f"[yellow]survived[/yellow] ({result.traces[mode]} traces)")
             else:
                 cells.append(f"[green]killed[/green] by {escape(kill.trace)}, event {kill.event_index} ({kill.event})")
+                promise_kill = result.promise_kills[mode]
+                if promise_kill is not None:
+                    cells[-1] += f"; breaks {escape(', '.join(promise_kill.promises))}"
+                    if promise_kill is not kill:
+                        cells[-1] += f" (shown by {escape(promise_kill.trace)})"
+                else:
+                    cells[-1] += "; no promise shown broken"
         assert result.mutant is not None
         table.add_row(result.name, result.mutant.layer, *cells)
     out.print(table)
@@ -187,3 +194,10 @@ def _print(out: Console, run: MutationRun) -> None:
             kill = result.kills[mode]
             if kill is not None:
                 out.print(f"{result.name} ({mode}): {escape(kill.reason)}", highlight=False, soft_wrap=True)
+            promise_kill = result.promise_kills[mode]
+            if promise_kill is not None and promise_kill is not kill:
+                out.print(
+                    f"{result.name} ({mode}), the promise: {escape(promise_kill.reason)}",
+                    highlight=False,
+                    soft_wrap=True,
+                )

@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from ledgerspec.conformance.adapters.cluster import ClusterError
-from ledgerspec.conformance.adapters.findings import FINDINGS, shown_by
+from ledgerspec.conformance.adapters.findings import shown_by
 from ledgerspec.conformance.adapters.jars import ARTIFACTS, JavaSetupError
 from ledgerspec.conformance.adapters.ml_scenarios import ML_SCENARIOS
 from ledgerspec.conformance.adapters.scenarios import SCENARIOS
+from ledgerspec.conformance.verdict import Verdict
 from ledgerspec.tools.cli.commands.base import (
     EXIT_INCONCLUSIVE,
     EXIT_MISSING_TOOL,
@@ -61,6 +62,7 @@ _STYLE = {
     "violates": "bold red",
     "failed": "bold red",
     "missed": "bold red",
+    "mislabelled": "bold red",
     "inconclusive": "magenta",
 }
 
@@ -135,19 +137,29 @@ def _report(args: argparse.Namespace, out: Console, recordings: list[ScenarioRec
     else:
         _print(out, args.system, recordings, root, how)
     statuses = {r.status for r in recordings}
-    if statuses & {"violates", "failed", "missed"}:
+    if statuses & {"violates", "failed", "missed", "mislabelled"}:
         return EXIT_VIOLATION
     if "inconclusive" in statuses:
         return EXIT_INCONCLUSIVE
     return EXIT_OK
 
 
+def _label(verdict: Verdict) -> str:
+    """The oracle's label of a violation: ``bug`` with the promises it breaks, or ``difference``."""
+    promises = ", ".join(dict.fromkeys(b.name for b in verdict.broken_promises))
+    return f"{verdict.finding} ({promises})" if promises else str(verdict.finding)
+
+
 def _note(recording: ScenarioRecording) -> str:
-    if recording.status == "known":
-        reasons = [x.verdict.reason for x in recording.ledgers if x.verdict.status == "violates"]
-        names = [recording.expects] if recording.expects is not None else list(recording.may_show)
-        shown = [FINDINGS[n] for n in names if any(FINDINGS[n].explains(r) for r in reasons)]
-        return "; ".join(f"{f.kind}: {f.title}" for f in shown)
+    if recording.status in ("known", "mislabelled"):
+        notes = []
+        for verdict, finding in recording.labels():
+            assert finding is not None
+            note = f"{_label(verdict)}: {finding.title}"
+            if finding.kind != verdict.finding:
+                note += f" (listed as a {finding.kind}: {finding.name})"
+            notes.append(note)
+        return "; ".join(dict.fromkeys(notes))
     if recording.status == "missed" and recording.expects is not None:
         return f"expected, not shown: {recording.expects}"
     for ledger in recording.ledgers:
@@ -192,6 +204,16 @@ def _to_json(system: str, recordings: list[ScenarioRecording], root: Path) -> di
                 "failure": r.failure,
                 "seconds": round(r.seconds, 3),
                 "evidence": list(r.evidence),
+                "findings": [
+                    {
+                        "trace": v.trace,
+                        "label": v.finding,
+                        "promises": list(dict.fromkeys(b.name for b in v.broken_promises)),
+                        "known": None if f is None else f.name,
+                        "listed_as": None if f is None else f.kind,
+                    }
+                    for v, f in r.labels()
+                ],
                 "traces": [
                     {
                         "trace": x.trace_id,
