@@ -492,8 +492,11 @@ def test_a_new_spec_needs_only_its_trace_mapping() -> None:
 def test_the_check_benchmark_runs_its_kinds_and_every_trace_conforms(capsys: pytest.CaptureFixture[str]) -> None:
     from ledgerspec.tools.bench.check import main as bench
 
-    assert bench(["--traces", "30", "--json"]) == 0
+    assert bench(["--traces", "30", "--tlc", "4", "--json"]) == 0
     figures = json.loads(capsys.readouterr().out)
+    tlc = figures["tlc"]  # the peer: TLC's trace validation on a sample, half of it violating, verdicts compared
+    assert tlc["traces"] == 4 and tlc["violating"] >= 1 and tlc["disagreements"] == []
+    assert tlc["checker_events_per_second"] > 0 and tlc["tlc_events_per_second"] > 0
     kinds = {k["kind"]: k for k in figures["kinds"]}
     assert list(kinds) == ["full", "full, lean", "client", "client, lossy", "full, lossy walks"]
     assert all(not k["not_conforming"] and k["end_to_end_cold"] > 0 for k in kinds.values())

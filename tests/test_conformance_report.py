@@ -343,3 +343,26 @@ def test_a_trace_that_fails_at_its_first_event_and_a_run_that_conforms(tmp_path:
     good = parse((tmp_path / "b.html").read_text("utf-8"))
     assert "Every trace conforms to the spec." in words(good.find("section", id="summary").text)
     assert words(good.find("section", id="violations").text) == "Violations none"
+
+
+def test_violations_recorded_with_a_seeded_bug_are_expected_and_the_others_surprises(tmp_path: Path) -> None:
+    """A manifest that names the mutant its traces were recorded with makes their violations expected."""
+    from ledgerspec.conformance.manifest import manifest_json, write_manifest
+
+    buggy = LedgerSpec(**BUGGY)
+    walk = _counterexample(buggy)
+    correct = {"MaxEntries": 1}
+    for folder, mutant in (("seeded", "lac_before_qa"), ("plain", None)):
+        (tmp_path / folder).mkdir()
+        write_ndjson(tmp_path / folder / "t.ndjson", [trace_events(buggy, walk, "full", folder)])
+        manifest = manifest_json(spec="ledger", mode="full", constants=correct, files=["t.ndjson"], mutant=mutant)
+        write_manifest(tmp_path / folder, manifest)
+    report = tmp_path / "report.html"
+    assert main(["check", str(tmp_path / "seeded"), str(tmp_path / "plain"), "--report", str(report)]) == 1
+    doc = parse(report.read_text("utf-8"))
+    rows = {r.attrs["data-trace"]: r for r in doc.find("table", "findings").find_all("tr", "finding")}
+    assert "expected" in rows["seeded"].attrs["class"] and "surprise" in rows["plain"].attrs["class"]
+    assert words(rows["seeded"].find_all("td")[-1].text) == "expected: seeded bug lac_before_qa"
+    assert "1 expected (recorded with a seeded bug), 1 surprise" in words(doc.find("p", "violates").text)
+    meta = words(_violation(doc, "plain").find("p", "meta").text)
+    assert "a surprise: no seeded bug was recorded" in meta

@@ -38,8 +38,11 @@ def test_the_demo_simulates_checks_on_spark_and_reports(tmp_path: Path) -> None:
     assert summary["passed"] and summary["spark_and_in_process_disagree_on"] == []
     engines = summary["engines"]
     assert engines["unmutated"]["conforms"] == engines["unmutated"]["traces"] > 0
+    assert engines["unmutated"]["bugs"] == 0 and engines["unmutated"]["promises"] == []
     for mutant in DEMO_MUTANTS:
         assert engines[mutant]["violates"] > 0
+        assert engines[mutant]["bugs"] <= engines[mutant]["violates"]
+        assert bool(engines[mutant]["bugs"]) == bool(engines[mutant]["promises"])
         trace, _, reason = engines[mutant]["first_violation"]
         assert trace.startswith(f"{mutant}/") and reason
     traces = sum(e["traces"] for e in engines.values())

@@ -35,7 +35,17 @@ no behaviour). Every trace must conform, or the figures measure something
 else and the benchmark fails. Two ratios close the table: ``client, lossy``
 end to end, cold, against ``full`` and against ``full, lossy walks``.
 
-    python -m ledgerspec.tools.bench.check [--traces N] [--seed S] [--json]
+A peer on the same traces: TLC's trace validation (docs/conformance.md,
+"Validating a trace with TLC") checks a sample (``--tlc N``, half of them
+``full`` traces of the sample above, half walks of the spec with the seeded
+bug ``lac_before_qa``, which violate it), each as a TLA+ trace module run in
+this process. The table gives both checkers' events per wall-clock second on
+the sample (the in-process check with a fresh checker, so cold; TLC without
+the writing of the modules) and their ratio, and compares the verdicts
+trace by trace: the same status, and the same failing event. A
+disagreement fails the benchmark. ``--tlc 0`` leaves TLC (and Java) out.
+
+    python -m ledgerspec.tools.bench.check [--traces N] [--seed S] [--tlc N] [--json]
 """
 
 from __future__ import annotations
@@ -53,6 +63,7 @@ from typing import Any
 import attrs
 import orjson
 from ledgerspec.conformance.checker import BREADTH_FIRST, TraceChecker
+from ledgerspec.conformance.events import Event, events_from_json
 from ledgerspec.conformance.generate import Walk, random_walk, trace_events, write_ndjson
 from ledgerspec.conformance.reader import TraceInput, read_traces
 from ledgerspec.conformance.run import check_files
@@ -163,6 +174,47 @@ def _measure(name: str, kind: Kind, path: Path, traces: int, events: int) -> dic
     }
 
 
+def _tlc_sample(short: list[Walk], count: int, seed: int) -> list[list[Event]]:
+    """The traces TLC checks: ``full`` traces of the first short walks, and as many of the spec with a seeded
+    bug (each checked against the spec without it)."""
+    kind = KINDS["full"]
+    spec = LedgerSpec(**kind.constants)
+    buggy = LedgerSpec(**kind.constants, Bug="lac_before_qa")
+    rng = random.Random(seed)
+    violating = [random_walk(buggy, rng, 60, weights=SHORT_WEIGHTS) for _ in range(count - count // 2)]
+    traces = [trace_events(spec, w, "full", f"c{i}") for i, w in enumerate(short[: count // 2])]
+    traces += [trace_events(buggy, w, "full", f"v{i}") for i, w in enumerate(violating)]
+    return [events_from_json(t, f"tlc-sample-{i}") for i, t in enumerate(traces)]
+
+
+def _against_tlc(sample: list[list[Event]]) -> dict[str, Any]:
+    """Both checkers on the sample: events per wall-clock second of each, and where their verdicts differ."""
+    from ledgerspec.tools.model_checking.tlc.trace_validation import validate_with_tlc  # JPype, only here
+
+    spec = LedgerSpec(**KINDS["full"].constants)
+    checker = TraceChecker(spec, "full")
+    events = sum(len(t) for t in sample)
+    started = time.perf_counter()
+    verdicts = [checker.check(t) for t in sample]
+    ours = time.perf_counter() - started
+    tlc_seconds, disagreements = 0.0, []
+    for trace, verdict in zip(sample, verdicts, strict=True):
+        checked = validate_with_tlc(trace, spec)
+        tlc_seconds += checked.seconds
+        failing = verdict.failure.event_index if verdict.failure is not None else None
+        if (checked.outcome.conforms, checked.outcome.event_index) != (verdict.status == "conforms", failing):
+            disagreements.append(f"{trace[0].trace}: TLC says {checked.outcome.reason}; the checker: {verdict.reason}")
+    return {
+        "traces": len(sample),
+        "events": events,
+        "violating": sum(v.status == "violates" for v in verdicts),
+        "checker_events_per_second": _rate(events, ours),
+        "tlc_events_per_second": _rate(events, tlc_seconds),
+        "checker_over_tlc": (tlc_seconds / ours) if ours > 0 else 0.0,
+        "disagreements": disagreements,
+    }
+
+
 def _table(rows: list[dict[str, Any]]) -> Table:
     table = Table(
         "kind", "traces", "events", "fewest / trace", "bytes / event", "parse only", "end to end, cold",
@@ -195,7 +247,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--traces", type=int, default=3000, help="short traces per kind (default 3000; long: 1/30)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")
+    parser.add_argument(
+        "--tlc", type=int, default=20, metavar="N",
+        help="traces TLC's trace validation checks beside the checker, half of them violating (default 20; 0: none)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.tlc < 0:
+        parser.error(f"--tlc must be at least 0, got {args.tlc}")
     console = output_console()
     short, long = _short_walks(args.traces, args.seed), _long_walks(max(1, args.traces // 30), args.seed)
     rows = []
@@ -215,8 +273,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "client_lossy_over_full_lossy_walks": lossy / by_kind["full, lossy walks"]["end_to_end_cold"],
         "full_end_to_end_over_parse": by_kind["full"]["end_to_end_cold"] / by_kind["full"]["parse_only"],
     }
+    peer = _against_tlc(_tlc_sample(short, args.tlc, args.seed)) if args.tlc else None
     if args.json:
-        sys.stdout.write(orjson.dumps({"kinds": rows, "ratios": ratios}, option=orjson.OPT_INDENT_2).decode() + "\n")
+        figures = {"kinds": rows, "ratios": ratios, "tlc": peer}
+        sys.stdout.write(orjson.dumps(figures, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         console.print(_table(rows))
         console.print(
@@ -224,10 +284,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"(÷ full, lossy walks: {ratios['client_lossy_over_full_lossy_walks']:.3f}); "
             f"full, end to end, cold ÷ parse only: {ratios['full_end_to_end_over_parse']:.3f}"
         )
+        if peer is not None:
+            console.print(
+                f"TLC trace validation on {peer['traces']} full traces ({peer['violating']} violating, "
+                f"{peer['events']:,} events): checker {peer['checker_events_per_second']:,.0f} events/s, "
+                f"TLC {peer['tlc_events_per_second']:,.0f} events/s (wall clock); checker ÷ TLC "
+                f"{peer['checker_over_tlc']:,.1f}; verdicts "
+                + ("agree on every trace" if not peer["disagreements"] else f"differ on {len(peer['disagreements'])}")
+            )
     failed = [r for r in rows if r["not_conforming"]]
     for r in failed:
         console.print(f"[red]{r['kind']}: not every trace conforms: {r['not_conforming'][0]}")
-    return 1 if failed else 0
+    for disagreement in peer["disagreements"] if peer is not None else ():
+        console.print(f"[red]TLC and the checker disagree: {disagreement}")
+    return 1 if failed or (peer is not None and peer["disagreements"]) else 0
 
 
 if __name__ == "__main__":

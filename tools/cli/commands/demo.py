@@ -107,7 +107,12 @@ def _simulate(directory: Path, traces: int, progress: StepProgress) -> tuple[dic
 
 
 def _statuses(run: CheckRun, ids: dict[str, list[str]]) -> dict[str, str]:
-    found = {v.trace: v.status for v in (*run.violations, *run.inconclusive)}
+    """Each trace's status, and for a violation what it is (``violates: bug NoAckedEntryLost``): Spark's and this
+    process's verdicts must agree on both."""
+    found = {v.trace: v.status for v in run.inconclusive}
+    for v in run.violations:
+        promises = " ".join(dict.fromkeys(b.name for b in v.broken_promises))
+        found[v.trace] = f"{v.status}: {v.finding}" + (f" {promises}" if promises else "")
     return {t: found.get(t, "conforms") for trace_ids in ids.values() for t in trace_ids}
 
 
@@ -161,8 +166,17 @@ def _demo(args: argparse.Namespace, out: Console, err: Console) -> int:
             first_violation[engine] = (v.trace, v.failure.event_index, v.failure.reason)
     rows: dict[str, dict[str, Any]] = {}
     for engine, trace_ids in ids.items():
-        counts = {status: sum(local_statuses[t] == status for t in trace_ids) for status in STATUSES}
-        rows[engine] = {"traces": len(trace_ids), **counts, "first_violation": first_violation.get(engine)}
+        statuses = [local_statuses[t].split(":")[0] for t in trace_ids]
+        counts = {status: statuses.count(status) for status in STATUSES}
+        promises = sorted({b.name for v in here.violations if v.trace in trace_ids for b in v.broken_promises})
+        bugs = sum(1 for t in trace_ids if local_statuses[t].startswith("violates: bug"))
+        rows[engine] = {
+            "traces": len(trace_ids),
+            **counts,
+            "bugs": bugs,
+            "promises": promises,
+            "first_violation": first_violation.get(engine),
+        }
     passed = (
         not disagree
         and rows[UNMUTATED]["conforms"] == rows[UNMUTATED]["traces"]
@@ -186,10 +200,20 @@ def _demo(args: argparse.Namespace, out: Console, err: Console) -> int:
 
 
 def _print(out: Console, summary: dict[str, Any]) -> None:
-    table = Table("engine", "traces", "conform", "violate", "inconclusive", title="demo")
+    table = Table(
+        "engine", "traces", "conform", "violate", "of them bugs", "promises broken", "inconclusive", title="demo"
+    )
     for engine, row in summary["engines"].items():
         violates = f"[red]{row['violates']}[/red]" if row["violates"] and engine == UNMUTATED else str(row["violates"])
-        table.add_row(engine, str(row["traces"]), str(row["conforms"]), violates, str(row["inconclusive"]))
+        table.add_row(
+            engine,
+            str(row["traces"]),
+            str(row["conforms"]),
+            violates,
+            str(row["bugs"]),
+            escape(", ".join(row["promises"])) or "-",
+            str(row["inconclusive"]),
+        )
     out.print(table)
     for engine, row in summary["engines"].items():
         if row["first_violation"] is not None:
