@@ -191,7 +191,7 @@ def test_the_explorer_of_model_check_prints_progress_lines(capsys: pytest.Captur
     assert "1,313" in out
     assert main([*argv, "--json"]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out)["python"]["distinct_states"] == 1313 and err == ""
+    assert json.loads(out)["python"]["distinct_states"] == 1898 and err == ""
 
 
 @pytest.mark.tlc
