@@ -24,7 +24,7 @@ import pytest
 from ledgerspec.conformance.generate import random_walk, trace_events
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 
-SMALL = ["--const", "MaxEntries=1"]  # 1,313 states: a second on either engine
+SMALL = ["--const", "MaxEntries=1"]  # 1,898 states: a second on either engine
 LARGE = ["--const", "MaxEntries=4"]  # minutes on either engine: long enough to be interrupted
 
 
