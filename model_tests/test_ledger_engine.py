@@ -35,6 +35,11 @@ STRIPED = SimulationConfig(
 WIDE = SimulationConfig(
     bookies=5, ensemble=4, write_quorum=3, ack_quorum=2, recoverers=1, max_entries=4, max_crashes=2, max_loss=2
 )
+# One bookie an entry and no recovering client: an add stays pending until its bookie acks, while the adds
+# before it complete and move the LAC, so that a resend after an ensemble change often follows such a move.
+PIPELINED = SimulationConfig(
+    bookies=4, ensemble=2, write_quorum=1, ack_quorum=1, recoverers=0, max_entries=8, max_crashes=3, max_loss=3
+)
 LARGER = SimulationConfig(
     bookies=5, ensemble=3, write_quorum=3, ack_quorum=2, recoverers=2, max_entries=6, max_crashes=3, max_loss=3
 )
@@ -70,6 +75,8 @@ MUTANT_MODELS = {
     "fence_qa_total": SimulationConfig(bookies=3, ensemble=3, write_quorum=2, ack_quorum=1, max_entries=3, max_loss=1),
     "recovery_read_no_fence": STRIPED,
     "ensemble_change_local": STRIPED,
+    "resend_with_current_lac": PIPELINED,
+    "close_at_last_add_pushed": STRIPED,
 }
 
 

@@ -513,3 +513,28 @@ def test_a_damaged_recording_is_refused_with_the_file_and_line(
     assert "run.json: not an object: [11]" in capsys.readouterr().err
     assert _recheck(tmp_path, "bookkeeper", str(tmp_path / "nowhere")) == 2
     assert "nowhere: no such directory" in capsys.readouterr().err
+
+
+def test_a_writer_that_closes_with_adds_pending_conforms(tmp_path: Path) -> None:
+    """LedgerHandle.doAsyncCloseInternal closes at the LAC and fails the adds in flight; their late acks change
+    nothing. In ``recover-open`` the writer has entries 3 to 6 in flight at LAC 2 (observation 1363): here it
+    closes there instead of the recovering client, whose observations are dropped."""
+    created = orjson.loads((RECORDINGS / "recover-open" / "observations.ndjson").read_bytes().splitlines()[0])
+
+    def close_at_lac_2(obs: dict[str, Any]) -> dict[str, Any] | None:
+        if obs.get("client") != 0:
+            return None
+        if obs["obs"] == 1364:
+            written = {**created["written"], "state": "CLOSED", "last_entry": 2, "version": 1}
+            return {"obs": 1364, "ev": "metadata", "client": 0, "op": "write", "ledger": 11, "ok": True,
+                    "written": written}  # fmt: skip
+        if obs["obs"] > 1364 and obs["ev"] in ("after", "complete"):
+            return None  # the handle is closed: the late acks complete nothing
+        return obs
+
+    recording = recheck(tmp_path, "recover-open", close_at_lac_2)
+    (ledger,) = recording.ledgers
+    assert recording.status == "conforms", ledger.verdict.reason
+    lines = [orjson.loads(line) for line in (tmp_path / "recover-open" / "trace.ndjson").read_bytes().splitlines()]
+    closed = [i for i, line in enumerate(lines) if line["type"] == "WriterClosesLedger"]
+    assert closed and any(line["type"] == "BookieReceivesAdd" for line in lines[closed[0] + 1 :])

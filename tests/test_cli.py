@@ -22,7 +22,7 @@ def test_python_engine_json(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(out)
     assert code == 0
     assert data["constants"]["MaxEntries"] == 1
-    assert data["python"]["distinct_states"] == 1313
+    assert data["python"]["distinct_states"] == 1898
     assert data["python"]["violations"] == []
     assert "agree" not in data and "tlc" not in data
 
@@ -157,7 +157,7 @@ def test_constants_far_beyond_the_known_models_need_force(capsys: pytest.Capture
     assert code == 2 and "Throttle=4 lies far beyond the models of ledger known to finish here" in err
     assert "Throttle at most 1" in err and "Add --force" in err
     code, out, err = run(capsys, *argv, "--force", "--json")
-    assert code == 0 and json.loads(out)["python"]["distinct_states"] == 1_313
+    assert code == 0 and json.loads(out)["python"]["distinct_states"] == 1_898
     code, _, err = run(
         capsys, "model-check", "ledger", "--engine", "python", "--const", "MaxEntries=1", "--const", "Throttle=2"
     )

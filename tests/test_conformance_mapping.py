@@ -77,7 +77,6 @@ def test_explanations_cover_every_guard() -> None:
         "the writer has pushed every entry",
         "and the throttle allows 1",
         "no add pending on bookie",
-        "are still pending",
         "its reply cannot be lost",
         "has crashed",
         "serving it changes nothing",

@@ -18,6 +18,7 @@ from ledgerspec.reference.ledger import (
     ClientConfig,
     EntryRead,
     InProcessCluster,
+    LedgerClosedError,
     LedgerFencedError,
     LedgerSimulation,
     NotEnoughBookiesError,
@@ -212,6 +213,24 @@ def test_ensemble_change_replaces_a_failed_bookie_from_lac_plus_one(tmp_path: Pa
     assert world.stored(handle.ledger_id)["bookie-4"] == [1]
 
 
+def test_a_resend_after_an_ensemble_change_carries_the_lac_the_add_was_packaged_with(tmp_path: Path) -> None:
+    """PendingAddOp.unsetSuccessAndSendWriteRequest sends toSend again: the LAC of the add, not today's."""
+    world = World(tmp_path, 4)
+    writer = world.client(0)
+    handle = writer.create_ledger(3, 2, 2)
+    handle.add_entry(b"zero")
+    handle.add_entry(b"one")  # packaged with LAC -1; entry 1 -> bookie-2, bookie-3
+    world.deliver(RequestKind.ADD, 0)
+    assert handle.last_add_confirmed == 0
+    world.cluster.crash("bookie-2")
+    world.deliver(RequestKind.ADD, 1, to="bookie-3")
+    (stuck,) = world.cluster.timeouts()
+    assert world.cluster.timeout(stuck)
+    (resent,) = world.in_flight(RequestKind.ADD, 1, to="bookie-4")
+    assert resent.lac == -1
+    assert resent.data == encode_entry(handle.ledger_id, 1, -1, 7, b"one")
+
+
 def test_ensemble_change_of_a_ledger_in_recovery_fences_the_writer(tmp_path: Path) -> None:
     world = World(tmp_path, 4)
     handle = world.client(0).create_ledger(3, 2, 2)
@@ -333,15 +352,19 @@ def test_write_and_recovery_on_each_metadata_store(metadata_backend: MetadataBac
     assert check.steps > 10 and check.state.meta_status == "CLOSED"
 
 
-def test_close_waits_for_pending_adds_then_closes_at_the_lac(tmp_path: Path) -> None:
+def test_close_with_adds_pending_closes_at_the_lac_and_fails_them(tmp_path: Path) -> None:
+    """LedgerHandle.doAsyncCloseInternal: pending adds are drained and failed, lastAddPushed drops to the LAC."""
     world = World(tmp_path, 3)
     writer = world.client(0)
     handle = writer.create_ledger(3, 2, 2)
     adds = [handle.add_entry(p) for p in (b"ab", b"cde")]
+    world.deliver(RequestKind.ADD, 0)
     closing = handle.close()
-    assert not closing.done() and writer.local_steps() == []
-    world.cluster.run_until(closing.done)
-    assert [f.result() for f in adds] == [0, 1]
+    assert closing.done() and closing.result() is None
+    assert adds[0].result() == 0 and isinstance(adds[1].exception(), LedgerClosedError)
     closed = world.ledgers.read(handle.ledger_id).metadata
-    assert (closed.state, closed.last_entry_id, closed.length) == (LedgerState.CLOSED, 1, 5)
-    assert handle.status is WriterStatus.CLOSED
+    assert (closed.state, closed.last_entry_id, closed.length) == (LedgerState.CLOSED, 0, 2)
+    assert (handle.status, handle.last_add_pushed, handle.last_add_confirmed) == (WriterStatus.CLOSED, 0, 0)
+    world.deliver(RequestKind.ADD, 1)  # the bookies still store entry 1; its acks complete nothing
+    assert handle.last_add_confirmed == 0 and world.stored(handle.ledger_id)["bookie-2"] == [0, 1]
+    assert world.ledgers.read(handle.ledger_id).metadata.last_entry_id == 0

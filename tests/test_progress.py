@@ -188,10 +188,10 @@ def test_the_explorer_of_model_check_prints_progress_lines(capsys: pytest.Captur
     lines = err.splitlines()
     assert lines[0] == "python explorer: started"
     assert lines[-1].startswith("python explorer") and " done in " in lines[-1]
-    assert "1,313" in out
+    assert "1,898" in out
     assert main([*argv, "--json"]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out)["python"]["distinct_states"] == 1313 and err == ""
+    assert json.loads(out)["python"]["distinct_states"] == 1898 and err == ""
 
 
 @pytest.mark.tlc

@@ -24,7 +24,7 @@ import pytest
 from ledgerspec.conformance.generate import random_walk, trace_events
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 
-SMALL = ["--const", "MaxEntries=1"]  # 1,313 states: a second on either engine
+SMALL = ["--const", "MaxEntries=1"]  # 1,898 states: a second on either engine
 LARGE = ["--const", "MaxEntries=4"]  # minutes on either engine: long enough to be interrupted
 
 
@@ -90,7 +90,7 @@ def test_model_check_with_both_engines_leaves_nothing(tmp_path: Path) -> None:
     done = _run(tmp_path / "tmp", "model-check", "ledger", "--engine", "both", "--json", *SMALL)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert data["agree"] and data["tlc"]["distinct_states"] == 1313
+    assert data["agree"] and data["tlc"]["distinct_states"] == 1898
     assert "log" not in data["tlc"]  # no path to a file that is gone
     assert _left(tmp_path / "tmp") == []
 

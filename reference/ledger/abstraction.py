@@ -16,7 +16,8 @@ spec variables       read from
                      messages for, plus those served to no effect (for the
                      spec they are still in flight); losses of spec messages
 ``writer_*``         the writer's core (``LedgerWriter``): status, version,
-                     lastAddPushed, LAC, acks
+                     lastAddPushed, LAC, acks, the LAC each add was packaged
+                     with (-1 for the entries not pushed)
 ``rec``              each recovery's core (``LedgerRecovery``), field by field;
                      a client that has not started is IDLE
 ===================  ==========================================================
@@ -77,6 +78,9 @@ def abstract_state(sim: LedgerSimulation) -> LedgerState:
         writer_lap=writer.lap,
         writer_lac=writer.lac,
         writer_acks=frozenset((e, number[b]) for e, acked in writer.acks.items() for b in acked),
+        writer_add_lac=tuple(
+            writer.add_lacs[e] if e < len(writer.add_lacs) else -1 for e in range(sim.config.max_entries)
+        ),
         rec=tuple(
             _recoverer(sim.recoveries[c].recovery, number) if c in sim.recoveries else _IDLE
             for c in range(1, sim.config.recoverers + 1)

@@ -8,9 +8,8 @@ network delivers, runs the metadata compare-and-sets they ask for on a
 the application's futures. It does nothing on its own: every step is a
 call, by the application (``create_ledger``, ``add_entry``, ``close``,
 ``open_ledger``) or by the network (``deliver``, ``timeout``), or a *local
-step* it offers (``local_steps``: a close that waited for pending adds, the
-close at the end of a recovery, an explicit LAC) for whoever drives it to
-take. The in-process cluster (:mod:`.cluster`) drives it one step at a time.
+step* it offers (``local_steps``: the close at the end of a recovery, an
+explicit LAC) for whoever drives it to take. The in-process cluster (:mod:`.cluster`) drives it one step at a time.
 
 Each step that the ledger spec names is logged to the :class:`~.events.EventLog`
 by the part that takes it.
@@ -33,6 +32,7 @@ from typing import Protocol
 import attrs
 from ledgerspec.reference.bookie.entry import DigestType
 from ledgerspec.reference.ledger.errors import (
+    LedgerClosedError,
     LedgerFencedError,
     LedgerStateError,
     NotEnoughBookiesError,
@@ -74,6 +74,11 @@ MUTANTS = {
     "fence_qa_total": "fencing counted complete after Qa replies in all, not Qw - Qa + 1 in every write set",
     "recovery_read_no_fence": "recovery reads do not set the fencing flag (apache/bookkeeper#2614)",
     "ensemble_change_local": "an ensemble change is kept in the writer only, not written to the metadata (#1591)",
+    "resend_with_current_lac": (
+        "after an ensemble change, a pending add is resent with the writer's current LAC, not the LAC it was "
+        "packaged with"
+    ),
+    "close_at_last_add_pushed": "the writer closes the ledger at lastAddPushed with adds still pending, not at its LAC",
 }
 
 
@@ -156,7 +161,6 @@ class OrderedPlacement:
 
 
 class StepKind(enum.Enum):
-    CLOSE = "close"  # the writer's close, once nothing is pending
     RECOVERY_CLOSE = "recovery-close"  # a recovery's close, once its write-back is acked
     EXPLICIT_LAC = "explicit-lac"  # the writer's LAC, sent on its own
 
@@ -400,7 +404,11 @@ class LedgerHandle(_Operation):
         self.client._send(self._with_key(writer.ensemble_changed(written, failed, replacement)))
 
     def close(self) -> Future[None]:
-        """Close at the LAC once nothing is pending (WriterClosesLedger); at once if nothing is."""
+        """Close at the LAC (WriterClosesLedger): the adds still pending fail with LedgerClosedError.
+
+        As ``LedgerHandle.asyncClose``: the pending adds are drained and failed, and the
+        metadata is closed at lastAddConfirmed; acks that come later complete nothing.
+        """
         if self._close is None:
             self._close = Future()
             if self.writer.status is WriterStatus.FENCED:
@@ -412,6 +420,10 @@ class LedgerHandle(_Operation):
     def _run_close(self) -> None:
         writer, ledgers = self.writer, self.client.ledgers
         self._log("WriterClosesLedger")
+        for entry_id in writer.drain_for_close():
+            future = self._adds.pop(entry_id, None)
+            if future is not None:
+                future.set_exception(LedgerClosedError(f"ledger {self.ledger_id} closed before entry {entry_id}"))
         while True:
             try:
                 writer.closed(ledgers.write(writer.close_metadata(), writer.version))
@@ -429,16 +441,12 @@ class LedgerHandle(_Operation):
 
     def local_steps(self) -> list[StepKind]:
         steps = []
-        if self._close is not None and not self._close.done() and self.writer.can_close():
-            steps.append(StepKind.CLOSE)
         if self.client.config.explicit_lac and self.writer.explicit_lac_due():
             steps.append(StepKind.EXPLICIT_LAC)
         return steps
 
     def run_local(self, kind: StepKind) -> None:
-        if kind is StepKind.CLOSE and StepKind.CLOSE in self.local_steps():
-            self._run_close()
-        elif kind is StepKind.EXPLICIT_LAC and StepKind.EXPLICIT_LAC in self.local_steps():
+        if kind is StepKind.EXPLICIT_LAC and StepKind.EXPLICIT_LAC in self.local_steps():
             self.send_explicit_lac()
         else:
             raise LedgerStateError(f"the writer of ledger {self.ledger_id} cannot take the step {kind.value} now")

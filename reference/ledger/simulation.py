@@ -10,7 +10,8 @@ be taken (:meth:`LedgerSimulation.steps`), each one atomic, as in the spec:
 step                    what happens
 ======================  ======================================================
 ``add``                 the writer pushes the next entry
-``close``               the writer closes the ledger (nothing pending)
+``close``               the writer closes the ledger at its LAC; the adds
+                        still pending fail
 ``deliver``             a bookie serves a request; its reply arrives, or is
                         lost (``lose_reply``)
 ``lose``                the network drops a request

@@ -5,7 +5,9 @@ State and input in, requests and decisions out. The driver
 metadata compare-and-sets this object asks for, and tells it the outcome.
 
 - ``add``: ``entryId = ++lastAddPushed``; the entry, with the writer's LAC
-  piggybacked and its digest, goes to the entry's write set.
+  piggybacked and its digest, goes to the entry's write set. The add keeps
+  the LAC it was packaged with (``PendingAddOp.toSend``): every later send
+  of it carries that LAC.
 - ``on_reply``: an ack counts only from a bookie of the entry's current
   write set; the LAC then moves over every entry whose whole prefix has
   ``Qa`` acks, and those adds complete, in entry order
@@ -14,15 +16,18 @@ metadata compare-and-sets this object asks for, and tells it the outcome.
   out: the new segment starts at LAC + 1 (replacing the last one if it
   starts there); the driver writes it with a compare-and-set; on success the
   pending adds lose the replaced bookie's acks and go to the replacement,
-  with the current LAC. The change is one step of the engine, so no ack
+  each with the LAC it was packaged with. The change is one step of the engine, so no ack
   arrives while it runs: completions are held by construction. If the
   metadata moved on and the ledger is no longer OPEN, the handle is fenced.
-- close: with nothing pending, CLOSED at the LAC (compare-and-set).
+- close (``doAsyncCloseInternal``): the pending adds are drained and fail,
+  lastAddPushed drops to the LAC, and the metadata is closed at the LAC
+  (compare-and-set). Their late acks find no pending add and move nothing.
 - explicit LAC: when nothing is pending and the LAC has moved past the last
   one sent, the LAC goes to the bookies on its own (``ExplicitLacFlushPolicy``).
 
-The writer keeps the acks of completed adds too: they are the spec's
-``writer_acks`` (BookKeeper forgets an add once it completes).
+The writer keeps the acks of completed adds too, until it closes: they are the spec's
+``writer_acks`` (BookKeeper forgets an add once it completes); likewise the
+LAC each add was packaged with, the spec's ``writer_add_lac``.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ class PendingAdd:
     entry_id: int
     payload: bytes
     length: int  # the ledger's length in bytes through this entry
+    lac: int  # the LAC the entry was packaged with (PendingAddOp.toSend): every send of it carries this one
 
 
 class LedgerWriter:
@@ -84,6 +90,7 @@ class LedgerWriter:
         self.pending: dict[int, PendingAdd] = {}  # entry -> add pushed, not yet completed
         self.acks: dict[int, set[str]] = {}  # entry -> bookies whose ack counts (completed adds too)
         self.sent: dict[tuple[int, str], Request] = {}  # (entry, bookie) -> the last add sent there
+        self.add_lacs: list[int] = []  # entry -> the LAC its add was packaged with, completed adds too
         self.lac_sent = -1  # highest LAC sent to bookies, piggybacked or explicit
 
     # -- reading the state -----------------------------------------------------------
@@ -99,7 +106,8 @@ class LedgerWriter:
         return self.status is WriterStatus.WRITING and (self.max_pending == 0 or self.lap - self.lac < self.max_pending)
 
     def can_close(self) -> bool:
-        return self.status is WriterStatus.WRITING and self.lac == self.lap
+        """Whether a close is a step now: while the handle writes, whatever adds are pending."""
+        return self.status is WriterStatus.WRITING
 
     def awaited(self) -> list[Request]:
         """The adds whose ack the writer still waits for: pending entries, bookies of the write set not acked."""
@@ -125,12 +133,14 @@ class LedgerWriter:
             )
         self.lap += 1
         self.length += len(payload)
-        add = self.pending[self.lap] = PendingAdd(self.lap, bytes(payload), self.length)
+        add = self.pending[self.lap] = PendingAdd(self.lap, bytes(payload), self.length, self.lac)
+        self.add_lacs.append(self.lac)
         self.acks[self.lap] = set()
         return self.lap, [self._send(add, b) for b in self.write_set(add.entry_id)]
 
-    def _send(self, add: PendingAdd, bookie: str) -> Request:
-        lac = self.lac
+    def _send(self, add: PendingAdd, bookie: str, lac: int | None = None) -> Request:
+        """The add to ``bookie``, carrying the LAC it was packaged with unless ``lac`` says otherwise."""
+        lac = add.lac if lac is None else lac
         data = encode_entry(self.ledger_id, add.entry_id, lac, add.length, add.payload, self.digest_type)
         request = Request(RequestKind.ADD, self.client, self.op, bookie, self.ledger_id, add.entry_id, lac, data=data)
         self.sent[(add.entry_id, bookie)] = request
@@ -202,8 +212,9 @@ class LedgerWriter:
         for e, acked in self.acks.items():
             if e >= first:
                 acked.discard(failed)
+        lac = self.lac if self.mutant == "resend_with_current_lac" else None  # MUTANT: repackaged with today's LAC
         return [
-            self._send(self.pending[e], replacement)
+            self._send(self.pending[e], replacement, lac)
             for e in range(first, self.lap + 1)
             if replacement in self.write_set(e)
         ]
@@ -218,9 +229,25 @@ class LedgerWriter:
         return True
 
     # -- close -----------------------------------------------------------------------
+    def drain_for_close(self) -> list[int]:
+        """The close's first step: the pending adds leave the handle, to fail; lastAddPushed drops to the LAC.
+
+        ``drainPendingAddsAndAdjustLength`` and ``lastAddPushed = lastAddConfirmed`` in
+        ``doAsyncCloseInternal``, before the metadata is written; the acks go with the adds. Returns the
+        drained entries.
+        """
+        drained = sorted(self.pending)
+        if self.mutant == "close_at_last_add_pushed":  # MUTANT: the close keeps lastAddPushed, and closes there
+            return drained
+        self.length = self.length_through(self.lac)
+        self.pending.clear()
+        self.acks.clear()  # the handle holds no add any more, so no ack
+        self.lap = self.lac
+        return drained
+
     def close_metadata(self) -> LedgerMetadata:
-        """The metadata closed at the LAC, for a compare-and-set."""
-        return self.metadata.closed_at(self.lac, self.length_through(self.lac))
+        """The metadata closed at lastAddPushed, which the drain set to the LAC, for a compare-and-set."""
+        return self.metadata.closed_at(self.lap, self.length)
 
     def length_through(self, entry_id: int) -> int:
         return self.length - sum(len(self.pending[e].payload) for e in self.pending if e > entry_id)

@@ -11,8 +11,12 @@ What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
 - a writer (client 0) that pushes entries ``0 .. MaxEntries-1``, each to the
   ``Qw`` bookies of its write set (``RoundRobinDistributionSchedule``:
   ensemble indices ``(e + i) % E``), completes them in entry order once
-  ``Qa`` of them ack, and piggybacks its LAC on every add;
+  ``Qa`` of them ack, and piggybacks its LAC on every add: the LAC of the
+  moment it pushed the entry, on the first send and on every resend
+  (``PendingAddOp.toSend``);
 - ensemble change when a bookie does not answer (``ensembleChangeLoop``);
+- the writer's close at its LAC, at any time: the adds still pending fail,
+  and their late acks complete nothing (``doAsyncCloseInternal``);
 - recovering clients ``1 .. NumRecoverers`` that open the ledger with
   recovery while the writer may still be writing (``LedgerRecoveryOp``):
   fencing read of the LAC, per-write-set coverage, recovery reads that fence,
@@ -41,7 +45,12 @@ What is left out, and why that is sound here:
   bookie crashed, or the request or its reply was lost). A timeout that
   fires early behaves, for the client, like the loss of the reply.
 - recovery adds piggyback no LAC (``-1``): readers of a closed ledger use its
-  last entry id, not the bookies' LAC.
+  last entry id, not the bookies' LAC;
+- a writer whose close finds the ledger no longer OPEN gives up (FENCED).
+  BookKeeper's close rereads the metadata and writes CLOSED at the writer's
+  LAC over IN_RECOVERY (docs/real-systems.md, "A writer told it is fenced
+  closes the ledger over a recovery"); the ledger then holds every entry the
+  writer acknowledged, so the invariants speak of the same promises either way.
 
 The quorum rules (write sets, fencing complete, entry missing) are the
 functions of ``quorum.py``, which ``ledgerspec.tools.proofs.quorum_proofs`` proves
@@ -170,7 +179,8 @@ class LedgerState:
     writer_version: int  # metadata version the writer last read or wrote
     writer_lap: int  # lastAddPushed: the highest entry id handed out
     writer_lac: int  # LastAddConfirmed: every entry <= it has Qa acks, completed in order
-    writer_acks: frozenset[tuple[int, int]]  # (entry, bookie) acks of pending and completed adds
+    writer_acks: frozenset[tuple[int, int]]  # (entry, bookie) acks of pending and completed adds; none after a close
+    writer_add_lac: tuple[int, ...]  # entry -> the LAC its add carries, fixed when the writer pushed it; -1 before
     # -- recovering clients 1 .. NumRecoverers, indexed by client - 1
     rec: tuple[Recoverer, ...]
 
@@ -347,20 +357,27 @@ class LedgerSpec(Spec[LedgerState]):
             writer_lap=-1,
             writer_lac=-1,
             writer_acks=frozenset(),
+            writer_add_lac=tuple(-1 for _ in self.entries),
             rec=tuple(idle for _ in self.recoverers),
         )
 
     # -- the writer ------------------------------------------------------------------
     @action()
     def WriterAddsEntry(self, s: LedgerState) -> LedgerState | None:
-        """entryId = ++lastAddPushed; the add goes to the write set with the writer's LAC."""
+        """entryId = ++lastAddPushed; the add goes to the write set with the writer's LAC.
+
+        PendingAddOp.initiate (4.17.2) packages the entry once, with the LAC of that moment, into
+        ``toSend``; every later send of the add, a resend after an ensemble change included, sends
+        those bytes. ``writer_add_lac`` keeps that LAC: it is not recoverable from the rest of the
+        state, since the add's first requests may all have been served or lost by the time of a resend.
+        """
         if s.writer_status != WRITING or s.writer_lap + 1 >= self.MaxEntries:
             return None
         if self.Throttle > 0 and s.writer_lap - s.writer_lac >= self.Throttle:
             return None
         e = s.writer_lap + 1
         sends = {Msg("AddReq", WRITER, b, e, s.writer_lac) for b in self.write_set(s, e)}
-        return evolve(s, writer_lap=e, net=s.net | sends)
+        return evolve(s, writer_lap=e, net=s.net | sends, writer_add_lac=_replace(s.writer_add_lac, e, s.writer_lac))
 
     @action(_replacements)
     def WriterChangesEnsemble(self, s: LedgerState, b: int, nb: int) -> LedgerState | None:
@@ -382,20 +399,29 @@ class LedgerSpec(Spec[LedgerState]):
         kept = tuple(seg for seg in s.meta_segments if seg[0] < first)  # a segment starting at LAC+1 is replaced
         segments = (*kept, (first, ensemble))
         t = evolve(s, meta_segments=segments, meta_version=s.meta_version + 1, writer_version=s.meta_version + 1)
-        # Pending adds lose the replaced bookie's acks and go to the new bookie.
+        # Pending adds lose the replaced bookie's acks and go to the new bookie, each with the LAC it was
+        # packaged with (PendingAddOp.unsetSuccessAndSendWriteRequest sends its toSend buffer again).
         acks = frozenset((e, x) for (e, x) in s.writer_acks if not (x == b and e >= first))
-        resend = {Msg("AddReq", WRITER, nb, e, s.writer_lac) for e in pending if nb in self.write_set(t, e)}
+        resend = {Msg("AddReq", WRITER, nb, e, s.writer_add_lac[e]) for e in pending if nb in self.write_set(t, e)}
         return evolve(t, writer_acks=acks, net=s.net | resend)
 
     @action()
     def WriterClosesLedger(self, s: LedgerState) -> LedgerState | None:
-        """With nothing pending, the writer closes the ledger at its LAC (compare-and-set)."""
-        if s.writer_status != WRITING or s.writer_lac != s.writer_lap:
+        """The writer closes the ledger at its LAC (compare-and-set), failing the adds still pending.
+
+        LedgerHandle.doAsyncCloseInternal (4.17.2) drains the pending adds, sets lastAddPushed to
+        lastAddConfirmed, fails the drained adds and writes the metadata CLOSED with that lastEntryId.
+        Their requests stay in flight: a bookie may still store them, but a late ack finds no pending
+        add and moves nothing (``_writer_acked``), so entries past the LAC stay out of the ledger.
+        The handle then holds no add, so no ack either: ``writer_acks`` empties.
+        """
+        if s.writer_status != WRITING:
             return None
+        drained = evolve(s, writer_lap=s.writer_lac, writer_acks=frozenset())
         if s.meta_version != s.writer_version or s.meta_status != OPEN:
-            return evolve(s, writer_status=WRITER_FENCED, writer_version=s.meta_version)
+            return evolve(drained, writer_status=WRITER_FENCED, writer_version=s.meta_version)
         return evolve(
-            s,
+            drained,
             writer_status=WRITER_CLOSED,
             meta_status=CLOSED,
             meta_last_entry=s.writer_lac,
@@ -614,6 +640,9 @@ class LedgerSpec(Spec[LedgerState]):
             return f"writer_status is {s.writer_status!r}"
         if not -1 <= s.writer_lac <= s.writer_lap < self.MaxEntries:
             return f"need -1 <= writer_lac ({s.writer_lac}) <= writer_lap ({s.writer_lap}) < MaxEntries"
+        for e, lac in enumerate(s.writer_add_lac):
+            if not -1 <= lac < e:
+                return f"the add of entry {e} carries LAC {lac}, not one in -1 .. {e - 1}"
         if not s.crashed <= set(self.bookies) or len(s.crashed) > s.crashes:
             return f"crashed is {sorted(s.crashed)} after {s.crashes} crashes"
         if s.crashes > self.MaxCrashes or s.lost > self.MaxLoss:

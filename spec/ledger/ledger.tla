@@ -12,8 +12,11 @@
 (*    Qw bookies at ensemble indices (e + i) % E, i < Qw                   *)
 (*    (RoundRobinDistributionSchedule; TLA+ sequences add 1 to the index), *)
 (*    completes them in entry order on Qa acks (sendAddSuccessCallbacks)   *)
-(*    and piggybacks its LAC on every add;                                 *)
+(*    and piggybacks its LAC on every add: the LAC of the moment it pushed *)
+(*    the entry, on the first send and every resend (PendingAddOp.toSend); *)
 (*  - ensemble change when a bookie does not answer (ensembleChangeLoop);  *)
+(*  - the writer's close at its LAC, at any time: the adds still pending   *)
+(*    fail, and their late acks complete nothing (doAsyncCloseInternal);   *)
 (*  - recovering clients 1 .. NumRecoverers (LedgerRecoveryOp,             *)
 (*    ReadLastConfirmedOp): fencing read of the LAC, coverage of every     *)
 (*    write set (RRQuorumCoverageSet), recovery reads that fence           *)
@@ -35,7 +38,12 @@
 (*  - time: a client times out only when the reply can no longer come;    *)
 (*    an early timeout looks to the client like a lost reply;              *)
 (*  - recovery adds piggyback no LAC (-1): readers of a closed ledger use  *)
-(*    its last entry id.                                                   *)
+(*    its last entry id;                                                   *)
+(*  - a writer whose close finds the ledger no longer OPEN gives up        *)
+(*    (FENCED).  BookKeeper's close rereads the metadata and writes CLOSED *)
+(*    at the writer's LAC over IN_RECOVERY (docs/real-systems.md); the     *)
+(*    ledger then holds every entry the writer acknowledged, so the        *)
+(*    invariants speak of the same promises either way.                    *)
 (*                                                                         *)
 (* Bug selects a seeded bug ("none" for the real protocol) so that tests   *)
 (* can show that the checkers catch it.                                    *)
@@ -88,13 +96,14 @@ VARIABLES
     writer_version,   \* metadata version the writer last read or wrote
     writer_lap,       \* lastAddPushed: the highest entry id handed out
     writer_lac,       \* LastAddConfirmed: every entry <= it has Qa acks, completed in order
-    writer_acks,      \* <<entry, bookie>> acks of pending and completed adds
+    writer_acks,      \* <<entry, bookie>> acks of pending and completed adds; none after a close
+    writer_add_lac,   \* entry e -> (at e + 1) the LAC its add carries, fixed when the writer pushed it; -1 before
     \* -- recovering clients
     rec               \* client -> [phase, version, fence_replies, max_lac, start, next, no_such, last, wb_acks]
 
 vars == <<meta_status, meta_segments, meta_last_entry, meta_version,
           bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-          writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
+          writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
 
 -----------------------------------------------------------------------------
 Bookies == 1 .. NumBookies
@@ -188,6 +197,7 @@ Init ==
     /\ writer_lap = -1
     /\ writer_lac = -1
     /\ writer_acks = {}
+    /\ writer_add_lac = [i \in 1 .. MaxEntries |-> -1]
     /\ rec = [c \in Recoverers |-> Idle]
 
 -----------------------------------------------------------------------------
@@ -195,12 +205,18 @@ Init ==
 
 (* entryId = ++lastAddPushed: the add goes to its write set with the      *)
 (* writer's LAC; the client's throttle (Throttle > 0) bounds pending adds. *)
+(* PendingAddOp.initiate (4.17.2) packages the entry once, with the LAC of *)
+(* that moment, into toSend; every later send of the add, a resend after   *)
+(* an ensemble change included, sends those bytes.  writer_add_lac keeps   *)
+(* that LAC: it is not recoverable from the rest of the state, since the   *)
+(* add's first requests may all have been served or lost by then.         *)
 WriterAddsEntry ==
     /\ writer_status = "WRITING"
     /\ writer_lap + 1 < MaxEntries
     /\ Throttle > 0 => writer_lap - writer_lac < Throttle
     /\ writer_lap' = writer_lap + 1
     /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, FALSE) : b \in WriteSet(writer_lap + 1)}
+    /\ writer_add_lac' = [writer_add_lac EXCEPT ![writer_lap + 2] = writer_lac]
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
                    writer_status, writer_version, writer_lac, writer_acks, rec>>
@@ -222,26 +238,35 @@ WriterChangesEnsemble(b, nb) ==
             /\ writer_version' = meta_version
             /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                            bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-                           writer_lap, writer_lac, writer_acks, rec>>
+                           writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
        ELSE LET first == writer_lac + 1
                 ens == [i \in 1 .. E |-> IF LastEnsemble[i] = b THEN nb ELSE LastEnsemble[i]]
                 segs == Append(SelectSeq(meta_segments, LAMBDA s : s[1] < first), <<first, ens>>)
             IN /\ meta_segments' = segs
                /\ meta_version' = meta_version + 1
                /\ writer_version' = meta_version + 1
-               \* pending adds lose b's acks and go to nb
+               \* pending adds lose b's acks and go to nb, each with the LAC it was
+               \* packaged with (PendingAddOp.unsetSuccessAndSendWriteRequest sends toSend again)
                /\ writer_acks' = {a \in writer_acks : ~(a[2] = b /\ a[1] >= first)}
-               /\ net' = net \cup {AddReq(Writer, nb, e, writer_lac, FALSE) :
+               /\ net' = net \cup {AddReq(Writer, nb, e, writer_add_lac[e + 1], FALSE) :
                                      e \in {x \in first .. writer_lap : nb \in WriteSetIn(segs, x)}}
                /\ UNCHANGED <<meta_status, meta_last_entry, bookie_entries, bookie_lac,
                               bookie_fenced, crashed, crashes, lost, writer_status, writer_lap,
-                              writer_lac, rec>>
+                              writer_lac, writer_add_lac, rec>>
 
-(* With nothing pending the writer closes the ledger at its LAC with a     *)
-(* compare-and-set; when that fails it learns it was fenced.               *)
+(* The writer closes the ledger at its LAC with a compare-and-set, and    *)
+(* the adds still pending fail; when the compare-and-set fails it learns   *)
+(* it was fenced.  LedgerHandle.doAsyncCloseInternal (4.17.2) drains the   *)
+(* pending adds, sets lastAddPushed to lastAddConfirmed, fails the drained *)
+(* adds and writes the metadata CLOSED with that lastEntryId.  Their       *)
+(* requests stay in flight: a bookie may still store them, but a late ack  *)
+(* finds no pending add and moves nothing (AddStoredForWriter counts acks  *)
+(* only while the writer is WRITING).  The handle then holds no add, so no *)
+(* ack either: writer_acks empties.                                        *)
 WriterClosesLedger ==
     /\ writer_status = "WRITING"
-    /\ writer_lac = writer_lap
+    /\ writer_lap' = writer_lac
+    /\ writer_acks' = {}
     /\ IF meta_version # writer_version \/ meta_status # "OPEN"
        THEN /\ writer_status' = "FENCED"
             /\ writer_version' = meta_version
@@ -253,7 +278,7 @@ WriterClosesLedger ==
             /\ writer_version' = meta_version + 1
             /\ UNCHANGED <<meta_segments>>
     /\ UNCHANGED <<bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-                   writer_lap, writer_lac, writer_acks, rec>>
+                   writer_lac, writer_add_lac, rec>>
 
 -----------------------------------------------------------------------------
 (* Bookies.  A step serves one request and delivers its reply (replied) or *)
@@ -271,7 +296,7 @@ AddRejected(m, replied) ==
        ELSE lost' = lost + 1 /\ UNCHANGED writer_status
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
-                   writer_version, writer_lap, writer_lac, writer_acks, rec>>
+                   writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
 
 \* The bookie stores the entry and the piggybacked LAC, then acks.
 Stores(m) ==
@@ -294,7 +319,8 @@ AddStoredForWriter(m, replied) ==
           THEN writer_acks' = acks /\ writer_lac' = lac /\ UNCHANGED lost
           ELSE lost' = lost + 1 /\ UNCHANGED <<writer_acks, writer_lac>>
        /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                      bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap, rec>>
+                      bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap,
+                      writer_add_lac, rec>>
 
 \* A recovering client collects the acks of its write-back while it reads or writes back.
 AddStoredForRecoverer(m, replied) ==
@@ -310,7 +336,7 @@ AddStoredForRecoverer(m, replied) ==
           ELSE lost' = lost + 1 /\ UNCHANGED rec
        /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                       bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap,
-                      writer_lac, writer_acks>>
+                      writer_lac, writer_acks, writer_add_lac>>
 
 (* A fenced bookie rejects normal adds (EFENCED) and accepts recovery      *)
 (* adds; it stores an add durably, then acks.                              *)
@@ -356,7 +382,7 @@ BookieReceivesFenceRead(m, replied) ==
                   /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                          bookie_entries, bookie_lac, crashed, crashes, writer_status,
-                         writer_version, writer_lap, writer_lac, writer_acks>>
+                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
 
 (* A recovery read fences the bookie when its flag is set, then answers    *)
 (* found or NoSuchEntry.  A found entry is written back with recovery adds *)
@@ -394,7 +420,7 @@ BookieReceivesRecoveryRead(m, replied) ==
                   /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                          bookie_entries, bookie_lac, crashed, crashes, writer_status,
-                         writer_version, writer_lap, writer_lac, writer_acks>>
+                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
 
 \* The bookie stops; what it stored stays on its disk, unreachable until it restarts.
 BookieCrashes(b) ==
@@ -404,7 +430,7 @@ BookieCrashes(b) ==
     /\ crashes' = crashes + 1
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_lac, bookie_fenced, net, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
 
 \* A crashed bookie starts again: its journal replay restores every entry, fence and LAC it had.
 BookieRestarts(b) ==
@@ -412,7 +438,7 @@ BookieRestarts(b) ==
     /\ crashed' = crashed \ {b}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_lac, bookie_fenced, crashes, net, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
 
 -----------------------------------------------------------------------------
 (* The network. *)
@@ -424,7 +450,7 @@ NetworkLosesMessage(m) ==
     /\ lost' = lost + 1
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
 
 -----------------------------------------------------------------------------
 (* Recovering clients. *)
@@ -444,7 +470,7 @@ RecovererStartsRecovery(c) ==
                /\ rec' = [rec EXCEPT ![c].phase = "FENCING", ![c].version = version]
     /\ UNCHANGED <<meta_segments, meta_last_entry, bookie_entries, bookie_lac,
                    bookie_fenced, crashed, crashes, lost, writer_status, writer_version,
-                   writer_lap, writer_lac, writer_acks>>
+                   writer_lap, writer_lac, writer_acks, writer_add_lac>>
 
 (* With every recovered entry on Qa bookies, CAS IN_RECOVERY -> CLOSED at  *)
 (* the last entry; if another client changed the metadata, reread it:      *)
@@ -463,14 +489,14 @@ RecovererClosesLedger(c) ==
             /\ meta_version' = meta_version + 1
             /\ rec' = [rec EXCEPT ![c].phase = "DONE", ![c].version = meta_version + 1]
     /\ UNCHANGED <<meta_segments, bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
-                   net, lost, writer_status, writer_version, writer_lap, writer_lac, writer_acks>>
+                   net, lost, writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
 
 \* Retries after a timeout: a lost request or reply is asked for again.
 Resend(m) ==
     /\ net' = net \cup {m}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, rec>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
 
 \* No fencing reply from b, and none can come: ask again.
 RecovererResendsFenceRead(c, b) ==
@@ -559,7 +585,7 @@ Renamed(p) ==
     IN <<meta_status, meta_segments, meta_last_entry, meta_version,
          bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
          {[m EXCEPT !.client = name(m.client)] : m \in net}, lost,
-         writer_status, writer_version, writer_lap, writer_lac, writer_acks,
+         writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac,
          [d \in Recoverers |-> rec[was(d)]]>>
 
 RecovererOrbit == {Renamed(p) : p \in Permutations(Recoverers)}
@@ -574,6 +600,7 @@ TypeOK ==
     /\ meta_status \in {"OPEN", "IN_RECOVERY", "CLOSED"}
     /\ writer_status \in {"WRITING", "CLOSED", "FENCED"}
     /\ -1 <= writer_lac /\ writer_lac <= writer_lap /\ writer_lap < MaxEntries
+    /\ \A e \in Entries : -1 <= writer_add_lac[e + 1] /\ writer_add_lac[e + 1] < e
     /\ crashed \subseteq Bookies /\ Cardinality(crashed) <= crashes /\ crashes <= MaxCrashes /\ lost <= MaxLoss
     /\ \A i \in 1 .. Len(meta_segments) :
           LET seg == meta_segments[i]

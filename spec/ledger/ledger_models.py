@@ -8,21 +8,26 @@ __all__ = ["MODELS"]
 
 MODELS = SpecModels(
     checked=(
-        CheckedModel({"MaxEntries": 1}, 1_313),
-        CheckedModel({"MaxEntries": 2}, 40_476),
-        CheckedModel({"MaxEntries": 1, "MaxLoss": 1}, 7_903, "lost requests and replies"),
-        CheckedModel({"NumBookies": 4, "MaxEntries": 1, "MaxCrashes": 1}, 16_978, "a crash, an ensemble change"),
+        CheckedModel({"MaxEntries": 1}, 1_898),
+        CheckedModel({"MaxEntries": 2}, 54_558),
+        CheckedModel({"MaxEntries": 1, "MaxLoss": 1}, 11_226, "lost requests and replies"),
+        CheckedModel({"NumBookies": 4, "MaxEntries": 1, "MaxCrashes": 1}, 23_998, "a crash, an ensemble change"),
+        CheckedModel(
+            {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 2, "MaxCrashes": 1},
+            3_288,
+            "an ensemble change resending an add packaged before the LAC moved",
+        ),
         CheckedModel(
             {"NumBookies": 2, "E": 2, "Qw": 2, "Qa": 1, "MaxEntries": 1, "NumRecoverers": 2},
-            33_015,
+            37_190,
             "two recovering clients",
         ),
-        CheckedModel({"MaxEntries": 2, "Throttle": 1}, 4_493, "the writer's throttle"),
+        CheckedModel({"MaxEntries": 2, "Throttle": 1}, 6_367, "the writer's throttle"),
         # E > Qw, where BP-46's ensemble coverage and BookKeeper's per-write-set rule differ (docs/quorum.md).
-        CheckedModel({"NumBookies": 4, "E": 4, "Qw": 2, "Qa": 2, "MaxEntries": 1}, 3_524, "striping"),
+        CheckedModel({"NumBookies": 4, "E": 4, "Qw": 2, "Qa": 2, "MaxEntries": 1}, 5_110, "striping"),
         CheckedModel(
             {"NumBookies": 4, "E": 4, "Qw": 2, "Qa": 2, "MaxEntries": 1, "Bug": "fence_ensemble_coverage"},
-            1_762,
+            2_527,
             "BP-46's fencing rule: no violation with one entry",
         ),
     ),

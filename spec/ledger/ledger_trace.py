@@ -153,6 +153,7 @@ CLIENT_OBSERVES = frozenset(
         "writer_lap",
         "writer_lac",
         "writer_acks",
+        "writer_add_lac",
         "rec",
         "recoverer_phases",
         "last_ensemble",
@@ -281,11 +282,7 @@ def _explain_change_ensemble(spec: LedgerSpec, s: LedgerState, b: Any, nb: Any) 
 
 
 def _explain_close(spec: LedgerSpec, s: LedgerState) -> str | None:
-    if (why := _writer_status(s)) is not None:
-        return why
-    if s.writer_lac != s.writer_lap:
-        return f"entries {s.writer_lac + 1}..{s.writer_lap} are still pending (writer_lac={s.writer_lac})"
-    return None
+    return _writer_status(s)
 
 
 def _explain_crash(spec: LedgerSpec, s: LedgerState, b: Any) -> str | None:

@@ -12,9 +12,10 @@ and counted apart when it then conforms (``decided_later``); one still
 *inconclusive* counts against the soak: the oracle did not decide what a
 user would have asked it.
 
-Each spec has its soak workloads (:data:`SOAK_WORKLOADS`), all faults on:
+Each spec has its soak workloads (:data:`SOAK_WORKLOADS`), all faults on (but for the ledger's ``pipelined``:
+no recovery and no reordering, so that its writer keeps adding through ensemble changes):
 
-- ledger: the mutation score's three cluster configurations;
+- ledger: the mutation score's four cluster configurations;
 - bookie: seeded random runs of one bookie with power losses, process
   crashes and restarts, and the scripted crash-check workloads once;
 - cursor: runs with crashes at every persistence step, failed BookKeeper

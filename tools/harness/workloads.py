@@ -274,6 +274,22 @@ LEDGER_WORKLOADS: tuple[Workload, ...] = (
         seed=3,
         doc="E=3 Qw=2 Qa=1 on three bookies: fencing must hear from every bookie",
     ),
+    Workload(
+        "pipelined",
+        SimulationConfig(
+            bookies=5,
+            ensemble=3,
+            write_quorum=2,
+            ack_quorum=2,
+            recoverers=1,
+            max_entries=8,
+            faults=("crash", "restart", "loss", "ensemble-change"),
+        ),
+        traces=8,
+        steps=150,
+        seed=4,
+        doc="E=3 Qw=2 Qa=2 on five bookies, eight entries and no recovery: ensemble changes under a moving LAC",
+    ),
 )
 
 #: One bookie's workloads, checked against the bookie spec.
