@@ -286,10 +286,16 @@ class Verdict:
             return ""
         if self.status == VIOLATES:
             assert self.failure is not None
-            broken = self.broken_promises
-            if broken:
-                return f"violates {broken[0].name}: {broken[0].message}; {self.failure.reason}"
-            return self.failure.reason
+            shown = next((f for f in self.failures if f.broken), None)
+            if shown is None:
+                return self.failure.reason
+            promise = shown.broken[0]
+            if shown is self.failure:
+                return f"violates {promise.name}: {promise.message}; {self.failure.reason}"
+            return (
+                f"violates {promise.name} at event {shown.event_index}: {promise.message}; it first diverges at "
+                f"event {self.failure.event_index}: {self.failure.reason}"
+            )
         parts = []
         if self.bound is not None:
             parts.append(f"search bound {self.bound}")
