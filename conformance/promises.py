@@ -106,20 +106,24 @@ class PromiseJudge:
         self._type_ok = next((i.fn for i in spec.invariants if i.name == TYPE_INVARIANT), None)
 
     def reports(self, events: Sequence[Event], upto: int) -> dict[str, Report]:
-        """The latest report of each observed name in ``events[0 .. upto]`` (none when ``upto`` < 0).
-        A value that does not decode is no report (the check names it as bad input where it is read)."""
+        """The latest report of each observed name in ``events[0 .. upto]`` (none when ``upto`` < 0), read from
+        the last event back. A latest value that does not decode leaves its name unreported: the check names it
+        as bad input where it reads it, and an earlier value may no longer hold."""
         found: dict[str, Report] = {}
-        for index in range(min(upto, len(events) - 1) + 1):
+        seen: set[str] = set()
+        for index in range(min(upto, len(events) - 1), -1, -1):
             observed = events[index].observed
             for name in self.reportable:
                 raw = observed.get(name)
-                if raw is None:
+                if raw is None or name in seen:
                     continue
+                seen.add(name)
                 try:
-                    value = self.mapping.codecs[name].decode(raw, f"observed.{name}")
+                    found[name] = Report(self.mapping.codecs[name].decode(raw, f"observed.{name}"), raw, index)
                 except CodecError:
                     continue
-                found[name] = Report(value, raw, index)
+            if len(seen) == len(self.reportable):
+                break
         return found
 
     def impose(self, state: Any, reports: Mapping[str, Report]) -> Any:

@@ -14,7 +14,9 @@ of precedence: 1, 2, 4.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from ledgerspec.conformance.coverage import coverage_summary
 from ledgerspec.conformance.manifest import CheckInputs, find_inputs
 from ledgerspec.conformance.reader import DEFAULT_MAX_BAD_LINES, DEFAULT_MAX_LINE_BYTES, TraceFileError, TraceInput
 from ledgerspec.conformance.run import CheckRun, check_files
-from ledgerspec.conformance.verdict import Verdict
+from ledgerspec.conformance.verdict import Failure, Verdict
 from ledgerspec.spec import catalog
 from ledgerspec.spec.kernel import ConstantError
 from ledgerspec.spec.tracing import mapping_for
@@ -440,6 +442,14 @@ def _constants_text(values: dict[str, Any]) -> str:
     return escape(" ".join(f"{k}={format_value(v)}" for k, v in values.items()))
 
 
+def _say_promises(say: Callable[[str], None], failure: Failure, indent: str) -> None:
+    """Each promise a divergence shows broken, with the reports that establish it."""
+    for promise in failure.broken:
+        say(f"{indent}{escape(promise.name)}: {escape(promise.message)}")
+        for evidence in promise.evidence:
+            say(f"{indent}  {escape(str(evidence))}")
+
+
 def _print_findings(out: Console, run: CheckRun) -> None:
     """One line per promise broken, with the traces that break it; then how many traces only diverge."""
     by_promise: dict[str, list[str]] = {}
@@ -492,31 +502,23 @@ def _print(out: Console, checkers: _Checkers, run: CheckRun) -> None:
     for k, v in enumerate(run.violations):
         f = v.failure
         assert f is not None
+        say = functools.partial(out.print, highlight=False, soft_wrap=True)
         where = f"at event {f.event_index}[/red bold] ({escape(f.file)}:{f.line}, {escape(f.process)} seq {f.seq})"
         if f.broken:
-            out.print(
-                f"\n[red bold]trace {escape(v.trace)} breaks the promise {escape(f.broken[0].name)} {where}: "
-                f"{escape(f.broken[0].words)}",
-                highlight=False,
-                soft_wrap=True,
-            )
-            for promise in f.broken:
-                out.print(f"  {escape(promise.name)}: {escape(promise.message)}", highlight=False, soft_wrap=True)
-                for evidence in promise.evidence:
-                    out.print(f"    {escape(str(evidence))}", highlight=False, soft_wrap=True)
-            out.print(f"  where it leaves the spec: {escape(f.reason)}", highlight=False, soft_wrap=True)
+            first = f.broken[0]
+            promise_name = escape(first.name)
+            say(f"\n[red bold]trace {escape(v.trace)} breaks the promise {promise_name} {where}: {escape(first.words)}")
+            _say_promises(say, f, "  ")
+            say(f"  where it leaves the spec: {escape(f.reason)}")
         else:
-            out.print(
-                f"\n[red bold]trace {escape(v.trace)} diverges from the spec {where}: {escape(f.reason)}",
-                highlight=False,
-                soft_wrap=True,
-            )
+            say(f"\n[red bold]trace {escape(v.trace)} diverges from the spec {where}: {escape(f.reason)}")
             for undecided in f.undecided:
-                out.print(f"  undecided: {escape(undecided)}", highlight=False, soft_wrap=True)
+                say(f"  undecided: {escape(undecided)}")
         for g in v.further:
-            out.print(f"  then {escape(g.headline)} ({escape(g.file)}:{g.line})", highlight=False, soft_wrap=True)
+            say(f"  then {escape(g.headline)} ({escape(g.file)}:{g.line})")
+            _say_promises(say, g, "    ")
         if v.stopped is not None:
-            out.print(f"  {escape(v.stopped)}", highlight=False, soft_wrap=True)
+            say(f"  {escape(v.stopped)}")
         if k < SHOWN_IN_FULL:
             out.print(escape(f.explanation), highlight=False, soft_wrap=True)
             shown = f.path[-PATH_TAIL:]
