@@ -505,9 +505,9 @@ def _print(out: Console, checkers: _Checkers, run: CheckRun) -> None:
         say = functools.partial(out.print, highlight=False, soft_wrap=True)
         where = f"at event {f.event_index}[/red bold] ({escape(f.file)}:{f.line}, {escape(f.process)} seq {f.seq})"
         if f.broken:
-            first = f.broken[0]
-            promise_name = escape(first.name)
-            say(f"\n[red bold]trace {escape(v.trace)} breaks the promise {promise_name} {where}: {escape(first.words)}")
+            lead = f.broken[0]
+            promise_name = escape(lead.name)
+            say(f"\n[red bold]trace {escape(v.trace)} breaks the promise {promise_name} {where}: {escape(lead.words)}")
             _say_promises(say, f, "  ")
             say(f"  where it leaves the spec: {escape(f.reason)}")
         else:
