@@ -272,6 +272,11 @@ class Verdict:
         return tuple(b for f in self.failures for b in f.broken)
 
     @property
+    def promise_names(self) -> tuple[str, ...]:
+        """The names of the promises the trace shows broken, each once, in the order they show."""
+        return tuple(dict.fromkeys(b.name for b in self.broken_promises))
+
+    @property
     def finding(self) -> str | None:
         """What a violation is: ``bug`` when the reported states break a promise, ``difference`` when the trace
         only leaves the spec; None when the trace does not violate."""

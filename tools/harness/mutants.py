@@ -111,7 +111,7 @@ class Kill:
     def of(cls, workload: str, trace: str, verdict: Verdict) -> Kill:
         failure = verdict.failure
         assert failure is not None and verdict.finding is not None
-        promises = tuple(dict.fromkeys(b.name for b in verdict.broken_promises))
+        promises = verdict.promise_names
         return cls(workload, trace, failure.event_index, failure.event_type, verdict.reason, verdict.finding, promises)
 
 

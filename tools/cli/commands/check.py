@@ -455,7 +455,7 @@ def _print_findings(out: Console, run: CheckRun) -> None:
     by_promise: dict[str, list[str]] = {}
     differences = 0
     for v in run.violations:
-        names = dict.fromkeys(b.name for b in v.broken_promises)
+        names = v.promise_names
         differences += not names
         for name in names:
             by_promise.setdefault(name, []).append(v.trace)

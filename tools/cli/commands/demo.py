@@ -111,7 +111,7 @@ def _statuses(run: CheckRun, ids: dict[str, list[str]]) -> dict[str, str]:
     process's verdicts must agree on both."""
     found = {v.trace: v.status for v in run.inconclusive}
     for v in run.violations:
-        promises = " ".join(dict.fromkeys(b.name for b in v.broken_promises))
+        promises = " ".join(v.promise_names)
         found[v.trace] = f"{v.status}: {v.finding}" + (f" {promises}" if promises else "")
     return {t: found.get(t, "conforms") for trace_ids in ids.values() for t in trace_ids}
 

@@ -146,7 +146,7 @@ def _report(args: argparse.Namespace, out: Console, recordings: list[ScenarioRec
 
 def _label(verdict: Verdict) -> str:
     """The oracle's label of a violation: ``bug`` with the promises it breaks, or ``difference``."""
-    promises = ", ".join(dict.fromkeys(b.name for b in verdict.broken_promises))
+    promises = ", ".join(verdict.promise_names)
     return f"{verdict.finding} ({promises})" if promises else str(verdict.finding)
 
 
@@ -208,7 +208,7 @@ def _to_json(system: str, recordings: list[ScenarioRecording], root: Path) -> di
                     {
                         "trace": v.trace,
                         "label": v.finding,
-                        "promises": list(dict.fromkeys(b.name for b in v.broken_promises)),
+                        "promises": list(v.promise_names),
                         "known": None if f is None else f.name,
                         "listed_as": None if f is None else f.kind,
                     }
