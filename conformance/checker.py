@@ -195,6 +195,10 @@ class TraceChecker:
         self._hidden: dict[Any, tuple[HiddenStep, ...]] = {}
         self._hidden_labels: dict[Any, dict[tuple[str, tuple[Any, ...]], Any]] = {}
         self._broken: dict[Any, str | None] = {}
+        # state -> its class under the mode's quotient (states no event of the mode tells apart); the search keeps
+        # one candidate per class. Without a quotient a state is its own class.
+        self._classes: dict[Any, Any] = {}
+        self._quotient = self.mode.quotient
         self._inits: tuple[Any, ...] = ()
         self._tally = Tally(spec, self.mapping, SERIAL) if coverage else None
         self._emptied = False  # the caches were emptied during this trace
@@ -215,13 +219,35 @@ class TraceChecker:
         found = self._intern.get(state)
         if found is None:
             if len(self._intern) >= self.cache_limit:
-                caches = (self._intern, self._transitions, self._views, self._hidden, self._hidden_labels, self._broken)
+                caches = (
+                    self._intern,
+                    self._transitions,
+                    self._views,
+                    self._hidden,
+                    self._hidden_labels,
+                    self._broken,
+                    self._classes,
+                )
                 for cache in caches:
                     cache.clear()
                 self._emptied = True
                 self._inits = ()
             found = self._intern[state] = state
         return found
+
+    def _class(self, state: Any) -> Any:
+        """The key the search files an (interned) state under: its class under the mode's quotient."""
+        if self._quotient is None:
+            return state
+        found = self._classes.get(state)
+        if found is None:
+            found = self._classes[state] = self._quotient(self.spec, state)
+        return found
+
+    @staticmethod
+    def _by_state(candidates: Mapping[Any, Node]) -> dict[Any, Node]:
+        """Candidates filed by class, by their states."""
+        return {node.state: node for node in candidates.values()}
 
     def _initial_states(self) -> tuple[Any, ...]:
         if not self._inits:
@@ -246,10 +272,15 @@ class TraceChecker:
         if outcome.failure_index is not None:
             assert outcome.closure is not None
             failure = self._judged(ordered, outcome.failure_index, outcome.closure, frozenset())
-        if failure is not None and outcome.bound is None and not unread:
-            status = VIOLATES
+        if failure is not None and not unread:
             assert outcome.failure_index is not None and outcome.closure is not None
             further, stopped = self._go_on(ordered, outcome.failure_index, outcome.closure, failure)
+            # A bound that cut the search leaves the first divergence in doubt (a candidate dropped might have
+            # taken the event), but not a promise the reports break: that holds whatever the candidates.
+            if outcome.bound is None or any(f.broken for f in (failure, *further)):
+                status = VIOLATES
+            else:
+                status, further, stopped = INCONCLUSIVE, (), None
         elif failure is not None or errors:
             status = INCONCLUSIVE
         else:
@@ -260,7 +291,7 @@ class TraceChecker:
             events=total,
             checked=outcome.checked,
             failure=failure,
-            bound=outcome.bound if status == INCONCLUSIVE else None,
+            bound=outcome.bound if status != CONFORMS else None,
             input_errors=tuple(errors),
             max_candidates=outcome.peak,
             search=outcome.search,
@@ -274,6 +305,7 @@ class TraceChecker:
     ) -> Failure:
         """The failure at ``index``, with the promises the implementation's reported state breaks there
         (:mod:`ledgerspec.conformance.promises`)."""
+        closure = self._by_state(closure)
         failure = self._explainer.failure(events, index, closure)
         steps = [(state, after) for state in closure for after in self._reported_steps(state, events[index])]
         judgement = self._judge.judge(events, index, steps, already)
@@ -343,16 +375,17 @@ class TraceChecker:
         reports = self._judge.reports(events, index)
         frontier: dict[Any, Node] = {}
         outside = None
-        for state, node in closure.items():
-            for after in self._reported_steps(state, ev):
+        for node in closure.values():
+            for after in self._reported_steps(node.state, ev):
                 reported = self._judge.impose(after, reports)
                 why = self._judge.in_model(reported)
                 if why is not None:
                     outside = why
                     continue
                 reported = self._state(reported)
-                if reported not in frontier and len(frontier) < self.bounds.max_candidates:
-                    frontier[reported] = Node(node, ev.type, (), reported, reported=True)
+                key = self._class(reported)
+                if key not in frontier and len(frontier) < self.bounds.max_candidates:
+                    frontier[key] = Node(node, ev.type, (), reported, reported=True)
         return frontier, outside
 
     def replay_order(self, events: Sequence[Event]) -> list[Event]:
@@ -392,11 +425,15 @@ class TraceChecker:
     def _first_candidates(self, events: Sequence[Event]) -> tuple[int, dict[Any, Node], dict[Any, Node]]:
         """Where the search starts: the index of the first event after ``Init``, the initial states that
         match it and keep the invariants, and every initial state (to explain an ``Init`` that matches none)."""
-        inits = {s: Node(None, INIT, (), s) for s in self._initial_states()}
+        inits = {self._class(s): Node(None, INIT, (), s) for s in self._initial_states()}
         if events and events[0].type == INIT:
-            matching = {s: n for s, n in inits.items() if self._matches(s, events[0]) and self._broken_state(s) is None}
+            matching = {
+                k: n
+                for k, n in inits.items()
+                if self._matches(n.state, events[0]) and self._broken_state(n.state) is None
+            }
             return 1, matching, inits
-        return 0, {s: n for s, n in inits.items() if self._broken_state(s) is None}, inits
+        return 0, {k: n for k, n in inits.items() if self._broken_state(n.state) is None}, inits
 
     def _breadth_first(self, events: Sequence[Event], resume: tuple[int, dict[Any, Node]] | None = None) -> _Outcome:
         """Every candidate state after each event: the complete search, and the one that explains failures.
@@ -417,13 +454,13 @@ class TraceChecker:
         i = start
         while i < len(events):
             if not hidden and len(frontier) == 1:
-                ((state, node),) = frontier.items()
-                i, state, node, stop, tail = self._replay(events, i, state, node)
+                (node,) = frontier.values()
+                i, state, node, stop, tail = self._replay(events, i, node.state, node)
                 if stop is not None:
                     return attrs.evolve(stop, bound=bound, peak=peak)
                 if i == len(events):
                     return _Outcome(i, bound=bound, peak=peak, witness=node, tail=tail)
-                frontier = {state: node}
+                frontier = {self._class(state): node}
             ev = events[i]
             if hidden:
                 closure, cut = self._closure(frontier, i)
@@ -433,11 +470,13 @@ class TraceChecker:
             else:
                 closure = frontier
             new: dict[Any, Node] = {}
+            key = self._class
             try:
-                for state, node in closure.items():
-                    for action, args, nxt, _, _, serial in self._ways(state, ev):
-                        if nxt not in new:
-                            new[nxt] = Node(node, action, args, nxt, serial)
+                for node in closure.values():
+                    for action, args, nxt, _, _, serial in self._ways(node.state, ev):
+                        k = key(nxt)
+                        if k not in new:
+                            new[k] = Node(node, action, args, nxt, serial)
             except _BadValueError as exc:
                 witness = shortest(closure)
                 return _Outcome(i, bad_value=self._value_error(ev, exc), bound=bound, peak=peak, witness=witness)
@@ -481,11 +520,11 @@ class TraceChecker:
                     i = start + len(stack) - 1
                     nxt = next(ways, None)
                     if nxt is None:
-                        dead.add((node.state, i))
+                        dead.add((self._class(node.state), i))
                         stack.pop()
                     elif i + 1 == n:
                         return _Outcome(n, peak=budget.peak, witness=nxt, search=DEPTH_FIRST)
-                    elif (nxt.state, i + 1) not in dead:
+                    elif (self._class(nxt.state), i + 1) not in dead:
                         stack.append((nxt, self._ways_from(nxt, events[i + 1], budget)))
         except (_BadValueError, _OverBudgetError):
             pass  # the breadth-first search reports bad values, and decides
@@ -502,34 +541,38 @@ class TraceChecker:
         is disabled, every hidden path up to ``max_hidden_steps`` is tried, since the steps that enable
         it may need one another (a restart, then a loss).
         """
-        state = node.state
+        state, key = node.state, self._class
         direct = self._ways(state, ev)
         reached = set()
         for way in direct:
-            reached.add(way[2])
-            yield Node(node, way[0], way[1], way[2], way[5])
+            if key(way[2]) not in reached:
+                reached.add(key(way[2]))
+                yield Node(node, way[0], way[1], way[2], way[5])
         every_path = not direct
         most = self.bounds.max_candidates
-        visited = {state}
+        visited = {key(state)}
         layer = [(state, node, direct)]
         for _ in range(self.bounds.max_hidden_steps):
             deeper = []
             for before, before_node, before_ways in layer:
                 for step in self._hidden_steps(before):
                     after = step[2]
-                    if after in visited:
+                    if key(after) in visited:
                         continue
                     after_ways = self._ways(after, ev)
-                    if not every_path and (not after_ways or self._commutes(step, before_ways, after_ways)):
+                    # One that commutes with the event is left for after it. One after which the event is
+                    # disabled is followed further: a later hidden step may enable it again (the create and the
+                    # switch of a cursor ledger before a close that neither allows alone).
+                    if not every_path and after_ways and before_ways and self._commutes(step, before_ways, after_ways):
                         continue
                     if len(visited) >= most:
                         return  # as the breadth-first search, never more than max_candidates at once
-                    visited.add(after)
+                    visited.add(key(after))
                     budget.spend(len(visited))
                     after_node = Node(before_node, step[0], step[1], after, step[3], hidden=True)
                     for way in after_ways:
-                        if way[2] not in reached:
-                            reached.add(way[2])
+                        if key(way[2]) not in reached:
+                            reached.add(key(way[2]))
                             yield Node(after_node, way[0], way[1], way[2], way[5])
                     deeper.append((after, after_node, after_ways))
             if not deeper:
@@ -616,7 +659,7 @@ class TraceChecker:
         for action, args, nxt, _, _, serial in taken:
             node = Node(node, action, args, nxt, serial)
         if outcome is not None:
-            closure = {state: node} if outcome.failure_index is not None else None
+            closure = {self._class(state): node} if outcome.failure_index is not None else None
             outcome = attrs.evolve(outcome, closure=closure, witness=node)
         return i, state, node, outcome, []
 
@@ -624,22 +667,24 @@ class TraceChecker:
         """The frontier and every state hidden steps reach from it, breadth first (shortest paths)."""
         limit, most = self.bounds.max_hidden_steps, self.bounds.max_candidates
         seen = dict(frontier)
-        layer = list(frontier.items())
+        layer = list(frontier.values())
+        key = self._class
         depth = 0
         while layer:
             depth += 1
             next_layer = []
-            for state, node in layer:
-                for name, args, t, serial in self._hidden_steps(state):
-                    if t in seen:
+            for node in layer:
+                for name, args, t, serial in self._hidden_steps(node.state):
+                    k = key(t)
+                    if k in seen:
                         continue
                     if depth > limit:
                         return seen, BoundHit("max_hidden_steps", limit, index)
                     if len(seen) >= most:
                         return seen, BoundHit("max_candidates", most, index)
                     n = Node(node, name, args, t, serial, hidden=True)
-                    seen[t] = n
-                    next_layer.append((t, n))
+                    seen[k] = n
+                    next_layer.append(n)
             layer = next_layer
         return seen, None
 

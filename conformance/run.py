@@ -45,6 +45,9 @@ class CheckRun:
     peak_buffered_events: int = 0  # most events held in memory at once: the largest trace, unless interleaved
     seconds: float = 0.0  # wall time
     cpu_seconds: float = 0.0  # CPU time of this process
+    # trace -> the most candidate states its search held, or examined, for one event (Verdict.max_candidates):
+    # how near a partially observed trace came to the bound on candidates
+    candidates: dict[str, int] = attrs.Factory(dict)
     # (file, line, message, trace) of the input errors noted: one bad line charged to a trace and then again to
     # the same trace (the reader's give-up line) is noted once; each trace (or unit) it is charged to keeps it
     _noted: set[tuple[str, int, str, str | None]] = attrs.field(factory=set, init=False, repr=False, eq=False)
@@ -63,6 +66,7 @@ class CheckRun:
             item = undecided_by_stray_line(item, self._first_stray.get(item.failure.file))
         self.traces += 1
         self.events += item.events
+        self.candidates[item.trace] = item.max_candidates
         for error in item.input_errors:
             self._note(error)
         if item.status == CONFORMS:

@@ -250,7 +250,9 @@ class Verdict:
     events: int  # events of the trace, as read
     checked: int  # events matched by a behaviour of the spec
     failure: Failure | None = None  # violates; or inconclusive when a bound was hit before the failing event
-    bound: BoundHit | None = None  # inconclusive because a search bound was hit
+    # A search bound hit before the failing event: inconclusive; or, when the reports break a promise all the
+    # same, violates, with the first divergence in doubt
+    bound: BoundHit | None = None
     input_errors: tuple[InputError, ...] = ()  # inconclusive because the check stopped at bad input
     max_candidates: int = 1  # most candidate states the search held, or examined, for one event
     search: str = "replay"  # the search that decided: replay, depth-first or breadth-first (checker.py)
@@ -295,6 +297,11 @@ class Verdict:
             if shown is None:
                 return self.failure.reason
             promise = shown.broken[0]
+            if self.bound is not None:
+                return (
+                    f"violates {promise.name} at event {shown.event_index}: {promise.message}; where the trace "
+                    f"first leaves the spec is not known: search bound {self.bound}"
+                )
             if shown is self.failure:
                 return f"violates {promise.name}: {promise.message}; {self.failure.reason}"
             return (

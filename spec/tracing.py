@@ -168,6 +168,11 @@ class ObservationMode:
     # action -> predicate on its arguments, true when that instance is hidden; None: every instance is hidden
     hidden: Mapping[str, Callable[..., bool] | None] = attrs.field(factory=dict)
     logged_by: Callable[[str, tuple[Any, ...]], str] = _always  # the process that logs a visible step
+    # (spec, state) -> a key; states with equal keys are ones this observer can never tell apart: they report the
+    # same values, keep and break the same promises, and each step of one is matched by a step of the other, with
+    # the same label and visibility, to a state with an equal key (a bisimulation; the tests check it on explored
+    # models). A checker keeps one candidate state per key. None: every state is its own class.
+    quotient: Callable[[Any, Any], Any] | None = None
 
     def hides(self, action: str, args: tuple[Any, ...]) -> bool:
         """Is this action instance invisible to the observer?"""

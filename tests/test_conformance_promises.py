@@ -312,3 +312,33 @@ def test_a_mapping_refuses_requirements_it_cannot_hold() -> None:
         TraceMapping(spec_type, (), requires={"NoSuchStep": {"meta_status"}})
     with pytest.raises(ValueError, match="unknown observed names colour"):
         TraceMapping(spec_type, (), requires={"WriterClosesLedger": {"colour"}})
+
+
+@pytest.mark.parametrize("bounds", [Bounds(max_hidden_steps=0), Bounds(max_candidates=1)], ids=["hidden", "candidates"])
+def test_a_promise_the_reports_break_is_told_though_a_bound_cut_the_search(bounds: Bounds) -> None:
+    """A bound that cuts the search leaves the first divergence in doubt, but not a promise broken on the reports
+    alone: the consumer sees the restored cursor skip a message it never acknowledged, whatever the candidates."""
+    buggy, correct, walk = _counterexample("cursor", _seeded("cursor", "restore_skips_unacked"))
+    events = events_from_json(trace_events(buggy, walk, "client", "t"))
+    verdict = check_trace(events, correct, "client", bounds)
+    assert verdict.status == VIOLATES and verdict.finding == "bug", verdict.reason
+    assert verdict.promise_names == ("CursorSkipsNoUnackedMessage",)
+    assert verdict.bound is not None and verdict.bound.event_index < len(events)
+    assert "where the trace first leaves the spec is not known: search bound" in verdict.reason
+    # Under the same bound, a trace that breaks no promise stays undecided.
+    fine = events_from_json(trace_events(correct, _correct_walk(correct, walk), "client", "t"))
+    assert check_trace(fine, correct, "client", bounds).status in (INCONCLUSIVE, CONFORMS)
+
+
+def _correct_walk(spec: Any, walk: tuple[WalkStep, ...]) -> tuple[WalkStep, ...]:
+    """The buggy walk's actions replayed on the correct spec, as far as it takes them."""
+    state = next(iter(spec.init_states()))
+    steps = [WalkStep(walk[0].action, walk[0].args, state)]
+    actions = {a.name: a for a in spec.actions}
+    for step in walk[1:]:
+        nxt = actions[step.action].fn(spec, state, *step.args)
+        if nxt is None:
+            break
+        state = nxt
+        steps.append(WalkStep(step.action, step.args, state))
+    return tuple(steps)

@@ -197,6 +197,23 @@ def test_managed_ledger_mutants_are_killed_by_the_cursor_specs_traces(score: dic
     assert MUTANTS[name].specs == ("cursor",)
 
 
+#: The cursor mutants a consumer sees: the restored cursor skips a message it never acknowledged. The other two lose
+#: acknowledgements the broker persisted, which a client cannot tell from acknowledgements never persisted.
+CONSUMER_SEES = {"restore_skips_unacked", "trim_deletes_needed_ledger"}
+
+
+@pytest.mark.parametrize("name", sorted(MANAGED_LEDGER_MUTANTS))
+def test_the_cursor_workload_is_checked_as_its_consumer_sees_it(score: dict[str, Any], name: str) -> None:
+    [result] = [r for r in score["mutants"] if r["mutant"] == name]
+    client = result["client"]
+    assert client["traces"] > 0
+    if name in CONSUMER_SEES:
+        assert client["killed"] and client["by"]["workload"] == "cursor-restore"
+        assert client["promises"] == ["CursorSkipsNoUnackedMessage"], client["by"]["reason"]
+    else:
+        assert not client["killed"]
+
+
 @pytest.mark.parametrize("name", sorted(AUTORECOVERY_MUTANTS))
 def test_autorecovery_mutants_are_killed_in_both_modes_by_its_traces(score: dict[str, Any], name: str) -> None:
     """Full observation and a watcher of the metadata store (the score's client column) both catch each one."""

@@ -85,7 +85,7 @@ def test_the_result_is_the_same_in_one_process_or_two() -> None:
     small = tuple(w.scaled(2) for w in workloads if w.seed in (11, 12))
     one, two = run_soak(small, jobs=1), run_soak(small, jobs=2)
     assert one.to_json() == two.to_json()
-    assert one.tally("cursor", "full").traces == 12 and one.tally("cursor", "client").traces == 4
+    assert one.tally("cursor", "full").traces == 12 and one.tally("cursor", "client").traces == 8
 
 
 def _buggy_cursor_runs() -> tuple[CursorWorkload, ...]:

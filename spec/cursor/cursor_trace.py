@@ -23,9 +23,17 @@ Two observation modes:
     switching and deleting cursor ledgers, appends, the fallbacks to the
     znode), the loss of a cursor ledger, and the skip and trim of consumed
     ledgers. Observable: the broker being up, its crashes, what the
-    consumer acknowledged, whether the cursor is active, and the projection
-    ``covered``: the messages the cursor will not deliver again. None of
-    them is changed by a hidden step.
+    consumer acknowledged, whether the cursor is active, and the projections
+    ``covered``, the messages the cursor will not deliver again, and
+    ``published``, the message ids the producer was given. None of them is
+    changed by a hidden step.
+
+    Data ledgers and cursor ledgers take their ids from one counter, so the
+    id of the next data ledger tells how many cursor ledgers were created
+    before it: reporting ``published`` at each publish lets a check rule out
+    the wrong counts at once rather than many events later. The client's
+    quotient (:func:`unread_history_dropped`) merges the states that differ
+    only in what no step reads again; the checker keeps one per class.
 
 Processes that log: ``broker`` and ``bookkeeper`` (full mode),
 ``consumer`` (client mode: every event).
@@ -50,16 +58,23 @@ from ledgerspec.spec.cursor.cursor import (
     CursorState,
     Message,
 )
+from ledgerspec.spec.kernel import evolve
 from ledgerspec.spec.positions import next_ledger
 from ledgerspec.spec.tracing import Explanation, Guard, ObservationMode, ObservedPromise, Projection, TraceMapping
 
-__all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "GUARDS", "TRACE", "covered"]
+__all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "GUARDS", "TRACE", "covered", "published", "unread_history_dropped"]
 
 
 # -- projections ------------------------------------------------------------------------
 def covered(spec: CursorSpec, s: CursorState) -> frozenset[Message]:
     """The messages the cursor will not deliver again: up to its mark-delete, its acked entries and indexes."""
     return spec.cursor_covers(s) if s.status != UNINITIALIZED else frozenset()
+
+
+def published(spec: CursorSpec, s: CursorState) -> frozenset[tuple[int, int]]:
+    """The position of every entry published, trimmed or not: a producer is given each one as its message id
+    (``MessageIdImpl``: ledger id, entry id), so the ids of the data ledgers are no secret to a client."""
+    return frozenset((ledger, e) for ledger, count in (*s.ledgers, *s.deleted) for e in range(count))
 
 
 PROJECTIONS = (
@@ -69,6 +84,13 @@ PROJECTIONS = (
         frozenset[Message],
         "the messages the cursor will not deliver again (none while it is not restored)",
         tla="IF status = Uninitialized THEN {} ELSE CursorCovers",
+    ),
+    Projection(
+        "published",
+        published,
+        frozenset[tuple[int, int]],
+        "the position of every entry published: the message ids the producer was given",
+        tla="{<<x[1], e>> : x \\in AllLedgers, e \\in 0 .. x[2] - 1}",
     ),
     Projection(
         "active",
@@ -96,7 +118,7 @@ FULL = ObservationMode(
     logged_by=_broker,
 )
 
-CLIENT_OBSERVES = frozenset({"broker_up", "crashes", "acked", "covered", "active"})
+CLIENT_OBSERVES = frozenset({"broker_up", "crashes", "acked", "covered", "active", "published"})
 
 #: Steps inside the broker and BookKeeper that no client sees; none changes what CLIENT_OBSERVES names.
 _INSIDE = (
@@ -111,12 +133,39 @@ _INSIDE = (
     "CursorLedgerLost",
 )
 
+
+def unread_history_dropped(spec: CursorSpec, s: CursorState) -> CursorState:
+    """A client's quotient of the cursor's states: what no step ever reads again, dropped.
+
+    - Of the cursor ledgers, only those the znode names, the cursor holds or switches to are ever read again
+      (the restore reads the named one; the append, the switch and the loss the others): a retired ledger, or
+      one a crash left behind, is never read, and its deletion is a hidden step that changes nothing else.
+    - Of a cursor ledger read again, the restore and the switch read its last record, the append counts its
+      records (``shouldCloseLedger``): the records before the last matter only through their number.
+    - A data ledger dropped empty (the managed ledger's reopen) holds no message: no invariant, projection or
+      step reads it.
+    """
+    read_again = {s.znode.cursors_ledger, s.cursor_ledger, s.switching_to}
+    kept = tuple(
+        (ledger, records[-1:] + (None,) * (len(records) - 1))
+        for ledger, records in s.cursor_ledgers
+        if ledger in read_again
+    )
+    return evolve(
+        s,
+        cursor_ledgers=kept,
+        retired=frozenset(),
+        deleted=frozenset(x for x in s.deleted if x[1]),
+    )
+
+
 CLIENT = ObservationMode(
     "client",
     "publishes, acknowledgements, the broker's crashes and restarts, the cursor's restore and close",
     CLIENT_OBSERVES,
     hidden=dict.fromkeys(_INSIDE),
     logged_by=_consumer,
+    quotient=unread_history_dropped,
 )
 
 

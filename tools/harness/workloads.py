@@ -205,8 +205,6 @@ class CursorWorkload(SeededWorkload[RunConfig]):
     """Seeded random runs of a topic and its cursor on a crashing broker, checked against the cursor spec."""
 
     spec: ClassVar[str] = "cursor"
-    # Client mode hides every persistence step: on long runs the search for them exceeds the checker's bounds,
-    # so only short runs are checked in it.
     modes: tuple[str, ...] = ("full",)
 
     def recorded(self, mutant: Mutant | None, modes: Sequence[str]) -> Iterator[WorkloadRun]:
@@ -307,8 +305,9 @@ CURSOR_WORKLOAD = CursorWorkload(
     traces=10,
     steps=120,
     seed=1,
+    modes=MODES,
     doc="a topic and its durable cursor on a broker crashing at each persistence step, with failed BookKeeper "
-    "calls and lost cursor ledgers",
+    "calls and lost cursor ledgers; checked in full observation and as its producer and consumer see it",
 )
 
 #: One closed ledger under autorecovery, checked against the autorecovery spec.

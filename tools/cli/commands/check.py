@@ -50,6 +50,7 @@ __all__ = ["exit_status", "register"]
 
 SHOWN_IN_FULL = 10  # violations printed with their explanation and path; the rest one line each
 PATH_TAIL = 15  # steps of the spec path printed
+CANDIDATES_SHOWN = 10  # traces named with their largest candidate set, largest first
 
 
 _DEFAULT = Bounds()
@@ -141,6 +142,26 @@ def _write_report(
         raise UsageError(f"cannot write the report {args.report}: {exc}") from None
     except OSError as exc:
         raise UsageError(f"cannot write the report {args.report}: {exc.strerror or exc}") from None
+
+
+def _print_candidates(out: Console, checker: TraceChecker, run: CheckRun) -> None:
+    """In a mode that hides steps: the largest candidate set of each trace, against the bound, largest first."""
+    if not checker.mode.hidden or not run.candidates:
+        return
+    bound = checker.bounds.max_candidates
+    ranked = sorted(run.candidates.items(), key=lambda item: (-item[1], item[0]))
+    shown = ranked[:CANDIDATES_SHOWN]
+    out.print(
+        f"\nlargest candidate set per trace (bound {bound:,}): "
+        + ", ".join(f"{escape(trace)} {peak:,}" for trace, peak in shown)
+        + (
+            f" ... and {len(ranked) - len(shown):,} more, the smallest {ranked[-1][1]:,}"
+            if len(ranked) > len(shown)
+            else ""
+        ),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def _print_coverage(out: Console, checker: TraceChecker, run: CheckRun) -> None:
@@ -305,6 +326,7 @@ def _check(args: argparse.Namespace, out: Console, err: Console) -> int:
         print(json.dumps(_to_json(checkers, run), indent=2))
     else:
         _print(out, checkers, run)
+        _print_candidates(out, checker, run)
         _print_coverage(out, checker, run)
     _write_report(args, checker, run, files, checkers.inputs)
     return exit_status(run)
@@ -393,6 +415,8 @@ def _violation_json(v: Verdict) -> dict[str, Any]:
             for g in v.further
         ],
         "stopped": v.stopped,
+        # a search bound hit before the first divergence: it is in doubt, the promises broken are not
+        "bound": v.bound.to_json() if v.bound is not None else None,
     }
 
 
@@ -435,6 +459,7 @@ def _to_json(checkers: _Checkers, run: CheckRun) -> dict[str, Any]:
         "input_errors": [e.to_json() for e in run.input_errors],
         "coverage": None if run.coverage is None else coverage_summary(run.coverage, checker.spec, checker.mapping),
         "seconds": round(run.seconds, 3),
+        "max_candidates": run.candidates,
     }
 
 
