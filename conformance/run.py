@@ -31,6 +31,10 @@ from ledgerspec.conformance.verdict import CONFORMS, VIOLATES, Verdict, undecide
 __all__ = ["CheckRun", "check_files", "collector_paused"]
 
 
+#: Traces a run names with their largest candidate set.
+LARGEST_KEPT = 10
+
+
 @attrs.define
 class CheckRun:
     """What a run over trace files found."""
@@ -45,14 +49,22 @@ class CheckRun:
     peak_buffered_events: int = 0  # most events held in memory at once: the largest trace, unless interleaved
     seconds: float = 0.0  # wall time
     cpu_seconds: float = 0.0  # CPU time of this process
-    # trace -> the most candidate states its search held, or examined, for one event (Verdict.max_candidates):
-    # how near a partially observed trace came to the bound on candidates
-    candidates: dict[str, int] = attrs.Factory(dict)
+    # The traces whose searches held, or examined, the most candidate states for one event (Verdict.max_candidates),
+    # largest first, at most LARGEST_KEPT: how near a partially observed check came to the bound on candidates
+    largest_candidates: list[tuple[str, int]] = attrs.Factory(list)
     # (file, line, message, trace) of the input errors noted: one bad line charged to a trace and then again to
     # the same trace (the reader's give-up line) is noted once; each trace (or unit) it is charged to keeps it
     _noted: set[tuple[str, int, str, str | None]] = attrs.field(factory=set, init=False, repr=False, eq=False)
     # file -> its first bad line that no trace claims, in reading order
     _first_stray: dict[str, InputError] = attrs.field(factory=dict, init=False, repr=False, eq=False)
+
+    def note_candidates(self, trace: str, peak: int) -> None:
+        """Keep the trace among the largest candidate sets if it is one (ties: by trace name)."""
+        largest = self.largest_candidates
+        if len(largest) < LARGEST_KEPT or (-peak, trace) < (-largest[-1][1], largest[-1][0]):
+            largest.append((trace, peak))
+            largest.sort(key=lambda item: (-item[1], item[0]))
+            del largest[LARGEST_KEPT:]
 
     def add(self, item: Verdict | InputError) -> Verdict | InputError:
         """Count a verdict, or a bad line no trace claims; a violation after such a line of its file is counted
@@ -66,7 +78,7 @@ class CheckRun:
             item = undecided_by_stray_line(item, self._first_stray.get(item.failure.file))
         self.traces += 1
         self.events += item.events
-        self.candidates[item.trace] = item.max_candidates
+        self.note_candidates(item.trace, item.max_candidates)
         for error in item.input_errors:
             self._note(error)
         if item.status == CONFORMS:

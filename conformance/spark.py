@@ -84,7 +84,7 @@ from ledgerspec.conformance.reader import (
     TraceFileError,
     is_parquet,
 )
-from ledgerspec.conformance.run import CheckRun
+from ledgerspec.conformance.run import LARGEST_KEPT, CheckRun
 from ledgerspec.conformance.spark_tasks import (
     CHECKED_COLUMNS,
     LINE_COLUMNS,
@@ -701,6 +701,13 @@ def check_on_spark(
                 .select("trace", "verdict_json", "order_file", "order_line")
                 .collect()
             )
+            largest = (
+                checked.filter(F.col("trace").isNotNull())
+                .orderBy(F.desc("max_candidates"), "trace")
+                .select("trace", "max_candidates")
+                .limit(LARGEST_KEPT)
+                .collect()
+            )
         finally:
             checked.unpersist()
             if by_range is not None:
@@ -711,6 +718,7 @@ def check_on_spark(
         data = orjson.loads(row["verdict_json"])
         run.add(Verdict.from_json(data) if row["trace"] is not None else InputError.from_json(data))
     run.traces, run.events, run.conforms = totals["traces"], totals["events"], totals["conforms"]
+    run.largest_candidates = [(row["trace"], row["max_candidates"]) for row in largest]
     run.seconds = time.perf_counter() - started
     summary_uri = f"{out_dir}/summary.json"
     data = summary(run) if summary is not None else {"traces": run.traces, "events": run.events}

@@ -83,6 +83,7 @@ VERDICT_COLUMNS = pa.schema(
         pa.field("path", pa.string()),
         pa.field("bound", pa.string()),
         pa.field("input_errors", pa.string()),
+        pa.field("max_candidates", pa.int64()),
         pa.field("verdict_json", pa.string()),
     ]
 )

@@ -383,6 +383,7 @@ class Verdict:
             "path": "\n".join(f.path) if f else None,
             "bound": str(self.bound) if self.bound else None,
             "input_errors": "\n".join(map(str, self.input_errors)) or None,
+            "max_candidates": self.max_candidates,
         }
 
 

@@ -18,7 +18,8 @@ managed ledger                                      ledger), part of ``ManagedLe
                                                     when the managed ledger is opening again,
                                                     ``LedgerRollsOver`` otherwise
 the broker's client creates a cursor ledger         none: ``CursorCreatesLedger`` is hidden
-an entry is published                               ``EntryPublished``
+an entry is published                               ``EntryPublished``, observed ``published``:
+                                                    every position published so far, renamed
 the consumer acknowledges one message               ``ConsumerAcks(ledger, entry, 0)``, observed
                                                     ``acked`` and ``covered``
 the consumer acknowledges up to a position          ``ConsumerAcks`` of each message up to it not
@@ -146,7 +147,8 @@ class CursorTraceMapper:
 
     def _published(self, obs: Mapping[str, Any]) -> None:
         self.published.append(self._position(obs, obs["position"]))
-        self._emit(obs, "EntryPublished")
+        # the message ids the producer was given: they tell how many cursor ledgers took an id before each ledger
+        self._emit(obs, "EntryPublished", observed={"published": sorted(list(p) for p in self.published)})
 
     def _covered(self, obs: Mapping[str, Any]) -> list[list[int]]:
         return sorted([*self._position(obs, p), 0] for p in obs["covered"])

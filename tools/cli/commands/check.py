@@ -50,7 +50,6 @@ __all__ = ["exit_status", "register"]
 
 SHOWN_IN_FULL = 10  # violations printed with their explanation and path; the rest one line each
 PATH_TAIL = 15  # steps of the spec path printed
-CANDIDATES_SHOWN = 10  # traces named with their largest candidate set, largest first
 
 
 _DEFAULT = Bounds()
@@ -145,20 +144,15 @@ def _write_report(
 
 
 def _print_candidates(out: Console, checker: TraceChecker, run: CheckRun) -> None:
-    """In a mode that hides steps: the largest candidate set of each trace, against the bound, largest first."""
-    if not checker.mode.hidden or not run.candidates:
+    """In a mode that hides steps: the traces with the largest candidate sets, against the bound, largest first."""
+    if not checker.mode.hidden or not run.largest_candidates:
         return
-    bound = checker.bounds.max_candidates
-    ranked = sorted(run.candidates.items(), key=lambda item: (-item[1], item[0]))
-    shown = ranked[:CANDIDATES_SHOWN]
+    shown = run.largest_candidates
+    more = run.traces - len(shown)
     out.print(
-        f"\nlargest candidate set per trace (bound {bound:,}): "
+        f"\nlargest candidate set per trace (bound {checker.bounds.max_candidates:,}): "
         + ", ".join(f"{escape(trace)} {peak:,}" for trace, peak in shown)
-        + (
-            f" ... and {len(ranked) - len(shown):,} more, the smallest {ranked[-1][1]:,}"
-            if len(ranked) > len(shown)
-            else ""
-        ),
+        + (f"; {more:,} more trace(s), none larger (max_candidates in the verdict table)" if more > 0 else ""),
         highlight=False,
         soft_wrap=True,
     )
@@ -459,7 +453,7 @@ def _to_json(checkers: _Checkers, run: CheckRun) -> dict[str, Any]:
         "input_errors": [e.to_json() for e in run.input_errors],
         "coverage": None if run.coverage is None else coverage_summary(run.coverage, checker.spec, checker.mapping),
         "seconds": round(run.seconds, 3),
-        "max_candidates": run.candidates,
+        "largest_candidates": [{"trace": trace, "max_candidates": peak} for trace, peak in run.largest_candidates],
     }
 
 
