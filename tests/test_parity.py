@@ -5,18 +5,26 @@ each checked model both engines must reach the very same set of states
 (TLC's ``-dump``, parsed, against the explorer's states turned into TLA+
 values), as many as pinned; under each seeded bug both must report the same
 broken property, with counterexamples of the pinned length (both search
-breadth-first). A spec gets these tests by being in the catalogue; what is
-particular to one spec (liveness, symmetry, the larger models) is in
-``tests/test_<name>_parity.py``.
+breadth-first). Both must take the same actions. A spec gets these tests by
+being in the catalogue; what is particular to one spec (liveness, symmetry,
+the larger models) is in ``tests/test_<name>_parity.py``.
 """
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from ledgerspec.spec import catalog
 from ledgerspec.spec.models import CheckedModel, SeededBug
 from ledgerspec.tools.model_checking.explorer.explorer import Explorer
-from ledgerspec.tools.model_checking.model_check import ModelCheck, compare, run_python, run_tlc
+from ledgerspec.tools.model_checking.model_check import (
+    ActionCount,
+    EngineResult,
+    ModelCheck,
+    compare,
+    run_python,
+    run_tlc,
+)
 
 CHECKED = [(name, model) for name, entry in catalog.SPECS.items() for model in entry.models.checked]
 SEEDED = [(name, bug) for name, entry in catalog.SPECS.items() for bug in entry.models.seeded_bugs]
@@ -25,6 +33,7 @@ SEEDED = [(name, bug) for name, entry in catalog.SPECS.items() for bug in entry.
 @pytest.mark.tlc
 @pytest.mark.parametrize(("spec", "model"), CHECKED, ids=[f"{spec}-{model.name}" for spec, model in CHECKED])
 def test_same_states(spec: str, model: CheckedModel) -> None:
+    """Also the same actions taken."""
     check = ModelCheck(spec, model.constants)
     python = run_python(check, keep_states=True)
     tlc = run_tlc(check, keep_states=True)
@@ -33,8 +42,9 @@ def test_same_states(spec: str, model: CheckedModel) -> None:
     if catalog.find(spec).models.same_steps:
         assert python.states_generated == tlc.states_generated
     comparison = compare(python, tlc)
-    assert comparison.states_compared and comparison.agree, comparison.reasons
+    assert comparison.states_compared and comparison.actions_compared and comparison.agree, comparison.reasons
     assert python.states == tlc.states
+    assert tlc.unmatched_actions == ()
 
 
 @pytest.mark.tlc
@@ -77,3 +87,23 @@ def test_every_action_is_taken_in_some_model_both_engines_check(spec: str) -> No
         if taken >= wanted:
             break
     assert wanted - taken == set()
+
+
+def _result(engine: str, steps: dict[str, int], *, unmatched: tuple[str, ...] = ()) -> EngineResult:
+    actions = {name: ActionCount(count, min(count, 1)) for name, count in steps.items()}
+    return EngineResult(engine, 3, 5, 2, 0.1, (), True, actions=actions, unmatched_actions=unmatched)
+
+
+def test_engines_that_take_different_actions_disagree() -> None:
+    python = _result("python", {"Add": 2, "Crash": 1, "Lose": 0})
+    assert compare(python, _result("tlc", {"Add": 4, "Crash": 1, "Lose": 0})).agree  # as often: no matter
+    comparison = compare(
+        python, _result("tlc", {"Add": 2, "Crash": 0, "Lose": 1}, unmatched=("Next (m line 9, col 8)",))
+    )
+    assert not comparison.agree and comparison.actions_compared
+    assert comparison.reasons == (
+        "actions taken differ: only the python explorer took Crash; only TLC took Lose (TLC also counted "
+        "actions that match no single spec action: Next (m line 9, col 8))",
+    )
+    uncounted = attrs.evolve(_result("tlc", {}), actions=None)
+    assert compare(python, uncounted).agree and not compare(python, uncounted).actions_compared
