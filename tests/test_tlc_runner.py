@@ -772,3 +772,36 @@ def test_unknown_invariant_names_make_properties() -> None:
     location = _output((2110, 1, "Invariant line 9, col 10 to line 9, col 18 of module M is violated."))
     (violation,) = _parse(location).violations
     assert (violation.kind, violation.name) == ("property", None)
+
+
+_FORK_AFTER_A_RUN = """
+import gc, os, sys, time
+from pathlib import Path
+from ledgerspec.tools.model_checking.tlc.runner import run_tlc
+run_tlc(Path(sys.argv[1]), Path(sys.argv[2]))
+gc.disable()
+grown = [bytearray(1 << 20) for _ in range(100)]  # past the growth at which JPype asks the JVM to collect
+child = os.fork()
+if child == 0:
+    gc.collect()
+    os._exit(0)
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    done, status = os.waitpid(child, os.WNOHANG)
+    if done:
+        sys.exit(os.waitstatus_to_exitcode(status))
+    time.sleep(0.1)
+os.kill(child, 9)
+sys.exit("the forked process hung in its collection")
+"""
+
+
+@pytest.mark.tlc
+@needs_tlc
+def test_a_process_forked_after_a_run_collects_without_the_jvm(write_spec: SpecWriter) -> None:
+    """A pool's worker forked from a process that ran TLC has no JVM threads: its collector must not wait on
+    the JVM."""
+    code, _, stderr, _ = _run_python(
+        _FORK_AFTER_A_RUN, [str(p) for p in write_spec("Counter", COUNTER, counter_cfg("Bounded"))]
+    )
+    assert code == 0, stderr

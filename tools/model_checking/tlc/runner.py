@@ -50,6 +50,12 @@ first stops JPype's reference-queue thread: exiting with a live JVM without
 doing so crashed the interpreter ("FATAL: exception not rethrown", status
 134) in about one exit of four.
 
+A process forked from this one (a pool of workers) has none of the JVM's
+threads, so it must leave the JVM alone: JPype hooks into Python's cyclic
+collector and, once the heap has grown, asks the JVM to collect, which in
+the fork waits forever for the JVM's VM thread (a soak worker forked after a
+TLC run hung so). The fork takes JPype's hook out of its collector.
+
 TLC 2.15 silently ignores a config that assigns a value to a name the spec
 neither declares nor defines (``CONSTANT M = 3`` with no ``M``); such a config
 is reported here as a :class:`TlcSpecError` after the run, because only then
@@ -73,6 +79,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import importlib.util
 import os
@@ -417,7 +424,15 @@ def _start_tlc() -> _Tlc:
         except Exception as exc:
             raise TlcUnavailable(f"TLC could not start the JVM {jvm_path}: {exc}") from None
         _tlc = _Tlc(jpype)
+    os.register_at_fork(after_in_child=_leave_the_jvm_alone)
     return _tlc
+
+
+def _leave_the_jvm_alone() -> None:
+    """In a process just forked from this one: take JPype's hook out of Python's collector (see the module
+    docstring)."""
+    hook = getattr(importlib.import_module("_jpype"), "_collect", None)
+    gc.callbacks[:] = [callback for callback in gc.callbacks if callback != hook]
 
 
 def _at_exit() -> None:
