@@ -15,7 +15,11 @@ gets the same checks by being listed:
 - explored models: small models explored whole, also under every seeded
   bug, on whose every state a trace mapping's explanations must agree with
   the actions (an explanation names a failing guard exactly when the
-  action instance is disabled).
+  action instance is disabled);
+- presets: checked models a user runs by name (``model-check SPEC --preset
+  faults``), each small and taking every action of the spec at least once,
+  fault actions included, so that no step of the spec goes unchecked; beside
+  them ``defaults``, the spec's own defaults, which promise no such thing.
 """
 
 from __future__ import annotations
@@ -25,7 +29,10 @@ from typing import Any
 
 import attrs
 
-__all__ = ["CheckedModel", "SeededBug", "SpecModels"]
+__all__ = ["DEFAULTS", "CheckedModel", "SeededBug", "SpecModels"]
+
+#: the preset every spec has: its constants' defaults
+DEFAULTS = "defaults"
 
 
 @attrs.frozen
@@ -72,3 +79,27 @@ class SpecModels:
     explored_with_bugs: bool = True
     #: the explorer's bound on states kept for an explored model
     explored_max_states: int | None = None
+    #: checked models by the name a user runs them by, each taking every action of the spec (the parity tests
+    #: hold both engines to that); ``defaults`` is not among them, it is every spec's own
+    presets: Mapping[str, CheckedModel] = attrs.field(factory=dict)
+
+    @presets.validator
+    def _presets_are_checked(self, _attribute: attrs.Attribute[Any], presets: Mapping[str, CheckedModel]) -> None:
+        if DEFAULTS in presets:
+            raise ValueError(f"the preset {DEFAULTS!r} is every spec's defaults: name the model otherwise")
+        unchecked = [name for name, model in presets.items() if model not in self.checked]
+        if unchecked:
+            # a preset's promise (its pinned count, every action taken) holds only where the parity tests look
+            raise ValueError(f"presets {', '.join(unchecked)} must be among the checked models")
+
+    @property
+    def preset_names(self) -> tuple[str, ...]:
+        return (DEFAULTS, *self.presets)
+
+    def preset(self, name: str) -> Mapping[str, Any]:
+        """The constants of the preset ``name``; :class:`KeyError` naming the presets there are."""
+        if name == DEFAULTS:
+            return {}
+        if name not in self.presets:
+            raise KeyError(f"unknown preset {name!r}; presets: {', '.join(self.preset_names)}")
+        return self.presets[name].constants

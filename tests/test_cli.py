@@ -78,9 +78,76 @@ def test_unknown_spec(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "unknown spec 'nosuchspec'; known specs: ledger" in err
 
 
+@pytest.mark.parametrize("spec", ["ledger", "managed-ledger"])
+def test_an_unknown_preset_is_a_usage_error_that_names_the_presets(
+    capsys: pytest.CaptureFixture[str], spec: str
+) -> None:
+    code, out, err = run(capsys, "model-check", spec, "--engine", "python", "--preset", "chaos")
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "unknown preset 'chaos'; presets: defaults, faults" in " ".join(err.split())
+
+
+def test_a_preset_takes_every_action_and_a_constant_on_top_of_it_can_leave_some_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "model-check", "ledger", "--engine", "python", "--preset", "faults", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["preset"] == "faults" and data["python"]["distinct_states"] == 2_983
+    assert data["constants"]["MaxLoss"] == 1 and data["python"]["never_taken"] == []
+    assert data["python"]["actions"]["NetworkLosesMessage"]["transitions"] > 0
+    # without losses, nothing is resent: a vacuous run for those actions, pointed out
+    argv = ["model-check", "ledger", "--engine", "python", "--preset", "faults", "--const", "MaxLoss=0"]
+    code, out, _ = run(capsys, *argv)
+    text = " ".join(out.split())
+    assert code == 0 and "(preset faults)" in text and "MaxLoss=0" in text
+    assert (
+        "warning: the python explorer never took 4 of 14 actions: NetworkLosesMessage, RecovererResendsFenceRead, "
+        "RecovererResendsRead, RecovererResendsWriteBack. The run checked none of their steps" in text
+    )
+    code, out, _ = run(capsys, *argv, "--json")
+    assert json.loads(out)["python"]["never_taken"] == [
+        "NetworkLosesMessage",
+        "RecovererResendsFenceRead",
+        "RecovererResendsRead",
+        "RecovererResendsWriteBack",
+    ]
+
+
+def test_the_defaults_leave_actions_out_and_the_warning_names_the_preset_that_does_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "model-check", "autorecovery", "--engine", "python", "--preset", "defaults")
+    text = " ".join(out.split())
+    assert code == 0
+    assert (
+        "warning: the python explorer never took 2 of 12 actions: BookieLosesDisk, WorkerGivesUp. The run checked "
+        "none of their steps; --preset faults takes every action" in text
+    )
+
+
+@pytest.mark.tlc
+def test_both_engines_count_the_actions_they_take_and_agree_on_them(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "model-check", "managed-ledger", "--engine", "both", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["agree"] and data["actions_compared"]
+    assert data["python"]["never_taken"] == data["tlc"]["never_taken"] == ["ClockTicks"]
+    assert (
+        data["tlc"]["actions"]["BrokerCrashes"]["transitions"]
+        == data["python"]["actions"]["BrokerCrashes"]["transitions"]
+    )
+    code, out, _ = run(capsys, "model-check", "managed-ledger", "--engine", "both")
+    text = " ".join(out.split())
+    assert "warning: neither engine took 1 of 11 actions: ClockTicks" in text
+    assert "The engines agree: the same states, the same actions taken." in text
+    code, out, _ = run(capsys, "model-check", "managed-ledger", "--engine", "tlc", "--no-coverage", "--json")
+    assert code == 0 and "actions" not in json.loads(out)["tlc"]
+
+
 def test_specs_lists_constants(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "specs")
     assert code == 0 and "ledger" in out and "MaxEntries" in out
+    text = " ".join(out.split())
+    assert "presets (model-check --preset): defaults; faults (MaxStops=2 MaxDiskLosses=1): takes every action" in text
 
 
 def test_specs_json_gives_every_spec_and_its_constants(capsys: pytest.CaptureFixture[str]) -> None:
@@ -94,6 +161,9 @@ def test_specs_json_gives_every_spec_and_its_constants(capsys: pytest.CaptureFix
     assert max_entries["type"] == "int" and max_entries["default"] == 2 and max_entries["choices"] is None
     bug = next(c for c in ledger["constants"] if c["name"] == "Bug")
     assert bug["type"] == "str" and "none" in bug["choices"]
+    defaults, faults = ledger["presets"]
+    assert defaults == {"name": "defaults", "constants": {}}
+    assert faults["name"] == "faults" and faults["constants"]["MaxLoss"] == 1 and faults["distinct_states"] == 2_983
 
 
 @pytest.mark.parametrize("argv", [["specs", "--json"], ["mutants", "--list", "--json"]])

@@ -32,6 +32,20 @@ def test_a_complete_search_counts_the_same(spec: Spec[Any], workers: int) -> Non
         one.violations,
     )
     assert many.complete and many.collision_probability == pytest.approx(one.collision_probability)
+    assert many.actions == one.actions
+
+
+@pytest.mark.parametrize("spec", COMPLETE, ids=lambda s: s.name)
+def test_each_search_counts_the_same_steps_and_first_reached_states_per_action(spec: Spec[Any]) -> None:
+    """The one-process search of whole states, the level search and the parallel one take each action as often,
+    and each reaches the same states first: the steps add up to the states generated after the initial ones,
+    the first reached to the distinct states after them."""
+    levels = explore(spec, check_deadlock=False)
+    whole = explore(spec, check_deadlock=False, keep_states=True)
+    assert whole.actions == levels.actions and list(levels.actions) == [a.name for a in spec.actions]
+    initial = len(list(spec.init_states()))
+    assert sum(c.transitions for c in levels.actions.values()) == levels.states_generated - initial
+    assert sum(c.distinct_states for c in levels.actions.values()) == levels.distinct_states - initial
 
 
 BUGGY: list[Spec[Any]] = [

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from ledgerspec.spec.values import normalize
+from ledgerspec.tools.model_checking.tlc.coverage import spec_action_coverage
 from ledgerspec.tools.model_checking.tlc.output import (
     TlcError,
     TlcResult,
@@ -454,6 +455,68 @@ def test_log_and_dump_go_where_asked(write_spec: SpecWriter, tmp_path: Path) -> 
     assert not (Path.cwd() / "states").exists()
 
 
+# -- action coverage -------------------------------------------------------------
+
+QUEUE = """
+    EXTENDS Naturals, Sequences
+    CONSTANT N
+    VARIABLES x, q
+    Init == x = 0 /\\ q = <<>>
+    Push == x < N /\\ x' = x + 1 /\\ q' = Append(q, x)
+    Pop(i) == i = Len(q) /\\ q' = SubSeq(q, 1, i - 1) /\\ UNCHANGED x
+    Peek(i) == i = 1 /\\ x = N /\\ q' = Tail(q) /\\ UNCHANGED x
+    Reset == x > N /\\ x' = 0 /\\ UNCHANGED q  \\* never enabled; Pop(i) is named here, in a comment only
+    PopSteps == \\E i \\in 1 .. Len(q) : Pop(i)
+    Next ==
+        \\/ Push
+        \\/ PopSteps
+        \\/ \\E i \\in 1 .. Len(q) : Peek(i)
+        \\/ Reset
+"""
+
+
+@pytest.mark.tlc
+@needs_tlc
+def test_coverage_names_each_action_and_its_counts(write_spec: SpecWriter, tmp_path: Path) -> None:
+    """TLC splits Next no further than a quantifier over a set that depends on the state: the action is then
+    named after the operator it sits in (PopSteps) or its place in Next; the spec action is the one it names."""
+    result = run_tlc(*write_spec("Queue", QUEUE, "CONSTANT N = 2\nINIT Init\nNEXT Next\n"), coverage=True)
+    labels = [(c.name, c.span is not None, c.states_generated, c.distinct_states) for c in result.coverage]
+    assert labels == [("Push", False, 5, 2), ("Reset", False, 0, 0), ("PopSteps", False, 6, 3), ("Next", True, 3, 1)]
+    assert (result.distinct_states, result.states_generated) == (7, 11)  # the initial state is no action's
+    counted = spec_action_coverage(result.coverage, ["Push", "Pop", "Peek", "Reset"], [tmp_path])
+    assert counted.counts == {"Push": (5, 2), "Pop": (6, 3), "Peek": (3, 1), "Reset": (0, 0)}
+    assert counted.unmatched == ()
+    assert run_tlc(*write_spec("Queue", QUEUE, "CONSTANT N = 2\nINIT Init\nNEXT Next\n")).coverage == ()
+
+
+def test_coverage_of_an_action_that_names_no_spec_action_or_several_is_left_unmatched(
+    write_spec: SpecWriter, tmp_path: Path
+) -> None:
+    write_spec("Queue", QUEUE, "")  # Next's disjuncts on lines 12 to 15, each from column 8
+    output = "".join(
+        f"@!@!@STARTMSG {code}:0 @!@!@\n{text}\n@!@!@ENDMSG {code} @!@!@\n"
+        for code, text in [
+            (2201, "The coverage statistics at 2024-01-01 12:00:00"),
+            (2772, "<Push line 6, col 1 to line 6, col 4 of module Queue>: 2:2"),
+            (2772, "<PopSteps line 10, col 1 to line 10, col 8 of module Queue>: 3:3"),
+            (2772, "<Next line 11, col 1 to line 11, col 4 of module Queue (14 8 14 37)>: 1:4"),
+            (2772, "<Next line 11, col 1 to line 11, col 4 of module Queue (12 8 14 37)>: 0:0"),
+            (2772, "<Reset line 9, col 1 to line 9, col 5 of module Queue>: 0:0"),
+            (2202, "End of statistics."),
+        ]
+    )
+    result = parse_tlc_output(output, spec=tmp_path / "Queue.tla", cfg=tmp_path / "Queue.cfg", log_path=tmp_path)
+    assert [(c.name, c.line, c.span) for c in result.coverage][1:3] == [
+        ("PopSteps", 10, None),
+        ("Next", 11, (14, 8, 14, 37)),
+    ]
+    counted = spec_action_coverage(result.coverage, ["Push", "Pop", "Peek"], [tmp_path])
+    assert counted.counts == {"Push": (2, 2), "Pop": (3, 3), "Peek": (4, 1)}
+    # several spec actions in one part of Next; a definition that names one in a comment only
+    assert counted.unmatched == ("Next (Queue line 12, col 8)", "Reset")
+
+
 # -- several runs in one process -------------------------------------------------
 
 
@@ -709,3 +772,36 @@ def test_unknown_invariant_names_make_properties() -> None:
     location = _output((2110, 1, "Invariant line 9, col 10 to line 9, col 18 of module M is violated."))
     (violation,) = _parse(location).violations
     assert (violation.kind, violation.name) == ("property", None)
+
+
+_FORK_AFTER_A_RUN = """
+import gc, os, sys, time
+from pathlib import Path
+from ledgerspec.tools.model_checking.tlc.runner import run_tlc
+run_tlc(Path(sys.argv[1]), Path(sys.argv[2]))
+gc.disable()
+grown = [bytearray(1 << 20) for _ in range(100)]  # past the growth at which JPype asks the JVM to collect
+child = os.fork()
+if child == 0:
+    gc.collect()
+    os._exit(0)
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    done, status = os.waitpid(child, os.WNOHANG)
+    if done:
+        sys.exit(os.waitstatus_to_exitcode(status))
+    time.sleep(0.1)
+os.kill(child, 9)
+sys.exit("the forked process hung in its collection")
+"""
+
+
+@pytest.mark.tlc
+@needs_tlc
+def test_a_process_forked_after_a_run_collects_without_the_jvm(write_spec: SpecWriter) -> None:
+    """A pool's worker forked from a process that ran TLC has no JVM threads: its collector must not wait on
+    the JVM."""
+    code, _, stderr, _ = _run_python(
+        _FORK_AFTER_A_RUN, [str(p) for p in write_spec("Counter", COUNTER, counter_cfg("Bounded"))]
+    )
+    assert code == 0, stderr

@@ -6,10 +6,14 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 
 __all__ = ["MODELS"]
 
+# Every action: a disk lost, and a second stop that leaves a worker unable to finish its fragment, so that it
+# gives up (the defaults stop one bookie once and lose no disk).
+SECOND_STOP = CheckedModel({"MaxStops": 2, "MaxDiskLosses": 1}, 20_612, "a bookie stops again, or loses its disk")
+
 MODELS = SpecModels(
     checked=(
         CheckedModel({}, 404, "one bookie stops: marked, re-replicated, unmarked; or it comes back"),
-        CheckedModel({"MaxStops": 2, "MaxDiskLosses": 1}, 20_612, "a bookie stops again, or loses its disk"),
+        SECOND_STOP,
         CheckedModel(
             {"Segments": 2, "NumBookies": 5, "NumWorkers": 2}, 5_614, "two fragments, two workers and their lock"
         ),
@@ -31,4 +35,5 @@ MODELS = SpecModels(
         "stops": {"MaxStops": 2, "MaxDiskLosses": 1},
         "two-workers": {"Segments": 2, "NumBookies": 5, "NumWorkers": 2},
     },
+    presets={"faults": SECOND_STOP},
 )

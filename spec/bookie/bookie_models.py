@@ -6,11 +6,14 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 
 __all__ = ["MODELS"]
 
+# The defaults take every action already: a crash, the replay after it, a rollover and a deletion.
+CRASH = CheckedModel({}, 11_229, "crash with torn tails, replay, rollover, deletion")
+
 MODELS = SpecModels(
     checked=(
         CheckedModel({"MaxCrashes": 0}, 592, "rollover and journal deletion, no crash"),
         CheckedModel({"RecordsPerJournal": 1, "MaxCrashes": 0}, 931, "a rollover after every record"),
-        CheckedModel({}, 11_229, "crash with torn tails, replay, rollover, deletion"),
+        CRASH,
     ),
     seeded_bugs=(
         SeededBug("ack_before_fsync", "AckedEntriesSurvive", 2),
@@ -25,4 +28,5 @@ MODELS = SpecModels(
     same_steps=True,
     explored={"default": {}, "two ledgers, one record per file": {"NumLedgers": 2, "RecordsPerJournal": 1}},
     explored_max_states=15_000,
+    presets={"faults": CRASH},
 )

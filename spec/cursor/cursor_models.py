@@ -6,10 +6,13 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 
 __all__ = ["MODELS"]
 
+# Every action: beside the defaults' crash and failed writes, a cursor ledger lost (the defaults lose none).
+LOST_LEDGER = CheckedModel({"MaxEntries": 2, "MaxLedgerLoss": 1}, 10_992, "a lost cursor ledger")
+
 MODELS = SpecModels(
     checked=(
         CheckedModel({"MaxEntries": 2}, 6_350),
-        CheckedModel({"MaxEntries": 2, "MaxLedgerLoss": 1}, 10_992, "a lost cursor ledger"),
+        LOST_LEDGER,
         CheckedModel({"MaxEntries": 1, "BatchSize": 2}, 1_405, "batch acks"),
         CheckedModel(
             {"MaxEntries": 1, "MetadataMaxEntriesPerLedger": 1, "MaxLedgerLoss": 1}, 376, "cursor-ledger rollover"
@@ -23,4 +26,5 @@ MODELS = SpecModels(
         SeededBug("trim_deletes_needed_ledger", "TrimKeepsUnconsumedEntries", 5),
     ),
     explored={"loss": {"MaxEntries": 2, "MaxLedgerLoss": 1}, "batches": {"MaxEntries": 1, "BatchSize": 2}},
+    presets={"faults": LOST_LEDGER},
 )

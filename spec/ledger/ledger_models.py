@@ -6,6 +6,14 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 
 __all__ = ["MODELS"]
 
+# Every action, each fault among them: a crash and a restart, a lost message and the resends it calls for, an
+# ensemble change to the spare bookie. One copy of each entry keeps it small.
+FAULTS = CheckedModel(
+    {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 1, "MaxCrashes": 1, "MaxLoss": 1},
+    2_983,
+    "every action: a crash and a restart, a lost message and its resends, an ensemble change",
+)
+
 MODELS = SpecModels(
     checked=(
         CheckedModel({"MaxEntries": 1}, 1_898),
@@ -30,6 +38,7 @@ MODELS = SpecModels(
             2_527,
             "BP-46's fencing rule: no violation with one entry",
         ),
+        FAULTS,
     ),
     seeded_bugs=(
         SeededBug("recovery_read_no_fence", "NoAckedEntryLost", 10, {"E": 3, "Qw": 3, "Qa": 2, "MaxEntries": 1}),
@@ -50,4 +59,5 @@ MODELS = SpecModels(
         "throttle": {"MaxEntries": 2, "Throttle": 1},
     },
     explored_with_bugs=False,
+    presets={"faults": FAULTS},
 )

@@ -6,10 +6,13 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 
 __all__ = ["MODELS"]
 
+# Every action: the clock ticks only where a ledger rolls over by time, which the defaults leave off.
+ROLLOVER_BY_TIME = CheckedModel({"MaximumRolloverTime": 2, "MinimumRolloverTime": 1}, 3_918, "rollover by time")
+
 MODELS = SpecModels(
     checked=(
         CheckedModel({}, 435),
-        CheckedModel({"MaximumRolloverTime": 2, "MinimumRolloverTime": 1}, 3_918, "rollover by time"),
+        ROLLOVER_BY_TIME,
         CheckedModel(
             {"BatchSize": 2, "MaxSizePerLedger": 3, "Partitioned": True, "NumCursors": 2},
             1_381,
@@ -22,4 +25,5 @@ MODELS = SpecModels(
         SeededBug("trim_deletes_needed_ledger", "TrimKeepsUnconsumedEntries", 6),
         SeededBug("dedup_forgets_on_reopen", "DedupPersistsNoDuplicate", 8),
     ),
+    presets={"faults": ROLLOVER_BY_TIME},
 )

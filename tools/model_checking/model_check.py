@@ -4,8 +4,9 @@ Both engines get the same constants and check the same invariants and action
 properties, named in the Python spec. TLC's configuration file is written
 from them, so the two can never check different things by accident. When
 both run, they *agree* when they report the same violated properties and,
-on a complete run, the same number of distinct states, and, when states are
-compared, the very same states.
+on a complete run, the same number of distinct states, the same actions taken
+(an action neither takes is checked by neither: the run is vacuous for it),
+and, when states are compared, the very same states.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from ledgerspec.spec import catalog
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.models import CheckedModel
 from ledgerspec.spec.values import format_value, to_json
+from ledgerspec.tools.model_checking.explorer.exploration import ActionCount
 from ledgerspec.tools.model_checking.explorer.explorer import Explorer
 from ledgerspec.tools.model_checking.explorer.parallel import ParallelExplorer
 
 __all__ = [
+    "ActionCount",
     "Comparison",
     "EngineResult",
     "ModelCheck",
@@ -76,10 +79,24 @@ class EngineResult:
     log_path: Path | None = None  # TLC's output, when its work directory was kept
     collision_probability: float | None = None  # of a fingerprint collision (TLC's optimistic estimate)
     stopped: str | None = None  # why the search stopped before the end (a memory bound)
+    #: per action of the spec, in its order, how often the engine took it; None when not counted
+    actions: Mapping[str, ActionCount] | None = None
+    #: actions TLC counted that name no single action of the Python spec (their counts are in no action's)
+    unmatched_actions: tuple[str, ...] = ()
 
     @property
     def states_per_second(self) -> float:
         return self.distinct_states / self.seconds if self.seconds > 0 else float("inf")
+
+    @property
+    def taken(self) -> frozenset[str]:
+        """The actions the engine took at least once (none when it did not count them)."""
+        return frozenset(name for name, count in (self.actions or {}).items() if count.taken)
+
+    @property
+    def never_taken(self) -> tuple[str, ...]:
+        """The actions the engine never took, in the spec's order: the run checked none of their steps."""
+        return tuple(name for name, count in (self.actions or {}).items() if not count.taken)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -95,6 +112,14 @@ class EngineResult:
             data["collision_probability"] = self.collision_probability
         if self.stopped is not None:
             data["stopped"] = self.stopped
+        if self.actions is not None:
+            data["actions"] = {
+                name: {"transitions": count.transitions, "distinct_states": count.distinct_states}
+                for name, count in self.actions.items()
+            }
+            data["never_taken"] = list(self.never_taken)
+        if self.unmatched_actions:
+            data["unmatched_actions"] = list(self.unmatched_actions)
         return data
 
 
@@ -103,6 +128,7 @@ class Comparison:
     agree: bool
     reasons: tuple[str, ...]  # why they disagree; empty when they agree
     states_compared: bool
+    actions_compared: bool = False  # whether the actions each took were (both counted them, over a whole search)
 
 
 @attrs.frozen
@@ -199,6 +225,7 @@ def run_python(
         states,
         collision_probability=None if keep_states else result.collision_probability,
         stopped=result.stopped,
+        actions=result.actions,
     )
 
 
@@ -236,6 +263,7 @@ def run_tlc(
     workers: int = 1,
     work_dir: Path | None = None,
     progress: Callable[[int, int, int, int], None] | None = None,
+    coverage: bool = True,
 ) -> EngineResult:
     """Check the model with TLC, in this process through JPype.
 
@@ -243,9 +271,11 @@ def run_tlc(
     ``work_dir``, which is kept and named by the result's ``log_path``; by default they go to a
     temporary directory that is removed before this returns, whatever the outcome, and the result
     names no log. ``progress(distinct, generated, depth, queue)`` is called with TLC's counts as it reports
-    them, once a minute.
+    them, once a minute. With ``coverage`` TLC counts how often it took each action (and runs up to half as
+    slow again), read as the spec's actions (:mod:`~ledgerspec.tools.model_checking.tlc.coverage`).
     """
     from ledgerspec.tools.model_checking.tlc import runner as tlc  # JPype is loaded only when TLC runs
+    from ledgerspec.tools.model_checking.tlc.coverage import spec_action_coverage
     from ledgerspec.tools.model_checking.tlc.output import TlcSpecError
 
     entry = catalog.find(model.spec_name)
@@ -267,6 +297,7 @@ def run_tlc(
                 log_path=directory / "tlc.log",
                 library=[catalog.tla_library()],
                 progress=progress,
+                coverage=coverage,
             )
         except TlcSpecError as exc:
             if work_dir is not None:
@@ -282,7 +313,16 @@ def run_tlc(
             ) from None
         seconds = time.perf_counter() - started
         states = frozenset(_freeze(s) for s in result.states()) if keep_states else None
-    liveness = list(model.build().liveness) if model.liveness else []
+    spec = model.build()
+    liveness = list(spec.liveness) if model.liveness else []
+    actions: dict[str, ActionCount] | None = None
+    unmatched: tuple[str, ...] = ()
+    if result.coverage:
+        counted = spec_action_coverage(
+            result.coverage, [a.name for a in spec.actions], [entry.tla_path.parent, catalog.tla_library()]
+        )
+        actions = {name: ActionCount(steps, first) for name, (steps, first) in counted.counts.items()}
+        unmatched = counted.unmatched
     violations = tuple(
         ViolationReport(
             v.kind,
@@ -304,6 +344,8 @@ def run_tlc(
         states,
         result.log_path if work_dir is not None else None,
         collision_probability=result.collision_probability,
+        actions=actions,
+        unmatched_actions=unmatched,
     )
 
 
@@ -314,10 +356,13 @@ def compare(python: EngineResult, tlc: EngineResult) -> Comparison:
     tlc_names = sorted({v.invariant for v in tlc.violations})
     if py_names != tlc_names:
         reasons.append(f"violations differ: python {py_names or 'none'}, TLC {tlc_names or 'none'}")
-    compared = False
+    compared = actions_compared = False
     if not py_names and not tlc_names:
         if python.distinct_states != tlc.distinct_states:
             reasons.append(f"distinct states differ: python {python.distinct_states}, TLC {tlc.distinct_states}")
+        actions_compared = python.actions is not None and tlc.actions is not None and python.complete and tlc.complete
+        if actions_compared:
+            reasons += _actions_differ(python, tlc)
         if python.states is not None and tlc.states is not None:
             compared = True
             only_py, only_tlc = python.states - tlc.states, tlc.states - python.states
@@ -326,7 +371,24 @@ def compare(python: EngineResult, tlc: EngineResult) -> Comparison:
                     f"{len(only_py)} states only the python explorer reached, {len(only_tlc)} only TLC reached; "
                     f"for example {_example(only_py or only_tlc)}"
                 )
-    return Comparison(not reasons, tuple(reasons), compared)
+    return Comparison(not reasons, tuple(reasons), compared, actions_compared)
+
+
+def _actions_differ(python: EngineResult, tlc: EngineResult) -> list[str]:
+    """Why the sets of actions the engines took differ, if they do. (How often each took an action may differ
+    where TLC generates a step twice, and which states an action reached first depends on the order the engines
+    try the actions in.)"""
+    only_python, only_tlc = python.taken - tlc.taken, tlc.taken - python.taken
+    if not only_python and not only_tlc:
+        return []
+    order = list(python.actions or {})
+    parts = [
+        f"only {engine} took {', '.join(sorted(names, key=order.index))}"
+        for engine, names in (("the python explorer", only_python), ("TLC", only_tlc))
+        if names
+    ]
+    unmatched = f" (TLC also counted actions that match no single spec action: {', '.join(tlc.unmatched_actions)})"
+    return ["actions taken differ: " + "; ".join(parts) + (unmatched if tlc.unmatched_actions else "")]
 
 
 def _example(states: frozenset[frozenset[tuple[str, Any]]]) -> str:

@@ -6,10 +6,12 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ledgerspec.spec import catalog
+from ledgerspec.spec.models import CheckedModel
 from ledgerspec.spec.values import format_value
 from ledgerspec.tools.cli.commands.base import (
     EXIT_INCONCLUSIVE,
@@ -40,6 +42,12 @@ def register(commands: Any) -> None:
     mc = commands.add_parser("model-check", help="explore a spec with the Python explorer, TLC, or both")
     mc.add_argument("spec", help="spec name: " + ", ".join(catalog.SPECS))
     mc.add_argument("--engine", choices=("python", "tlc", "both"), default="both")
+    mc.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="start from a spec's named constants: defaults, or faults, small and taking every action of the spec "
+        "(`ledgerspec specs` lists them); --const then sets single constants on top",
+    )
     mc.add_argument("--const", action="append", default=[], metavar="NAME=VALUE", help="set a constant (repeatable)")
     mc.add_argument("--json", action="store_true", help="print one JSON object")
     mc.add_argument(
@@ -52,6 +60,12 @@ def register(commands: Any) -> None:
     mc.add_argument("--deadlock", action="store_true", help="report states with no enabled action, as TLC does")
     mc.add_argument("--liveness", action="store_true", help="also check the spec's liveness properties (TLC)")
     mc.add_argument("--no-state-compare", action="store_true", help="with both engines, compare counts only")
+    mc.add_argument(
+        "--no-coverage",
+        action="store_true",
+        help="leave out TLC's count of the actions it took, which makes it up to half as slow again (the explorer "
+        "counts them at no cost worth naming)",
+    )
     mc.add_argument(
         "--symmetry",
         action="store_true",
@@ -79,13 +93,18 @@ def register(commands: Any) -> None:
 
 def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
     try:
-        args.spec = catalog.find(args.spec).name  # (managed-ledger is managed_ledger)
+        entry = catalog.find(args.spec)
     except KeyError as exc:
         raise UsageError(str(exc.args[0])) from None
+    args.spec = entry.name  # (managed-ledger is managed_ledger)
+    try:
+        preset = entry.models.preset(args.preset) if args.preset is not None else {}
+    except KeyError as exc:
+        raise UsageError(f"spec {args.spec}: {exc.args[0]}") from None
     try:
         model = ModelCheck(
             args.spec,
-            parse_constants(args.const),
+            {**preset, **parse_constants(args.const)},
             check_deadlock=args.deadlock,
             liveness=args.liveness,
             symmetry=args.symmetry,
@@ -125,23 +144,33 @@ def _model_check(args: argparse.Namespace, out: Console, err: Console) -> int:
             )
         else:
             results["tlc"] = _tlc_with_progress(
-                model, compare_states, quiet=args.json, err=err, workers=tlc_workers, work_dir=keep_work
+                model,
+                compare_states,
+                quiet=args.json,
+                err=err,
+                workers=tlc_workers,
+                work_dir=keep_work,
+                coverage=not args.no_coverage,
             )
             if keep_work is not None and not args.json:
                 kept = "config, output and state dump" if compare_states else "config and output"
                 err.print(f"TLC's {kept} are kept in {keep_work}", highlight=False)
     comparison = compare(results["python"], results["tlc"]) if len(results) == 2 else None
     if args.json:
-        data: dict[str, Any] = {"spec": args.spec, "constants": model.build().values}
+        data: dict[str, Any] = {"spec": args.spec, "preset": args.preset, "constants": model.build().values}
         data.update({name: result.to_json() for name, result in results.items()})
         if comparison is not None:
             data["agree"] = comparison.agree
             data["states_compared"] = comparison.states_compared
+            data["actions_compared"] = comparison.actions_compared
             if comparison.reasons:
                 data["disagreements"] = list(comparison.reasons)
         print(json.dumps(data, indent=2))
     else:
-        _print_results(out, model, results, comparison)
+        _print_results(out, model, args.preset, results)
+        _print_actions(out, entry.models.presets, args.preset, results)
+        if comparison is not None:
+            _print_comparison(out, comparison)
     failed = any(r.violations for r in results.values()) or (comparison is not None and not comparison.agree)
     if failed:
         return EXIT_VIOLATION
@@ -206,7 +235,14 @@ def _with_progress(
 
 
 def _tlc_with_progress(
-    model: ModelCheck, keep_states: bool, *, quiet: bool, err: Console, workers: int, work_dir: Path | None
+    model: ModelCheck,
+    keep_states: bool,
+    *,
+    quiet: bool,
+    err: Console,
+    workers: int,
+    work_dir: Path | None,
+    coverage: bool,
 ) -> EngineResult:
     """TLC's run, with its progress: TLC reports its counts once a minute."""
     with runs_progress(err, quiet=quiet, transient=True) as progress:
@@ -220,16 +256,26 @@ def _tlc_with_progress(
             )
 
         return run_tlc(
-            model, keep_states=keep_states, workers=workers, work_dir=work_dir, progress=None if quiet else report
+            model,
+            keep_states=keep_states,
+            workers=workers,
+            work_dir=work_dir,
+            progress=None if quiet else report,
+            coverage=coverage,
         )
 
 
 def _print_results(
-    out: Console, model: ModelCheck, results: dict[str, EngineResult], comparison: Comparison | None
+    out: Console,
+    model: ModelCheck,
+    preset: str | None,
+    results: dict[str, EngineResult],
 ) -> None:
     spec = model.build()
     out.print(
-        f"[bold]{model.spec_name}[/bold] " + escape(" ".join(f"{k}={format_value(v)}" for k, v in spec.values.items()))
+        f"[bold]{model.spec_name}[/bold] "
+        + (f"(preset {escape(preset)}) " if preset is not None else "")
+        + escape(" ".join(f"{k}={format_value(v)}" for k, v in spec.values.items()))
     )
     table = Table("engine", "distinct states", "generated", "depth", "seconds", "states/s", "verdict")
     for name, r in results.items():
@@ -269,14 +315,75 @@ def _print_results(
                     if previous.get(var) != value:
                         out.print(f"       {var} = {escape(format_value(value))}", highlight=False)
                 previous = dict(step["state"])
-    if comparison is not None:
-        if comparison.agree:
-            how = "the same states" if comparison.states_compared else "the same verdicts and state counts"
-            out.print(f"\n[green]The engines agree[/green]: {how}.")
-        else:
-            out.print("\n[red]The engines disagree:[/red]")
-            for reason in comparison.reasons:
-                out.print(f"  - {reason}")
+
+
+def _print_comparison(out: Console, comparison: Comparison) -> None:
+    if comparison.agree:
+        how = "the same states" if comparison.states_compared else "the same verdicts and state counts"
+        taken = ", the same actions taken" if comparison.actions_compared else ""
+        out.print(f"\n[green]The engines agree[/green]: {how}{taken}.")
+    else:
+        out.print("\n[red]The engines disagree:[/red]")
+        for reason in comparison.reasons:
+            out.print(f"  - {reason}")
+
+
+_ENGINE_NAMES = {"python": "the python explorer", "tlc": "TLC"}
+
+
+def _print_actions(
+    out: Console, presets: Mapping[str, CheckedModel], preset: str | None, results: dict[str, EngineResult]
+) -> None:
+    """Per action, how often each engine took it; a warning for the actions never taken, whose steps the run did
+    not check at all."""
+    counted = {name: r for name, r in results.items() if r.actions is not None}
+    if not counted:
+        return
+    table = Table(
+        "action",
+        title="actions taken: steps, and states first reached",
+        caption="which states an action reaches first depends on the order an engine tries the actions in",
+        title_justify="left",
+        caption_justify="left",
+    )
+    for name in counted:
+        table.add_column(f"{name} steps", justify="right")
+        table.add_column(f"{name} new states", justify="right")
+    actions = next(iter(counted.values())).actions or {}
+    for action in actions:
+        cells = []
+        for r in counted.values():
+            count = (r.actions or {})[action]
+            if count.taken:
+                cells += [f"{count.transitions:,}", f"{count.distinct_states:,}"]
+            else:
+                cells += ["[yellow bold]never[/yellow bold]", ""]
+        table.add_row(action, *cells)
+    out.print(table)
+    for name, r in counted.items():
+        if r.unmatched_actions:
+            out.print(
+                f"{_ENGINE_NAMES[name]}: counted actions that match no single action of the spec, left out above: "
+                + escape(", ".join(r.unmatched_actions)),
+                highlight=False,
+            )
+    by_never: dict[tuple[str, ...], list[str]] = {}
+    for name, r in counted.items():
+        if r.never_taken:
+            by_never.setdefault(r.never_taken, []).append(name)
+    hint = f"; --preset {next(iter(presets))} takes every action" if presets and preset not in presets else ""
+    for never, engines in by_never.items():
+        listed = f"{len(never)} of {len(actions)} actions: {escape(', '.join(never))}"
+        if any(not results[e].complete for e in engines):  # a search cut short: no word on the model
+            who = "neither engine took" if len(engines) > 1 else f"{_ENGINE_NAMES[engines[0]]} did not take"
+            out.print(f"{who} before the search stopped {listed}", highlight=False, soft_wrap=True)
+            continue
+        who = "neither engine took" if len(engines) > 1 else f"{_ENGINE_NAMES[engines[0]]} never took"
+        out.print(
+            f"[yellow bold]warning:[/yellow bold] {who} {listed}. The run checked none of their steps{hint}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _short(value: Any) -> str:

@@ -6,14 +6,23 @@ one (:mod:`.levels`, :mod:`.parallel`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 import attrs
 from ledgerspec.spec.kernel import Spec, Step
 from ledgerspec.tools.model_checking.explorer.fingerprints import fingerprint
 
-__all__ = ["INIT", "Exploration", "ProgressCallback", "TraceStep", "Violation", "rebuild"]
+__all__ = [
+    "INIT",
+    "ActionCount",
+    "Exploration",
+    "ProgressCallback",
+    "TraceStep",
+    "Violation",
+    "action_counts",
+    "rebuild",
+]
 
 S = TypeVar("S")
 
@@ -39,6 +48,18 @@ class Violation(Generic[S]):
 
 
 @attrs.frozen
+class ActionCount:
+    """How much of a search one action made: an action it never took leaves its steps unchecked."""
+
+    transitions: int  # steps it took, to states new or already seen
+    distinct_states: int  # states it reached first
+
+    @property
+    def taken(self) -> bool:
+        return self.transitions > 0
+
+
+@attrs.frozen
 class Exploration(Generic[S]):
     """What a run found, and how much work it took."""
 
@@ -53,6 +74,8 @@ class Exploration(Generic[S]):
     states: tuple[S, ...] | None = None
     collision_probability: float = 0.0  # TLC's optimistic estimate; 0 when whole states were kept
     stopped: str | None = None  # why the search stopped before the end, when a bound stopped it
+    #: per action of the spec, in the spec's order, how often the search took it
+    actions: Mapping[str, ActionCount] = attrs.field(factory=dict)
 
     @property
     def states_per_second(self) -> float:
@@ -60,6 +83,11 @@ class Exploration(Generic[S]):
 
 
 ProgressCallback = Callable[[int, int, int, int], None]
+
+
+def action_counts(transitions: Mapping[str, int], first_reached: Mapping[str, int]) -> dict[str, ActionCount]:
+    """Per action, in the order of ``transitions``: the steps it took and the states it reached first."""
+    return {name: ActionCount(count, first_reached.get(name, 0)) for name, count in transitions.items()}
 
 
 def rebuild(spec: Spec[S], fps: list[int], view: Callable[[S], Any] | None) -> tuple[TraceStep[S], ...]:

@@ -16,7 +16,9 @@ return them. It checks, as TLC does:
 - deadlock: a reachable state with no enabled action, unless switched off;
 - the first violation ends the run, unless ``stop_at_first`` is false.
 
-It also records which ``reachable`` predicates were witnessed.
+It also records which ``reachable`` predicates were witnessed, and how often each action was taken: the
+steps it took and the states it reached first, as TLC's coverage counts them, so that a run in which some
+action never fires shows as such.
 """
 
 from __future__ import annotations
@@ -30,15 +32,17 @@ from typing import Any, Generic, TypeVar
 from ledgerspec.spec.kernel import Spec, Step
 from ledgerspec.tools.model_checking.explorer.exploration import (
     INIT,
+    ActionCount,
     Exploration,
     ProgressCallback,
     TraceStep,
     Violation,
+    action_counts,
 )
 from ledgerspec.tools.model_checking.explorer.frontier import resident_bytes
 from ledgerspec.tools.model_checking.explorer.levels import InProcess, LevelSearch, LevelWorker, spill_threshold
 
-__all__ = ["Exploration", "Explorer", "TraceStep", "Violation", "explore", "resident_bytes"]
+__all__ = ["ActionCount", "Exploration", "Explorer", "TraceStep", "Violation", "explore", "resident_bytes"]
 
 S = TypeVar("S")
 
@@ -119,6 +123,8 @@ class Explorer(Generic[S]):
         violations: list[Violation[S]] = []
         reached: set[str] = set()
         pending_reach = list(spec.reachables)
+        transitions: dict[str, int] = dict.fromkeys((a.name for a in spec.actions), 0)
+        first_reached = dict(transitions)
         generated = 0
         depth = 0
         started = time.perf_counter()
@@ -164,6 +170,7 @@ class Explorer(Generic[S]):
             for act, args, nxt in spec.successors(state):
                 enabled = True
                 generated += 1
+                transitions[act.name] += 1
                 for prop in actions_props:
                     message = prop.fn(spec, state, nxt)
                     if message is not None:
@@ -175,6 +182,7 @@ class Explorer(Generic[S]):
                 key = view(nxt) if view else nxt
                 if not remember(key, at, spec.step(act, args), nxt):
                     continue
+                first_reached[act.name] += 1
                 queue.append((nxt, key, level + 1))
                 if check_state(nxt, key) and stop():
                     break
@@ -206,6 +214,7 @@ class Explorer(Generic[S]):
             complete=complete,
             states=tuple(state for _, _, state in parent.values()),
             stopped=stopped,
+            actions=action_counts(transitions, first_reached),
         )
 
     def spill_threshold(self, processes: int) -> int | None:

@@ -39,7 +39,13 @@ import itertools
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ledgerspec.tools.model_checking.explorer.exploration import Exploration, TraceStep, Violation, rebuild
+from ledgerspec.tools.model_checking.explorer.exploration import (
+    Exploration,
+    TraceStep,
+    Violation,
+    action_counts,
+    rebuild,
+)
 from ledgerspec.tools.model_checking.explorer.fingerprints import (
     NO_RECORD,
     NOT_NEW,
@@ -137,6 +143,10 @@ class LevelWorker:
         self._expanded = 0  # how many of the level's states were expanded
         self._met: set[int] = set()  # fingerprints met this level: a later one is no new state, whoever decides
         self._kept: list[Any] = []  # the successors not decided yet that may be new, from position _decided on
+        self._kept_by: list[str] = []  # the action that reached each of them
+        # per action: the steps it took, and the states it reached first, in this worker
+        self._transitions: dict[str, int] = dict.fromkeys((a.name for a in self.spec.actions), 0)
+        self._first_reached: dict[str, int] = dict.fromkeys(self._transitions, 0)
         self._decided = 0  # candidates of this level the search has decided
         self._pending = list(self.spec.reachables)
         self._ahead: list[Expansion] = []  # expanded while waiting for the search, not reported yet
@@ -190,12 +200,13 @@ class LevelWorker:
         candidates: list[Candidate] = []
         violations: list[tuple[int, int, str, str]] = []  # (parent record, successor index, name, message)
         deadlocks: list[int] = []
-        kept, met = self._kept, self._met
+        kept, kept_by, met, transitions = self._kept, self._kept_by, self._met, self._transitions
         generated, last = 0, -1
         for state, record in itertools.islice(self._unexpanded, count):
             last = record
             index = -1
-            for index, (_act, _args, nxt) in enumerate(spec.successors(state)):
+            for index, (act, _args, nxt) in enumerate(spec.successors(state)):
+                transitions[act.name] += 1
                 for prop in properties:
                     message = prop.fn(spec, state, nxt)
                     if message is not None:
@@ -206,6 +217,7 @@ class LevelWorker:
                     continue
                 met.add(fp)
                 kept.append(nxt)
+                kept_by.append(act.name)
                 candidates.append((record, index, fp))
             generated += index + 1
             if index < 0:
@@ -217,9 +229,12 @@ class LevelWorker:
     def accept(self, news: list[tuple[int, int]], decided: int) -> Checked:
         """The search's answer for the candidates up to position ``decided`` (counted from the level's first):
         (candidate position, new record) of those that are new states. The others are dropped."""
-        kept, base = self._kept, self._decided
+        kept, kept_by, base = self._kept, self._kept_by, self._decided
         items = [(kept[position - base], record) for position, record in news]
+        for position, _record in news:
+            self._first_reached[kept_by[position - base]] += 1
         del kept[: decided - base]
+        del kept_by[: decided - base]
         self._decided = decided
         self.next.extend(items)
         return self._check(items)
@@ -236,7 +251,7 @@ class LevelWorker:
         """Expand the level from its first state (after it changed, before any of it was expanded)."""
         self._unexpanded = iter(self.level)
         self._expanded = 0
-        self._kept, self._decided = [], 0
+        self._kept, self._kept_by, self._decided = [], [], 0
         self._ahead, self._ahead_states, self._ahead_limit = [], 0, 0
 
     def give(self, count: int) -> list[tuple[bytes, int]]:
@@ -254,6 +269,10 @@ class LevelWorker:
 
     def spilled(self) -> int:
         return self.level.spilled + self.next.spilled
+
+    def action_counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Per action: the steps this worker took with it, and the states it reached first."""
+        return self._transitions, self._first_reached
 
     def close(self) -> None:
         self.level.close()
@@ -458,6 +477,11 @@ class LevelSearch:
                     break
         if violations and stop_at_first:
             complete = False
+        transitions: collections.Counter[str] = collections.Counter()
+        first_reached: collections.Counter[str] = collections.Counter()
+        for worker_transitions, worker_first_reached in self._all("action_counts"):
+            transitions.update(worker_transitions)
+            first_reached.update(worker_first_reached)
         self._all("close")
         return Exploration(
             spec_name=spec.name,
@@ -470,6 +494,7 @@ class LevelSearch:
             complete=complete,
             collision_probability=collision_probability(len(store), generated),
             stopped=stopped,
+            actions=action_counts({a.name: transitions[a.name] for a in spec.actions}, first_reached),
         )
 
     def _in_order(self, events: list[tuple[tuple[int, int, int], Violation[Any]]]) -> list[Violation[Any]]:

@@ -21,6 +21,7 @@ import attrs
 from ledgerspec.tools.model_checking.tlc.tla_parse import parse_dump, parse_state
 
 __all__ = [
+    "TlcActionCoverage",
     "TlcError",
     "TlcResult",
     "TlcSpecError",
@@ -101,6 +102,30 @@ class TlcViolation:
 
 
 @attrs.frozen
+class TlcActionCoverage:
+    """One action as TLC's coverage report (``-coverage``) counts it.
+
+    TLC splits Next into actions at its disjunctions and its existential quantifiers over constant sets, and
+    names each after the innermost operator whose body it is part of; when the action is only a part of that
+    body (a quantifier over a set that depends on the state, a disjunct written in place), TLC also gives the
+    place of that part, ``span``.
+    """
+
+    name: str
+    module: str
+    line: int  # where the operator is defined
+    span: tuple[int, int, int, int] | None  # (line, column, line, column) of the action within the body
+    distinct_states: int  # states the action reached first
+    states_generated: int  # steps it took
+
+    @property
+    def label(self) -> str:
+        """TLC's name for the action, with the place of its part when it is one."""
+        where = f" ({self.module} line {self.span[0]}, col {self.span[1]})" if self.span is not None else ""
+        return self.name + where
+
+
+@attrs.frozen
 class TlcResult:
     """What one TLC run reported.
 
@@ -121,6 +146,8 @@ class TlcResult:
     warnings: tuple[str, ...] = ()
     #: TLC's optimistic estimate of the probability of a fingerprint collision, when it printed one
     collision_probability: float | None = None
+    #: the actions of TLC's last coverage report, in its order; empty when TLC ran without coverage
+    coverage: tuple[TlcActionCoverage, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -158,6 +185,8 @@ _STUTTERING = 2218
 _SANY_START = 2220
 _SANY_END = 2219
 _COUNTER_EXAMPLE = 2264
+_COVERAGE_START = 2201
+_COVERAGE_NEXT = 2772
 _PARSING_FAILED = (3002, 2171)
 
 # Message classes of tlc2.output.MP.
@@ -179,6 +208,12 @@ _VIOLATION_NAME_RE = {
     _INVARIANT_VIOLATED: re.compile(r"Invariant (.+?) is violated\."),
     _ACTION_PROPERTY_VIOLATED: re.compile(r"Action property (.+?) is violated\."),
 }
+# "<ProducerSends line 141, col 1 to line 141, col 16 of module managed_ledger>: 10:113", and for a part of an
+# operator's body "<Next line 285, col 1 to line 285, col 4 of module managed_ledger (290 8 290 52)>: 47:63".
+_COVERAGE_NEXT_RE = re.compile(
+    r"<(?P<name>\S+) line (?P<line>\d+), col \d+ to line \d+, col \d+ of module (?P<module>\S+)"
+    r"(?: \((?P<span>\d+ \d+ \d+ \d+)\))?>: (?P<distinct>[\d,]+):(?P<generated>[\d,]+)"
+)
 _SANY_PROGRESS_RE = re.compile(r"^(?:Parsing file .*|Semantic processing of module .*)\n?", re.MULTILINE)
 
 
@@ -300,6 +335,7 @@ def parse_tlc_output(
     distinct = generated = 0
     depth: int | None = None
     have_stats = False
+    coverage: list[TlcActionCoverage] = []
 
     def finish() -> None:
         nonlocal current
@@ -351,6 +387,13 @@ def parse_tlc_output(
             if m is not None:
                 generated, distinct = _count(m.group(1)), _count(m.group(2))
                 have_stats = True
+        elif code == _COVERAGE_START:  # TLC reports coverage now and then, and as it ends: keep the last
+            finish()
+            coverage = []
+        elif code == _COVERAGE_NEXT:
+            counted = _COVERAGE_NEXT_RE.fullmatch(text.strip())
+            if counted is not None:
+                coverage.append(_action_coverage(counted))
         elif code == _SEARCH_DEPTH:
             m = _DEPTH_RE.search(text)
             if m is not None:
@@ -389,6 +432,22 @@ def parse_tlc_output(
         dump_path=dump_path,
         warnings=tuple(warnings),
         collision_probability=float(collision.group(1)) if (collision := _COLLISION_RE.search(output)) else None,
+        coverage=tuple(coverage),
+    )
+
+
+def _action_coverage(counted: re.Match[str]) -> TlcActionCoverage:
+    span = None
+    if counted["span"]:
+        first_line, first_col, last_line, last_col = (int(n) for n in counted["span"].split())
+        span = (first_line, first_col, last_line, last_col)
+    return TlcActionCoverage(
+        counted["name"],
+        counted["module"],
+        int(counted["line"]),
+        span,
+        _count(counted["distinct"]),
+        _count(counted["generated"]),
     )
 
 
