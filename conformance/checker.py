@@ -536,8 +536,9 @@ class TraceChecker:
         event does, fewest hidden steps first.
 
         A hidden step is tried before the event only where it matters there: it enables the event,
-        or it does not commute with it (:meth:`_commutes`). One that commutes can as well be taken
-        after the event, and the search will consider it there, before the next event. Where the event
+        it does not commute with it (:meth:`_commutes`), or it disables it (a later hidden step may
+        enable it again). One that commutes can as well be taken after the event, and the search will
+        consider it there, before the next event. Where the event
         is disabled, every hidden path up to ``max_hidden_steps`` is tried, since the steps that enable
         it may need one another (a restart, then a loss).
         """
@@ -563,7 +564,7 @@ class TraceChecker:
                     # One that commutes with the event is left for after it. One after which the event is
                     # disabled is followed further: a later hidden step may enable it again (the create and the
                     # switch of a cursor ledger before a close that neither allows alone).
-                    if not every_path and after_ways and before_ways and self._commutes(step, before_ways, after_ways):
+                    if not every_path and after_ways and self._commutes(step, before_ways, after_ways):
                         continue
                     if len(visited) >= most:
                         return  # as the breadth-first search, never more than max_candidates at once
