@@ -19,7 +19,7 @@ no recovery and no reordering, so that its writer keeps adding through ensemble 
 - bookie: seeded random runs of one bookie with power losses, process
   crashes and restarts, and the scripted crash-check workloads once;
 - cursor: runs with crashes at every persistence step, failed BookKeeper
-  calls and lost cursor ledgers; long runs with and without batches checked
+  calls, failed cursor-znode writes and lost cursor ledgers; long runs with and without batches checked
   in full observation, and short runs checked in both modes (client mode
   hides every persistence step, and the search for them on long runs
   reaches the checker's bounds);

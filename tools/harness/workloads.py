@@ -308,7 +308,7 @@ CURSOR_WORKLOAD = CursorWorkload(
     steps=120,
     seed=1,
     doc="a topic and its durable cursor on a broker crashing at each persistence step, with failed BookKeeper "
-    "calls and lost cursor ledgers",
+    "calls, failed writes of the cursor's znode and lost cursor ledgers",
 )
 
 #: One closed ledger under autorecovery, checked against the autorecovery spec.
