@@ -123,6 +123,13 @@ class CursorRefinementMachine(RuleBasedStateMachine):
         self.run.fail_next(call)
         note(f"the next BookKeeper {call[:-1]} fails")
 
+    @precondition(lambda self: self.active() and self.run.store.faults.writes == 0)
+    @rule()
+    def fail_next_znode_write(self) -> None:
+        """The next znode write naming a new cursor ledger, or standing in for a failed BookKeeper call, fails."""
+        self.run.fail_next("znode_writes")
+        note("the next cursor-znode write fails")
+
     @rule()
     def lose_cursor_ledger(self) -> None:
         note(f"cursor ledger lost: {self.run.lose_cursor_ledger()}")
@@ -173,6 +180,14 @@ MUTANT_ROADS: dict[str, tuple[Callable[[CursorRun], object], str]] = {
         "CursorRecovers",
     ),
     "trim_deletes_needed_ledger": (lambda run: (run.publish(), run.publish(), run.trim()), "TrimConsumedLedgers"),
+    "failed_switch_keeps_new_ledger": (
+        lambda run: (_publish_and_ack(run, 0), run.fail_next("znode_writes"), run.flush()),
+        "CursorLedgerSwitchFails",
+    ),
+    "failed_znode_write_counted_persisted": (
+        lambda run: (_publish_and_ack(run, 0), run.fail_next("creates"), run.fail_next("znode_writes"), run.flush()),
+        "CursorZnodeWriteFails",
+    ),
 }
 
 

@@ -16,6 +16,7 @@ from ledgerspec.reference.managed_ledger import (
     ManagedLedgerError,
     ManagedLedgerStore,
     StoredStateError,
+    ZnodeFaults,
 )
 from ledgerspec.reference.metadata import EmbeddedMetadataStore, LedgerMetadataStore
 from ledgerspec.reference.metadata.managed_ledger_format import decode_managed_cursor_info
@@ -38,7 +39,8 @@ class Broker:
         self.cluster = InProcessCluster(str(root), bookies=2, sync_to_disk=False)
         self.metadata = EmbeddedMetadataStore()
         self.ledgers = LedgerMetadataStore(self.metadata)
-        self.store = ManagedLedgerStore(self.metadata)
+        self.znode_faults = ZnodeFaults()
+        self.store = ManagedLedgerStore(self.metadata, self.znode_faults)
         self.config = config
         self.faults = faults or BookKeeperFaults()
         self.clock = Clock()
@@ -174,6 +176,53 @@ def test_a_mutant_without_the_fallback_loses_the_mark_delete(tmp_path: Path) -> 
     cursor.flush()
     assert broker.cursor_znode("sub") == (-1, "0:-1")
     assert broker.open().cursors["sub"].mark_delete == (0, -1)
+
+
+def test_a_failed_switch_deletes_the_new_ledger_and_keeps_the_state_unpersisted(tmp_path: Path) -> None:
+    broker = Broker(tmp_path, _config())
+    ml = broker.open()
+    cursor = ml.open_cursor("sub", earliest=True)
+    cursor.ack(ml.add_entry(b"m"))
+    broker.znode_faults.writes = 1
+    cursor.flush()  # ledger 0 is the data ledger; the switch to cursor ledger 1 fails
+    assert ml.log.actions()[-2:] == ["CursorCreatesLedger", "CursorLedgerSwitchFails"]
+    assert (cursor.status, cursor.ledger_id, cursor.dirty) == ("NoLedger", -1, True)
+    assert broker.cursor_znode("sub") == (-1, "0:-1") and not broker.metadata.exists(broker.ledgers.path(1))
+    cursor.flush()  # the next flush persists the state in a new cursor ledger
+    assert (cursor.status, cursor.ledger_id, cursor.dirty) == ("Open", 2, False)
+    assert broker.cursor_znode("sub") == (2, "0:0")
+
+
+def test_a_failed_znode_fallback_fails_the_mark_delete(tmp_path: Path) -> None:
+    faults = BookKeeperFaults(creates=1)
+    broker = Broker(tmp_path, _config(), faults)
+    ml = broker.open()
+    cursor = ml.open_cursor("sub", earliest=True)
+    cursor.ack(ml.add_entry(b"m"))
+    broker.znode_faults.writes = 1
+    cursor.flush()
+    assert ml.log.actions()[-1] == "CursorZnodeWriteFails"
+    assert (cursor.status, cursor.dirty, faults.failed, broker.znode_faults.failed) == ("NoLedger", True, 1, 1)
+    assert broker.cursor_znode("sub") == (-1, "0:-1")  # the znode keeps what it held
+    assert broker.open().cursors["sub"].mark_delete == (0, -1)  # a crash now: the ack comes again
+
+
+def test_a_failed_znode_fallback_after_a_failed_append_leaves_the_ledger_named(tmp_path: Path) -> None:
+    faults = BookKeeperFaults()
+    broker = Broker(tmp_path, _config(), faults)
+    ml = broker.open()
+    cursor = ml.open_cursor("sub", earliest=True)
+    first, second = ml.add_entry(b"m"), ml.add_entry(b"m")
+    cursor.ack(first)
+    cursor.flush()
+    held = cursor.ledger_id
+    cursor.ack(second)
+    faults.appends, broker.znode_faults.writes = 1, 1
+    cursor.flush()
+    assert ml.log.actions()[-1] == "CursorZnodeWriteFails"
+    assert (cursor.status, cursor.ledger_id, cursor.dirty) == ("NoLedger", held, True)
+    assert broker.cursor_znode("sub") == (held, "0:0")
+    assert broker.open().cursors["sub"].mark_delete == (0, 0)  # from the ledger's last record: 0:1 comes again
 
 
 def test_deleting_a_cursor_removes_its_znode_and_ledger(tmp_path: Path) -> None:

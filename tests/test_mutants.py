@@ -55,6 +55,8 @@ PROMISES: dict[str, set[str]] = {
     "no_store_fallback": set(),
     "restore_skips_unacked": {"CursorSkipsNoUnackedMessage", "TrimKeepsUnconsumedEntries"},
     "trim_deletes_needed_ledger": {"TrimKeepsUnconsumedEntries", "CursorSkipsNoUnackedMessage"},
+    "failed_switch_keeps_new_ledger": set(),
+    "failed_znode_write_counted_persisted": set(),
     "marks_nothing": {"LostBookiesMarked"},
     "metadata_before_copy": {"MetadataNamesOnlyHolders"},
 }

@@ -41,7 +41,12 @@ from ledgerspec.reference.managed_ledger.managed_ledger import (
     ManagedLedgerConfig,
     ManagedLedgerError,
 )
-from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore, StoredStateError
+from ledgerspec.reference.managed_ledger.meta_store import (
+    ManagedLedgerStore,
+    MetaStoreError,
+    StoredStateError,
+    ZnodeFaults,
+)
 from ledgerspec.reference.managed_ledger.refinement import CursorRefinement
 from ledgerspec.reference.managed_ledger.run import SUBSCRIPTION, TOPIC, BrokerCrashed, CursorRun, RunConfig
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
@@ -67,6 +72,8 @@ __all__ = [
     "ManagedLedgerError",
     "ManagedLedgerLog",
     "ManagedLedgerStore",
+    "MetaStoreError",
     "RunConfig",
     "StoredStateError",
+    "ZnodeFaults",
 ]

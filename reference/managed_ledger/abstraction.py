@@ -18,9 +18,9 @@ spec variables           read from
 ``status`` ...           the cursor's memory (``ManagedCursor``); while the
 ``dirty``                broker is down, or before the cursor is restored,
                          ``Uninitialized`` and empty
-``crashes``, ``faults``  the run's counts: crashes, BookKeeper calls failed on
-``lost``, ``acked``      purpose, cursor ledgers lost; what the consumer
-                         acknowledged
+``crashes``, ``faults``  the run's counts: crashes, BookKeeper calls and
+``lost``, ``acked``      cursor-znode writes failed on purpose, cursor ledgers
+                         lost; what the consumer acknowledged
 ``durable``              a history variable of the spec: taken from the spec's
                          state (nothing in the engine holds it)
 =======================  ======================================================
@@ -91,7 +91,7 @@ class CursorAbstraction:
             else NO_LEDGER_ID,
             retired=frozenset(cursor.retired) if cursor is not None else frozenset(),
             dirty=cursor.dirty if cursor is not None else False,
-            faults=run.faults.failed,
+            faults=run.failed_writes,
             lost=run.losses,
             acked=frozenset(run.acked),
             durable=durable,

@@ -19,7 +19,10 @@ crash point                        the step that follows
 
 A failed BookKeeper call and the znode write that stands in for it are one
 step (``CursorLedgerCreationFails``, ``CursorLedgerWriteFails``): the spec
-has no state between them.
+has no state between them. When that znode write fails as well, the step is
+``CursorZnodeWriteFails``; when the znode write naming a new cursor ledger
+fails, ``CursorLedgerSwitchFails``. Either way the mark-delete fails: the
+state stays in memory, dirty, and the flush stops there.
 
 The state a persist writes is a :class:`~.snapshot.CursorSnapshot`; in the
 cursor ledger as a ``PositionInfo`` record, in the znode as
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from ledgerspec.reference.ledger import LedgerHandle
 from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperError, NoSuchLedgerError
+from ledgerspec.reference.managed_ledger.meta_store import MetaStoreError
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
 from ledgerspec.spec.positions import Position, next_position
 
@@ -161,11 +165,10 @@ class ManagedCursor:
         self._require_active("flush")
         while self.dirty:
             if self.status == CursorStatus.NO_LEDGER:
-                if not self._create_ledger():
+                if not self._create_ledger() or not self._switch_ledger():
                     return
-                self._switch_ledger()
-            else:
-                self._append()
+            elif not self._append():
+                return
 
     def _create_ledger(self) -> bool:
         """createNewMetadataLedger: a new ledger whose first record is the state; on failure, the znode."""
@@ -180,8 +183,9 @@ class ManagedCursor:
         except BookKeeperError:
             if handle is not None:
                 bk.delete(handle.ledger_id)
-            if self.ml.config.mutant != "no_store_fallback":  # MUTANT: the mark-delete is reported done, not stored
-                self._write_znode(NO_LEDGER_ID, snapshot)
+            skips_store = self.ml.config.mutant == "no_store_fallback"  # MUTANT: reported done, not stored
+            if not skips_store and not self._fall_back_to_znode(snapshot):
+                return False
             self.dirty = False
             self.ml.log.emit("CursorLedgerCreationFails")
             return False
@@ -191,31 +195,51 @@ class ManagedCursor:
         self.ml.log.emit("CursorCreatesLedger")
         return True
 
-    def _switch_ledger(self) -> None:
-        """switchToNewLedger: the znode names the new ledger, with the mark-delete only; the old one goes."""
+    def _switch_ledger(self) -> bool:
+        """switchToNewLedger: the znode names the new ledger, with the mark-delete only; the old one goes.
+
+        When the znode write fails, the new ledger is deleted and the cursor keeps the one it held, NoLedger,
+        with its state unpersisted (createNewMetadataLedger's operationFailed fails the pending mark-deletes on
+        a MetaStoreException; ManagedCursorImpl, Pulsar 4.0.7). Whether the switch was made.
+        """
         new = self.switching_to
         assert new is not None
         self.ml.crash_point("cursor-ledger-switch")
-        self._write_znode(new.ledger_id, CursorSnapshot(self.switching_mark))
+        try:
+            self._write_znode(new.ledger_id, CursorSnapshot(self.switching_mark), injectable=True)
+        except MetaStoreError:
+            self.switching_to = None
+            if self.ml.config.mutant == "failed_switch_keeps_new_ledger":  # MUTANT: the new ledger is kept
+                self.ledger, self.ledger_id, self.records = new, new.ledger_id, 1
+                self.status = CursorStatus.OPEN
+            else:
+                self.ml.bookkeeper.delete(new.ledger_id)
+                self.status = CursorStatus.NO_LEDGER
+            self.dirty = True
+            self.ml.log.emit("CursorLedgerSwitchFails")
+            return False
         old = self._retire()
         self.ledger, self.ledger_id, self.records, self.switching_to = new, new.ledger_id, 1, None
         self.status = CursorStatus.OPEN
         self.ml.log.emit("CursorSwitchesLedger")
         self._delete_retired(old)
+        return True
 
-    def _append(self) -> None:
-        """persistPositionToLedger; a failed append writes the znode instead (persistPositionToMetaStore)."""
+    def _append(self) -> bool:
+        """persistPositionToLedger; a failed append writes the znode instead (persistPositionToMetaStore).
+        Whether the state is persisted (False: the znode write failed too)."""
         bk, snapshot, handle = self.ml.bookkeeper, self.snapshot(), self.ledger
         assert handle is not None
         self.ml.crash_point("cursor-ledger-append")
         try:
             bk.append(handle, self.ml.store.encode_position_info(snapshot), "cursor")
         except BookKeeperError:
-            self._write_znode(NO_LEDGER_ID, snapshot)
+            if not self._fall_back_to_znode(snapshot):
+                return False
             self.status = CursorStatus.NO_LEDGER
             self.dirty = False
             self.ml.log.emit("CursorLedgerWriteFails")
-            return
+            return True
         self.records += 1
         # shouldCloseLedger (ManagedCursorImpl, Pulsar 4.0.7): the ledger's LAC (records - 1) reached the limit.
         full = self.records - 1 >= self.ml.config.metadata_max_entries_per_ledger
@@ -223,6 +247,22 @@ class ManagedCursor:
             self.status = CursorStatus.NO_LEDGER
         self.dirty = full
         self.ml.log.emit("CursorPersistsToLedger")
+        return True
+
+    def _fall_back_to_znode(self, snapshot: CursorSnapshot) -> bool:
+        """persistPositionToMetaStore: the state to the znode with cursorsLedgerId = -1, after a failed
+        BookKeeper call. When that write fails too, the mark-delete fails (internalMarkDelete's operationFailed
+        sets isDirty; ManagedCursorImpl, Pulsar 4.0.7): the cursor is NoLedger, its state unpersisted. Whether
+        the znode was written."""
+        try:
+            self._write_znode(NO_LEDGER_ID, snapshot, injectable=True)
+        except MetaStoreError:
+            self.status = CursorStatus.NO_LEDGER
+            if self.ml.config.mutant == "failed_znode_write_counted_persisted":  # MUTANT: taken for persisted
+                self.dirty = False
+            self.ml.log.emit("CursorZnodeWriteFails")
+            return False
+        return True
 
     def _retire(self) -> int:
         """The cursor ledger held, now to be deleted (or -1)."""
@@ -239,9 +279,9 @@ class ManagedCursor:
         self.retired.discard(ledger_id)
         self.ml.log.emit("CursorDeletesOldLedger", ledger_id)
 
-    def _write_znode(self, cursors_ledger_id: int, snapshot: CursorSnapshot) -> None:
+    def _write_znode(self, cursors_ledger_id: int, snapshot: CursorSnapshot, *, injectable: bool = False) -> None:
         self.znode_version = self.ml.store.write_cursor(
-            self.ml.name, self.name, cursors_ledger_id, snapshot, self.znode_version
+            self.ml.name, self.name, cursors_ledger_id, snapshot, self.znode_version, injectable=injectable
         )
 
     def close(self) -> None:

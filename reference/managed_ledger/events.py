@@ -5,7 +5,8 @@ The managed ledger and its cursors report their own steps as they take them
 ``ManagedLedgerOpens``, ``TrimConsumedLedgers``; ``ConsumerAcks(l, e, i)``,
 ``CursorCreatesLedger``, ``CursorSwitchesLedger``,
 ``CursorLedgerCreationFails``, ``CursorPersistsToLedger``,
-``CursorLedgerWriteFails``, ``CursorDeletesOldLedger(l)``, ``CursorCloses``,
+``CursorLedgerWriteFails``, ``CursorLedgerSwitchFails``,
+``CursorZnodeWriteFails``, ``CursorDeletesOldLedger(l)``, ``CursorCloses``,
 ``CursorRecovers``, ``CursorSkipsConsumedLedger``. Whoever drives the broker
 logs what happens to it from outside: ``BrokerCrashes`` and
 ``CursorLedgerLost(l)``. Events are :class:`~ledgerspec.reference.ledger.EngineEvent`

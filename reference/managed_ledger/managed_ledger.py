@@ -56,6 +56,14 @@ MUTANTS = {
     ),
     "restore_skips_unacked": "the restore moves the mark-delete past the gaps to the last individually acked entry",
     "trim_deletes_needed_ledger": "trimming also deletes the ledger the slowest cursor's mark-delete points into",
+    "failed_switch_keeps_new_ledger": (
+        "when the znode write naming a new cursor ledger fails, the cursor writes on to that ledger instead of "
+        "deleting it"
+    ),
+    "failed_znode_write_counted_persisted": (
+        "when the znode write standing in for a failed BookKeeper call fails too, the cursor counts its state as "
+        "persisted"
+    ),
 }
 
 

@@ -11,12 +11,19 @@ Pulsar's ``MetaStoreImpl`` does.
 
 The cursor ledger's records (``PositionInfo``) are encoded here too, so that
 the bytes of a cursor's state have one home.
+
+:class:`ZnodeFaults` fails cursor-znode writes on purpose, as a metadata store
+that does not answer: only the writes the caller marks ``injectable`` (the
+cursor's switch to a new ledger and its fallback after a failed BookKeeper
+call, the two whose failure the cursor spec models), with
+:class:`MetaStoreError`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import attrs
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
 from ledgerspec.reference.metadata import ANY_VERSION, MetadataStore, NodeExistsError, NoNodeError
 from ledgerspec.reference.metadata.managed_ledger_format import (
@@ -35,7 +42,7 @@ from ledgerspec.reference.metadata.managed_ledger_format import (
 from ledgerspec.reference.metadata.managed_ledger_format import Position as WirePosition
 from ledgerspec.reference.metadata.managed_ledger_paths import cursor_path, managed_ledger_path
 
-__all__ = ["ManagedLedgerStore", "StoredLedger", "StoredStateError"]
+__all__ = ["ManagedLedgerStore", "MetaStoreError", "StoredLedger", "StoredStateError", "ZnodeFaults"]
 
 StoredLedger = LedgerInfo
 
@@ -44,11 +51,31 @@ class StoredStateError(Exception):
     """A znode or a cursor-ledger record that does not decode: the message names the path or the record."""
 
 
+class MetaStoreError(Exception):
+    """A write to the metadata store failed (Pulsar's ``MetaStoreException``)."""
+
+
+@attrs.define
+class ZnodeFaults:
+    """Cursor-znode writes to fail on purpose: the next ``writes`` injectable ones."""
+
+    writes: int = 0
+    failed: int = 0  # writes failed on purpose so far
+
+    def take(self) -> bool:
+        if self.writes > 0:
+            self.writes -= 1
+            self.failed += 1
+            return True
+        return False
+
+
 class ManagedLedgerStore:
     """Managed ledgers and their cursors in a metadata store (see the module docstring)."""
 
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(self, store: MetadataStore, faults: ZnodeFaults | None = None) -> None:
         self.store = store
+        self.faults = faults or ZnodeFaults()
 
     # -- the ledger list -------------------------------------------------------------
     def read_ledgers(self, name: str) -> tuple[list[LedgerInfo], int] | None:
@@ -104,10 +131,19 @@ class ManagedLedgerStore:
         return info.cursors_ledger_id, snapshot, node.stat.version
 
     def write_cursor(
-        self, name: str, cursor: str, cursors_ledger_id: int, snapshot: CursorSnapshot, version: int
+        self,
+        name: str,
+        cursor: str,
+        cursors_ledger_id: int,
+        snapshot: CursorSnapshot,
+        version: int,
+        *,
+        injectable: bool = False,
     ) -> int:
-        """Compare-and-set the cursor's znode; the new version."""
+        """Compare-and-set the cursor's znode; the new version. ``injectable``: a write the faults may fail."""
         path = cursor_path(name, cursor)
+        if injectable and self.faults.take():
+            raise MetaStoreError(f"writing {path} failed: the metadata store did not answer (injected)")
         return self.store.set(path, self._cursor_info(cursors_ledger_id, snapshot), version=version).version
 
     @staticmethod

@@ -19,7 +19,9 @@ call                       steps (the cursor spec's actions)
 ``close_cursor()``         ``CursorCloses``, ``CursorDeletesOldLedger``
 ``crash()``                ``BrokerCrashes``: the broker's memory is dropped
 ``restart()``              ``ManagedLedgerOpens``, ``CursorRecovers``
-``fail_next(call)``        the next BookKeeper ``creates`` or ``appends`` fails
+``fail_next(call)``        the next BookKeeper ``creates`` or ``appends`` fails,
+                           or (``znode_writes``) the next cursor-znode write
+                           of a switch or a fallback
 ``lose_cursor_ledger()``   ``CursorLedgerLost``: the ledger the znode names is
                            gone from BookKeeper
 =========================  ===================================================
@@ -99,7 +101,7 @@ SPEC_CONSTANTS = ConstantsTable(
     }
 )
 UNBOUNDED = 1_000_000  # a bound of the spec that no run reaches
-#: The cursor spec's bounds on what a run does: entries, crashes, failed BookKeeper calls, lost cursor ledgers.
+#: The cursor spec's bounds on what a run does: entries, crashes, failed writes, lost cursor ledgers.
 UNBOUNDED_BOUNDS = {
     "MaxEntries": UNBOUNDED,
     "MaxCrashes": UNBOUNDED,
@@ -182,6 +184,7 @@ class CursorRun(BrokerHarness):
         self.ml = None
         self.crash_at = None
         self.faults.creates = self.faults.appends = 0  # failures meant for this broker's calls
+        self.store.faults.writes = 0
         self.crashes += 1
         self.log.emit("BrokerCrashes")
 
@@ -231,8 +234,18 @@ class CursorRun(BrokerHarness):
 
     # -- faults ----------------------------------------------------------------------
     def fail_next(self, call: str) -> None:
-        """The next BookKeeper ledger creation (``creates``) or add (``appends``) fails."""
+        """The next BookKeeper ledger creation (``creates``) or add (``appends``) fails, or the next write of the
+        cursor's znode that names a new cursor ledger or stands in for a failed BookKeeper call
+        (``znode_writes``)."""
+        if call == "znode_writes":
+            self.store.faults.writes += 1
+            return
         setattr(self.faults, call, getattr(self.faults, call) + 1)
+
+    @property
+    def failed_writes(self) -> int:
+        """The writes failed on purpose so far, to BookKeeper and to the cursor's znode (the spec's ``faults``)."""
+        return self.faults.failed + self.store.faults.failed
 
     def lose_cursor_ledger(self) -> int | None:
         """BookKeeper loses the cursor ledger the znode names, if it still has it; its id."""

@@ -3,7 +3,8 @@
 :func:`random_steps` drives a :class:`~.run.CursorRun` by a seeded
 ``random.Random``: publishes, acknowledgements of random messages, flushes,
 trims, now and then a close, a crash (also armed at a persistence step), a
-failed BookKeeper call or a lost cursor ledger, and a restart after every
+failed BookKeeper call, a failed write of the cursor's znode (or both) or a
+lost cursor ledger, and a restart after every
 crash. The same seed gives the same run on every machine.
 
 :class:`CursorTraceRecorder` turns each event the run logs into one line of
@@ -98,7 +99,14 @@ def random_steps(run: CursorRun, rng: random.Random, steps: int, *, max_entries:
         elif choice < 0.95:
             run.crash_at = rng.choice(CRASH_POINTS)
         elif choice < 0.98:
-            run.fail_next("appends" if cursor.status == CursorStatus.OPEN and rng.random() < 0.5 else "creates")
+            kind = rng.random()
+            if kind < 0.4:  # a BookKeeper call
+                run.fail_next("appends" if cursor.status == CursorStatus.OPEN and rng.random() < 0.5 else "creates")
+            elif kind < 0.75:  # the next BookKeeper call of the cursor, and the znode write standing in for it
+                run.fail_next("appends" if cursor.status == CursorStatus.OPEN else "creates")
+                run.fail_next("znode_writes")
+            else:  # a znode write: a switch to a new cursor ledger, or a fallback
+                run.fail_next("znode_writes")
         else:
             run.lose_cursor_ledger()
 

@@ -47,9 +47,16 @@ seed 003):
   one), then the reset of a cursor that consumed its ledger to
   ``(next ledger, -1)`` and the trimming of consumed ledgers
   (``maybeUpdateCursorBeforeTrimmingConsumedLedger``, ``internalTrimLedgers``);
-- faults of the environment: a failed write to BookKeeper (``MaxFaults``) and
-  the loss of a cursor ledger (``MaxLedgerLoss``), the case the rollback is
-  for.
+- a failed write of the znode while the broker keeps running: the write that
+  names a new cursor ledger (``switchToNewLedger``: the new ledger is deleted,
+  the cursor keeps the one it held, and the pending mark-deletes fail), and
+  the fallback write after a failed creation or append
+  (``persistPositionToMetaStore``: the mark-delete fails). Either way the
+  znode keeps what it held and the state stays in memory, to be persisted
+  again;
+- faults of the environment: a failed write to BookKeeper or to the znode
+  (``MaxFaults``, each failed call one fault) and the loss of a cursor ledger
+  (``MaxLedgerLoss``), the case the rollback is for.
 
 ``acked`` (what the consumer acknowledged) and ``durable`` (the acknowledgements
 a completed persist covers) are history variables: no process reads them;
@@ -68,8 +75,12 @@ What is left out, and why that is sound here:
   gives up their durability past the cap) and closes that write the ranges to
   the cursor ledger because there are too many for the znode;
 - the znode's version check (one broker owns the topic);
-- a failure to write the znode itself: the mark-delete then fails and stays
-  in memory only, which the crash step already covers.
+- a failed znode write of a close (``persistPositionWhenClosing``: the close
+  fails and the cursor stays in state Closing, taking no further step) and of
+  the restore's rollback: neither changes a store, and what follows is a
+  broker stop, which the crash step covers;
+- a new cursor ledger's deletion after a failed switch failing: the ledger is
+  then left over, named by nothing, as after a crash before the switch.
 
 Divergence from Pulsar, on purpose: Pulsar writes the state to the znode after
 a failed cursor-ledger creation only when no message follows the mark-delete
@@ -160,7 +171,7 @@ class CursorState:
     retired: frozenset[int]  # old cursor ledgers to delete
     dirty: bool  # acknowledgements in memory that no persist covers yet
     # -- the environment
-    faults: int  # failed writes to BookKeeper so far (at most MaxFaults)
+    faults: int  # failed writes to BookKeeper and to the znode so far (at most MaxFaults)
     lost: int  # cursor ledgers lost so far (at most MaxLedgerLoss)
     # -- history
     acked: frozenset[Message]  # every message the consumer acknowledged
@@ -198,7 +209,11 @@ class CursorSpec(Spec[CursorState]):
             "MetadataMaxEntriesPerLedger", 2, "the cursor ledger's LAC at which it is replaced (one record more)"
         ),
         int_constant("MaxCrashes", 1, "broker crashes in all"),
-        int_constant("MaxFaults", 1, "failed writes to BookKeeper (cursor ledger creations and appends)"),
+        int_constant(
+            "MaxFaults",
+            1,
+            "failed writes: BookKeeper's (cursor ledger creations and appends) and the metadata store's (the znode)",
+        ),
         int_constant("MaxLedgerLoss", 0, "cursor ledgers lost (unreadable) in all"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
     )
@@ -414,6 +429,43 @@ class CursorSpec(Spec[CursorState]):
             faults=faults,
             durable=s.durable | self.cursor_covers(s),
         )
+
+    @action()
+    def CursorLedgerSwitchFails(self, s: CursorState) -> CursorState | None:
+        """ManagedCursorImpl.switchToNewLedger (Pulsar 4.0.7): the metadata-store write that names the new ledger
+        fails. The new ledger is deleted (deleteLedgerAsync), the cursor keeps the ledger it held, and
+        createNewMetadataLedger's operationFailed, seeing a MetaStoreException, sets NoLedger and fails the
+        pending mark-deletes: the state stays in memory only, to persist again (isDirty)."""
+        if s.status != SWITCHING or s.faults >= self.MaxFaults:
+            return None
+        return evolve(
+            s,
+            cursor_ledgers=tuple(x for x in s.cursor_ledgers if x[0] != s.switching_to),
+            status=NO_LEDGER,
+            switching_to=NONE,
+            dirty=True,
+            faults=s.faults + 1,
+        )
+
+    def znode_write_failure_cost(self, s: CursorState) -> int:
+        """The failed writes of a persist whose fallback to the znode fails: the BookKeeper call (none when the
+        cursor ledger is gone, which fails every append by itself) and the metadata-store write."""
+        gone = s.status == OPEN and self.records_of(s, s.cursor_ledger) is None
+        return 1 if gone else 2
+
+    @action()
+    def CursorZnodeWriteFails(self, s: CursorState) -> CursorState | None:
+        """ManagedCursorImpl.persistPositionToMetaStore (Pulsar 4.0.7): the cursor ledger cannot be created
+        (internalMarkDelete in NoLedger) or an append to it fails (persistPositionToLedger), and the fallback
+        write of the state to the znode fails too. The mark-delete fails (internalMarkDelete's operationFailed:
+        isDirty = true, persistentMarkDeletePosition unchanged): the znode keeps what it held, the state stays
+        in memory only, and the cursor is NoLedger."""
+        if s.status not in (NO_LEDGER, OPEN) or not s.dirty:
+            return None
+        cost = self.znode_write_failure_cost(s)
+        if s.faults + cost > self.MaxFaults:
+            return None
+        return evolve(s, status=NO_LEDGER, faults=s.faults + cost)
 
     @action(_retired)
     def CursorDeletesOldLedger(self, s: CursorState, ledger: int) -> CursorState | None:

@@ -15,7 +15,9 @@
 (* cursorsLedgerId = -1 when it has no ledger, cannot create one, cannot   *)
 (* append to it, or closes; the broker crashes and the cursor is restored  *)
 (* from the znode, from its ledger's last record, or rolled back when that *)
-(* ledger is gone; consumed ledgers are skipped over and trimmed.          *)
+(* ledger is gone; consumed ledgers are skipped over and trimmed.  A znode *)
+(* write that fails (the switch to a new cursor ledger, or the fallback)   *)
+(* fails the mark-delete: the state stays in memory, to persist again.     *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets, positions
 
@@ -25,7 +27,7 @@ CONSTANTS
     BatchSize,                    \* messages in an entry
     MetadataMaxEntriesPerLedger,  \* the cursor ledger's LAC at which it is replaced
     MaxCrashes,                   \* broker crashes in all
-    MaxFaults,                    \* failed writes to BookKeeper (ledger creations and appends)
+    MaxFaults,                    \* failed writes to BookKeeper (ledger creations, appends) and the znode
     MaxLedgerLoss,                \* cursor ledgers lost (unreadable) in all
     Bug                           \* "none" or a seeded bug, as in cursor.py's BUGS
 
@@ -53,7 +55,7 @@ VARIABLES
     retired,         \* old cursor ledgers to delete
     dirty,           \* acknowledgements in memory that no persist covers yet
     \* -- the environment
-    faults,          \* failed writes to BookKeeper so far
+    faults,          \* failed writes to BookKeeper and the znode so far
     lost,            \* cursor ledgers lost so far
     \* -- history (no process reads them; the invariants do)
     acked,           \* every message the consumer acknowledged: <<ledger, entry, batch index>>
@@ -259,6 +261,45 @@ CursorLedgerWriteFails ==
     /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, mark_delete, ranges, batch,
                    cursor_ledger, switching_to, retired, lost, acked>>
 
+(* ManagedCursorImpl.switchToNewLedger (Pulsar 4.0.7): the metadata-store *)
+(* write that names the new ledger fails.  The new ledger is deleted       *)
+(* (deleteLedgerAsync), the cursor keeps the ledger it held, and           *)
+(* createNewMetadataLedger's operationFailed, seeing a MetaStoreException, *)
+(* sets NoLedger and fails the pending mark-deletes: the state stays in    *)
+(* memory only, to persist again (isDirty).                                *)
+CursorLedgerSwitchFails ==
+    /\ status = SwitchingLedger
+    /\ faults < MaxFaults
+    /\ cursor_ledgers' = WithoutCursorLedger(switching_to)
+    /\ status' = NoLedger
+    /\ switching_to' = None
+    /\ dirty' = TRUE
+    /\ faults' = faults + 1
+    /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, mark_delete, ranges, batch,
+                   cursor_ledger, retired, lost, acked, durable>>
+
+(* The failed writes of a persist whose fallback to the znode fails: the   *)
+(* BookKeeper call (none when the cursor ledger is gone, which fails every *)
+(* append by itself) and the metadata-store write.                         *)
+ZnodeWriteFailureCost == IF status = Open /\ ~HasCursorLedger(cursor_ledger) THEN 1 ELSE 2
+
+(* ManagedCursorImpl.persistPositionToMetaStore (Pulsar 4.0.7): the cursor *)
+(* ledger cannot be created (internalMarkDelete in NoLedger) or an append  *)
+(* to it fails (persistPositionToLedger), and the fallback write of the    *)
+(* state to the znode fails too.  The mark-delete fails (the callback's   *)
+(* operationFailed in internalMarkDelete: isDirty = true, and              *)
+(* persistentMarkDeletePosition kept):                                     *)
+(* the znode keeps what it held, the state stays in memory only, and the   *)
+(* cursor is NoLedger.                                                     *)
+CursorZnodeWriteFails ==
+    /\ status \in {NoLedger, Open}
+    /\ dirty
+    /\ faults + ZnodeWriteFailureCost <= MaxFaults
+    /\ status' = NoLedger
+    /\ faults' = faults + ZnodeWriteFailureCost
+    /\ UNCHANGED <<store_vars, broker_up, crashes, mark_delete, ranges, batch, cursor_ledger, switching_to,
+                   retired, dirty, lost, acked, durable>>
+
 \* A cursor ledger no longer named by the znode is deleted.
 CursorDeletesOldLedger(l) ==
     /\ broker_up
@@ -387,6 +428,8 @@ Next ==
     \/ CursorLedgerCreationFails
     \/ CursorPersistsToLedger
     \/ CursorLedgerWriteFails
+    \/ CursorLedgerSwitchFails
+    \/ CursorZnodeWriteFails
     \/ \E l \in retired : CursorDeletesOldLedger(l)
     \/ CursorCloses
     \/ BrokerCrashes

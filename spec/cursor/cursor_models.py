@@ -7,16 +7,17 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 __all__ = ["MODELS"]
 
 # Every action: beside the defaults' crash and failed writes, a cursor ledger lost (the defaults lose none).
-LOST_LEDGER = CheckedModel({"MaxEntries": 2, "MaxLedgerLoss": 1}, 10_992, "a lost cursor ledger")
+LOST_LEDGER = CheckedModel({"MaxEntries": 2, "MaxLedgerLoss": 1}, 28_067, "a lost cursor ledger")
 
 MODELS = SpecModels(
     checked=(
-        CheckedModel({"MaxEntries": 2}, 6_350),
+        CheckedModel({"MaxEntries": 2}, 13_884),
         LOST_LEDGER,
-        CheckedModel({"MaxEntries": 1, "BatchSize": 2}, 1_405, "batch acks"),
+        CheckedModel({"MaxEntries": 1, "BatchSize": 2}, 2_911, "batch acks"),
         CheckedModel(
-            {"MaxEntries": 1, "MetadataMaxEntriesPerLedger": 1, "MaxLedgerLoss": 1}, 376, "cursor-ledger rollover"
+            {"MaxEntries": 1, "MetadataMaxEntriesPerLedger": 1, "MaxLedgerLoss": 1}, 938, "cursor-ledger rollover"
         ),
+        CheckedModel({"MaxEntries": 1, "MaxFaults": 2}, 896, "a failed BookKeeper write and its znode fallback too"),
     ),
     # Each breaks the invariant that names it, with the same shortest counterexample in both engines.
     seeded_bugs=(
@@ -25,6 +26,10 @@ MODELS = SpecModels(
         SeededBug("restore_skips_unacked", "CursorSkipsNoUnackedMessage", 8),
         SeededBug("trim_deletes_needed_ledger", "TrimKeepsUnconsumedEntries", 5),
     ),
-    explored={"loss": {"MaxEntries": 2, "MaxLedgerLoss": 1}, "batches": {"MaxEntries": 1, "BatchSize": 2}},
+    explored={
+        "loss": {"MaxEntries": 2, "MaxLedgerLoss": 1},
+        "batches": {"MaxEntries": 1, "BatchSize": 2},
+        "faults": {"MaxEntries": 1, "MaxFaults": 2},
+    },
     presets={"faults": LOST_LEDGER},
 )

@@ -21,7 +21,7 @@ Two observation modes:
     reopening, the cursor's restore and close. Hidden, so allowed between
     two logged events: every step of the cursor's persistence (creating,
     switching and deleting cursor ledgers, appends, the fallbacks to the
-    znode), the loss of a cursor ledger, and the skip and trim of consumed
+    znode, the failed znode writes), the loss of a cursor ledger, and the skip and trim of consumed
     ledgers. Observable: the broker being up, its crashes, what the
     consumer acknowledged, whether the cursor is active, and the projections
     ``covered``, the messages the cursor will not deliver again, and
@@ -127,6 +127,8 @@ _INSIDE = (
     "CursorLedgerCreationFails",
     "CursorPersistsToLedger",
     "CursorLedgerWriteFails",
+    "CursorLedgerSwitchFails",
+    "CursorZnodeWriteFails",
     "CursorDeletesOldLedger",
     "CursorSkipsConsumedLedger",
     "TrimConsumedLedgers",
@@ -223,9 +225,10 @@ def _explain_switch(spec: CursorSpec, s: CursorState) -> str | None:
     return _need(s, SWITCHING, "no new cursor ledger waits to be named in the znode", dirty=False)
 
 
-def _faults(spec: CursorSpec, s: CursorState) -> str | None:
-    if s.faults >= spec.MaxFaults:
-        return f"{s.faults} BookKeeper calls have failed; MaxFaults is {spec.MaxFaults}"
+def _faults(spec: CursorSpec, s: CursorState, cost: int = 1) -> str | None:
+    if s.faults + cost > spec.MaxFaults:
+        more = "" if cost == 1 else f" and this step fails {cost} more"
+        return f"{s.faults} writes have failed{more}; MaxFaults is {spec.MaxFaults}"
     return None
 
 
@@ -245,6 +248,18 @@ def _explain_write_fails(spec: CursorSpec, s: CursorState) -> str | None:
     if why := _need(s, OPEN, "only an append to an open cursor ledger can fail"):
         return why
     return None if spec.records_of(s, s.cursor_ledger) is None else _faults(spec, s)
+
+
+def _explain_switch_fails(spec: CursorSpec, s: CursorState) -> str | None:
+    return _explain_switch(spec, s) or _faults(spec, s)
+
+
+def _explain_znode_write_fails(spec: CursorSpec, s: CursorState) -> str | None:
+    if s.status not in (NO_LEDGER, OPEN):
+        return f"the cursor is {s.status}: the znode stands in for a cursor ledger only from {NO_LEDGER} or {OPEN}"
+    if not s.dirty:
+        return "every acknowledgement is persisted already: nothing to write"
+    return _faults(spec, s, spec.znode_write_failure_cost(s))
 
 
 def _explain_delete(spec: CursorSpec, s: CursorState, ledger: int) -> str | None:
@@ -318,6 +333,8 @@ EXPLAIN: dict[str, Explanation] = {
     "CursorLedgerCreationFails": _explain_creation_fails,
     "CursorPersistsToLedger": _explain_persist,
     "CursorLedgerWriteFails": _explain_write_fails,
+    "CursorLedgerSwitchFails": _explain_switch_fails,
+    "CursorZnodeWriteFails": _explain_znode_write_fails,
     "CursorDeletesOldLedger": _explain_delete,
     "CursorCloses": _explain_close,
     "BrokerCrashes": _explain_crash,

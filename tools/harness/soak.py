@@ -19,9 +19,9 @@ no recovery and no reordering, so that its writer keeps adding through ensemble 
 - bookie: seeded random runs of one bookie with power losses, process
   crashes and restarts, and the scripted crash-check workloads once;
 - cursor: runs with crashes at every persistence step, failed BookKeeper
-  calls and lost cursor ledgers; long runs checked in both modes (client
-  mode hides every persistence step), long runs with batches in full
-  observation, and short runs in both;
+  calls, failed cursor-znode writes and lost cursor ledgers; long runs
+  checked in both modes (client mode hides every persistence step), long
+  runs with batches in full observation, and short runs in both;
 - autorecovery: the mutation score's configuration.
 
 A :class:`SoakProfile` says how many traces each spec and mode gets at least,

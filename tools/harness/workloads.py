@@ -307,7 +307,8 @@ CURSOR_WORKLOAD = CursorWorkload(
     seed=1,
     modes=MODES,
     doc="a topic and its durable cursor on a broker crashing at each persistence step, with failed BookKeeper "
-    "calls and lost cursor ledgers; checked in full observation and as its producer and consumer see it",
+    "calls, failed writes of the cursor's znode and lost cursor ledgers; checked in full observation and as its "
+    "producer and consumer see it",
 )
 
 #: One closed ledger under autorecovery, checked against the autorecovery spec.

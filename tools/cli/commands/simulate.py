@@ -10,8 +10,8 @@ the correct engine conforming, and a mutant's (``--mutant``) violating.
 
 ``managed-ledger``: each run is a topic and its durable cursor on a broker
 that crashes (also at each persistence step of the cursor) and restarts,
-with failed BookKeeper calls and lost cursor ledgers
-(:mod:`ledgerspec.reference.managed_ledger.simulation`), checked against the
+with failed BookKeeper calls, failed cursor-znode writes and lost cursor
+ledgers (:mod:`ledgerspec.reference.managed_ledger.simulation`), checked against the
 cursor spec (``--spec cursor``). Its sizes are the cursor spec's constants
 ``MaxEntriesPerLedger``, ``MetadataMaxEntriesPerLedger`` and ``BatchSize``;
 its mutants the managed ledger's.
