@@ -87,13 +87,15 @@ from ledgerspec.conformance.verdict import (
     Verdict,
 )
 from ledgerspec.spec.codecs import Codec, CodecError, canonical_bytes
-from ledgerspec.spec.kernel import Action, Spec
+from ledgerspec.spec.kernel import Action, Spec, evolve
 from ledgerspec.spec.tracing import INIT, NEXT, ObservationMode, TraceMapping, mapping_for
 
 __all__ = ["Bounds", "TraceChecker", "check_trace"]
 
 _SORT = orjson.OPT_SORT_KEYS
 _UNSEEN = object()
+_NEVER = float("inf")  # a budget no state spends: a class not met yet
+_EXAMINED_PER_EVENT = 1_000  # the depth-first search's allowance of states per event, beyond max_candidates
 REPLAY, DEPTH_FIRST, BREADTH_FIRST = "replay", "depth-first", "breadth-first"  # Verdict.search
 
 
@@ -197,8 +199,11 @@ class TraceChecker:
         self._broken: dict[Any, str | None] = {}
         # state -> its class under the mode's quotient (states no event of the mode tells apart); the search keeps
         # one candidate per class. Without a quotient a state is its own class.
+        # States that differ only in the budget the mode's ``spent`` names share a class too, and the search keeps
+        # the one that spent least: it can take every step the others take.
         self._classes: dict[Any, Any] = {}
         self._quotient = self.mode.quotient
+        self._spent_name = self.mode.spent
         self._inits: tuple[Any, ...] = ()
         self._tally = Tally(spec, self.mapping, SERIAL) if coverage else None
         self._emptied = False  # the caches were emptied during this trace
@@ -236,13 +241,24 @@ class TraceChecker:
         return found
 
     def _class(self, state: Any) -> Any:
-        """The key the search files an (interned) state under: its class under the mode's quotient."""
-        if self._quotient is None:
+        """The key the search files an (interned) state under: its class under the mode's quotient, the budget
+        it spent set aside."""
+        if self._quotient is None and self._spent_name is None:
             return state
         found = self._classes.get(state)
         if found is None:
-            found = self._classes[state] = self._quotient(self.spec, state)
+            kept = state if self._spent_name is None else evolve(state, **{self._spent_name: 0})
+            found = self._classes[state] = kept if self._quotient is None else self._quotient(self.spec, kept)
         return found
+
+    def _spent(self, state: Any) -> int:
+        """The budget a state spent (``ObservationMode.spent``); 0 in a mode that names none."""
+        return 0 if self._spent_name is None else int(getattr(state, self._spent_name))
+
+    def _files(self, candidates: Mapping[Any, Node], key: Any, state: Any) -> bool:
+        """Is ``state`` kept under ``key``: no candidate is there yet, or the one there spent more."""
+        there = candidates.get(key)
+        return there is None or self._spent(state) < self._spent(there.state)
 
     @staticmethod
     def _by_state(candidates: Mapping[Any, Node]) -> dict[Any, Node]:
@@ -475,7 +491,7 @@ class TraceChecker:
                 for node in closure.values():
                     for action, args, nxt, _, _, serial in self._ways(node.state, ev):
                         k = key(nxt)
-                        if k not in new:
+                        if self._files(new, k, nxt):
                             new[k] = Node(node, action, args, nxt, serial)
             except _BadValueError as exc:
                 witness = shortest(closure)
@@ -499,7 +515,8 @@ class TraceChecker:
         (:meth:`_ways_from`), each followed as far as it matches. A (state, index) pair from which no
         way leads to the end is remembered and never tried again, so no pair is expanded twice. The
         search gives up, for the breadth-first one, after examining ``max_candidates`` states beyond
-        a hundred per event: a trace that violates the spec would otherwise be searched twice over.
+        a thousand per event, a small share of the states the breadth-first search may hold
+        (``max_candidates`` after each event): a trace that violates the spec is searched twice over.
         """
         n = len(events)
         try:
@@ -510,8 +527,11 @@ class TraceChecker:
             return None
         if start == n:
             return _Outcome(n, peak=len(roots), witness=shortest(roots), search=DEPTH_FIRST)
-        budget = _Budget(self.bounds.max_candidates + 100 * n)
-        dead: set[tuple[Any, int]] = set()
+        budget = _Budget(self.bounds.max_candidates + _EXAMINED_PER_EVENT * n)
+        # (class, index) -> the least budget spent by a state of the class found dead there: one that spent as much
+        # or more is dead too, since the one that spent less takes every step it takes.
+        dead: dict[tuple[Any, int], int] = {}
+        spent = self._spent
         try:
             for root in roots.values():
                 stack = [(root, self._ways_from(root, events[start], budget))]
@@ -520,11 +540,12 @@ class TraceChecker:
                     i = start + len(stack) - 1
                     nxt = next(ways, None)
                     if nxt is None:
-                        dead.add((self._class(node.state), i))
+                        here = (self._class(node.state), i)
+                        dead[here] = min(dead.get(here, spent(node.state)), spent(node.state))
                         stack.pop()
                     elif i + 1 == n:
                         return _Outcome(n, peak=budget.peak, witness=nxt, search=DEPTH_FIRST)
-                    elif (self._class(nxt.state), i + 1) not in dead:
+                    elif spent(nxt.state) < dead.get((self._class(nxt.state), i + 1), _NEVER):
                         stack.append((nxt, self._ways_from(nxt, events[i + 1], budget)))
         except (_BadValueError, _OverBudgetError):
             pass  # the breadth-first search reports bad values, and decides
@@ -533,48 +554,70 @@ class TraceChecker:
     def _ways_from(self, node: Node, ev: Event, budget: _Budget) -> Iterator[Node]:
         """The behaviours that extend ``node`` by the event, each ending in a distinct state: first
         those with no hidden step before the event, then those whose hidden steps change what the
-        event does, fewest hidden steps first.
+        event does, fewest hidden steps first, and last every other one within ``max_hidden_steps``.
 
-        A hidden step is tried before the event only where it matters there: it enables the event,
+        A hidden step is tried first only where it matters before the event: it enables the event,
         it does not commute with it (:meth:`_commutes`), or it disables it (a later hidden step may
         enable it again). One that commutes can as well be taken after the event, and the search will
-        consider it there, before the next event. Where the event
-        is disabled, every hidden path up to ``max_hidden_steps`` is tried, since the steps that enable
-        it may need one another (a restart, then a loss).
+        consider it there, before the next event. That misses a pair whose first step commutes with
+        the event and whose second does not (the skip of a consumed ledger, then the trim it allows,
+        before an acknowledgement that would have trimmed more): when every way tried so far failed,
+        the hidden paths through commuting steps are followed too. Where the event is disabled, every
+        hidden path is tried at once, since the steps that enable it may need one another (a restart,
+        then a loss).
         """
-        state, key = node.state, self._class
+        state, key, spent = node.state, self._class, self._spent
         direct = self._ways(state, ev)
-        reached = set()
+        reached: dict[Any, int] = {}  # class -> the least budget spent by a state of it yielded
+
+        def first(way: Transition) -> bool:
+            k, cost = key(way[2]), spent(way[2])
+            if cost >= reached.get(k, _NEVER):
+                return False
+            reached[k] = cost
+            return True
+
         for way in direct:
-            if key(way[2]) not in reached:
-                reached.add(key(way[2]))
+            if first(way):
                 yield Node(node, way[0], way[1], way[2], way[5])
-        every_path = not direct
+        prune = bool(direct)
+        for extended, way in self._hidden_paths(node, ev, budget, direct, prune=prune):
+            if first(way):
+                yield extended
+        if prune:
+            for extended, way in self._hidden_paths(node, ev, budget, direct, prune=False):
+                if first(way):
+                    yield extended
+
+    def _hidden_paths(
+        self, node: Node, ev: Event, budget: _Budget, direct: Sequence[Transition], *, prune: bool
+    ) -> Iterator[tuple[Node, Transition]]:
+        """The event taken after hidden paths from ``node``, fewest hidden steps first, as (behaviour, way);
+        with ``prune``, no path through a hidden step that commutes with the event (:meth:`_ways_from`)."""
+        state, key, spent = node.state, self._class, self._spent
         most = self.bounds.max_candidates
-        visited = {key(state)}
+        visited = {key(state): spent(state)}
         layer = [(state, node, direct)]
         for _ in range(self.bounds.max_hidden_steps):
             deeper = []
             for before, before_node, before_ways in layer:
                 for step in self._hidden_steps(before):
                     after = step[2]
-                    if key(after) in visited:
+                    if spent(after) >= visited.get(key(after), _NEVER):
                         continue
                     after_ways = self._ways(after, ev)
                     # One that commutes with the event is left for after it. One after which the event is
                     # disabled is followed further: a later hidden step may enable it again (the create and the
                     # switch of a cursor ledger before a close that neither allows alone).
-                    if not every_path and after_ways and self._commutes(step, before_ways, after_ways):
+                    if prune and after_ways and self._commutes(step, before_ways, after_ways):
                         continue
                     if len(visited) >= most:
                         return  # as the breadth-first search, never more than max_candidates at once
-                    visited.add(key(after))
+                    visited[key(after)] = spent(after)
                     budget.spend(len(visited))
                     after_node = Node(before_node, step[0], step[1], after, step[3], hidden=True)
                     for way in after_ways:
-                        if key(way[2]) not in reached:
-                            reached.add(key(way[2]))
-                            yield Node(after_node, way[0], way[1], way[2], way[5])
+                        yield Node(after_node, way[0], way[1], way[2], way[5]), way
                     deeper.append((after, after_node, after_ways))
             if not deeper:
                 return
@@ -677,11 +720,11 @@ class TraceChecker:
             for node in layer:
                 for name, args, t, serial in self._hidden_steps(node.state):
                     k = key(t)
-                    if k in seen:
+                    if not self._files(seen, k, t):
                         continue
                     if depth > limit:
                         return seen, BoundHit("max_hidden_steps", limit, index)
-                    if len(seen) >= most:
+                    if k not in seen and len(seen) >= most:
                         return seen, BoundHit("max_candidates", most, index)
                     n = Node(node, name, args, t, serial, hidden=True)
                     seen[k] = n

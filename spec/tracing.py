@@ -173,6 +173,12 @@ class ObservationMode:
     # the same label and visibility, to a state with an equal key (a bisimulation; the tests check it on explored
     # models). A checker keeps one candidate state per key. None: every state is its own class.
     quotient: Callable[[Any, Any], Any] | None = None
+    # A state variable that counts a budget spent (failed writes, say), read by no step, projection or promise but
+    # the guards that keep it within its bound, and observed by no one in this mode. Of two states that differ
+    # only in it, the one that spent less can take every step the other takes, to a state that again differs
+    # only in having spent less (a simulation; the tests check it on explored models). A checker files states
+    # with it set aside and keeps the candidate that spent least. None: no such variable.
+    spent: str | None = None
 
     def hides(self, action: str, args: tuple[Any, ...]) -> bool:
         """Is this action instance invisible to the observer?"""

@@ -33,7 +33,13 @@ Two observation modes:
     before it: reporting ``published`` at each publish lets a check rule out
     the wrong counts at once rather than many events later. The client's
     quotient (:func:`unread_history_dropped`) merges the states that differ
-    only in what no step reads again; the checker keeps one per class.
+    only in what no step reads again; the checker keeps one per class. Of
+    states that differ only in ``faults`` (the mode's ``spent`` budget) it
+    keeps the one that failed least. A failed switch takes a ledger id, so
+    under unbounded ``MaxFaults`` a check must allow any number of failed
+    switches between two publishes: a harness that injects the faults checks
+    under the number it injected (``simulation.spent_bounds`` of the
+    reference cursor).
 
 Processes that log: ``broker`` and ``bookkeeper`` (full mode),
 ``consumer`` (client mode: every event).
@@ -168,6 +174,7 @@ CLIENT = ObservationMode(
     hidden=dict.fromkeys(_INSIDE),
     logged_by=_consumer,
     quotient=unread_history_dropped,
+    spent="faults",  # read only by the guards that bound the failed writes
 )
 
 
