@@ -153,6 +153,12 @@ def test_batched_acks_refine_the_spec() -> None:
     run_state_machine_as_test(machine, settings=_settings(40, STEPS))
 
 
+def test_the_fallback_after_every_failed_creation_refines_the_spec() -> None:
+    config = RunConfig(znode_fallback="always")
+    machine = type("AlwaysFallbackRefinement", (CursorRefinementMachine,), {"config": config})
+    run_state_machine_as_test(machine, settings=_settings(40, STEPS))
+
+
 @pytest.mark.slow
 def test_the_reference_cursor_refines_the_spec_in_longer_runs() -> None:
     run_state_machine_as_test(CursorRefinementMachine, settings=_settings(300, SLOW_STEPS))
@@ -165,6 +171,29 @@ def _publish_and_ack(run: CursorRun, acked: int) -> None:
     run.ack((0, acked))
 
 
+def _publish_and_consume(run: CursorRun) -> None:
+    """Two entries, both acknowledged: no message follows the mark-delete, so a failed creation writes the znode."""
+    _publish_and_ack(run, 0)
+    run.ack((0, 1))
+
+
+@pytest.mark.parametrize(("fallback", "restored"), [("no_messages_after", (0, -1)), ("always", (0, 0))])
+def test_a_failed_creation_writes_the_znode_only_as_configured(
+    fallback: str, restored: tuple[int, int], tmp_path: Path
+) -> None:
+    """Pulsar 4.0.7 writes the state to the znode after a failed cursor-ledger creation only when no message
+    follows the mark-delete (isNoMessagesAfterPos); here entry (0, 1) follows it, so its mark-delete fails."""
+    run = CursorRun(str(tmp_path), RunConfig(znode_fallback=fallback))
+    CursorRefinement(run)
+    _publish_and_ack(run, 0)
+    run.fail_next("creates")
+    run.flush()
+    run.crash()
+    run.restart()
+    assert run.cursor is not None
+    assert run.cursor.mark_delete == restored
+
+
 # Each mutant on the shortest road to it: the step where it leaves the spec, and the event the check names.
 MUTANT_ROADS: dict[str, tuple[Callable[[CursorRun], object], str]] = {
     "restore_ignores_no_ledger": (
@@ -172,7 +201,7 @@ MUTANT_ROADS: dict[str, tuple[Callable[[CursorRun], object], str]] = {
         "CursorRecovers",
     ),
     "no_store_fallback": (
-        lambda run: (_publish_and_ack(run, 0), run.fail_next("creates"), run.flush()),
+        lambda run: (_publish_and_consume(run), run.fail_next("creates"), run.flush()),
         "CursorLedgerCreationFails",
     ),
     "restore_skips_unacked": (
@@ -185,7 +214,7 @@ MUTANT_ROADS: dict[str, tuple[Callable[[CursorRun], object], str]] = {
         "CursorLedgerSwitchFails",
     ),
     "failed_znode_write_counted_persisted": (
-        lambda run: (_publish_and_ack(run, 0), run.fail_next("creates"), run.fail_next("znode_writes"), run.flush()),
+        lambda run: (_publish_and_consume(run), run.fail_next("creates"), run.fail_next("znode_writes"), run.flush()),
         "CursorZnodeWriteFails",
     ),
 }

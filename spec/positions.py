@@ -49,6 +49,14 @@ def last_confirmed(ledgers: Sequence[int], count: Callable[[int], int]) -> Posit
     return (ledgers[-1], count(ledgers[-1]) - 1)
 
 
+def no_messages_after(ledgers: Sequence[int], count: Callable[[int], int], pos: Position) -> bool:
+    """``ManagedLedgerImpl.isNoMessagesAfterPos`` (Pulsar 4.0.7): no entry of the list lies after ``pos``. From
+    an empty last ledger it steps back to the last entry of the latest ledger that holds one
+    (``getPreviousPosition``); with none written, no message follows any position."""
+    written = [ledger for ledger in ledgers if count(ledger) > 0]
+    return not written or pos >= (written[-1], count(written[-1]) - 1)
+
+
 def recovered_position(ledgers: Sequence[int], count: Callable[[int], int], mark_delete: Position) -> Position:
     """``ManagedCursorImpl.recoveredCursor``: a restored mark-delete at ``(l, -1)`` of a ledger no longer listed
     moves to the next ledger of the list; none is left past the last entry (``last_confirmed``)."""

@@ -38,6 +38,16 @@ LastConfirmed(ledgers, Count(_)) ==
     IF ledgers = <<>> THEN NoPosition
     ELSE LET l == ledgers[Len(ledgers)] IN <<l, Count(l) - 1>>
 
+(* isNoMessagesAfterPos (ManagedLedgerImpl, Pulsar 4.0.7): no entry of     *)
+(* the list lies after pos.  From an empty last ledger it steps back to    *)
+(* the last entry of the latest ledger that holds one                      *)
+(* (getPreviousPosition); with none written, no message follows any        *)
+(* position.                                                               *)
+NoMessagesAfter(ledgers, Count(_), pos) ==
+    LET written == {x \in Range(ledgers) : Count(x) > 0}
+    IN IF written = {} THEN TRUE
+       ELSE LET l == SetMax(written) IN PosLeq(<<l, Count(l) - 1>>, pos)
+
 (* recoveredCursor: a restored mark-delete at <<l, -1>> of a ledger no     *)
 (* longer listed moves to the next ledger of the list; none is left past   *)
 (* the last entry.                                                         *)

@@ -43,6 +43,7 @@ from ledgerspec.reference.ledger import LedgerHandle
 from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperError, NoSuchLedgerError
 from ledgerspec.reference.managed_ledger.meta_store import MetaStoreError
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
+from ledgerspec.spec.cursor.cursor import ALWAYS
 from ledgerspec.spec.positions import Position, next_position
 
 if TYPE_CHECKING:
@@ -171,7 +172,9 @@ class ManagedCursor:
                 return
 
     def _create_ledger(self) -> bool:
-        """createNewMetadataLedger: a new ledger whose first record is the state; on failure, the znode."""
+        """createNewMetadataLedger: a new ledger whose first record is the state. On failure the pending
+        mark-delete runs in NoLedger (internalMarkDelete, Pulsar 4.0.7): the state goes to the znode where the
+        configuration falls back (``cursor_znode_fallback``), else the mark-delete fails and stays dirty."""
         bk, snapshot = self.ml.bookkeeper, self.snapshot()
         self.ml.crash_point("cursor-ledger-create")
         handle = None
@@ -183,6 +186,9 @@ class ManagedCursor:
         except BookKeeperError:
             if handle is not None:
                 bk.delete(handle.ledger_id)
+            if not self._falls_back_to_znode(snapshot):  # "Switch new cursor ledger failed"
+                self.ml.log.emit("CursorLedgerCreationFails")
+                return False
             skips_store = self.ml.config.mutant == "no_store_fallback"  # MUTANT: reported done, not stored
             if not skips_store and not self._fall_back_to_znode(snapshot):
                 return False
@@ -248,6 +254,13 @@ class ManagedCursor:
         self.dirty = full
         self.ml.log.emit("CursorPersistsToLedger")
         return True
+
+    def _falls_back_to_znode(self, snapshot: CursorSnapshot) -> bool:
+        """Does a failed creation write the state to the znode? Always, or (Pulsar 4.0.7) only when no message
+        follows the mark-delete (``isNoMessagesAfterPos``)."""
+        if self.ml.config.cursor_znode_fallback == ALWAYS:
+            return True
+        return self.ml.no_messages_after(snapshot.mark_delete)
 
     def _fall_back_to_znode(self, snapshot: CursorSnapshot) -> bool:
         """persistPositionToMetaStore: the state to the znode with cursorsLedgerId = -1, after a failed

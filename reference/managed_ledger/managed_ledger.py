@@ -41,7 +41,8 @@ from ledgerspec.reference.managed_ledger.cursor import ACTIVE, CursorStatus, Man
 from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
 from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore, StoredLedger
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
-from ledgerspec.spec.positions import NO_POSITION, Position, last_confirmed, recovered_position
+from ledgerspec.spec.cursor.cursor import NO_MESSAGES_AFTER, ZNODE_FALLBACKS
+from ledgerspec.spec.positions import NO_POSITION, Position, last_confirmed, no_messages_after, recovered_position
 
 __all__ = ["LOG", "MUTANTS", "ManagedLedger", "ManagedLedgerConfig", "ManagedLedgerError"]
 
@@ -85,6 +86,11 @@ class ManagedLedgerConfig:
     minimum_rollover_ms: int = 10 * 60_000  # managedLedgerMinLedgerRolloverTimeMinutes
     maximum_rollover_ms: int = 240 * 60_000  # managedLedgerMaxLedgerRolloverTimeMinutes
     metadata_max_entries_per_ledger: int = 50_000  # managedLedgerCursorMaxEntriesPerLedger
+    # When a failed cursor-ledger creation writes the cursor's state to the znode (the cursor spec's ZnodeFallback):
+    # Pulsar 4.0.7 does only when no message follows the mark-delete.
+    cursor_znode_fallback: str = attrs.field(
+        default=NO_MESSAGES_AFTER, validator=attrs.validators.in_(tuple(ZNODE_FALLBACKS))
+    )
     mutant: str | None = attrs.field(default=None, validator=_check_mutant)  # a seeded bug from MUTANTS
 
 
@@ -216,6 +222,10 @@ class ManagedLedger:
 
     def last_confirmed(self) -> Position:
         return last_confirmed(self.ids(), self.entries_of)
+
+    def no_messages_after(self, position: Position) -> bool:
+        """``isNoMessagesAfterPos``: no entry of the list lies after the position."""
+        return no_messages_after(self.ids(), self.entries_of, position)
 
     def recovered_position(self, mark_delete: Position) -> Position:
         """``recoveredCursor``: a mark at (l, -1) of a ledger gone moves to the next; none passes the last entry."""

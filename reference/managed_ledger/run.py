@@ -46,6 +46,7 @@ from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
 from ledgerspec.reference.managed_ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore
 from ledgerspec.reference.metadata import ANY_VERSION, EmbeddedMetadataStore, LedgerMetadataStore, MetadataStore
+from ledgerspec.spec.cursor.cursor import NO_MESSAGES_AFTER
 from ledgerspec.spec.positions import Position
 
 __all__ = [
@@ -74,6 +75,7 @@ class RunConfig:
     max_entries_per_ledger: int = 2  # MaxEntriesPerLedger
     metadata_max_entries_per_ledger: int = 2  # MetadataMaxEntriesPerLedger
     batch_size: int = 1  # BatchSize: messages in an entry
+    znode_fallback: str = NO_MESSAGES_AFTER  # ZnodeFallback: when a failed cursor-ledger creation writes the znode
     bookies: int = 2
     mutant: str | None = None
 
@@ -84,10 +86,11 @@ class RunConfig:
             minimum_rollover_ms=0,
             maximum_rollover_ms=0,
             metadata_max_entries_per_ledger=self.metadata_max_entries_per_ledger,
+            cursor_znode_fallback=self.znode_fallback,
             mutant=self.mutant,
         )
 
-    def spec_constants(self) -> dict[str, int]:
+    def spec_constants(self) -> dict[str, int | str]:
         """The cursor spec's constants for runs of this configuration: its sizes, and bounds no run reaches."""
         return {**UNBOUNDED_BOUNDS, **SPEC_CONSTANTS.constants(self)}
 
@@ -98,6 +101,7 @@ SPEC_CONSTANTS = ConstantsTable(
         "MaxEntriesPerLedger": "max_entries_per_ledger",
         "MetadataMaxEntriesPerLedger": "metadata_max_entries_per_ledger",
         "BatchSize": "batch_size",
+        "ZnodeFallback": "znode_fallback",
     }
 )
 UNBOUNDED = 1_000_000  # a bound of the spec that no run reaches

@@ -82,10 +82,13 @@ What is left out, and why that is sound here:
 - a new cursor ledger's deletion after a failed switch failing: the ledger is
   then left over, named by nothing, as after a crash before the switch.
 
-Divergence from Pulsar, on purpose: Pulsar writes the state to the znode after
-a failed cursor-ledger creation only when no message follows the mark-delete
-position (``isNoMessagesAfterPos``; apache/pulsar#26485 reports it). The spec
-always falls back to the znode, as apache/pulsar#20935 meant to.
+The fallback to the znode after a failed cursor-ledger creation is the
+constant ``ZnodeFallback``. By default it follows Pulsar 4.0.7: the state goes
+to the znode only when no message follows the mark-delete position
+(``internalMarkDelete`` in NoLedger, ``isNoMessagesAfterPos``); otherwise the
+mark-delete fails and stays in memory, to be persisted again
+(apache/pulsar#26485 reports it). ``always`` falls back every time, as
+apache/pulsar#20935 meant to.
 
 Seeded bugs, chosen by the constant ``Bug``, make the spec wrong on purpose so
 that tests can show the checkers catch each one.
@@ -108,12 +111,19 @@ from ledgerspec.spec.kernel import (
     invariant,
     reachable,
 )
-from ledgerspec.spec.positions import NO_POSITION, Position, next_ledger, next_position, recovered_position
+from ledgerspec.spec.positions import (
+    NO_POSITION,
+    Position,
+    next_ledger,
+    next_position,
+    no_messages_after,
+    recovered_position,
+)
 
 __all__ = ["BUGS", "CursorInfo", "CursorSpec", "CursorState", "Message", "PositionInfo"]
 
 BUGS = {
-    "none": "the cursor as Pulsar implements it (with the metadata-store fallback #20935 meant)",
+    "none": "the cursor as Pulsar implements it",
     "restore_ignores_no_ledger": "the restore treats cursorsLedgerId = -1 as a ledger to read, and rolls back",
     "no_store_fallback": (
         "when the cursor ledger cannot be created, the mark-delete is reported done but not written to the "
@@ -121,6 +131,13 @@ BUGS = {
     ),
     "restore_skips_unacked": "the restore moves the mark-delete to the last individually acked entry",
     "trim_deletes_needed_ledger": "trimming also deletes the ledger the cursor's mark-delete points into",
+}
+
+#: When a failed cursor-ledger creation falls back to the znode (the constant ``ZnodeFallback``).
+NO_MESSAGES_AFTER, ALWAYS = "no_messages_after", "always"
+ZNODE_FALLBACKS = {
+    NO_MESSAGES_AFTER: "when no message follows the mark-delete (isNoMessagesAfterPos, Pulsar 4.0.7)",
+    ALWAYS: "every time, as apache/pulsar#20935 meant",
 }
 
 # The cursor's states (ManagedCursorImpl.State). The broker being down is Uninitialized too.
@@ -215,6 +232,14 @@ class CursorSpec(Spec[CursorState]):
             "failed writes: BookKeeper's (cursor ledger creations and appends) and the metadata store's (the znode)",
         ),
         int_constant("MaxLedgerLoss", 0, "cursor ledgers lost (unreadable) in all"),
+        Constant(
+            "ZnodeFallback",
+            str,
+            NO_MESSAGES_AFTER,
+            "when a failed cursor-ledger creation falls back to the znode: "
+            + "; ".join(f"{name}, {doc}" for name, doc in ZNODE_FALLBACKS.items()),
+            choices=tuple(ZNODE_FALLBACKS),
+        ),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
     )
 
@@ -225,6 +250,7 @@ class CursorSpec(Spec[CursorState]):
     MaxCrashes: int
     MaxFaults: int
     MaxLedgerLoss: int
+    ZnodeFallback: str
     Bug: str
 
     def check_constants(self) -> None:
@@ -283,6 +309,10 @@ class CursorSpec(Spec[CursorState]):
     def first_position(self, s: CursorState) -> Position:
         """``ManagedLedgerImpl.getFirstPosition``: before the first entry of the first ledger of the list."""
         return (s.ledgers[0][0], -1) if s.ledgers else NO_POSITION
+
+    def falls_back_to_znode(self, s: CursorState) -> bool:
+        """Does a failed cursor-ledger creation write the state to the znode (``ZnodeFallback``)?"""
+        return self.ZnodeFallback == ALWAYS or no_messages_after(self.ids(s), self.counter(s), s.mark_delete)
 
     def recovered_position(self, s: CursorState, md: Position) -> Position:
         """``recoveredCursor`` (``positions.recovered_position``) over the managed ledger's list."""
@@ -383,9 +413,14 @@ class CursorSpec(Spec[CursorState]):
 
     @action()
     def CursorLedgerCreationFails(self, s: CursorState) -> CursorState | None:
-        """BookKeeper cannot create the cursor ledger: the state goes to the znode instead (#20935)."""
+        """BookKeeper cannot create the cursor ledger (createNewMetadataLedger's operationFailed, Pulsar 4.0.7): the
+        cursor is NoLedger and the pending mark-delete runs there (internalMarkDelete). Where it falls back
+        (``falls_back_to_znode``) the state goes to the znode (persistPositionToMetaStore, #20935); elsewhere the
+        mark-delete fails ("Switch new cursor ledger failed"): isDirty, the znode keeps what it held."""
         if s.status != NO_LEDGER or not s.dirty or s.faults >= self.MaxFaults:
             return None
+        if not self.falls_back_to_znode(s):
+            return evolve(s, faults=s.faults + 1)
         znode = s.znode
         if self.Bug != "no_store_fallback":
             znode = CursorInfo(NONE, s.mark_delete, s.ranges, s.batch)
@@ -462,6 +497,8 @@ class CursorSpec(Spec[CursorState]):
         in memory only, and the cursor is NoLedger."""
         if s.status not in (NO_LEDGER, OPEN) or not s.dirty:
             return None
+        if s.status == NO_LEDGER and not self.falls_back_to_znode(s):
+            return None  # no znode write to fail: CursorLedgerCreationFails fails the mark-delete
         cost = self.znode_write_failure_cost(s)
         if s.faults + cost > self.MaxFaults:
             return None

@@ -29,10 +29,12 @@ CONSTANTS
     MaxCrashes,                   \* broker crashes in all
     MaxFaults,                    \* failed writes to BookKeeper (ledger creations, appends) and the znode
     MaxLedgerLoss,                \* cursor ledgers lost (unreadable) in all
+    ZnodeFallback,                \* "no_messages_after" (Pulsar 4.0.7) or "always": cursor.py's ZNODE_FALLBACKS
     Bug                           \* "none" or a seeded bug, as in cursor.py's BUGS
 
 ASSUME /\ \A k \in {MaxEntries, MaxCrashes, MaxFaults, MaxLedgerLoss} : k \in Nat
        /\ \A k \in {MaxEntriesPerLedger, BatchSize, MetadataMaxEntriesPerLedger} : k \in Nat \ {0}
+       /\ ZnodeFallback \in {"no_messages_after", "always"}
        /\ Bug \in {"none", "restore_ignores_no_ledger", "no_store_fallback", "restore_skips_unacked",
                    "trim_deletes_needed_ledger"}
 
@@ -213,16 +215,26 @@ CursorSwitchesLedger ==
     /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, mark_delete, ranges, batch,
                    dirty, faults, lost, acked>>
 
-(* BookKeeper cannot create the cursor ledger: the state goes to the znode *)
-(* instead (apache/pulsar#20935).                                          *)
+(* Does a failed cursor-ledger creation write the state to the znode?    *)
+(* Pulsar 4.0.7 does only when no message follows the mark-delete          *)
+(* (internalMarkDelete in NoLedger, isNoMessagesAfterPos).                 *)
+FallsBackToZnode == ZnodeFallback = "always" \/ NoMessagesAfter(Ids, CountOf, mark_delete)
+
+(* BookKeeper cannot create the cursor ledger (createNewMetadataLedger's   *)
+(* operationFailed, Pulsar 4.0.7): the cursor is NoLedger and the pending  *)
+(* mark-delete runs there.  Where it falls back, the state goes to the     *)
+(* znode (persistPositionToMetaStore, apache/pulsar#20935); elsewhere the  *)
+(* mark-delete fails: isDirty, the znode keeps what it held.               *)
 CursorLedgerCreationFails ==
     /\ status = NoLedger
     /\ dirty
     /\ faults < MaxFaults
-    /\ znode' = IF Bug = "no_store_fallback" THEN znode ELSE CursorInfo(None, mark_delete, ranges, batch)
-    /\ dirty' = FALSE
+    /\ IF FallsBackToZnode
+       THEN /\ znode' = IF Bug = "no_store_fallback" THEN znode ELSE CursorInfo(None, mark_delete, ranges, batch)
+            /\ dirty' = FALSE
+            /\ durable' = durable \cup CursorCovers
+       ELSE UNCHANGED <<znode, dirty, durable>>
     /\ faults' = faults + 1
-    /\ durable' = durable \cup CursorCovers
     /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, status, mark_delete, ranges,
                    batch, cursor_ledger, switching_to, retired, lost, acked>>
 
@@ -294,6 +306,7 @@ ZnodeWriteFailureCost == IF status = Open /\ ~HasCursorLedger(cursor_ledger) THE
 CursorZnodeWriteFails ==
     /\ status \in {NoLedger, Open}
     /\ dirty
+    /\ status = NoLedger => FallsBackToZnode
     /\ faults + ZnodeWriteFailureCost <= MaxFaults
     /\ status' = NoLedger
     /\ faults' = faults + ZnodeWriteFailureCost

@@ -7,13 +7,18 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 __all__ = ["MODELS"]
 
 # Every action: beside the defaults' crash and failed writes, a cursor ledger lost (the defaults lose none).
-LOST_LEDGER = CheckedModel({"MaxEntries": 2, "MaxLedgerLoss": 1}, 28_067, "a lost cursor ledger")
+LOST_LEDGER = CheckedModel({"MaxEntries": 2, "MaxLedgerLoss": 1}, 30_888, "a lost cursor ledger")
 
 MODELS = SpecModels(
     checked=(
-        CheckedModel({"MaxEntries": 2}, 13_884),
+        CheckedModel({"MaxEntries": 2}, 15_507),
         LOST_LEDGER,
-        CheckedModel({"MaxEntries": 1, "BatchSize": 2}, 2_911, "batch acks"),
+        CheckedModel({"MaxEntries": 1, "BatchSize": 2}, 3_275, "batch acks"),
+        CheckedModel(
+            {"MaxEntries": 1, "BatchSize": 2, "ZnodeFallback": "always"},
+            2_911,
+            "the znode fallback after every failed creation (apache/pulsar#20935)",
+        ),
         CheckedModel(
             {"MaxEntries": 1, "MetadataMaxEntriesPerLedger": 1, "MaxLedgerLoss": 1}, 938, "cursor-ledger rollover"
         ),
