@@ -80,11 +80,10 @@ def test_hidden_steps_change_nothing_a_client_observes() -> None:
 @functools.cache
 def _traces(mutant: str | None = None) -> list[tuple[str, dict[str, list[dict[str, Any]]]]]:
     with tempfile.TemporaryDirectory(prefix="cursor-traces-") as root:  # the bookies' files, not the traces
-        return list(
-            simulate_cursor_traces(
-                RunConfig(mutant=mutant), root, seed=3, steps=100, traces=6, modes=("full", "client")
-            )
+        runs = simulate_cursor_traces(
+            RunConfig(mutant=mutant), root, seed=3, steps=100, traces=6, modes=("full", "client")
         )
+        return [(run.trace_id, run.lines) for run in runs]
 
 
 def test_the_correct_engine_conforms_in_full_observation() -> None:
@@ -106,11 +105,9 @@ def test_client_lines_carry_what_a_consumer_knows() -> None:
 
 def test_a_short_client_trace_conforms(tmp_path: Path) -> None:
     """Client observation hides every persistence step; a short run stays within the checker's search bounds."""
-    [(trace_id, lines)] = simulate_cursor_traces(
-        RunConfig(), str(tmp_path), seed=5, steps=25, traces=1, modes=("client",)
-    )
-    verdict = TraceChecker(spec_for_config(RunConfig()), "client").check(events_from_json(lines["client"]))
-    assert verdict.status == "conforms", (trace_id, verdict.reason)
+    [run] = simulate_cursor_traces(RunConfig(), str(tmp_path), seed=5, steps=25, traces=1, modes=("client",))
+    verdict = TraceChecker(spec_for_config(RunConfig()), "client").check(events_from_json(run.lines["client"]))
+    assert verdict.status == "conforms", (run.trace_id, verdict.reason)
 
 
 @pytest.mark.parametrize(
@@ -174,7 +171,25 @@ def test_a_mark_delete_jumping_over_a_trimmed_ledger_drops_the_acks_it_passes(tm
 def test_the_same_seed_gives_the_same_traces(tmp_path: Path) -> None:
     first = list(simulate_cursor_traces(RunConfig(), str(tmp_path / "a"), seed=2, steps=60, traces=2))
     again = list(simulate_cursor_traces(RunConfig(), str(tmp_path / "b"), seed=2, steps=60, traces=2))
-    assert first == again and first[0][1] != first[1][1]
+    assert first == again and first[0].lines != first[1].lines
+
+
+MODES = ("full", "client")
+
+
+def test_a_run_tells_the_faults_it_spent(tmp_path: Path) -> None:
+    """A run's bounds are the failed writes and lost cursor ledgers the harness caused, as the full trace's last
+    ``faults`` and ``lost`` say; its client trace conforms under them."""
+    runs = list(simulate_cursor_traces(RunConfig(), str(tmp_path), seed=11, steps=120, traces=4, modes=MODES))
+    for run in runs:
+        last: dict[str, Any] = {}
+        for line in run.lines["full"]:
+            last |= line.get("observed", {})
+        assert run.bounds == {"MaxFaults": last["faults"], "MaxLedgerLoss": last["lost"]}, run.trace_id
+        spec = spec_for_config(RunConfig(), **run.bounds)
+        verdict = TraceChecker(spec, "client").check(events_from_json(run.lines["client"]))
+        assert verdict.status == "conforms", (run.trace_id, verdict.reason)
+    assert any(run.bounds["MaxFaults"] for run in runs) and any(run.bounds["MaxLedgerLoss"] for run in runs)
 
 
 # -- the command line -------------------------------------------------------------------
@@ -212,7 +227,8 @@ def test_bad_options_are_usage_errors(
 
 def test_runs_with_batches_use_batch_indexes(tmp_path: Path) -> None:
     config = attrs.evolve(RunConfig(), batch_size=3)
-    [(_, lines)] = simulate_cursor_traces(config, str(tmp_path), seed=1, steps=80, traces=1)
+    [run] = simulate_cursor_traces(config, str(tmp_path), seed=1, steps=80, traces=1)
+    lines = run.lines
     indexes = {line["params"]["index"] for line in lines["full"] if line["type"] == "ConsumerAcks"}
     assert indexes == {0, 1, 2}
     verdict = TraceChecker(spec_for_config(config), "full").check(events_from_json(lines["full"]))
@@ -227,8 +243,8 @@ def test_tlc_gives_the_same_verdicts_on_cursor_traces(tmp_path: Path, mutant: st
 
     spec = spec_for_config(RunConfig())
     verdicts = []
-    for trace_id, lines in simulate_cursor_traces(RunConfig(mutant=mutant), str(tmp_path), seed=3, steps=60, traces=3):
-        events = events_from_json(lines["full"])
+    for run in simulate_cursor_traces(RunConfig(mutant=mutant), str(tmp_path), seed=3, steps=60, traces=3):
+        trace_id, events = run.trace_id, events_from_json(run.lines["full"])
         verdict = TraceChecker(spec, "full").check(events)
         checked = validate_with_tlc(events, spec, directory=tmp_path / f"tlc-{trace_id}")
         assert checked.outcome.conforms == (verdict.status == "conforms"), (trace_id, checked.outcome, verdict.reason)

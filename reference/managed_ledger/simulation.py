@@ -13,6 +13,13 @@ the trace format (docs/trace-format.md): ``type`` the cursor spec's action,
 report (``spec/cursor/cursor_trace.py``) that changed since the previous line, read
 through the abstraction function. In ``client`` mode the steps the mode
 hides are left out and every line is the consumer's.
+
+Each run also tells the cursor spec's bounds on what a check cannot see, at
+what the run spent (:func:`spent_bounds`): the failed writes the harness
+caused and the cursor ledgers it lost. A client sees neither, and a check
+under the unbounded defaults must allow any number of them between two
+events, each failed switch taking a ledger id; a harness that injects the
+faults knows how many it injected.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
 from ledgerspec.reference.managed_ledger.cursor import CursorStatus
 from ledgerspec.reference.managed_ledger.refinement import spec_for
@@ -29,7 +37,14 @@ from ledgerspec.spec.cursor.cursor_trace import TRACE
 from ledgerspec.spec.tracing import INIT, ObservedChanges
 from ledgerspec.spec.vocabulary import EngineEvent
 
-__all__ = ["CRASH_POINTS", "CursorTraceRecorder", "random_steps", "simulate_cursor_traces"]
+__all__ = [
+    "CRASH_POINTS",
+    "CursorTraceRecorder",
+    "SimulatedRun",
+    "random_steps",
+    "simulate_cursor_traces",
+    "spent_bounds",
+]
 
 #: Where a crash can be armed: each persistence step of the cursor, and the rollover of the topic's ledger.
 CRASH_POINTS = (
@@ -111,17 +126,32 @@ def random_steps(run: CursorRun, rng: random.Random, steps: int, *, max_entries:
             run.lose_cursor_ledger()
 
 
+def spent_bounds(run: CursorRun) -> dict[str, int]:
+    """The cursor spec's bounds on the faults no client sees, at what the run spent: its failed writes (to
+    BookKeeper and to the znode) and its lost cursor ledgers."""
+    return {"MaxFaults": run.failed_writes, "MaxLedgerLoss": run.losses}
+
+
+@attrs.frozen
+class SimulatedRun:
+    """One random run: its trace id, its lines in each mode, and the bounds it spent (:func:`spent_bounds`)."""
+
+    trace_id: str
+    lines: dict[str, list[dict[str, Any]]]
+    bounds: dict[str, int]
+
+
 def simulate_cursor_traces(
     config: RunConfig, root: str, *, seed: int, steps: int, traces: int, modes: tuple[str, ...] = ("full",)
-) -> Iterator[tuple[str, dict[str, list[dict[str, Any]]]]]:
-    """``traces`` random runs of ``steps`` steps: (trace id, lines per mode) for each; run ``i`` is seeded
-    with ``(seed, i)``, so the same arguments give the same traces, byte for byte."""
+) -> Iterator[SimulatedRun]:
+    """``traces`` random runs of ``steps`` steps; run ``i`` is seeded with ``(seed, i)``, so the same arguments
+    give the same traces, byte for byte."""
     for i in range(traces):
         trace_id = f"cursor-{seed}-{i}"
         run = CursorRun(f"{root}/{trace_id}", config)
         try:
             recorders = {mode: CursorTraceRecorder(run, mode, trace_id) for mode in modes}
             random_steps(run, random.Random(seed * 1_000_003 + i), steps)
-            yield trace_id, {mode: r.lines for mode, r in recorders.items()}
+            yield SimulatedRun(trace_id, {mode: r.lines for mode, r in recorders.items()}, spent_bounds(run))
         finally:
             run.close()

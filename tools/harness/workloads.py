@@ -209,13 +209,13 @@ class CursorWorkload(SeededWorkload[RunConfig]):
 
     def recorded(self, mutant: Mutant | None, modes: Sequence[str]) -> Iterator[WorkloadRun]:
         config = self.config if mutant is None else mutant.configure_cursor(self.config)
-        spec = spec_for_config(config)
         chosen = tuple(m for m in modes if m in self.modes)
         with tempfile.TemporaryDirectory(prefix="ledgerspec-broker-") as root:
-            for trace_id, lines in simulate_cursor_traces(
+            for run in simulate_cursor_traces(
                 config, root, seed=self.seed, steps=self.steps, traces=self.traces, modes=chosen
             ):
-                yield WorkloadRun(trace_id, lines, spec, 0)
+                # Checked under the faults the harness caused, as a user's harness that injects them would be.
+                yield WorkloadRun(run.trace_id, run.lines, spec_for_config(config, **run.bounds), 0)
 
 
 @attrs.frozen

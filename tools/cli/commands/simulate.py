@@ -33,7 +33,7 @@ import argparse
 import json
 import shlex
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +243,18 @@ def _simulate_managed_ledger(args: argparse.Namespace, out: Console, err: Consol
     if args.faults != ",".join(FAULTS):
         raise UsageError("--faults is for ledger runs: a managed-ledger run takes every fault of the cursor spec")
     config = cursor_run_config(parse_constants(args.const), args.mutant)
-    constants = spec_for_config(config).values
+    constants = {name: value for name, value in spec_for_config(config).values.items() if name != "Bug"}
+    spent = {"MaxFaults": 0, "MaxLedgerLoss": 0}  # the check's bounds on faults no client sees: the most a run spent
+
+    def runs(scratch: str) -> Iterator[tuple[str, dict[str, list[dict[str, Any]]]]]:
+        for run in simulate_cursor_traces(
+            config, scratch, seed=args.seed, steps=args.steps, traces=args.traces, modes=(args.mode,)
+        ):
+            for name in spent:
+                spent[name] = max(spent[name], run.bounds[name])
+            yield run.trace_id, run.lines
+        constants.update(spent)  # before the manifest is written, after the last run
+
     return _write_runs(
         args,
         out,
@@ -251,7 +262,7 @@ def _simulate_managed_ledger(args: argparse.Namespace, out: Console, err: Consol
         SpecRuns(
             "cursor",
             "managed ledger",
-            {name: value for name, value in constants.items() if name != "Bug"},
+            constants,
             config.mutant,
             {
                 "acks": "ConsumerAcks",
@@ -260,9 +271,7 @@ def _simulate_managed_ledger(args: argparse.Namespace, out: Console, err: Consol
                 "trims": "TrimConsumedLedgers",
             },
         ),
-        lambda scratch: simulate_cursor_traces(
-            config, scratch, seed=args.seed, steps=args.steps, traces=args.traces, modes=(args.mode,)
-        ),
+        runs,
     )
 
 
