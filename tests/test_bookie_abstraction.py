@@ -9,7 +9,7 @@ import pytest
 from ledgerspec.reference.bookie import BookieConfig, LogMark, SimulatedCrash, read_bookie_files
 from ledgerspec.reference.bookie.abstraction import BookieAbstraction, History, canonical
 from ledgerspec.reference.bookie.refinement import CheckedBookie
-from ledgerspec.spec.bookie.bookie import NONE, BookieSpec
+from ledgerspec.spec.bookie.bookie import NONE, WRITE_CACHE, BookieSpec
 
 SPEC = BookieSpec(NumLedgers=3, MaxEntries=8, RecordsPerJournal=3, MaxCrashes=10)
 CONFIG = BookieConfig(journal_max_records=3)
@@ -68,7 +68,7 @@ def test_marks_count_spec_records_and_outlive_their_journal_file(tmp_path: Path)
     bookie.force_write()  # journal 1 is full: a key record and three entries; the journal rolls over
     bookie.checkpoint()
     assert bookie.bookie is not None and bookie.bookie.persisted_mark == LogMark(1, 1024)
-    assert bookie.state is not None and bookie.state.persisted_mark == (1, 3)  # the key record is not counted
+    assert bookie.state is not None and SPEC.persisted_mark(bookie.state) == (1, 3)  # the key record is not counted
     bookie.add(2, 0)
     bookie.force_write()
     bookie.checkpoint()  # the mark moves into journal 2: journal 1 is deleted
@@ -77,15 +77,16 @@ def test_marks_count_spec_records_and_outlive_their_journal_file(tmp_path: Path)
     clean(bookie)
 
 
-def test_a_checkpoint_that_cannot_move_the_mark_is_a_flush_to_the_spec(tmp_path: Path) -> None:
+def test_a_checkpoint_that_cannot_move_the_mark_is_refused_and_the_write_cache_flushes(tmp_path: Path) -> None:
     bookie = checked(tmp_path)
     bookie.add(1, 0)  # not yet synced: the mark is still where it was persisted
-    bookie.start_checkpoint()
-    assert bookie.bookie is not None and bookie.bookie.checkpoint_mark == bookie.bookie.persisted_mark
-    assert bookie.state is not None and bookie.state.checkpoint_mark == NONE
-    bookie.flush_ledger_storage()  # LedgerStorageFlushes, with no checkpoint under way
-    assert bookie.state is not None and bookie.state.flushed == {(1, 0)} and not bookie.state.checkpoint_flushed
-    assert bookie.persist_mark()  # the same mark again: a stutter
+    assert not bookie.start_checkpoint()  # the sync thread's: refused, as the spec does not enable it
+    assert bookie.start_checkpoint(WRITE_CACHE)  # the write cache holds an entry: its flush starts
+    assert bookie.state is not None and bookie.state.flusher_mark == (NONE, (0, 0))
+    assert bookie.flush_ledger_storage(WRITE_CACHE)
+    assert bookie.state is not None and bookie.state.flushed == {(1, 0)} and bookie.state.flusher_flushed == {2}
+    assert bookie.persist_mark(WRITE_CACHE)  # the same mark again
+    assert bookie.state is not None and bookie.state.flusher_mark == (NONE, NONE)
     clean(bookie)
 
 
@@ -94,7 +95,7 @@ def test_a_persist_the_bookie_refuses_is_one_the_spec_does_not_enable(tmp_path: 
     bookie.add(1, 0)
     bookie.force_write()
     bookie.start_checkpoint()
-    assert bookie.state is not None and bookie.state.checkpoint_mark == (1, 1)
+    assert bookie.state is not None and bookie.state.flusher_mark == ((1, 1), NONE)
     assert not bookie.persist_mark()  # not flushed yet
     clean(bookie)
 
@@ -134,6 +135,7 @@ def test_a_crash_inside_a_flush_leaves_part_of_it_and_the_replay_restores_the_re
     clean_run.add(1, 0)
     clean_run.add(2, 0)
     clean_run.force_write()
+    clean_run.start_checkpoint()
     before_flush = clean_run.fs.boundaries
     clean_run.flush_ledger_storage()
     index_fsyncs = [e.index for e in clean_run.fs.events[before_flush:] if e.op == "fsync" and e.path.endswith(".idx")]
@@ -142,6 +144,7 @@ def test_a_crash_inside_a_flush_leaves_part_of_it_and_the_replay_restores_the_re
     bookie.add(1, 0)
     bookie.add(2, 0)
     bookie.force_write()
+    bookie.start_checkpoint()
     with pytest.raises(SimulatedCrash):
         bookie.flush_ledger_storage()
     power_loss = next(o for o in bookie.outcomes() if o.label == "power loss")

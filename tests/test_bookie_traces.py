@@ -22,7 +22,7 @@ from ledgerspec.reference.bookie.trace import (
     spec_steps,
 )
 from ledgerspec.reference.bookie.workloads import WORKLOAD_CONFIG, WORKLOAD_SPEC, random_spec
-from ledgerspec.spec.bookie.bookie import BUGS, BookieSpec, BookieState
+from ledgerspec.spec.bookie.bookie import BUGS, SYNC_THREAD, WRITE_CACHE, ZERO_MARK, BookieSpec, BookieState
 from ledgerspec.spec.bookie.bookie_trace import (
     CLIENT,
     CLIENT_OBSERVES,
@@ -41,7 +41,11 @@ from ledgerspec.tools.cli.main import main
 def test_mapping_is_found_by_spec_name_and_speaks_the_specs_vocabulary() -> None:
     assert mapping_for("bookie") is TRACE
     assert list(TRACE.actions) == [a.name for a in BookieSpec.actions]
-    assert {a.name for a in attrs.fields(BookieState)} | {"unsynced_from", "readable"} == FULL.observes
+    assert {a.name for a in attrs.fields(BookieState)} | {
+        "unsynced_from",
+        "readable",
+        "persisted_mark",
+    } == FULL.observes
     assert TRACE.param_codecs["JournalForceWrites"]["upto"].encode((2, 1)) == [2, 1]
 
 
@@ -115,23 +119,40 @@ def test_spec_steps_read_a_checkpoint_and_the_deletions_it_allows() -> None:
     s = spec.JournalRollsOver(spec.JournalForceWrites(s, (1, 1)))
     s = spec.BookieAddsEntry(s, 1, 1)
     s = before = spec.JournalForceWrites(s, (2, 1))  # the mark is in file 2: file 1 may go after the checkpoint
-    for action in ("CheckpointStarts", "LedgerStorageFlushes", "CheckpointPersistsMark"):
-        s = getattr(spec, action)(s)
+    for action in ("FlusherTakesMark", "LedgerStorageFlushes", "CheckpointPersistsMark"):
+        s = getattr(spec, action)(s, SYNC_THREAD)
     after = spec.JournalFileDeleted(s, 1)
     refs = (
-        ActionRef("CheckpointStarts", ()),
-        ActionRef("LedgerStorageFlushes", ()),
-        ActionRef("CheckpointPersistsMark", ()),
+        ActionRef("FlusherTakesMark", (SYNC_THREAD,)),
+        ActionRef("LedgerStorageFlushes", (SYNC_THREAD,)),
+        ActionRef("CheckpointPersistsMark", (SYNC_THREAD,)),
         ActionRef("JournalFileDeleted"),
     )
     assert spec_steps(spec, refs, before, after) == [
-        ("CheckpointStarts", ()),
-        ("LedgerStorageFlushes", ()),
-        ("CheckpointPersistsMark", ()),
+        ("FlusherTakesMark", (SYNC_THREAD,)),
+        ("LedgerStorageFlushes", (SYNC_THREAD,)),
+        ("CheckpointPersistsMark", (SYNC_THREAD,)),
         ("JournalFileDeleted", (1,)),
     ]
-    # a checkpoint that cannot move the mark is a plain flush, or nothing
+    # a checkpoint that cannot move the mark does not run
     assert spec_steps(spec, refs[:3], after, after) == []
+
+
+def test_spec_steps_read_a_persist_of_each_lastmark_copy_or_one_that_writes_none() -> None:
+    spec = BookieSpec(NumLedgerDirs=2)
+    s = spec.JournalForceWrites(spec.BookieAddsEntry(spec.initial_state(), 1, 0), (1, 1))
+    s = spec.LedgerStorageFlushes(spec.FlusherTakesMark(s, SYNC_THREAD), SYNC_THREAD)
+    after = spec.CheckpointPersistsMark(spec.CheckpointPersistsMark(s, SYNC_THREAD), SYNC_THREAD)
+    persist = (ActionRef("CheckpointPersistsMark", (SYNC_THREAD,)),) * 2
+    assert after.last_marks == ((1, 1), (1, 1))
+    assert spec_steps(spec, persist, s, after) == [("CheckpointPersistsMark", (SYNC_THREAD,))] * 2
+    # the write cache's flush persists no mark with two ledger directories: one step
+    w = spec.FlusherTakesMark(spec.BookieAddsEntry(spec.initial_state(), 1, 0), WRITE_CACHE)
+    w = spec.LedgerStorageFlushes(w, WRITE_CACHE)
+    done = spec.CheckpointPersistsMark(w, WRITE_CACHE)
+    assert done.last_marks == (ZERO_MARK, ZERO_MARK) == (w.flusher_mark[1],) * 2
+    persist = (ActionRef("CheckpointPersistsMark", (WRITE_CACHE,)),) * 2
+    assert spec_steps(spec, persist, w, done) == [("CheckpointPersistsMark", (WRITE_CACHE,))]
 
 
 def test_spec_steps_read_a_force_write_and_a_crash() -> None:
@@ -155,7 +176,14 @@ def _runs() -> list[Any]:
 
 def test_the_runs_cover_every_workload_and_crash() -> None:
     runs = bookie_runs()
-    assert {r.workload for r in runs} == {"basic", "fencing", "rollover-and-deletion", "force-write-parts", "restart"}
+    assert {r.workload for r in runs} == {
+        "basic",
+        "fencing",
+        "rollover-and-deletion",
+        "force-write-parts",
+        "interleaved-flushers",
+        "restart",
+    }
     assert {r.crash for r in runs if r.crash_after is not None} == {"power-loss", "process-crash"}
     assert not [r for r in runs if r.workload == "restart" and r.crash_after is not None]  # it crashes on its own
     assert len({r.trace_id for r in runs}) == len(runs)
@@ -217,7 +245,8 @@ def test_full_lines_report_synced_in_one_spelling() -> None:
 @pytest.mark.parametrize(
     ("mutant", "event", "words"),
     [
-        ("mark_before_flush", "CheckpointPersistsMark", "the checkpoint has not flushed the ledger storage yet"),
+        ("mark_before_flush", "CheckpointPersistsMark", "flusher has not flushed the ledger storage yet"),
+        ("mark_moves_backwards", "CheckpointPersistsMark", "'Recovery log 1 is missing'"),
         ("delete_journal_at_mark", "JournalFileDeleted", "is not wholly before the persisted mark"),
         ("ack_before_fsync", "BookieAddsEntry", "acked has"),
     ],
