@@ -9,9 +9,11 @@ made of, each taken or not (a checkpoint is the sync thread's
 ``FlusherTakesMark``, ``LedgerStorageFlushes``, a ``CheckpointPersistsMark``
 per ledger directory and a deletion per journal file it lets go).
 :func:`spec_steps` reads from the two states which of them the bookie took,
-and with which arguments, as an instrumented bookie would log them: a request that changed the bookie is logged; a force write is logged
-with the position it synced up to; a crash with where it cut the unsynced
-journal. It does not ask the spec: a mutant that persists its mark before the
+and with which arguments, as an instrumented bookie would log them: a
+request that changed the bookie is logged; a force write is logged with the
+position it synced up to; a crash with where it cut the unsynced journal; a
+persist with a step per lastMark copy it wrote, or one step when it wrote
+none. It does not ask the spec: a mutant that persists its mark before the
 flush is logged as persisting it, and the oracle finds that the spec does not
 allow it.
 
