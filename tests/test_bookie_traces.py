@@ -30,6 +30,7 @@ from ledgerspec.spec.bookie.bookie_trace import (
     GUARDS,
     TRACE,
     messages,
+    persisted_mark,
     readable,
     unsynced_from,
 )
@@ -94,7 +95,7 @@ def test_projections() -> None:
     s = spec.BookieAddsEntry(spec.initial_state(), 1, 0)
     assert s is not None and unsynced_from(spec, s) == (1, 0) and readable(spec, s) == {(1, 0)}
     t = spec.JournalForceWrites(s, (1, 1))
-    assert t is not None and unsynced_from(spec, t) == (1, 1)
+    assert t is not None and unsynced_from(spec, t) == (1, 1) and persisted_mark(spec, t) == (0, 0)
     down = spec.BookieCrashes(t, (1, 1))
     assert down is not None and readable(spec, down) == frozenset()
 
@@ -109,7 +110,8 @@ def test_lanes_and_messages() -> None:
     ]
     assert messages("BookieAddsEntry", {"ledger": 1, "entry": 2}) == (Message("client", "bookie", "add (1, 2)"),)
     assert messages("JournalForceWrites", {}) == (Message("journal", "client", "replies"),)
-    assert messages("CheckpointStarts", {}) == ()
+    assert messages("FlusherTakesMark", {"flusher": 2}) == ()
+    assert TRACE.lane_order("write-cache") < TRACE.lane_order("machine")
 
 
 # -- reading the reference bookie's steps ---------------------------------------------------

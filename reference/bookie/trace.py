@@ -100,6 +100,12 @@ def _crash_cut(spec: BookieSpec, b: BookieState, a: BookieState) -> Position:
     return spec.end_of_journal(b)
 
 
+def _flusher(ref: ActionRef) -> int:
+    """The flusher a reference step's flusher action names."""
+    assert ref.args is not None and isinstance(ref.args[0], int)
+    return ref.args[0]
+
+
 def _persisted_copy(spec: BookieSpec, flusher: int, copy: int, b: BookieState, a: BookieState) -> bool:
     """A persist of ``flusher`` that ended its work took its ``copy``-th step: one step when it wrote nothing
     (its mark older than the persisted one, or the write cache's with several ledger directories), one a
@@ -142,18 +148,18 @@ def spec_steps(spec: BookieSpec, actions: Sequence[ActionRef], b: BookieState, a
             if mark_moved:
                 steps.append((name, ref.args))
         elif name == "FlusherTakesMark":
-            assert ref.args is not None
-            if b.flusher_mark[ref.args[0] - 1] == NONE != a.flusher_mark[ref.args[0] - 1]:
-                steps.append((name, ref.args))
+            flusher = _flusher(ref)
+            if b.flusher_mark[flusher - 1] == NONE != a.flusher_mark[flusher - 1]:
+                steps.append((name, (flusher,)))
         elif name == "LedgerStorageFlushes":
-            assert ref.args is not None
-            if ref.args[0] in a.flusher_flushed - b.flusher_flushed:
-                steps.append((name, ref.args))
+            flusher = _flusher(ref)
+            if flusher in a.flusher_flushed - b.flusher_flushed:
+                steps.append((name, (flusher,)))
         elif name == "CheckpointPersistsMark":
-            assert ref.args is not None
+            flusher = _flusher(ref)
             persists += 1
-            if _persisted_copy(spec, ref.args[0], persists, b, a):
-                steps.append((name, ref.args))
+            if _persisted_copy(spec, flusher, persists, b, a):
+                steps.append((name, (flusher,)))
         elif name == "JournalFileDeleted":
             if ref.args is not None:
                 if ref.args[0] not in dict(a.journal) and ref.args[0] in dict(b.journal):

@@ -65,7 +65,17 @@ from ledgerspec.spec.bookie.bookie import (
 )
 from ledgerspec.spec.tracing import INIT, Explanation, Guard, Message, ObservationMode, Projection, TraceMapping
 
-__all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "GUARDS", "TRACE", "messages", "readable", "unsynced_from"]
+__all__ = [
+    "CLIENT",
+    "CLIENT_OBSERVES",
+    "FULL",
+    "GUARDS",
+    "TRACE",
+    "messages",
+    "persisted_mark",
+    "readable",
+    "unsynced_from",
+]
 
 
 # -- projections ------------------------------------------------------------------------
