@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import attrs
@@ -184,3 +185,35 @@ def test_the_mutant_that_deletes_the_journal_being_written_cannot_be_abstracted(
     bookie.checkpoint()  # the mark is in journal 2, the one being written: the mutant deletes it
     assert [(v.kind, v.name) for v in bookie.violations][:1] == [("abstraction", "Abstraction")]
     assert "holds no journal file" in bookie.violations[0].message
+
+
+def test_a_crash_between_two_lastmark_copies_leaves_them_apart_and_the_start_takes_the_larger(tmp_path: Path) -> None:
+    spec = BookieSpec(**{**SPEC.values, "NumLedgerDirs": 2})
+
+    def checkpoint_flushed(bookie: CheckedBookie) -> None:
+        bookie.start()
+        bookie.add(1, 0)
+        bookie.force_write()
+        bookie.start_checkpoint()
+        bookie.flush_ledger_storage()
+
+    clean_run = CheckedBookie(str(tmp_path / "clean"), spec, CONFIG)
+    checkpoint_flushed(clean_run)
+    before_persist = clean_run.fs.boundaries
+    clean_run.persist_mark()  # CheckpointPersistsMark once per ledger directory
+    assert clean_run.state is not None and clean_run.state.last_marks == ((1, 1), (1, 1))
+    first_copy = os.path.dirname(clean_run.layout.last_mark_paths()[0])
+    done = next(e.index for e in clean_run.fs.events[before_persist:] if e.op == "fsync_dir" and e.path == first_copy)
+    clean(clean_run)
+    # Crash once the first copy is durable, before the second is written.
+    bookie = CheckedBookie(str(tmp_path / "crash"), spec, CONFIG, crash_at=done + 1)
+    checkpoint_flushed(bookie)
+    with pytest.raises(SimulatedCrash):
+        bookie.persist_mark()
+    power_loss = next(o for o in bookie.outcomes() if o.label == "power loss")
+    after = bookie.fork(str(tmp_path / "after"), power_loss, bookie.crash_candidates())
+    assert after.state is not None and after.state.last_marks == ((1, 1), (0, 0))
+    after.start()  # from the larger copy: nothing to replay
+    assert after.state is not None and after.state.memtable == frozenset() and after.state.flushed == {(1, 0)}
+    assert after.read(1, 0) == "entry_log"
+    clean(after)
