@@ -18,11 +18,12 @@
 (*    once when the fence is durable (fenceAndLogInJournal);               *)
 (*  - rollover after RecordsPerJournal records (maxJournalSize);           *)
 (*  - the ledger storage (SortedLedgerStorage over                         *)
-(*    InterleavedLedgerStorage): an entry goes into the memtable before    *)
+(*    InterleavedLedgerStorage, or DbLedgerStorage and its write cache,    *)
+(*    whose flushers come next): an entry goes into the memtable before    *)
 (*    its journal record is written; a flush writes the memtable to the    *)
 (*    entry log and the index, with the per-ledger index headers           *)
 (*    (FileInfo: the fenced bit and the explicit LAC), and syncs them;     *)
-(*  - two flushers, each taking a mark, flushing the ledger storage and  *)
+(*  - two flushers, each taking a mark, flushing the ledger storage and    *)
 (*    persisting the mark it took, concurrently: the sync thread's         *)
 (*    checkpoint (SyncThread.checkpoint) and the write cache's flush when  *)
 (*    it fills (SingleDirectoryDbLedgerStorage.flush, from the add path's  *)
@@ -52,7 +53,7 @@
 (* lexicographically (the real bookie keeps a byte offset; it maps to the  *)
 (* number of whole records before it).                                     *)
 (*                                                                         *)
-(* Left out, and why that is sound here (spec/bookie/bookie.py says more):        *)
+(* Left out, and why that is sound here (spec/bookie/bookie.py says more): *)
 (*  - payloads, digests, ledger key records: (ledger, entry) names the     *)
 (*    content, and key records matter to nothing checked here;             *)
 (*  - so the replay restores a fence from its fence record alone.  Real    *)
@@ -71,7 +72,7 @@
 (*    when it happens is left open;                                        *)
 (*  - a flush is one step: the mark moves only after a whole flush, and    *)
 (*    the replay restores what a partial flush missed;                     *)
-(*  - the write cache's flush starts only with entries in the cache (the  *)
+(*  - the write cache's flush starts only with entries in the cache (the   *)
 (*    real one when the cache is full), the sync thread's only when the    *)
 (*    mark is past the persisted one.  A flusher whose mark is older than  *)
 (*    the last flush's skips its flush                                     *)
@@ -81,7 +82,7 @@
 (*    here every persist writes every copy, in directory order;            *)
 (*  - a crash keeps a prefix of the unsynced records: the replay scan      *)
 (*    stops at the first record not wholly on disk;                        *)
-(*  - a crash is a power loss; one journal directory, untorn lastMark     *)
+(*  - a crash is a power loss; one journal directory, untorn lastMark      *)
 (*    files, maxBackupJournals = 0; the flush the real bookie does right   *)
 (*    after the replay is an ordinary flusher's here.                      *)
 (*                                                                         *)
@@ -216,7 +217,7 @@ Init ==
     /\ crashes = 0
 
 -----------------------------------------------------------------------------
-(* Requests. *)
+(* Requests.                                                               *)
 
 \* addEntry: into the memtable first, then a journal record; the ack waits for the fsync.
 BookieAddsEntry(ledger, entry) ==
@@ -263,7 +264,7 @@ BookieSetsExplicitLac(ledger, new_lac) ==
                    mark, flusher_mark, flusher_flushed, flusher_copies, up, acked, fence_acked, crashes>>
 
 -----------------------------------------------------------------------------
-(* The journal. *)
+(* The journal.                                                            *)
 
 \* Force-write thread: fsync the records written before upto, set the mark there, acknowledge them.
 JournalForceWrites(upto) ==
@@ -357,7 +358,7 @@ JournalFileDeleted(f) ==
                    lac, mark, flusher_mark, flusher_flushed, flusher_copies, up, acked, fence_acked, crashes>>
 
 -----------------------------------------------------------------------------
-(* Crash and restart. *)
+(* Crash and restart.                                                      *)
 
 \* Power loss: memory is gone, and of the unsynced records only those before cut reached the disk.
 BookieCrashes(cut) ==
