@@ -302,3 +302,22 @@ def test_tlc_gives_the_same_verdict_on_a_bookie_trace(
     assert checked.outcome.conforms == (verdict.status == "conforms") == (failing_event is None)
     assert checked.outcome.event_index == failing_event
     assert verdict.failure is None or verdict.failure.event_index == failing_event
+
+
+def test_interleaved_flushers_are_judged_by_the_invariants() -> None:
+    """The write cache's flush takes its mark, the sync thread's whole checkpoint runs, then the write cache
+    flushes and persists: the correct bookie's trace conforms; release-4.17.2's persist breaks promises."""
+    run = record_run(BookieRun("interleaved-flushers"), modes=("full",))
+    steps = [(line["process"], line["type"]) for line in run.lines["full"]]
+    take, persist = (
+        steps.index(("write-cache", "FlusherTakesMark")),
+        steps.index(("write-cache", "CheckpointPersistsMark")),
+    )
+    assert ("sync-thread", "CheckpointPersistsMark") in steps[take:persist]
+    assert TraceChecker(WORKLOAD_SPEC, "full").check(events_from_json(run.lines["full"])).status == "conforms"
+    config = attrs.evolve(WORKLOAD_CONFIG, mutant="mark_moves_backwards")
+    mutated = record_run(BookieRun("interleaved-flushers"), config=config, modes=("full",))
+    verdict = TraceChecker(WORKLOAD_SPEC, "full").check(events_from_json(mutated.lines["full"]))
+    assert verdict.status == "violates" and verdict.failure is not None
+    assert verdict.failure.event_type == "CheckpointPersistsMark"
+    assert set(verdict.promise_names) == {"JournalKeptFromMark", "MarkNeverMovesBackwards"}
