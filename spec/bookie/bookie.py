@@ -22,7 +22,8 @@ BRIEF section 3):
   (``LedgerDescriptorImpl.fenceAndLogInJournal``);
 - journal rollover: after a file holds ``RecordsPerJournal`` records the
   journal thread starts the next file (``maxJournalSize``, counted in records);
-- the ledger storage (``SortedLedgerStorage`` over ``InterleavedLedgerStorage``):
+- the ledger storage (``SortedLedgerStorage`` over ``InterleavedLedgerStorage``,
+  or ``DbLedgerStorage`` and its write cache, whose flushers come next):
   an entry goes into the memtable (``EntryMemTable``) before its journal record
   is written; a flush appends the memtable to the entry log, writes the index
   and the per-ledger index headers (``FileInfo``: the fenced bit and, from
