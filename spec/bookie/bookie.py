@@ -328,7 +328,8 @@ class BookieSpec(Spec[BookieState]):
 
     @staticmethod
     def persisted_mark(s: BookieState) -> Position:
-        """The mark a start reads: the largest ``lastMark`` copy (``LastLogMark.readLog``)."""
+        """The mark a start reads: the largest ``lastMark`` copy (``Journal.java``, ``LastLogMark.readLog``,
+        release-4.17.2)."""
         return max(s.last_marks)
 
     @staticmethod

@@ -155,7 +155,7 @@ Min(a, b) == IF a <= b THEN a ELSE b
 \* Position p is before position q (lexicographic order).
 Before(p, q) == IF p[1] = q[1] THEN p[2] < q[2] ELSE p[1] < q[1]
 
-\* The mark a start reads: the largest lastMark copy (LastLogMark.readLog).
+\* The mark a start reads: the largest lastMark copy (Journal.java, LastLogMark.readLog, release-4.17.2).
 PersistedMark == CHOOSE m \in {last_marks[d] : d \in LedgerDirs} : \A d \in LedgerDirs : ~Before(m, last_marks[d])
 
 Newest == journal[Len(journal)]
