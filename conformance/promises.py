@@ -223,4 +223,8 @@ def _evaluate(promise: Callable[..., str | None], spec: Spec[Any], *states: Any)
 
 
 def _unique(evidence: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
-    return tuple(dict.fromkeys(evidence))
+    """The evidence in order, each once; a value reported as JSON may be a list, so it is compared printed."""
+    seen: dict[str, Evidence] = {}
+    for item in evidence:
+        seen.setdefault(str(item), item)
+    return tuple(seen.values())

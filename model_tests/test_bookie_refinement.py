@@ -11,7 +11,10 @@ invariant of the machine is that no check has failed.
 
 Group commit runs whole (``force_write``) or in the force-write thread's parts
 (``journal_flush``, ``take_batch``, ``journal_sync``, ``journal_synced``, with
-requests arriving in between); checkpoints whole or step by step. Crashes are
+requests arriving in between); checkpoints whole, and the steps of both flushers
+(the sync thread's checkpoint, the write cache's flush) interleaved, each
+refused by the bookie exactly when the spec does not enable it; with one ledger
+directory and with two, whose lastMark copies a crash may leave apart. Crashes are
 power losses that keep any prefix of the journal's unsynced bytes (a torn tail,
 cut inside a record or between records, taken in file order as the spec's
 crash takes it) and process crashes.
@@ -50,7 +53,7 @@ from hypothesis.stateful import (
 )
 from ledgerspec.reference.bookie import MUTANTS, BookieConfig, default_scratch
 from ledgerspec.reference.bookie.refinement import CheckedBookie
-from ledgerspec.spec.bookie.bookie import BookieSpec, BookieState
+from ledgerspec.spec.bookie.bookie import FLUSHERS, SYNC_THREAD, BookieSpec, BookieState
 from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 LEDGERS = 3
@@ -72,13 +75,14 @@ class BookieRefinement(RuleBasedStateMachine):
 
     ledgers = Bundle("ledgers")
     entries = Bundle("entries")
+    spec = SPEC  # the spec it refines; its NumLedgerDirs is the bookie's number of ledger directories
     config = CONFIG  # the reference bookie's settings (a mutant, for the machine's own test)
     check_refinement = True  # off: the invariants and direct checks alone
 
     def __init__(self) -> None:
         super().__init__()
         self.directory = tempfile.mkdtemp(prefix="bookie-refinement-", dir=default_scratch())
-        self.bookie = CheckedBookie(self.directory, SPEC, self.config, check_refinement=self.check_refinement)
+        self.bookie = CheckedBookie(self.directory, self.spec, self.config, check_refinement=self.check_refinement)
         self.bookie.start()
         self.next_entry: dict[int, int] = {}
 
@@ -103,7 +107,8 @@ class BookieRefinement(RuleBasedStateMachine):
         return self.up() and not self.bookie.batch_in_flight
 
     def no_checkpoint(self) -> bool:
-        return self.up() and self.bookie.bookie is not None and self.bookie.bookie.checkpoint_mark is None
+        """The sync thread is idle: a whole checkpoint may start."""
+        return self.up() and self.bookie.bookie is not None and SYNC_THREAD not in self.bookie.bookie.flusher_marks
 
     # -- identities
 
@@ -190,7 +195,7 @@ class BookieRefinement(RuleBasedStateMachine):
         self.bookie.roll_journal()
         note("roll_journal")
 
-    # -- checkpoints, whole or step by step
+    # -- checkpoints whole, and each flusher step by step
 
     @precondition(no_checkpoint)
     @rule()
@@ -198,23 +203,23 @@ class BookieRefinement(RuleBasedStateMachine):
         self.bookie.checkpoint()
         note("checkpoint")
 
-    @precondition(no_checkpoint)
-    @rule()
-    def start_checkpoint(self) -> None:
-        self.bookie.start_checkpoint()
-        note("start_checkpoint")
+    @precondition(up)
+    @rule(flusher=st.sampled_from(sorted(FLUSHERS)))
+    def start_checkpoint(self, flusher: int) -> None:
+        taken = self.bookie.start_checkpoint(flusher)
+        note(f"start_checkpoint({FLUSHERS[flusher]}): {'mark taken' if taken else 'refused'}")
 
     @precondition(up)
-    @rule()
-    def flush_ledger_storage(self) -> None:
-        self.bookie.flush_ledger_storage()
-        note("flush_ledger_storage")
+    @rule(flusher=st.sampled_from(sorted(FLUSHERS)))
+    def flush_ledger_storage(self, flusher: int) -> None:
+        flushed = self.bookie.flush_ledger_storage(flusher)
+        note(f"flush_ledger_storage({FLUSHERS[flusher]}): {'flushed' if flushed else 'refused'}")
 
-    @precondition(lambda self: self.up() and not self.no_checkpoint())
-    @rule()
-    def persist_mark(self) -> None:
-        persisted = self.bookie.persist_mark()
-        note(f"persist_mark: {'persisted' if persisted else 'refused, the checkpoint has not flushed'}")
+    @precondition(up)
+    @rule(flusher=st.sampled_from(sorted(FLUSHERS)))
+    def persist_mark(self, flusher: int) -> None:
+        persisted = self.bookie.persist_mark(flusher)
+        note(f"persist_mark({FLUSHERS[flusher]}): {'done' if persisted else 'refused'}")
 
     @precondition(lambda self: self.up() and bool(self.bookie.deletable_journals()))
     @rule()
@@ -266,6 +271,17 @@ def _settings(examples: int, steps: int) -> settings:
 
 def test_the_reference_bookie_refines_the_spec() -> None:
     run_state_machine_as_test(BookieRefinement, settings=_settings(400, STEPS))
+
+
+class TwoLedgerDirsRefinement(BookieRefinement):
+    """Two ledger directories: a persist writes two lastMark copies, a crash may come between them, and a
+    start takes the larger; the write cache's flush persists no mark."""
+
+    spec = BookieSpec(**{**SPEC.values, "NumLedgerDirs": 2})
+
+
+def test_the_reference_bookie_with_two_ledger_directories_refines_the_spec() -> None:
+    run_state_machine_as_test(TwoLedgerDirsRefinement, settings=_settings(200, STEPS))
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import attrs
@@ -9,7 +10,7 @@ import pytest
 from ledgerspec.reference.bookie import BookieConfig, LogMark, SimulatedCrash, read_bookie_files
 from ledgerspec.reference.bookie.abstraction import BookieAbstraction, History, canonical
 from ledgerspec.reference.bookie.refinement import CheckedBookie
-from ledgerspec.spec.bookie.bookie import NONE, BookieSpec
+from ledgerspec.spec.bookie.bookie import NONE, WRITE_CACHE, BookieSpec
 
 SPEC = BookieSpec(NumLedgers=3, MaxEntries=8, RecordsPerJournal=3, MaxCrashes=10)
 CONFIG = BookieConfig(journal_max_records=3)
@@ -68,7 +69,7 @@ def test_marks_count_spec_records_and_outlive_their_journal_file(tmp_path: Path)
     bookie.force_write()  # journal 1 is full: a key record and three entries; the journal rolls over
     bookie.checkpoint()
     assert bookie.bookie is not None and bookie.bookie.persisted_mark == LogMark(1, 1024)
-    assert bookie.state is not None and bookie.state.persisted_mark == (1, 3)  # the key record is not counted
+    assert bookie.state is not None and SPEC.persisted_mark(bookie.state) == (1, 3)  # the key record is not counted
     bookie.add(2, 0)
     bookie.force_write()
     bookie.checkpoint()  # the mark moves into journal 2: journal 1 is deleted
@@ -77,15 +78,16 @@ def test_marks_count_spec_records_and_outlive_their_journal_file(tmp_path: Path)
     clean(bookie)
 
 
-def test_a_checkpoint_that_cannot_move_the_mark_is_a_flush_to_the_spec(tmp_path: Path) -> None:
+def test_a_checkpoint_that_cannot_move_the_mark_is_refused_and_the_write_cache_flushes(tmp_path: Path) -> None:
     bookie = checked(tmp_path)
     bookie.add(1, 0)  # not yet synced: the mark is still where it was persisted
-    bookie.start_checkpoint()
-    assert bookie.bookie is not None and bookie.bookie.checkpoint_mark == bookie.bookie.persisted_mark
-    assert bookie.state is not None and bookie.state.checkpoint_mark == NONE
-    bookie.flush_ledger_storage()  # LedgerStorageFlushes, with no checkpoint under way
-    assert bookie.state is not None and bookie.state.flushed == {(1, 0)} and not bookie.state.checkpoint_flushed
-    assert bookie.persist_mark()  # the same mark again: a stutter
+    assert not bookie.start_checkpoint()  # the sync thread's: refused, as the spec does not enable it
+    assert bookie.start_checkpoint(WRITE_CACHE)  # the write cache holds an entry: its flush starts
+    assert bookie.state is not None and bookie.state.flusher_mark == (NONE, (0, 0))
+    assert bookie.flush_ledger_storage(WRITE_CACHE)
+    assert bookie.state is not None and bookie.state.flushed == {(1, 0)} and bookie.state.flusher_flushed == {2}
+    assert bookie.persist_mark(WRITE_CACHE)  # the same mark again
+    assert bookie.state is not None and bookie.state.flusher_mark == (NONE, NONE)
     clean(bookie)
 
 
@@ -94,7 +96,7 @@ def test_a_persist_the_bookie_refuses_is_one_the_spec_does_not_enable(tmp_path: 
     bookie.add(1, 0)
     bookie.force_write()
     bookie.start_checkpoint()
-    assert bookie.state is not None and bookie.state.checkpoint_mark == (1, 1)
+    assert bookie.state is not None and bookie.state.flusher_mark == ((1, 1), NONE)
     assert not bookie.persist_mark()  # not flushed yet
     clean(bookie)
 
@@ -134,6 +136,7 @@ def test_a_crash_inside_a_flush_leaves_part_of_it_and_the_replay_restores_the_re
     clean_run.add(1, 0)
     clean_run.add(2, 0)
     clean_run.force_write()
+    clean_run.start_checkpoint()
     before_flush = clean_run.fs.boundaries
     clean_run.flush_ledger_storage()
     index_fsyncs = [e.index for e in clean_run.fs.events[before_flush:] if e.op == "fsync" and e.path.endswith(".idx")]
@@ -142,6 +145,7 @@ def test_a_crash_inside_a_flush_leaves_part_of_it_and_the_replay_restores_the_re
     bookie.add(1, 0)
     bookie.add(2, 0)
     bookie.force_write()
+    bookie.start_checkpoint()
     with pytest.raises(SimulatedCrash):
         bookie.flush_ledger_storage()
     power_loss = next(o for o in bookie.outcomes() if o.label == "power loss")
@@ -181,3 +185,35 @@ def test_the_mutant_that_deletes_the_journal_being_written_cannot_be_abstracted(
     bookie.checkpoint()  # the mark is in journal 2, the one being written: the mutant deletes it
     assert [(v.kind, v.name) for v in bookie.violations][:1] == [("abstraction", "Abstraction")]
     assert "holds no journal file" in bookie.violations[0].message
+
+
+def test_a_crash_between_two_lastmark_copies_leaves_them_apart_and_the_start_takes_the_larger(tmp_path: Path) -> None:
+    spec = BookieSpec(**{**SPEC.values, "NumLedgerDirs": 2})
+
+    def checkpoint_flushed(bookie: CheckedBookie) -> None:
+        bookie.start()
+        bookie.add(1, 0)
+        bookie.force_write()
+        bookie.start_checkpoint()
+        bookie.flush_ledger_storage()
+
+    clean_run = CheckedBookie(str(tmp_path / "clean"), spec, CONFIG)
+    checkpoint_flushed(clean_run)
+    before_persist = clean_run.fs.boundaries
+    clean_run.persist_mark()  # CheckpointPersistsMark once per ledger directory
+    assert clean_run.state is not None and clean_run.state.last_marks == ((1, 1), (1, 1))
+    first_copy = os.path.dirname(clean_run.layout.last_mark_paths()[0])
+    done = next(e.index for e in clean_run.fs.events[before_persist:] if e.op == "fsync_dir" and e.path == first_copy)
+    clean(clean_run)
+    # Crash once the first copy is durable, before the second is written.
+    bookie = CheckedBookie(str(tmp_path / "crash"), spec, CONFIG, crash_at=done + 1)
+    checkpoint_flushed(bookie)
+    with pytest.raises(SimulatedCrash):
+        bookie.persist_mark()
+    power_loss = next(o for o in bookie.outcomes() if o.label == "power loss")
+    after = bookie.fork(str(tmp_path / "after"), power_loss, bookie.crash_candidates())
+    assert after.state is not None and after.state.last_marks == ((1, 1), (0, 0))
+    after.start()  # from the larger copy: nothing to replay
+    assert after.state is not None and after.state.memtable == frozenset() and after.state.flushed == {(1, 0)}
+    assert after.read(1, 0) == "entry_log"
+    clean(after)

@@ -26,7 +26,7 @@ from ledgerspec.reference.bookie import (
     check_bookie_files,
     read_bookie_files,
 )
-from ledgerspec.reference.bookie.bookie import Bookie
+from ledgerspec.reference.bookie.bookie import WRITE_CACHE, Bookie
 from ledgerspec.reference.bookie.formats import JournalEnd
 from ledgerspec.reference.bookie.layout import BookieLayout
 
@@ -69,9 +69,14 @@ def test_requests_are_refused_with_the_reason(tmp_path: Path) -> None:
     with pytest.raises(LedgerFencedError, match="ledger 1 is fenced: add of entry 1 refused"):
         bookie.add_entry(entry(1, 1), KEY)
     bookie.add_entry(entry(1, 1), KEY, recovery=True)
+    with pytest.raises(BookieStateError, match=r"the mark \(0x0, 0\) is not past the persisted mark"):
+        bookie.start_checkpoint()  # nothing synced: the sync thread has nothing to persist
+    bookie.force_write()
+    bookie.start_checkpoint()
     with pytest.raises(BookieStateError, match="flush first"):
-        bookie.start_checkpoint()
         bookie.persist_mark()
+    with pytest.raises(BookieStateError, match="flusher 2 has taken no mark"):
+        bookie.flush_ledger_storage(WRITE_CACHE)
 
 
 def test_group_commit_acknowledges_only_after_the_fsync(tmp_path: Path) -> None:

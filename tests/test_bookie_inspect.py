@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from bookie_support import KEY, entry, lac, started
 from ledgerspec.reference.bookie import BookieConfig, FaultyFileSystem, LogMark, SimulatedCrash, read_bookie_files
+from ledgerspec.reference.bookie.bookie import WRITE_CACHE
 from ledgerspec.reference.bookie.formats import encode_mark
 from ledgerspec.reference.bookie.layout import BookieLayout
 from ledgerspec.tools.cli.main import main
@@ -138,9 +139,10 @@ def test_a_mark_over_unflushed_data_is_invalid(capsys: pytest.CaptureFixture[str
     bookie.force_write()
     bookie.start_checkpoint()
     bookie.persist_mark()
+    bookie.start_checkpoint(WRITE_CACHE)  # the entry is still in the write cache
     fs.crash_at = fs.boundaries
     with pytest.raises(SimulatedCrash):
-        bookie.flush_ledger_storage()
+        bookie.flush_ledger_storage(WRITE_CACHE)
     fs.power_loss()
     code, problems = _problems(capsys, tmp_path)
     assert code == 0 and problems == [

@@ -17,6 +17,7 @@ from ledgerspec.reference.bookie import (
     MissingFileError,
     SimulatedCrash,
 )
+from ledgerspec.reference.bookie.bookie import SYNC_THREAD, WRITE_CACHE
 
 
 def test_unknown_mutants_are_refused() -> None:
@@ -51,11 +52,14 @@ def test_mark_before_flush_persists_a_mark_over_data_only_in_memory(tmp_path: Pa
         bookie.add_entry(entry(1, 0), KEY)
         bookie.force_write()
         mark = bookie.start_checkpoint()
+        flusher = SYNC_THREAD
         if mutant:
             bookie.persist_mark()  # the correct bookie refuses this order (BookieStateError)
+            bookie.start_checkpoint(WRITE_CACHE)  # the entry is still in the write cache: its flush starts
+            flusher = WRITE_CACHE
         fs.crash_at = fs.boundaries  # the first write of the flush
         with pytest.raises(SimulatedCrash):
-            bookie.flush_ledger_storage()
+            bookie.flush_ledger_storage(flusher)
         fs.power_loss()
         after = started(root, fs)
         outcomes[mutant] = (bookie.persisted_mark == mark, after.read_path(1, 0))

@@ -22,7 +22,7 @@ from ledgerspec.reference.bookie.trace import (
     spec_steps,
 )
 from ledgerspec.reference.bookie.workloads import WORKLOAD_CONFIG, WORKLOAD_SPEC, random_spec
-from ledgerspec.spec.bookie.bookie import BUGS, BookieSpec, BookieState
+from ledgerspec.spec.bookie.bookie import BUGS, SYNC_THREAD, WRITE_CACHE, ZERO_MARK, BookieSpec, BookieState
 from ledgerspec.spec.bookie.bookie_trace import (
     CLIENT,
     CLIENT_OBSERVES,
@@ -30,6 +30,7 @@ from ledgerspec.spec.bookie.bookie_trace import (
     GUARDS,
     TRACE,
     messages,
+    persisted_mark,
     readable,
     unsynced_from,
 )
@@ -41,7 +42,11 @@ from ledgerspec.tools.cli.main import main
 def test_mapping_is_found_by_spec_name_and_speaks_the_specs_vocabulary() -> None:
     assert mapping_for("bookie") is TRACE
     assert list(TRACE.actions) == [a.name for a in BookieSpec.actions]
-    assert {a.name for a in attrs.fields(BookieState)} | {"unsynced_from", "readable"} == FULL.observes
+    assert {a.name for a in attrs.fields(BookieState)} | {
+        "unsynced_from",
+        "readable",
+        "persisted_mark",
+    } == FULL.observes
     assert TRACE.param_codecs["JournalForceWrites"]["upto"].encode((2, 1)) == [2, 1]
 
 
@@ -90,7 +95,7 @@ def test_projections() -> None:
     s = spec.BookieAddsEntry(spec.initial_state(), 1, 0)
     assert s is not None and unsynced_from(spec, s) == (1, 0) and readable(spec, s) == {(1, 0)}
     t = spec.JournalForceWrites(s, (1, 1))
-    assert t is not None and unsynced_from(spec, t) == (1, 1)
+    assert t is not None and unsynced_from(spec, t) == (1, 1) and persisted_mark(spec, t) == (0, 0)
     down = spec.BookieCrashes(t, (1, 1))
     assert down is not None and readable(spec, down) == frozenset()
 
@@ -105,7 +110,8 @@ def test_lanes_and_messages() -> None:
     ]
     assert messages("BookieAddsEntry", {"ledger": 1, "entry": 2}) == (Message("client", "bookie", "add (1, 2)"),)
     assert messages("JournalForceWrites", {}) == (Message("journal", "client", "replies"),)
-    assert messages("CheckpointStarts", {}) == ()
+    assert messages("FlusherTakesMark", {"flusher": 2}) == ()
+    assert TRACE.lane_order("write-cache") < TRACE.lane_order("machine")
 
 
 # -- reading the reference bookie's steps ---------------------------------------------------
@@ -115,23 +121,40 @@ def test_spec_steps_read_a_checkpoint_and_the_deletions_it_allows() -> None:
     s = spec.JournalRollsOver(spec.JournalForceWrites(s, (1, 1)))
     s = spec.BookieAddsEntry(s, 1, 1)
     s = before = spec.JournalForceWrites(s, (2, 1))  # the mark is in file 2: file 1 may go after the checkpoint
-    for action in ("CheckpointStarts", "LedgerStorageFlushes", "CheckpointPersistsMark"):
-        s = getattr(spec, action)(s)
+    for action in ("FlusherTakesMark", "LedgerStorageFlushes", "CheckpointPersistsMark"):
+        s = getattr(spec, action)(s, SYNC_THREAD)
     after = spec.JournalFileDeleted(s, 1)
     refs = (
-        ActionRef("CheckpointStarts", ()),
-        ActionRef("LedgerStorageFlushes", ()),
-        ActionRef("CheckpointPersistsMark", ()),
+        ActionRef("FlusherTakesMark", (SYNC_THREAD,)),
+        ActionRef("LedgerStorageFlushes", (SYNC_THREAD,)),
+        ActionRef("CheckpointPersistsMark", (SYNC_THREAD,)),
         ActionRef("JournalFileDeleted"),
     )
     assert spec_steps(spec, refs, before, after) == [
-        ("CheckpointStarts", ()),
-        ("LedgerStorageFlushes", ()),
-        ("CheckpointPersistsMark", ()),
+        ("FlusherTakesMark", (SYNC_THREAD,)),
+        ("LedgerStorageFlushes", (SYNC_THREAD,)),
+        ("CheckpointPersistsMark", (SYNC_THREAD,)),
         ("JournalFileDeleted", (1,)),
     ]
-    # a checkpoint that cannot move the mark is a plain flush, or nothing
+    # a checkpoint that cannot move the mark does not run
     assert spec_steps(spec, refs[:3], after, after) == []
+
+
+def test_spec_steps_read_a_persist_of_each_lastmark_copy_or_one_that_writes_none() -> None:
+    spec = BookieSpec(NumLedgerDirs=2)
+    s = spec.JournalForceWrites(spec.BookieAddsEntry(spec.initial_state(), 1, 0), (1, 1))
+    s = spec.LedgerStorageFlushes(spec.FlusherTakesMark(s, SYNC_THREAD), SYNC_THREAD)
+    after = spec.CheckpointPersistsMark(spec.CheckpointPersistsMark(s, SYNC_THREAD), SYNC_THREAD)
+    persist = (ActionRef("CheckpointPersistsMark", (SYNC_THREAD,)),) * 2
+    assert after.last_marks == ((1, 1), (1, 1))
+    assert spec_steps(spec, persist, s, after) == [("CheckpointPersistsMark", (SYNC_THREAD,))] * 2
+    # the write cache's flush persists no mark with two ledger directories: one step
+    w = spec.FlusherTakesMark(spec.BookieAddsEntry(spec.initial_state(), 1, 0), WRITE_CACHE)
+    w = spec.LedgerStorageFlushes(w, WRITE_CACHE)
+    done = spec.CheckpointPersistsMark(w, WRITE_CACHE)
+    assert done.last_marks == (ZERO_MARK, ZERO_MARK) == (w.flusher_mark[1],) * 2
+    persist = (ActionRef("CheckpointPersistsMark", (WRITE_CACHE,)),) * 2
+    assert spec_steps(spec, persist, w, done) == [("CheckpointPersistsMark", (WRITE_CACHE,))]
 
 
 def test_spec_steps_read_a_force_write_and_a_crash() -> None:
@@ -155,7 +178,14 @@ def _runs() -> list[Any]:
 
 def test_the_runs_cover_every_workload_and_crash() -> None:
     runs = bookie_runs()
-    assert {r.workload for r in runs} == {"basic", "fencing", "rollover-and-deletion", "force-write-parts", "restart"}
+    assert {r.workload for r in runs} == {
+        "basic",
+        "fencing",
+        "rollover-and-deletion",
+        "force-write-parts",
+        "interleaved-flushers",
+        "restart",
+    }
     assert {r.crash for r in runs if r.crash_after is not None} == {"power-loss", "process-crash"}
     assert not [r for r in runs if r.workload == "restart" and r.crash_after is not None]  # it crashes on its own
     assert len({r.trace_id for r in runs}) == len(runs)
@@ -217,7 +247,8 @@ def test_full_lines_report_synced_in_one_spelling() -> None:
 @pytest.mark.parametrize(
     ("mutant", "event", "words"),
     [
-        ("mark_before_flush", "CheckpointPersistsMark", "the checkpoint has not flushed the ledger storage yet"),
+        ("mark_before_flush", "CheckpointPersistsMark", "flusher has not flushed the ledger storage yet"),
+        ("mark_moves_backwards", "CheckpointPersistsMark", "'Recovery log 1 is missing'"),
         ("delete_journal_at_mark", "JournalFileDeleted", "is not wholly before the persisted mark"),
         ("ack_before_fsync", "BookieAddsEntry", "acked has"),
     ],
@@ -271,3 +302,22 @@ def test_tlc_gives_the_same_verdict_on_a_bookie_trace(
     assert checked.outcome.conforms == (verdict.status == "conforms") == (failing_event is None)
     assert checked.outcome.event_index == failing_event
     assert verdict.failure is None or verdict.failure.event_index == failing_event
+
+
+def test_interleaved_flushers_are_judged_by_the_invariants() -> None:
+    """The write cache's flush takes its mark, the sync thread's whole checkpoint runs, then the write cache
+    flushes and persists: the correct bookie's trace conforms; release-4.17.2's persist breaks promises."""
+    run = record_run(BookieRun("interleaved-flushers"), modes=("full",))
+    steps = [(line["process"], line["type"]) for line in run.lines["full"]]
+    take, persist = (
+        steps.index(("write-cache", "FlusherTakesMark")),
+        steps.index(("write-cache", "CheckpointPersistsMark")),
+    )
+    assert ("sync-thread", "CheckpointPersistsMark") in steps[take:persist]
+    assert TraceChecker(WORKLOAD_SPEC, "full").check(events_from_json(run.lines["full"])).status == "conforms"
+    config = attrs.evolve(WORKLOAD_CONFIG, mutant="mark_moves_backwards")
+    mutated = record_run(BookieRun("interleaved-flushers"), config=config, modes=("full",))
+    verdict = TraceChecker(WORKLOAD_SPEC, "full").check(events_from_json(mutated.lines["full"]))
+    assert verdict.status == "violates" and verdict.failure is not None
+    assert verdict.failure.event_type == "CheckpointPersistsMark"
+    assert set(verdict.promise_names) == {"JournalKeptFromMark", "MarkNeverMovesBackwards"}

@@ -35,7 +35,7 @@ SEEDED: dict[tuple[str, str], dict[str, Expected]] = {
     ("ledger", "missing_after_qa_no_such"): {"full": {"NoAckedEntryLost"}, "client": {"NoAckedEntryLost"}},
     ("bookie", "ack_before_fsync"): {
         "full": {"AckedEntriesSurvive"},
-        "client": ("undecided", "AckedEntriesSurvive", "persisted_mark"),
+        "client": ("undecided", "AckedEntriesSurvive", "last_marks"),
     },
     ("bookie", "mark_before_flush"): {
         "full": {"MarkNeverPassesUnflushedData", "AckedEntriesSurvive"},
@@ -57,6 +57,11 @@ SEEDED: dict[tuple[str, str], dict[str, Expected]] = {
     },
     ("bookie", "delete_journal_at_mark-FencedLedgerStaysFenced"): {
         "full": {"JournalKeptFromMark", "FencedLedgerStaysFenced"},
+        "client": "conforms",
+    },
+    ("bookie", "mark_moves_backwards"): {"full": {"MarkNeverMovesBackwards"}, "client": "conforms"},
+    ("bookie", "mark_moves_backwards-JournalKeptFromMark"): {
+        "full": {"MarkNeverMovesBackwards", "JournalKeptFromMark"},
         "client": "conforms",
     },
     # The full observer of the cursor does not see ``durable``, what completed persists covered.

@@ -51,6 +51,7 @@ PROMISES: dict[str, set[str]] = {
     "fence_not_journaled": {"NoNewAcksToFencedWriter"},
     "mark_not_advanced_in_replay": set(),
     "delete_journal_at_mark": {"JournalKeptFromMark"},
+    "mark_moves_backwards": {"JournalKeptFromMark", "MarkNeverMovesBackwards"},
     "restore_ignores_no_ledger": set(),
     "no_store_fallback": set(),
     "restore_skips_unacked": {"CursorSkipsNoUnackedMessage", "TrimKeepsUnconsumedEntries"},
@@ -165,6 +166,7 @@ CAUGHT_BY_BOOKIE_TRACES = {
     "mark_before_flush": ("CheckpointPersistsMark", "has not flushed the ledger storage"),
     "mark_not_advanced_in_replay": ("BookieReplaysJournal", "observed mark"),
     "delete_journal_at_mark": ("JournalFileDeleted", "is not wholly before the persisted mark"),
+    "mark_moves_backwards": ("CheckpointPersistsMark", "'Recovery log 1 is missing'"),
 }
 
 

@@ -38,21 +38,21 @@ Records and positions
     only, so states are compared with ``synced`` at the first unsynced record
     (:func:`canonical`).
 
-``flushed``, ``fenced_flushed``, ``lac_flushed``, ``persisted_mark``
+``flushed``, ``fenced_flushed``, ``lac_flushed``, ``last_marks``
     What a power loss now would leave (the durable files): an entry is flushed
     when its index slot, durable, points at that entry in a durable entry log;
-    the fenced bit and the explicit LAC of the durable index header; the largest
-    durable ``lastMark`` copy. The bookie's memory is not asked.
+    the fenced bit and the explicit LAC of the durable index header; the durable
+    ``lastMark`` of each ledger directory, in the layout's order (``(0, 0)``
+    where there is none). The bookie's memory is not asked.
 
 ``memtable``, ``fenced``, ``lac``, ``mark``, ``up``
     The bookie's memory (:class:`~.bookie.MemoryState`); ``lac`` holds -1 for a
     ledger without an explicit LAC.
 
-``checkpoint_mark``, ``checkpoint_flushed``
-    The mark captured by a checkpoint under way, except that a checkpoint whose
-    mark equals the persisted one cannot move the mark: the spec does not start
-    it (``CheckpointStarts`` needs ``persisted_mark < mark``), and its flush is a
-    plain ``LedgerStorageFlushes``. Such a checkpoint is ``NONE``, not flushed.
+``flusher_mark``, ``flusher_flushed``, ``flusher_copies``
+    The mark each flusher under way took, and whether it has flushed since.
+    A persist writes every ``lastMark`` copy in one reference step, so between
+    steps no flusher has written part of them: ``flusher_copies`` is ``(0, 0)``.
 
 ``acked``, ``fence_acked``, ``crashes``
     History the checker keeps across restarts: the normal adds and the fences
@@ -77,9 +77,10 @@ A crashed bookie
 
 Steps that are several spec actions (*checker*)
     ``force_write`` is ``JournalForceWrites(upto)`` and, when the file is full,
-    ``JournalRollsOver``; ``checkpoint`` is ``CheckpointStarts``,
-    ``LedgerStorageFlushes``, ``CheckpointPersistsMark`` and a
-    ``JournalFileDeleted(f)`` per file deleted; ``start`` is
+    ``JournalRollsOver``; ``persist_mark`` is a ``CheckpointPersistsMark`` per ledger directory;
+    ``checkpoint`` is the sync thread's ``FlusherTakesMark``,
+    ``LedgerStorageFlushes``, its persist and a ``JournalFileDeleted(f)`` per
+    file deleted; ``start`` is
     ``BookieReplaysJournal`` and a checkpoint (the reference creates the new
     journal file before the flush that follows the replay, see
     :mod:`.bookie`). A spec action of the list that is disabled must be a
@@ -105,7 +106,7 @@ from ledgerspec.reference.bookie.bookie import MemoryState
 from ledgerspec.reference.bookie.disk import BookieFiles
 from ledgerspec.reference.bookie.entry import EntryFormatError, decode_lac
 from ledgerspec.reference.bookie.formats import LogMark, split_location
-from ledgerspec.spec.bookie.bookie import NONE, BookieSpec, BookieState, JournalFile, Position
+from ledgerspec.spec.bookie.bookie import FLUSHERS, NONE, ZERO_MARK, BookieSpec, BookieState, JournalFile, Position
 
 __all__ = ["AbstractionError", "BookieAbstraction", "History", "NoJournalError", "canonical"]
 
@@ -146,19 +147,18 @@ class BookieAbstraction:
             f, recs = journal[-1]
             journal = (*journal[:-1], (f, (*recs, *memory.buffered)))
         lac = dict(memory.lac)
-        checkpoint_mark = memory.checkpoint_mark
-        if checkpoint_mark is not None and checkpoint_mark == memory.persisted_mark:
-            checkpoint_mark = None  # cannot move the mark: to the spec, a flush alone
+        marks = dict(memory.flusher_marks)
         return self._state(
             journal=journal,
             synced=self.position(memory.synced),
-            persisted_mark=self.position(durable.persisted_mark),
+            last_marks=self._last_marks(durable),
             memtable=memory.memtable,
             fenced=memory.fenced,
             lac=tuple(lac.get(ledger, -1) for ledger in self.spec.ledgers),
             mark=self.position(memory.mark) if memory.up else NONE,
-            checkpoint_mark=NONE if checkpoint_mark is None else self.position(checkpoint_mark),
-            checkpoint_flushed=checkpoint_mark is not None and memory.checkpoint_flushed,
+            flusher_mark=tuple(self.position(marks[f]) if f in marks else NONE for f in FLUSHERS),
+            flusher_flushed=memory.flusher_flushed,
+            flusher_copies=tuple(0 for _ in FLUSHERS),
             up=memory.up,
             storage=durable,
             history=history,
@@ -171,13 +171,14 @@ class BookieAbstraction:
         return self._state(
             journal=journal,
             synced=(f, len(recs)),
-            persisted_mark=self.position(disk.persisted_mark),
+            last_marks=self._last_marks(disk),
             memtable=frozenset(),
             fenced=frozenset(),
             lac=tuple(-1 for _ in self.spec.ledgers),
             mark=NONE,
-            checkpoint_mark=NONE,
-            checkpoint_flushed=False,
+            flusher_mark=tuple(NONE for _ in FLUSHERS),
+            flusher_flushed=frozenset(),
+            flusher_copies=tuple(0 for _ in FLUSHERS),
             up=False,
             storage=disk,
             history=history,
@@ -195,6 +196,14 @@ class BookieAbstraction:
         return mark.file_id, sum(1 for offset in offsets if offset < mark.offset)
 
     # -- internals
+
+    def _last_marks(self, files: BookieFiles) -> tuple[Position, ...]:
+        """The lastMark of each ledger directory, in the layout's order; ``(0, 0)`` where there is none."""
+        copies = {c.path: c.mark for c in files.marks}
+        return tuple(
+            ZERO_MARK if copies.get(path) is None else self.position(copies[path])  # type: ignore[arg-type]
+            for path in files.layout.last_mark_paths()
+        )
 
     def _journal(self, files: BookieFiles) -> tuple[JournalFile, ...]:
         self._check_readable(files)

@@ -19,11 +19,12 @@ step                                    BookKeeper (``bookkeeper-server/.../book
 ``journal_sync`` + ``journal_synced``   ``ForceWriteThread``: fsync, mark := end of batch, acks
 ``force_write`` (JournalForceWrites)    the three above
 ``roll_journal`` (JournalRollsOver)     ``Journal.run`` when the file passes ``maxJournalSize``
-``start_checkpoint`` (CheckpointStarts) ``Journal.newCheckpoint``: capture the mark
-``flush_ledger_storage``                ``LedgerStorage.checkpoint``/``flush``
-(LedgerStorageFlushes)
-``persist_mark``                        ``Journal.checkpointComplete``: lastMark in every ledger dir
-(CheckpointPersistsMark)
+``start_checkpoint(flusher)``           ``Journal.newCheckpoint``, by the sync thread's checkpoint or
+(FlusherTakesMark)                      the write cache's flush: the flusher takes the mark
+``flush_ledger_storage(flusher)``       ``SingleDirectoryDbLedgerStorage.checkpoint``: one flush at a
+(LedgerStorageFlushes)                  time
+``persist_mark(flusher)``               ``Journal.checkpointComplete``: the flusher's mark to the
+(CheckpointPersistsMark, once a copy)   lastMark of each ledger dir in turn; an older mark skipped
 ``delete_journal`` (JournalFileDeleted) ``checkpointComplete(compact=true)``
 ``start`` (BookieReplaysJournal)        ``BookieImpl.readJournal``/``replay``, then a full flush
 ======================================  =============================================================
@@ -64,7 +65,18 @@ Where the reference departs from BookKeeper, and why:
   file whose directory was never fsynced), and the replay and the checkpoint
   after it build on what they read, so it must not vanish in a later power
   loss; BookKeeper trusts the OS cache there;
-- one journal directory (BookKeeper may have several, with ``lastMark.N``).
+- one journal directory (BookKeeper may have several, with ``lastMark.N``);
+- the two flushers are steps of the caller, each with its own mark
+  (``SYNC_THREAD``: ``SyncThread``'s checkpoint; ``WRITE_CACHE``:
+  ``SingleDirectoryDbLedgerStorage.flush`` when the write cache fills). As in
+  the spec, a sync-thread checkpoint starts only when the mark is past the
+  persisted one, and a write-cache flush only with entries in the memtable;
+  BookKeeper's sync thread also runs when the mark has not moved, and then
+  flushes what the next flush would. A flush always flushes:
+  DbLedgerStorage skips the flush of a mark older than the last flush's;
+- a persist skips a mark older than the persisted one, as BookKeeper 4.18.0
+  does (apache/bookkeeper#4105); release-4.17.2 writes it (the mutant
+  ``mark_moves_backwards``).
 
 Mutants (``BookieConfig.mutant``) are real bugs made on purpose, for the
 crash checks; each is a small switch marked ``MUTANT`` in the code.
@@ -106,7 +118,7 @@ from ledgerspec.reference.bookie.journal import ForceWriteRequest, JournalFile, 
 from ledgerspec.reference.bookie.layout import JOURNAL_SUFFIX, BookieLayout
 from ledgerspec.reference.bookie.storage import LedgerInfo, LedgerStorage
 
-__all__ = ["MUTANTS", "Bookie", "BookieConfig", "MemoryState", "Request", "RequestKind"]
+__all__ = ["MUTANTS", "SYNC_THREAD", "WRITE_CACHE", "Bookie", "BookieConfig", "MemoryState", "Request", "RequestKind"]
 
 MUTANTS = {
     "ack_before_fsync": "adds are acknowledged once written to the OS, before the fsync (as journalSyncData=false)",
@@ -114,7 +126,11 @@ MUTANTS = {
     "fence_not_journaled": "a fence is set in memory and acknowledged at once, without a journal record",
     "mark_not_advanced_in_replay": "replay leaves the mark where lastMark was (apache/bookkeeper#2087)",
     "delete_journal_at_mark": "journal deletion also removes the journal the persisted mark points into",
+    "mark_moves_backwards": "a flusher persists a mark older than the persisted one (release-4.17.2, #4105)",
 }
+
+#: The flushers (the bookie spec's numbers): the sync thread's checkpoint, and the write cache's flush.
+SYNC_THREAD, WRITE_CACHE = 1, 2
 
 NO_MARK = LogMark(0, 0)
 
@@ -177,9 +193,9 @@ class MemoryState:
     fenced_flushed: frozenset[int]  # ledgers whose index header durably says fenced
     lac: tuple[tuple[int, int], ...]  # (ledger, explicit LAC) in memory
     mark: LogMark  # in-memory LastLogMark: advanced by each fsync of the journal
-    checkpoint_mark: LogMark | None  # mark captured by a checkpoint under way
-    checkpoint_flushed: bool  # the checkpoint under way has flushed the ledger storage
-    persisted_mark: LogMark  # what the lastMark files hold (as written by this bookie or read at start)
+    flusher_marks: tuple[tuple[int, LogMark], ...]  # (flusher, the mark it took), for each flusher under way
+    flusher_flushed: frozenset[int]  # the flushers under way that have flushed the ledger storage
+    persisted_mark: LogMark  # the largest lastMark copy (as written by this bookie or read at start)
     synced: LogMark  # the journal is durable up to here
     written: LogMark  # the journal is written to the OS up to here
     current_journal: int | None  # the journal file being written
@@ -208,8 +224,8 @@ class Bookie:
         self.mark = NO_MARK  # in-memory LastLogMark
         self.synced = NO_MARK  # journal durable up to here
         self.persisted_mark = NO_MARK  # content of the lastMark files
-        self.checkpoint_mark: LogMark | None = None
-        self._checkpoint_flushed = False  # the checkpoint under way has flushed the ledger storage
+        self.flusher_marks: dict[int, LogMark] = {}  # flusher -> the mark it took, while it is under way
+        self._flusher_flushed: set[int] = set()  # the flushers under way that have flushed
         self._started = False
         self._seq = itertools.count()
         self._journaled_keys: set[int] = set()  # ledgers whose key is in the journal (BookieImpl.masterKeyCache)
@@ -242,7 +258,7 @@ class Bookie:
             if copy.error is not None:
                 raise copy.error
             assert copy.mark is not None
-            self.persisted_mark = max(self.persisted_mark, copy.mark)
+            self.persisted_mark = max(self.persisted_mark, copy.mark)  # LastLogMark.readLog
         self.mark = self.synced = self.persisted_mark
         self.storage.load()
         journal_ids = list_file_ids(self.fs, self.layout.journal_dir, JOURNAL_SUFFIX)
@@ -511,45 +527,61 @@ class Bookie:
 
     # ------------------------------------------------------------ checkpoint
 
-    def start_checkpoint(self) -> LogMark:
-        """CheckpointStarts: capture the mark; everything before it is in the memtable or already flushed."""
+    def start_checkpoint(self, flusher: int = SYNC_THREAD) -> LogMark:
+        """FlusherTakesMark: the flusher takes the in-memory mark; everything before it is in the memtable or
+        already flushed. The sync thread starts only when the mark is past the persisted one, the write
+        cache's flush only with entries in the memtable."""
         self._require_up()
-        if self.checkpoint_mark is not None:
-            raise BookieStateError(f"a checkpoint is already under way (mark {self.checkpoint_mark})")
-        self.checkpoint_mark = self.mark
-        self._checkpoint_flushed = False
+        return self._take_mark(flusher)
+
+    def _take_mark(self, flusher: int) -> LogMark:
+        if flusher in self.flusher_marks:
+            raise BookieStateError(f"flusher {flusher} is under way (its mark {self.flusher_marks[flusher]})")
+        if flusher == WRITE_CACHE and not self.storage.memtable:
+            raise BookieStateError("the write cache is empty: no flush to trigger")
+        if flusher == SYNC_THREAD and not self.persisted_mark < self.mark:
+            raise BookieStateError(f"the mark {self.mark} is not past the persisted mark {self.persisted_mark}")
+        self.flusher_marks[flusher] = self.mark
         return self.mark
 
-    def flush_ledger_storage(self) -> None:
+    def flush_ledger_storage(self, flusher: int = SYNC_THREAD) -> None:
         """LedgerStorageFlushes: memtable to the entry log, locations and headers to the index, all fsynced."""
         self._require_up()
-        self._flush()
+        self._flush_for(flusher)
 
-    def _flush(self) -> None:
+    def _flush_for(self, flusher: int) -> None:
+        if flusher not in self.flusher_marks:
+            raise BookieStateError(f"flusher {flusher} has taken no mark: start_checkpoint() first")
+        if flusher in self._flusher_flushed:
+            raise BookieStateError(f"flusher {flusher} has flushed already for its mark")
         self.storage.flush()
-        if self.checkpoint_mark is not None:
-            self._checkpoint_flushed = True
+        self._flusher_flushed.add(flusher)
 
-    def persist_mark(self) -> None:
-        """CheckpointPersistsMark: write the checkpoint's mark to every ledger directory's lastMark.
+    def persist_mark(self, flusher: int = SYNC_THREAD) -> None:
+        """CheckpointPersistsMark, once a ledger directory: write the flusher's mark to each lastMark in turn.
 
-        Only after the flush of this checkpoint; a mark older than the
-        persisted one is not written (``checkpointComplete``, #4105).
+        Only after the flush of this flusher; a mark older than the
+        persisted one is not written (``checkpointComplete``, #4105), nor the
+        write cache's with several ledger directories
+        (``SingleDirectoryDbLedgerStorage.flush``: ``singleLedgerDirs``).
         """
         self._require_up()
-        self._persist_mark()
+        self._persist_mark(flusher)
 
-    def _persist_mark(self) -> None:
-        if self.checkpoint_mark is None:
-            raise BookieStateError("no checkpoint under way: start_checkpoint() first")
-        if not self._checkpoint_flushed and self.mutant != "mark_before_flush":  # MUTANT: skip the guard
-            raise BookieStateError("the ledger storage is not flushed for this checkpoint: flush first")
-        mark, self.checkpoint_mark, self._checkpoint_flushed = self.checkpoint_mark, None, False
-        if mark < self.persisted_mark:
+    def _persist_mark(self, flusher: int) -> None:
+        if flusher not in self.flusher_marks:
+            raise BookieStateError(f"flusher {flusher} has taken no mark: start_checkpoint() first")
+        if flusher not in self._flusher_flushed and self.mutant != "mark_before_flush":  # MUTANT: skip the guard
+            raise BookieStateError("the ledger storage is not flushed for this mark: flush first")
+        mark = self.flusher_marks.pop(flusher)
+        self._flusher_flushed.discard(flusher)
+        if flusher == WRITE_CACHE and len(self.layout.ledger_dirs) > 1:
             return
-        for path in self.layout.last_mark_paths():
+        if mark < self.persisted_mark and self.mutant != "mark_moves_backwards":  # MUTANT: no #4105 guard
+            return
+        for path in self.layout.last_mark_paths():  # LastLogMark.rollLog: each ledger directory in turn
             self.fs.replace_durably(path, encode_mark(mark))
-        self.persisted_mark = mark
+            self.persisted_mark = mark if self.mutant == "mark_moves_backwards" else max(self.persisted_mark, mark)
 
     def deletable_journals(self) -> list[int]:
         """Journal files wholly before the persisted mark, beyond the ``max_backup_journals`` newest of them."""
@@ -583,15 +615,16 @@ class Bookie:
         self._checkpoint(delete_journals=delete_journals)
 
     def _checkpoint(self, *, delete_journals: bool) -> None:
-        if self.checkpoint_mark is not None:
-            raise BookieStateError(f"a checkpoint is already under way (mark {self.checkpoint_mark})")
-        self.checkpoint_mark, self._checkpoint_flushed = self.mark, False
-        if self.mutant == "mark_before_flush":  # MUTANT: persist, then flush
-            self._persist_mark()
-            self._flush()
-        else:
-            self._flush()
-            self._persist_mark()
+        if SYNC_THREAD in self.flusher_marks:
+            raise BookieStateError(f"a checkpoint is already under way (mark {self.flusher_marks[SYNC_THREAD]})")
+        if self.persisted_mark < self.mark:  # else nothing to persist, and nothing to flush
+            self._take_mark(SYNC_THREAD)
+            if self.mutant == "mark_before_flush":  # MUTANT: persist, then flush
+                self._persist_mark(SYNC_THREAD)
+                self.storage.flush()
+            else:
+                self._flush_for(SYNC_THREAD)
+                self._persist_mark(SYNC_THREAD)
         if delete_journals:
             for file_id in self.deletable_journals():
                 self.delete_journal(file_id)
@@ -677,8 +710,8 @@ class Bookie:
                 )
             ),
             mark=self.mark,
-            checkpoint_mark=self.checkpoint_mark,
-            checkpoint_flushed=self._checkpoint_flushed,
+            flusher_marks=tuple(sorted(self.flusher_marks.items())),
+            flusher_flushed=frozenset(self._flusher_flushed),
             persisted_mark=self.persisted_mark,
             synced=self.synced,
             written=LogMark(current.file_id, current.written) if current is not None else self.synced,

@@ -59,7 +59,7 @@ from ledgerspec.reference.bookie.faults import TreeSnapshot
 from ledgerspec.reference.bookie.formats import scan_journal
 from ledgerspec.reference.bookie.journal import ForceWriteRequest
 from ledgerspec.reference.bookie.layout import JOURNAL_SUFFIX
-from ledgerspec.spec.bookie.bookie import NOT_FOUND, BookieSpec, BookieState
+from ledgerspec.spec.bookie.bookie import FLUSHERS, NOT_FOUND, SYNC_THREAD, BookieSpec, BookieState
 from ledgerspec.spec.values import format_value, normalize
 
 __all__ = [
@@ -150,12 +150,17 @@ class CrashCandidates:
 
 
 # What each reference step is, in spec actions (see the abstraction's docstring).
-_CHECKPOINT = (
-    ActionRef("CheckpointStarts", ()),
-    ActionRef("LedgerStorageFlushes", ()),
-    ActionRef("CheckpointPersistsMark", ()),
-)
-_RESTART = (ActionRef("BookieReplaysJournal", ()), *_CHECKPOINT)
+def _persist(spec: BookieSpec, flusher: int) -> tuple[ActionRef, ...]:
+    """A persist writes the lastMark of each ledger directory in turn: a spec step per copy."""
+    return (ActionRef("CheckpointPersistsMark", (flusher,)),) * spec.NumLedgerDirs
+
+
+def _checkpoint(spec: BookieSpec) -> tuple[ActionRef, ...]:
+    """The sync thread's checkpoint, whole."""
+    flush = (ActionRef("FlusherTakesMark", (SYNC_THREAD,)), ActionRef("LedgerStorageFlushes", (SYNC_THREAD,)))
+    return (*flush, *_persist(spec, SYNC_THREAD))
+
+
 _FORCE_WRITE = (ActionRef("JournalForceWrites"), ActionRef("JournalRollsOver", ()))
 _CRASH = (ActionRef("BookieCrashes"),)
 
@@ -203,7 +208,7 @@ class CheckedBookie:
         self.crash_at = crash_at
         os.makedirs(self.root, exist_ok=True)
         self.fs = fs or FaultyFileSystem(self.root, crash_at=crash_at, sync_to_disk=sync_to_disk)
-        self.layout = BookieLayout.in_data_dir(self.root)
+        self.layout = BookieLayout.in_data_dir(self.root, spec.NumLedgerDirs)  # a lastMark copy in each
         self.abstraction = BookieAbstraction(spec)
         self.bookie: Bookie | None = None
         self.history = History()
@@ -341,24 +346,27 @@ class CheckedBookie:
 
     # ------------------------------------------------------------ the checkpoint
 
-    def start_checkpoint(self) -> None:
-        bookie = self._running()
-        with self._checked("start_checkpoint", _CHECKPOINT[:1]):
-            bookie.start_checkpoint()
+    def start_checkpoint(self, flusher: int = SYNC_THREAD) -> bool:
+        """FlusherTakesMark; False when the bookie refuses (the flusher is under way, or has nothing to do)."""
+        return self._flusher_step("start_checkpoint", ActionRef("FlusherTakesMark", (flusher,)), flusher)
 
-    def flush_ledger_storage(self) -> None:
-        bookie = self._running()
-        with self._checked("flush_ledger_storage", _CHECKPOINT[1:2]):
-            bookie.flush_ledger_storage()
+    def flush_ledger_storage(self, flusher: int = SYNC_THREAD) -> bool:
+        """LedgerStorageFlushes; False when the bookie refuses (no mark taken, or flushed already)."""
+        return self._flusher_step("flush_ledger_storage", ActionRef("LedgerStorageFlushes", (flusher,)), flusher)
 
-    def persist_mark(self) -> bool:
-        """CheckpointPersistsMark; False when the bookie refuses (its checkpoint has not flushed yet)."""
+    def persist_mark(self, flusher: int = SYNC_THREAD) -> bool:
+        """CheckpointPersistsMark, once a ledger directory; False when the bookie refuses (not flushed yet)."""
+        return self._flusher_step("persist_mark", ActionRef("CheckpointPersistsMark", (flusher,)), flusher)
+
+    def _flusher_step(self, method: str, action: ActionRef, flusher: int) -> bool:
         bookie = self._running()
-        with self._checked("persist_mark", _CHECKPOINT[2:]):
+        actions = _persist(self.spec, flusher) if method == "persist_mark" else (action,)
+        label = method if flusher == SYNC_THREAD else f"{method}({FLUSHERS[flusher]})"
+        with self._checked(label, actions):
             try:
-                bookie.persist_mark()
+                getattr(bookie, method)(flusher)
             except BookieStateError:
-                self._check_refused(_CHECKPOINT[2])
+                self._check_refused(action)
                 return False
         return True
 
@@ -367,7 +375,7 @@ class CheckedBookie:
         bookie = self._running()
         assert self.state is not None
         deletions = (ActionRef("JournalFileDeleted"),) * (len(self.state.journal) - 1)
-        with self._checked("checkpoint", (*_CHECKPOINT, *deletions)):
+        with self._checked("checkpoint", (*_checkpoint(self.spec), *deletions)):
             bookie.checkpoint()
 
     def delete_journal(self, file_id: int) -> None:
@@ -385,7 +393,7 @@ class CheckedBookie:
         checkpoint; then check that what was acknowledged is there."""
         if self.up:
             raise RuntimeError("the bookie is up: crash it first")
-        actions = () if self.state is None else _RESTART
+        actions = () if self.state is None else (ActionRef("BookieReplaysJournal", ()), *_checkpoint(self.spec))
         bookie = self.bookie = Bookie(self.layout, self.fs, self.config)
         self._step = _Step("start", self.state, actions)
         try:
@@ -536,7 +544,8 @@ class CheckedBookie:
         each (canonical) with the state it crashed."""
         starts = [s for s in candidates.states if s is not None and s.up]
         for s in candidates.flushing:  # inside the flush: the ledger storage between before and after
-            flushed = self.spec.LedgerStorageFlushes(s)
+            flushes = (self.spec.LedgerStorageFlushes(s, f) for f in FLUSHERS)
+            flushed = next((x for x in flushes if x is not None), None)  # each flusher's flush writes the same
             if flushed is not None and _between(s, down, flushed):
                 starts.append(
                     attrs.evolve(

@@ -5,13 +5,15 @@ A :class:`BookieTraceRecorder` watches a
 :class:`~ledgerspec.reference.bookie.refinement.CheckedBookie`: after each reference
 step it has the abstract states before and after (the abstraction function of
 :mod:`ledgerspec.reference.bookie.abstraction`) and the spec actions the step is
-made of, each taken or not (a checkpoint is ``CheckpointStarts``,
-``LedgerStorageFlushes``, ``CheckpointPersistsMark`` and a deletion per journal
-file it lets go). :func:`spec_steps` reads from the two states which of them
-the bookie took, and with which arguments, as an instrumented bookie would
-log them: a request that changed the bookie is logged; a force write is logged
-with the position it synced up to; a crash with where it cut the unsynced
-journal. It does not ask the spec: a mutant that persists its mark before the
+made of, each taken or not (a checkpoint is the sync thread's
+``FlusherTakesMark``, ``LedgerStorageFlushes``, a ``CheckpointPersistsMark``
+per ledger directory and a deletion per journal file it lets go).
+:func:`spec_steps` reads from the two states which of them the bookie took,
+and with which arguments, as an instrumented bookie would log them: a
+request that changed the bookie is logged; a force write is logged with the
+position it synced up to; a crash with where it cut the unsynced journal; a
+persist with a step per lastMark copy it wrote, or one step when it wrote
+none. It does not ask the spec: a mutant that persists its mark before the
 flush is logged as persisting it, and the oracle finds that the spec does not
 allow it.
 
@@ -52,7 +54,7 @@ from ledgerspec.reference.bookie.workloads import (
     random_steps,
     spec_for,
 )
-from ledgerspec.spec.bookie.bookie import NONE, BookieSpec, BookieState, Position
+from ledgerspec.spec.bookie.bookie import NONE, WRITE_CACHE, BookieSpec, BookieState, Position
 from ledgerspec.spec.bookie.bookie_trace import TRACE
 from ledgerspec.spec.tracing import INIT, ObservedChanges
 from ledgerspec.spec.vocabulary import trace_line
@@ -72,7 +74,7 @@ __all__ = [
 #: How a recorded run may crash between two steps.
 CRASHES = ("power-loss", "process-crash")
 _REQUESTS = frozenset({"BookieAddsEntry", "BookieFencesLedger", "BookieSetsExplicitLac"})
-_CHECKPOINT = ("CheckpointStarts", "LedgerStorageFlushes", "CheckpointPersistsMark")
+_FLUSHER_STEPS = ("FlusherTakesMark", "LedgerStorageFlushes", "CheckpointPersistsMark")
 #: What a client does not know of the steps it sees: the journal position a force write synced to, the cut.
 _UNSEEN_PARAMS = {"JournalForceWrites": "upto", "BookieCrashes": "cut"}
 
@@ -98,11 +100,30 @@ def _crash_cut(spec: BookieSpec, b: BookieState, a: BookieState) -> Position:
     return spec.end_of_journal(b)
 
 
+def _flusher(ref: ActionRef) -> int:
+    """The flusher a reference step's flusher action names."""
+    assert ref.args is not None and isinstance(ref.args[0], int)
+    return ref.args[0]
+
+
+def _persisted_copy(spec: BookieSpec, flusher: int, copy: int, b: BookieState, a: BookieState) -> bool:
+    """A persist of ``flusher`` that ended its work took its ``copy``-th step: one step when it wrote nothing
+    (its mark older than the persisted one, or the write cache's with several ledger directories), one a
+    lastMark copy when it wrote them all."""
+    mark = b.flusher_mark[flusher - 1]
+    if mark == NONE or a.flusher_mark[flusher - 1] != NONE:
+        return False
+    writes = flusher != WRITE_CACHE or spec.NumLedgerDirs == 1
+    wrote = writes and a.last_marks == (mark,) * spec.NumLedgerDirs
+    return copy == 1 or wrote
+
+
 def spec_steps(spec: BookieSpec, actions: Sequence[ActionRef], b: BookieState, a: BookieState) -> list[Step]:
     """The spec actions, with their arguments, that a reference step made of ``actions`` took from ``b`` to ``a``."""
     names = [ref.name for ref in actions]
-    whole_checkpoint = all(n in names for n in _CHECKPOINT)
-    mark_moved = a.persisted_mark != b.persisted_mark
+    whole_checkpoint = all(n in names for n in _FLUSHER_STEPS)
+    mark_moved = spec.persisted_mark(a) != spec.persisted_mark(b)
+    persists = 0  # the CheckpointPersistsMark steps of this reference step seen so far
     steps: list[Step] = []
     for ref in actions:
         name = ref.name
@@ -122,18 +143,23 @@ def spec_steps(spec: BookieSpec, actions: Sequence[ActionRef], b: BookieState, a
                 steps.append((name, ()))
         elif name == "BookieCrashes":
             steps.append((name, (_crash_cut(spec, b, a),)))
-        elif name in _CHECKPOINT and whole_checkpoint:
-            if mark_moved or (name == "LedgerStorageFlushes" and _storage_changed(b, a)):
-                steps.append((name, ()))
-        elif name == "CheckpointStarts":
-            if b.checkpoint_mark == NONE and a.checkpoint_mark != NONE:
-                steps.append((name, ()))
+        elif name in _FLUSHER_STEPS and whole_checkpoint:  # a whole checkpoint runs only to move the mark
+            assert ref.args is not None
+            if mark_moved:
+                steps.append((name, ref.args))
+        elif name == "FlusherTakesMark":
+            flusher = _flusher(ref)
+            if b.flusher_mark[flusher - 1] == NONE != a.flusher_mark[flusher - 1]:
+                steps.append((name, (flusher,)))
         elif name == "LedgerStorageFlushes":
-            if _storage_changed(b, a) or a.checkpoint_flushed != b.checkpoint_flushed or a.memtable != b.memtable:
-                steps.append((name, ()))
+            flusher = _flusher(ref)
+            if flusher in a.flusher_flushed - b.flusher_flushed:
+                steps.append((name, (flusher,)))
         elif name == "CheckpointPersistsMark":
-            if mark_moved or (b.checkpoint_mark != NONE and a.checkpoint_mark == NONE):
-                steps.append((name, ()))
+            flusher = _flusher(ref)
+            persists += 1
+            if _persisted_copy(spec, flusher, persists, b, a):
+                steps.append((name, (flusher,)))
         elif name == "JournalFileDeleted":
             if ref.args is not None:
                 if ref.args[0] not in dict(a.journal) and ref.args[0] in dict(b.journal):

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import attrs
 from ledgerspec.reference.bookie import BookieConfig
+from ledgerspec.reference.bookie.bookie import SYNC_THREAD, WRITE_CACHE
 from ledgerspec.reference.bookie.refinement import CheckedBookie
 from ledgerspec.spec.bookie.bookie import BookieSpec
 
@@ -143,6 +144,27 @@ def force_write_parts(b: CheckedBookie) -> None:
     b.force_write()
 
 
+def interleaved_flushers(b: CheckedBookie) -> None:
+    """The write cache's flush and the sync thread's checkpoint interleaved: the write cache takes its mark in
+    journal 1, the journal rolls over, the sync thread's checkpoint persists a mark in journal 2 and deletes
+    journal 1; the write cache then flushes and comes to persist its older mark, which is skipped
+    (apache/bookkeeper#4105: release-4.17.2 writes it, and a restart finds journal 1 missing)."""
+    b.start()
+    b.add(1, 0)
+    b.force_write()
+    b.add(1, 1)
+    b.start_checkpoint(WRITE_CACHE)  # the mark after (1, 0)
+    b.add(1, 2)  # the file is full after this one
+    b.force_write()  # rolls over
+    b.add(2, 0)
+    b.force_write()
+    b.checkpoint()  # the sync thread's mark is in journal 2: journal 1 goes
+    b.flush_ledger_storage(WRITE_CACHE)
+    b.persist_mark(WRITE_CACHE)  # older than the persisted mark: skipped
+    b.add(2, 1)
+    b.force_write()
+
+
 def restart(b: CheckedBookie) -> None:
     """Crashes inside the workload: a process crash (the OS keeps an unsynced fence) and a restart that
     replays it and answers a second fence at once; a power loss that tears the journal inside a record; a
@@ -175,6 +197,7 @@ WORKLOADS = {
         Workload("fencing", fencing),
         Workload("rollover-and-deletion", rollover_and_deletion),
         Workload("force-write-parts", force_write_parts),
+        Workload("interleaved-flushers", interleaved_flushers),
         Workload("restart", restart),
     )
 }
@@ -197,10 +220,12 @@ def random_spec(config: BookieConfig, steps: int) -> BookieSpec:
 
 def random_steps(b: CheckedBookie, rng: random.Random, steps: int) -> None:
     """``steps`` seeded random steps of a started bookie: adds, fences and explicit LACs to three ledgers while
-    the journal file has room, group commit whole or in its parts, checkpoints whole or step by step, the
+    the journal file has room, group commit whole or in its parts, checkpoints whole, the steps of either
+    flusher (the sync thread's checkpoint, the write cache's flush) interleaved, the
     deletion of journal files the mark has passed, power losses that keep a random prefix of the unsynced
     journal, process crashes, and a restart after each crash. Each step is one the bookie can take in its
-    state, as the Hypothesis machine's preconditions choose them (model_tests/test_bookie_refinement.py)."""
+    state, as the Hypothesis machine's preconditions choose them (model_tests/test_bookie_refinement.py), but
+    for a flusher's: one the bookie refuses must be one the spec does not enable."""
     next_entry = dict.fromkeys(range(1, RANDOM_LEDGERS + 1), 0)
     for _ in range(steps):
         if not b.up:
@@ -212,7 +237,7 @@ def random_steps(b: CheckedBookie, rng: random.Random, steps: int) -> None:
         state = b.state
         assert state is not None and b.bookie is not None
         # Each step the bookie can take now, weighted by repeats.
-        steps_now = ["journal_flush", "flush_ledger_storage"]
+        steps_now = ["journal_flush", "start_checkpoint", "flush_ledger_storage", "persist_mark"]
         if not b.spec.current_file_full(state):
             steps_now += ["add", "add", "add", "fence", "set_lac"]
         if not b.batch_in_flight:
@@ -223,7 +248,8 @@ def random_steps(b: CheckedBookie, rng: random.Random, steps: int) -> None:
             steps_now.append("journal_synced")
         if b.spec.JournalRollsOver(state) is not None:
             steps_now.append("roll_journal")
-        steps_now += ["checkpoint", "start_checkpoint"] if b.bookie.checkpoint_mark is None else ["persist_mark"]
+        if SYNC_THREAD not in b.bookie.flusher_marks:
+            steps_now.append("checkpoint")
         if b.deletable_journals():
             steps_now.append("delete_journal")
         ledger = rng.randint(1, RANDOM_LEDGERS)
@@ -237,6 +263,8 @@ def random_steps(b: CheckedBookie, rng: random.Random, steps: int) -> None:
                 b.set_lac(ledger, state.lac[ledger - 1] + 1)
             case "delete_journal":
                 b.delete_journal(b.deletable_journals()[0])
+            case "start_checkpoint" | "flush_ledger_storage" | "persist_mark" as step:
+                getattr(b, step)(rng.choice((SYNC_THREAD, WRITE_CACHE)))  # refused when the flusher cannot
             case step:
                 getattr(b, step)()
 

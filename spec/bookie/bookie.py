@@ -22,16 +22,27 @@ BRIEF section 3):
   (``LedgerDescriptorImpl.fenceAndLogInJournal``);
 - journal rollover: after a file holds ``RecordsPerJournal`` records the
   journal thread starts the next file (``maxJournalSize``, counted in records);
-- the ledger storage (``SortedLedgerStorage`` over ``InterleavedLedgerStorage``):
+- the ledger storage (``SortedLedgerStorage`` over ``InterleavedLedgerStorage``,
+  or ``DbLedgerStorage`` and its write cache, whose flushers come next):
   an entry goes into the memtable (``EntryMemTable``) before its journal record
   is written; a flush appends the memtable to the entry log, writes the index
   and the per-ledger index headers (``FileInfo``: the fenced bit and, from
   header version 1, the explicit LAC) and syncs them;
-- the checkpoint (``SyncThread.checkpoint``, ``Journal.checkpointComplete``):
-  capture the in-memory mark, flush the ledger storage, then persist the
-  captured mark to the ``lastMark`` file; journal files wholly before the
-  persisted mark may then be deleted (``JournalRollingFilter``: file id below
-  the mark's file id);
+- two flushers, each taking the in-memory mark, flushing the ledger storage
+  and persisting the mark it took, concurrently: the sync thread's checkpoint
+  (``SyncThread.checkpoint``) and the write cache's flush when the add path
+  finds it full (``SingleDirectoryDbLedgerStorage.triggerFlushAndAddEntry``,
+  ``flush``). The flushes take turns (``flushMutex``); the marks need not
+  reach ``Journal.checkpointComplete`` in order, so it skips a mark older
+  than the last one it persisted (apache/bookkeeper#4105, fixed in 4.18.0;
+  release-4.17.2 writes it, the seeded bug ``mark_moves_backwards``). Journal
+  files wholly before the persisted mark may then be deleted
+  (``JournalRollingFilter``: file id below the mark's file id);
+- the ``lastMark`` file in each of ``NumLedgerDirs`` ledger directories,
+  written one after the other (``LastLogMark.rollLog``), so a crash may leave
+  the copies apart; a start reads the largest (``LastLogMark.readLog``). With
+  several ledger directories the write cache's flush persists no mark
+  (``SingleDirectoryDbLedgerStorage.flush``: only with ``singleLedgerDirs``);
 - crashes: the machine loses its memory and every journal record not yet
   synced, except that a prefix of the unsynced records may have reached the
   disk (the tail is torn: a record cut in the middle is lost);
@@ -76,6 +87,12 @@ What is left out, and why that is sound here:
 - a flush is one step. A crash in the middle of a real flush leaves part of
   the memtable in the entry log; the mark does not move until the flush is
   whole, so the replay restores the rest, as it does here;
+- the write cache's flush starts only with entries in the cache (the real
+  one when the cache is full), the sync thread's only when the mark is past
+  the persisted one. A flusher whose mark is older than the last flush's
+  skips its flush
+  (``SingleDirectoryDbLedgerStorage.checkpoint``: ``lastCheckpoint``); here it
+  flushes again, which keeps everything the skip relied on;
 - what survives a crash is a prefix of the unsynced records: the replay scan
   stops at the first record not wholly on disk (length 0 or a short read), so
   anything after a hole is never read. A later journal file written back by
@@ -86,21 +103,16 @@ What is left out, and why that is sound here:
   comes back stays there. A process crash that keeps the page cache is the
   crash in which every unsynced record survives; that page cache being lost
   later, after the restart replayed it, is left out;
-- one ledger directory and one journal directory: the real bookie writes the
-  same ``lastMark`` to every ledger directory and reads the maximum. The
-  ``lastMark`` file is written whole (16 bytes in one sector); a torn
-  ``lastMark`` file, which makes the real bookie replay from ``(0, 0)``, is
-  left out;
+- one journal directory; a ledger directory that is full gets no ``lastMark``
+  copy (``getWritableLedgerDirsForNewLog``): here every persist writes every
+  copy, in directory order. A ``lastMark`` file is written whole (16 bytes in
+  one sector); a torn copy, which the real bookie skips, is left out;
 - ``maxBackupJournals``: the real bookie keeps that many files before the
   mark; deleting any file the rule allows, at any time, covers every such
   choice;
 - the flush and persist of the mark that the real bookie does right after a
-  replay, before it serves: here it is an ordinary checkpoint that may come
-  later, which allows more behaviours, not fewer;
-- one checkpoint at a time (one ``SyncThread``). The real
-  ``checkpointComplete`` also refuses a mark older than the last persisted
-  one (apache/bookkeeper#4105, for concurrent checkpoints); here the action
-  property ``MarkNeverMovesBackwards`` shows that the mark never needs it.
+  replay, before it serves: here it is an ordinary flusher's that may come
+  later, which allows more behaviours, not fewer.
 
 Seeded bugs, chosen by the constant ``Bug``, make the spec wrong on purpose
 so that tests can show the checkers catch each one.
@@ -121,7 +133,7 @@ so that tests can show the checkers catch each one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 from ledgerspec.spec.kernel import (
@@ -141,10 +153,13 @@ __all__ = [
     "CATCH_UP",
     "ENTRY",
     "FENCE",
+    "FLUSHERS",
     "LAC",
     "NONE",
     "NOT_FOUND",
+    "SYNC_THREAD",
     "TAILING",
+    "WRITE_CACHE",
     "ZERO_MARK",
     "BookieSpec",
     "BookieState",
@@ -152,6 +167,8 @@ __all__ = [
     "Position",
     "Record",
 ]
+
+_T = TypeVar("_T")
 
 #: A journal position: (journal file id, index of a record in that file). Compared lexicographically.
 Position = tuple[int, int]
@@ -166,8 +183,14 @@ ENTRY, FENCE, LAC = "entry", "fence", "lac"
 #: The mark of a bookie that never persisted one (``LastLogMark(0, 0)``): journal file
 #: ids start at 1, so it is before every record.
 ZERO_MARK: Position = (0, 0)
-#: No mark: no checkpoint is under way (``checkpoint_mark``), or the bookie is down (``mark``).
+#: No mark: the flusher is idle (``flusher_mark``), or the bookie is down (``mark``).
 NONE: Position = (-1, -1)
+
+#: The flushers, numbered as the spec's ``flusher_*`` variables index them: the sync thread's periodic
+#: checkpoint, and DbLedgerStorage's flush when its write cache fills.
+SYNC_THREAD, WRITE_CACHE = 1, 2
+FLUSHERS: dict[int, str] = {SYNC_THREAD: "sync thread", WRITE_CACHE: "write cache"}
+IDLE_FLUSHERS: tuple[Position, ...] = (NONE, NONE)
 
 # Which path serves a read (read_path).
 TAILING, CATCH_UP, NOT_FOUND = "memtable", "entry_log", "none"
@@ -179,6 +202,7 @@ BUGS = {
     "fence_not_journaled": "fencing sets the flag in memory and replies at once; no fence record is journaled",
     "mark_not_advanced_in_replay": "the replay leaves the in-memory mark where it was (apache/bookkeeper#2087)",
     "delete_journal_at_mark": "journal files up to and including the mark's file are deleted, not only those before",
+    "mark_moves_backwards": "a flusher persists its mark though it is older than the persisted one (#4105)",
 }
 
 
@@ -201,8 +225,9 @@ class BookieState:
     fenced_flushed: frozenset[int]
     #: explicit LAC flushed with the index header, per ledger (index ledger - 1); -1 for none
     lac_flushed: tuple[int, ...]
-    #: the ``lastMark`` file: where the replay starts; ZERO_MARK when none was written
-    persisted_mark: Position
+    #: the ``lastMark`` file of each ledger directory (index directory - 1); ZERO_MARK where none was written.
+    #: A start replays from the largest (:meth:`BookieSpec.persisted_mark`)
+    last_marks: tuple[Position, ...]
     # -- in memory: lost by a crash
     #: entries added (or replayed) and not yet flushed: the memtable / write cache
     memtable: frozenset[tuple[int, int]]
@@ -212,10 +237,12 @@ class BookieState:
     lac: tuple[int, ...]
     #: the in-memory LastLogMark: the end of what the last force write synced; NONE while down
     mark: Position
-    #: the mark a checkpoint under way captured when it started; NONE when no checkpoint runs
-    checkpoint_mark: Position
-    #: the checkpoint under way has flushed the ledger storage since it started
-    checkpoint_flushed: bool
+    #: per flusher (index flusher - 1), the mark it took and has yet to persist; NONE when it is idle
+    flusher_mark: tuple[Position, ...]
+    #: the flushers that have flushed the ledger storage since they took their mark
+    flusher_flushed: frozenset[int]
+    #: per flusher, the ``lastMark`` copies it has written of its mark, in directory order
+    flusher_copies: tuple[int, ...]
     #: the bookie serves requests: FALSE from a crash until the replay is done
     up: bool
     # -- history: what clients were told, and how often the bookie crashed
@@ -234,6 +261,10 @@ def _each_entry(spec: BookieSpec, s: BookieState) -> Iterable[tuple[int, int]]:
 
 def _each_ledger(spec: BookieSpec, s: BookieState) -> Iterable[tuple[int]]:
     return ((ledger,) for ledger in spec.ledgers)
+
+
+def _each_flusher(spec: BookieSpec, s: BookieState) -> Iterable[tuple[int]]:
+    return ((flusher,) for flusher in FLUSHERS)
 
 
 def _each_journal_file(spec: BookieSpec, s: BookieState) -> Iterable[tuple[int]]:
@@ -262,6 +293,7 @@ class BookieSpec(Spec[BookieState]):
         int_constant("MaxEntries", 1, "entries per ledger, ids 0 .. MaxEntries-1"),
         int_constant("RecordsPerJournal", 2, "records a journal file holds before the journal rolls over"),
         int_constant("MaxCrashes", 1, "crashes of the bookie"),
+        int_constant("NumLedgerDirs", 1, "ledger directories, each with its copy of the lastMark file"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
     )
 
@@ -269,6 +301,7 @@ class BookieSpec(Spec[BookieState]):
     MaxEntries: int
     RecordsPerJournal: int
     MaxCrashes: int
+    NumLedgerDirs: int
     Bug: str
 
     def check_constants(self) -> None:
@@ -280,6 +313,8 @@ class BookieSpec(Spec[BookieState]):
             raise ConstantError(f"RecordsPerJournal must be at least 1, got {self.RecordsPerJournal}")
         if self.MaxCrashes < 0:
             raise ConstantError(f"MaxCrashes must not be negative, got {self.MaxCrashes}")
+        if self.NumLedgerDirs < 1:
+            raise ConstantError(f"NumLedgerDirs must be at least 1, got {self.NumLedgerDirs}")
         self.ledgers = tuple(range(1, self.NumLedgers + 1))
         self.entries = tuple(range(self.MaxEntries))
 
@@ -290,6 +325,12 @@ class BookieSpec(Spec[BookieState]):
         for f, recs in s.journal:
             for i, rec in enumerate(recs):
                 yield (f, i), rec
+
+    @staticmethod
+    def persisted_mark(s: BookieState) -> Position:
+        """The mark a start reads: the largest ``lastMark`` copy (``Journal.java``, ``LastLogMark.readLog``,
+        release-4.17.2)."""
+        return max(s.last_marks)
 
     @staticmethod
     def end_of_journal(s: BookieState) -> Position:
@@ -333,13 +374,14 @@ class BookieSpec(Spec[BookieState]):
             flushed=frozenset(),
             fenced_flushed=frozenset(),
             lac_flushed=tuple(-1 for _ in self.ledgers),
-            persisted_mark=ZERO_MARK,
+            last_marks=tuple(ZERO_MARK for _ in range(self.NumLedgerDirs)),
             memtable=frozenset(),
             fenced=frozenset(),
             lac=tuple(-1 for _ in self.ledgers),
             mark=ZERO_MARK,
-            checkpoint_mark=NONE,
-            checkpoint_flushed=False,
+            flusher_mark=IDLE_FLUSHERS,
+            flusher_flushed=frozenset(),
+            flusher_copies=(0, 0),
             up=True,
             acked=frozenset(),
             fence_acked=frozenset(),
@@ -414,21 +456,29 @@ class BookieSpec(Spec[BookieState]):
             return None
         return evolve(s, journal=(*s.journal, (s.journal[-1][0] + 1, ())))
 
-    # -- the checkpoint (SyncThread) ---------------------------------------------------
-    @action()
-    def CheckpointStarts(self, s: BookieState) -> BookieState | None:
-        """newCheckpoint: capture the in-memory mark; everything journaled before it is in the ledger storage."""
-        if not s.up or s.checkpoint_mark != NONE or not s.persisted_mark < s.mark:
+    # -- the flushers: SyncThread's checkpoint and the write cache's flush -------------------
+    @action(_each_flusher)
+    def FlusherTakesMark(self, s: BookieState, flusher: int) -> BookieState | None:
+        """``Journal.newCheckpoint``, called by SyncThread's periodic task (``BookieImpl``'s ``SyncThread.start``:
+        ``doCheckpoint(checkpointSource.newCheckpoint())``) or by ``SingleDirectoryDbLedgerStorage.flush`` when
+        the add path finds the write cache full (``triggerFlushAndAddEntry``), release-4.17.2: the flusher takes
+        the in-memory mark; everything journaled before it is in the write cache or flushed. The write cache's
+        flush starts only with entries in the cache; the sync thread's only when the mark is past the persisted
+        one."""
+        if not s.up or s.flusher_mark[flusher - 1] != NONE:
             return None
-        return evolve(s, checkpoint_mark=s.mark, checkpoint_flushed=False)
+        if flusher == WRITE_CACHE and not s.memtable:
+            return None
+        if flusher == SYNC_THREAD and not self.persisted_mark(s) < s.mark:
+            return None
+        return evolve(s, flusher_mark=_replace(s.flusher_mark, flusher - 1, s.mark))
 
-    @action()
-    def LedgerStorageFlushes(self, s: BookieState) -> BookieState | None:
-        """Flush the memtable to the entry log and the index, with the fenced bits and explicit LACs; fsync."""
-        if not s.up:
-            return None
-        checkpoint_waits = s.checkpoint_mark != NONE and not s.checkpoint_flushed
-        if not s.memtable and s.fenced == s.fenced_flushed and s.lac == s.lac_flushed and not checkpoint_waits:
+    @action(_each_flusher)
+    def LedgerStorageFlushes(self, s: BookieState, flusher: int) -> BookieState | None:
+        """``SingleDirectoryDbLedgerStorage.checkpoint`` (release-4.17.2), called by ``SyncThread.checkpoint`` and
+        by ``SingleDirectoryDbLedgerStorage.flush``: under ``flushMutex``, one flush at a time, swap the write cache
+        and write it to the entry log and the index, with the fenced bits and explicit LACs; fsync."""
+        if not s.up or s.flusher_mark[flusher - 1] == NONE or flusher in s.flusher_flushed:
             return None
         return evolve(
             s,
@@ -436,17 +486,34 @@ class BookieSpec(Spec[BookieState]):
             memtable=frozenset(),
             fenced_flushed=s.fenced,
             lac_flushed=s.lac,
-            checkpoint_flushed=s.checkpoint_mark != NONE,
+            flusher_flushed=s.flusher_flushed | {flusher},
         )
 
-    @action()
-    def CheckpointPersistsMark(self, s: BookieState) -> BookieState | None:
-        """checkpointComplete: once this checkpoint's flush is done, write its mark to the lastMark file."""
-        if not s.up or s.checkpoint_mark == NONE:
+    @action(_each_flusher)
+    def CheckpointPersistsMark(self, s: BookieState, flusher: int) -> BookieState | None:
+        """``Journal.checkpointComplete`` after the flusher's flush (``SyncThread.checkpoint``;
+        ``SingleDirectoryDbLedgerStorage.flush``, only with a single ledger directory): ``LastLogMark.rollLog``
+        writes the mark to the ``lastMark`` file of each ledger directory in turn, one copy a step,
+        release-4.17.2. A mark older than the persisted one is skipped, as 4.18.0 does (#4105); 4.17.2 writes it."""
+        m = s.flusher_mark[flusher - 1]
+        if not s.up or m == NONE:
             return None
-        if not s.checkpoint_flushed and self.Bug != "mark_before_flush":
+        if flusher not in s.flusher_flushed and self.Bug != "mark_before_flush":
             return None
-        return evolve(s, persisted_mark=s.checkpoint_mark, checkpoint_mark=NONE, checkpoint_flushed=False)
+        copy = s.flusher_copies[flusher - 1] + 1
+        done = {
+            "flusher_mark": _replace(s.flusher_mark, flusher - 1, NONE),
+            "flusher_flushed": s.flusher_flushed - {flusher},
+            "flusher_copies": _replace(s.flusher_copies, flusher - 1, 0),
+        }
+        if (flusher == WRITE_CACHE and self.NumLedgerDirs > 1) or (
+            copy == 1 and self.Bug != "mark_moves_backwards" and m < self.persisted_mark(s)
+        ):
+            return evolve(s, **done)
+        last_marks = _replace(s.last_marks, copy - 1, m)
+        if copy == self.NumLedgerDirs:
+            return evolve(s, last_marks=last_marks, **done)
+        return evolve(s, last_marks=last_marks, flusher_copies=_replace(s.flusher_copies, flusher - 1, copy))
 
     @action(_each_journal_file)
     def JournalFileDeleted(self, s: BookieState, f: int) -> BookieState | None:
@@ -454,7 +521,9 @@ class BookieSpec(Spec[BookieState]):
         needed by any replay."""
         if not s.up or f != s.journal[0][0] or f == s.journal[-1][0]:
             return None
-        if not (f <= s.persisted_mark[0] if self.Bug == "delete_journal_at_mark" else f < s.persisted_mark[0]):
+        if not (
+            f <= self.persisted_mark(s)[0] if self.Bug == "delete_journal_at_mark" else f < self.persisted_mark(s)[0]
+        ):
             return None
         return evolve(s, journal=tuple(file for file in s.journal if file[0] != f))
 
@@ -474,8 +543,9 @@ class BookieSpec(Spec[BookieState]):
             fenced=frozenset(),
             lac=tuple(-1 for _ in self.ledgers),
             mark=NONE,
-            checkpoint_mark=NONE,
-            checkpoint_flushed=False,
+            flusher_mark=IDLE_FLUSHERS,
+            flusher_flushed=frozenset(),
+            flusher_copies=(0, 0),
             up=False,
             crashes=s.crashes + 1,
         )
@@ -493,7 +563,7 @@ class BookieSpec(Spec[BookieState]):
         fenced = set(s.fenced_flushed)
         lac = list(s.lac_flushed)
         for pos, (kind, ledger, v) in self.records(s):
-            if pos < s.persisted_mark:
+            if pos < self.persisted_mark(s):
                 continue
             if kind == ENTRY:
                 memtable.add((ledger, v))
@@ -502,7 +572,7 @@ class BookieSpec(Spec[BookieState]):
             else:
                 lac[ledger - 1] = v  # FileInfo.setExplicitLac overwrites: the last record wins
         # #2087: the fixed replay sets the mark to the end of each file it scanned.
-        mark = s.persisted_mark if self.Bug == "mark_not_advanced_in_replay" else self.end_of_journal(s)
+        mark = self.persisted_mark(s) if self.Bug == "mark_not_advanced_in_replay" else self.end_of_journal(s)
         return evolve(
             s,
             memtable=frozenset(memtable),
@@ -538,8 +608,19 @@ class BookieSpec(Spec[BookieState]):
             return f"{s.crashes} crashes, MaxCrashes is {self.MaxCrashes}"
         if s.up == (s.mark == NONE):
             return f"mark is {s.mark} while the bookie is {'up' if s.up else 'down'}"
-        if s.checkpoint_mark == NONE and s.checkpoint_flushed:
-            return "checkpoint_flushed is TRUE with no checkpoint under way"
+        if len(s.last_marks) != self.NumLedgerDirs:
+            return f"last_marks {s.last_marks} needs one lastMark per ledger directory"
+        if len(s.flusher_mark) != len(FLUSHERS) or len(s.flusher_copies) != len(FLUSHERS):
+            return f"flusher_mark {s.flusher_mark} and flusher_copies {s.flusher_copies} need one value per flusher"
+        if not s.flusher_flushed <= set(FLUSHERS):
+            return f"flusher_flushed {sorted(s.flusher_flushed)} names no flusher"
+        for flusher in FLUSHERS:
+            idle = s.flusher_mark[flusher - 1] == NONE
+            copies = s.flusher_copies[flusher - 1]
+            if idle and (flusher in s.flusher_flushed or copies != 0):
+                return f"the {FLUSHERS[flusher]} flusher is idle but has flushed or written lastMark copies"
+            if not 0 <= copies < self.NumLedgerDirs:
+                return f"the {FLUSHERS[flusher]} flusher wrote {copies} lastMark copies of {self.NumLedgerDirs}"
         return None
 
     # The rules of the mechanism come first, so that a seeded bug is reported by the rule it
@@ -549,7 +630,7 @@ class BookieSpec(Spec[BookieState]):
         """Every journal record before the persisted mark is in the flushed ledger storage, since no
         replay will read it again."""
         for pos, (kind, ledger, v) in self.records(s):
-            if not pos < s.persisted_mark:
+            if not pos < self.persisted_mark(s):
                 break
             if kind == ENTRY and (ledger, v) not in s.flushed:
                 lost = f"entry ({ledger}, {v}) is not in the entry log"
@@ -559,7 +640,8 @@ class BookieSpec(Spec[BookieState]):
                 lost = f"the flushed explicit LAC of ledger {ledger} is {s.lac_flushed[ledger - 1]}, not {v}"
             else:
                 continue
-            return f"the persisted mark {s.persisted_mark} is past the record {(kind, ledger, v)} at {pos}, but {lost}"
+            persisted = self.persisted_mark(s)
+            return f"the persisted mark {persisted} is past the record {(kind, ledger, v)} at {pos}, but {lost}"
         return None
 
     @invariant
@@ -567,16 +649,16 @@ class BookieSpec(Spec[BookieState]):
         """Every journal file from the persisted mark's file to the newest still exists: deletion only
         removes files wholly before the mark, whose records are flushed."""
         ids = {f for f, _ in s.journal}
-        first_needed = max(s.persisted_mark[0], 1)
+        first_needed = max(self.persisted_mark(s)[0], 1)
         missing = [f for f in range(first_needed, s.journal[-1][0] + 1) if f not in ids]
         if not missing:
             return None
         message = (
-            f"journal files {missing} are gone, but a replay from the persisted mark {s.persisted_mark} "
+            f"journal files {missing} are gone, but a replay from the persisted mark {self.persisted_mark(s)} "
             f"reads every file from {first_needed} on"
         )
-        if s.persisted_mark[0] in missing:
-            message += f" (the real bookie refuses to start: 'Recovery log {s.persisted_mark[0]} is missing')"
+        if self.persisted_mark(s)[0] in missing:
+            message += f" (the real bookie refuses to start: 'Recovery log {self.persisted_mark(s)[0]} is missing')"
         return message
 
     @invariant
@@ -599,7 +681,7 @@ class BookieSpec(Spec[BookieState]):
             if (ledger, entry) not in s.flushed and (ledger, entry) not in replayable:
                 return (
                     f"entry ({ledger}, {entry}) was acknowledged, but it is not in the entry log and no synced "
-                    f"journal record at or after the persisted mark {s.persisted_mark} holds it: "
+                    f"journal record at or after the persisted mark {self.persisted_mark(s)} holds it: "
                     "a crash now loses it"
                 )
             if s.up and self.read_path(s, ledger, entry) == NOT_FOUND:
@@ -615,7 +697,7 @@ class BookieSpec(Spec[BookieState]):
             if ledger not in s.fenced_flushed and (ledger, -1) not in replayable:
                 return (
                     f"the fence of ledger {ledger} was acknowledged, but its fenced bit is not flushed and no "
-                    f"synced journal record at or after the persisted mark {s.persisted_mark} holds it: "
+                    f"synced journal record at or after the persisted mark {self.persisted_mark(s)} holds it: "
                     "a crash now unfences it"
                 )
             if s.up and ledger not in s.fenced:
@@ -625,14 +707,16 @@ class BookieSpec(Spec[BookieState]):
     @action_property
     def MarkNeverMovesBackwards(self, s: BookieState, t: BookieState) -> str | None:
         """The persisted mark only moves forward: a later replay never starts before an earlier one would."""
-        if t.persisted_mark < s.persisted_mark:
-            return f"the persisted mark moved back from {s.persisted_mark} to {t.persisted_mark}"
+        if self.persisted_mark(t) < self.persisted_mark(s):
+            return f"the persisted mark moved back from {self.persisted_mark(s)} to {self.persisted_mark(t)}"
         return None
 
     def _replayable(self, s: BookieState, kind: str) -> set[tuple[int, int]]:
         """(ledger, value) of the synced records of a kind at or after the persisted mark."""
         return {
-            (ledger, v) for pos, (k, ledger, v) in self.records(s) if k == kind and s.persisted_mark <= pos < s.synced
+            (ledger, v)
+            for pos, (k, ledger, v) in self.records(s)
+            if k == kind and self.persisted_mark(s) <= pos < s.synced
         }
 
     # -- sometimes: the invariants above are not vacuous ----------------------------------
@@ -684,12 +768,14 @@ class BookieSpec(Spec[BookieState]):
     @reachable
     def MarkPersistedPastRecords(self, s: BookieState) -> bool:
         """A checkpoint persisted a mark past journal records, which the replay then skips."""
-        return any(pos < s.persisted_mark for pos, _ in self.records(s))
+        return any(pos < self.persisted_mark(s) for pos, _ in self.records(s))
 
     @reachable
     def CheckpointAfterRestartCoversReplay(self, s: BookieState) -> bool:
         """After a restart, a checkpoint persisted a mark at or past the end of a file the crash closed."""
-        return any(recs and self.closed_by_crash(s, f) and s.persisted_mark >= (f, len(recs)) for f, recs in s.journal)
+        return any(
+            recs and self.closed_by_crash(s, f) and self.persisted_mark(s) >= (f, len(recs)) for f, recs in s.journal
+        )
 
     @reachable
     def OldJournalDeleted(self, s: BookieState) -> bool:
@@ -720,7 +806,7 @@ class BookieSpec(Spec[BookieState]):
 
         A state read from disk after a crash has ``up=False``, ``mark=NONE``, the memory fields at
         their initial values, and ``synced`` at the end of the newest journal file (what is on disk
-        after a crash stays there); ``persisted_mark`` is ZERO_MARK when there is no lastMark file.
+        after a crash stays there); a ledger directory without a lastMark file has ZERO_MARK in ``last_marks``.
         """
         known = {f.name for f in attrs.fields(BookieState)}
         unknown = sorted(set(fields) - known)
@@ -745,7 +831,7 @@ def _kept(f: int, n: int, cut: Position) -> int:
     return 0
 
 
-def _replace(values: tuple[int, ...], i: int, value: int) -> tuple[int, ...]:
+def _replace(values: tuple[_T, ...], i: int, value: _T) -> tuple[_T, ...]:
     return (*values[:i], value, *values[i + 1 :])
 
 
@@ -794,13 +880,14 @@ _CONVERT: Mapping[str, Any] = {
     "flushed": _pairs,
     "fenced_flushed": _ints,
     "lac_flushed": lambda raw: tuple(_int(x) for x in raw),
-    "persisted_mark": _position,
+    "last_marks": lambda raw: tuple(_position(m) for m in raw),
     "memtable": _pairs,
     "fenced": _ints,
     "lac": lambda raw: tuple(_int(x) for x in raw),
     "mark": _position,
-    "checkpoint_mark": _position,
-    "checkpoint_flushed": _bool,
+    "flusher_mark": lambda raw: tuple(_position(m) for m in raw),
+    "flusher_flushed": _ints,
+    "flusher_copies": lambda raw: tuple(_int(x) for x in raw),
     "up": _bool,
     "acked": _pairs,
     "fence_acked": _ints,

@@ -18,13 +18,26 @@
 (*    once when the fence is durable (fenceAndLogInJournal);               *)
 (*  - rollover after RecordsPerJournal records (maxJournalSize);           *)
 (*  - the ledger storage (SortedLedgerStorage over                         *)
-(*    InterleavedLedgerStorage): an entry goes into the memtable before    *)
+(*    InterleavedLedgerStorage, or DbLedgerStorage and its write cache,    *)
+(*    whose flushers come next): an entry goes into the memtable before    *)
 (*    its journal record is written; a flush writes the memtable to the    *)
 (*    entry log and the index, with the per-ledger index headers           *)
 (*    (FileInfo: the fenced bit and the explicit LAC), and syncs them;     *)
-(*  - the checkpoint (SyncThread.checkpoint, Journal.checkpointComplete):  *)
-(*    capture the mark, flush, persist the captured mark in lastMark; then *)
-(*    journal files wholly before the persisted mark may be deleted,       *)
+(*  - two flushers, each taking a mark, flushing the ledger storage and    *)
+(*    persisting the mark it took, concurrently: the sync thread's         *)
+(*    checkpoint (SyncThread.checkpoint) and the write cache's flush when  *)
+(*    it fills (SingleDirectoryDbLedgerStorage.flush, from the add path's  *)
+(*    triggerFlushAndAddEntry).  The flushes themselves take turns         *)
+(*    (flushMutex); the marks they persist need not come in order, so      *)
+(*    Journal.checkpointComplete skips a mark older than the last one it   *)
+(*    persisted (apache/bookkeeper#4105, fixed in 4.18.0; 4.17.2 writes    *)
+(*    it, the seeded bug mark_moves_backwards);                            *)
+(*  - the lastMark file in each of NumLedgerDirs ledger directories,       *)
+(*    written one after the other (LastLogMark.rollLog), so a crash may    *)
+(*    leave the copies apart; a start reads the largest (readLog).  With   *)
+(*    several directories the write cache's flush persists no mark         *)
+(*    (SingleDirectoryDbLedgerStorage.flush: singleLedgerDirs);            *)
+(*  - journal files wholly before the persisted mark may be deleted,       *)
 (*    oldest first (JournalRollingFilter: id below the mark's file id);    *)
 (*  - crashes: memory and every unsynced record are lost, except a prefix  *)
 (*    of the unsynced records that reached the disk (a torn tail);         *)
@@ -40,7 +53,7 @@
 (* lexicographically (the real bookie keeps a byte offset; it maps to the  *)
 (* number of whole records before it).                                     *)
 (*                                                                         *)
-(* Left out, and why that is sound here (spec/bookie/bookie.py says more):        *)
+(* Left out, and why that is sound here (spec/bookie/bookie.py says more): *)
 (*  - payloads, digests, ledger key records: (ledger, entry) names the     *)
 (*    content, and key records matter to nothing checked here;             *)
 (*  - so the replay restores a fence from its fence record alone.  Real    *)
@@ -59,12 +72,19 @@
 (*    when it happens is left open;                                        *)
 (*  - a flush is one step: the mark moves only after a whole flush, and    *)
 (*    the replay restores what a partial flush missed;                     *)
+(*  - the write cache's flush starts only with entries in the cache (the   *)
+(*    real one when the cache is full), the sync thread's only when the    *)
+(*    mark is past the persisted one.  A flusher whose mark is older than  *)
+(*    the last flush's skips its flush                                     *)
+(*    (SingleDirectoryDbLedgerStorage.checkpoint: lastCheckpoint); here it *)
+(*    flushes again, which keeps all that the skip relied on;              *)
+(*  - a ledger directory that is full (not writable) gets no lastMark;     *)
+(*    here every persist writes every copy, in directory order;            *)
 (*  - a crash keeps a prefix of the unsynced records: the replay scan      *)
 (*    stops at the first record not wholly on disk;                        *)
-(*  - a crash is a power loss; one ledger directory, an untorn lastMark    *)
-(*    file, maxBackupJournals = 0, one checkpoint at a time; the flush     *)
-(*    the real bookie does right after the replay is an ordinary           *)
-(*    checkpoint here.                                                     *)
+(*  - a crash is a power loss; one journal directory, untorn lastMark      *)
+(*    files, maxBackupJournals = 0; the flush the real bookie does right   *)
+(*    after the replay is an ordinary flusher's here.                      *)
 (*                                                                         *)
 (* Bug selects a seeded bug ("none" for the real bookie) so that tests can *)
 (* show that the checkers catch it.                                        *)
@@ -80,13 +100,14 @@ CONSTANTS
     MaxEntries,         \* entries per ledger, ids 0 .. MaxEntries-1
     RecordsPerJournal,  \* records a journal file holds before the journal rolls over
     MaxCrashes,         \* crashes of the bookie
+    NumLedgerDirs,      \* ledger directories, each with its copy of the lastMark file
     Bug                 \* "none" or a seeded bug (BUGS in spec/bookie/bookie.py)
 
 Bugs == {"none", "ack_before_fsync", "mark_before_flush", "fence_not_journaled",
-         "mark_not_advanced_in_replay", "delete_journal_at_mark"}
+         "mark_not_advanced_in_replay", "delete_journal_at_mark", "mark_moves_backwards"}
 
 ASSUME /\ NumLedgers >= 1 /\ MaxEntries >= 1 /\ RecordsPerJournal >= 1
-       /\ MaxCrashes \in Nat
+       /\ MaxCrashes \in Nat /\ NumLedgerDirs >= 1
        /\ Bug \in Bugs
 
 VARIABLES
@@ -97,22 +118,23 @@ VARIABLES
     flushed,             \* <<l, e>> flushed to the entry log and the index: catch-up reads find them
     fenced_flushed,      \* ledgers whose fenced bit is flushed with the index
     lac_flushed,         \* ledger -> explicit LAC flushed with the index header (-1: none)
-    persisted_mark,      \* the lastMark file: where the replay starts (ZERO_MARK when never written)
+    last_marks,          \* the lastMark file of each ledger directory (ZERO_MARK when never written)
     \* -- in memory: lost by a crash
     memtable,            \* <<l, e>> added (or replayed) and not yet flushed: the write cache
     fenced,              \* ledgers fenced: normal adds are rejected
     lac,                 \* ledger -> explicit LAC (-1: none)
     mark,                \* in-memory LastLogMark: end of what the last force write synced; NONE while down
-    checkpoint_mark,     \* mark captured by the checkpoint under way; NONE when none runs
-    checkpoint_flushed,  \* the checkpoint under way has flushed the ledger storage since it started
+    flusher_mark,        \* flusher -> the mark it took and has yet to persist; NONE when idle
+    flusher_flushed,     \* flushers that flushed the ledger storage since they took their mark
+    flusher_copies,      \* flusher -> lastMark copies it has written of its mark, directory order
     up,                  \* the bookie serves requests: FALSE from a crash until the replay is done
     \* -- history
     acked,               \* <<l, e>> acknowledged to a client
     fence_acked,         \* ledgers whose fence was acknowledged
     crashes              \* crashes so far
 
-vars == <<journal, synced, flushed, fenced_flushed, lac_flushed, persisted_mark,
-          memtable, fenced, lac, mark, checkpoint_mark, checkpoint_flushed, up,
+vars == <<journal, synced, flushed, fenced_flushed, lac_flushed, last_marks,
+          memtable, fenced, lac, mark, flusher_mark, flusher_flushed, flusher_copies, up,
           acked, fence_acked, crashes>>
 
 -----------------------------------------------------------------------------
@@ -120,12 +142,21 @@ Ledgers == 1 .. NumLedgers
 Entries == 0 .. MaxEntries - 1
 
 ZERO_MARK == <<0, 0>>   \* LastLogMark(0, 0): before every record (file ids start at 1)
-NONE == <<-1, -1>>      \* no mark: no checkpoint under way, or the bookie is down
+NONE == <<-1, -1>>      \* no mark: the flusher is idle, or the bookie is down
+
+SYNC_THREAD == 1        \* SyncThread's periodic checkpoint
+WRITE_CACHE == 2        \* DbLedgerStorage's flush when its write cache fills
+Flushers == {SYNC_THREAD, WRITE_CACHE}
+LedgerDirs == 1 .. NumLedgerDirs
+IDLE_FLUSHERS == <<NONE, NONE>>
 
 Min(a, b) == IF a <= b THEN a ELSE b
 
 \* Position p is before position q (lexicographic order).
 Before(p, q) == IF p[1] = q[1] THEN p[2] < q[2] ELSE p[1] < q[1]
+
+\* The mark a start reads: the largest lastMark copy (Journal.java, LastLogMark.readLog, release-4.17.2).
+PersistedMark == CHOOSE m \in {last_marks[d] : d \in LedgerDirs} : \A d \in LedgerDirs : ~Before(m, last_marks[d])
 
 Newest == journal[Len(journal)]
 
@@ -156,7 +187,7 @@ ReadPath(l, e) ==
 \* <<l, value>> of the synced records of a kind at or after the persisted mark.
 Replayable(kind) ==
     {<<r[2][2], r[2][3]>> : r \in {x \in Records : /\ x[2][1] = kind
-                                                   /\ ~Before(x[1], persisted_mark)
+                                                   /\ ~Before(x[1], PersistedMark)
                                                    /\ Before(x[1], synced)}}
 
 \* How many of the n records of file f are before the cut.
@@ -172,20 +203,21 @@ Init ==
     /\ flushed = {}
     /\ fenced_flushed = {}
     /\ lac_flushed = [l \in Ledgers |-> -1]
-    /\ persisted_mark = ZERO_MARK
+    /\ last_marks = [d \in LedgerDirs |-> ZERO_MARK]
     /\ memtable = {}
     /\ fenced = {}
     /\ lac = [l \in Ledgers |-> -1]
     /\ mark = ZERO_MARK
-    /\ checkpoint_mark = NONE
-    /\ checkpoint_flushed = FALSE
+    /\ flusher_mark = IDLE_FLUSHERS
+    /\ flusher_flushed = {}
+    /\ flusher_copies = <<0, 0>>
     /\ up = TRUE
     /\ acked = {}
     /\ fence_acked = {}
     /\ crashes = 0
 
 -----------------------------------------------------------------------------
-(* Requests. *)
+(* Requests.                                                               *)
 
 \* addEntry: into the memtable first, then a journal record; the ack waits for the fsync.
 BookieAddsEntry(ledger, entry) ==
@@ -197,8 +229,8 @@ BookieAddsEntry(ledger, entry) ==
     /\ memtable' = memtable \cup {<<ledger, entry>>}
     /\ journal' = AppendRecord(<<"entry", ledger, entry>>)
     /\ acked' = IF Bug = "ack_before_fsync" THEN acked \cup {<<ledger, entry>>} ELSE acked
-    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, fenced, lac,
-                   mark, checkpoint_mark, checkpoint_flushed, up, fence_acked, crashes>>
+    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, last_marks, fenced, lac,
+                   mark, flusher_mark, flusher_flushed, flusher_copies, up, fence_acked, crashes>>
 
 \* fenceAndLogInJournal: set the fenced flag, journal a fence record; the reply waits for the fsync.
 \* Real 4.17.2 journals no master key here; this spec assumes the fence record is replayable alone.
@@ -218,8 +250,8 @@ BookieFencesLedger(ledger) ==
                ELSE /\ ~CurrentFileFull
                     /\ journal' = AppendRecord(<<"fence", ledger, -1>>)
                     /\ UNCHANGED fence_acked
-    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, lac,
-                   mark, checkpoint_mark, checkpoint_flushed, up, acked, crashes>>
+    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, last_marks, memtable, lac,
+                   mark, flusher_mark, flusher_flushed, flusher_copies, up, acked, crashes>>
 
 \* setExplicitLac: keep the writer's newer explicit LAC and journal it (the reply waits for the fsync).
 BookieSetsExplicitLac(ledger, new_lac) ==
@@ -228,11 +260,11 @@ BookieSetsExplicitLac(ledger, new_lac) ==
     /\ ~CurrentFileFull
     /\ lac' = [lac EXCEPT ![ledger] = new_lac]
     /\ journal' = AppendRecord(<<"lac", ledger, new_lac>>)
-    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, fenced,
-                   mark, checkpoint_mark, checkpoint_flushed, up, acked, fence_acked, crashes>>
+    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, last_marks, memtable, fenced,
+                   mark, flusher_mark, flusher_flushed, flusher_copies, up, acked, fence_acked, crashes>>
 
 -----------------------------------------------------------------------------
-(* The journal. *)
+(* The journal.                                                            *)
 
 \* Force-write thread: fsync the records written before upto, set the mark there, acknowledge them.
 JournalForceWrites(upto) ==
@@ -243,53 +275,74 @@ JournalForceWrites(upto) ==
           /\ fence_acked' = fence_acked \cup {r[2][2] : r \in {x \in batch : x[2][1] = "fence"}}
     /\ synced' = upto
     /\ mark' = upto
-    /\ UNCHANGED <<journal, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, fenced,
-                   lac, checkpoint_mark, checkpoint_flushed, up, crashes>>
+    /\ UNCHANGED <<journal, flushed, fenced_flushed, lac_flushed, last_marks, memtable, fenced,
+                   lac, flusher_mark, flusher_flushed, flusher_copies, up, crashes>>
 
 \* The current file reached maxJournalSize: the journal thread starts the next file.
 JournalRollsOver ==
     /\ up
     /\ CurrentFileFull
     /\ journal' = Append(journal, <<Newest[1] + 1, << >>>>)
-    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, fenced,
-                   lac, mark, checkpoint_mark, checkpoint_flushed, up, acked, fence_acked, crashes>>
+    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, last_marks, memtable, fenced,
+                   lac, mark, flusher_mark, flusher_flushed, flusher_copies, up, acked, fence_acked, crashes>>
 
 -----------------------------------------------------------------------------
-(* The checkpoint (SyncThread). *)
+(* The flushers: SyncThread's checkpoint and the write cache's flush, each *)
+(* taking a mark, flushing, then persisting the mark it took.              *)
 
-\* newCheckpoint: capture the in-memory mark; everything journaled before it is in the ledger storage.
-CheckpointStarts ==
+\* Journal.newCheckpoint, called by SyncThread's periodic task (BookieImpl's SyncThread.start,
+\* doCheckpoint(checkpointSource.newCheckpoint())) or by SingleDirectoryDbLedgerStorage.flush when the
+\* add path finds the write cache full (triggerFlushAndAddEntry), release-4.17.2: the flusher takes the
+\* in-memory mark; everything journaled before it is in the write cache or flushed. The write cache's
+\* flush starts only with entries in the cache; the sync thread's only when the mark is past the persisted one.
+FlusherTakesMark(flusher) ==
     /\ up
-    /\ checkpoint_mark = NONE
-    /\ Before(persisted_mark, mark)
-    /\ checkpoint_mark' = mark
-    /\ checkpoint_flushed' = FALSE
-    /\ UNCHANGED <<journal, synced, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable,
-                   fenced, lac, mark, up, acked, fence_acked, crashes>>
+    /\ flusher_mark[flusher] = NONE
+    /\ IF flusher = WRITE_CACHE THEN memtable # {} ELSE Before(PersistedMark, mark)
+    /\ flusher_mark' = [flusher_mark EXCEPT ![flusher] = mark]
+    /\ UNCHANGED <<journal, synced, flushed, fenced_flushed, lac_flushed, last_marks, memtable,
+                   fenced, lac, mark, flusher_flushed, flusher_copies, up, acked, fence_acked, crashes>>
 
-\* Flush the memtable to the entry log and the index, with the fenced bits and explicit LACs; fsync.
-LedgerStorageFlushes ==
+\* SingleDirectoryDbLedgerStorage.checkpoint (release-4.17.2), called by SyncThread.checkpoint and by
+\* SingleDirectoryDbLedgerStorage.flush: under flushMutex, one flush at a time, swap the write cache and
+\* write it to the entry log and the index, with the fenced bits and explicit LACs; fsync.
+LedgerStorageFlushes(flusher) ==
     /\ up
-    /\ ~(/\ memtable = {}
-         /\ fenced = fenced_flushed
-         /\ lac = lac_flushed
-         /\ checkpoint_mark # NONE => checkpoint_flushed)
+    /\ flusher_mark[flusher] # NONE
+    /\ flusher \notin flusher_flushed
     /\ flushed' = flushed \cup memtable
     /\ memtable' = {}
     /\ fenced_flushed' = fenced
     /\ lac_flushed' = lac
-    /\ checkpoint_flushed' = (checkpoint_mark # NONE)
-    /\ UNCHANGED <<journal, synced, persisted_mark, fenced, lac, mark, checkpoint_mark, up,
+    /\ flusher_flushed' = flusher_flushed \cup {flusher}
+    /\ UNCHANGED <<journal, synced, last_marks, fenced, lac, mark, flusher_mark, flusher_copies, up,
                    acked, fence_acked, crashes>>
 
-\* checkpointComplete: once this checkpoint's flush is done, write its mark to the lastMark file.
-CheckpointPersistsMark ==
+\* The flusher is done: idle again.
+FlusherDone(flusher) ==
+    /\ flusher_mark' = [flusher_mark EXCEPT ![flusher] = NONE]
+    /\ flusher_flushed' = flusher_flushed \ {flusher}
+    /\ flusher_copies' = [flusher_copies EXCEPT ![flusher] = 0]
+
+\* Journal.checkpointComplete after the flusher's flush (SyncThread.checkpoint;
+\* SingleDirectoryDbLedgerStorage.flush, only with a single ledger directory): LastLogMark.rollLog
+\* writes the mark to the lastMark file of each ledger directory in turn, one copy a step, release-4.17.2.
+\* A mark older than the persisted one is skipped, as 4.18.0 does (#4105); 4.17.2 writes it.
+CheckpointPersistsMark(flusher) ==
     /\ up
-    /\ checkpoint_mark # NONE
-    /\ Bug # "mark_before_flush" => checkpoint_flushed
-    /\ persisted_mark' = checkpoint_mark
-    /\ checkpoint_mark' = NONE
-    /\ checkpoint_flushed' = FALSE
+    /\ flusher_mark[flusher] # NONE
+    /\ Bug # "mark_before_flush" => flusher \in flusher_flushed
+    /\ LET copy == flusher_copies[flusher] + 1
+           m == flusher_mark[flusher]
+       IN IF \/ flusher = WRITE_CACHE /\ NumLedgerDirs > 1
+             \/ copy = 1 /\ Bug # "mark_moves_backwards" /\ Before(m, PersistedMark)
+          THEN /\ FlusherDone(flusher)
+               /\ UNCHANGED last_marks
+          ELSE /\ last_marks' = [last_marks EXCEPT ![copy] = m]
+               /\ IF copy = NumLedgerDirs
+                  THEN FlusherDone(flusher)
+                  ELSE /\ flusher_copies' = [flusher_copies EXCEPT ![flusher] = copy]
+                       /\ UNCHANGED <<flusher_mark, flusher_flushed>>
     /\ UNCHANGED <<journal, synced, flushed, fenced_flushed, lac_flushed, memtable, fenced, lac,
                    mark, up, acked, fence_acked, crashes>>
 
@@ -299,13 +352,13 @@ JournalFileDeleted(f) ==
     /\ up
     /\ f = journal[1][1]
     /\ f # Newest[1]
-    /\ IF Bug = "delete_journal_at_mark" THEN f <= persisted_mark[1] ELSE f < persisted_mark[1]
+    /\ IF Bug = "delete_journal_at_mark" THEN f <= PersistedMark[1] ELSE f < PersistedMark[1]
     /\ journal' = Tail(journal)
-    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, memtable, fenced,
-                   lac, mark, checkpoint_mark, checkpoint_flushed, up, acked, fence_acked, crashes>>
+    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, last_marks, memtable, fenced,
+                   lac, mark, flusher_mark, flusher_flushed, flusher_copies, up, acked, fence_acked, crashes>>
 
 -----------------------------------------------------------------------------
-(* Crash and restart. *)
+(* Crash and restart.                                                      *)
 
 \* Power loss: memory is gone, and of the unsynced records only those before cut reached the disk.
 BookieCrashes(cut) ==
@@ -319,11 +372,12 @@ BookieCrashes(cut) ==
     /\ fenced' = {}
     /\ lac' = [l \in Ledgers |-> -1]
     /\ mark' = NONE
-    /\ checkpoint_mark' = NONE
-    /\ checkpoint_flushed' = FALSE
+    /\ flusher_mark' = IDLE_FLUSHERS
+    /\ flusher_flushed' = {}
+    /\ flusher_copies' = <<0, 0>>
     /\ up' = FALSE
     /\ crashes' = crashes + 1
-    /\ UNCHANGED <<flushed, fenced_flushed, lac_flushed, persisted_mark, acked, fence_acked>>
+    /\ UNCHANGED <<flushed, fenced_flushed, lac_flushed, last_marks, acked, fence_acked>>
 
 \* Restart: replay every record at or after the persisted mark, advance the mark to the end, serve.
 \* Every fence record replayed fences its ledger. Real 4.17.2 skips one whose ledger has neither a key
@@ -331,20 +385,20 @@ BookieCrashes(cut) ==
 \* deleted"): the fence of an empty ledger is then lost, which this spec does not allow.
 BookieReplaysJournal ==
     /\ ~up
-    /\ LET replayed == {r[2] : r \in {x \in Records : ~Before(x[1], persisted_mark)}}
+    /\ LET replayed == {r[2] : r \in {x \in Records : ~Before(x[1], PersistedMark)}}
            \* the explicit LAC records of l replayed; the last one wins (FileInfo.setExplicitLac overwrites)
-           lacs(l) == {x \in Records : ~Before(x[1], persisted_mark) /\ x[2][1] = "lac" /\ x[2][2] = l}
+           lacs(l) == {x \in Records : ~Before(x[1], PersistedMark) /\ x[2][1] = "lac" /\ x[2][2] = l}
        IN /\ memtable' = {<<r[2], r[3]>> : r \in {x \in replayed : x[1] = "entry"}}
           /\ fenced' = fenced_flushed \cup {r[2] : r \in {x \in replayed : x[1] = "fence"}}
           /\ lac' = [l \in Ledgers |->
                         IF lacs(l) = {} THEN lac_flushed[l]
                         ELSE (CHOOSE x \in lacs(l) : \A y \in lacs(l) : ~Before(x[1], y[1]))[2][3]]
     \* #2087: the fixed replay sets the mark to the end of each file it scanned.
-    /\ mark' = IF Bug = "mark_not_advanced_in_replay" THEN persisted_mark ELSE EndOfJournal
+    /\ mark' = IF Bug = "mark_not_advanced_in_replay" THEN PersistedMark ELSE EndOfJournal
     /\ journal' = Append(journal, <<Newest[1] + 1, << >>>>)
     /\ up' = TRUE
-    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, persisted_mark, checkpoint_mark,
-                   checkpoint_flushed, acked, fence_acked, crashes>>
+    /\ UNCHANGED <<synced, flushed, fenced_flushed, lac_flushed, last_marks, flusher_mark,
+                   flusher_flushed, flusher_copies, acked, fence_acked, crashes>>
 
 -----------------------------------------------------------------------------
 Next ==
@@ -353,9 +407,9 @@ Next ==
     \/ \E ledger \in Ledgers, new_lac \in Entries : BookieSetsExplicitLac(ledger, new_lac)
     \/ \E upto \in SyncEnds : JournalForceWrites(upto)
     \/ JournalRollsOver
-    \/ CheckpointStarts
-    \/ LedgerStorageFlushes
-    \/ CheckpointPersistsMark
+    \/ \E flusher \in Flushers : FlusherTakesMark(flusher)
+    \/ \E flusher \in Flushers : LedgerStorageFlushes(flusher)
+    \/ \E flusher \in Flushers : CheckpointPersistsMark(flusher)
     \/ \E f \in {journal[k][1] : k \in 1 .. Len(journal)} : JournalFileDeleted(f)
     \/ \E cut \in CutPoints : BookieCrashes(cut)
     \/ BookieReplaysJournal
@@ -380,13 +434,17 @@ TypeOK ==
     /\ DOMAIN lac = Ledgers /\ DOMAIN lac_flushed = Ledgers
     /\ crashes \in 0 .. MaxCrashes
     /\ up = (mark # NONE)
-    /\ checkpoint_mark = NONE => ~checkpoint_flushed
+    /\ DOMAIN last_marks = LedgerDirs
+    /\ DOMAIN flusher_mark = Flushers /\ DOMAIN flusher_copies = Flushers
+    /\ flusher_flushed \subseteq Flushers
+    /\ \A f \in Flushers : /\ flusher_mark[f] = NONE => f \notin flusher_flushed /\ flusher_copies[f] = 0
+                          /\ flusher_copies[f] \in 0 .. NumLedgerDirs - 1
 
 \* Every journal record before the persisted mark is in the flushed ledger storage,
 \* since no replay will read it again.
 MarkNeverPassesUnflushedData ==
     \A r \in Records :
-        Before(r[1], persisted_mark) =>
+        Before(r[1], PersistedMark) =>
             LET kind == r[2][1]  l == r[2][2]  v == r[2][3]
             IN /\ kind = "entry" => <<l, v>> \in flushed
                /\ kind = "fence" => l \in fenced_flushed
@@ -395,7 +453,7 @@ MarkNeverPassesUnflushedData ==
 \* Every journal file from the persisted mark's file to the newest still exists: deletion
 \* only removes files wholly before the mark, whose records are flushed.
 JournalKeptFromMark ==
-    \A f \in (IF persisted_mark[1] >= 1 THEN persisted_mark[1] ELSE 1) .. Newest[1] :
+    \A f \in (IF PersistedMark[1] >= 1 THEN PersistedMark[1] ELSE 1) .. Newest[1] :
         \E k \in 1 .. Len(journal) : journal[k][1] = f
 
 \* While the bookie is up with nothing waiting for an fsync, the in-memory mark is past every
@@ -419,6 +477,6 @@ FencedLedgerStaysFenced ==
 
 \* The persisted mark only moves forward (checked as a PROPERTY).
 MarkNeverMovesBackwards ==
-    [][~Before(persisted_mark', persisted_mark)]_vars
+    [][~Before(PersistedMark', PersistedMark)]_vars
 
 =============================================================================

@@ -19,16 +19,23 @@ Two observation modes:
     explicit LAC), the force writes that answer them (without the position:
     the replies say which requests were answered), the bookie going down
     (without the cut) and coming back after its replay. Hidden, so allowed
-    between two logged events: journal rollover, the checkpoint's three
-    steps and the deletion of journal files. Observable: what the clients
+    between two logged events: journal rollover, the flushers' steps
+    (take a mark, flush, persist it), in any interleaving, and the deletion
+    of journal files. Observable: what the clients
     were told (``acked``, ``fence_acked``), whether the bookie is up, how
     often it crashed, and which entries a read finds (the projection
     ``readable``); none of them is changed by a hidden step.
 
 Processes that log (full mode): ``bookie`` (requests, the replay),
 ``journal`` (the force-write thread: force writes, rollover),
-``sync-thread`` (checkpoints, flushes, journal deletion) and ``machine``
-(crashes); in client mode every event is logged by ``client``.
+``sync-thread`` (its checkpoint's mark, flush and persist, journal
+deletion), ``write-cache`` (the write cache's flush: its mark, flush and
+persist) and ``machine`` (crashes); in client mode every event is logged by
+``client``. The two flushers' steps interleave as they like; the spec, not
+the trace mapping, judges the marks they persist.
+
+``persisted_mark`` is a projection: the largest ``lastMark`` copy, where a
+start replays from (the copies are ``last_marks``).
 
 ``synced`` has two spellings in the spec for one fact: the end of file ``f``
 is ``[f, n]`` or, once ``f + 1`` exists, ``[f + 1, 0]``; both leave the same
@@ -46,10 +53,29 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-from ledgerspec.spec.bookie.bookie import FENCE, NONE, ZERO_MARK, BookieSpec, BookieState, Position
+from ledgerspec.spec.bookie.bookie import (
+    FENCE,
+    FLUSHERS,
+    NONE,
+    WRITE_CACHE,
+    ZERO_MARK,
+    BookieSpec,
+    BookieState,
+    Position,
+)
 from ledgerspec.spec.tracing import INIT, Explanation, Guard, Message, ObservationMode, Projection, TraceMapping
 
-__all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "GUARDS", "TRACE", "messages", "readable", "unsynced_from"]
+__all__ = [
+    "CLIENT",
+    "CLIENT_OBSERVES",
+    "FULL",
+    "GUARDS",
+    "TRACE",
+    "messages",
+    "persisted_mark",
+    "readable",
+    "unsynced_from",
+]
 
 
 # -- projections ------------------------------------------------------------------------
@@ -63,7 +89,19 @@ def readable(spec: BookieSpec, s: BookieState) -> frozenset[tuple[int, int]]:
     return frozenset(x for x in s.memtable | s.flushed if s.up)
 
 
+def persisted_mark(spec: BookieSpec, s: BookieState) -> Position:
+    """The mark a start reads: the largest lastMark copy."""
+    return spec.persisted_mark(s)
+
+
 PROJECTIONS = (
+    Projection(
+        "persisted_mark",
+        persisted_mark,
+        Position,
+        "the mark a start replays from: the largest lastMark copy",
+        tla="PersistedMark",
+    ),
     Projection(
         "readable",
         readable,
@@ -90,16 +128,21 @@ _THREAD = {
     "BookieReplaysJournal": "bookie",
     "JournalForceWrites": "journal",
     "JournalRollsOver": "journal",
-    "CheckpointStarts": "sync-thread",
-    "LedgerStorageFlushes": "sync-thread",
-    "CheckpointPersistsMark": "sync-thread",
     "JournalFileDeleted": "sync-thread",
     "BookieCrashes": "machine",
 }
 
 
-def _thread(action: str, _args: tuple[Any, ...]) -> str:
-    return "bookie" if action == INIT else _THREAD[action]
+_FLUSHER_STEPS = ("FlusherTakesMark", "LedgerStorageFlushes", "CheckpointPersistsMark")
+_FLUSHER_THREAD = {1: "sync-thread", WRITE_CACHE: "write-cache"}
+
+
+def _thread(action: str, args: tuple[Any, ...]) -> str:
+    if action == INIT:
+        return "bookie"
+    if action in _FLUSHER_STEPS:
+        return _FLUSHER_THREAD[args[0]]
+    return _THREAD[action]
 
 
 def _client(_action: str, _args: tuple[Any, ...]) -> str:
@@ -109,7 +152,7 @@ def _client(_action: str, _args: tuple[Any, ...]) -> str:
 FULL = ObservationMode(
     "full",
     "every step, by the thread that takes it; every variable",
-    frozenset(a.name for a in attrs.fields(BookieState)) | {"unsynced_from", "readable"},
+    frozenset(a.name for a in attrs.fields(BookieState)) | {"unsynced_from", "readable", "persisted_mark"},
     logged_by=_thread,
 )
 
@@ -117,7 +160,7 @@ CLIENT_OBSERVES = frozenset({"acked", "fence_acked", "up", "crashes", "readable"
 #: Steps inside the bookie that no client sees; none of them changes what CLIENT_OBSERVES names.
 _INSIDE = (
     "JournalRollsOver",
-    "CheckpointStarts",
+    "FlusherTakesMark",
     "LedgerStorageFlushes",
     "CheckpointPersistsMark",
     "JournalFileDeleted",
@@ -208,35 +251,47 @@ def _explain_roll(spec: BookieSpec, s: BookieState) -> str | None:
     return None
 
 
-def _explain_checkpoint_starts(spec: BookieSpec, s: BookieState) -> str | None:
-    if why := _down(s):
+def _no_flusher(flusher: int) -> str | None:
+    if flusher not in FLUSHERS:
+        return f"there is no flusher {flusher}: 1 is the sync thread, 2 the write cache's flush"
+    return None
+
+
+def _explain_takes_mark(spec: BookieSpec, s: BookieState, flusher: int) -> str | None:
+    if why := _no_flusher(flusher) or _down(s):
         return why
-    if s.checkpoint_mark != NONE:
-        return f"a checkpoint is under way (its mark {list(s.checkpoint_mark)})"
-    if not s.persisted_mark < s.mark:
+    name = FLUSHERS[flusher]
+    if s.flusher_mark[flusher - 1] != NONE:
+        return f"the {name} flusher is under way (its mark {list(s.flusher_mark[flusher - 1])})"
+    if flusher == WRITE_CACHE and not s.memtable:
+        return "the write cache is empty: nothing fills it to trigger a flush"
+    persisted = spec.persisted_mark(s)
+    if flusher != WRITE_CACHE and not persisted < s.mark:
         return (
-            f"the mark {list(s.mark)} is not past the persisted mark {list(s.persisted_mark)}: "
-            "a checkpoint would not move it"
+            f"the mark {list(s.mark)} is not past the persisted mark {list(persisted)}: a checkpoint would not move it"
         )
     return None
 
 
-def _explain_flush(spec: BookieSpec, s: BookieState) -> str | None:
-    if why := _down(s):
+def _explain_flush(spec: BookieSpec, s: BookieState, flusher: int) -> str | None:
+    if why := _no_flusher(flusher) or _down(s):
         return why
-    waits = s.checkpoint_mark != NONE and not s.checkpoint_flushed
-    if not s.memtable and s.fenced == s.fenced_flushed and s.lac == s.lac_flushed and not waits:
-        return "nothing to flush: the memtable is empty, fenced bits and explicit LACs are flushed, no checkpoint waits"
+    name = FLUSHERS[flusher]
+    if s.flusher_mark[flusher - 1] == NONE:
+        return f"the {name} flusher has taken no mark: it is idle"
+    if flusher in s.flusher_flushed:
+        return f"the {name} flusher has flushed the ledger storage already for its mark"
     return None
 
 
-def _explain_persist(spec: BookieSpec, s: BookieState) -> str | None:
-    if why := _down(s):
+def _explain_persist(spec: BookieSpec, s: BookieState, flusher: int) -> str | None:
+    if why := _no_flusher(flusher) or _down(s):
         return why
-    if s.checkpoint_mark == NONE:
-        return "no checkpoint is under way"
-    if not s.checkpoint_flushed and spec.Bug != "mark_before_flush":
-        return "the checkpoint has not flushed the ledger storage yet"
+    name = FLUSHERS[flusher]
+    if s.flusher_mark[flusher - 1] == NONE:
+        return f"the {name} flusher has taken no mark: it is idle"
+    if flusher not in s.flusher_flushed and spec.Bug != "mark_before_flush":
+        return f"the {name} flusher has not flushed the ledger storage yet"
     return None
 
 
@@ -248,9 +303,9 @@ def _explain_delete(spec: BookieSpec, s: BookieState, f: int) -> str | None:
         return f"journal file {f} is not the oldest ({oldest}): files are deleted oldest first"
     if f == newest:
         return f"journal file {f} is the current one"
-    limit = s.persisted_mark[0]
-    if not (f <= limit if spec.Bug == "delete_journal_at_mark" else f < limit):
-        return f"journal file {f} is not wholly before the persisted mark {list(s.persisted_mark)}"
+    persisted = spec.persisted_mark(s)
+    if not (f <= persisted[0] if spec.Bug == "delete_journal_at_mark" else f < persisted[0]):
+        return f"journal file {f} is not wholly before the persisted mark {list(persisted)}"
     return None
 
 
@@ -274,7 +329,7 @@ EXPLAIN: dict[str, Explanation] = {
     "BookieSetsExplicitLac": _explain_lac,
     "JournalForceWrites": _explain_force_write,
     "JournalRollsOver": _explain_roll,
-    "CheckpointStarts": _explain_checkpoint_starts,
+    "FlusherTakesMark": _explain_takes_mark,
     "LedgerStorageFlushes": _explain_flush,
     "CheckpointPersistsMark": _explain_persist,
     "JournalFileDeleted": _explain_delete,
@@ -288,7 +343,7 @@ GUARDS: dict[str, Sequence[Guard]] = {
     "MarkNeverPassesUnflushedData": (
         Guard(
             "MarkPastRecords",
-            lambda spec, s: any(pos < s.persisted_mark for pos, _ in spec.records(s)),
+            lambda spec, s: any(pos < spec.persisted_mark(s) for pos, _ in spec.records(s)),
             "the persisted mark is past journal records, which no replay reads again",
         ),
     ),
@@ -303,13 +358,13 @@ GUARDS: dict[str, Sequence[Guard]] = {
     "AckedEntriesSurvive": (Guard("EntryAcked", lambda spec, s: bool(s.acked), "an entry was acknowledged"),),
     "FencedLedgerStaysFenced": (Guard("FenceAcked", lambda spec, s: bool(s.fence_acked), "a fence was acknowledged"),),
     "MarkNeverMovesBackwards": (
-        Guard("MarkPersisted", lambda spec, s: s.persisted_mark != ZERO_MARK, "a checkpoint persisted a mark"),
+        Guard("MarkPersisted", lambda spec, s: spec.persisted_mark(s) != ZERO_MARK, "a flusher persisted a mark"),
     ),
 }
 
 
 # -- drawings: lanes and messages ---------------------------------------------------------
-PROCESSES = ("client", "bookie", "journal", "sync-thread", "machine")
+PROCESSES = ("client", "bookie", "journal", "sync-thread", "write-cache", "machine")
 
 
 def messages(action: str, params: Mapping[str, Any]) -> Sequence[Message]:

@@ -50,7 +50,7 @@ written and with a power loss or a process crash after each of its steps,
 recorded by :mod:`ledgerspec.reference.bookie.trace`. The mutants that only
 misplace the LastLogMark or delete a journal file early
 (``mark_before_flush``, ``mark_not_advanced_in_replay``,
-``delete_journal_at_mark``) need checkpoints, which the ledger-level cluster
+``delete_journal_at_mark``, ``mark_moves_backwards``) need checkpoints, which the ledger-level cluster
 does not take: they run under that workload only. A mutant runs under every
 workload of the specs it lists (:attr:`Mutant.specs`).
 """
