@@ -325,16 +325,62 @@ def _phase(s: LedgerState, c: int, *phases: str) -> str | None:
 
 
 def _explain_start(spec: LedgerSpec, s: LedgerState, c: Any) -> str | None:
-    return _recoverer(spec, c) or _phase(s, c, IDLE)
+    return _recoverer(spec, c) or _phase(s, c, IDLE, FAILED)
 
 
 def _explain_recoverer_close(spec: LedgerSpec, s: LedgerState, c: Any) -> str | None:
     if (why := _recoverer(spec, c) or _phase(s, c, WRITING_BACK)) is not None:
         return why
     r = s.rec[c - 1]
-    short = [e for e in range(r.start + 1, r.last + 1) if spec.acks_of(r.wb_acks, e, spec.write_set(s, e)) < spec.Qa]
+    short = [
+        e
+        for e in range(r.start + 1, r.last + 1)
+        if spec.acks_of(r.wb_acks, e, spec.recovery_write_set(s, r, e)) < spec.Qa
+    ]
     if short:
         return f"entries {short} are not yet written back to Qa={spec.Qa} bookies"
+    return None
+
+
+def _explain_recovery_change(spec: LedgerSpec, s: LedgerState, c: Any, b: Any, nb: Any) -> str | None:
+    if (why := _recoverer(spec, c) or _phase(s, c, READING, WRITING_BACK)) is not None:
+        return why
+    r = s.rec[c - 1]
+    ensemble = spec.recovery_segments(s, r)[-1][1]
+    if b not in ensemble:
+        return f"bookie {b!r} is not in recovering client {c}'s last ensemble {list(ensemble)}"
+    if nb not in spec.bookies:
+        return f"there is no bookie {nb!r} (bookies 1..{spec.NumBookies})"
+    if nb in ensemble:
+        return f"bookie {nb} is already in recovering client {c}'s last ensemble {list(ensemble)}"
+    if nb in s.crashed:
+        return f"the replacement bookie {nb} has crashed"
+    pending = range(spec.recovery_lac(s, r) + 1, r.last + 1)
+    if not any(
+        b in spec.recovery_write_set(s, r, e) and (e, b) not in r.wb_acks and not _awaited(s, "AddReq", c, b, e)
+        for e in pending
+    ):
+        if not pending:
+            return "no write-back is pending"
+        return (
+            f"no write-back pending on bookie {b} has timed out: for each of entries {pending.start}.."
+            f"{pending.stop - 1}, bookie {b} is not in its write set, has acked it, or still has the request in flight"
+        )
+    return None
+
+
+def _explain_gives_up(spec: LedgerSpec, s: LedgerState, c: Any) -> str | None:
+    if (why := _recoverer(spec, c) or _phase(s, c, FENCING, READING)) is not None:
+        return why
+    r = s.rec[c - 1]
+    if r.phase == FENCING:
+        waiting = [b for b in spec.last_ensemble(s) if b not in r.fence_replies and _awaited(s, "FenceReq", c, b, -1)]
+        what = "the fencing read"
+    else:
+        waiting = [b for b in spec.write_set(s, r.next) if b not in r.no_such and _awaited(s, "ReadReq", c, b, r.next)]
+        what = f"the read of entry {r.next}"
+    if waiting:
+        return f"{what} is still in flight to bookies {waiting}: their replies can still come"
     return None
 
 
@@ -381,8 +427,8 @@ def _explain_resend_write_back(spec: LedgerSpec, s: LedgerState, c: Any, e: Any,
     r = s.rec[c - 1]
     if not isinstance(e, int) or not r.start < e <= r.last:
         return f"entry {e!r} is not among the recovered entries {r.start + 1}..{r.last}"
-    if b not in spec.write_set(s, e):
-        return f"bookie {b!r} is not in the write set {list(spec.write_set(s, e))} of entry {e}"
+    if b not in spec.recovery_write_set(s, r, e):
+        return f"bookie {b!r} is not in the write set {list(spec.recovery_write_set(s, r, e))} of entry {e}"
     if b in s.crashed:
         return f"bookie {b} has crashed"
     if (e, b) in r.wb_acks:
@@ -404,6 +450,8 @@ EXPLAIN: dict[str, Explanation] = {
     "NetworkLosesMessage": _explain_loss,
     "RecovererStartsRecovery": _explain_start,
     "RecovererClosesLedger": _explain_recoverer_close,
+    "RecovererChangesEnsemble": _explain_recovery_change,
+    "RecovererGivesUp": _explain_gives_up,
     "RecovererResendsFenceRead": _explain_resend_fence,
     "RecovererResendsRead": _explain_resend_read,
     "RecovererResendsWriteBack": _explain_resend_write_back,
@@ -428,7 +476,9 @@ def _closed_with_entries(spec: LedgerSpec, s: LedgerState) -> bool:
 
 
 def _fencing_completed(spec: LedgerSpec, s: LedgerState) -> bool:
-    return any(r.phase in (READING, WRITING_BACK, DONE, FAILED) and bool(r.fence_replies) for r in s.rec)
+    return s.meta_status != CLOSED and any(
+        r.phase in (READING, WRITING_BACK, DONE, FAILED) and bool(r.fence_replies) for r in s.rec
+    )
 
 
 CLOSED_GUARD = Guard("ledger closed", _closed, "meta_status = CLOSED")
@@ -443,7 +493,11 @@ GUARDS: dict[str, tuple[Guard, ...]] = {
     ),
     "ClosedLedgerIsReadable": (Guard("closed with entries", _closed_with_entries, "CLOSED with meta_last_entry >= 0"),),
     "NoNewAcksToFencedWriter": (
-        Guard("fencing completed", _fencing_completed, "a recovering client has its fencing replies and moved on"),
+        Guard(
+            "fencing completed",
+            _fencing_completed,
+            "not CLOSED, and a recovering client has its fencing replies and moved on",
+        ),
     ),
     "ClosedLedgerNeverChanges": (Guard("step from a closed ledger", _closed, "CLOSED before the step"),),
 }
