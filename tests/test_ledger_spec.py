@@ -60,7 +60,7 @@ def test_correct_protocol_keeps_every_invariant(constants: dict[str, int], disti
 def test_ensemble_change_and_crashes_keep_every_invariant() -> None:
     result = explore(LedgerSpec(NumBookies=4, MaxEntries=1, MaxCrashes=1), check_deadlock=False)
     assert result.violations == ()
-    assert result.distinct_states == 34557
+    assert result.distinct_states == 34425
 
 
 def _run(spec: LedgerSpec, s: LedgerState | None, *steps: tuple[object, ...]) -> LedgerState:

@@ -164,6 +164,9 @@ class Recoverer:
     no_such: frozenset[int]  # bookies that answered NoSuchEntry for entry ``next``
     last: int  # last entry found by the recovery reads
     wb_acks: frozenset[tuple[int, int]]  # (entry, bookie) acks of recovery adds (write-back)
+    # the ledger's segments as this client read them when it opened the ledger: its own copy of the metadata,
+    # which it fences, reads and writes back by (LedgerRecoveryOp's metadataForRecovery); empty until it opens it
+    segments: tuple[tuple[int, tuple[int, ...]], ...] = ()
     # (first entry id, ensemble) of the ensembles this client changed while writing back, to be written by its
     # close (ReadOnlyLedgerHandle.newEnsemblesFromRecovery); empty while no write-back failed
     ensembles: tuple[tuple[int, tuple[int, ...]], ...] = ()
@@ -231,7 +234,7 @@ def _each_message(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[Msg]]:
 
 
 def _replacements(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int]]:
-    ensemble = s.meta_segments[-1][1]
+    ensemble = spec.writer_segments(s)[-1][1]
     return ((b, nb) for b in ensemble for nb in spec.bookies if nb not in ensemble)
 
 
@@ -344,13 +347,29 @@ class LedgerSpec(Spec[LedgerState]):
             found = self._write_sets[key] = tuple(ensemble[i] for i in self.windows[e % self.E])
         return found
 
+    def writer_segments(self, s: LedgerState) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """The segments the writer's handle knows: the metadata's, but for a recovery's close that changed them.
+
+        Only the writer changes the segments while the ledger is OPEN, so a recovering client reads them as
+        the writer knows them; a close that writes the recovery's own ensembles is the one change the writer
+        does not see (its handle keeps its copy of the metadata until a compare-and-set of its own fails).
+        """
+        for r in s.rec:
+            if r.ensembles:
+                return r.segments
+        return s.meta_segments
+
+    def writer_write_set(self, s: LedgerState, e: int) -> tuple[int, ...]:
+        """Bookies the writer sends entry e to, and counts the acks of."""
+        return self.write_set_in(self.writer_segments(s), e)
+
     def recovery_segments(self, s: LedgerState, r: Recoverer) -> tuple[tuple[int, tuple[int, ...]], ...]:
-        """The segments as a recovering client writes back and closes: the metadata's, with its own ensemble
+        """The segments as a recovering client writes back and closes: those it read, with its own ensemble
         changes after them (one starting where the last segment starts replaces it, as closeRecovered does)."""
         if not r.ensembles:
-            return s.meta_segments
+            return r.segments
         first = r.ensembles[0][0]
-        return (*(seg for seg in s.meta_segments if seg[0] < first), *r.ensembles)
+        return (*(seg for seg in r.segments if seg[0] < first), *r.ensembles)
 
     def recovery_write_set(self, s: LedgerState, r: Recoverer, e: int) -> tuple[int, ...]:
         """Bookies a recovering client writes entry e back to (its handle's current ensembles)."""
@@ -375,7 +394,7 @@ class LedgerSpec(Spec[LedgerState]):
         """The highest entry whose whole prefix has its quorum of acks (sendAddSuccessCallbacks)."""
         needed = 1 if self.Bug == "lac_before_qa" else self.Qa
         lac = s.writer_lac
-        while lac < lap and self.acks_of(acks, lac + 1, self.write_set(s, lac + 1)) >= needed:
+        while lac < lap and self.acks_of(acks, lac + 1, self.writer_write_set(s, lac + 1)) >= needed:
             lac += 1
         return lac
 
@@ -428,7 +447,7 @@ class LedgerSpec(Spec[LedgerState]):
         if self.Throttle > 0 and s.writer_lap - s.writer_lac >= self.Throttle:
             return None
         e = s.writer_lap + 1
-        sends = {Msg("AddReq", WRITER, b, e, s.writer_lac) for b in self.write_set(s, e)}
+        sends = {Msg("AddReq", WRITER, b, e, s.writer_lac) for b in self.writer_write_set(s, e)}
         return evolve(s, writer_lap=e, net=s.net | sends, writer_add_lac=_replace(s.writer_add_lac, e, s.writer_lac))
 
     @action(_replacements)
@@ -438,7 +457,9 @@ class LedgerSpec(Spec[LedgerState]):
             return None
         pending = range(s.writer_lac + 1, s.writer_lap + 1)
         if not any(
-            b in self.write_set(s, e) and (e, b) not in s.writer_acks and self._timed_out(s, "AddReq", WRITER, b, e)
+            b in self.writer_write_set(s, e)
+            and (e, b) not in s.writer_acks
+            and self._timed_out(s, "AddReq", WRITER, b, e)
             for e in pending
         ):
             return None
@@ -447,14 +468,16 @@ class LedgerSpec(Spec[LedgerState]):
             # ledger in recovery or closed, and gives up (BKLedgerFencedException).
             return evolve(s, writer_status=WRITER_FENCED, writer_version=s.meta_version)
         first = s.writer_lac + 1
-        ensemble = tuple(nb if x == b else x for x in self.last_ensemble(s))
+        ensemble = tuple(nb if x == b else x for x in self.writer_segments(s)[-1][1])
         kept = tuple(seg for seg in s.meta_segments if seg[0] < first)  # a segment starting at LAC+1 is replaced
         segments = (*kept, (first, ensemble))
         t = evolve(s, meta_segments=segments, meta_version=s.meta_version + 1, writer_version=s.meta_version + 1)
         # Pending adds lose the replaced bookie's acks and go to the new bookie, each with the LAC it was
         # packaged with (PendingAddOp.unsetSuccessAndSendWriteRequest sends its toSend buffer again).
         acks = frozenset((e, x) for (e, x) in s.writer_acks if not (x == b and e >= first))
-        resend = {Msg("AddReq", WRITER, nb, e, s.writer_add_lac[e]) for e in pending if nb in self.write_set(t, e)}
+        resend = {
+            Msg("AddReq", WRITER, nb, e, s.writer_add_lac[e]) for e in pending if nb in self.writer_write_set(t, e)
+        }
         return evolve(t, writer_acks=acks, net=s.net | resend)
 
     @action()
@@ -573,7 +596,7 @@ class LedgerSpec(Spec[LedgerState]):
     # -- what a client does with a reply (part of the bookie's step) ---------------------
     def _writer_acked(self, s: LedgerState, m: Msg) -> LedgerState:
         """An ack counts only from a bookie still in the entry's write set; completion is in entry order."""
-        if s.writer_status != WRITING or m.bookie not in self.write_set(s, m.entry):
+        if s.writer_status != WRITING or m.bookie not in self.writer_write_set(s, m.entry):
             return s
         acks = s.writer_acks | {(m.entry, m.bookie)}
         return evolve(s, writer_acks=acks, writer_lac=self.completed_lac(s, acks, s.writer_lap))
@@ -596,15 +619,15 @@ class LedgerSpec(Spec[LedgerState]):
         if r.phase != FENCING:
             return s
         r = evolve(r, fence_replies=r.fence_replies | {b}, max_lac=max(r.max_lac, lac))
-        if not self.fencing_complete(r, self.last_ensemble(s)):
+        if not self.fencing_complete(r, r.segments[-1][1]):
             return _set_rec(s, c, r)
-        start = max(r.max_lac, s.meta_segments[-1][0] - 1)
+        start = max(r.max_lac, r.segments[-1][0] - 1)
         r = evolve(r, phase=READING, start=start, next=start + 1, last=start)
-        return _set_rec(evolve(s, net=s.net | self._read_requests(s, c, start + 1)), c, r)
+        return _set_rec(evolve(s, net=s.net | self._read_requests(r, c, start + 1)), c, r)
 
-    def _read_requests(self, s: LedgerState, c: int, e: int) -> frozenset[Msg]:
+    def _read_requests(self, r: Recoverer, c: int, e: int) -> frozenset[Msg]:
         fence = self.Bug != "recovery_read_no_fence"
-        return frozenset(Msg("ReadReq", c, b, e, fence=fence) for b in self.write_set(s, e))
+        return frozenset(Msg("ReadReq", c, b, e, fence=fence) for b in self.write_set_in(r.segments, e))
 
     def _read_replied(self, s: LedgerState, m: Msg, found: bool) -> LedgerState:
         """One reply with the entry recovers it; Qw - Qa + 1 NoSuchEntry replies end the reads."""
@@ -616,7 +639,7 @@ class LedgerSpec(Spec[LedgerState]):
             # Recovered: write it back with recovery adds, and read the next one.
             wb = {Msg("AddReq", c, b, e, -1, recovery=True) for b in self.recovery_write_set(s, r, e)}
             r = evolve(r, next=e + 1, last=e, no_such=frozenset())
-            return _set_rec(evolve(s, net=s.net | wb | self._read_requests(s, c, e + 1)), c, r)
+            return _set_rec(evolve(s, net=s.net | wb | self._read_requests(r, c, e + 1)), c, r)
         no_such = r.no_such | {m.bookie}
         if self.declared_missing(no_such):
             # Entry e cannot have reached Qa acks: the ledger ends at e - 1.
@@ -640,7 +663,7 @@ class LedgerSpec(Spec[LedgerState]):
         version = s.meta_version + 1 if s.meta_status == OPEN else s.meta_version
         sends = {Msg("FenceReq", c, b, fence=True) for b in self.last_ensemble(s)}
         t = evolve(s, meta_status=IN_RECOVERY, meta_version=version, net=s.net | sends)
-        return _set_rec(t, c, evolve(r, phase=FENCING, version=version))
+        return _set_rec(t, c, evolve(r, phase=FENCING, version=version, segments=s.meta_segments))
 
     @action(_each_recoverer, fairness="weak")
     def RecovererClosesLedger(self, s: LedgerState, c: int) -> LedgerState | None:
@@ -709,12 +732,11 @@ class LedgerSpec(Spec[LedgerState]):
         """
         r = s.rec[c - 1]
         if r.phase == FENCING:
-            undecided = all(
-                b in r.fence_replies or self._timed_out(s, "FenceReq", c, b, -1) for b in self.last_ensemble(s)
-            )
+            undecided = all(b in r.fence_replies or self._timed_out(s, "FenceReq", c, b, -1) for b in r.segments[-1][1])
         elif r.phase == READING:
             undecided = all(
-                b in r.no_such or self._timed_out(s, "ReadReq", c, b, r.next) for b in self.write_set(s, r.next)
+                b in r.no_such or self._timed_out(s, "ReadReq", c, b, r.next)
+                for b in self.write_set_in(r.segments, r.next)
             )
         else:
             return None
@@ -730,7 +752,7 @@ class LedgerSpec(Spec[LedgerState]):
     def RecovererResendsFenceRead(self, s: LedgerState, c: int, b: int) -> LedgerState | None:
         """No fencing reply from b, and none can come: ask again."""
         r = s.rec[c - 1]
-        if r.phase != FENCING or b in r.fence_replies or b in s.crashed or b not in self.last_ensemble(s):
+        if r.phase != FENCING or b in r.fence_replies or b in s.crashed or b not in r.segments[-1][1]:
             return None
         if not self._timed_out(s, "FenceReq", c, b, -1):
             return None
@@ -740,7 +762,7 @@ class LedgerSpec(Spec[LedgerState]):
     def RecovererResendsRead(self, s: LedgerState, c: int, b: int) -> LedgerState | None:
         """No read reply from b for the entry being recovered, and none can come: ask again."""
         r = s.rec[c - 1]
-        if r.phase != READING or b in s.crashed or b in r.no_such or b not in self.write_set(s, r.next):
+        if r.phase != READING or b in s.crashed or b in r.no_such or b not in self.write_set_in(r.segments, r.next):
             return None
         if not self._timed_out(s, "ReadReq", c, b, r.next):
             return None
@@ -814,14 +836,10 @@ class LedgerSpec(Spec[LedgerState]):
 
     @invariant
     def NoNewAcksToFencedWriter(self, s: LedgerState) -> str | None:
-        """Once fencing completes, until the ledger closes, no write set has Qa bookies accepting the writer's adds."""
-        # A recovery's close may put a bookie that was never fenced in the last ensemble; the old writer never
-        # sends to it, and NoAckedEntryLost keeps the promise for a closed ledger.
-        if s.meta_status == CLOSED:
-            return None
+        """Once fencing completes, no write set has Qa bookies that still accept the writer's adds."""
         if not any(r.phase in (READING, WRITING_BACK, DONE, FAILED) and r.fence_replies for r in s.rec):
             return None
-        ensemble = self.last_ensemble(s)
+        ensemble = self.writer_segments(s)[-1][1]  # where the writer sends its adds
         for window in self.windows:
             open_bookies = [ensemble[i] for i in window if not s.bookie_fenced[ensemble[i] - 1]]
             if len(open_bookies) >= self.Qa:

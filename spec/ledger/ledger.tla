@@ -103,7 +103,8 @@ VARIABLES
     writer_acks,      \* <<entry, bookie>> acks of pending and completed adds; none after a close
     writer_add_lac,   \* entry e -> (at e + 1) the LAC its add carries, fixed when the writer pushed it; -1 before
     \* -- recovering clients
-    rec               \* client -> [phase, version, fence_replies, max_lac, start, next, no_such, last, wb_acks, ensembles]
+    rec               \* client -> [phase, version, fence_replies, max_lac, start, next, no_such, last, wb_acks,
+                      \*            segments, ensembles]
 
 vars == <<meta_status, meta_segments, meta_last_entry, meta_version,
           bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
@@ -140,7 +141,20 @@ WriteSet(e) == WriteSetIn(meta_segments, e)
 
 LastEnsemble == meta_segments[Len(meta_segments)][2]
 
-AcksOf(acks, e) == Cardinality({b \in WriteSet(e) : <<e, b>> \in acks})
+(* The segments the writer's handle knows: the metadata's, but for a       *)
+(* recovery's close that changed them.  Only the writer changes the        *)
+(* segments while the ledger is OPEN, so a recovering client reads them as *)
+(* the writer knows them; a close that writes the recovery's own ensembles *)
+(* is the one change the writer does not see (its handle keeps its copy of *)
+(* the metadata until a compare-and-set of its own fails).                 *)
+WriterSegments ==
+    IF \E c \in Recoverers : rec[c].ensembles # <<>>
+    THEN rec[CHOOSE c \in Recoverers : rec[c].ensembles # <<>>].segments
+    ELSE meta_segments
+WriterWriteSet(e) == WriteSetIn(WriterSegments, e)
+WriterEnsemble == WriterSegments[Len(WriterSegments)][2]
+
+AcksOf(acks, e) == Cardinality({b \in WriterWriteSet(e) : <<e, b>> \in acks})
 
 \* Acks an entry needs to complete; the seeded bug completes on the first one.
 Needed == IF Bug = "lac_before_qa" THEN 1 ELSE Qa
@@ -175,16 +189,20 @@ NoSuchNeeded == IF Bug = "missing_after_qa_no_such" THEN Qa ELSE Qw - Qa + 1
 TimedOut(type, c, b, e) ==
     b \notin crashed => ~\E m \in net : m.type = type /\ m.client = c /\ m.bookie = b /\ m.entry = e
 
-ReadRequests(c, e) == {ReadReq(c, b, e) : b \in WriteSet(e)}
+(* A recovering client fences, reads and writes back by the segments it    *)
+(* read when it opened the ledger (rec[c].segments: its own copy of the    *)
+(* metadata, LedgerRecoveryOp's metadataForRecovery).                      *)
+ReadRequests(c, e) == {ReadReq(c, b, e) : b \in WriteSetIn(rec[c].segments, e)}
+RecovererEnsemble(c) == rec[c].segments[Len(rec[c].segments)][2]
 
-(* The segments as recovering client c writes back and closes: the         *)
-(* metadata's, then the ensembles it changed itself (ensembles, sorted by  *)
-(* first entry); one starting where the last segment starts replaces it,   *)
-(* as ReadOnlyLedgerHandle.closeRecovered does.                            *)
+(* The segments as recovering client c writes back and closes: those it    *)
+(* read, then the ensembles it changed itself (ensembles, sorted by first  *)
+(* entry); one starting where the last segment starts replaces it, as      *)
+(* ReadOnlyLedgerHandle.closeRecovered does.                               *)
 RecoverySegments(c) ==
     LET own == rec[c].ensembles
-    IN IF own = <<>> THEN meta_segments
-       ELSE SelectSeq(meta_segments, LAMBDA s : s[1] < own[1][1]) \o own
+    IN IF own = <<>> THEN rec[c].segments
+       ELSE SelectSeq(rec[c].segments, LAMBDA s : s[1] < own[1][1]) \o own
 RecoveryWriteSet(c, e) == WriteSetIn(RecoverySegments(c), e)
 
 (* The LAC of client c's recovering handle: its recovery adds complete in  *)
@@ -203,7 +221,7 @@ Replies == IF lost < MaxLoss THEN BOOLEAN ELSE {TRUE}
 -----------------------------------------------------------------------------
 Idle == [phase |-> "IDLE", version |-> 0, fence_replies |-> {}, max_lac |-> -1,
          start |-> -1, next |-> -1, no_such |-> {}, last |-> -1, wb_acks |-> {},
-         ensembles |-> <<>>]
+         segments |-> <<>>, ensembles |-> <<>>]
 
 Init ==
     /\ meta_status = "OPEN"
@@ -240,7 +258,7 @@ WriterAddsEntry ==
     /\ writer_lap + 1 < MaxEntries
     /\ Throttle > 0 => writer_lap - writer_lac < Throttle
     /\ writer_lap' = writer_lap + 1
-    /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, FALSE) : b \in WriteSet(writer_lap + 1)}
+    /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, FALSE) : b \in WriterWriteSet(writer_lap + 1)}
     /\ writer_add_lac' = [writer_add_lac EXCEPT ![writer_lap + 2] = writer_lac]
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
@@ -252,10 +270,10 @@ WriterAddsEntry ==
 (* fails the ledger is in recovery or closed and the writer gives up.      *)
 WriterChangesEnsemble(b, nb) ==
     /\ writer_status = "WRITING"
-    /\ b \in Range(LastEnsemble)
-    /\ nb \notin Range(LastEnsemble)
+    /\ b \in Range(WriterEnsemble)
+    /\ nb \notin Range(WriterEnsemble)
     /\ nb \notin crashed
-    /\ {e \in writer_lac + 1 .. writer_lap : /\ b \in WriteSet(e)
+    /\ {e \in writer_lac + 1 .. writer_lap : /\ b \in WriterWriteSet(e)
                                              /\ <<e, b>> \notin writer_acks
                                              /\ TimedOut("AddReq", Writer, b, e)} # {}
     /\ IF meta_version # writer_version \/ meta_status # "OPEN"
@@ -333,7 +351,7 @@ StoreChanges(m) ==
 
 \* The writer counts an ack from a bookie still in the entry's write set; completion is in entry order.
 AddStoredForWriter(m, replied) ==
-    LET counts == writer_status = "WRITING" /\ m.bookie \in WriteSet(m.entry)
+    LET counts == writer_status = "WRITING" /\ m.bookie \in WriterWriteSet(m.entry)
         acks == IF counts THEN writer_acks \cup {<<m.entry, m.bookie>>} ELSE writer_acks
         lac == IF counts THEN CompletedFrom(writer_lac, acks) ELSE writer_lac
         answered == acks # writer_acks \/ lac # writer_lac
@@ -387,8 +405,8 @@ BookieReceivesFenceRead(m, replied) ==
            b == m.bookie
            r == rec[c]
            r1 == [r EXCEPT !.fence_replies = @ \cup {b}, !.max_lac = Max(@, bookie_lac[b])]
-           done == FencingComplete(r1.fence_replies, LastEnsemble)
-           start == Max(r1.max_lac, meta_segments[Len(meta_segments)][1] - 1)
+           done == FencingComplete(r1.fence_replies, RecovererEnsemble(c))
+           start == Max(r1.max_lac, r.segments[Len(r.segments)][1] - 1)
            r2 == IF r.phase # "FENCING" THEN r
                  ELSE IF done
                       THEN [r1 EXCEPT !.phase = "READING", !.start = start,
@@ -494,7 +512,8 @@ RecovererStartsRecovery(c) ==
             IN /\ meta_status' = "IN_RECOVERY"
                /\ meta_version' = version
                /\ net' = net \cup {FenceReq(c, b) : b \in Range(LastEnsemble)}
-               /\ rec' = [rec EXCEPT ![c] = [Idle EXCEPT !.phase = "FENCING", !.version = version]]
+               /\ rec' = [rec EXCEPT ![c] = [Idle EXCEPT !.phase = "FENCING", !.version = version,
+                                                        !.segments = meta_segments]]
     /\ UNCHANGED <<meta_segments, meta_last_entry, bookie_entries, bookie_lac,
                    bookie_fenced, crashed, crashes, lost, writer_status, writer_version,
                    writer_lap, writer_lac, writer_acks, writer_add_lac>>
@@ -533,7 +552,7 @@ RecovererChangesEnsemble(c, b, nb) ==
         first == lac + 1
         changed == [i \in 1 .. E |-> IF ens[i] = b THEN nb ELSE ens[i]]
         own == Append(SelectSeq(r.ensembles, LAMBDA s : s[1] < first), <<first, changed>>)
-        newsegs == SelectSeq(meta_segments, LAMBDA s : s[1] < own[1][1]) \o own
+        newsegs == SelectSeq(r.segments, LAMBDA s : s[1] < own[1][1]) \o own
         acks == {a \in r.wb_acks : ~(a[2] = b /\ a[1] >= first)}
     IN
     /\ r.phase \in {"READING", "WRITING_BACK"}
@@ -567,8 +586,8 @@ RecovererGivesUp(c) ==
     LET r == rec[c] IN
     /\ r.phase \in {"FENCING", "READING"}
     /\ IF r.phase = "FENCING"
-       THEN \A b \in Range(LastEnsemble) : b \notin r.fence_replies => TimedOut("FenceReq", c, b, -1)
-       ELSE \A b \in WriteSet(r.next) : b \notin r.no_such => TimedOut("ReadReq", c, b, r.next)
+       THEN \A b \in Range(RecovererEnsemble(c)) : b \notin r.fence_replies => TimedOut("FenceReq", c, b, -1)
+       ELSE \A b \in WriteSetIn(r.segments, r.next) : b \notin r.no_such => TimedOut("ReadReq", c, b, r.next)
     \* a fencing that never completed leaves no replies behind: NoNewAcksToFencedWriter
     \* reads the fence_replies of a FAILED client as a fencing that did complete
     /\ rec' = [rec EXCEPT ![c].phase = "FAILED",
@@ -589,7 +608,7 @@ RecovererResendsFenceRead(c, b) ==
     /\ rec[c].phase = "FENCING"
     /\ b \notin rec[c].fence_replies
     /\ b \notin crashed
-    /\ b \in Range(LastEnsemble)
+    /\ b \in Range(RecovererEnsemble(c))
     /\ TimedOut("FenceReq", c, b, -1)
     /\ Resend(FenceReq(c, b))
 
@@ -598,7 +617,7 @@ RecovererResendsRead(c, b) ==
     /\ rec[c].phase = "READING"
     /\ b \notin crashed
     /\ b \notin rec[c].no_such
-    /\ b \in WriteSet(rec[c].next)
+    /\ b \in WriteSetIn(rec[c].segments, rec[c].next)
     /\ TimedOut("ReadReq", c, b, rec[c].next)
     /\ Resend(ReadReq(c, b, rec[c].next))
 
@@ -710,17 +729,12 @@ ClosedLedgerIsReadable ==
     meta_status = "CLOSED" =>
         \A e \in 0 .. meta_last_entry : \E b \in WriteSet(e) : e \in bookie_entries[b]
 
-(* Once fencing completes, and until the ledger is closed, no write set    *)
-(* has Qa bookies that still accept the writer's adds.  A recovery's close *)
-(* may put a bookie that was never fenced in the last ensemble; the old    *)
-(* writer never sends to it, and NoAckedEntryLost keeps the promise for a  *)
-(* closed ledger.                                                          *)
+\* Once fencing completes, no write set the writer sends to has Qa bookies that still accept its adds.
 NoNewAcksToFencedWriter ==
-    (/\ meta_status # "CLOSED"
-     /\ \E c \in Recoverers : rec[c].phase \in {"READING", "WRITING_BACK", "DONE", "FAILED"}
-                              /\ rec[c].fence_replies # {})
+    (\E c \in Recoverers : rec[c].phase \in {"READING", "WRITING_BACK", "DONE", "FAILED"}
+                           /\ rec[c].fence_replies # {})
     => \A i \in 0 .. E - 1 :
-          Cardinality({k \in 0 .. Qw - 1 : ~bookie_fenced[LastEnsemble[((i + k) % E) + 1]]}) < Qa
+          Cardinality({k \in 0 .. Qw - 1 : ~bookie_fenced[WriterEnsemble[((i + k) % E) + 1]]}) < Qa
 
 \* Once CLOSED, the ledger's metadata stays as it is (checked as a PROPERTY).
 ClosedLedgerNeverChanges ==

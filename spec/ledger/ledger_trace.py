@@ -256,7 +256,7 @@ def _awaited(s: LedgerState, type_: str, c: int, b: int, e: int) -> bool:
 
 
 def _explain_change_ensemble(spec: LedgerSpec, s: LedgerState, b: Any, nb: Any) -> str | None:
-    ensemble = s.meta_segments[-1][1]
+    ensemble = spec.writer_segments(s)[-1][1]
     if b not in ensemble:
         return f"bookie {b!r} is not in the last ensemble {list(ensemble)}"
     if nb not in spec.bookies:
@@ -269,7 +269,7 @@ def _explain_change_ensemble(spec: LedgerSpec, s: LedgerState, b: Any, nb: Any) 
         return f"the replacement bookie {nb} has crashed"
     pending = range(s.writer_lac + 1, s.writer_lap + 1)
     if not any(
-        b in spec.write_set(s, e) and (e, b) not in s.writer_acks and not _awaited(s, "AddReq", WRITER, b, e)
+        b in spec.writer_write_set(s, e) and (e, b) not in s.writer_acks and not _awaited(s, "AddReq", WRITER, b, e)
         for e in pending
     ):
         if not pending:
@@ -374,10 +374,14 @@ def _explain_gives_up(spec: LedgerSpec, s: LedgerState, c: Any) -> str | None:
         return why
     r = s.rec[c - 1]
     if r.phase == FENCING:
-        waiting = [b for b in spec.last_ensemble(s) if b not in r.fence_replies and _awaited(s, "FenceReq", c, b, -1)]
+        waiting = [b for b in r.segments[-1][1] if b not in r.fence_replies and _awaited(s, "FenceReq", c, b, -1)]
         what = "the fencing read"
     else:
-        waiting = [b for b in spec.write_set(s, r.next) if b not in r.no_such and _awaited(s, "ReadReq", c, b, r.next)]
+        waiting = [
+            b
+            for b in spec.write_set_in(r.segments, r.next)
+            if b not in r.no_such and _awaited(s, "ReadReq", c, b, r.next)
+        ]
         what = f"the read of entry {r.next}"
     if waiting:
         return f"{what} is still in flight to bookies {waiting}: their replies can still come"
@@ -395,8 +399,9 @@ def _explain_resend_fence(spec: LedgerSpec, s: LedgerState, c: Any, b: Any) -> s
         return f"bookie {b} has answered the fencing read"
     if b in s.crashed:
         return f"bookie {b} has crashed"
-    if b not in s.meta_segments[-1][1]:
-        return f"bookie {b} is not in the last ensemble {list(s.meta_segments[-1][1])}"
+    ensemble = s.rec[c - 1].segments[-1][1]
+    if b not in ensemble:
+        return f"bookie {b} is not in the last ensemble {list(ensemble)} recovering client {c} read"
     if _awaited(s, "FenceReq", c, b, -1):
         return f"the fencing read to bookie {b} is still in flight: its reply can still come"
     return None
@@ -414,8 +419,9 @@ def _explain_resend_read(spec: LedgerSpec, s: LedgerState, c: Any, b: Any) -> st
         return f"bookie {b} has crashed"
     if b in r.no_such:
         return f"bookie {b} has answered NoSuchEntry for entry {r.next}"
-    if b not in spec.write_set(s, r.next):
-        return f"bookie {b} is not in the write set {list(spec.write_set(s, r.next))} of entry {r.next}"
+    write_set = spec.write_set_in(r.segments, r.next)
+    if b not in write_set:
+        return f"bookie {b} is not in the write set {list(write_set)} of entry {r.next}"
     if _awaited(s, "ReadReq", c, b, r.next):
         return f"the read of entry {r.next} from bookie {b} is still in flight: its reply can still come"
     return None
@@ -476,9 +482,7 @@ def _closed_with_entries(spec: LedgerSpec, s: LedgerState) -> bool:
 
 
 def _fencing_completed(spec: LedgerSpec, s: LedgerState) -> bool:
-    return s.meta_status != CLOSED and any(
-        r.phase in (READING, WRITING_BACK, DONE, FAILED) and bool(r.fence_replies) for r in s.rec
-    )
+    return any(r.phase in (READING, WRITING_BACK, DONE, FAILED) and bool(r.fence_replies) for r in s.rec)
 
 
 CLOSED_GUARD = Guard("ledger closed", _closed, "meta_status = CLOSED")
@@ -493,11 +497,7 @@ GUARDS: dict[str, tuple[Guard, ...]] = {
     ),
     "ClosedLedgerIsReadable": (Guard("closed with entries", _closed_with_entries, "CLOSED with meta_last_entry >= 0"),),
     "NoNewAcksToFencedWriter": (
-        Guard(
-            "fencing completed",
-            _fencing_completed,
-            "not CLOSED, and a recovering client has its fencing replies and moved on",
-        ),
+        Guard("fencing completed", _fencing_completed, "a recovering client has its fencing replies and moved on"),
     ),
     "ClosedLedgerNeverChanges": (Guard("step from a closed ledger", _closed, "CLOSED before the step"),),
 }
