@@ -23,8 +23,8 @@ import re
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
-from ledgerspec.reference.ledger import MUTANTS, SimulationConfig
-from ledgerspec.reference.ledger.refinement import RefinementError
+from ledgerspec.reference.ledger import MUTANTS, LedgerSimulation, SimulationConfig
+from ledgerspec.reference.ledger.refinement import RefinementCheck, RefinementError
 from ledgerspec.reference.ledger.stateful import machine_for
 
 # Four bookies for an ensemble of three, so that an ensemble change has a bookie to take.
@@ -65,6 +65,31 @@ def test_engine_refines_the_spec(config: SimulationConfig, examples: int) -> Non
 @pytest.mark.slow
 def test_engine_refines_the_spec_longer() -> None:
     run_state_machine_as_test(machine_for(LARGER), settings=_settings(1500, 120))
+
+
+# Two bookies an ensemble, one an entry, and a spare: a recovery's write-back to a bookie that is down has a
+# replacement, and a read of an entry has no other bookie to decide it.
+RECOVERY_FAULTS = SimulationConfig(
+    bookies=3, ensemble=2, write_quorum=1, ack_quorum=1, recoverers=1, max_entries=2, max_crashes=2, max_loss=1
+)
+
+
+def test_the_engine_refines_the_recovery_ensemble_change_and_the_failed_recovery() -> None:
+    """Seeded runs under the refinement check, until the engine has taken both steps (the same seeds give the same
+    runs)."""
+    taken: set[str] = set()
+    wanted = {"RecovererChangesEnsemble", "RecovererGivesUp"}
+    for seed in range(200):
+        sim = LedgerSimulation(RECOVERY_FAULTS, seed=seed)
+        try:
+            RefinementCheck(sim).attach()
+            sim.run(60)
+            taken |= {event.action for event in sim.events} & wanted
+        finally:
+            sim.close()
+        if taken == wanted:
+            break
+    assert taken == wanted
 
 
 # Each client mutant, with a model where it shows: the refinement check must catch it.

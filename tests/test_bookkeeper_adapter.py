@@ -84,11 +84,26 @@ def test_the_oracle_labels_each_known_finding_as_the_findings_list_does(tmp_path
 
 
 def test_a_finding_the_oracle_labels_otherwise_is_mislabelled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    listed = FINDINGS["recovery-changes-ensemble"]
+    listed = FINDINGS["fenced-writer-closes-ledger"]
     monkeypatch.setitem(FINDINGS, listed.name, attrs.evolve(listed, kind="bug"))
-    recording = recheck(tmp_path, "recover-with-bookie-down")
+    name = "recovery-races-writer-journal-latency"
+    recording = recheck(tmp_path, name)
     assert recording.status == "mislabelled"
-    assert _recheck(tmp_path / "again", "bookkeeper", str(RECORDINGS / "recover-with-bookie-down")) == 1
+    assert _recheck(tmp_path / "again", "bookkeeper", str(RECORDINGS / name)) == 1
+
+
+def test_a_recovery_that_replaces_a_bookie_conforms(tmp_path: Path) -> None:
+    """The write-back to the killed bookie fails; the recovering client replaces it in its own ensemble and
+    its close writes the new ensemble: RecovererChangesEnsemble, then RecovererClosesLedger with it."""
+    recording = recheck(tmp_path, "recover-with-bookie-down")
+    (ledger,) = recording.ledgers
+    assert recording.status == ledger.verdict.status == "conforms", ledger.verdict.reason
+    trace = (tmp_path / "recover-with-bookie-down" / "trace.ndjson").read_bytes()
+    lines = [orjson.loads(line) for line in trace.splitlines()]
+    (change,) = [line for line in lines if line["type"] == "RecovererChangesEnsemble"]
+    assert change["params"] == {"c": 1, "b": 1, "nb": 4}
+    (close,) = [line for line in lines if line["type"] == "RecovererClosesLedger"]
+    assert close["observed"]["meta_segments"] == [[0, [4, 2, 3]]]
 
 
 #: The fence of an empty ledger across a crash of its three bookies, recorded on each storage.

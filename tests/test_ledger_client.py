@@ -24,6 +24,7 @@ from ledgerspec.reference.ledger import (
     NotEnoughBookiesError,
     OrderedPlacement,
     ReadBeyondLacError,
+    RecoveryFailedError,
     Reply,
     ReplyCode,
     Request,
@@ -267,6 +268,61 @@ def test_recovery_keeps_what_could_have_been_acked_and_fences_the_writer(tmp_pat
     payloads = reader.read(0, 1)
     world.cluster.run_until(payloads.done)
     assert payloads.result() == [b"zero", b"one"]
+
+
+def test_recovery_replaces_a_bookie_that_fails_a_write_back_and_its_close_writes_the_new_ensemble(
+    tmp_path: Path,
+) -> None:
+    """ReadOnlyLedgerHandle.handleBookieFailure: the new ensemble starts at the recovering handle's LAC + 1."""
+    world = World(tmp_path, 4)
+    handle = world.client(0).create_ledger(3, 3, 3)  # every write-back needs all three bookies
+    for payload in (b"zero", b"one"):
+        handle.add_entry(payload)
+        world.settle()  # the add of entry 1 carries LAC 0: recovery starts after entry 0
+    world.cluster.crash("bookie-1")
+    recovery = world.client(1).recover_ledger(handle.ledger_id)
+    world.cluster.run_until(recovery.future.done)
+    assert recovery.recovery.ensembles == [(1, ("bookie-4", "bookie-2", "bookie-3"))]
+    closed = world.ledgers.read(handle.ledger_id).metadata
+    assert (closed.state, closed.last_entry_id) == (LedgerState.CLOSED, 1)
+    assert closed.segments == (
+        Segment(0, ("bookie-1", "bookie-2", "bookie-3")),
+        Segment(1, ("bookie-4", "bookie-2", "bookie-3")),
+    )
+    assert world.stored(handle.ledger_id)["bookie-4"] == [1]
+
+
+def test_a_recovery_that_cannot_decide_fails_and_another_may_close_the_ledger(tmp_path: Path) -> None:
+    """The fencing read, then an entry's read, with every bookie left unheard of down: the recovery fails, the
+    ledger stays IN_RECOVERY, and a recovery started once the bookies are back closes it."""
+    world = World(tmp_path, 2)
+    handle = world.client(0).create_ledger(2, 2, 1)
+    handle.add_entry(b"zero")
+    world.deliver(RequestKind.ADD, 0, to="bookie-1", lose_reply=True)  # on bookie-1 only
+    world.cluster.crash("bookie-1")
+    fencing = world.client(1).recover_ledger(handle.ledger_id)
+    world.deliver(RequestKind.FENCE, to="bookie-2")  # both write sets need both replies (Qw - Qa + 1 = 2)
+    (unanswered,) = [r for r in world.cluster.timeouts() if r.client == 1]
+    assert world.cluster.timeout(unanswered)
+    assert isinstance(fencing.future.exception(), RecoveryFailedError)
+    assert world.ledgers.read(handle.ledger_id).metadata.state is LedgerState.IN_RECOVERY
+
+    world.cluster.restart("bookie-1")
+    reading = world.client(2).recover_ledger(handle.ledger_id)
+    for bookie in ("bookie-1", "bookie-2"):
+        world.deliver(RequestKind.FENCE, to=bookie)
+    world.cluster.crash("bookie-1")
+    world.deliver(RequestKind.RECOVERY_READ, 0, to="bookie-2")  # NoSuchEntry: one of the two it takes
+    (unanswered,) = [r for r in world.cluster.timeouts() if r.client == 2]
+    assert world.cluster.timeout(unanswered)
+    assert isinstance(reading.future.exception(), RecoveryFailedError)
+    assert "the read of entry 0 is undecided" in str(reading.future.exception())
+
+    world.cluster.restart("bookie-1")
+    closing = world.client(3).recover_ledger(handle.ledger_id)
+    world.cluster.run_until(closing.future.done)
+    closed = world.ledgers.read(handle.ledger_id).metadata
+    assert (closed.state, closed.last_entry_id) == (LedgerState.CLOSED, 0)
 
 
 def test_a_restarted_bookie_replays_its_journal(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_correct_protocol_keeps_every_invariant(constants: dict[str, int], disti
 def test_ensemble_change_and_crashes_keep_every_invariant() -> None:
     result = explore(LedgerSpec(NumBookies=4, MaxEntries=1, MaxCrashes=1), check_deadlock=False)
     assert result.violations == ()
-    assert result.distinct_states == 23998
+    assert result.distinct_states == 34425
 
 
 def _run(spec: LedgerSpec, s: LedgerState | None, *steps: tuple[object, ...]) -> LedgerState:
@@ -127,6 +127,10 @@ SEEDED = {
     "fence_qa_total": ({"E": 3, "Qw": 2, "Qa": 1, "MaxEntries": 2}, "NoNewAcksToFencedWriter"),
     "lac_before_qa": ({"E": 3, "Qw": 2, "Qa": 2, "MaxEntries": 2}, "NoAckedEntryLost"),
     "missing_after_qa_no_such": ({"NumBookies": 2, "E": 2, "Qw": 2, "Qa": 1, "MaxEntries": 1}, "NoAckedEntryLost"),
+    "recovery_change_ends_at_lac": (
+        {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 1, "MaxLoss": 1},
+        "NoAckedEntryLost",
+    ),
 }
 # A different rule that is not unsafe: BP-46's ensemble coverage for fencing (docs/quorum.md).
 STRICTER = {"fence_ensemble_coverage"}

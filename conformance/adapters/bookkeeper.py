@@ -31,6 +31,9 @@ any other error reply (bookie down, timeout)             none: the spec's crash 
                                                          is what the client's timeout stands for
 writer's metadata write, ensemble changed                ``WriterChangesEnsemble(b, nb)`` for each
                                                          replaced bookie, observed ``meta_segments``
+client c sends a write-back to a bookie outside its       ``RecovererChangesEnsemble(c, b, nb)``: b the
+ensemble                                                 last bookie of its ensemble whose write-back
+                                                         failed, nb the new one
 writer's metadata write, CLOSED                          ``WriterClosesLedger``
 client c's metadata write, IN_RECOVERY                   ``RecovererStartsRecovery(c)``
 client c's first fencing read, no write seen before      ``RecovererStartsRecovery(c)`` (joins a recovery)
@@ -128,6 +131,8 @@ class LedgerTraceMapper:
         self._completed = -1  # the highest entry the writer's application was told is written
         self._held: list[Mapping[str, Any]] = []  # the writer's acks held back while it changes its ensemble
         self._acks_since_change: set[tuple[int, int, int]] = set()  # (client, bookie, entry) acks emitted
+        self._recovery_ensembles: dict[int, tuple[int, ...]] = {}  # a recovering client's ensemble, once it changed
+        self._failed_write_backs: dict[int, list[int]] = {}  # client -> bookies that failed its write-backs
         self.unreachable: set[int] = set()  # bookies a client could not reach: each, a crash for the spec
         self.lost = 0  # other failed requests (timeouts): each, a lost request or reply for the spec
         self._events_at: dict[int, int] = {}  # observation -> events placed at it so far
@@ -160,7 +165,7 @@ class LedgerTraceMapper:
         }
 
     def _changes(self) -> int:
-        return sum(1 for line in self.lines if line["type"] == "WriterChangesEnsemble")
+        return sum(1 for line in self.lines if line["type"] in ("WriterChangesEnsemble", "RecovererChangesEnsemble"))
 
     def _clients(self) -> Iterable[int]:
         for line in self.lines:
@@ -259,7 +264,10 @@ class LedgerTraceMapper:
                 self._emit(obs, client, "RecovererStartsRecovery", {"c": client})
             return
         if client != 0 or flags & RECOVERY_ADD_FLAG:
-            return  # a write-back: sent by the recovery read that found the entry
+            # A write-back: sent by the recovery read that found the entry, or by the change of ensemble that
+            # replaced a bookie which failed one.
+            self._write_back_sent(obs, client)
+            return
         if entry > self._lap:
             packaged = obs.get("lac")
             if packaged is not None and self._pending is not None and int(packaged) > self._last_lac:
@@ -271,6 +279,28 @@ class LedgerTraceMapper:
             self._lap = entry
             self._highest_entry = max(self._highest_entry, entry)
             self._emit(obs, client, "WriterAddsEntry", observed={"writer_lap": entry})
+
+    def _write_back_sent(self, obs: Mapping[str, Any], client: int) -> None:
+        """A write-back to a bookie outside the recovering client's ensemble: the client replaced a bookie.
+
+        ReadOnlyLedgerHandle.handleBookieFailure keeps the new ensemble in the handle, for its close to write,
+        and sends the pending write-backs to the new bookie; the harness sees only those sends.
+        """
+        if self._metadata is None:
+            raise MappingError(f"observation {obs['obs']}: a write-back before the ledger's creation")
+        nb = self._bookie(obs, str(obs["bookie"]))
+        ensemble = self._recovery_ensembles.get(client, self._metadata.segments[-1][1])
+        if nb in ensemble:
+            return
+        failed = [b for b in self._failed_write_backs.get(client, []) if b in ensemble]
+        if not failed:
+            raise MappingError(
+                f"observation {obs['obs']}: client {client} writes back to bookie {nb}, outside its ensemble "
+                f"{list(ensemble)}, and no write-back of it failed"
+            )
+        b = failed[-1]
+        self._recovery_ensembles[client] = tuple(nb if x == b else x for x in ensemble)
+        self._emit(obs, client, "RecovererChangesEnsemble", {"c": client, "b": b, "nb": nb})
 
     def _request(
         self, kind: str, client: int, bookie: int, entry: int, *, recovery: bool, fence: bool
@@ -321,6 +351,8 @@ class LedgerTraceMapper:
                 self._skip(obs, "a fenced bookie rejects another add: the writer is already fenced")
             else:
                 self._failed(bookie, rc)
+                if client != 0:
+                    self._failed_write_backs.setdefault(client, []).append(bookie)
                 self._skip(obs, f"an add failed with {obs.get('rc_name', rc)}: the client gives up on the bookie")
             return
         flags = self._read_flags.get((client, str(obs["bookie"]), entry))

@@ -109,26 +109,6 @@ FINDINGS = {
             ("observed writer_lac = 0, the spec has -1",),
         ),
         Finding(
-            "recovery-changes-ensemble",
-            "difference",
-            "A recovering client replaces a bookie that fails a write-back, and writes the new ensemble with the close",
-            "Recovery writes back the entries it read through a read-only handle. When a write-back to a bookie "
-            "fails, the handle replaces the bookie in its own copy of the metadata (newEnsemblesFromRecovery) and "
-            "sends the write-back to the new bookie; the close then writes the changed ensembles and CLOSED in one "
-            "compare-and-set. The spec's recovering client has no ensemble change: it sends the write-back to the "
-            "same bookie again until it answers (RecovererResendsWriteBack). Safe: every written-back entry still "
-            "reaches Qa bookies of its write set in the ensembles the close writes.",
-            (
-                "bookkeeper-server/src/main/java/org/apache/bookkeeper/client/ReadOnlyLedgerHandle.java "
-                "(handleBookieFailure, newEnsemblesFromRecovery, the close after recovery)",
-            ),
-            (
-                # the write-back to the new bookie, or, when no write-back was logged, the close's ensembles
-                'no instance of BookieReceivesAdd matches the params {"m":{"type":"AddReq","client":1',
-                "after RecovererClosesLedger(c=1): observed meta_segments",
-            ),
-        ),
-        Finding(
             "fenced-writer-closes-ledger",
             "difference",
             "A writer told it is fenced closes the ledger itself, over a recovery under way",

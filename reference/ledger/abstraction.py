@@ -31,11 +31,9 @@ from ledgerspec.reference.ledger.events import to_msg
 from ledgerspec.reference.ledger.recovery import LedgerRecovery
 from ledgerspec.reference.ledger.simulation import LedgerSimulation
 from ledgerspec.reference.metadata import LedgerState as MetadataState
-from ledgerspec.spec.ledger.ledger import IDLE, LedgerState, Recoverer
+from ledgerspec.spec.ledger.ledger import IDLE_RECOVERER, LedgerState, Recoverer
 
 __all__ = ["abstract_state"]
-
-_IDLE = Recoverer(IDLE, 0, frozenset(), -1, -1, -1, frozenset(), -1, frozenset())
 
 
 def _recoverer(recovery: LedgerRecovery, number: dict[str, int]) -> Recoverer:
@@ -49,6 +47,8 @@ def _recoverer(recovery: LedgerRecovery, number: dict[str, int]) -> Recoverer:
         no_such=frozenset(number[b] for b in recovery.no_such),
         last=recovery.last,
         wb_acks=frozenset((e, number[b]) for e, b in recovery.wb_acks),
+        segments=tuple((first, tuple(number[b] for b in ensemble)) for first, ensemble in recovery.read_segments),
+        ensembles=tuple((first, tuple(number[b] for b in ensemble)) for first, ensemble in recovery.ensembles),
     )
 
 
@@ -82,7 +82,7 @@ def abstract_state(sim: LedgerSimulation) -> LedgerState:
             writer.add_lacs[e] if e < len(writer.add_lacs) else -1 for e in range(sim.config.max_entries)
         ),
         rec=tuple(
-            _recoverer(sim.recoveries[c].recovery, number) if c in sim.recoveries else _IDLE
+            _recoverer(sim.recoveries[c].recovery, number) if c in sim.recoveries else IDLE_RECOVERER
             for c in range(1, sim.config.recoverers + 1)
         ),
     )

@@ -471,9 +471,13 @@ class RecoveryOpen(_Operation):
     def ledger_id(self) -> int:
         return self.recovery.ledger_id
 
-    def _log(self, action: str, *, entry: int | None = None, bookie: str | None = None) -> None:
+    def _log(
+        self, action: str, *, entry: int | None = None, bookie: str | None = None, replacement: str | None = None
+    ) -> None:
         if self.client.events is not None:
-            self.client.events.recoverer(action, self.client.client_id, entry=entry, bookie=bookie)
+            self.client.events.recoverer(
+                action, self.client.client_id, entry=entry, bookie=bookie, replacement=replacement
+            )
 
     def _send(self, requests: list[Request]) -> None:
         self.client._send([attrs.evolve(r, master_key=self.key) for r in requests])
@@ -508,9 +512,12 @@ class RecoveryOpen(_Operation):
         return self.recovery.awaited()
 
     def timeout(self, request: Request) -> bool:
-        """Send again a request whose reply cannot come, to a bookie that is up (RecovererResends*)."""
-        if request.bookie not in self.client.network.writable_bookies():
-            return False
+        """Send again a request whose reply cannot come, to a bookie that is up (RecovererResends*); replace a
+        bookie that is down and fails a write-back (RecovererChangesEnsemble); fail a recovery whose bookies
+        left unheard of are all down (RecovererGivesUp)."""
+        writable = self.client.network.writable_bookies()
+        if request.bookie not in writable:
+            return self._bookie_down(request, writable)
         resend = self.recovery.on_timeout(request)
         if not resend:
             return False
@@ -522,6 +529,22 @@ class RecoveryOpen(_Operation):
             self._log("RecovererResendsWriteBack", entry=request.entry_id, bookie=request.bookie)
         self._send(resend)
         return True
+
+    def _bookie_down(self, request: Request, writable: list[str]) -> bool:
+        recovery = self.recovery
+        if recovery.wants_replacement(request):
+            replacement = self.client.placement.replacement(recovery.current_ensemble, writable)
+            if replacement is None:
+                return False  # no bookie to take its place: the write-back waits for the bookie
+            self._send(recovery.change_ensemble(request.bookie, replacement))
+            self._log("RecovererChangesEnsemble", bookie=request.bookie, replacement=replacement)
+            return True
+        undecided = request.kind in (RequestKind.FENCE, RequestKind.RECOVERY_READ) and request in recovery.awaited()
+        if undecided and recovery.give_up_if_undecided(set(writable)):
+            self._log("RecovererGivesUp")
+            self._finish()
+            return True
+        return False
 
     def local_steps(self) -> list[StepKind]:
         return [StepKind.RECOVERY_CLOSE] if self.recovery.ready_to_close() else []

@@ -76,13 +76,24 @@ class EventLog:
         """WriterAddsEntry, WriterClosesLedger (no parameters), WriterChangesEnsemble(b, nb)."""
         self._emit(action, tuple(self.number(b) for b in bookies), "writer", "writer")
 
-    def recoverer(self, action: str, client: int, *, entry: int | None = None, bookie: str | None = None) -> None:
-        """RecovererStartsRecovery(c), RecovererClosesLedger(c), RecovererResends*(c, [e,] b)."""
+    def recoverer(
+        self,
+        action: str,
+        client: int,
+        *,
+        entry: int | None = None,
+        bookie: str | None = None,
+        replacement: str | None = None,
+    ) -> None:
+        """RecovererStartsRecovery(c), RecovererClosesLedger(c), RecovererGivesUp(c), RecovererResends*(c, [e,] b),
+        RecovererChangesEnsemble(c, b, nb)."""
         args: tuple[int, ...] = (client,)
         if entry is not None:
             args += (entry,)
         if bookie is not None:
             args += (self.number(bookie),)
+        if replacement is not None:
+            args += (self.number(replacement),)
         process = client_process(client)
         self._emit(action, args, process, process)
 

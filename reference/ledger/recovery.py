@@ -17,14 +17,21 @@ hands back to the driver (:mod:`.client`):
    and the next entry is read. ``Qw - Qa + 1`` NoSuchEntry/NoSuchLedger
    replies show it cannot have reached ``Qa`` acks: the ledger ends before
    it. If every bookie of the write set answered with neither, recovery
-   fails.
+   fails; so it does when every bookie still unheard of, for the fencing
+   read or for an entry's read, is down (``give_up_if_undecided``:
+   ``ReadLastConfirmedOp`` and ``PendingReadOp`` fail once no reply is
+   pending).
 4. Once every recovered entry has ``Qa`` acks of its write-back, the driver
    closes the ledger at the last recovered entry (``close_metadata``, a
    compare-and-set). If another client changed the metadata first, this
    recovery succeeds only if that client closed it at the same entry.
 
 Recovery adds piggyback no LAC (-1), as in the spec. Timeouts: a request
-whose reply cannot come is sent again (``on_timeout``).
+whose reply cannot come is sent again (``on_timeout``); a write-back whose
+bookie is down is sent to a bookie that replaces it instead
+(``change_ensemble``, ``ReadOnlyLedgerHandle.handleBookieFailure``): the
+recovering client keeps the new ensemble, from its handle's LAC + 1, to
+itself, and its close writes it.
 
 The fields are the spec's ``Recoverer`` record (``spec/ledger/ledger.py``), so the
 abstraction reads them as they are.
@@ -86,6 +93,10 @@ class LedgerRecovery:
         self.last = -1  # last entry recovered
         self.recovered: dict[int, Entry] = {}  # entries found, to write back
         self.wb_acks: set[tuple[int, str]] = set()  # (entry, bookie) acks of the write-back
+        # the segments read when the recovery began: what it fences, reads and writes back by
+        self.read_segments: tuple[tuple[int, tuple[str, ...]], ...] = ()
+        # (first entry id, ensemble) of the ensembles the write-back changed, for the close to write
+        self.ensembles: list[tuple[int, tuple[str, ...]]] = []
         self.start_length: int | None = None  # the ledger's length through ``start``, once known
         self.problem: str | None = None  # why the recovery FAILED
 
@@ -102,6 +113,32 @@ class LedgerRecovery:
     def write_set(self, entry_id: int) -> tuple[str, ...]:
         md = self._metadata()
         return self.schedule.write_set(md.ensemble_for(entry_id), entry_id)
+
+    def _written_back_metadata(self) -> LedgerMetadata:
+        """The metadata as the write-back sees it and the close writes it: with this client's ensemble changes."""
+        md = self._metadata()
+        for first, ensemble in self.ensembles:
+            md = md.with_ensemble_from(first, ensemble)
+        return md
+
+    def write_back_set(self, entry_id: int) -> tuple[str, ...]:
+        """The bookies entry ``entry_id`` is written back to."""
+        md = self._written_back_metadata()
+        return self.schedule.write_set(md.ensemble_for(entry_id), entry_id)
+
+    @property
+    def current_ensemble(self) -> tuple[str, ...]:
+        return self._written_back_metadata().last_ensemble
+
+    def handle_lac(self) -> int:
+        """The recovering handle's LAC: the write-backs complete in entry order on Qa acks, from ``start``."""
+        lac = self.start
+        while lac < self.last and self._acked(lac + 1) >= self.schedule.ack_quorum:
+            lac += 1
+        return lac
+
+    def _acked(self, entry_id: int) -> int:
+        return sum(1 for b in self.write_back_set(entry_id) if (entry_id, b) in self.wb_acks)
 
     @property
     def finished(self) -> bool:
@@ -128,7 +165,9 @@ class LedgerRecovery:
     def fence(self) -> list[Request]:
         """The fencing read of the LAC, to every bookie of the last segment."""
         self.phase = RecoveryPhase.FENCING
-        return [self._fence_request(b) for b in self._metadata().last_ensemble]
+        md = self._metadata()
+        self.read_segments = tuple((s.first_entry_id, tuple(s.ensemble)) for s in md.segments)
+        return [self._fence_request(b) for b in md.last_ensemble]
 
     def _fence_request(self, bookie: str) -> Request:
         return Request(RequestKind.FENCE, self.client, self.op, bookie, self.ledger_id, fence=True)
@@ -238,7 +277,7 @@ class LedgerRecovery:
             self.recovered[e] = entry
             self.last, self.next = e, e + 1
             self.no_such, self.refused = set(), set()
-            return [self._write_back(entry, b) for b in self.write_set(e)] + self._read_requests(self.next)
+            return [self._write_back(entry, b) for b in self.write_back_set(e)] + self._read_requests(self.next)
         if reply.code in _MISSING:
             self.no_such.add(request.bookie)
             if len(self.no_such) >= self.schedule.missing_quorum:
@@ -273,7 +312,7 @@ class LedgerRecovery:
             waiting += [
                 self._write_back(self.recovered[e], b)
                 for e in range(self.start + 1, self.last + 1)
-                for b in self.write_set(e)
+                for b in self.write_back_set(e)
                 if (e, b) not in self.wb_acks
             ]
             if self.phase is RecoveryPhase.WRITING_BACK and self.start_length is None and self.last == self.start:
@@ -286,17 +325,65 @@ class LedgerRecovery:
             return [request]
         return []
 
+    def wants_replacement(self, request: Request) -> bool:
+        """A write-back of an entry past the handle's LAC, still unacked, to a bookie of the current ensemble."""
+        if request.kind is not RequestKind.ADD or self.phase not in (RecoveryPhase.READING, RecoveryPhase.WRITING_BACK):
+            return False
+        e, b = request.entry_id, request.bookie
+        return (
+            self.handle_lac() < e <= self.last
+            and b in self.current_ensemble
+            and b in self.write_back_set(e)
+            and (e, b) not in self.wb_acks
+        )
+
+    def change_ensemble(self, failed: str, replacement: str) -> list[Request]:
+        """Replace ``failed`` by ``replacement`` from the handle's LAC + 1: the write-backs to send the new bookie.
+
+        As ReadOnlyLedgerHandle.handleBookieFailure: the new ensemble stays with this client
+        (newEnsemblesFromRecovery) until the close; the pending write-backs lose the failed bookie's
+        acks and go to the new one (unsetSuccessAndSendWriteRequest).
+        """
+        first = self.handle_lac() + 1
+        ensemble = tuple(replacement if b == failed else b for b in self.current_ensemble)
+        self.ensembles = [(f, ens) for f, ens in self.ensembles if f < first] + [(first, ensemble)]
+        self.wb_acks = {(e, b) for e, b in self.wb_acks if not (b == failed and e >= first)}
+        return [
+            self._write_back(self.recovered[e], replacement)
+            for e in range(first, self.last + 1)
+            if replacement in self.write_back_set(e)
+        ]
+
+    def give_up_if_undecided(self, up: set[str]) -> bool:
+        """Fail the recovery if every bookie still unheard of is down (not in ``up``) and nothing is decided;
+        whether it did.
+
+        ReadLastConfirmedOp.readEntryComplete fails the fencing read once no reply is pending and the
+        replies do not cover every write set; PendingReadOp.logErrorAndReattemptRead fails a recovery read
+        once every bookie of the write set answered and fewer than Qw - Qa + 1 said NoSuchEntry. A bookie
+        that is down answers with an error. LedgerRecoveryOp then fails: the ledger stays IN_RECOVERY.
+        """
+        if self.phase is RecoveryPhase.FENCING:
+            unheard = set(self._metadata().last_ensemble) - self.fence_replies
+        elif self.phase is RecoveryPhase.READING:
+            unheard = set(self.write_set(self.next)) - self.no_such - self.refused
+        else:
+            return False
+        if unheard & up:
+            return False
+        what = "the fencing read" if self.phase is RecoveryPhase.FENCING else f"the read of entry {self.next}"
+        if self.phase is RecoveryPhase.FENCING:
+            self.fence_replies = set()  # a fencing that never completed leaves no replies behind, as in the spec
+        self.phase = RecoveryPhase.FAILED
+        self.problem = f"recovery of ledger {self.ledger_id}: {what} is undecided; bookies {sorted(unheard)} are down"
+        return True
+
     # -- 4. close ---------------------------------------------------------------------
     def ready_to_close(self) -> bool:
         """Reads are over and every recovered entry has Qa acks of its write-back."""
         if self.phase is not RecoveryPhase.WRITING_BACK:
             return False
-        qa = self.schedule.ack_quorum
-        written_back = all(
-            sum(1 for b in self.write_set(e) if (e, b) in self.wb_acks) >= qa
-            for e in range(self.start + 1, self.last + 1)
-        )
-        return written_back and self.close_length() is not None
+        return self.handle_lac() == self.last and self.close_length() is not None
 
     def close_length(self) -> int | None:
         """The ledger's length in bytes through the last recovered entry, once known."""
@@ -309,7 +396,7 @@ class LedgerRecovery:
         length = self.close_length()
         if not self.ready_to_close() or length is None:
             raise LedgerStateError(f"recovery of ledger {self.ledger_id} cannot close yet ({self.phase.value})")
-        return self._metadata().closed_at(self.last, length)
+        return self._written_back_metadata().closed_at(self.last, length)
 
     def closed(self, written: VersionedMetadata) -> None:
         self.metadata, self.version = written.metadata, written.version

@@ -20,7 +20,11 @@ What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
 - recovering clients ``1 .. NumRecoverers`` that open the ledger with
   recovery while the writer may still be writing (``LedgerRecoveryOp``):
   fencing read of the LAC, per-write-set coverage, recovery reads that fence,
-  write-back, and the close;
+  write-back, and the close; a bookie that fails a write-back is replaced in
+  the recovering client's own ensembles, which its close writes
+  (``ReadOnlyLedgerHandle.handleBookieFailure``); a recovery whose fencing
+  read or recovery read ends without a verdict fails, and the client may
+  open the ledger with recovery again;
 - bookie crashes (the bookie stops; what it stored stays stored) and
   restarts (its journal replay brings back what it stored, fenced and the
   LACs it saw: it journals each of them before it replies), and the loss of
@@ -83,7 +87,7 @@ from ledgerspec.spec.kernel import (
 )
 from ledgerspec.spec.quorum import FENCING_RULES, MISSING_RULES, PYTHON, Quorum, check_quorum
 
-__all__ = ["BUGS", "LedgerSpec", "LedgerState", "Msg", "Recoverer"]
+__all__ = ["BUGS", "IDLE_RECOVERER", "LedgerSpec", "LedgerState", "Msg", "Recoverer"]
 
 # Ledger states in the metadata store (LedgerMetadataFormat.State).
 OPEN, IN_RECOVERY, CLOSED = "OPEN", "IN_RECOVERY", "CLOSED"
@@ -100,6 +104,10 @@ BUGS = {
     "fence_qa_total": "fencing counted complete after Qa replies in total, not Qw - Qa + 1 in every write set",
     "lac_before_qa": "the writer completes an entry, and advances its LAC, on its first ack instead of Qa acks",
     "missing_after_qa_no_such": "recovery declares an entry missing after Qa NoSuchEntry replies, not Qw - Qa + 1",
+    "recovery_change_ends_at_lac": (
+        "a recovering client that replaces a bookie of its write-back closes at the entries already written "
+        "back (its handle's LAC), dropping the write-backs still pending"
+    ),
     "fence_ensemble_coverage": (
         "fencing counted complete after E - Qa + 1 replies in total (BP-46's ensemble coverage): not a safety "
         "bug, as the rule is stricter than BookKeeper's; recovery waits for replies it does not need"
@@ -156,6 +164,16 @@ class Recoverer:
     no_such: frozenset[int]  # bookies that answered NoSuchEntry for entry ``next``
     last: int  # last entry found by the recovery reads
     wb_acks: frozenset[tuple[int, int]]  # (entry, bookie) acks of recovery adds (write-back)
+    # the ledger's segments as this client read them when it opened the ledger: its own copy of the metadata,
+    # which it fences, reads and writes back by (LedgerRecoveryOp's metadataForRecovery); empty until it opens it
+    segments: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    # (first entry id, ensemble) of the ensembles this client changed while writing back, to be written by its
+    # close (ReadOnlyLedgerHandle.newEnsemblesFromRecovery); empty while no write-back failed
+    ensembles: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+
+#: a client that has not opened the ledger (or whose recovery failed and that opens it again)
+IDLE_RECOVERER = Recoverer(IDLE, 0, frozenset(), -1, -1, -1, frozenset(), -1, frozenset())
 
 
 @attrs.frozen(cache_hash=True)
@@ -216,7 +234,7 @@ def _each_message(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[Msg]]:
 
 
 def _replacements(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int]]:
-    ensemble = s.meta_segments[-1][1]
+    ensemble = spec.writer_segments(s)[-1][1]
     return ((b, nb) for b in ensemble for nb in spec.bookies if nb not in ensemble)
 
 
@@ -229,8 +247,19 @@ def _write_backs(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int, i
         r = s.rec[c - 1]
         if r.phase in (READING, WRITING_BACK):
             for e in range(r.start + 1, r.last + 1):
-                for b in spec.write_set(s, e):
+                for b in spec.recovery_write_set(s, r, e):
                     yield (c, e, b)
+
+
+def _recovery_replacements(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int, int]]:
+    for c in spec.recoverers:
+        r = s.rec[c - 1]
+        if r.phase in (READING, WRITING_BACK):
+            ensemble = spec.recovery_segments(s, r)[-1][1]
+            for b in ensemble:
+                for nb in spec.bookies:
+                    if nb not in ensemble:
+                        yield (c, b, nb)
 
 
 class LedgerSpec(Spec[LedgerState]):
@@ -305,12 +334,55 @@ class LedgerSpec(Spec[LedgerState]):
 
     def write_set(self, s: LedgerState, e: int) -> tuple[int, ...]:
         """Bookies entry e is written to: ensemble indices (e + i) % E, i < Qw."""
-        key = (s.meta_segments, e)
+        return self.write_set_in(s.meta_segments, e)
+
+    def write_set_in(self, segments: tuple[tuple[int, tuple[int, ...]], ...], e: int) -> tuple[int, ...]:
+        key = (segments, e)
         found = self._write_sets.get(key)
         if found is None:
-            ensemble = self.segment_of(s, e)[1]
+            ensemble = segments[0][1]
+            for first, members in segments:
+                if first <= e:
+                    ensemble = members
             found = self._write_sets[key] = tuple(ensemble[i] for i in self.windows[e % self.E])
         return found
+
+    def writer_segments(self, s: LedgerState) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """The segments the writer's handle knows: the metadata's, but for a recovery's close that changed them.
+
+        Only the writer changes the segments while the ledger is OPEN, so a recovering client reads them as
+        the writer knows them; a close that writes the recovery's own ensembles is the one change the writer
+        does not see (its handle keeps its copy of the metadata until a compare-and-set of its own fails).
+        """
+        for r in s.rec:
+            if r.ensembles:
+                return r.segments
+        return s.meta_segments
+
+    def writer_write_set(self, s: LedgerState, e: int) -> tuple[int, ...]:
+        """Bookies the writer sends entry e to, and counts the acks of."""
+        return self.write_set_in(self.writer_segments(s), e)
+
+    def recovery_segments(self, s: LedgerState, r: Recoverer) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """The segments as a recovering client writes back and closes: those it read, with its own ensemble
+        changes after them (one starting where the last segment starts replaces it, as closeRecovered does)."""
+        if not r.ensembles:
+            return r.segments
+        first = r.ensembles[0][0]
+        return (*(seg for seg in r.segments if seg[0] < first), *r.ensembles)
+
+    def recovery_write_set(self, s: LedgerState, r: Recoverer, e: int) -> tuple[int, ...]:
+        """Bookies a recovering client writes entry e back to (its handle's current ensembles)."""
+        return self.write_set_in(self.recovery_segments(s, r), e)
+
+    def recovery_lac(self, s: LedgerState, r: Recoverer) -> int:
+        """The LAC of the recovering client's handle: the last entry whose write-back, and every one before it,
+        has Qa acks (the recovery adds complete in order, as the writer's do)."""
+        segments = self.recovery_segments(s, r)
+        lac = r.start
+        while lac < r.last and self.acks_of(r.wb_acks, lac + 1, self.write_set_in(segments, lac + 1)) >= self.Qa:
+            lac += 1
+        return lac
 
     def last_ensemble(self, s: LedgerState) -> tuple[int, ...]:
         return s.meta_segments[-1][1]
@@ -322,7 +394,7 @@ class LedgerSpec(Spec[LedgerState]):
         """The highest entry whose whole prefix has its quorum of acks (sendAddSuccessCallbacks)."""
         needed = 1 if self.Bug == "lac_before_qa" else self.Qa
         lac = s.writer_lac
-        while lac < lap and self.acks_of(acks, lac + 1, self.write_set(s, lac + 1)) >= needed:
+        while lac < lap and self.acks_of(acks, lac + 1, self.writer_write_set(s, lac + 1)) >= needed:
             lac += 1
         return lac
 
@@ -339,7 +411,6 @@ class LedgerSpec(Spec[LedgerState]):
 
     # -- Init ------------------------------------------------------------------------
     def init_states(self) -> Iterator[LedgerState]:
-        idle = Recoverer(IDLE, 0, frozenset(), -1, -1, -1, frozenset(), -1, frozenset())
         yield LedgerState(
             meta_status=OPEN,
             meta_segments=((0, tuple(range(1, self.E + 1))),),
@@ -358,7 +429,7 @@ class LedgerSpec(Spec[LedgerState]):
             writer_lac=-1,
             writer_acks=frozenset(),
             writer_add_lac=tuple(-1 for _ in self.entries),
-            rec=tuple(idle for _ in self.recoverers),
+            rec=tuple(IDLE_RECOVERER for _ in self.recoverers),
         )
 
     # -- the writer ------------------------------------------------------------------
@@ -376,7 +447,7 @@ class LedgerSpec(Spec[LedgerState]):
         if self.Throttle > 0 and s.writer_lap - s.writer_lac >= self.Throttle:
             return None
         e = s.writer_lap + 1
-        sends = {Msg("AddReq", WRITER, b, e, s.writer_lac) for b in self.write_set(s, e)}
+        sends = {Msg("AddReq", WRITER, b, e, s.writer_lac) for b in self.writer_write_set(s, e)}
         return evolve(s, writer_lap=e, net=s.net | sends, writer_add_lac=_replace(s.writer_add_lac, e, s.writer_lac))
 
     @action(_replacements)
@@ -386,7 +457,9 @@ class LedgerSpec(Spec[LedgerState]):
             return None
         pending = range(s.writer_lac + 1, s.writer_lap + 1)
         if not any(
-            b in self.write_set(s, e) and (e, b) not in s.writer_acks and self._timed_out(s, "AddReq", WRITER, b, e)
+            b in self.writer_write_set(s, e)
+            and (e, b) not in s.writer_acks
+            and self._timed_out(s, "AddReq", WRITER, b, e)
             for e in pending
         ):
             return None
@@ -395,14 +468,16 @@ class LedgerSpec(Spec[LedgerState]):
             # ledger in recovery or closed, and gives up (BKLedgerFencedException).
             return evolve(s, writer_status=WRITER_FENCED, writer_version=s.meta_version)
         first = s.writer_lac + 1
-        ensemble = tuple(nb if x == b else x for x in self.last_ensemble(s))
+        ensemble = tuple(nb if x == b else x for x in self.writer_segments(s)[-1][1])
         kept = tuple(seg for seg in s.meta_segments if seg[0] < first)  # a segment starting at LAC+1 is replaced
         segments = (*kept, (first, ensemble))
         t = evolve(s, meta_segments=segments, meta_version=s.meta_version + 1, writer_version=s.meta_version + 1)
         # Pending adds lose the replaced bookie's acks and go to the new bookie, each with the LAC it was
         # packaged with (PendingAddOp.unsetSuccessAndSendWriteRequest sends its toSend buffer again).
         acks = frozenset((e, x) for (e, x) in s.writer_acks if not (x == b and e >= first))
-        resend = {Msg("AddReq", WRITER, nb, e, s.writer_add_lac[e]) for e in pending if nb in self.write_set(t, e)}
+        resend = {
+            Msg("AddReq", WRITER, nb, e, s.writer_add_lac[e]) for e in pending if nb in self.writer_write_set(t, e)
+        }
         return evolve(t, writer_acks=acks, net=s.net | resend)
 
     @action()
@@ -521,7 +596,7 @@ class LedgerSpec(Spec[LedgerState]):
     # -- what a client does with a reply (part of the bookie's step) ---------------------
     def _writer_acked(self, s: LedgerState, m: Msg) -> LedgerState:
         """An ack counts only from a bookie still in the entry's write set; completion is in entry order."""
-        if s.writer_status != WRITING or m.bookie not in self.write_set(s, m.entry):
+        if s.writer_status != WRITING or m.bookie not in self.writer_write_set(s, m.entry):
             return s
         acks = s.writer_acks | {(m.entry, m.bookie)}
         return evolve(s, writer_acks=acks, writer_lac=self.completed_lac(s, acks, s.writer_lap))
@@ -544,15 +619,15 @@ class LedgerSpec(Spec[LedgerState]):
         if r.phase != FENCING:
             return s
         r = evolve(r, fence_replies=r.fence_replies | {b}, max_lac=max(r.max_lac, lac))
-        if not self.fencing_complete(r, self.last_ensemble(s)):
+        if not self.fencing_complete(r, r.segments[-1][1]):
             return _set_rec(s, c, r)
-        start = max(r.max_lac, s.meta_segments[-1][0] - 1)
+        start = max(r.max_lac, r.segments[-1][0] - 1)
         r = evolve(r, phase=READING, start=start, next=start + 1, last=start)
-        return _set_rec(evolve(s, net=s.net | self._read_requests(s, c, start + 1)), c, r)
+        return _set_rec(evolve(s, net=s.net | self._read_requests(r, c, start + 1)), c, r)
 
-    def _read_requests(self, s: LedgerState, c: int, e: int) -> frozenset[Msg]:
+    def _read_requests(self, r: Recoverer, c: int, e: int) -> frozenset[Msg]:
         fence = self.Bug != "recovery_read_no_fence"
-        return frozenset(Msg("ReadReq", c, b, e, fence=fence) for b in self.write_set(s, e))
+        return frozenset(Msg("ReadReq", c, b, e, fence=fence) for b in self.write_set_in(r.segments, e))
 
     def _read_replied(self, s: LedgerState, m: Msg, found: bool) -> LedgerState:
         """One reply with the entry recovers it; Qw - Qa + 1 NoSuchEntry replies end the reads."""
@@ -562,9 +637,9 @@ class LedgerSpec(Spec[LedgerState]):
             return s
         if found:
             # Recovered: write it back with recovery adds, and read the next one.
-            wb = {Msg("AddReq", c, b, e, -1, recovery=True) for b in self.write_set(s, e)}
+            wb = {Msg("AddReq", c, b, e, -1, recovery=True) for b in self.recovery_write_set(s, r, e)}
             r = evolve(r, next=e + 1, last=e, no_such=frozenset())
-            return _set_rec(evolve(s, net=s.net | wb | self._read_requests(s, c, e + 1)), c, r)
+            return _set_rec(evolve(s, net=s.net | wb | self._read_requests(r, c, e + 1)), c, r)
         no_such = r.no_such | {m.bookie}
         if self.declared_missing(no_such):
             # Entry e cannot have reached Qa acks: the ledger ends at e - 1.
@@ -574,39 +649,110 @@ class LedgerSpec(Spec[LedgerState]):
     # -- recovering clients ----------------------------------------------------------
     @action(_each_recoverer, fairness="weak")
     def RecovererStartsRecovery(self, s: LedgerState, c: int) -> LedgerState | None:
-        """Open with recovery: CAS OPEN -> IN_RECOVERY (or join a recovery under way), then fence."""
-        r = s.rec[c - 1]
-        if r.phase != IDLE:
+        """Open with recovery: CAS OPEN -> IN_RECOVERY (or join a recovery under way), then fence.
+
+        A client whose recovery failed may open the ledger with recovery again, afresh: the application
+        retries (ReadOnlyLedgerHandle.recover, release-4.17.2, runs LedgerRecoveryOp again on a ledger
+        still IN_RECOVERY).
+        """
+        if s.rec[c - 1].phase not in (IDLE, FAILED):
             return None
+        r = IDLE_RECOVERER
         if s.meta_status == CLOSED:
             return _set_rec(s, c, evolve(r, phase=DONE, version=s.meta_version))
         version = s.meta_version + 1 if s.meta_status == OPEN else s.meta_version
         sends = {Msg("FenceReq", c, b, fence=True) for b in self.last_ensemble(s)}
         t = evolve(s, meta_status=IN_RECOVERY, meta_version=version, net=s.net | sends)
-        return _set_rec(t, c, evolve(r, phase=FENCING, version=version))
+        return _set_rec(t, c, evolve(r, phase=FENCING, version=version, segments=s.meta_segments))
 
     @action(_each_recoverer, fairness="weak")
     def RecovererClosesLedger(self, s: LedgerState, c: int) -> LedgerState | None:
         """With every recovered entry on Qa bookies, CAS IN_RECOVERY -> CLOSED at the last entry."""
         r = s.rec[c - 1]
-        if r.phase != WRITING_BACK:
-            return None
-        if any(self.acks_of(r.wb_acks, e, self.write_set(s, e)) < self.Qa for e in range(r.start + 1, r.last + 1)):
+        if r.phase != WRITING_BACK or self.recovery_lac(s, r) < r.last:
             return None
         if s.meta_version != r.version:
             # Another client changed the metadata: reread it. Closed at the same
             # entry is success; anything else fails this recovery.
             ok = s.meta_status == CLOSED and s.meta_last_entry == r.last
             return _set_rec(s, c, evolve(r, phase=DONE if ok else FAILED, version=s.meta_version))
-        t = evolve(s, meta_status=CLOSED, meta_last_entry=r.last, meta_version=s.meta_version + 1)
+        # The close writes the ensembles the write-back changed with it (closeRecovered).
+        t = evolve(
+            s,
+            meta_status=CLOSED,
+            meta_segments=self.recovery_segments(s, r),
+            meta_last_entry=r.last,
+            meta_version=s.meta_version + 1,
+        )
         return _set_rec(t, c, evolve(r, phase=DONE, version=s.meta_version + 1))
+
+    @action(_recovery_replacements)
+    def RecovererChangesEnsemble(self, s: LedgerState, c: int, b: int, nb: int) -> LedgerState | None:
+        """Replace bookie b, whose ack of a pending write-back will not come, by nb in this client's ensembles.
+
+        ReadOnlyLedgerHandle.handleBookieFailure (release-4.17.2): a recovering handle keeps the new ensemble,
+        from its LAC + 1, in newEnsemblesFromRecovery instead of writing the metadata (the close writes it),
+        and sends the pending write-backs to the new bookie (unsetSuccessAndSendWriteRequest).
+        """
+        r = s.rec[c - 1]
+        if r.phase not in (READING, WRITING_BACK) or nb in s.crashed:
+            return None
+        segments = self.recovery_segments(s, r)
+        if b not in segments[-1][1] or nb not in self.bookies or nb in segments[-1][1]:
+            return None
+        lac = self.recovery_lac(s, r)
+        pending = range(lac + 1, r.last + 1)
+        if not any(
+            b in self.write_set_in(segments, e) and (e, b) not in r.wb_acks and self._timed_out(s, "AddReq", c, b, e)
+            for e in pending
+        ):
+            return None
+        first = lac + 1
+        ensemble = tuple(nb if x == b else x for x in segments[-1][1])
+        ensembles = (*(seg for seg in r.ensembles if seg[0] < first), (first, ensemble))
+        acks = frozenset((e, x) for (e, x) in r.wb_acks if not (x == b and e >= first))
+        changed = evolve(r, ensembles=ensembles, wb_acks=acks)
+        if self.Bug == "recovery_change_ends_at_lac":
+            # SEEDED BUG: the pending write-backs are dropped and the recovery ends at its LAC.
+            return _set_rec(s, c, evolve(changed, phase=WRITING_BACK, last=lac))
+        resend = {
+            Msg("AddReq", c, nb, e, -1, recovery=True) for e in pending if nb in self.recovery_write_set(s, changed, e)
+        }
+        return _set_rec(evolve(s, net=s.net | resend), c, changed)
+
+    @action(_each_recoverer)
+    def RecovererGivesUp(self, s: LedgerState, c: int) -> LedgerState | None:
+        """Every bookie asked has answered or timed out, and neither fencing nor the entry read is decided.
+
+        ReadLastConfirmedOp.readEntryComplete (release-4.17.2) fails the fencing read once no reply is
+        pending and the replies do not cover every write set; PendingReadOp's logErrorAndReattemptRead
+        fails a recovery read with the first error once every bookie of the write set answered and fewer
+        than Qw - Qa + 1 said NoSuchEntry. LedgerRecoveryOp then fails the recovery: the ledger stays
+        IN_RECOVERY, its bookies fenced, and the application may open it with recovery again.
+        """
+        r = s.rec[c - 1]
+        if r.phase == FENCING:
+            undecided = all(b in r.fence_replies or self._timed_out(s, "FenceReq", c, b, -1) for b in r.segments[-1][1])
+        elif r.phase == READING:
+            undecided = all(
+                b in r.no_such or self._timed_out(s, "ReadReq", c, b, r.next)
+                for b in self.write_set_in(r.segments, r.next)
+            )
+        else:
+            return None
+        if not undecided:
+            return None
+        # A fencing that never completed leaves no replies behind: NoNewAcksToFencedWriter reads fence_replies
+        # of a FAILED client as a fencing that did complete.
+        replies = r.fence_replies if r.phase == READING else frozenset()
+        return _set_rec(s, c, evolve(r, phase=FAILED, fence_replies=replies))
 
     # -- retries after a timeout (a lost request or reply is sent again) ----------------
     @action(_recoverer_bookie, fairness="weak")
     def RecovererResendsFenceRead(self, s: LedgerState, c: int, b: int) -> LedgerState | None:
         """No fencing reply from b, and none can come: ask again."""
         r = s.rec[c - 1]
-        if r.phase != FENCING or b in r.fence_replies or b in s.crashed or b not in self.last_ensemble(s):
+        if r.phase != FENCING or b in r.fence_replies or b in s.crashed or b not in r.segments[-1][1]:
             return None
         if not self._timed_out(s, "FenceReq", c, b, -1):
             return None
@@ -616,7 +762,7 @@ class LedgerSpec(Spec[LedgerState]):
     def RecovererResendsRead(self, s: LedgerState, c: int, b: int) -> LedgerState | None:
         """No read reply from b for the entry being recovered, and none can come: ask again."""
         r = s.rec[c - 1]
-        if r.phase != READING or b in s.crashed or b in r.no_such or b not in self.write_set(s, r.next):
+        if r.phase != READING or b in s.crashed or b in r.no_such or b not in self.write_set_in(r.segments, r.next):
             return None
         if not self._timed_out(s, "ReadReq", c, b, r.next):
             return None
@@ -693,7 +839,7 @@ class LedgerSpec(Spec[LedgerState]):
         """Once fencing completes, no write set has Qa bookies that still accept the writer's adds."""
         if not any(r.phase in (READING, WRITING_BACK, DONE, FAILED) and r.fence_replies for r in s.rec):
             return None
-        ensemble = self.last_ensemble(s)
+        ensemble = self.writer_segments(s)[-1][1]  # where the writer sends its adds
         for window in self.windows:
             open_bookies = [ensemble[i] for i in window if not s.bookie_fenced[ensemble[i] - 1]]
             if len(open_bookies) >= self.Qa:

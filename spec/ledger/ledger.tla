@@ -20,7 +20,11 @@
 (*  - recovering clients 1 .. NumRecoverers (LedgerRecoveryOp,             *)
 (*    ReadLastConfirmedOp): fencing read of the LAC, coverage of every     *)
 (*    write set (RRQuorumCoverageSet), recovery reads that fence           *)
-(*    (apache/bookkeeper#2614), write-back and the close;                  *)
+(*    (apache/bookkeeper#2614), write-back and the close; a bookie that   *)
+(*    fails a write-back is replaced in the recovering client's own        *)
+(*    ensembles, which its close writes (handleBookieFailure); a recovery  *)
+(*    whose fencing or recovery read ends undecided fails, and the client  *)
+(*    may open the ledger with recovery again;                             *)
 (*  - the client's throttle on pending adds (Throttle, 0 for none);       *)
 (*  - bookie crashes and restarts (the journal replay brings back what a  *)
 (*    bookie stored, fenced and the LACs it saw), and message losses,      *)
@@ -70,7 +74,7 @@ CONSTANTS
 \* The seeded bugs, as in ledger.py's BUGS.  fence_ensemble_coverage (BP-46's
 \* rule) is stricter than BookKeeper's: safe, but it waits for more replies.
 Bugs == {"none", "recovery_read_no_fence", "fence_qa_total", "lac_before_qa",
-         "missing_after_qa_no_such", "fence_ensemble_coverage"}
+         "missing_after_qa_no_such", "recovery_change_ends_at_lac", "fence_ensemble_coverage"}
 
 ASSUME /\ E >= 1 /\ Qa >= 1 /\ Qw <= E /\ Qa <= Qw /\ NumBookies >= E
        /\ \A k \in {NumRecoverers, MaxEntries, Throttle, MaxCrashes, MaxLoss} : k \in Nat
@@ -99,7 +103,8 @@ VARIABLES
     writer_acks,      \* <<entry, bookie>> acks of pending and completed adds; none after a close
     writer_add_lac,   \* entry e -> (at e + 1) the LAC its add carries, fixed when the writer pushed it; -1 before
     \* -- recovering clients
-    rec               \* client -> [phase, version, fence_replies, max_lac, start, next, no_such, last, wb_acks]
+    rec               \* client -> [phase, version, fence_replies, max_lac, start, next, no_such, last, wb_acks,
+                      \*            segments, ensembles]
 
 vars == <<meta_status, meta_segments, meta_last_entry, meta_version,
           bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
@@ -136,7 +141,20 @@ WriteSet(e) == WriteSetIn(meta_segments, e)
 
 LastEnsemble == meta_segments[Len(meta_segments)][2]
 
-AcksOf(acks, e) == Cardinality({b \in WriteSet(e) : <<e, b>> \in acks})
+(* The segments the writer's handle knows: the metadata's, but for a       *)
+(* recovery's close that changed them.  Only the writer changes the        *)
+(* segments while the ledger is OPEN, so a recovering client reads them as *)
+(* the writer knows them; a close that writes the recovery's own ensembles *)
+(* is the one change the writer does not see (its handle keeps its copy of *)
+(* the metadata until a compare-and-set of its own fails).                 *)
+WriterSegments ==
+    IF \E c \in Recoverers : rec[c].ensembles # <<>>
+    THEN rec[CHOOSE c \in Recoverers : rec[c].ensembles # <<>>].segments
+    ELSE meta_segments
+WriterWriteSet(e) == WriteSetIn(WriterSegments, e)
+WriterEnsemble == WriterSegments[Len(WriterSegments)][2]
+
+AcksOf(acks, e) == Cardinality({b \in WriterWriteSet(e) : <<e, b>> \in acks})
 
 \* Acks an entry needs to complete; the seeded bug completes on the first one.
 Needed == IF Bug = "lac_before_qa" THEN 1 ELSE Qa
@@ -171,14 +189,39 @@ NoSuchNeeded == IF Bug = "missing_after_qa_no_such" THEN Qa ELSE Qw - Qa + 1
 TimedOut(type, c, b, e) ==
     b \notin crashed => ~\E m \in net : m.type = type /\ m.client = c /\ m.bookie = b /\ m.entry = e
 
-ReadRequests(c, e) == {ReadReq(c, b, e) : b \in WriteSet(e)}
+(* A recovering client fences, reads and writes back by the segments it    *)
+(* read when it opened the ledger (rec[c].segments: its own copy of the    *)
+(* metadata, LedgerRecoveryOp's metadataForRecovery).                      *)
+ReadRequests(c, e) == {ReadReq(c, b, e) : b \in WriteSetIn(rec[c].segments, e)}
+RecovererEnsemble(c) == rec[c].segments[Len(rec[c].segments)][2]
+
+(* The segments as recovering client c writes back and closes: those it    *)
+(* read, then the ensembles it changed itself (ensembles, sorted by first  *)
+(* entry); one starting where the last segment starts replaces it, as      *)
+(* ReadOnlyLedgerHandle.closeRecovered does.                               *)
+RecoverySegments(c) ==
+    LET own == rec[c].ensembles
+    IN IF own = <<>> THEN rec[c].segments
+       ELSE SelectSeq(rec[c].segments, LAMBDA s : s[1] < own[1][1]) \o own
+RecoveryWriteSet(c, e) == WriteSetIn(RecoverySegments(c), e)
+
+(* The LAC of client c's recovering handle: its recovery adds complete in  *)
+(* order on Qa acks, from the entry recovery started after.               *)
+RECURSIVE RecoveryLacFrom(_, _, _)
+RecoveryLacFrom(c, segs, lac) ==
+    IF lac < rec[c].last
+       /\ Cardinality({b \in WriteSetIn(segs, lac + 1) : <<lac + 1, b>> \in rec[c].wb_acks}) >= Qa
+    THEN RecoveryLacFrom(c, segs, lac + 1)
+    ELSE lac
+RecoveryLac(c) == RecoveryLacFrom(c, RecoverySegments(c), rec[c].start)
 
 \* A bookie step may lose its reply only while the loss budget lasts.
 Replies == IF lost < MaxLoss THEN BOOLEAN ELSE {TRUE}
 
 -----------------------------------------------------------------------------
 Idle == [phase |-> "IDLE", version |-> 0, fence_replies |-> {}, max_lac |-> -1,
-         start |-> -1, next |-> -1, no_such |-> {}, last |-> -1, wb_acks |-> {}]
+         start |-> -1, next |-> -1, no_such |-> {}, last |-> -1, wb_acks |-> {},
+         segments |-> <<>>, ensembles |-> <<>>]
 
 Init ==
     /\ meta_status = "OPEN"
@@ -215,7 +258,7 @@ WriterAddsEntry ==
     /\ writer_lap + 1 < MaxEntries
     /\ Throttle > 0 => writer_lap - writer_lac < Throttle
     /\ writer_lap' = writer_lap + 1
-    /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, FALSE) : b \in WriteSet(writer_lap + 1)}
+    /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, FALSE) : b \in WriterWriteSet(writer_lap + 1)}
     /\ writer_add_lac' = [writer_add_lac EXCEPT ![writer_lap + 2] = writer_lac]
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
@@ -227,10 +270,10 @@ WriterAddsEntry ==
 (* fails the ledger is in recovery or closed and the writer gives up.      *)
 WriterChangesEnsemble(b, nb) ==
     /\ writer_status = "WRITING"
-    /\ b \in Range(LastEnsemble)
-    /\ nb \notin Range(LastEnsemble)
+    /\ b \in Range(WriterEnsemble)
+    /\ nb \notin Range(WriterEnsemble)
     /\ nb \notin crashed
-    /\ {e \in writer_lac + 1 .. writer_lap : /\ b \in WriteSet(e)
+    /\ {e \in writer_lac + 1 .. writer_lap : /\ b \in WriterWriteSet(e)
                                              /\ <<e, b>> \notin writer_acks
                                              /\ TimedOut("AddReq", Writer, b, e)} # {}
     /\ IF meta_version # writer_version \/ meta_status # "OPEN"
@@ -308,7 +351,7 @@ StoreChanges(m) ==
 
 \* The writer counts an ack from a bookie still in the entry's write set; completion is in entry order.
 AddStoredForWriter(m, replied) ==
-    LET counts == writer_status = "WRITING" /\ m.bookie \in WriteSet(m.entry)
+    LET counts == writer_status = "WRITING" /\ m.bookie \in WriterWriteSet(m.entry)
         acks == IF counts THEN writer_acks \cup {<<m.entry, m.bookie>>} ELSE writer_acks
         lac == IF counts THEN CompletedFrom(writer_lac, acks) ELSE writer_lac
         answered == acks # writer_acks \/ lac # writer_lac
@@ -362,8 +405,8 @@ BookieReceivesFenceRead(m, replied) ==
            b == m.bookie
            r == rec[c]
            r1 == [r EXCEPT !.fence_replies = @ \cup {b}, !.max_lac = Max(@, bookie_lac[b])]
-           done == FencingComplete(r1.fence_replies, LastEnsemble)
-           start == Max(r1.max_lac, meta_segments[Len(meta_segments)][1] - 1)
+           done == FencingComplete(r1.fence_replies, RecovererEnsemble(c))
+           start == Max(r1.max_lac, r.segments[Len(r.segments)][1] - 1)
            r2 == IF r.phase # "FENCING" THEN r
                  ELSE IF done
                       THEN [r1 EXCEPT !.phase = "READING", !.start = start,
@@ -406,7 +449,7 @@ BookieReceivesRecoveryRead(m, replied) ==
                       THEN [r EXCEPT !.phase = "WRITING_BACK", !.no_such = no_such]
                       ELSE [r EXCEPT !.no_such = no_such]
            sends == IF waiting /\ found
-                    THEN {AddReq(c, x, e, -1, TRUE) : x \in WriteSet(e)} \cup ReadRequests(c, e + 1)
+                    THEN {AddReq(c, x, e, -1, TRUE) : x \in RecoveryWriteSet(c, e)} \cup ReadRequests(c, e + 1)
                     ELSE {}
            answered == r2 # r
        IN /\ ~answered => replied /\ m.fence /\ ~bookie_fenced[b]
@@ -457,39 +500,101 @@ NetworkLosesMessage(m) ==
 
 (* Open with recovery: CAS OPEN -> IN_RECOVERY (or join a recovery under   *)
 (* way) and send the fencing read of the LAC to the last ensemble; a       *)
-(* closed ledger needs no recovery.                                        *)
+(* closed ledger needs no recovery.  A client whose recovery failed may    *)
+(* open it again, afresh: ReadOnlyLedgerHandle.recover (release-4.17.2)    *)
+(* runs LedgerRecoveryOp again on a ledger still IN_RECOVERY.              *)
 RecovererStartsRecovery(c) ==
-    /\ rec[c].phase = "IDLE"
+    /\ rec[c].phase \in {"IDLE", "FAILED"}
     /\ IF meta_status = "CLOSED"
-       THEN /\ rec' = [rec EXCEPT ![c].phase = "DONE", ![c].version = meta_version]
+       THEN /\ rec' = [rec EXCEPT ![c] = [Idle EXCEPT !.phase = "DONE", !.version = meta_version]]
             /\ UNCHANGED <<meta_status, meta_version, net>>
        ELSE LET version == IF meta_status = "OPEN" THEN meta_version + 1 ELSE meta_version
             IN /\ meta_status' = "IN_RECOVERY"
                /\ meta_version' = version
                /\ net' = net \cup {FenceReq(c, b) : b \in Range(LastEnsemble)}
-               /\ rec' = [rec EXCEPT ![c].phase = "FENCING", ![c].version = version]
+               /\ rec' = [rec EXCEPT ![c] = [Idle EXCEPT !.phase = "FENCING", !.version = version,
+                                                        !.segments = meta_segments]]
     /\ UNCHANGED <<meta_segments, meta_last_entry, bookie_entries, bookie_lac,
                    bookie_fenced, crashed, crashes, lost, writer_status, writer_version,
                    writer_lap, writer_lac, writer_acks, writer_add_lac>>
 
 (* With every recovered entry on Qa bookies, CAS IN_RECOVERY -> CLOSED at  *)
-(* the last entry; if another client changed the metadata, reread it:      *)
+(* the last entry, with the ensembles the write-back changed              *)
+(* (closeRecovered); if another client changed the metadata, reread it:   *)
 (* closed at the same entry is success, anything else fails.               *)
 RecovererClosesLedger(c) ==
     LET r == rec[c] IN
     /\ r.phase = "WRITING_BACK"
-    /\ ~\E e \in r.start + 1 .. r.last : AcksOf(r.wb_acks, e) < Qa
+    /\ RecoveryLac(c) = r.last
     /\ IF meta_version # r.version
        THEN /\ rec' = [rec EXCEPT ![c].phase = IF meta_status = "CLOSED" /\ meta_last_entry = r.last
                                                THEN "DONE" ELSE "FAILED",
                                   ![c].version = meta_version]
-            /\ UNCHANGED <<meta_status, meta_last_entry, meta_version>>
+            /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version>>
        ELSE /\ meta_status' = "CLOSED"
+            /\ meta_segments' = RecoverySegments(c)
             /\ meta_last_entry' = r.last
             /\ meta_version' = meta_version + 1
             /\ rec' = [rec EXCEPT ![c].phase = "DONE", ![c].version = meta_version + 1]
-    /\ UNCHANGED <<meta_segments, bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
+    /\ UNCHANGED <<bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
                    net, lost, writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
+
+(* ReadOnlyLedgerHandle.handleBookieFailure (release-4.17.2): bookie b     *)
+(* will not ack a pending write-back, so the recovering handle replaces it *)
+(* by nb in its own ensembles from its LAC + 1 (newEnsemblesFromRecovery,  *)
+(* written by the close, not now) and sends the pending write-backs to nb  *)
+(* (unsetSuccessAndSendWriteRequest).                                      *)
+RecovererChangesEnsemble(c, b, nb) ==
+    LET r == rec[c]
+        segs == RecoverySegments(c)
+        ens == segs[Len(segs)][2]
+        lac == RecoveryLac(c)
+        first == lac + 1
+        changed == [i \in 1 .. E |-> IF ens[i] = b THEN nb ELSE ens[i]]
+        own == Append(SelectSeq(r.ensembles, LAMBDA s : s[1] < first), <<first, changed>>)
+        newsegs == SelectSeq(r.segments, LAMBDA s : s[1] < own[1][1]) \o own
+        acks == {a \in r.wb_acks : ~(a[2] = b /\ a[1] >= first)}
+    IN
+    /\ r.phase \in {"READING", "WRITING_BACK"}
+    /\ b \in Range(ens)
+    /\ nb \notin Range(ens)
+    /\ nb \notin crashed
+    /\ {e \in first .. r.last : /\ b \in WriteSetIn(segs, e)
+                                /\ <<e, b>> \notin r.wb_acks
+                                /\ TimedOut("AddReq", c, b, e)} # {}
+    /\ IF Bug = "recovery_change_ends_at_lac"
+       \* seeded bug: the pending write-backs are dropped and the recovery ends at its LAC
+       THEN /\ rec' = [rec EXCEPT ![c].ensembles = own, ![c].wb_acks = acks,
+                                  ![c].phase = "WRITING_BACK", ![c].last = lac]
+            /\ UNCHANGED net
+       ELSE /\ rec' = [rec EXCEPT ![c].ensembles = own, ![c].wb_acks = acks]
+            /\ net' = net \cup {AddReq(c, nb, e, -1, TRUE) :
+                                  e \in {x \in first .. r.last : nb \in WriteSetIn(newsegs, x)}}
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
+
+(* Every bookie asked has answered or timed out, and neither fencing nor   *)
+(* the entry read is decided.  In release-4.17.2 ReadLastConfirmedOp fails *)
+(* the fencing read once no reply is pending and the replies do not cover  *)
+(* every write set; PendingReadOp.logErrorAndReattemptRead fails a         *)
+(* recovery read with its first error once every bookie of the write set   *)
+(* answered and fewer than Qw - Qa + 1 said NoSuchEntry.  LedgerRecoveryOp *)
+(* then fails the recovery: the ledger stays IN_RECOVERY, its bookies      *)
+(* fenced, and the application may open it with recovery again.            *)
+RecovererGivesUp(c) ==
+    LET r == rec[c] IN
+    /\ r.phase \in {"FENCING", "READING"}
+    /\ IF r.phase = "FENCING"
+       THEN \A b \in Range(RecovererEnsemble(c)) : b \notin r.fence_replies => TimedOut("FenceReq", c, b, -1)
+       ELSE \A b \in WriteSetIn(r.segments, r.next) : b \notin r.no_such => TimedOut("ReadReq", c, b, r.next)
+    \* a fencing that never completed leaves no replies behind: NoNewAcksToFencedWriter
+    \* reads the fence_replies of a FAILED client as a fencing that did complete
+    /\ rec' = [rec EXCEPT ![c].phase = "FAILED",
+                          ![c].fence_replies = IF r.phase = "READING" THEN @ ELSE {}]
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
 
 \* Retries after a timeout: a lost request or reply is asked for again.
 Resend(m) ==
@@ -503,7 +608,7 @@ RecovererResendsFenceRead(c, b) ==
     /\ rec[c].phase = "FENCING"
     /\ b \notin rec[c].fence_replies
     /\ b \notin crashed
-    /\ b \in Range(LastEnsemble)
+    /\ b \in Range(RecovererEnsemble(c))
     /\ TimedOut("FenceReq", c, b, -1)
     /\ Resend(FenceReq(c, b))
 
@@ -512,7 +617,7 @@ RecovererResendsRead(c, b) ==
     /\ rec[c].phase = "READING"
     /\ b \notin crashed
     /\ b \notin rec[c].no_such
-    /\ b \in WriteSet(rec[c].next)
+    /\ b \in WriteSetIn(rec[c].segments, rec[c].next)
     /\ TimedOut("ReadReq", c, b, rec[c].next)
     /\ Resend(ReadReq(c, b, rec[c].next))
 
@@ -520,7 +625,7 @@ RecovererResendsRead(c, b) ==
 RecovererResendsWriteBack(c, e, b) ==
     /\ rec[c].phase \in {"READING", "WRITING_BACK"}
     /\ e \in rec[c].start + 1 .. rec[c].last
-    /\ b \in WriteSet(e)
+    /\ b \in RecoveryWriteSet(c, e)
     /\ b \notin crashed
     /\ <<e, b>> \notin rec[c].wb_acks
     /\ TimedOut("AddReq", c, b, e)
@@ -545,6 +650,8 @@ RecovererSteps ==
     \E c \in Recoverers :
         \/ RecovererStartsRecovery(c)
         \/ RecovererClosesLedger(c)
+        \/ \E b, nb \in Bookies : RecovererChangesEnsemble(c, b, nb)
+        \/ RecovererGivesUp(c)
         \/ \E b \in Bookies : RecovererResendsFenceRead(c, b)
         \/ \E b \in Bookies : RecovererResendsRead(c, b)
         \/ \E e \in Entries, b \in Bookies : RecovererResendsWriteBack(c, e, b)
@@ -622,12 +729,12 @@ ClosedLedgerIsReadable ==
     meta_status = "CLOSED" =>
         \A e \in 0 .. meta_last_entry : \E b \in WriteSet(e) : e \in bookie_entries[b]
 
-\* Once fencing completes, no write set has Qa bookies that still accept the writer's adds.
+\* Once fencing completes, no write set the writer sends to has Qa bookies that still accept its adds.
 NoNewAcksToFencedWriter ==
     (\E c \in Recoverers : rec[c].phase \in {"READING", "WRITING_BACK", "DONE", "FAILED"}
                            /\ rec[c].fence_replies # {})
     => \A i \in 0 .. E - 1 :
-          Cardinality({k \in 0 .. Qw - 1 : ~bookie_fenced[LastEnsemble[((i + k) % E) + 1]]}) < Qa
+          Cardinality({k \in 0 .. Qw - 1 : ~bookie_fenced[WriterEnsemble[((i + k) % E) + 1]]}) < Qa
 
 \* Once CLOSED, the ledger's metadata stays as it is (checked as a PROPERTY).
 ClosedLedgerNeverChanges ==

@@ -7,11 +7,13 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 __all__ = ["MODELS"]
 
 # Every action, each fault among them: a crash and a restart, a lost message and the resends it calls for, an
-# ensemble change to the spare bookie. One copy of each entry keeps it small.
+# ensemble change to the spare bookie by the writer and by a recovery's write-back, a recovery that fails for want
+# of replies and is started again. One copy of each entry keeps it small.
+FAULTS_CONSTANTS = {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 1, "MaxCrashes": 1, "MaxLoss": 1}
 FAULTS = CheckedModel(
-    {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 1, "MaxCrashes": 1, "MaxLoss": 1},
-    2_983,
-    "every action: a crash and a restart, a lost message and its resends, an ensemble change",
+    FAULTS_CONSTANTS,
+    5_572,
+    "every action: a crash and a restart, a lost message and its resends, ensemble changes, a failed recovery",
 )
 
 MODELS = SpecModels(
@@ -19,10 +21,10 @@ MODELS = SpecModels(
         CheckedModel({"MaxEntries": 1}, 1_898),
         CheckedModel({"MaxEntries": 2}, 54_558),
         CheckedModel({"MaxEntries": 1, "MaxLoss": 1}, 11_226, "lost requests and replies"),
-        CheckedModel({"NumBookies": 4, "MaxEntries": 1, "MaxCrashes": 1}, 23_998, "a crash, an ensemble change"),
+        CheckedModel({"NumBookies": 4, "MaxEntries": 1, "MaxCrashes": 1}, 34_425, "a crash, an ensemble change"),
         CheckedModel(
             {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 2, "MaxCrashes": 1},
-            3_288,
+            5_960,
             "an ensemble change resending an add packaged before the LAC moved",
         ),
         CheckedModel(
@@ -50,6 +52,12 @@ MODELS = SpecModels(
             8,
             {"NumBookies": 2, "E": 2, "Qw": 2, "Qa": 1, "MaxEntries": 1},
         ),
+        SeededBug(
+            "recovery_change_ends_at_lac",
+            "NoAckedEntryLost",
+            10,
+            {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 1, "MaxLoss": 1},
+        ),
     ),
     same_steps=True,
     # Between them they enable every action and every guard of the spec.
@@ -57,6 +65,7 @@ MODELS = SpecModels(
         "losses": {"MaxEntries": 1, "MaxLoss": 1},
         "crashes and ensemble change": {"MaxEntries": 1, "NumBookies": 4, "MaxCrashes": 1},
         "throttle": {"MaxEntries": 2, "Throttle": 1},
+        "failed recoveries and recovery ensemble changes": FAULTS_CONSTANTS,
     },
     explored_with_bugs=False,
     presets={"faults": FAULTS},

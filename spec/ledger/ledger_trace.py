@@ -256,7 +256,7 @@ def _awaited(s: LedgerState, type_: str, c: int, b: int, e: int) -> bool:
 
 
 def _explain_change_ensemble(spec: LedgerSpec, s: LedgerState, b: Any, nb: Any) -> str | None:
-    ensemble = s.meta_segments[-1][1]
+    ensemble = spec.writer_segments(s)[-1][1]
     if b not in ensemble:
         return f"bookie {b!r} is not in the last ensemble {list(ensemble)}"
     if nb not in spec.bookies:
@@ -269,7 +269,7 @@ def _explain_change_ensemble(spec: LedgerSpec, s: LedgerState, b: Any, nb: Any) 
         return f"the replacement bookie {nb} has crashed"
     pending = range(s.writer_lac + 1, s.writer_lap + 1)
     if not any(
-        b in spec.write_set(s, e) and (e, b) not in s.writer_acks and not _awaited(s, "AddReq", WRITER, b, e)
+        b in spec.writer_write_set(s, e) and (e, b) not in s.writer_acks and not _awaited(s, "AddReq", WRITER, b, e)
         for e in pending
     ):
         if not pending:
@@ -325,16 +325,66 @@ def _phase(s: LedgerState, c: int, *phases: str) -> str | None:
 
 
 def _explain_start(spec: LedgerSpec, s: LedgerState, c: Any) -> str | None:
-    return _recoverer(spec, c) or _phase(s, c, IDLE)
+    return _recoverer(spec, c) or _phase(s, c, IDLE, FAILED)
 
 
 def _explain_recoverer_close(spec: LedgerSpec, s: LedgerState, c: Any) -> str | None:
     if (why := _recoverer(spec, c) or _phase(s, c, WRITING_BACK)) is not None:
         return why
     r = s.rec[c - 1]
-    short = [e for e in range(r.start + 1, r.last + 1) if spec.acks_of(r.wb_acks, e, spec.write_set(s, e)) < spec.Qa]
+    short = [
+        e
+        for e in range(r.start + 1, r.last + 1)
+        if spec.acks_of(r.wb_acks, e, spec.recovery_write_set(s, r, e)) < spec.Qa
+    ]
     if short:
         return f"entries {short} are not yet written back to Qa={spec.Qa} bookies"
+    return None
+
+
+def _explain_recovery_change(spec: LedgerSpec, s: LedgerState, c: Any, b: Any, nb: Any) -> str | None:
+    if (why := _recoverer(spec, c) or _phase(s, c, READING, WRITING_BACK)) is not None:
+        return why
+    r = s.rec[c - 1]
+    ensemble = spec.recovery_segments(s, r)[-1][1]
+    if b not in ensemble:
+        return f"bookie {b!r} is not in recovering client {c}'s last ensemble {list(ensemble)}"
+    if nb not in spec.bookies:
+        return f"there is no bookie {nb!r} (bookies 1..{spec.NumBookies})"
+    if nb in ensemble:
+        return f"bookie {nb} is already in recovering client {c}'s last ensemble {list(ensemble)}"
+    if nb in s.crashed:
+        return f"the replacement bookie {nb} has crashed"
+    pending = range(spec.recovery_lac(s, r) + 1, r.last + 1)
+    if not any(
+        b in spec.recovery_write_set(s, r, e) and (e, b) not in r.wb_acks and not _awaited(s, "AddReq", c, b, e)
+        for e in pending
+    ):
+        if not pending:
+            return "no write-back is pending"
+        return (
+            f"no write-back pending on bookie {b} has timed out: for each of entries {pending.start}.."
+            f"{pending.stop - 1}, bookie {b} is not in its write set, has acked it, or still has the request in flight"
+        )
+    return None
+
+
+def _explain_gives_up(spec: LedgerSpec, s: LedgerState, c: Any) -> str | None:
+    if (why := _recoverer(spec, c) or _phase(s, c, FENCING, READING)) is not None:
+        return why
+    r = s.rec[c - 1]
+    if r.phase == FENCING:
+        waiting = [b for b in r.segments[-1][1] if b not in r.fence_replies and _awaited(s, "FenceReq", c, b, -1)]
+        what = "the fencing read"
+    else:
+        waiting = [
+            b
+            for b in spec.write_set_in(r.segments, r.next)
+            if b not in r.no_such and _awaited(s, "ReadReq", c, b, r.next)
+        ]
+        what = f"the read of entry {r.next}"
+    if waiting:
+        return f"{what} is still in flight to bookies {waiting}: their replies can still come"
     return None
 
 
@@ -349,8 +399,9 @@ def _explain_resend_fence(spec: LedgerSpec, s: LedgerState, c: Any, b: Any) -> s
         return f"bookie {b} has answered the fencing read"
     if b in s.crashed:
         return f"bookie {b} has crashed"
-    if b not in s.meta_segments[-1][1]:
-        return f"bookie {b} is not in the last ensemble {list(s.meta_segments[-1][1])}"
+    ensemble = s.rec[c - 1].segments[-1][1]
+    if b not in ensemble:
+        return f"bookie {b} is not in the last ensemble {list(ensemble)} recovering client {c} read"
     if _awaited(s, "FenceReq", c, b, -1):
         return f"the fencing read to bookie {b} is still in flight: its reply can still come"
     return None
@@ -368,8 +419,9 @@ def _explain_resend_read(spec: LedgerSpec, s: LedgerState, c: Any, b: Any) -> st
         return f"bookie {b} has crashed"
     if b in r.no_such:
         return f"bookie {b} has answered NoSuchEntry for entry {r.next}"
-    if b not in spec.write_set(s, r.next):
-        return f"bookie {b} is not in the write set {list(spec.write_set(s, r.next))} of entry {r.next}"
+    write_set = spec.write_set_in(r.segments, r.next)
+    if b not in write_set:
+        return f"bookie {b} is not in the write set {list(write_set)} of entry {r.next}"
     if _awaited(s, "ReadReq", c, b, r.next):
         return f"the read of entry {r.next} from bookie {b} is still in flight: its reply can still come"
     return None
@@ -381,8 +433,8 @@ def _explain_resend_write_back(spec: LedgerSpec, s: LedgerState, c: Any, e: Any,
     r = s.rec[c - 1]
     if not isinstance(e, int) or not r.start < e <= r.last:
         return f"entry {e!r} is not among the recovered entries {r.start + 1}..{r.last}"
-    if b not in spec.write_set(s, e):
-        return f"bookie {b!r} is not in the write set {list(spec.write_set(s, e))} of entry {e}"
+    if b not in spec.recovery_write_set(s, r, e):
+        return f"bookie {b!r} is not in the write set {list(spec.recovery_write_set(s, r, e))} of entry {e}"
     if b in s.crashed:
         return f"bookie {b} has crashed"
     if (e, b) in r.wb_acks:
@@ -404,6 +456,8 @@ EXPLAIN: dict[str, Explanation] = {
     "NetworkLosesMessage": _explain_loss,
     "RecovererStartsRecovery": _explain_start,
     "RecovererClosesLedger": _explain_recoverer_close,
+    "RecovererChangesEnsemble": _explain_recovery_change,
+    "RecovererGivesUp": _explain_gives_up,
     "RecovererResendsFenceRead": _explain_resend_fence,
     "RecovererResendsRead": _explain_resend_read,
     "RecovererResendsWriteBack": _explain_resend_write_back,

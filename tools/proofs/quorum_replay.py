@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 from ledgerspec.spec.kernel import Step
-from ledgerspec.spec.ledger.ledger import FENCING, IDLE, WRITER, LedgerSpec, LedgerState, Msg
+from ledgerspec.spec.ledger.ledger import DONE, READING, WRITER, WRITING_BACK, LedgerSpec, LedgerState, Msg
 from ledgerspec.spec.quorum import Quorum
 from ledgerspec.tools.model_checking.explorer.explorer import TraceStep
 from ledgerspec.tools.proofs.quorum_proofs import CoverageGap, FencingCounterexample, MissingCounterexample
@@ -155,12 +155,13 @@ def replay_coverage_gap(q: Quorum, gap: CoverageGap, bug: str = "none") -> Repla
 
 
 def recovery_can_leave_fencing(spec: LedgerSpec, state: LedgerState, limit: int = 100_000) -> bool:
-    """From ``state``, does some behaviour take a recovering client out of FENCING? (A small search.)
+    """From ``state``, does some behaviour take a recovering client past FENCING, its fencing complete? (A small
+    search.) A client that gives up while fencing does not count: it never got past it.
 
     Failed bookies stay down: the figures of this module count bookies that
     stop for good, so the search takes no ``BookieRestarts`` step.
     """
-    return _reachable(spec, state, lambda s: any(r.phase not in (IDLE, FENCING) for r in s.rec), limit)
+    return _reachable(spec, state, lambda s: any(r.phase in (READING, WRITING_BACK, DONE) for r in s.rec), limit)
 
 
 def _reachable(spec: LedgerSpec, start: LedgerState, goal: Callable[[LedgerState], bool], limit: int) -> bool:
