@@ -106,12 +106,23 @@ class Bounds:
     max_hidden_steps: int = 6  # hidden steps taken in a row between two events
     max_candidates: int = 10_000  # candidate states kept at once
     max_divergences: int = 10  # divergences of one trace told; after the first, the check goes on from the reports
+    # States the depth-first search examines before it leaves the trace to the breadth-first one; None:
+    # max_candidates and a thousand per event.
+    max_examined: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.max_hidden_steps < 0 or self.max_candidates < 1 or self.max_divergences < 1:
             raise ValueError(
                 f"bounds must be max_hidden_steps >= 0, max_candidates >= 1 and max_divergences >= 1, got {self}"
             )
+        if self.max_examined is not None and self.max_examined < 1:
+            raise ValueError(f"max_examined must be at least 1, got {self.max_examined}")
+
+    def examined(self, events: int) -> int:
+        """The states the depth-first search may examine on a trace of ``events`` events."""
+        if self.max_examined is not None:
+            return self.max_examined
+        return self.max_candidates + _EXAMINED_PER_EVENT * events
 
 
 class _BadValueError(Exception):
@@ -514,9 +525,10 @@ class TraceChecker:
         From the state reached after event i-1, the ways to take event i are tried one at a time
         (:meth:`_ways_from`), each followed as far as it matches. A (state, index) pair from which no
         way leads to the end is remembered and never tried again, so no pair is expanded twice. The
-        search gives up, for the breadth-first one, after examining ``max_candidates`` states beyond
-        a thousand per event, a small share of the states the breadth-first search may hold
-        (``max_candidates`` after each event): a trace that violates the spec is searched twice over.
+        search gives up, for the breadth-first one, after examining ``Bounds.examined`` states: by
+        default ``max_candidates`` and a thousand per event, a small share of the states the
+        breadth-first search may hold (``max_candidates`` after each event), since a trace that
+        violates the spec is searched twice over.
         """
         n = len(events)
         try:
@@ -527,7 +539,7 @@ class TraceChecker:
             return None
         if start == n:
             return _Outcome(n, peak=len(roots), witness=shortest(roots), search=DEPTH_FIRST)
-        budget = _Budget(self.bounds.max_candidates + _EXAMINED_PER_EVENT * n)
+        budget = _Budget(self.bounds.examined(n))
         # (class, index) -> the least budget spent by a state of the class found dead there: one that spent as much
         # or more is dead too, since the one that spent less takes every step it takes.
         dead: dict[tuple[Any, int], int] = {}

@@ -201,9 +201,12 @@ def test_managed_ledger_mutants_are_killed_by_the_cursor_specs_traces(score: dic
     assert MUTANTS[name].specs == ("cursor",)
 
 
-#: The cursor mutants a consumer sees: the restored cursor skips a message it never acknowledged. The other two lose
-#: acknowledgements the broker persisted, which a client cannot tell from acknowledgements never persisted.
+#: The cursor mutants a consumer sees break a promise: the restored cursor skips a message it never acknowledged.
+#: A restore that ignores cursorsLedgerId = -1 loses what a clean close persisted, which the consumer sees as a
+#: difference (the close is visible, not what it wrote). The others lose acknowledgements the broker persisted out
+#: of sight, which a client cannot tell from acknowledgements never persisted.
 CONSUMER_SEES = {"restore_skips_unacked", "trim_deletes_needed_ledger"}
+CONSUMER_SEES_A_DIFFERENCE = {"restore_ignores_no_ledger"}
 
 
 @pytest.mark.parametrize("name", sorted(MANAGED_LEDGER_MUTANTS))
@@ -214,6 +217,9 @@ def test_the_cursor_workload_is_checked_as_its_consumer_sees_it(score: dict[str,
     if name in CONSUMER_SEES:
         assert client["killed"] and client["by"]["workload"] == "cursor-restore"
         assert client["promises"] == ["CursorSkipsNoUnackedMessage"], client["by"]["reason"]
+    elif name in CONSUMER_SEES_A_DIFFERENCE:
+        assert client["killed"] and client["by"]["workload"] == "cursor-restore"
+        assert client["by"]["finding"] == "difference" and not client["promises"], client["by"]["reason"]
     else:
         assert not client["killed"]
 

@@ -301,14 +301,16 @@ BOOKIE_STORAGE = BookieWorkload(
 #: A topic and its cursor, checked against the cursor spec.
 CURSOR_WORKLOAD = CursorWorkload(
     "cursor-restore",
-    RunConfig(max_entries_per_ledger=2, metadata_max_entries_per_ledger=2),
+    # The fallback to the znode after every failed creation (ZnodeFallback=always), so that its path is taken
+    # often; the soak's other cursor workloads run Pulsar 4.0.7's condition.
+    RunConfig(max_entries_per_ledger=2, metadata_max_entries_per_ledger=2, znode_fallback="always"),
     traces=10,
     steps=120,
     seed=1,
     modes=MODES,
     doc="a topic and its durable cursor on a broker crashing at each persistence step, with failed BookKeeper "
-    "calls, failed writes of the cursor's znode and lost cursor ledgers; checked in full observation and as its "
-    "producer and consumer see it",
+    "calls, failed writes of the cursor's znode and lost cursor ledgers, falling back to the znode after every "
+    "failed creation; checked in full observation and as its producer and consumer see it",
 )
 
 #: One closed ledger under autorecovery, checked against the autorecovery spec.
