@@ -38,22 +38,21 @@ from ledgerspec.spec import catalog
 from ledgerspec.spec.kernel import Spec, evolve
 from ledgerspec.spec.tracing import ObservationMode, mapping_for
 
-QUOTIENTED = [
-    (spec_name, mode.name)
-    for spec_name in catalog.SPECS
-    if catalog.find(spec_name).models.explored
-    for mode in mapping_for(spec_name).modes.values()
-    if mode.quotient is not None
-]
-CASES = [(s, m, model, bug) for s, m in QUOTIENTED for model, bug in explored_cases(s)]
-SPENDING = [
-    (spec_name, mode.name)
-    for spec_name in catalog.SPECS
-    if catalog.find(spec_name).models.explored
-    for mode in mapping_for(spec_name).modes.values()
-    if mode.spent is not None
-]
-SPENDING_CASES = [(s, m, model, bug) for s, m in SPENDING for model, bug in explored_cases(s)]
+
+def _cases_where(declares: Callable[[ObservationMode], bool]) -> list[tuple[str, str, str, str]]:
+    """(spec, mode, model, bug) of every explored model of every mode that ``declares``."""
+    return [
+        (spec_name, mode.name, model, bug)
+        for spec_name in catalog.SPECS
+        if catalog.find(spec_name).models.explored
+        for mode in mapping_for(spec_name).modes.values()
+        if declares(mode)
+        for model, bug in explored_cases(spec_name)
+    ]
+
+
+CASES = _cases_where(lambda mode: mode.quotient is not None)
+SPENDING_CASES = _cases_where(lambda mode: mode.spent is not None)
 
 
 def _signature(spec: Spec[Any], mode: ObservationMode, state: Any, key: Callable[[Any], Any]) -> tuple[Any, ...]:

@@ -11,6 +11,7 @@ from ledgerspec.reference.managed_ledger import (
     BookKeeperFaults,
     BookKeeperLedgers,
     CursorRecoveryError,
+    ManagedCursor,
     ManagedLedger,
     ManagedLedgerConfig,
     ManagedLedgerError,
@@ -157,12 +158,18 @@ def test_an_empty_last_ledger_is_dropped_on_open(tmp_path: Path) -> None:
     assert ml.ids() == (0, 2) and not broker.metadata.exists(broker.ledgers.path(1))
 
 
-def test_a_failed_cursor_ledger_creation_falls_back_to_the_znode(tmp_path: Path) -> None:
-    faults = BookKeeperFaults(creates=1)
-    broker = Broker(tmp_path, _config(), faults)
+def _one_entry_acked(broker: Broker) -> tuple[ManagedLedger, ManagedCursor]:
+    """The broker's managed ledger, with one entry, and its cursor ``sub``, which acknowledged it."""
     ml = broker.open()
     cursor = ml.open_cursor("sub", earliest=True)
     cursor.ack(ml.add_entry(b"m"))
+    return ml, cursor
+
+
+def test_a_failed_cursor_ledger_creation_falls_back_to_the_znode(tmp_path: Path) -> None:
+    faults = BookKeeperFaults(creates=1)
+    broker = Broker(tmp_path, _config(), faults)
+    ml, cursor = _one_entry_acked(broker)
     cursor.flush()
     assert broker.cursor_znode("sub") == (-1, "0:0") and faults.failed == 1
     assert ml.log.actions()[-1] == "CursorLedgerCreationFails"
@@ -170,9 +177,7 @@ def test_a_failed_cursor_ledger_creation_falls_back_to_the_znode(tmp_path: Path)
 
 def test_a_mutant_without_the_fallback_loses_the_mark_delete(tmp_path: Path) -> None:
     broker = Broker(tmp_path, ManagedLedgerConfig(mutant="no_store_fallback"), BookKeeperFaults(creates=1))
-    ml = broker.open()
-    cursor = ml.open_cursor("sub", earliest=True)
-    cursor.ack(ml.add_entry(b"m"))
+    _, cursor = _one_entry_acked(broker)
     cursor.flush()
     assert broker.cursor_znode("sub") == (-1, "0:-1")
     assert broker.open().cursors["sub"].mark_delete == (0, -1)
@@ -180,9 +185,7 @@ def test_a_mutant_without_the_fallback_loses_the_mark_delete(tmp_path: Path) -> 
 
 def test_a_failed_switch_deletes_the_new_ledger_and_keeps_the_state_unpersisted(tmp_path: Path) -> None:
     broker = Broker(tmp_path, _config())
-    ml = broker.open()
-    cursor = ml.open_cursor("sub", earliest=True)
-    cursor.ack(ml.add_entry(b"m"))
+    ml, cursor = _one_entry_acked(broker)
     broker.znode_faults.writes = 1
     cursor.flush()  # ledger 0 is the data ledger; the switch to cursor ledger 1 fails
     assert ml.log.actions()[-2:] == ["CursorCreatesLedger", "CursorLedgerSwitchFails"]
@@ -196,9 +199,7 @@ def test_a_failed_switch_deletes_the_new_ledger_and_keeps_the_state_unpersisted(
 def test_a_failed_znode_fallback_fails_the_mark_delete(tmp_path: Path) -> None:
     faults = BookKeeperFaults(creates=1)
     broker = Broker(tmp_path, _config(), faults)
-    ml = broker.open()
-    cursor = ml.open_cursor("sub", earliest=True)
-    cursor.ack(ml.add_entry(b"m"))
+    ml, cursor = _one_entry_acked(broker)
     broker.znode_faults.writes = 1
     cursor.flush()
     assert ml.log.actions()[-1] == "CursorZnodeWriteFails"
@@ -227,9 +228,7 @@ def test_a_failed_znode_fallback_after_a_failed_append_leaves_the_ledger_named(t
 
 def test_deleting_a_cursor_removes_its_znode_and_ledger(tmp_path: Path) -> None:
     broker = Broker(tmp_path, _config())
-    ml = broker.open()
-    cursor = ml.open_cursor("sub", earliest=True)
-    cursor.ack(ml.add_entry(b"m"))
+    ml, cursor = _one_entry_acked(broker)
     cursor.flush()
     ledger = cursor.ledger_id
     ml.delete_cursor("sub")
@@ -248,9 +247,7 @@ def test_a_corrupt_cursor_znode_names_its_path(tmp_path: Path) -> None:
 
 def test_a_corrupt_cursor_ledger_record_names_the_ledger_and_entry(tmp_path: Path) -> None:
     broker = Broker(tmp_path, _config())
-    ml = broker.open()
-    cursor = ml.open_cursor("sub", earliest=True)
-    cursor.ack(ml.add_entry(b"m"))
+    _, cursor = _one_entry_acked(broker)
     cursor.flush()
     assert cursor.ledger is not None
     cursor.ml.bookkeeper.append(cursor.ledger, b"\xff\xff", "cursor")  # not a PositionInfo

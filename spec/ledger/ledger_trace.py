@@ -255,14 +255,20 @@ def _awaited(s: LedgerState, type_: str, c: int, b: int, e: int) -> bool:
     )
 
 
-def _explain_change_ensemble(spec: LedgerSpec, s: LedgerState, b: Any, nb: Any) -> str | None:
-    ensemble = spec.writer_segments(s)[-1][1]
+def _replacement(spec: LedgerSpec, ensemble: Any, b: Any, nb: Any, whose: str) -> str | None:
+    """Why bookie ``nb`` cannot replace ``b`` in ``whose`` last ensemble, or None."""
     if b not in ensemble:
-        return f"bookie {b!r} is not in the last ensemble {list(ensemble)}"
+        return f"bookie {b!r} is not in {whose} last ensemble {list(ensemble)}"
     if nb not in spec.bookies:
         return f"there is no bookie {nb!r} (bookies 1..{spec.NumBookies})"
     if nb in ensemble:
-        return f"bookie {nb} is already in the last ensemble {list(ensemble)}"
+        return f"bookie {nb} is already in {whose} last ensemble {list(ensemble)}"
+    return None
+
+
+def _explain_change_ensemble(spec: LedgerSpec, s: LedgerState, b: Any, nb: Any) -> str | None:
+    if (why := _replacement(spec, spec.writer_segments(s)[-1][1], b, nb, "the")) is not None:
+        return why
     if (why := _writer_status(s)) is not None:
         return why
     if nb in s.crashed:
@@ -346,13 +352,8 @@ def _explain_recovery_change(spec: LedgerSpec, s: LedgerState, c: Any, b: Any, n
     if (why := _recoverer(spec, c) or _phase(s, c, READING, WRITING_BACK)) is not None:
         return why
     r = s.rec[c - 1]
-    ensemble = spec.recovery_segments(s, r)[-1][1]
-    if b not in ensemble:
-        return f"bookie {b!r} is not in recovering client {c}'s last ensemble {list(ensemble)}"
-    if nb not in spec.bookies:
-        return f"there is no bookie {nb!r} (bookies 1..{spec.NumBookies})"
-    if nb in ensemble:
-        return f"bookie {nb} is already in recovering client {c}'s last ensemble {list(ensemble)}"
+    if (why := _replacement(spec, spec.recovery_segments(s, r)[-1][1], b, nb, f"recovering client {c}'s")) is not None:
+        return why
     if nb in s.crashed:
         return f"the replacement bookie {nb} has crashed"
     pending = range(spec.recovery_lac(s, r) + 1, r.last + 1)
