@@ -552,8 +552,8 @@ class TraceChecker:
                     i = start + len(stack) - 1
                     nxt = next(ways, None)
                     if nxt is None:
-                        here = (self._class(node.state), i)
-                        dead[here] = min(dead.get(here, spent(node.state)), spent(node.state))
+                        here, cost = (self._class(node.state), i), spent(node.state)
+                        dead[here] = min(dead.get(here, cost), cost)
                         stack.pop()
                     elif i + 1 == n:
                         return _Outcome(n, peak=budget.peak, witness=nxt, search=DEPTH_FIRST)
@@ -593,25 +593,25 @@ class TraceChecker:
             if first(way):
                 yield Node(node, way[0], way[1], way[2], way[5])
         prune = bool(direct)
-        for extended, way in self._hidden_paths(node, ev, budget, direct, prune=prune):
+        for after_node, way in self._hidden_paths(node, ev, budget, direct, prune=prune):
             if first(way):
-                yield extended
+                yield Node(after_node, way[0], way[1], way[2], way[5])
         if prune:
-            for extended, way in self._hidden_paths(node, ev, budget, direct, prune=False):
+            for after_node, way in self._hidden_paths(node, ev, budget, direct, prune=False):
                 if first(way):
-                    yield extended
+                    yield Node(after_node, way[0], way[1], way[2], way[5])
 
     def _hidden_paths(
         self, node: Node, ev: Event, budget: _Budget, direct: Sequence[Transition], *, prune: bool
     ) -> Iterator[tuple[Node, Transition]]:
-        """The event taken after hidden paths from ``node``, fewest hidden steps first, as (behaviour, way);
-        with ``prune``, no path through a hidden step that commutes with the event (:meth:`_ways_from`)."""
+        """The event's ways after hidden paths from ``node``, fewest hidden steps first, each as (the path's last
+        node, way); with ``prune``, no path through a hidden step that commutes with the event (:meth:`_ways_from`)."""
         state, key, spent = node.state, self._class, self._spent
         most = self.bounds.max_candidates
         visited = {key(state): spent(state)}
         layer = [(state, node, direct)]
         for _ in range(self.bounds.max_hidden_steps):
-            deeper = []
+            deeper: list[tuple[Any, Node, Sequence[Transition]]] = []
             for before, before_node, before_ways in layer:
                 for step in self._hidden_steps(before):
                     after = step[2]
@@ -629,7 +629,7 @@ class TraceChecker:
                     budget.spend(len(visited))
                     after_node = Node(before_node, step[0], step[1], after, step[3], hidden=True)
                     for way in after_ways:
-                        yield Node(after_node, way[0], way[1], way[2], way[5]), way
+                        yield after_node, way
                     deeper.append((after, after_node, after_ways))
             if not deeper:
                 return
