@@ -81,7 +81,7 @@ def test_hidden_steps_change_nothing_a_client_observes() -> None:
 def _traces(mutant: str | None = None) -> list[tuple[str, dict[str, list[dict[str, Any]]]]]:
     with tempfile.TemporaryDirectory(prefix="cursor-traces-") as root:  # the bookies' files, not the traces
         runs = simulate_cursor_traces(
-            RunConfig(mutant=mutant), root, seed=3, steps=100, traces=6, modes=("full", "client")
+            RunConfig(mutant=mutant), root, seed=3, steps=100, traces=8, modes=("full", "client")
         )
         return [(run.trace_id, run.lines) for run in runs]
 

@@ -33,7 +33,8 @@ seed 003):
   When the cursor ledger cannot be created, or an append to it fails, the
   state goes to the znode instead with ``cursorsLedgerId = -1``
   (apache/pulsar#1461, #20935). A clean close writes the znode with
-  ``cursorsLedgerId = -1`` and the individual acks, then deletes the ledger;
+  ``cursorsLedgerId = -1`` and the individual acks, then deletes the ledger.
+  A new ledger whose first record fails is deleted, its id spent;
 - a broker crash (the cursor's memory is lost) and the restore
   (``ManagedCursorImpl.recover``, seed 003): ``cursorsLedgerId = -1`` takes
   the state from the znode; otherwise the last record of the cursor ledger;
@@ -80,7 +81,12 @@ What is left out, and why that is sound here:
   the restore's rollback: neither changes a store, and what follows is a
   broker stop, which the crash step covers;
 - a new cursor ledger's deletion after a failed switch failing: the ledger is
-  then left over, named by nothing, as after a crash before the switch.
+  then left over, named by nothing, as after a crash before the switch;
+- a new cursor ledger whose first record fails but whose fallback write to the
+  znode succeeds: Pulsar 4.0.7 then names that ledger, which holds no record,
+  in the znode, and a restore before the next persist rolls back without the
+  individual acks persisted before (docs/real-systems.md). The spec has the
+  branch where the fallback fails too (``CursorLedgerFirstWriteFails``).
 
 The fallback to the znode after a failed cursor-ledger creation is the
 constant ``ZnodeFallback``. By default it follows Pulsar 4.0.7: the state goes
@@ -425,6 +431,18 @@ class CursorSpec(Spec[CursorState]):
         if self.Bug != "no_store_fallback":
             znode = CursorInfo(NONE, s.mark_delete, s.ranges, s.batch)
         return evolve(s, znode=znode, dirty=False, faults=s.faults + 1, durable=s.durable | self.cursor_covers(s))
+
+    @action()
+    def CursorLedgerFirstWriteFails(self, s: CursorState) -> CursorState | None:
+        """ManagedCursorImpl.createNewMetadataLedger (Pulsar 4.0.7): BookKeeper creates the cursor ledger, so its
+        id is spent, but the append of its first record fails. persistPositionToLedger falls back to the znode
+        (persistPositionToMetaStore) and that write fails too: the new ledger is deleted (deleteLedgerAsync, never
+        read) and operationFailed, seeing a MetaStoreException, fails the pending mark-deletes: NoLedger, the state
+        in memory only. Two failed calls, as CursorZnodeWriteFails. When the fallback write succeeds instead,
+        Pulsar names the new ledger, which holds no record, in the znode: left out (docs/real-systems.md)."""
+        if s.status != NO_LEDGER or not s.dirty or s.faults + 2 > self.MaxFaults:
+            return None
+        return evolve(s, next_id=s.next_id + 1, faults=s.faults + 2)
 
     @action()
     def CursorPersistsToLedger(self, s: CursorState) -> CursorState | None:

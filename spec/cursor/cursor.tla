@@ -238,6 +238,23 @@ CursorLedgerCreationFails ==
     /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, status, mark_delete, ranges,
                    batch, cursor_ledger, switching_to, retired, lost, acked>>
 
+(* ManagedCursorImpl.createNewMetadataLedger (Pulsar 4.0.7): BookKeeper    *)
+(* creates the cursor ledger, so its id is spent, but the append of its    *)
+(* first record fails.  persistPositionToLedger falls back to the znode    *)
+(* (persistPositionToMetaStore) and that write fails too: the new ledger   *)
+(* is deleted (deleteLedgerAsync, never read) and operationFailed, seeing  *)
+(* a MetaStoreException, fails the pending mark-deletes: NoLedger, the     *)
+(* state in memory only.  Two failed calls, as CursorZnodeWriteFails.      *)
+(* When the fallback write succeeds instead, Pulsar names the new ledger,  *)
+(* which holds no record, in the znode: left out (docs/real-systems.md).   *)
+CursorLedgerFirstWriteFails ==
+    /\ status = NoLedger
+    /\ dirty
+    /\ faults + 2 <= MaxFaults
+    /\ next_id' = next_id + 1
+    /\ faults' = faults + 2
+    /\ UNCHANGED <<ledgers, deleted, cursor_ledgers, znode, broker_up, crashes, cursor_vars, lost, acked, durable>>
+
 (* persistPositionToLedger: append the state to the cursor ledger; a full  *)
 (* ledger is then replaced (rolloverLedgerIfNeeded: the next ledger starts *)
 (* with the state again).  A ledger that is gone fails the append.         *)
@@ -439,6 +456,7 @@ Next ==
     \/ CursorCreatesLedger
     \/ CursorSwitchesLedger
     \/ CursorLedgerCreationFails
+    \/ CursorLedgerFirstWriteFails
     \/ CursorPersistsToLedger
     \/ CursorLedgerWriteFails
     \/ CursorLedgerSwitchFails

@@ -6,13 +6,18 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 
 __all__ = ["MODELS"]
 
-# Every action: beside the defaults' crash and failed writes, a cursor ledger lost (the defaults lose none).
-LOST_LEDGER = CheckedModel({"MaxEntries": 2, "MaxLedgerLoss": 1}, 30_888, "a lost cursor ledger")
+# Every action: beside the defaults' crash, two failed writes (a first record and its fallback), a rollover
+# of the data ledger and a cursor ledger lost (the defaults lose none).
+EVERY_ACTION = CheckedModel(
+    {"MaxEntries": 1, "MaxEntriesPerLedger": 1, "MaxFaults": 2, "MaxLedgerLoss": 1},
+    9_147,
+    "a failed BookKeeper write and its znode fallback too, a lost cursor ledger",
+)
 
 MODELS = SpecModels(
     checked=(
         CheckedModel({"MaxEntries": 2}, 15_507),
-        LOST_LEDGER,
+        CheckedModel({"MaxEntries": 2, "MaxLedgerLoss": 1}, 30_888, "a lost cursor ledger"),
         CheckedModel({"MaxEntries": 1, "BatchSize": 2}, 3_275, "batch acks"),
         CheckedModel(
             {"MaxEntries": 1, "BatchSize": 2, "ZnodeFallback": "always"},
@@ -22,7 +27,7 @@ MODELS = SpecModels(
         CheckedModel(
             {"MaxEntries": 1, "MetadataMaxEntriesPerLedger": 1, "MaxLedgerLoss": 1}, 938, "cursor-ledger rollover"
         ),
-        CheckedModel({"MaxEntries": 1, "MaxFaults": 2}, 896, "a failed BookKeeper write and its znode fallback too"),
+        EVERY_ACTION,
     ),
     # Each breaks the invariant that names it, with the same shortest counterexample in both engines.
     seeded_bugs=(
@@ -36,5 +41,5 @@ MODELS = SpecModels(
         "batches": {"MaxEntries": 1, "BatchSize": 2},
         "faults": {"MaxEntries": 1, "MaxFaults": 2},
     },
-    presets={"faults": LOST_LEDGER},
+    presets={"faults": EVERY_ACTION},
 )

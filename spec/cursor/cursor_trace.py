@@ -35,9 +35,10 @@ Two observation modes:
     quotient (:func:`unread_history_dropped`) merges the states that differ
     only in what no step reads again; the checker keeps one per class. Of
     states that differ only in ``faults`` (the mode's ``spent`` budget) it
-    keeps the one that failed least. A failed switch takes a ledger id, so
-    under unbounded ``MaxFaults`` a check must allow any number of failed
-    switches between two publishes: a harness that injects the faults checks
+    keeps the one that failed least. A failed switch takes a ledger id, and
+    so does a cursor ledger whose first record failed, so under unbounded
+    ``MaxFaults`` a check must allow any number of them between two
+    publishes: a harness that injects the faults checks
     under the number it injected (``simulation.spent_bounds`` of the
     reference cursor).
 
@@ -131,6 +132,7 @@ _INSIDE = (
     "CursorCreatesLedger",
     "CursorSwitchesLedger",
     "CursorLedgerCreationFails",
+    "CursorLedgerFirstWriteFails",
     "CursorPersistsToLedger",
     "CursorLedgerWriteFails",
     "CursorLedgerSwitchFails",
@@ -243,6 +245,10 @@ def _explain_creation_fails(spec: CursorSpec, s: CursorState) -> str | None:
     return _need(s, NO_LEDGER, "only a cursor ledger's creation can fail") or _faults(spec, s)
 
 
+def _explain_first_write_fails(spec: CursorSpec, s: CursorState) -> str | None:
+    return _need(s, NO_LEDGER, "only a new cursor ledger's first record can fail") or _faults(spec, s, 2)
+
+
 def _explain_persist(spec: CursorSpec, s: CursorState) -> str | None:
     if why := _need(s, OPEN, "it appends only to a cursor ledger it holds open"):
         return why
@@ -338,6 +344,7 @@ EXPLAIN: dict[str, Explanation] = {
     "CursorCreatesLedger": _explain_create,
     "CursorSwitchesLedger": _explain_switch,
     "CursorLedgerCreationFails": _explain_creation_fails,
+    "CursorLedgerFirstWriteFails": _explain_first_write_fails,
     "CursorPersistsToLedger": _explain_persist,
     "CursorLedgerWriteFails": _explain_write_fails,
     "CursorLedgerSwitchFails": _explain_switch_fails,
