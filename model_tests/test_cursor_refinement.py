@@ -227,6 +227,10 @@ MUTANT_ROADS: dict[str, tuple[Callable[[CursorRun], object], str]] = {
         "CursorRecovers",
     ),
     "trim_deletes_needed_ledger": (lambda run: (run.publish(), run.publish(), run.trim()), "TrimConsumedLedgers"),
+    "skip_unconsumed_ledger": (
+        lambda run: (run.ack(run.publish() or (0, 0)), run.publish(), run.trim()),
+        "CursorSkipsConsumedLedger",
+    ),
     "failed_switch_keeps_new_ledger": (
         lambda run: (_publish_and_ack(run, 0), run.fail_next("znode_writes"), run.flush()),
         "CursorLedgerSwitchFails",

@@ -188,6 +188,7 @@ class ManagedCursor:
             if not skips_store and not self._fall_back_to_znode(snapshot):
                 return False
             self.dirty = False
+            self.ml.on_mark_delete_persisted(self, snapshot.mark_delete)
             self.ml.log.emit("CursorLedgerCreationFails")
             return False
         try:
@@ -245,6 +246,7 @@ class ManagedCursor:
         old = self._retire()
         self.ledger, self.ledger_id, self.records, self.switching_to = new, new.ledger_id, 1, None
         self.status = CursorStatus.OPEN
+        self.ml.on_mark_delete_persisted(self, self.switching_mark)
         self.ml.log.emit("CursorSwitchesLedger")
         self._delete_retired(old)
         return True
@@ -262,6 +264,7 @@ class ManagedCursor:
                 return False
             self.status = CursorStatus.NO_LEDGER
             self.dirty = False
+            self.ml.on_mark_delete_persisted(self, snapshot.mark_delete)
             self.ml.log.emit("CursorLedgerWriteFails")
             return True
         self.records += 1
@@ -270,6 +273,7 @@ class ManagedCursor:
         if full:  # rolloverLedgerIfNeeded: a new ledger, which starts with the state again
             self.status = CursorStatus.NO_LEDGER
         self.dirty = full
+        self.ml.on_mark_delete_persisted(self, snapshot.mark_delete)
         self.ml.log.emit("CursorPersistsToLedger")
         return True
 
@@ -360,6 +364,7 @@ class ManagedCursor:
         cursor._drop_passed()
         cursor.ledger_id = held
         ml.cursors[name] = cursor
+        ml.add_cursor(cursor)
         LOG.info("[%s] Cursor %s recovered to position %d:%d", ml.name, name, *cursor.mark_delete)
         ml.log.emit("CursorRecovers")
         return cursor
@@ -386,7 +391,9 @@ class ManagedCursor:
 
     # -- consumed ledgers ------------------------------------------------------------
     def skip_consumed_ledger(self) -> bool:
-        """maybeUpdateCursorBeforeTrimmingConsumedLedger: a mark at its ledger's last entry moves to (next, -1)."""
+        """The managed-ledger spec's ``CursorsSkipConsumedLedgers``: a mark at its ledger's last entry moves to
+        (next, -1), to be persisted. Pulsar 4.0.7 moves the managed ledger's position of the cursor instead and
+        leaves the mark (:meth:`~.managed_ledger.ManagedLedger.skip_consumed_ledgers`, as the cursor spec does)."""
         ledger, entry = self.mark_delete
         ids = self.ml.ids()
         later = [x for x in ids if x > ledger]

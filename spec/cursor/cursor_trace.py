@@ -14,7 +14,9 @@ Two observation modes:
     A harness that sees the broker's memory, the znodes and the cursor
     ledgers (an abstraction function): every step is logged, by the
     ``broker`` (or ``bookkeeper`` for a lost ledger), and every variable may
-    be reported but ``durable``, a history variable no implementation holds.
+    be reported but ``durable``, a history variable no implementation holds;
+    ``slowest_position`` is the managed ledger's position of the cursor
+    (``ManagedCursorContainer``), which trimming reads.
 ``client``
     What the producer, the consumer and an operator see: publishes,
     rollovers, acknowledgements, the broker crashing, the managed ledger
@@ -314,10 +316,14 @@ def _explain_skip(spec: CursorSpec, s: CursorState) -> str | None:
         return why
     ledger, entry = s.mark_delete
     ids = spec.ids(s)
-    if ledger not in ids or next_ledger(ids, ledger) is None:
+    after = next_ledger(ids, ledger)
+    if ledger not in ids or after is None:
         return f"ledger {ledger} of the mark-delete {ledger}:{entry} is not followed by another in the list"
-    if entry == -1 or entry + 1 < spec.counter(s)(ledger):
+    unconsumed = entry + 1 < spec.counter(s)(ledger) and spec.Bug != "skip_unconsumed_ledger"
+    if entry == -1 or unconsumed:
         return f"the mark-delete {ledger}:{entry} is not at the last entry of ledger {ledger}"
+    if s.slowest_position == (after, -1):
+        return f"the managed ledger holds the cursor at {after}:-1 already"
     return None
 
 
@@ -325,7 +331,11 @@ def _explain_trim(spec: CursorSpec, s: CursorState) -> str | None:
     if why := _inactive(s):
         return why
     if spec.TrimConsumedLedgers(s) is None:
-        return f"no ledger other than the last lies before ledger {s.mark_delete[0]} of the mark-delete"
+        ledger, entry = s.slowest_position
+        return (
+            f"no ledger other than the last lies before ledger {spec.slowest_reader_ledger(s)}, the slowest "
+            f"reader's (the managed ledger holds the cursor at {ledger}:{entry})"
+        )
     return None
 
 
@@ -373,6 +383,13 @@ GUARDS: dict[str, Sequence[Guard]] = {
             "AckPersisted",
             lambda spec, s: s.status != UNINITIALIZED and s.lost == 0 and bool(s.durable),
             "an acknowledgement was persisted, and no cursor ledger was lost",
+        ),
+    ),
+    "TrimPositionBehindCursor": (
+        Guard(
+            "TrimPositionCoversMessages",
+            lambda spec, s: s.status in ACTIVE and bool(spec.covered(s, s.slowest_position, frozenset(), frozenset())),
+            "the managed ledger's position of the cursor covers messages",
         ),
     ),
     "TrimKeepsUnconsumedEntries": (
