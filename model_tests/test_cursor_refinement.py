@@ -2,7 +2,7 @@
 
 Each rule takes one step of a :class:`~ledgerspec.reference.managed_ledger.CursorRun`
 (publish, acknowledge, flush, trim, close, crash, restart, a failed
-BookKeeper call, a lost cursor ledger); :class:`~ledgerspec.reference.managed_ledger.CursorRefinement`
+BookKeeper call or znode write, a lost cursor ledger); :class:`~ledgerspec.reference.managed_ledger.CursorRefinement`
 checks every event the run logs against the spec, on the abstraction of the
 run's real state: the znodes decoded from Pulsar's bytes, the cursor ledgers'
 records read from the bookies, the cursor's memory. A crash can be armed at
@@ -113,7 +113,18 @@ class CursorRefinementMachine(RuleBasedStateMachine):
         self.run.restart()
         note(f"restart: cursor at {self.run.cursor.mark_delete if self.run.cursor else None}")
 
-    @precondition(lambda self: self.active() and self.run.faults.creates + self.run.faults.appends == 0)
+    def no_first_record_failing(self) -> bool:
+        """No failed first record is armed: it waits for the znode write it fails with."""
+        return self.run.faults.first_appends == 0
+
+    @precondition(
+        lambda self: (
+            self.active()
+            and self.no_first_record_failing()
+            and self.run.faults.creates == 0
+            and self.run.faults.appends == 0
+        )
+    )
     @rule(call=st.sampled_from(["creates", "appends"]))
     def fail_next(self, call: str) -> None:
         """The next creation of a cursor ledger, or the next append to the open cursor ledger, fails."""
@@ -123,12 +134,19 @@ class CursorRefinementMachine(RuleBasedStateMachine):
         self.run.fail_next(call)
         note(f"the next BookKeeper {call[:-1]} fails")
 
-    @precondition(lambda self: self.active() and self.run.store.faults.writes == 0)
+    @precondition(lambda self: self.active() and self.no_first_record_failing() and self.run.store.faults.writes == 0)
     @rule()
     def fail_next_znode_write(self) -> None:
         """The next znode write naming a new cursor ledger, or standing in for a failed BookKeeper call, fails."""
         self.run.fail_next("znode_writes")
         note("the next cursor-znode write fails")
+
+    @precondition(lambda self: self.active() and not self.run.faults_pending)
+    @rule()
+    def fail_next_first_record(self) -> None:
+        """The first record of the next cursor ledger fails (its id spent), and so does its fallback to the znode."""
+        self.run.fail_next("first_appends")
+        note("the next cursor ledger's first record and its znode fallback fail")
 
     @rule()
     def lose_cursor_ledger(self) -> None:
@@ -209,6 +227,10 @@ MUTANT_ROADS: dict[str, tuple[Callable[[CursorRun], object], str]] = {
         "CursorRecovers",
     ),
     "trim_deletes_needed_ledger": (lambda run: (run.publish(), run.publish(), run.trim()), "TrimConsumedLedgers"),
+    "skip_unconsumed_ledger": (
+        lambda run: (run.ack(run.publish() or (0, 0)), run.publish(), run.trim()),
+        "CursorSkipsConsumedLedger",
+    ),
     "failed_switch_keeps_new_ledger": (
         lambda run: (_publish_and_ack(run, 0), run.fail_next("znode_writes"), run.flush()),
         "CursorLedgerSwitchFails",

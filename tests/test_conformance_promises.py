@@ -82,6 +82,8 @@ SEEDED: dict[tuple[str, str], dict[str, Expected]] = {
         "client": {"CursorSkipsNoUnackedMessage"},
     },
     ("cursor", "trim_deletes_needed_ledger"): {"full": {"TrimKeepsUnconsumedEntries"}, "client": "conforms"},
+    # The managed ledger's position of the cursor is the full observer's only: the consumer sees no skip.
+    ("cursor", "skip_unconsumed_ledger"): {"full": {"TrimPositionBehindCursor"}, "client": "conforms"},
     ("autorecovery", "metadata_before_copy"): {"full": {"MetadataNamesOnlyHolders"}, "metadata": "conforms"},
     ("autorecovery", "metadata_before_copy-NoEntryLostWhileReplicaRemains"): {
         "full": {"NoEntryLostWhileReplicaRemains", "MetadataNamesOnlyHolders"},

@@ -52,7 +52,12 @@ def test_every_guard_holds_in_each_state_that_breaks_its_invariant() -> None:
                 if inv.fn(spec, s) is not None:
                     broken.add(inv.name)
                     assert all(g.fn(spec, s) for g in GUARDS.get(inv.name, ())), (bug, inv.name)
-    assert broken == {"CursorSkipsNoUnackedMessage", "OnlyUnpersistedAcksRedelivered", "TrimKeepsUnconsumedEntries"}
+    assert broken == {
+        "CursorSkipsNoUnackedMessage",
+        "OnlyUnpersistedAcksRedelivered",
+        "TrimPositionBehindCursor",
+        "TrimKeepsUnconsumedEntries",
+    }
 
 
 def test_every_guard_holds_somewhere() -> None:
@@ -81,7 +86,7 @@ def test_hidden_steps_change_nothing_a_client_observes() -> None:
 def _traces(mutant: str | None = None) -> list[tuple[str, dict[str, list[dict[str, Any]]]]]:
     with tempfile.TemporaryDirectory(prefix="cursor-traces-") as root:  # the bookies' files, not the traces
         runs = simulate_cursor_traces(
-            RunConfig(mutant=mutant), root, seed=3, steps=100, traces=6, modes=("full", "client")
+            RunConfig(mutant=mutant), root, seed=7, steps=100, traces=8, modes=("full", "client")
         )
         return [(run.trace_id, run.lines) for run in runs]
 
@@ -116,6 +121,7 @@ def test_a_short_client_trace_conforms(tmp_path: Path) -> None:
         ("restore_ignores_no_ledger", "CursorRecovers"),
         ("restore_skips_unacked", "CursorRecovers"),
         ("trim_deletes_needed_ledger", "TrimConsumedLedgers"),
+        ("skip_unconsumed_ledger", "CursorSkipsConsumedLedger"),
     ],
 )
 def test_a_mutant_is_caught_at_its_own_step(mutant: str, event: str) -> None:
@@ -180,7 +186,7 @@ MODES = ("full", "client")
 def test_a_run_tells_the_faults_it_spent(tmp_path: Path) -> None:
     """A run's bounds are the failed writes and lost cursor ledgers the harness caused, as the full trace's last
     ``faults`` and ``lost`` say; its client trace conforms under them."""
-    runs = list(simulate_cursor_traces(RunConfig(), str(tmp_path), seed=11, steps=120, traces=4, modes=MODES))
+    runs = list(simulate_cursor_traces(RunConfig(), str(tmp_path), seed=12, steps=120, traces=4, modes=MODES))
     for run in runs:
         last: dict[str, Any] = {}
         for line in run.lines["full"]:

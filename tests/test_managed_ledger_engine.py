@@ -11,6 +11,7 @@ from ledgerspec.reference.managed_ledger import (
     BookKeeperFaults,
     BookKeeperLedgers,
     CursorRecoveryError,
+    CursorStateError,
     ManagedCursor,
     ManagedLedger,
     ManagedLedgerConfig,
@@ -206,6 +207,26 @@ def test_a_failed_znode_fallback_fails_the_mark_delete(tmp_path: Path) -> None:
     assert (cursor.status, cursor.dirty, faults.failed, broker.znode_faults.failed) == ("NoLedger", True, 1, 1)
     assert broker.cursor_znode("sub") == (-1, "0:-1")  # the znode keeps what it held
     assert broker.open().cursors["sub"].mark_delete == (0, -1)  # a crash now: the ack comes again
+
+
+def test_a_failed_first_record_spends_a_ledger_id_and_keeps_the_state_unpersisted(tmp_path: Path) -> None:
+    faults = BookKeeperFaults(first_appends=1)
+    broker = Broker(tmp_path, _config(), faults)
+    ml, cursor = _one_entry_acked(broker)
+    broker.znode_faults.writes = 1  # the fallback to the znode fails too
+    cursor.flush()  # cursor ledger 1 is created, its first record fails: it is deleted
+    assert ml.log.actions()[-1] == "CursorLedgerFirstWriteFails"
+    assert (cursor.status, cursor.dirty, faults.failed, broker.znode_faults.failed) == ("NoLedger", True, 1, 1)
+    assert broker.cursor_znode("sub") == (-1, "0:-1") and not broker.metadata.exists(broker.ledgers.path(1))
+    cursor.flush()  # the next flush creates cursor ledger 2: id 1 is spent
+    assert (cursor.status, cursor.ledger_id, cursor.dirty) == ("Open", 2, False)
+
+
+def test_a_failed_first_record_whose_fallback_succeeds_is_refused(tmp_path: Path) -> None:
+    broker = Broker(tmp_path, _config(), BookKeeperFaults(first_appends=1))
+    _, cursor = _one_entry_acked(broker)
+    with pytest.raises(CursorStateError, match="first record of cursor ledger 1 failed but its fallback"):
+        cursor.flush()
 
 
 def test_a_failed_znode_fallback_after_a_failed_append_leaves_the_ledger_named(tmp_path: Path) -> None:

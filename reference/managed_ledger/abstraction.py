@@ -18,6 +18,9 @@ spec variables           read from
 ``status`` ...           the cursor's memory (``ManagedCursor``); while the
 ``dirty``                broker is down, or before the cursor is restored,
                          ``Uninitialized`` and empty
+``slowest_position``     the managed ledger's position of the cursor
+                         (``ManagedLedger.positions``); none while the
+                         broker is down or the cursor not restored
 ``crashes``, ``faults``  the run's counts: crashes, BookKeeper calls and
 ``lost``, ``acked``      cursor-znode writes failed on purpose, cursor ledgers
                          lost; what the consumer acknowledged
@@ -91,6 +94,7 @@ class CursorAbstraction:
             else NO_LEDGER_ID,
             retired=frozenset(cursor.retired) if cursor is not None else frozenset(),
             dirty=cursor.dirty if cursor is not None else False,
+            slowest_position=cursor.ml.positions[cursor.name] if cursor is not None else NO_POSITION,
             faults=run.failed_writes,
             lost=run.losses,
             acked=frozenset(run.acked),

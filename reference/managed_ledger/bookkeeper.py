@@ -57,12 +57,14 @@ class BookKeeperError(Exception):
 
 @attrs.define
 class BookKeeperFaults:
-    """Calls to fail on purpose: the next ``creates`` creations and the next ``appends`` adds of the ledgers
-    of one ``kind`` (``"cursor"``: cursor ledgers; ``"data"``: the topic's ledgers)."""
+    """Calls to fail on purpose: the next ``creates`` creations, the next ``appends`` adds and the next
+    ``first_appends`` adds of a new ledger's first entry, of the ledgers of one ``kind`` (``"cursor"``: cursor
+    ledgers; ``"data"``: the topic's ledgers)."""
 
     kind: str = "cursor"
     creates: int = 0
     appends: int = 0
+    first_appends: int = 0
     failed: int = 0  # calls failed on purpose so far
 
     def take(self, call: str, kind: str) -> bool:
@@ -122,11 +124,12 @@ class BookKeeperLedgers:
             self.on_create(handle.ledger_id)
         return handle
 
-    def append(self, handle: LedgerHandle, data: bytes, kind: str = "data", *, injectable: bool = True) -> int:
-        """Add ``data``; ``injectable=False``: an add the ``appends`` faults leave alone."""
+    def append(self, handle: LedgerHandle, data: bytes, kind: str = "data", *, call: str = "appends") -> int:
+        """Add ``data``; ``call`` names the faults that may fail it (``appends``, or ``first_appends`` for a new
+        ledger's first entry)."""
         if not self.exists(handle.ledger_id):
             raise BookKeeperError(f"adding to ledger {handle.ledger_id} failed: the ledger no longer exists")
-        if injectable and self.faults.take("appends", kind):
+        if self.faults.take(call, kind):
             raise BookKeeperError(f"adding to ledger {handle.ledger_id} failed: no ack quorum (injected)")
         future = handle.add_entry(data)
         self._run(future.done, f"adding to ledger {handle.ledger_id}")

@@ -19,7 +19,8 @@ crash point                        the step that follows
 
 A failed BookKeeper call and the znode write that stands in for it are one
 step (``CursorLedgerCreationFails``, ``CursorLedgerWriteFails``): the spec
-has no state between them. When that znode write fails as well, the step is
+has no state between them; so are a new ledger's failed first record and its
+failed fallback (``CursorLedgerFirstWriteFails``). When that znode write fails as well, the step is
 ``CursorZnodeWriteFails``; when the znode write naming a new cursor ledger
 fails, ``CursorLedgerSwitchFails``. Either way the mark-delete fails: the
 state stays in memory, dirty, and the flush stops there.
@@ -177,15 +178,9 @@ class ManagedCursor:
         configuration falls back (``cursor_znode_fallback``), else the mark-delete fails and stays dirty."""
         bk, snapshot = self.ml.bookkeeper, self.snapshot()
         self.ml.crash_point("cursor-ledger-create")
-        handle = None
         try:
             handle = bk.create("cursor")
-            # Faults are injected at the creation: the spec's CursorLedgerCreationFails takes no ledger id,
-            # and a first write failing after the id was handed out is a step it does not have.
-            bk.append(handle, self.ml.store.encode_position_info(snapshot), "cursor", injectable=False)
         except BookKeeperError:
-            if handle is not None:
-                bk.delete(handle.ledger_id)
             if not self._falls_back_to_znode(snapshot):  # "Switch new cursor ledger failed"
                 self.ml.log.emit("CursorLedgerCreationFails")
                 return False
@@ -193,13 +188,37 @@ class ManagedCursor:
             if not skips_store and not self._fall_back_to_znode(snapshot):
                 return False
             self.dirty = False
+            self.ml.on_mark_delete_persisted(self, snapshot.mark_delete)
             self.ml.log.emit("CursorLedgerCreationFails")
+            return False
+        try:
+            bk.append(handle, self.ml.store.encode_position_info(snapshot), "cursor", call="first_appends")
+        except BookKeeperError:
+            self._first_write_fails(handle.ledger_id, snapshot)
             return False
         self.switching_to, self.switching_mark = handle, snapshot.mark_delete
         self.status = CursorStatus.SWITCHING
         self.dirty = False
         self.ml.log.emit("CursorCreatesLedger")
         return True
+
+    def _first_write_fails(self, ledger_id: int, snapshot: CursorSnapshot) -> None:
+        """The new ledger's first record fails (its id is spent): persistPositionToLedger writes the state to the
+        znode instead (persistPositionToMetaStore). When that write fails too, the ledger is deleted
+        (deleteLedgerAsync) and createNewMetadataLedger's operationFailed, on a MetaStoreException, fails the
+        pending mark-deletes: NoLedger, dirty (ManagedCursorImpl, Pulsar 4.0.7). When it succeeds, Pulsar names
+        the new ledger, which holds no record, in the znode: a step the cursor spec leaves out, refused here
+        (``CursorRun.fail_next("first_appends")`` fails the znode write with it)."""
+        try:
+            self._write_znode(NO_LEDGER_ID, snapshot, injectable=True)
+        except MetaStoreError:
+            self.ml.bookkeeper.delete(ledger_id)
+            self.ml.log.emit("CursorLedgerFirstWriteFails")
+            return
+        raise CursorStateError(
+            f"the first record of cursor ledger {ledger_id} failed but its fallback to the znode succeeded: the "
+            "switch to a ledger holding no record that follows is not a step of the cursor spec"
+        )
 
     def _switch_ledger(self) -> bool:
         """switchToNewLedger: the znode names the new ledger, with the mark-delete only; the old one goes.
@@ -227,6 +246,7 @@ class ManagedCursor:
         old = self._retire()
         self.ledger, self.ledger_id, self.records, self.switching_to = new, new.ledger_id, 1, None
         self.status = CursorStatus.OPEN
+        self.ml.on_mark_delete_persisted(self, self.switching_mark)
         self.ml.log.emit("CursorSwitchesLedger")
         self._delete_retired(old)
         return True
@@ -244,6 +264,7 @@ class ManagedCursor:
                 return False
             self.status = CursorStatus.NO_LEDGER
             self.dirty = False
+            self.ml.on_mark_delete_persisted(self, snapshot.mark_delete)
             self.ml.log.emit("CursorLedgerWriteFails")
             return True
         self.records += 1
@@ -252,6 +273,7 @@ class ManagedCursor:
         if full:  # rolloverLedgerIfNeeded: a new ledger, which starts with the state again
             self.status = CursorStatus.NO_LEDGER
         self.dirty = full
+        self.ml.on_mark_delete_persisted(self, snapshot.mark_delete)
         self.ml.log.emit("CursorPersistsToLedger")
         return True
 
@@ -342,6 +364,7 @@ class ManagedCursor:
         cursor._drop_passed()
         cursor.ledger_id = held
         ml.cursors[name] = cursor
+        ml.add_cursor(cursor)
         LOG.info("[%s] Cursor %s recovered to position %d:%d", ml.name, name, *cursor.mark_delete)
         ml.log.emit("CursorRecovers")
         return cursor
@@ -368,7 +391,9 @@ class ManagedCursor:
 
     # -- consumed ledgers ------------------------------------------------------------
     def skip_consumed_ledger(self) -> bool:
-        """maybeUpdateCursorBeforeTrimmingConsumedLedger: a mark at its ledger's last entry moves to (next, -1)."""
+        """The managed-ledger spec's ``CursorsSkipConsumedLedgers``: a mark at its ledger's last entry moves to
+        (next, -1), to be persisted. Pulsar 4.0.7 moves the managed ledger's position of the cursor instead and
+        leaves the mark (:meth:`~.managed_ledger.ManagedLedger.skip_consumed_ledgers`, as the cursor spec does)."""
         ledger, entry = self.mark_delete
         ids = self.ml.ids()
         later = [x for x in ids if x > ledger]

@@ -12,11 +12,16 @@ the cursor spec (``spec/cursor/cursor.py``) and the managed-ledger spec
 - **publish** (:meth:`ManagedLedger.add_entry`, ``EntryPublished``): add the
   entry to the last ledger; when that ledger is full (``currentLedgerIsFull``),
   roll over (``LedgerRollsOver``): close it, create the next, write the list;
-- **trim** (:meth:`ManagedLedger.trim_consumed_ledgers`): cursors at the last
-  entry of a ledger move to the start of the next
-  (``CursorSkipsConsumedLedger``); the ledgers before the slowest cursor's
-  mark-delete ledger leave the list, never the last one
-  (``TrimConsumedLedgers``), and are deleted from BookKeeper.
+- **trim** (:meth:`ManagedLedger.trim_consumed_ledgers`): the managed ledger
+  holds a position for each cursor (``ManagedCursorContainer``: the
+  mark-delete at the cursor's open, then each mark-delete a persist
+  completed); a cursor whose mark-delete is at the last entry of a ledger is
+  held at the start of the next (``CursorSkipsConsumedLedger``,
+  ``maybeUpdateCursorBeforeTrimmingConsumedLedger``: its own mark-delete
+  stays); the ledgers before the slowest of those positions' ledger (past it,
+  when the position is at its last entry and it is not the current ledger)
+  leave the list, never the last one (``TrimConsumedLedgers``,
+  ``internalTrimLedgers``), and are deleted from BookKeeper.
 
 A restart is :meth:`ManagedLedger.close` and :meth:`ManagedLedger.open` again;
 a broker crash is dropping the object: nothing is written, the store and the
@@ -56,7 +61,13 @@ MUTANTS = {
         "metadata store (apache/pulsar#20935)"
     ),
     "restore_skips_unacked": "the restore moves the mark-delete past the gaps to the last individually acked entry",
-    "trim_deletes_needed_ledger": "trimming also deletes the ledger the slowest cursor's mark-delete points into",
+    "trim_deletes_needed_ledger": (
+        "trimming also deletes the ledger the managed ledger's position of the slowest cursor points into"
+    ),
+    "skip_unconsumed_ledger": (
+        "the skip over a consumed ledger holds a cursor at the next ledger before it acknowledged its ledger's last "
+        "entry"
+    ),
     "failed_switch_keeps_new_ledger": (
         "when the znode write naming a new cursor ledger fails, the cursor writes on to that ledger instead of "
         "deleting it"
@@ -137,6 +148,7 @@ class ManagedLedger:
         self.created_ms = 0
         self.version: int | None = None  # the znode's version last written or read
         self.cursors: dict[str, ManagedCursor] = {}
+        self.positions: dict[str, Position] = {}  # ManagedCursorContainer: each cursor's position for trimming
         self.closed = False
 
     # -- opening ---------------------------------------------------------------------
@@ -288,7 +300,56 @@ class ManagedLedger:
         snapshot = CursorSnapshot(start)
         version = self.store.create_cursor(self.name, name, snapshot)
         cursor = self.cursors[name] = ManagedCursor(self, name, snapshot, version)
+        self.add_cursor(cursor)
         return cursor
+
+    def add_cursor(self, cursor: ManagedCursor) -> None:
+        """``addCursor``: the position the managed ledger holds for the cursor is its mark-delete at the open."""
+        self.positions[cursor.name] = cursor.mark_delete
+
+    def on_mark_delete_persisted(self, cursor: ManagedCursor, position: Position) -> None:
+        """``onCursorMarkDeletePositionUpdated``, called when a persist of the cursor completes (Pulsar 4.0.7)."""
+        self.positions[cursor.name] = position
+
+    def skip_consumed_ledgers(self) -> None:
+        """``maybeUpdateCursorBeforeTrimmingConsumedLedger``: a cursor whose mark-delete (in memory) is at its
+        ledger's last entry, with a later ledger listed, is held at (next ledger, -1); its own mark-delete stays
+        (``CursorSkipsConsumedLedger``)."""
+        ids = self.ids()
+        for cursor in self.cursors.values():
+            ledger, entry = cursor.mark_delete
+            later = [x for x in ids if x > ledger]
+            if cursor.status not in ACTIVE or ledger not in ids or not later or entry == -1:
+                continue
+            unconsumed = entry + 1 < self.entries_of(ledger)
+            if self.config.mutant == "skip_unconsumed_ledger":  # MUTANT: the last entry is not looked at
+                unconsumed = False
+            if unconsumed or self.positions[cursor.name] == (later[0], -1):
+                continue
+            LOG.info(
+                "Reset cursor:ManagedCursorImpl{ledger=%s, name=%s, ackPos=%d:%d} to %d:-1 since ledger consumed "
+                "completely",
+                self.name,
+                cursor.name,
+                ledger,
+                entry,
+                later[0],
+            )
+            self.positions[cursor.name] = (later[0], -1)
+            self.log.emit("CursorSkipsConsumedLedger")
+
+    def _slowest_reader_ledger(self, active: list[ManagedCursor]) -> int:
+        """``internalTrimLedgers``: the slowest reader's ledger x, or x + 1 when its position is at the last entry
+        of x and x is not the current ledger; with no cursor, one past the current ledger."""
+        current = self.ledgers[-1].ledger_id
+        if not active:
+            return current + 1
+        ledger, entry = min(self.positions[c.name] for c in active)
+        if self.config.mutant == "trim_deletes_needed_ledger":  # MUTANT: one ledger too far
+            return ledger + 1
+        if ledger in self.ids() and ledger != current and self.entries_of(ledger) == entry + 1:
+            return ledger + 1
+        return ledger
 
     def delete_cursor(self, name: str) -> None:
         """``deleteCursor``: the cursor's znode goes, and its cursor ledger if it holds one."""
@@ -299,16 +360,20 @@ class ManagedLedger:
             self.bookkeeper.delete(ledger_id)
 
     def trim_consumed_ledgers(self, *, skip_consumed: bool = True) -> list[int]:
-        """``internalTrimLedgers``, after ``maybeUpdateCursorBeforeTrimmingConsumedLedger`` (unless the caller
-        moved the cursors itself: ``skip_consumed=False``); the ledgers trimmed."""
+        """``internalTrimLedgers``, after ``maybeUpdateCursorBeforeTrimmingConsumedLedger``, by the positions the
+        managed ledger holds for its cursors; the ledgers trimmed. ``skip_consumed=False``: the caller moved and
+        persisted the cursors' mark-deletes itself (the managed-ledger spec's ``CursorsSkipConsumedLedgers``),
+        and the ledgers before the slowest mark-delete's ledger go, as that spec's ``TrimConsumedLedgers`` says."""
         self._require_open("trim")
         active = [c for c in self.cursors.values() if c.status in ACTIVE]
-        for cursor in active if skip_consumed else ():
-            cursor.skip_consumed_ledger()
         current = self.ledgers[-1].ledger_id
-        slowest = min((c.mark_delete[0] for c in active), default=current)
-        if self.config.mutant == "trim_deletes_needed_ledger":  # MUTANT: one ledger too far
-            slowest += 1
+        if skip_consumed:
+            self.skip_consumed_ledgers()
+            slowest = self._slowest_reader_ledger(active)
+        else:
+            slowest = min((c.mark_delete[0] for c in active), default=current)
+            if self.config.mutant == "trim_deletes_needed_ledger":  # MUTANT: one ledger too far
+                slowest += 1
         gone = [x for x in self.ledgers if x.ledger_id < slowest and x.ledger_id != current]
         if not gone:
             return []

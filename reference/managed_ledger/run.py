@@ -21,7 +21,8 @@ call                       steps (the cursor spec's actions)
 ``restart()``              ``ManagedLedgerOpens``, ``CursorRecovers``
 ``fail_next(call)``        the next BookKeeper ``creates`` or ``appends`` fails,
                            or (``znode_writes``) the next cursor-znode write
-                           of a switch or a fallback
+                           of a switch or a fallback, or (``first_appends``)
+                           a new cursor ledger's first record and its fallback
 ``lose_cursor_ledger()``   ``CursorLedgerLost``: the ledger the znode names is
                            gone from BookKeeper
 =========================  ===================================================
@@ -187,7 +188,8 @@ class CursorRun(BrokerHarness):
         """The broker dies: its memory is gone; the store and the bookies keep what they have."""
         self.ml = None
         self.crash_at = None
-        self.faults.creates = self.faults.appends = 0  # failures meant for this broker's calls
+        # Failures meant for this broker's calls.
+        self.faults.creates = self.faults.appends = self.faults.first_appends = 0
         self.store.faults.writes = 0
         self.crashes += 1
         self.log.emit("BrokerCrashes")
@@ -240,11 +242,19 @@ class CursorRun(BrokerHarness):
     def fail_next(self, call: str) -> None:
         """The next BookKeeper ledger creation (``creates``) or add (``appends``) fails, or the next write of the
         cursor's znode that names a new cursor ledger or stands in for a failed BookKeeper call
-        (``znode_writes``)."""
-        if call == "znode_writes":
+        (``znode_writes``). ``first_appends`` fails the first record of the next cursor ledger created and the
+        znode write that stands in for it (``CursorLedgerFirstWriteFails``)."""
+        if call in ("znode_writes", "first_appends"):
             self.store.faults.writes += 1
-            return
+            if call == "znode_writes":
+                return
         setattr(self.faults, call, getattr(self.faults, call) + 1)
+
+    @property
+    def faults_pending(self) -> bool:
+        """Is a failure armed by :meth:`fail_next` still to come?"""
+        f = self.faults
+        return bool(f.creates or f.appends or f.first_appends or self.store.faults.writes)
 
     @property
     def failed_writes(self) -> int:

@@ -18,8 +18,9 @@ Each run also tells the cursor spec's bounds on what a check cannot see, at
 what the run spent (:func:`spent_bounds`): the failed writes the harness
 caused and the cursor ledgers it lost. A client sees neither, and a check
 under the unbounded defaults must allow any number of them between two
-events, each failed switch taking a ledger id; a harness that injects the
-faults knows how many it injected.
+events, each failed switch and each failed first record of a cursor ledger
+taking a ledger id; a harness that injects the faults knows how many it
+injected.
 """
 
 from __future__ import annotations
@@ -114,12 +115,17 @@ def random_steps(run: CursorRun, rng: random.Random, steps: int, *, max_entries:
         elif choice < 0.95:
             run.crash_at = rng.choice(CRASH_POINTS)
         elif choice < 0.98:
+            if run.faults.first_appends:  # a failed first record waits for the znode write it fails with
+                continue
             kind = rng.random()
             if kind < 0.4:  # a BookKeeper call
                 run.fail_next("appends" if cursor.status == CursorStatus.OPEN and rng.random() < 0.5 else "creates")
             elif kind < 0.75:  # the next BookKeeper call of the cursor, and the znode write standing in for it
-                run.fail_next("appends" if cursor.status == CursorStatus.OPEN else "creates")
-                run.fail_next("znode_writes")
+                if cursor.status == CursorStatus.NO_LEDGER and not run.faults_pending and kind >= 0.65:
+                    run.fail_next("first_appends")  # the new cursor ledger's first record (its id is spent)
+                else:
+                    run.fail_next("appends" if cursor.status == CursorStatus.OPEN else "creates")
+                    run.fail_next("znode_writes")
             else:  # a znode write: a switch to a new cursor ledger, or a fallback
                 run.fail_next("znode_writes")
         else:

@@ -33,7 +33,8 @@ seed 003):
   When the cursor ledger cannot be created, or an append to it fails, the
   state goes to the znode instead with ``cursorsLedgerId = -1``
   (apache/pulsar#1461, #20935). A clean close writes the znode with
-  ``cursorsLedgerId = -1`` and the individual acks, then deletes the ledger;
+  ``cursorsLedgerId = -1`` and the individual acks, then deletes the ledger.
+  A new ledger whose first record fails is deleted, its id spent;
 - a broker crash (the cursor's memory is lost) and the restore
   (``ManagedCursorImpl.recover``, seed 003): ``cursorsLedgerId = -1`` takes
   the state from the znode; otherwise the last record of the cursor ledger;
@@ -44,9 +45,22 @@ seed 003):
   mark-delete at ``(l, -1)`` of a ledger that is gone to the next ledger, and
   one past the last entry back to it;
 - opening the managed ledger (drop the last ledger if empty, create a new
-  one), then the reset of a cursor that consumed its ledger to
-  ``(next ledger, -1)`` and the trimming of consumed ledgers
-  (``maybeUpdateCursorBeforeTrimmingConsumedLedger``, ``internalTrimLedgers``);
+  one) and the trimming of consumed ledgers, by the position the managed
+  ledger holds for the cursor (``slowest_position``, its entry in
+  ``ManagedCursorContainer``; Pulsar 4.0.7), not by the cursor's mark-delete:
+  each completed persist sets it to the persisted mark-delete
+  (``onCursorMarkDeletePositionUpdated`` in ``internalMarkDelete``'s
+  callback), the open to the restored one (``addCursor``), and
+  ``maybeUpdateCursorBeforeTrimmingConsumedLedger`` to ``(next ledger, -1)``
+  when the mark-delete in memory is at its ledger's last entry, leaving the
+  cursor's own mark-delete where it is. ``internalTrimLedgers`` deletes the
+  ledgers before that position's ledger ``x``, or up to ``x`` when the
+  position is at the last entry of ``x`` and ``x`` is not the current ledger.
+  So a ledger the durable state points into may be trimmed (by that rule, or
+  after a skip while the mark-delete is unpersisted), and a restored
+  mark-delete may lie in a trimmed ledger (``recoveredCursor`` moves only a
+  position ``(l, -1)``): docs/real-systems.md. What trimming keeps is every
+  message the consumer did not acknowledge;
 - a failed write of the znode while the broker keeps running: the write that
   names a new cursor ledger (``switchToNewLedger``: the new ledger is deleted,
   the cursor keeps the one it held, and the pending mark-deletes fail), and
@@ -75,12 +89,22 @@ What is left out, and why that is sound here:
   gives up their durability past the cap) and closes that write the ranges to
   the cursor ledger because there are too many for the znode;
 - the znode's version check (one broker owns the topic);
+- when the skip over a consumed ledger runs: Pulsar 4.0.7 runs it at the open
+  and after each rollover, here it may run at any time the cursor is active
+  (more behaviours, the ones Pulsar has among them); ``advanceCursorsIfNecessary``,
+  which acks trimmed entries for cursors behind them, changes nothing for one
+  durable cursor, which the trim never passes (``TrimPositionBehindCursor``);
 - a failed znode write of a close (``persistPositionWhenClosing``: the close
   fails and the cursor stays in state Closing, taking no further step) and of
   the restore's rollback: neither changes a store, and what follows is a
   broker stop, which the crash step covers;
 - a new cursor ledger's deletion after a failed switch failing: the ledger is
-  then left over, named by nothing, as after a crash before the switch.
+  then left over, named by nothing, as after a crash before the switch;
+- a new cursor ledger whose first record fails but whose fallback write to the
+  znode succeeds: Pulsar 4.0.7 then names that ledger, which holds no record,
+  in the znode, and a restore before the next persist rolls back without the
+  individual acks persisted before (docs/real-systems.md). The spec has the
+  branch where the fallback fails too (``CursorLedgerFirstWriteFails``).
 
 The fallback to the znode after a failed cursor-ledger creation is the
 constant ``ZnodeFallback``. By default it follows Pulsar 4.0.7: the state goes
@@ -130,7 +154,13 @@ BUGS = {
         "metadata store (apache/pulsar#20935)"
     ),
     "restore_skips_unacked": "the restore moves the mark-delete to the last individually acked entry",
-    "trim_deletes_needed_ledger": "trimming also deletes the ledger the cursor's mark-delete points into",
+    "trim_deletes_needed_ledger": (
+        "trimming also deletes the ledger the managed ledger's position of the cursor points into"
+    ),
+    "skip_unconsumed_ledger": (
+        "the skip over a consumed ledger moves the managed ledger's position of the cursor past a ledger whose "
+        "last entry the cursor has not acknowledged"
+    ),
 }
 
 #: When a failed cursor-ledger creation falls back to the znode (the constant ``ZnodeFallback``).
@@ -187,6 +217,7 @@ class CursorState:
     switching_to: int  # the new cursor ledger written but not yet named in the znode, or -1
     retired: frozenset[int]  # old cursor ledgers to delete
     dirty: bool  # acknowledgements in memory that no persist covers yet
+    slowest_position: Position  # the managed ledger's position of the cursor (ManagedCursorContainer): trimming's
     # -- the environment
     faults: int  # failed writes to BookKeeper and to the znode so far (at most MaxFaults)
     lost: int  # cursor ledgers lost so far (at most MaxLedgerLoss)
@@ -314,6 +345,17 @@ class CursorSpec(Spec[CursorState]):
         """Does a failed cursor-ledger creation write the state to the znode (``ZnodeFallback``)?"""
         return self.ZnodeFallback == ALWAYS or no_messages_after(self.ids(s), self.counter(s), s.mark_delete)
 
+    def durable_covers(self, s: CursorState) -> frozenset[Message]:
+        """The messages the durable state covers: the znode's state when it names no cursor ledger, else the last
+        record of the ledger it names, or the znode's mark-delete when that ledger holds none."""
+        info = s.znode
+        records = self.records_of(s, info.cursors_ledger) if info.cursors_ledger != NONE else None
+        if info.cursors_ledger == NONE:
+            return self.covered(s, info.mark_delete, info.ranges, info.batch)
+        if records:
+            return self.covered(s, records[-1].mark_delete, records[-1].ranges, records[-1].batch)
+        return self.covered(s, info.mark_delete, frozenset(), frozenset())
+
     def recovered_position(self, s: CursorState, md: Position) -> Position:
         """``recoveredCursor`` (``positions.recovered_position``) over the managed ledger's list."""
         return recovered_position(self.ids(s), self.counter(s), md)
@@ -339,6 +381,7 @@ class CursorSpec(Spec[CursorState]):
             switching_to=NONE,
             retired=frozenset(),
             dirty=False,
+            slowest_position=start,
             faults=0,
             lost=0,
             acked=frozenset(),
@@ -396,7 +439,9 @@ class CursorSpec(Spec[CursorState]):
 
     @action()
     def CursorSwitchesLedger(self, s: CursorState) -> CursorState | None:
-        """switchToNewLedger: the znode names the new ledger (mark-delete only); the old one is retired."""
+        """switchToNewLedger: the znode names the new ledger (mark-delete only); the old one is retired. The
+        mark-delete is done: the managed ledger holds the persisted position (internalMarkDelete's
+        operationComplete, onCursorMarkDeletePositionUpdated, Pulsar 4.0.7)."""
         if s.status != SWITCHING:
             return None
         first = (self.records_of(s, s.switching_to) or ())[-1]
@@ -408,6 +453,7 @@ class CursorSpec(Spec[CursorState]):
             cursor_ledger=s.switching_to,
             switching_to=NONE,
             retired=retired,
+            slowest_position=first.mark_delete,
             durable=s.durable | self.covered(s, first.mark_delete, first.ranges, first.batch),
         )
 
@@ -424,7 +470,26 @@ class CursorSpec(Spec[CursorState]):
         znode = s.znode
         if self.Bug != "no_store_fallback":
             znode = CursorInfo(NONE, s.mark_delete, s.ranges, s.batch)
-        return evolve(s, znode=znode, dirty=False, faults=s.faults + 1, durable=s.durable | self.cursor_covers(s))
+        return evolve(
+            s,
+            znode=znode,
+            dirty=False,
+            slowest_position=s.mark_delete,
+            faults=s.faults + 1,
+            durable=s.durable | self.cursor_covers(s),
+        )
+
+    @action()
+    def CursorLedgerFirstWriteFails(self, s: CursorState) -> CursorState | None:
+        """ManagedCursorImpl.createNewMetadataLedger (Pulsar 4.0.7): BookKeeper creates the cursor ledger, so its
+        id is spent, but the append of its first record fails. persistPositionToLedger falls back to the znode
+        (persistPositionToMetaStore) and that write fails too: the new ledger is deleted (deleteLedgerAsync, never
+        read) and operationFailed, seeing a MetaStoreException, fails the pending mark-deletes: NoLedger, the state
+        in memory only. Two failed calls, as CursorZnodeWriteFails. When the fallback write succeeds instead,
+        Pulsar names the new ledger, which holds no record, in the znode: left out (docs/real-systems.md)."""
+        if s.status != NO_LEDGER or not s.dirty or s.faults + 2 > self.MaxFaults:
+            return None
+        return evolve(s, next_id=s.next_id + 1, faults=s.faults + 2)
 
     @action()
     def CursorPersistsToLedger(self, s: CursorState) -> CursorState | None:
@@ -444,6 +509,7 @@ class CursorSpec(Spec[CursorState]):
             cursor_ledgers=ledgers,
             status=NO_LEDGER if full else OPEN,
             dirty=full,  # rolloverLedgerIfNeeded: the next ledger starts with the state again
+            slowest_position=s.mark_delete,
             durable=s.durable | self.cursor_covers(s),
         )
 
@@ -461,6 +527,7 @@ class CursorSpec(Spec[CursorState]):
             znode=CursorInfo(NONE, s.mark_delete, s.ranges, s.batch),
             status=NO_LEDGER,
             dirty=False,
+            slowest_position=s.mark_delete,
             faults=faults,
             durable=s.durable | self.cursor_covers(s),
         )
@@ -515,7 +582,8 @@ class CursorSpec(Spec[CursorState]):
 
     @action()
     def CursorCloses(self, s: CursorState) -> CursorState | None:
-        """A clean close: the znode gets the whole state with cursorsLedgerId = -1; the cursor ledger is retired."""
+        """A clean close: the znode gets the whole state with cursorsLedgerId = -1; the cursor ledger is retired.
+        persistPositionWhenClosing tells the managed ledger nothing: its position of the cursor stays."""
         if s.status not in (NO_LEDGER, OPEN):
             return None
         retired = s.retired | {s.cursor_ledger} if s.cursor_ledger != NONE else s.retired
@@ -547,6 +615,7 @@ class CursorSpec(Spec[CursorState]):
             switching_to=NONE,
             retired=frozenset(),
             dirty=False,
+            slowest_position=NO_POSITION,
         )
 
     @action()
@@ -562,7 +631,9 @@ class CursorSpec(Spec[CursorState]):
     @action()
     def CursorRecovers(self, s: CursorState) -> CursorState | None:
         """recover: from the znode when cursorsLedgerId = -1, else from the cursor ledger's last record;
-        when that ledger cannot be read, roll back to the znode's mark-delete and persist it."""
+        when that ledger cannot be read, roll back to the znode's mark-delete and persist it. Then
+        recoveredCursor; the managed ledger holds the restored mark-delete for the cursor (addCursor,
+        ManagedLedgerImpl, Pulsar 4.0.7)."""
         if not s.broker_up or s.status != UNINITIALIZED:
             return None
         info = s.znode
@@ -582,27 +653,57 @@ class CursorSpec(Spec[CursorState]):
         md = self.recovered_position(s, md)
         ranges = frozenset(p for p in ranges if p > md)
         batch = frozenset(m for m in batch if (m[0], m[1]) > md)
-        return evolve(s, znode=znode, status=NO_LEDGER, mark_delete=md, ranges=ranges, batch=batch, cursor_ledger=holds)
+        return evolve(
+            s,
+            znode=znode,
+            status=NO_LEDGER,
+            mark_delete=md,
+            ranges=ranges,
+            batch=batch,
+            cursor_ledger=holds,
+            slowest_position=md,
+        )
 
     @action()
     def CursorSkipsConsumedLedger(self, s: CursorState) -> CursorState | None:
-        """maybeUpdateCursorBeforeTrimmingConsumedLedger: a mark-delete at its ledger's last entry moves to
-        (next ledger, -1)."""
+        """ManagedLedgerImpl.maybeUpdateCursorBeforeTrimmingConsumedLedger (Pulsar 4.0.7, at the open and after a
+        rollover; here at any time): when the cursor's mark-delete in memory is at its ledger's last entry and a
+        later ledger is listed, the managed ledger's position of the cursor moves to (next ledger, -1)
+        (onCursorMarkDeletePositionUpdated). The cursor's own mark-delete stays, and nothing is persisted:
+        trimming may then delete the ledger the cursor's durable state points into (the restore keeps such a
+        mark-delete: recoveredCursor moves only (l, -1))."""
         if s.status not in ACTIVE:
             return None
         ledger, entry = s.mark_delete
         ids = self.ids(s)
         after = next_ledger(ids, ledger)
-        if ledger not in ids or after is None or entry == -1 or entry + 1 < self.counter(s)(ledger):
+        if ledger not in ids or after is None or entry == -1:
             return None
-        return evolve(s, mark_delete=(after, -1), dirty=True)
+        if entry + 1 < self.counter(s)(ledger) and self.Bug != "skip_unconsumed_ledger":
+            return None
+        if s.slowest_position == (after, -1):
+            return None
+        return evolve(s, slowest_position=(after, -1))
+
+    def slowest_reader_ledger(self, s: CursorState) -> int:
+        """internalTrimLedgers (ManagedLedgerImpl, Pulsar 4.0.7): the slowest reader's ledger x, or x + 1 when its
+        position is at the last entry of x and x is not the current ledger."""
+        ledger, entry = s.slowest_position
+        if ledger in self.ids(s) and ledger != s.ledgers[-1][0] and self.counter(s)(ledger) == entry + 1:
+            return ledger + 1
+        return ledger
 
     @action()
     def TrimConsumedLedgers(self, s: CursorState) -> CursorState | None:
-        """internalTrimLedgers: the ledgers before the cursor's mark-delete ledger are deleted, never the last."""
+        """internalTrimLedgers: the ledgers before the slowest reader's ledger are deleted, never the current one.
+        Trimming by the cursor's mark-delete in memory instead would lose no unacknowledged message either (that
+        mark-delete covers only acknowledged ones): no invariant here tells the two apart."""
         if s.status not in ACTIVE:
             return None
-        slowest = s.mark_delete[0] + (1 if self.Bug == "trim_deletes_needed_ledger" else 0)
+        if self.Bug == "trim_deletes_needed_ledger":
+            slowest = s.slowest_position[0] + 1
+        else:
+            slowest = self.slowest_reader_ledger(s)
         last = s.ledgers[-1][0]
         gone = frozenset(x for x in s.ledgers if x[0] < slowest and x[0] != last)
         if not gone:
@@ -667,6 +768,21 @@ class CursorSpec(Spec[CursorState]):
         return None
 
     @invariant
+    def TrimPositionBehindCursor(self, s: CursorState) -> str | None:
+        """The managed ledger's position of the cursor covers no message the cursor does not: trimming never
+        passes what the cursor acknowledged."""
+        if s.status not in ACTIVE:
+            return None
+        ahead = sorted(self.covered(s, s.slowest_position, frozenset(), frozenset()) - self.cursor_covers(s))
+        if ahead:
+            ledger, entry, index = ahead[0]
+            return (
+                f"the managed ledger trims up to {ledger_entry(s.slowest_position)}, past message {ledger}:{entry} "
+                f"(batch index {index}), which the cursor (mark-delete {ledger_entry(s.mark_delete)}) does not cover"
+            )
+        return None
+
+    @invariant
     def TrimKeepsUnconsumedEntries(self, s: CursorState) -> str | None:
         """No trimmed ledger holds a message the consumer did not acknowledge."""
         for ledger, count in sorted(s.deleted):
@@ -696,8 +812,22 @@ class CursorSpec(Spec[CursorState]):
 
     @reachable
     def CursorResetToNextLedger(self, s: CursorState) -> bool:
-        """The cursor moved past a consumed ledger to (next ledger, -1), as in seed 003."""
-        return s.status in ACTIVE and s.mark_delete[1] == -1 and s.mark_delete[0] > 0
+        """The managed ledger moved its position of the cursor past a consumed ledger to (next ledger, -1), as in
+        seed 003, and the cursor's mark-delete stayed at the last entry."""
+        return s.status in ACTIVE and s.slowest_position[1] == -1 and s.mark_delete < s.slowest_position
+
+    @reachable
+    def TrimmedPastDurableState(self, s: CursorState) -> bool:
+        """A trimmed ledger holds a message the cursor's durable state does not cover: the skip read the
+        mark-delete in memory, not persisted (Pulsar 4.0.7)."""
+        durable = self.durable_covers(s)
+        return any(not self.entry_messages(x, e) <= durable for x, n in s.deleted for e in range(n))
+
+    @reachable
+    def RestoredIntoTrimmedLedger(self, s: CursorState) -> bool:
+        """After a crash, the restored mark-delete lies in a ledger that was trimmed (Pulsar 4.0.7 trims by the
+        skip before the cursor persists past that ledger; recoveredCursor keeps the position)."""
+        return s.crashes > 0 and s.status in ACTIVE and s.mark_delete[0] not in self.ids(s)
 
     @reachable
     def ConsumedLedgerTrimmed(self, s: CursorState) -> bool:

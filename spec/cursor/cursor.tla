@@ -15,7 +15,9 @@
 (* cursorsLedgerId = -1 when it has no ledger, cannot create one, cannot   *)
 (* append to it, or closes; the broker crashes and the cursor is restored  *)
 (* from the znode, from its ledger's last record, or rolled back when that *)
-(* ledger is gone; consumed ledgers are skipped over and trimmed.  A znode *)
+(* ledger is gone.  The managed ledger trims by the position it holds for  *)
+(* the cursor, set by each completed persist, by the open and by the skip  *)
+(* over a consumed ledger, not by the cursor's mark-delete.  A znode       *)
 (* write that fails (the switch to a new cursor ledger, or the fallback)   *)
 (* fails the mark-delete: the state stays in memory, to persist again.     *)
 (***************************************************************************)
@@ -36,7 +38,7 @@ ASSUME /\ \A k \in {MaxEntries, MaxCrashes, MaxFaults, MaxLedgerLoss} : k \in Na
        /\ \A k \in {MaxEntriesPerLedger, BatchSize, MetadataMaxEntriesPerLedger} : k \in Nat \ {0}
        /\ ZnodeFallback \in {"no_messages_after", "always"}
        /\ Bug \in {"none", "restore_ignores_no_ledger", "no_store_fallback", "restore_skips_unacked",
-                   "trim_deletes_needed_ledger"}
+                   "trim_deletes_needed_ledger", "skip_unconsumed_ledger"}
 
 VARIABLES
     \* -- the managed ledger (metadata store) and BookKeeper
@@ -56,6 +58,7 @@ VARIABLES
     switching_to,    \* the new cursor ledger written but not yet named in the znode, or -1
     retired,         \* old cursor ledgers to delete
     dirty,           \* acknowledgements in memory that no persist covers yet
+    slowest_position, \* the managed ledger's position of the cursor (ManagedCursorContainer), which trimming reads
     \* -- the environment
     faults,          \* failed writes to BookKeeper and the znode so far
     lost,            \* cursor ledgers lost so far
@@ -64,7 +67,7 @@ VARIABLES
     durable          \* acknowledgements covered by a completed persist
 
 store_vars == <<ledgers, deleted, next_id, cursor_ledgers, znode>>
-cursor_vars == <<status, mark_delete, ranges, batch, cursor_ledger, switching_to, retired, dirty>>
+cursor_vars == <<status, mark_delete, ranges, batch, cursor_ledger, switching_to, retired, dirty, slowest_position>>
 vars == <<store_vars, broker_up, crashes, cursor_vars, faults, lost, acked, durable>>
 
 -----------------------------------------------------------------------------
@@ -140,6 +143,7 @@ Init ==
     /\ switching_to = None
     /\ retired = {}
     /\ dirty = FALSE
+    /\ slowest_position = <<0, -1>>
     /\ faults = 0
     /\ lost = 0
     /\ acked = {}
@@ -184,7 +188,7 @@ ConsumerAcks(l, e, i) ==
     /\ dirty' = TRUE
     /\ acked' = acked \cup {<<l, e, i>>}
     /\ UNCHANGED <<store_vars, broker_up, crashes, status, cursor_ledger, switching_to, retired,
-                   faults, lost, durable>>
+                   slowest_position, faults, lost, durable>>
 
 -----------------------------------------------------------------------------
 (* Persisting the cursor. *)
@@ -199,15 +203,19 @@ CursorCreatesLedger ==
     /\ switching_to' = next_id
     /\ dirty' = FALSE
     /\ UNCHANGED <<ledgers, deleted, znode, broker_up, crashes, mark_delete, ranges, batch, cursor_ledger,
-                   retired, faults, lost, acked, durable>>
+                   retired, slowest_position, faults, lost, acked, durable>>
 
-\* switchToNewLedger: the znode names the new ledger (mark-delete only); the old one is retired.
+(* switchToNewLedger: the znode names the new ledger (mark-delete only);  *)
+(* the old one is retired.  The mark-delete is done: the managed ledger    *)
+(* holds the persisted position (internalMarkDelete's operationComplete,   *)
+(* onCursorMarkDeletePositionUpdated, Pulsar 4.0.7).                       *)
 CursorSwitchesLedger ==
     /\ status = SwitchingLedger
     /\ LET records == RecordsOf(switching_to)
            record == records[Len(records)]
        IN /\ znode' = CursorInfo(switching_to, record.mark_delete, {}, {})
           /\ durable' = durable \cup Covered(record.mark_delete, record.ranges, record.batch)
+          /\ slowest_position' = record.mark_delete
     /\ status' = Open
     /\ cursor_ledger' = switching_to
     /\ switching_to' = None
@@ -233,10 +241,28 @@ CursorLedgerCreationFails ==
        THEN /\ znode' = IF Bug = "no_store_fallback" THEN znode ELSE CursorInfo(None, mark_delete, ranges, batch)
             /\ dirty' = FALSE
             /\ durable' = durable \cup CursorCovers
-       ELSE UNCHANGED <<znode, dirty, durable>>
+            /\ slowest_position' = mark_delete
+       ELSE UNCHANGED <<znode, dirty, durable, slowest_position>>
     /\ faults' = faults + 1
     /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, status, mark_delete, ranges,
                    batch, cursor_ledger, switching_to, retired, lost, acked>>
+
+(* ManagedCursorImpl.createNewMetadataLedger (Pulsar 4.0.7): BookKeeper    *)
+(* creates the cursor ledger, so its id is spent, but the append of its    *)
+(* first record fails.  persistPositionToLedger falls back to the znode    *)
+(* (persistPositionToMetaStore) and that write fails too: the new ledger   *)
+(* is deleted (deleteLedgerAsync, never read) and operationFailed, seeing  *)
+(* a MetaStoreException, fails the pending mark-deletes: NoLedger, the     *)
+(* state in memory only.  Two failed calls, as CursorZnodeWriteFails.      *)
+(* When the fallback write succeeds instead, Pulsar names the new ledger,  *)
+(* which holds no record, in the znode: left out (docs/real-systems.md).   *)
+CursorLedgerFirstWriteFails ==
+    /\ status = NoLedger
+    /\ dirty
+    /\ faults + 2 <= MaxFaults
+    /\ next_id' = next_id + 1
+    /\ faults' = faults + 2
+    /\ UNCHANGED <<ledgers, deleted, cursor_ledgers, znode, broker_up, crashes, cursor_vars, lost, acked, durable>>
 
 (* persistPositionToLedger: append the state to the cursor ledger; a full  *)
 (* ledger is then replaced (rolloverLedgerIfNeeded: the next ledger starts *)
@@ -254,6 +280,7 @@ CursorPersistsToLedger ==
           /\ status' = IF full THEN NoLedger ELSE Open
           /\ dirty' = full
     /\ durable' = durable \cup CursorCovers
+    /\ slowest_position' = mark_delete
     /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, mark_delete, ranges, batch,
                    cursor_ledger, switching_to, retired, faults, lost, acked>>
 
@@ -270,6 +297,7 @@ CursorLedgerWriteFails ==
     /\ status' = NoLedger
     /\ dirty' = FALSE
     /\ durable' = durable \cup CursorCovers
+    /\ slowest_position' = mark_delete
     /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, mark_delete, ranges, batch,
                    cursor_ledger, switching_to, retired, lost, acked>>
 
@@ -288,7 +316,7 @@ CursorLedgerSwitchFails ==
     /\ dirty' = TRUE
     /\ faults' = faults + 1
     /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, mark_delete, ranges, batch,
-                   cursor_ledger, retired, lost, acked, durable>>
+                   cursor_ledger, retired, slowest_position, lost, acked, durable>>
 
 (* The failed writes of a persist whose fallback to the znode fails: the   *)
 (* BookKeeper call (none when the cursor ledger is gone, which fails every *)
@@ -311,7 +339,7 @@ CursorZnodeWriteFails ==
     /\ status' = NoLedger
     /\ faults' = faults + ZnodeWriteFailureCost
     /\ UNCHANGED <<store_vars, broker_up, crashes, mark_delete, ranges, batch, cursor_ledger, switching_to,
-                   retired, dirty, lost, acked, durable>>
+                   retired, dirty, slowest_position, lost, acked, durable>>
 
 \* A cursor ledger no longer named by the znode is deleted.
 CursorDeletesOldLedger(l) ==
@@ -320,9 +348,11 @@ CursorDeletesOldLedger(l) ==
     /\ cursor_ledgers' = WithoutCursorLedger(l)
     /\ retired' = retired \ {l}
     /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, status, mark_delete, ranges, batch,
-                   cursor_ledger, switching_to, dirty, faults, lost, acked, durable>>
+                   cursor_ledger, switching_to, dirty, slowest_position, faults, lost, acked, durable>>
 
-\* A clean close: the znode gets the whole state with cursorsLedgerId = -1; the cursor ledger is retired.
+(* A clean close: the znode gets the whole state with cursorsLedgerId =   *)
+(* -1; the cursor ledger is retired.  persistPositionWhenClosing tells the *)
+(* managed ledger nothing: its position of the cursor stays.               *)
 CursorCloses ==
     /\ status \in {NoLedger, Open}
     /\ znode' = CursorInfo(None, mark_delete, ranges, batch)
@@ -332,7 +362,7 @@ CursorCloses ==
     /\ dirty' = FALSE
     /\ durable' = durable \cup CursorCovers
     /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, mark_delete, ranges, batch,
-                   switching_to, faults, lost, acked>>
+                   switching_to, slowest_position, faults, lost, acked>>
 
 -----------------------------------------------------------------------------
 (* The broker's crash and the restore. *)
@@ -351,6 +381,7 @@ BrokerCrashes ==
     /\ switching_to' = None
     /\ retired' = {}
     /\ dirty' = FALSE
+    /\ slowest_position' = NoPosition
     /\ UNCHANGED <<store_vars, faults, lost, acked, durable>>
 
 \* The broker opens the managed ledger again: an empty last ledger is dropped and a new one created.
@@ -367,7 +398,9 @@ ManagedLedgerOpens ==
 (* recover: from the znode when cursorsLedgerId = -1; else from the cursor *)
 (* ledger's last record; when that ledger cannot be read, roll back to the *)
 (* znode's mark-delete raised to the first position (getRollbackPosition), *)
-(* with no individual acks, and persist that.  Then recoveredCursor.       *)
+(* with no individual acks, and persist that.  Then recoveredCursor; the   *)
+(* managed ledger holds the restored mark-delete for the cursor (addCursor, *)
+(* ManagedLedgerImpl, Pulsar 4.0.7).                                       *)
 CursorRecovers ==
     /\ broker_up
     /\ status = Uninitialized
@@ -387,6 +420,7 @@ CursorRecovers ==
           /\ mark_delete' = md
           /\ ranges' = After(md, rs0)
           /\ batch' = BatchAfter(md, bs0)
+          /\ slowest_position' = md
     /\ status' = NoLedger
     /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, switching_to, retired, dirty,
                    faults, lost, acked, durable>>
@@ -394,23 +428,39 @@ CursorRecovers ==
 -----------------------------------------------------------------------------
 (* Consumed ledgers. *)
 
-(* maybeUpdateCursorBeforeTrimmingConsumedLedger: a mark-delete at its     *)
-(* ledger's last entry moves to <<next ledger, -1>>.                       *)
+(* ManagedLedgerImpl.maybeUpdateCursorBeforeTrimmingConsumedLedger (Pulsar *)
+(* 4.0.7, at the open and after a rollover; here at any time): when the    *)
+(* cursor's mark-delete in memory is at its ledger's last entry and a      *)
+(* later ledger is listed, the managed ledger's position of the cursor     *)
+(* moves to <<next ledger, -1>> (onCursorMarkDeletePositionUpdated).  The  *)
+(* cursor's own mark-delete stays, and nothing is persisted: trimming may  *)
+(* then delete the ledger the cursor's durable state points into (the      *)
+(* restore keeps such a mark-delete: recoveredCursor moves only <<l, -1>>). *)
 CursorSkipsConsumedLedger ==
     /\ status \in Active
     /\ mark_delete[1] \in Range(Ids)
     /\ NextLedgerOf(mark_delete[1]) # None
     /\ mark_delete[2] # -1
-    /\ mark_delete[2] + 1 >= CountOf(mark_delete[1])
-    /\ mark_delete' = <<NextLedgerOf(mark_delete[1]), -1>>
-    /\ dirty' = TRUE
-    /\ UNCHANGED <<store_vars, broker_up, crashes, status, ranges, batch, cursor_ledger, switching_to, retired,
-                   faults, lost, acked, durable>>
+    /\ mark_delete[2] + 1 >= CountOf(mark_delete[1]) \/ Bug = "skip_unconsumed_ledger"
+    /\ slowest_position # <<NextLedgerOf(mark_delete[1]), -1>>
+    /\ slowest_position' = <<NextLedgerOf(mark_delete[1]), -1>>
+    /\ UNCHANGED <<store_vars, broker_up, crashes, status, mark_delete, ranges, batch, cursor_ledger, switching_to,
+                   retired, dirty, faults, lost, acked, durable>>
 
-\* internalTrimLedgers: the ledgers before the cursor's mark-delete ledger are deleted, never the last.
+(* internalTrimLedgers (ManagedLedgerImpl, Pulsar 4.0.7): the slowest      *)
+(* reader's ledger x, or x + 1 when its position is at the last entry of x *)
+(* and x is not the current ledger.                                        *)
+SlowestReaderLedger ==
+    LET p == slowest_position
+    IN IF p[1] \in Range(Ids) /\ p[1] # ledgers[Len(ledgers)][1] /\ CountOf(p[1]) = p[2] + 1 THEN p[1] + 1 ELSE p[1]
+
+(* The ledgers before the slowest reader's ledger are deleted, never the   *)
+(* current one.  Trimming by the cursor's mark-delete in memory instead    *)
+(* would lose no unacknowledged message either (that mark-delete covers    *)
+(* only acknowledged ones): no invariant here tells the two apart.         *)
 TrimConsumedLedgers ==
     /\ status \in Active
-    /\ LET slowest == IF Bug = "trim_deletes_needed_ledger" THEN mark_delete[1] + 1 ELSE mark_delete[1]
+    /\ LET slowest == IF Bug = "trim_deletes_needed_ledger" THEN slowest_position[1] + 1 ELSE SlowestReaderLedger
            last == ledgers[Len(ledgers)][1]
            gone == {x \in Range(ledgers) : x[1] < slowest /\ x[1] # last}
        IN /\ gone # {}
@@ -429,7 +479,7 @@ CursorLedgerLost(l) ==
     /\ retired' = retired \ {l}
     /\ lost' = lost + 1
     /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, status, mark_delete, ranges, batch,
-                   cursor_ledger, switching_to, dirty, faults, acked, durable>>
+                   cursor_ledger, switching_to, dirty, slowest_position, faults, acked, durable>>
 
 -----------------------------------------------------------------------------
 Next ==
@@ -439,6 +489,7 @@ Next ==
     \/ CursorCreatesLedger
     \/ CursorSwitchesLedger
     \/ CursorLedgerCreationFails
+    \/ CursorLedgerFirstWriteFails
     \/ CursorPersistsToLedger
     \/ CursorLedgerWriteFails
     \/ CursorLedgerSwitchFails
@@ -474,6 +525,11 @@ CursorSkipsNoUnackedMessage ==
 (* cursor, also after a restore (unless BookKeeper lost the cursor ledger).*)
 OnlyUnpersistedAcksRedelivered ==
     status # Uninitialized /\ lost = 0 => durable \subseteq CursorCovers
+
+(* The managed ledger's position of the cursor covers no message the      *)
+(* cursor does not: trimming never passes what the cursor acknowledged.    *)
+TrimPositionBehindCursor ==
+    status \in Active => Covered(slowest_position, {}, {}) \subseteq CursorCovers
 
 \* No trimmed ledger holds a message the consumer did not acknowledge.
 TrimKeepsUnconsumedEntries ==

@@ -6,23 +6,29 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 
 __all__ = ["MODELS"]
 
-# Every action: beside the defaults' crash and failed writes, a cursor ledger lost (the defaults lose none).
-LOST_LEDGER = CheckedModel({"MaxEntries": 2, "MaxLedgerLoss": 1}, 30_888, "a lost cursor ledger")
+# Every action: beside the defaults' crash, a cursor ledger lost (the defaults lose none) and two failed writes
+# (a new cursor ledger's first record and its fallback to the znode).
+EVERY_ACTION = CheckedModel(
+    {"MaxEntries": 2, "MaxFaults": 2, "MaxLedgerLoss": 1},
+    48_393,
+    "a lost cursor ledger, a failed BookKeeper write and its znode fallback too",
+)
 
 MODELS = SpecModels(
     checked=(
-        CheckedModel({"MaxEntries": 2}, 15_507),
-        LOST_LEDGER,
-        CheckedModel({"MaxEntries": 1, "BatchSize": 2}, 3_275, "batch acks"),
+        CheckedModel({"MaxEntries": 2}, 9_298),
+        EVERY_ACTION,
+        CheckedModel({"MaxEntries": 1, "BatchSize": 2}, 2_294, "batch acks"),
         CheckedModel(
             {"MaxEntries": 1, "BatchSize": 2, "ZnodeFallback": "always"},
-            2_911,
+            1_968,
             "the znode fallback after every failed creation (apache/pulsar#20935)",
         ),
         CheckedModel(
-            {"MaxEntries": 1, "MetadataMaxEntriesPerLedger": 1, "MaxLedgerLoss": 1}, 938, "cursor-ledger rollover"
+            {"MaxEntries": 1, "BatchSize": 2, "MetadataMaxEntriesPerLedger": 1, "MaxFaults": 0, "MaxLedgerLoss": 1},
+            1_922,
+            "cursor-ledger rollover",
         ),
-        CheckedModel({"MaxEntries": 1, "MaxFaults": 2}, 896, "a failed BookKeeper write and its znode fallback too"),
     ),
     # Each breaks the invariant that names it, with the same shortest counterexample in both engines.
     seeded_bugs=(
@@ -30,11 +36,12 @@ MODELS = SpecModels(
         SeededBug("no_store_fallback", "OnlyUnpersistedAcksRedelivered", 7),
         SeededBug("restore_skips_unacked", "CursorSkipsNoUnackedMessage", 8),
         SeededBug("trim_deletes_needed_ledger", "TrimKeepsUnconsumedEntries", 5),
+        SeededBug("skip_unconsumed_ledger", "TrimPositionBehindCursor", 6),
     ),
     explored={
         "loss": {"MaxEntries": 2, "MaxLedgerLoss": 1},
         "batches": {"MaxEntries": 1, "BatchSize": 2},
         "faults": {"MaxEntries": 1, "MaxFaults": 2},
     },
-    presets={"faults": LOST_LEDGER},
+    presets={"faults": EVERY_ACTION},
 )

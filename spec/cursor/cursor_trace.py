@@ -14,7 +14,9 @@ Two observation modes:
     A harness that sees the broker's memory, the znodes and the cursor
     ledgers (an abstraction function): every step is logged, by the
     ``broker`` (or ``bookkeeper`` for a lost ledger), and every variable may
-    be reported but ``durable``, a history variable no implementation holds.
+    be reported but ``durable``, a history variable no implementation holds;
+    ``slowest_position`` is the managed ledger's position of the cursor
+    (``ManagedCursorContainer``), which trimming reads.
 ``client``
     What the producer, the consumer and an operator see: publishes,
     rollovers, acknowledgements, the broker crashing, the managed ledger
@@ -35,9 +37,10 @@ Two observation modes:
     quotient (:func:`unread_history_dropped`) merges the states that differ
     only in what no step reads again; the checker keeps one per class. Of
     states that differ only in ``faults`` (the mode's ``spent`` budget) it
-    keeps the one that failed least. A failed switch takes a ledger id, so
-    under unbounded ``MaxFaults`` a check must allow any number of failed
-    switches between two publishes: a harness that injects the faults checks
+    keeps the one that failed least. A failed switch takes a ledger id, and
+    so does a cursor ledger whose first record failed, so under unbounded
+    ``MaxFaults`` a check must allow any number of them between two
+    publishes: a harness that injects the faults checks
     under the number it injected (``simulation.spent_bounds`` of the
     reference cursor).
 
@@ -131,6 +134,7 @@ _INSIDE = (
     "CursorCreatesLedger",
     "CursorSwitchesLedger",
     "CursorLedgerCreationFails",
+    "CursorLedgerFirstWriteFails",
     "CursorPersistsToLedger",
     "CursorLedgerWriteFails",
     "CursorLedgerSwitchFails",
@@ -243,6 +247,10 @@ def _explain_creation_fails(spec: CursorSpec, s: CursorState) -> str | None:
     return _need(s, NO_LEDGER, "only a cursor ledger's creation can fail") or _faults(spec, s)
 
 
+def _explain_first_write_fails(spec: CursorSpec, s: CursorState) -> str | None:
+    return _need(s, NO_LEDGER, "only a new cursor ledger's first record can fail") or _faults(spec, s, 2)
+
+
 def _explain_persist(spec: CursorSpec, s: CursorState) -> str | None:
     if why := _need(s, OPEN, "it appends only to a cursor ledger it holds open"):
         return why
@@ -308,10 +316,14 @@ def _explain_skip(spec: CursorSpec, s: CursorState) -> str | None:
         return why
     ledger, entry = s.mark_delete
     ids = spec.ids(s)
-    if ledger not in ids or next_ledger(ids, ledger) is None:
+    after = next_ledger(ids, ledger)
+    if ledger not in ids or after is None:
         return f"ledger {ledger} of the mark-delete {ledger}:{entry} is not followed by another in the list"
-    if entry == -1 or entry + 1 < spec.counter(s)(ledger):
+    unconsumed = entry + 1 < spec.counter(s)(ledger) and spec.Bug != "skip_unconsumed_ledger"
+    if entry == -1 or unconsumed:
         return f"the mark-delete {ledger}:{entry} is not at the last entry of ledger {ledger}"
+    if s.slowest_position == (after, -1):
+        return f"the managed ledger holds the cursor at {after}:-1 already"
     return None
 
 
@@ -319,7 +331,11 @@ def _explain_trim(spec: CursorSpec, s: CursorState) -> str | None:
     if why := _inactive(s):
         return why
     if spec.TrimConsumedLedgers(s) is None:
-        return f"no ledger other than the last lies before ledger {s.mark_delete[0]} of the mark-delete"
+        ledger, entry = s.slowest_position
+        return (
+            f"no ledger other than the last lies before ledger {spec.slowest_reader_ledger(s)}, the slowest "
+            f"reader's (the managed ledger holds the cursor at {ledger}:{entry})"
+        )
     return None
 
 
@@ -338,6 +354,7 @@ EXPLAIN: dict[str, Explanation] = {
     "CursorCreatesLedger": _explain_create,
     "CursorSwitchesLedger": _explain_switch,
     "CursorLedgerCreationFails": _explain_creation_fails,
+    "CursorLedgerFirstWriteFails": _explain_first_write_fails,
     "CursorPersistsToLedger": _explain_persist,
     "CursorLedgerWriteFails": _explain_write_fails,
     "CursorLedgerSwitchFails": _explain_switch_fails,
@@ -366,6 +383,13 @@ GUARDS: dict[str, Sequence[Guard]] = {
             "AckPersisted",
             lambda spec, s: s.status != UNINITIALIZED and s.lost == 0 and bool(s.durable),
             "an acknowledgement was persisted, and no cursor ledger was lost",
+        ),
+    ),
+    "TrimPositionBehindCursor": (
+        Guard(
+            "TrimPositionCoversMessages",
+            lambda spec, s: s.status in ACTIVE and bool(spec.covered(s, s.slowest_position, frozenset(), frozenset())),
+            "the managed ledger's position of the cursor covers messages",
         ),
     ),
     "TrimKeepsUnconsumedEntries": (
