@@ -9,6 +9,7 @@ import crc32c
 import pytest
 from ledgerspec.reference.managed_ledger.entry_format import EntryFormatError, Message, decode_message, encode_message
 from ledgerspec.reference.managed_ledger.message_id import MessageId
+from ledgerspec.reference.managed_ledger.refinement import TopicRefinement
 from ledgerspec.reference.managed_ledger.topic import DEDUP_CURSOR, DUPLICATE
 from ledgerspec.reference.managed_ledger.topic_run import TopicRun, TopicRunConfig
 
@@ -97,3 +98,20 @@ def test_message_ids_carry_the_partition_and_batch_indexes(tmp_path: Path) -> No
     run = TopicRun(str(tmp_path), TopicRunConfig(batch_size=3, partitioned=True))
     _publish(run)
     assert run.last_id == MessageId(0, 0, 0, 2)
+
+
+def test_a_reopened_topic_confirms_the_last_entry_written_and_caps_a_cursor_there(tmp_path: Path) -> None:
+    """initializeBookKeeper steps lastConfirmedEntry back over the empty ledger dropped; recoveredCursor caps a
+    subscription moved to that ledger's (l, -1) at it: a step back over no entry, which the spec allows."""
+    run = TopicRun(str(tmp_path), TopicRunConfig(max_entries_per_ledger=1, messages=2))
+    check = TopicRefinement(run)
+    _publish(run)
+    assert run.roll_over() and run.consume(1) and run.skip_consumed()
+    assert run.ml is not None
+    first, dropped = run.ml.ids()
+    assert run.subscription(1).mark_delete == (dropped, -1)
+    run.crash()
+    run.restart()
+    assert run.ml is not None and run.ml.ids()[0] == first and dropped not in run.ml.ids()
+    assert run.ml.last_confirmed() == (first, 0) == run.subscription(1).mark_delete
+    assert check.state.last_confirmed == (1, 0) and check.state.mark_delete == ((1, 0),)

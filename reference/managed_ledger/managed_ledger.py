@@ -42,7 +42,7 @@ from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
 from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore, StoredLedger
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
 from ledgerspec.spec.cursor.cursor import NO_MESSAGES_AFTER, ZNODE_FALLBACKS
-from ledgerspec.spec.positions import NO_POSITION, Position, last_confirmed, no_messages_after, recovered_position
+from ledgerspec.spec.positions import NO_POSITION, Position, no_messages_after, recovered_position
 
 __all__ = ["LOG", "MUTANTS", "ManagedLedger", "ManagedLedgerConfig", "ManagedLedgerError"]
 
@@ -135,6 +135,7 @@ class ManagedLedger:
         self.ledgers: list[_Ledger] = []
         self.current: LedgerHandle | None = None
         self.created_ms = 0
+        self.last_confirmed_entry: Position = NO_POSITION  # lastConfirmedEntry: the last entry readers are shown
         self.version: int | None = None  # the znode's version last written or read
         self.cursors: dict[str, ManagedCursor] = {}
         self.closed = False
@@ -166,6 +167,7 @@ class ManagedLedger:
             self.ledgers = [_Ledger(x.ledger_id, x.entries, x.size, x.timestamp) for x in ledgers]
             self._recover_last_ledger()
         self._create_current()
+        self.last_confirmed_entry = self._opened_last_confirmed()
         if stored is not None:
             self.log.emit("ManagedLedgerOpens")
             for cursor in self.store.cursor_names(self.name):
@@ -189,6 +191,15 @@ class ManagedLedger:
         else:
             last.entries, last.size = entries, handle.metadata.length
             last.timestamp = last.timestamp or self.clock()
+
+    def _opened_last_confirmed(self) -> Position:
+        """``lastConfirmedEntry`` once the new ledger is created (``initializeBookKeeper``, Pulsar 4.0.7): the new
+        ledger's ``(l, -1)``, stepped back over the ledgers that hold no entry to the last entry of the latest
+        that holds one."""
+        written = [x for x in self.ledgers[:-1] if x.entries > 0]
+        if not written:
+            return (self.ledgers[-1].ledger_id, -1)
+        return (written[-1].ledger_id, written[-1].entries - 1)
 
     def _create_current(self) -> None:
         handle = self.bookkeeper.create()
@@ -221,15 +232,18 @@ class ManagedLedger:
         return (self.ledgers[0].ledger_id, -1) if self.ledgers else NO_POSITION
 
     def last_confirmed(self) -> Position:
-        return last_confirmed(self.ids(), self.entries_of)
+        """``getLastPosition``: ``lastConfirmedEntry``, set by each add and when the managed ledger is opened; a
+        rollover leaves it at the last entry of the ledger closed."""
+        return self.last_confirmed_entry
 
     def no_messages_after(self, position: Position) -> bool:
         """``isNoMessagesAfterPos``: no entry of the list lies after the position."""
         return no_messages_after(self.ids(), self.entries_of, position)
 
     def recovered_position(self, mark_delete: Position) -> Position:
-        """``recoveredCursor``: a mark at (l, -1) of a ledger gone moves to the next; none passes the last entry."""
-        return recovered_position(self.ids(), self.entries_of, mark_delete)
+        """``recoveredCursor``: a mark at (l, -1) of a ledger gone moves to the next; none passes
+        ``lastConfirmedEntry``."""
+        return min(recovered_position(self.ids(), self.entries_of, mark_delete), self.last_confirmed_entry)
 
     # -- publishing ------------------------------------------------------------------
     def add_entry(self, data: bytes, *, roll_over: bool = True) -> Position:
@@ -242,6 +256,7 @@ class ManagedLedger:
         entry_id = self.bookkeeper.append(self.current, data)
         last = self.ledgers[-1]
         last.entries, last.size = last.entries + 1, last.size + len(data)
+        self.last_confirmed_entry = (last.ledger_id, entry_id)  # OpAddEntry.run
         self.log.emit("EntryPublished")
         if roll_over:
             self.roll_over_if_full()

@@ -19,7 +19,8 @@ spec variables           read from
                          set, the last record of that cursor ledger (from the
                          bookies), moved on as ``recoveredCursor`` moves it
 ``broker_up`` ...        the topic and its managed ledger: the ledger written,
-``highest_pushed``       its age, the adds waiting, the deduplication state
+``highest_pushed``,      its age, the adds waiting, the deduplication state,
+``last_confirmed``       its ``lastConfirmedEntry``
 ``crashes``, ``sent``    the run's count of crashes, and its producers
 ``acked``, ``net``,
 ``last_id``
@@ -37,7 +38,7 @@ from ledgerspec.spec.managed_ledger.managed_ledger import (
     ManagedLedgerSpec,
     ManagedLedgerState,
 )
-from ledgerspec.spec.positions import Position, recovered_position
+from ledgerspec.spec.positions import NO_POSITION, Position, recovered_position
 
 __all__ = ["TopicAbstraction"]
 
@@ -65,6 +66,7 @@ class TopicAbstraction:
         topic = run.topic
         current, age, highest = NO_LEDGER, 0, tuple(-1 for _ in run.producers)
         pending: tuple[tuple[int, int], ...] = ()
+        last_confirmed: Position = NO_POSITION
         if topic is not None:
             ml = topic.ml
             if ml.current is not None:
@@ -72,6 +74,8 @@ class TopicAbstraction:
                 age = run.now - ml.created_ms
             pending = tuple((topic.producer_number(w.producer), w.sequence_id) for w in topic.waiting)
             highest = tuple(topic.highest_pushed.get(p.name, -1) for p in run.producers)
+            ledger, entry = ml.last_confirmed()
+            last_confirmed = (self.number(ledger), entry)
         last = run.last_id
         return ManagedLedgerState(
             ledgers=tuple(self.number(x) for x in ids),
@@ -83,6 +87,7 @@ class TopicAbstraction:
             age=age,
             pending=pending,
             highest_pushed=highest,
+            last_confirmed=last_confirmed,
             crashes=run.crashes,
             sent=tuple(p.sent for p in run.producers),
             acked=tuple(p.acked for p in run.producers),

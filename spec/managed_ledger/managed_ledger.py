@@ -33,11 +33,17 @@ the broker's ``MessageDeduplication``; BRIEF section 4, seeds 002 and 003):
   from the list if it is empty, create a new ledger, and rebuild the dedup
   state from the entries written (standing for Pulsar's dedup cursor snapshot
   and the replay of the entries after it);
+- ``lastConfirmedEntry`` (``last_confirmed``), the last entry readers are
+  shown: each add sets it; reopening sets it to the new ledger's ``(l, -1)``
+  stepped back to the last entry of the latest ledger of the list that holds
+  one (``initializeBookKeeper``), and a rollover leaves it be;
 - durable cursors ``1 .. NumCursors``, reduced to their mark-delete position,
   which a consumer moves forward one entry at a time; it is persisted at
   once (the cursor spec, ``cursor.py``, models how it is persisted and
   restored). Reopening restores it as ``recoveredCursor`` does: a position
-  ``(l, -1)`` of the empty ledger just dropped moves to the next ledger;
+  ``(l, -1)`` of the empty ledger just dropped moves to the next ledger, and
+  none passes ``lastConfirmedEntry``, so it may step back over no entry
+  (``MarkDeleteNeverMovesBackwards`` allows that: the same entries consumed);
 - trimming (``maybeUpdateCursorBeforeTrimmingConsumedLedger``, then
   ``internalTrimLedgers``): a cursor whose mark-delete is the last entry of a
   ledger moves to ``(next ledger, -1)``; then every ledger of the list below
@@ -85,7 +91,14 @@ from ledgerspec.spec.kernel import (
     invariant,
     reachable,
 )
-from ledgerspec.spec.positions import Position, next_ledger, next_position, recovered_position
+from ledgerspec.spec.positions import (
+    NO_POSITION,
+    Position,
+    next_ledger,
+    next_position,
+    no_messages_after,
+    recovered_position,
+)
 
 __all__ = ["BUGS", "ManagedLedgerSpec", "ManagedLedgerState", "MessageId"]
 
@@ -93,6 +106,10 @@ BUGS = {
     "none": "the managed ledger as Pulsar implements it",
     "trim_deletes_needed_ledger": "trimming also deletes the ledger the slowest cursor's mark-delete points into",
     "dedup_forgets_on_reopen": "reopening the managed ledger does not rebuild the dedup state from the entries",
+    "reopen_confirms_new_ledger": (
+        "reopening the managed ledger sets lastConfirmedEntry to the new ledger's (l, -1) without stepping back "
+        "to the last entry written"
+    ),
 }
 
 NO_LEDGER = -1  # the broker writes to no ledger: it is down, or between two ledgers
@@ -114,6 +131,7 @@ class ManagedLedgerState:
     age: int  # ticks since the current ledger was created
     pending: tuple[tuple[int, int], ...]  # adds sent to BookKeeper and not yet completed, in order
     highest_pushed: tuple[int, ...]  # producer -> highest sequence id accepted (the dedup state)
+    last_confirmed: Position  # lastConfirmedEntry: the last entry readers are shown; NO_POSITION while down
     crashes: int  # broker crashes so far (at most MaxCrashes)
     # -- producers
     sent: tuple[int, ...]  # producer -> sequence ids sent so far (the next one to send)
@@ -212,6 +230,15 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             return ((pos[0], pos[1], self.partition, -1),)
         return tuple((pos[0], pos[1], self.partition, i) for i in range(self.BatchSize))
 
+    def opened_last_confirmed(self, s: ManagedLedgerState, kept: tuple[int, ...], ledger: int) -> Position:
+        """``lastConfirmedEntry`` as ``ManagedLedgerImpl.initializeBookKeeper`` sets it once the new ledger is
+        created (Pulsar 4.0.7): ``(ledger, -1)``, stepped back over the ledgers of the list that hold no entry to
+        the last entry of the latest that holds one."""
+        written = [x for x in kept if s.entries[x - 1]]
+        if not written or self.Bug == "reopen_confirms_new_ledger":
+            return (ledger, -1)
+        return (written[-1], len(s.entries[written[-1] - 1]) - 1)
+
     def recovered_dedup(self, entries: tuple[tuple[tuple[int, int], ...], ...]) -> tuple[int, ...]:
         """The highest sequence id each producer has in the entries written."""
         highest = [-1] * self.NumProducers
@@ -232,6 +259,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             age=0,
             pending=(),
             highest_pushed=tuple(-1 for _ in self.producers),
+            last_confirmed=(1, -1),
             crashes=0,
             sent=tuple(0 for _ in self.producers),
             acked=tuple(-1 for _ in self.producers),
@@ -276,7 +304,8 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
 
     @action()
     def BookKeeperCompletesAdd(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
-        """The oldest add in flight reaches its ack quorum; the producer gets its message ids."""
+        """The oldest add in flight reaches its ack quorum; the producer gets its message ids, readers the entry
+        (``OpAddEntry.run`` sets ``lastConfirmedEntry``, Pulsar 4.0.7)."""
         if not s.broker_up or not s.pending:
             return None
         (p, seq), rest = s.pending[0], s.pending[1:]
@@ -288,6 +317,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             pending=rest,
             acked=_replace(s.acked, p - 1, seq),
             last_id=ids[-1],
+            last_confirmed=(s.current, len(ledger)),
         )
 
     @action()
@@ -324,13 +354,16 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             age=0,
             pending=(),
             highest_pushed=tuple(-1 for _ in self.producers),
+            last_confirmed=NO_POSITION,
             crashes=s.crashes + 1,
             net=tuple(() for _ in self.producers),
         )
 
     @action()
     def ManagedLedgerOpens(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
-        """initialize: recover-open the last ledger, drop it if empty, create a new one, rebuild the dedup state."""
+        """initialize: recover-open the last ledger, drop it if empty, create a new one, rebuild the dedup state,
+        restore the cursors (``ManagedLedgerImpl.initialize``, ``initializeBookKeeper``, ``initializeCursors``;
+        ``ManagedCursorImpl.recoveredCursor``; Pulsar 4.0.7)."""
         if s.broker_up:
             return None
         ledgers, deleted = s.ledgers, s.deleted
@@ -341,8 +374,10 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         if self.Bug != "dedup_forgets_on_reopen":
             dedup = self.recovered_dedup(s.entries)
         listed, entries = (*ledgers, new), (*s.entries, ())
-        # The cursors are restored (recoveredCursor): a mark at (l, -1) of the ledger dropped moves on.
-        marks = tuple(recovered_position(listed, lambda x: len(entries[x - 1]), md) for md in s.mark_delete)
+        last = self.opened_last_confirmed(s, ledgers, new)
+        # The cursors are restored (recoveredCursor): a mark at (l, -1) of the ledger dropped moves on, and none
+        # passes lastConfirmedEntry.
+        marks = tuple(min(recovered_position(listed, lambda x: len(entries[x - 1]), md), last) for md in s.mark_delete)
         return evolve(
             s,
             ledgers=listed,
@@ -352,6 +387,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             broker_up=True,
             current=new,
             highest_pushed=dedup,
+            last_confirmed=last,
         )
 
     # -- cursors and trimming ----------------------------------------------------------
@@ -435,6 +471,23 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         return None
 
     @invariant
+    def LastConfirmedIsLastEntry(self, s: ManagedLedgerState) -> str | None:
+        """lastConfirmedEntry is the last entry of the list, or (l, -1) with no entry in a ledger of the list below
+        l: readers are shown every entry."""
+        if not s.broker_up:
+            return None
+        ledger, entry = s.last_confirmed
+        if not no_messages_after(s.ledgers, lambda x: len(s.entries[x - 1]), s.last_confirmed):
+            return f"lastConfirmedEntry {ledger}:{entry} is before the last entry of the ledger list"
+        if entry == -1:
+            below = [x for x in s.ledgers if x < ledger and s.entries[x - 1]]
+            if below:
+                return f"lastConfirmedEntry {ledger}:-1 hides the entries of ledger {below[-1]}"
+        elif entry >= len(s.entries[ledger - 1]):
+            return f"lastConfirmedEntry {ledger}:{entry} is no entry written"
+        return None
+
+    @invariant
     def DedupPersistsNoDuplicate(self, s: ManagedLedgerState) -> str | None:
         """No (producer, sequence id) is written twice."""
         seen: dict[tuple[int, int], Position] = {}
@@ -471,9 +524,11 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
 
     @action_property
     def MarkDeleteNeverMovesBackwards(self, s: ManagedLedgerState, t: ManagedLedgerState) -> str | None:
-        """A cursor's persisted mark-delete position only moves forward."""
+        """A cursor's persisted mark-delete position only moves forward, or back over no entry: recoveredCursor
+        caps (l, -1) of a ledger dropped at the last entry before it, the same entries consumed."""
         for c, before, after in zip(self.cursors, s.mark_delete, t.mark_delete, strict=True):
-            if after < before:
+            passed = any(after < (x, e) <= before for x, es in enumerate(t.entries, 1) for e in range(len(es)))
+            if after < before and passed:
                 return f"cursor {c}'s mark-delete moved back from {before[0]}:{before[1]} to {after[0]}:{after[1]}"
         return None
 

@@ -22,9 +22,12 @@
 (*  - a broker crash (a prefix of the adds in flight may have reached the  *)
 (*    bookies) and the reopen: recover the last ledger, drop it if empty,  *)
 (*    create a new one, rebuild the dedup state from the entries;          *)
+(*  - lastConfirmedEntry, what readers are shown: set by each add, and on  *)
+(*    reopen stepped back from the new ledger to the last entry written;   *)
 (*  - durable cursors reduced to their persisted mark-delete position      *)
 (*    (cursor.tla models their persistence), restored on reopen as         *)
-(*    recoveredCursor does, and trimming: a cursor at a                    *)
+(*    recoveredCursor does (never past lastConfirmedEntry: a step back     *)
+(*    over no entry), and trimming: a cursor at a                          *)
 (*    ledger's last entry moves to <<next ledger, -1>>, then the ledgers   *)
 (*    below the slowest cursor's ledger go, never the current one.         *)
 (*                                                                         *)
@@ -53,7 +56,7 @@ CONSTANTS
 ASSUME /\ BatchSize >= 1 /\ MaxEntriesPerLedger >= 1 /\ Partitioned \in BOOLEAN
        /\ \A k \in {NumProducers, MaxMessages, NumCursors, MaxCrashes, MaxSizePerLedger,
                     MaximumRolloverTime, MinimumRolloverTime} : k \in Nat
-       /\ Bug \in {"none", "trim_deletes_needed_ledger", "dedup_forgets_on_reopen"}
+       /\ Bug \in {"none", "trim_deletes_needed_ledger", "dedup_forgets_on_reopen", "reopen_confirms_new_ledger"}
 
 VARIABLES
     \* -- the metadata store and the bookies
@@ -67,6 +70,7 @@ VARIABLES
     age,             \* ticks since the current ledger was created
     pending,         \* adds sent to BookKeeper, not yet completed, in order
     highest_pushed,  \* producer -> highest sequence id accepted (the dedup state)
+    last_confirmed,  \* lastConfirmedEntry: the last entry readers are shown, or NoPosition while down
     crashes,         \* broker crashes so far
     \* -- producers
     sent,            \* producer -> sequence ids sent so far
@@ -75,7 +79,7 @@ VARIABLES
     last_id          \* the last message id handed to a producer
 
 store_vars == <<ledgers, entries, deleted, mark_delete>>
-broker_vars == <<broker_up, current, age, pending, highest_pushed, crashes>>
+broker_vars == <<broker_up, current, age, pending, highest_pushed, last_confirmed, crashes>>
 producer_vars == <<sent, acked, net, last_id>>
 vars == <<store_vars, broker_vars, producer_vars>>
 
@@ -84,6 +88,7 @@ Producers == 1 .. NumProducers
 Cursors == 1 .. NumCursors
 NoLedger == -1
 Max(a, b) == IF a >= b THEN a ELSE b
+PosMin(a, b) == IF PosLeq(a, b) THEN a ELSE b
 
 (* currentLedgerIsFull: a space or time limit is reached, and the ledger   *)
 (* is older than the minimum rollover time.                                *)
@@ -107,6 +112,19 @@ IdLess(a, b) == \E i \in 1 .. 4 : a[i] < b[i] /\ \A j \in 1 .. i - 1 : a[j] = b[
 
 AllEntries == UNION {Range(entries[l]) : l \in DOMAIN entries}
 
+(* lastConfirmedEntry as ManagedLedgerImpl.initializeBookKeeper sets it  *)
+(* once the new ledger l is created (Pulsar 4.0.7): <<l, -1>>, stepped    *)
+(* back over the ledgers of the list that hold no entry to the last entry *)
+(* of the latest that holds one.                                          *)
+OpenedLastConfirmed(kept, l) ==
+    LET written == {x \in Range(kept) : Len(entries[x]) > 0}
+    IN IF written = {} \/ Bug = "reopen_confirms_new_ledger" THEN <<l, -1>>
+       ELSE <<SetMax(written), Len(entries[SetMax(written)]) - 1>>
+
+(* No entry lies in (a, b]: a and b stand for the same entries consumed.   *)
+NoEntryBetween(es, a, b) ==
+    ~\E l \in DOMAIN es : \E i \in DOMAIN es[l] : PosLess(a, <<l, i - 1>>) /\ PosLeq(<<l, i - 1>>, b)
+
 \* The highest sequence id each producer has in the entries written.
 RecoveredDedup == [p \in Producers |-> SetMax({-1} \cup {m[2] : m \in {m \in AllEntries : m[1] = p}})]
 
@@ -128,6 +146,7 @@ Init ==
     /\ age = 0
     /\ pending = <<>>
     /\ highest_pushed = [p \in Producers |-> -1]
+    /\ last_confirmed = <<1, -1>>
     /\ crashes = 0
     /\ sent = [p \in Producers |-> 0]
     /\ acked = [p \in Producers |-> -1]
@@ -172,9 +191,11 @@ BrokerReceives(p) ==
           ELSE /\ highest_pushed' = [highest_pushed EXCEPT ![p] = seq]
                /\ pending' = Append(pending, <<p, seq>>)
                /\ UNCHANGED acked
-    /\ UNCHANGED <<store_vars, broker_up, current, age, crashes, sent, last_id>>
+    /\ UNCHANGED <<store_vars, broker_up, current, age, last_confirmed, crashes, sent, last_id>>
 
-\* The oldest add in flight reaches its ack quorum; the producer gets its message ids.
+(* The oldest add in flight reaches its ack quorum; the producer gets its *)
+(* message ids, readers the entry (OpAddEntry.run sets lastConfirmedEntry, *)
+(* Pulsar 4.0.7).                                                          *)
 BookKeeperCompletesAdd ==
     /\ broker_up
     /\ pending # <<>>
@@ -182,6 +203,7 @@ BookKeeperCompletesAdd ==
           /\ entries' = [entries EXCEPT ![current] = Append(@, m)]
           /\ acked' = [acked EXCEPT ![m[1]] = m[2]]
           /\ last_id' = LastMessageId(<<current, Len(entries[current])>>)
+          /\ last_confirmed' = <<current, Len(entries[current])>>
     /\ pending' = Tail(pending)
     /\ UNCHANGED <<ledgers, deleted, mark_delete, broker_up, current, age, highest_pushed, crashes, sent, net>>
 
@@ -197,7 +219,7 @@ LedgerRollsOver ==
     /\ entries' = Append(entries, <<>>)
     /\ current' = Len(entries) + 1
     /\ age' = 0
-    /\ UNCHANGED <<deleted, mark_delete, broker_up, pending, highest_pushed, crashes, producer_vars>>
+    /\ UNCHANGED <<deleted, mark_delete, broker_up, pending, highest_pushed, last_confirmed, crashes, producer_vars>>
 
 \* Time passes for the current ledger (only as far as the rollover rules can tell).
 ClockTicks ==
@@ -205,7 +227,7 @@ ClockTicks ==
     /\ current # NoLedger
     /\ age < MaxAge
     /\ age' = age + 1
-    /\ UNCHANGED <<store_vars, broker_up, current, pending, highest_pushed, crashes, producer_vars>>
+    /\ UNCHANGED <<store_vars, broker_up, current, pending, highest_pushed, last_confirmed, crashes, producer_vars>>
 
 (* The broker dies: its memory and connections are gone; the first k adds  *)
 (* in flight reached the bookies.                                          *)
@@ -218,12 +240,15 @@ BrokerCrashes(k) ==
     /\ age' = 0
     /\ pending' = <<>>
     /\ highest_pushed' = [p \in Producers |-> -1]
+    /\ last_confirmed' = NoPosition
     /\ crashes' = crashes + 1
     /\ net' = [p \in Producers |-> <<>>]
     /\ UNCHANGED <<ledgers, deleted, mark_delete, sent, acked, last_id>>
 
 (* initialize: recover-open the last ledger, drop it if empty, create a    *)
-(* new one, rebuild the dedup state from the entries, restore the cursors. *)
+(* new one, rebuild the dedup state from the entries, restore the cursors  *)
+(* (ManagedLedgerImpl.initialize, initializeBookKeeper, initializeCursors; *)
+(* ManagedCursorImpl.recoveredCursor; Pulsar 4.0.7).                       *)
 ManagedLedgerOpens ==
     /\ ~broker_up
     /\ LET dropLast == Len(ledgers) > 0 /\ entries[ledgers[Len(ledgers)]] = <<>>
@@ -235,9 +260,12 @@ ManagedLedgerOpens ==
           /\ deleted' = IF dropLast THEN deleted \cup {ledgers[Len(ledgers)]} ELSE deleted
           /\ current' = new
           /\ entries' = newEntries
-          \* The cursors are restored (recoveredCursor): a mark at <<l, -1>> of the ledger dropped moves on.
+          /\ last_confirmed' = OpenedLastConfirmed(kept, new)
+          (* The cursors are restored (recoveredCursor): a mark at <<l, -1>> of *)
+          (* the ledger dropped moves on, and none passes lastConfirmedEntry.   *)
           /\ mark_delete' = [c \in Cursors |->
-                                RecoveredPosition(listed, LAMBDA l : Len(newEntries[l]), mark_delete[c])]
+                                PosMin(RecoveredPosition(listed, LAMBDA l : Len(newEntries[l]), mark_delete[c]),
+                                       OpenedLastConfirmed(kept, new))]
     /\ broker_up' = TRUE
     /\ highest_pushed' = IF Bug = "dedup_forgets_on_reopen" THEN [p \in Producers |-> -1] ELSE RecoveredDedup
     /\ UNCHANGED <<age, pending, crashes, producer_vars>>
@@ -316,6 +344,15 @@ NoAcknowledgedMessageLost ==
             /\ entries[l][i] = <<p, seq>>
             /\ l \in Range(ledgers) \/ \A c \in Cursors : PosLeq(<<l, i - 1>>, mark_delete[c])
 
+(* lastConfirmedEntry is the last entry of the list, or <<l, -1>> with no  *)
+(* entry in a ledger of the list below l: readers are shown every entry.  *)
+LastConfirmedIsLastEntry ==
+    broker_up =>
+        /\ NoMessagesAfter(ledgers, LAMBDA l : Len(entries[l]), last_confirmed)
+        /\ IF last_confirmed[2] = -1
+           THEN \A x \in Range(ledgers) : x < last_confirmed[1] => entries[x] = <<>>
+           ELSE last_confirmed[2] < Len(entries[last_confirmed[1]])
+
 \* No <<producer, sequence id>> is written twice.
 DedupPersistsNoDuplicate ==
     \A l1, l2 \in DOMAIN entries : \A i \in DOMAIN entries[l1] : \A j \in DOMAIN entries[l2] :
@@ -329,6 +366,9 @@ TrimKeepsUnconsumedEntries ==
 \* Message ids handed to producers strictly increase within the partition (a PROPERTY).
 MessageIdsIncrease == [][last_id' # last_id => IdLess(last_id, last_id')]_vars
 
-\* A cursor's persisted mark-delete position only moves forward (a PROPERTY).
-MarkDeleteNeverMovesBackwards == [][\A c \in Cursors : PosLeq(mark_delete[c], mark_delete'[c])]_vars
+(* A cursor's persisted mark-delete position only moves forward, or back  *)
+(* over no entry: recoveredCursor caps <<l, -1>> of a ledger dropped at    *)
+(* the last entry before it, the same entries consumed (a PROPERTY).       *)
+MarkDeleteNeverMovesBackwards ==
+    [][\A c \in Cursors : PosLeq(mark_delete[c], mark_delete'[c]) \/ NoEntryBetween(entries', mark_delete'[c], mark_delete[c])]_vars
 =============================================================================
