@@ -39,8 +39,16 @@ STEPS = 40
 CONFIGS = {
     "two producers": TopicRunConfig(producers=2, messages=3, cursors=1),
     "batches, partitioned, age": TopicRunConfig(
-        producers=1, messages=4, batch_size=2, partitioned=True, maximum_rollover=2, minimum_rollover=1, cursors=2
+        producers=1,
+        messages=4,
+        batch_size=2,
+        partitioned=True,
+        maximum_rollover=2,
+        minimum_rollover=1,
+        ticks=2,
+        cursors=2,
     ),
+    "limits of 0": TopicRunConfig(producers=2, messages=2, max_entries_per_ledger=0, maximum_rollover=0, cursors=1),
 }
 
 

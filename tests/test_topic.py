@@ -115,3 +115,32 @@ def test_a_reopened_topic_confirms_the_last_entry_written_and_caps_a_cursor_ther
     assert run.ml is not None and run.ml.ids()[0] == first and dropped not in run.ml.ids()
     assert run.ml.last_confirmed() == (first, 0) == run.subscription(1).mark_delete
     assert check.state.last_confirmed == (1, 0) and check.state.mark_delete == ((1, 0),)
+
+
+def test_the_batch_that_fills_the_ledger_is_its_last_and_later_ones_wait_for_the_next(tmp_path: Path) -> None:
+    """internalAsyncAddEntry counts the add and those in flight: the one that fills the ledger is written to it,
+    the ledger closes after it, and the batches that arrive meanwhile go to the next ledger."""
+    run = TopicRun(str(tmp_path), TopicRunConfig(producers=2, messages=2, max_entries_per_ledger=2))
+    check = TopicRefinement(run)
+    for p in (1, 1, 2, 2):
+        run.send(p)
+    for p in (1, 1, 2):
+        run.receive(p)
+    assert run.topic is not None and run.topic.closing
+    assert [w.sequence_id for w in run.topic.waiting] == [0, 1] and [w.producer for w in run.topic.queued] == [
+        "producer-2"
+    ]
+    assert not run.roll_over()  # the ledger's last add is still in flight
+    run.complete_add()
+    run.complete_add()
+    assert run.roll_over() and run.ml is not None and len(run.ml.ids()) == 2
+    assert [w.producer for w in run.topic.waiting] == ["producer-2"] and not run.topic.queued
+    assert not run.topic.closing and check.state.pending == ((2, 0),)
+
+
+def test_a_limit_of_zero_fills_the_ledger_at_once_as_in_pulsar(tmp_path: Path) -> None:
+    run = TopicRun(str(tmp_path), TopicRunConfig(max_entries_per_ledger=0, maximum_rollover=0))
+    TopicRefinement(run)
+    run.send(1)
+    run.receive(1)
+    assert run.topic is not None and run.topic.closing  # the first add is the ledger's last

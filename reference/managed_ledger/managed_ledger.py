@@ -22,10 +22,10 @@ A restart is :meth:`ManagedLedger.close` and :meth:`ManagedLedger.open` again;
 a broker crash is dropping the object: nothing is written, the store and the
 bookies keep what they have.
 
-Rollover (seed 002): the ledger is full when it holds ``max_entries_per_ledger``
-entries or ``max_size_per_ledger_bytes`` bytes, or is ``maximum_rollover_ms``
-old; and, if ``minimum_rollover_ms`` is set, it is older than that. A limit of
-0 is no limit (in Pulsar a zero maximum rollover time rolls at every add).
+Rollover (seed 002, ``currentLedgerIsFull``): the ledger is full when it holds
+``max_entries_per_ledger`` entries or ``max_size_per_ledger_bytes`` bytes, or is
+``maximum_rollover_ms`` old; and, if ``minimum_rollover_ms`` is set, it is older
+than that. A limit of 0 is reached at once, as in Pulsar's ``ManagedLedgerConfig``.
 """
 
 from __future__ import annotations
@@ -267,10 +267,8 @@ class ManagedLedger:
         c, last = self.config, self.ledgers[-1]
         age = self.clock() - self.created_ms
         entries = last.entries + in_flight
-        space = entries >= c.max_entries_per_ledger or (
-            c.max_size_per_ledger_bytes > 0 and last.size >= c.max_size_per_ledger_bytes
-        )
-        aged = c.maximum_rollover_ms > 0 and age >= c.maximum_rollover_ms
+        space = entries >= c.max_entries_per_ledger or last.size >= c.max_size_per_ledger_bytes
+        aged = age >= c.maximum_rollover_ms
         return (space or aged) and (c.minimum_rollover_ms == 0 or age > c.minimum_rollover_ms)
 
     def read_entries(self, ledger_id: int) -> list[bytes]:
@@ -285,13 +283,20 @@ class ManagedLedger:
         self._require_open("roll over")
         if self.current is None or self.ledgers[-1].entries == 0 or not self.is_full():
             return False
+        self.roll_over()
+        return True
+
+    def roll_over(self) -> None:
+        """Close the last ledger, create the next and list it (``ledgerClosed``, ``createLedgerAfterClosed``)."""
+        self._require_open("roll over")
+        if self.current is None:
+            raise ManagedLedgerError(f"managed ledger {self.name} has no ledger open to roll over")
         self.crash_point("ledger-rollover")
         self.bookkeeper.close(self.current)
         self.ledgers[-1].timestamp = self.clock()
         self.current = None
         self._create_current()
         self.log.emit("LedgerRollsOver")
-        return True
 
     # -- cursors ---------------------------------------------------------------------
     def open_cursor(self, name: str, *, earliest: bool = False) -> ManagedCursor:

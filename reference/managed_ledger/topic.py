@@ -7,13 +7,17 @@ takes its broker steps and logs each in the spec's words as it completes:
   check (``MessageDeduplication.isDuplicate``): a sequence id at most the
   highest the producer got accepted is a duplicate, answered at once with
   message id ``-1:-1:-1:-1`` and not written; a new one waits to be added.
-  While the current ledger is full (its entries and the adds waiting count)
-  nothing is received: the adds wait for the rollover;
+  If, counted with the adds waiting, it fills the current ledger
+  (``currentLedgerIsFull`` in ``internalAsyncAddEntry``), it is that ledger's
+  last: the ledger is closing, and the batches that come meanwhile are queued
+  for the next ledger;
 - ``BookKeeperCompletesAdd``: the oldest batch waiting is added to the
   managed ledger (its entry is Pulsar's ``MessageMetadata`` and payload,
   :mod:`.entry_format`), and the producer gets its message ids;
-- ``LedgerRollsOver``: with no add waiting, a full ledger is closed and the
-  next created;
+- ``LedgerRollsOver``: with no add waiting, a closing ledger (or one the
+  rollover timer finds full, holding an entry) is closed and the next
+  created; the queued batches wait to be added to it, up to the one that
+  fills it (``updateLedgersIdsComplete``);
 - ``ManagedLedgerOpens``: after a restart, the managed ledger is open and the
   deduplication state rebuilt: each producer's highest sequence id from the
   last snapshot, then from the entries written after it;
@@ -51,7 +55,7 @@ Reply = Callable[[int, list[MessageId]], None]
 
 
 class TopicStateError(Exception):
-    """A call the topic cannot take now (a full ledger, nothing waiting)."""
+    """A call the topic cannot take now (nothing waiting)."""
 
 
 @attrs.define
@@ -83,6 +87,8 @@ class Topic:
         self.highest_pushed: dict[str, int] = {}  # producer -> highest sequence id accepted
         self.highest_written: dict[str, int] = {}  # producer -> highest sequence id in the entries
         self.waiting: list[_Waiting] = []  # batches accepted and not yet added, in order
+        self.closing = False  # ClosingLedger: the batch that fills the current ledger waits; it takes no other
+        self.queued: list[_Waiting] = []  # batches accepted while the ledger closes, for the next ledger
         self.dedup = ml.cursors.get(DEDUP_CURSOR) or ml.open_cursor(DEDUP_CURSOR)
 
     # -- opening ---------------------------------------------------------------------
@@ -107,19 +113,24 @@ class Topic:
         return found
 
     # -- publishing ------------------------------------------------------------------
-    def can_receive(self) -> bool:
-        return not self.ml.is_full(len(self.waiting))
-
     def receive(self, producer: str, sequence_id: int, payload: bytes, reply: Reply, *, messages: int = 1) -> None:
-        """A batch from ``producer``: a duplicate is answered now; a new one waits to be added."""
-        if not self.can_receive():
-            raise TopicStateError(f"ledger {self.ml.ids()[-1]} is full: the batch waits for the rollover")
+        """A batch from ``producer``: a duplicate is answered now; a new one waits to be added, or, while the
+        ledger closes, is queued for the next."""
         if sequence_id <= self.highest_pushed.get(producer, -1):
             reply(sequence_id, [DUPLICATE])
         else:
             self.highest_pushed[producer] = sequence_id
-            self.waiting.append(_Waiting(producer, sequence_id, payload, messages, reply))
+            batch = _Waiting(producer, sequence_id, payload, messages, reply)
+            if self.closing:
+                self.queued.append(batch)
+            else:
+                self._send(batch)
         self.log.emit("BrokerReceives", self.producer_number(producer))
+
+    def _send(self, batch: _Waiting) -> None:
+        """The batch waits to be added; if, counted with those waiting, it fills the ledger, it is the last."""
+        self.waiting.append(batch)
+        self.closing = self.ml.is_full(len(self.waiting))
 
     def producer_number(self, producer: str) -> int:
         """The spec's number of a producer named ``producer-<n>``."""
@@ -140,9 +151,14 @@ class Topic:
         self.log.emit("BookKeeperCompletesAdd")
 
     def roll_over(self) -> bool:
-        """Roll a full ledger over once no add waits for it (``LedgerRollsOver``)."""
-        if self.waiting or not self.ml.roll_over_if_full():
+        """Once no add waits for it, roll a closing ledger over, or one the rollover timer finds full holding an
+        entry; the queued batches go to the new ledger up to the one that fills it (``LedgerRollsOver``)."""
+        if self.waiting or self.ml.ledgers[-1].entries == 0 or not (self.closing or self.ml.is_full()):
             return False
+        self.ml.roll_over()
+        self.closing = False
+        while self.queued and not self.closing:
+            self._send(self.queued.pop(0))
         self.log.emit("LedgerRollsOver")
         return True
 

@@ -19,7 +19,8 @@ spec variables           read from
                          set, the last record of that cursor ledger (from the
                          bookies), moved on as ``recoveredCursor`` moves it
 ``broker_up`` ...        the topic and its managed ledger: the ledger written,
-``highest_pushed``,      its age, the adds waiting, the deduplication state,
+``highest_pushed``,      its age, the adds waiting, whether the ledger closes,
+``closing``, ``queued``  the adds queued for the next, the deduplication state,
 ``last_confirmed``       its ``lastConfirmedEntry``
 ``crashes``, ``sent``    the run's count of crashes, and its producers
 ``acked``, ``net``,
@@ -66,6 +67,8 @@ class TopicAbstraction:
         topic = run.topic
         current, age, highest = NO_LEDGER, 0, tuple(-1 for _ in run.producers)
         pending: tuple[tuple[int, int], ...] = ()
+        queued: tuple[tuple[int, int], ...] = ()
+        closing = False
         last_confirmed: Position = NO_POSITION
         if topic is not None:
             ml = topic.ml
@@ -73,6 +76,8 @@ class TopicAbstraction:
                 current = self.number(ml.current.ledger_id)
                 age = run.now - ml.created_ms
             pending = tuple((topic.producer_number(w.producer), w.sequence_id) for w in topic.waiting)
+            queued = tuple((topic.producer_number(w.producer), w.sequence_id) for w in topic.queued)
+            closing = topic.closing
             highest = tuple(topic.highest_pushed.get(p.name, -1) for p in run.producers)
             ledger, entry = ml.last_confirmed()
             last_confirmed = (self.number(ledger), entry)
@@ -86,6 +91,8 @@ class TopicAbstraction:
             current=current,
             age=age,
             pending=pending,
+            closing=closing,
+            queued=queued,
             highest_pushed=highest,
             last_confirmed=last_confirmed,
             crashes=run.crashes,

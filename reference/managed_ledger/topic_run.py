@@ -62,8 +62,9 @@ class TopicRunConfig:
     batch_size: int = 1  # BatchSize
     partitioned: bool = False  # Partitioned
     max_entries_per_ledger: int = 2  # MaxEntriesPerLedger
-    maximum_rollover: int = 0  # MaximumRolloverTime, in milliseconds
+    maximum_rollover: int = 240  # MaximumRolloverTime, in milliseconds (0: at once)
     minimum_rollover: int = 0  # MinimumRolloverTime, in milliseconds
+    ticks: int = 0  # Ticks: how many milliseconds a ledger may age
     cursors: int = 1  # NumCursors
     mutant: str | None = None  # a managed-ledger mutant
     forget_dedup_on_open: bool = False  # the topic's seeded bug (the spec's dedup_forgets_on_reopen)
@@ -71,7 +72,6 @@ class TopicRunConfig:
     def managed_ledger_config(self) -> ManagedLedgerConfig:
         return ManagedLedgerConfig(
             max_entries_per_ledger=self.max_entries_per_ledger,
-            max_size_per_ledger_bytes=0,
             minimum_rollover_ms=self.minimum_rollover,
             maximum_rollover_ms=self.maximum_rollover,
             mutant=self.mutant,
@@ -92,6 +92,7 @@ SPEC_CONSTANTS = ConstantsTable(
         "MaxEntriesPerLedger": "max_entries_per_ledger",
         "MaximumRolloverTime": "maximum_rollover",
         "MinimumRolloverTime": "minimum_rollover",
+        "Ticks": "ticks",
         "NumCursors": "cursors",
     }
 )
@@ -186,7 +187,9 @@ class TopicRun(BrokerHarness):
     def awaits_resend(self, p: int) -> bool:
         """The producer has unanswered batches that are neither in flight nor at the broker: lost in a crash."""
         producer = self.producers[p - 1]
-        waiting = self.topic is not None and any(w.producer == producer.name for w in self.topic.waiting)
+        waiting = self.topic is not None and any(
+            w.producer == producer.name for w in (*self.topic.waiting, *self.topic.queued)
+        )
         return producer.acked + 1 < producer.sent and not producer.net and not waiting
 
     def send(self, p: int) -> None:

@@ -23,9 +23,16 @@ the broker's ``MessageDeduplication``; BRIEF section 4, seeds 002 and 003):
 - rollover (``currentLedgerIsFull``, seed 002): the current ledger is full when
   it holds ``MaxEntriesPerLedger`` entries, or ``MaxSizePerLedger`` messages,
   or is ``MaximumRolloverTime`` ticks old; with ``MinimumRolloverTime > 0`` it
-  must also be older than that. A ledger full by age alone is rolled only when
-  it holds an entry (``rollCurrentLedgerIfFull``). Entries still in flight
-  count towards the limits, so a ledger never holds more than the limits say;
+  must also be older than that. A limit of 0 is reached at once, as in
+  Pulsar's ``ManagedLedgerConfig``, whose defaults (100 MB, 4 hours) lie
+  beyond the model's batches and ``Ticks``. Pulsar judges it when an add
+  is sent (``internalAsyncAddEntry``), counting that add and those in flight:
+  the add that fills the ledger is its last (``closeWhenDone``); once it
+  completes the ledger is closed and the next created (``ClosingLedger``,
+  ``CreatingLedger``), and the adds that arrive meanwhile are queued
+  (``queued``), then sent to the new ledger up to the one that fills it
+  (``updateLedgersIdsComplete``). A timer rolls a ledger full by age that
+  holds an entry (``rollCurrentLedgerIfFull``);
 - a broker crash: the broker's memory is lost; of the adds in flight, a
   prefix may have reached the bookies without the broker learning it;
 - opening the managed ledger after the crash (``ManagedLedgerImpl.initialize``):
@@ -106,6 +113,7 @@ BUGS = {
     "none": "the managed ledger as Pulsar implements it",
     "trim_deletes_needed_ledger": "trimming also deletes the ledger the slowest cursor's mark-delete points into",
     "dedup_forgets_on_reopen": "reopening the managed ledger does not rebuild the dedup state from the entries",
+    "closing_ledger_takes_adds": "a ledger whose last add is sent still takes the adds that arrive while it closes",
     "reopen_confirms_new_ledger": (
         "reopening the managed ledger sets lastConfirmedEntry to the new ledger's (l, -1) without stepping back "
         "to the last entry written"
@@ -130,6 +138,8 @@ class ManagedLedgerState:
     current: int  # the ledger being written, or -1 (NO_LEDGER)
     age: int  # ticks since the current ledger was created
     pending: tuple[tuple[int, int], ...]  # adds sent to BookKeeper and not yet completed, in order
+    closing: bool  # ClosingLedger: the add that filled the current ledger is sent; it takes no other
+    queued: tuple[tuple[int, int], ...]  # adds that arrived while the ledger closes, for the next (pendingAddEntries)
     highest_pushed: tuple[int, ...]  # producer -> highest sequence id accepted (the dedup state)
     last_confirmed: Position  # lastConfirmedEntry: the last entry readers are shown; NO_POSITION while down
     crashes: int  # broker crashes so far (at most MaxCrashes)
@@ -166,10 +176,15 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         Constant(
             "Partitioned", bool, False, "the topic is partition 0 of a partitioned topic; else partition index -1"
         ),
-        int_constant("MaxEntriesPerLedger", 2, "maxEntriesPerLedger: entries after which a ledger is full"),
-        int_constant("MaxSizePerLedger", 0, "messages after which a ledger is full (maxSizePerLedgerMb); 0: none"),
-        int_constant("MaximumRolloverTime", 0, "ticks after which a ledger is full (maximumRolloverTimeMs); 0: none"),
+        int_constant(
+            "MaxEntriesPerLedger", 2, "maxEntriesPerLedger: entries after which a ledger is full (0: at once)"
+        ),
+        int_constant("MaxSizePerLedger", 100, "messages after which a ledger is full (maxSizePerLedgerMb; 0: at once)"),
+        int_constant(
+            "MaximumRolloverTime", 240, "ticks after which a ledger is full (maximumRolloverTimeMs; 0: at once)"
+        ),
         int_constant("MinimumRolloverTime", 0, "ticks a ledger must be older than to roll over; 0: none"),
+        int_constant("Ticks", 0, "how old the model lets a ledger grow: later ticks are not modelled"),
         int_constant("NumCursors", 1, "durable cursors (subscriptions)"),
         int_constant("MaxCrashes", 1, "broker crashes in all"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
@@ -183,39 +198,41 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
     MaxSizePerLedger: int
     MaximumRolloverTime: int
     MinimumRolloverTime: int
+    Ticks: int
     NumCursors: int
     MaxCrashes: int
     Bug: str
 
     def check_constants(self) -> None:
-        for name in ("NumProducers", "MaxMessages", "NumCursors", "MaxCrashes"):
+        for name in ("NumProducers", "MaxMessages", "NumCursors", "MaxCrashes", "MaxEntriesPerLedger"):
             if getattr(self, name) < 0:
                 raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
-        for name in ("MaxSizePerLedger", "MaximumRolloverTime", "MinimumRolloverTime"):
+        for name in ("MaxSizePerLedger", "MaximumRolloverTime", "MinimumRolloverTime", "Ticks"):
             if getattr(self, name) < 0:
-                raise ConstantError(f"{name} must not be negative (0 switches it off), got {getattr(self, name)}")
+                raise ConstantError(f"{name} must not be negative (0 is Pulsar's 0), got {getattr(self, name)}")
+        if self.MaximumRolloverTime < self.MinimumRolloverTime:
+            raise ConstantError(
+                f"MaximumRolloverTime={self.MaximumRolloverTime} is below MinimumRolloverTime="
+                f"{self.MinimumRolloverTime} (ManagedLedgerConfig.setMaximumRolloverTime refuses it)"
+            )
         if self.BatchSize < 1:
             raise ConstantError(f"BatchSize must be at least 1, got {self.BatchSize}")
-        if self.MaxEntriesPerLedger < 1:
-            raise ConstantError(f"MaxEntriesPerLedger must be at least 1, got {self.MaxEntriesPerLedger}")
         self.partition = 0 if self.Partitioned else -1  # the partition index in message ids
         self.producers = tuple(range(1, self.NumProducers + 1))
         self.cursors = tuple(range(1, self.NumCursors + 1))
         # Ages beyond this one are alike for the rollover rules: the clock stops there.
-        self.max_age = max(self.MaximumRolloverTime, self.MinimumRolloverTime + 1) if self.ages else 0
-
-    @property
-    def ages(self) -> bool:
-        """Does the age of a ledger matter to rollover?"""
-        return self.MaximumRolloverTime > 0 or self.MinimumRolloverTime > 0
+        # The clock stops at Ticks, or earlier where later ages are alike for the rollover rules.
+        alike = self.MaximumRolloverTime
+        if self.MinimumRolloverTime > 0:
+            alike = max(self.MaximumRolloverTime, self.MinimumRolloverTime + 1)
+        self.max_age = min(self.Ticks, alike)
 
     # -- operators ------------------------------------------------------------------
     def ledger_is_full(self, entries: int, age: int) -> bool:
-        """``currentLedgerIsFull``: a space or time limit is reached, and the ledger is old enough."""
-        space = entries >= self.MaxEntriesPerLedger or (
-            self.MaxSizePerLedger > 0 and entries * self.BatchSize >= self.MaxSizePerLedger
-        )
-        time = self.MaximumRolloverTime > 0 and age >= self.MaximumRolloverTime
+        """``currentLedgerIsFull`` (ManagedLedgerImpl, Pulsar 4.0.7): a space or time limit is reached, and the
+        ledger is old enough. A limit of 0 is reached at once."""
+        space = entries >= self.MaxEntriesPerLedger or entries * self.BatchSize >= self.MaxSizePerLedger
+        time = age >= self.MaximumRolloverTime
         if not (space or time):
             return False
         return self.MinimumRolloverTime == 0 or age > self.MinimumRolloverTime
@@ -223,6 +240,10 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
     def written(self, s: ManagedLedgerState) -> int:
         """Entries of the current ledger, those in flight included."""
         return len(s.entries[s.current - 1]) + len(s.pending)
+
+    def taken(self, queued: tuple[tuple[int, int], ...]) -> int:
+        """How many of the queued adds a new ledger takes: up to the one that fills it, or all."""
+        return next((i for i in range(1, len(queued) + 1) if self.ledger_is_full(i, 0)), len(queued))
 
     def message_ids(self, pos: Position) -> tuple[MessageId, ...]:
         """The ids of the messages of the entry at ``pos``: one per batch index, -1 when not batched."""
@@ -258,6 +279,8 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             current=1,
             age=0,
             pending=(),
+            closing=False,
+            queued=(),
             highest_pushed=tuple(-1 for _ in self.producers),
             last_confirmed=(1, -1),
             crashes=0,
@@ -270,7 +293,12 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
     # -- producers -------------------------------------------------------------------
     def awaits_resend(self, s: ManagedLedgerState, p: int) -> bool:
         """The producer has batches not acknowledged that are neither in flight nor at the broker: lost in a crash."""
-        return s.acked[p - 1] + 1 < s.sent[p - 1] and not s.net[p - 1] and all(q != p for q, _ in s.pending)
+        return (
+            s.acked[p - 1] + 1 < s.sent[p - 1]
+            and not s.net[p - 1]
+            and all(q != p for q, _ in s.pending)
+            and all(q != p for q, _ in s.queued)
+        )
 
     @action(_each_producer)
     def ProducerSends(self, s: ManagedLedgerState, p: int) -> ManagedLedgerState | None:
@@ -290,17 +318,21 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
     # -- the broker ------------------------------------------------------------------
     @action(_each_producer)
     def BrokerReceives(self, s: ManagedLedgerState, p: int) -> ManagedLedgerState | None:
-        """The dedup check; a new batch goes to BookKeeper as the next entry, a duplicate is acked unwritten."""
+        """The dedup check; a duplicate is acked unwritten. A new batch goes to BookKeeper as the next entry; if,
+        counted with the adds in flight, it fills the ledger, it is the ledger's last (closeWhenDone). While the
+        ledger closes a new batch is queued (``ManagedLedgerImpl.internalAsyncAddEntry``, Pulsar 4.0.7)."""
         if not s.broker_up or not s.net[p - 1] or s.current == NO_LEDGER:
             return None
-        if self.ledger_is_full(self.written(s), s.age):
-            return None  # the add waits for the rollover (pendingAddEntries)
         seq, rest = s.net[p - 1][0], s.net[p - 1][1:]
         net = _replace(s.net, p - 1, rest)
         if seq <= s.highest_pushed[p - 1]:
             # A duplicate: answered with message id -1:-1 and not written (MessageDupStatus.Dup).
             return evolve(s, net=net, acked=_replace(s.acked, p - 1, max(s.acked[p - 1], seq)))
-        return evolve(s, net=net, highest_pushed=_replace(s.highest_pushed, p - 1, seq), pending=(*s.pending, (p, seq)))
+        pushed = _replace(s.highest_pushed, p - 1, seq)
+        if s.closing and self.Bug != "closing_ledger_takes_adds":
+            return evolve(s, net=net, highest_pushed=pushed, queued=(*s.queued, (p, seq)))
+        closing = s.closing or self.ledger_is_full(self.written(s) + 1, s.age)
+        return evolve(s, net=net, highest_pushed=pushed, pending=(*s.pending, (p, seq)), closing=closing)
 
     @action()
     def BookKeeperCompletesAdd(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
@@ -322,14 +354,27 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
 
     @action()
     def LedgerRollsOver(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
-        """The current ledger is full and has nothing in flight: close it, create the next, add it to the list."""
+        """The ledger's last add completed (``OpAddEntry.run`` with closeWhenDone), or the rollover timer finds it
+        full with an entry and nothing in flight (``rollCurrentLedgerIfFull``): it is closed, the next created and
+        listed (``ledgerClosed``, ``createLedgerAfterClosed``, ``createComplete``); the queued adds go to it in
+        order, each counted, up to the one that fills it (``updateLedgersIdsComplete``). Pulsar 4.0.7."""
         if not s.broker_up or s.current == NO_LEDGER or s.pending:
             return None
         count = len(s.entries[s.current - 1])
-        if not self.ledger_is_full(count, s.age) or count == 0:
+        if count == 0 or not (s.closing or self.ledger_is_full(count, s.age)):
             return None
         new = len(s.entries) + 1
-        return evolve(s, ledgers=(*s.ledgers, new), entries=(*s.entries, ()), current=new, age=0)
+        k = self.taken(s.queued)
+        return evolve(
+            s,
+            ledgers=(*s.ledgers, new),
+            entries=(*s.entries, ()),
+            current=new,
+            age=0,
+            pending=s.queued[:k],
+            queued=s.queued[k:],
+            closing=k > 0 and self.ledger_is_full(k, 0),
+        )
 
     @action()
     def ClockTicks(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
@@ -353,6 +398,8 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             current=NO_LEDGER,
             age=0,
             pending=(),
+            closing=False,
+            queued=(),
             highest_pushed=tuple(-1 for _ in self.producers),
             last_confirmed=NO_POSITION,
             crashes=s.crashes + 1,
@@ -485,6 +532,21 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
                 return f"lastConfirmedEntry {ledger}:-1 hides the entries of ledger {below[-1]}"
         elif entry >= len(s.entries[ledger - 1]):
             return f"lastConfirmedEntry {ledger}:{entry} is no entry written"
+        return None
+
+    @invariant
+    def LedgerHoldsItsLimit(self, s: ManagedLedgerState) -> str | None:
+        """Without a minimum rollover time no ledger takes more entries than its limit allows: the add that fills
+        it is its last (at least one entry)."""
+        if self.MinimumRolloverTime > 0:
+            return None
+        limit = max(self.MaxEntriesPerLedger, 1)
+        for ledger, es in enumerate(s.entries, 1):
+            count = len(es) + (len(s.pending) if ledger == s.current else 0)
+            if count > limit:
+                return (
+                    f"ledger {ledger} takes {count} entries, more than MaxEntriesPerLedger={self.MaxEntriesPerLedger}"
+                )
         return None
 
     @invariant

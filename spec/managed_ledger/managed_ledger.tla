@@ -18,7 +18,11 @@
 (*  - adds to BookKeeper complete in order; the producer gets the ids      *)
 (*    ledgerId:entryId:partition:batchIndex;                               *)
 (*  - rollover (currentLedgerIsFull, seed 002) on entries, size or age,    *)
-(*    with the minimum rollover time; entries in flight count;             *)
+(*    with the minimum rollover time, judged as Pulsar judges it: when an  *)
+(*    add is sent, counting it and the adds in flight; the add that fills  *)
+(*    the ledger is its last, and the adds that arrive while it closes and *)
+(*    the next is created wait, then go to the new ledger; a timer rolls a *)
+(*    ledger full by age that holds an entry;                              *)
 (*  - a broker crash (a prefix of the adds in flight may have reached the  *)
 (*    bookies) and the reopen: recover the last ledger, drop it if empty,  *)
 (*    create a new one, rebuild the dedup state from the entries;          *)
@@ -45,18 +49,22 @@ CONSTANTS
     MaxMessages,          \* batches each producer sends, sequence ids 0 .. MaxMessages-1
     BatchSize,            \* messages in a batch (one entry); 1: not batched, batch index -1
     Partitioned,          \* the topic is partition 0 of a partitioned topic; else partition index -1
-    MaxEntriesPerLedger,  \* entries after which a ledger is full
-    MaxSizePerLedger,     \* messages after which a ledger is full; 0: no limit
-    MaximumRolloverTime,  \* ticks after which a ledger is full; 0: no limit
+    MaxEntriesPerLedger,  \* entries after which a ledger is full (0: every add fills it)
+    MaxSizePerLedger,     \* messages after which a ledger is full (0: every add fills it)
+    MaximumRolloverTime,  \* ticks after which a ledger is full (0: at once)
     MinimumRolloverTime,  \* ticks a ledger must be older than to roll over; 0: none
+    Ticks,                \* how old the model lets a ledger grow: later ticks are not modelled
     NumCursors,           \* durable cursors (subscriptions)
     MaxCrashes,           \* broker crashes in all
     Bug                   \* "none" or a seeded bug, as in managed_ledger.py's BUGS
 
-ASSUME /\ BatchSize >= 1 /\ MaxEntriesPerLedger >= 1 /\ Partitioned \in BOOLEAN
-       /\ \A k \in {NumProducers, MaxMessages, NumCursors, MaxCrashes, MaxSizePerLedger,
-                    MaximumRolloverTime, MinimumRolloverTime} : k \in Nat
-       /\ Bug \in {"none", "trim_deletes_needed_ledger", "dedup_forgets_on_reopen", "reopen_confirms_new_ledger"}
+ASSUME /\ BatchSize >= 1 /\ Partitioned \in BOOLEAN
+       /\ \A k \in {NumProducers, MaxMessages, NumCursors, MaxCrashes, MaxEntriesPerLedger, MaxSizePerLedger,
+                    MaximumRolloverTime, MinimumRolloverTime, Ticks} : k \in Nat
+       \* ManagedLedgerConfig.setMaximumRolloverTime: the maximum is not below the minimum.
+       /\ MaximumRolloverTime >= MinimumRolloverTime
+       /\ Bug \in {"none", "trim_deletes_needed_ledger", "dedup_forgets_on_reopen", "reopen_confirms_new_ledger",
+                  "closing_ledger_takes_adds"}
 
 VARIABLES
     \* -- the metadata store and the bookies
@@ -69,6 +77,8 @@ VARIABLES
     current,         \* the ledger being written, or -1
     age,             \* ticks since the current ledger was created
     pending,         \* adds sent to BookKeeper, not yet completed, in order
+    closing,         \* ClosingLedger: the add that filled the current ledger is sent, it takes no other
+    queued,          \* adds that arrived while the ledger closes, for the next (pendingAddEntries)
     highest_pushed,  \* producer -> highest sequence id accepted (the dedup state)
     last_confirmed,  \* lastConfirmedEntry: the last entry readers are shown, or NoPosition while down
     crashes,         \* broker crashes so far
@@ -79,7 +89,7 @@ VARIABLES
     last_id          \* the last message id handed to a producer
 
 store_vars == <<ledgers, entries, deleted, mark_delete>>
-broker_vars == <<broker_up, current, age, pending, highest_pushed, last_confirmed, crashes>>
+broker_vars == <<broker_up, current, age, pending, closing, queued, highest_pushed, last_confirmed, crashes>>
 producer_vars == <<sent, acked, net, last_id>>
 vars == <<store_vars, broker_vars, producer_vars>>
 
@@ -90,16 +100,21 @@ NoLedger == -1
 Max(a, b) == IF a >= b THEN a ELSE b
 PosMin(a, b) == IF PosLeq(a, b) THEN a ELSE b
 
-(* currentLedgerIsFull: a space or time limit is reached, and the ledger   *)
-(* is older than the minimum rollover time.                                *)
+(* currentLedgerIsFull (ManagedLedgerImpl, Pulsar 4.0.7): a space or time *)
+(* limit is reached, and the ledger is older than the minimum rollover    *)
+(* time.  A limit of 0 is reached at once, as in Pulsar's                 *)
+(* ManagedLedgerConfig; its defaults (100 MB, 4 hours) lie beyond the      *)
+(* model's batches and Ticks.                                              *)
 LedgerIsFull(n, a) ==
-    LET space == n >= MaxEntriesPerLedger \/ (MaxSizePerLedger > 0 /\ n * BatchSize >= MaxSizePerLedger)
-        time == MaximumRolloverTime > 0 /\ a >= MaximumRolloverTime
+    LET space == n >= MaxEntriesPerLedger \/ n * BatchSize >= MaxSizePerLedger
+        time == a >= MaximumRolloverTime
     IN (space \/ time) /\ (MinimumRolloverTime > 0 => a > MinimumRolloverTime)
 
-\* Ages beyond this one are alike for the rollover rules: the clock stops there.
-MaxAge == IF MaximumRolloverTime > 0 \/ MinimumRolloverTime > 0
-          THEN Max(MaximumRolloverTime, MinimumRolloverTime + 1) ELSE 0
+(* The clock stops at Ticks, or earlier where later ages are alike for    *)
+(* the rollover rules.                                                     *)
+MaxAge == LET alike == IF MinimumRolloverTime > 0 THEN Max(MaximumRolloverTime, MinimumRolloverTime + 1)
+                       ELSE MaximumRolloverTime
+          IN IF Ticks <= alike THEN Ticks ELSE alike
 
 \* Entries of the current ledger, those in flight included.
 Written == Len(entries[current]) + Len(pending)
@@ -134,6 +149,7 @@ AwaitsResend(p) ==
     /\ acked[p] + 1 < sent[p]
     /\ net[p] = <<>>
     /\ \A i \in DOMAIN pending : pending[i][1] # p
+    /\ \A i \in DOMAIN queued : queued[i][1] # p
 
 -----------------------------------------------------------------------------
 Init ==
@@ -145,6 +161,8 @@ Init ==
     /\ current = 1
     /\ age = 0
     /\ pending = <<>>
+    /\ closing = FALSE
+    /\ queued = <<>>
     /\ highest_pushed = [p \in Producers |-> -1]
     /\ last_confirmed = <<1, -1>>
     /\ crashes = 0
@@ -175,21 +193,27 @@ ProducerResends(p) ==
 -----------------------------------------------------------------------------
 (* The broker. *)
 
-(* The dedup check; a new batch goes to BookKeeper as the next entry, a    *)
-(* duplicate is acknowledged (message id -1:-1) and not written.  When the *)
-(* current ledger is full the add waits for the rollover.                  *)
+(* The dedup check; a duplicate is acknowledged (message id -1:-1) and not *)
+(* written.  A new batch goes to BookKeeper as the next entry; if, counted *)
+(* with the adds in flight, it fills the ledger, it is the ledger's last   *)
+(* (closeWhenDone).  While the ledger closes a new batch is queued         *)
+(* (ManagedLedgerImpl.internalAsyncAddEntry, Pulsar 4.0.7).                *)
 BrokerReceives(p) ==
     /\ broker_up
     /\ net[p] # <<>>
     /\ current # NoLedger
-    /\ ~LedgerIsFull(Written, age)
     /\ net' = [net EXCEPT ![p] = Tail(@)]
     /\ LET seq == Head(net[p]) IN
           IF seq <= highest_pushed[p]
           THEN /\ acked' = [acked EXCEPT ![p] = Max(@, seq)]
-               /\ UNCHANGED <<highest_pushed, pending>>
+               /\ UNCHANGED <<highest_pushed, pending, closing, queued>>
           ELSE /\ highest_pushed' = [highest_pushed EXCEPT ![p] = seq]
-               /\ pending' = Append(pending, <<p, seq>>)
+               /\ IF closing /\ Bug # "closing_ledger_takes_adds"
+                  THEN /\ queued' = Append(queued, <<p, seq>>)
+                       /\ UNCHANGED <<pending, closing>>
+                  ELSE /\ pending' = Append(pending, <<p, seq>>)
+                       /\ closing' = (closing \/ LedgerIsFull(Written + 1, age))
+                       /\ UNCHANGED queued
                /\ UNCHANGED acked
     /\ UNCHANGED <<store_vars, broker_up, current, age, last_confirmed, crashes, sent, last_id>>
 
@@ -205,21 +229,34 @@ BookKeeperCompletesAdd ==
           /\ last_id' = LastMessageId(<<current, Len(entries[current])>>)
           /\ last_confirmed' = <<current, Len(entries[current])>>
     /\ pending' = Tail(pending)
-    /\ UNCHANGED <<ledgers, deleted, mark_delete, broker_up, current, age, highest_pushed, crashes, sent, net>>
+    /\ UNCHANGED <<ledgers, deleted, mark_delete, broker_up, current, age, closing, queued, highest_pushed, crashes,
+                   sent, net>>
 
-(* The current ledger is full and has nothing in flight: close it, create  *)
-(* the next, add it to the list.                                           *)
+\* How many of the queued adds the new ledger takes: up to the one that fills it, or all.
+Taken(q) == LET fills == {i \in 1 .. Len(q) : LedgerIsFull(i, 0)}
+            IN IF fills = {} THEN Len(q) ELSE SetMin(fills)
+
+(* The ledger's last add completed (OpAddEntry.run with closeWhenDone), or *)
+(* the rollover timer finds it full with an entry and nothing in flight     *)
+(* (rollCurrentLedgerIfFull): it is closed, the next created and listed    *)
+(* (ledgerClosed, createLedgerAfterClosed, createComplete); the queued     *)
+(* adds go to it in order, each counted, up to the one that fills it       *)
+(* (updateLedgersIdsComplete).  ManagedLedgerImpl, Pulsar 4.0.7.           *)
 LedgerRollsOver ==
     /\ broker_up
     /\ current # NoLedger
     /\ pending = <<>>
     /\ Len(entries[current]) > 0
-    /\ LedgerIsFull(Len(entries[current]), age)
+    /\ closing \/ LedgerIsFull(Len(entries[current]), age)
     /\ ledgers' = Append(ledgers, Len(entries) + 1)
     /\ entries' = Append(entries, <<>>)
     /\ current' = Len(entries) + 1
     /\ age' = 0
-    /\ UNCHANGED <<deleted, mark_delete, broker_up, pending, highest_pushed, last_confirmed, crashes, producer_vars>>
+    /\ LET k == Taken(queued) IN
+          /\ pending' = SubSeq(queued, 1, k)
+          /\ queued' = SubSeq(queued, k + 1, Len(queued))
+          /\ closing' = (k > 0 /\ LedgerIsFull(k, 0))
+    /\ UNCHANGED <<deleted, mark_delete, broker_up, highest_pushed, last_confirmed, crashes, producer_vars>>
 
 \* Time passes for the current ledger (only as far as the rollover rules can tell).
 ClockTicks ==
@@ -227,7 +264,8 @@ ClockTicks ==
     /\ current # NoLedger
     /\ age < MaxAge
     /\ age' = age + 1
-    /\ UNCHANGED <<store_vars, broker_up, current, pending, highest_pushed, last_confirmed, crashes, producer_vars>>
+    /\ UNCHANGED <<store_vars, broker_up, current, pending, closing, queued, highest_pushed, last_confirmed, crashes,
+                   producer_vars>>
 
 (* The broker dies: its memory and connections are gone; the first k adds  *)
 (* in flight reached the bookies.                                          *)
@@ -239,6 +277,8 @@ BrokerCrashes(k) ==
     /\ current' = NoLedger
     /\ age' = 0
     /\ pending' = <<>>
+    /\ closing' = FALSE
+    /\ queued' = <<>>
     /\ highest_pushed' = [p \in Producers |-> -1]
     /\ last_confirmed' = NoPosition
     /\ crashes' = crashes + 1
@@ -268,7 +308,7 @@ ManagedLedgerOpens ==
                                        OpenedLastConfirmed(kept, new))]
     /\ broker_up' = TRUE
     /\ highest_pushed' = IF Bug = "dedup_forgets_on_reopen" THEN [p \in Producers |-> -1] ELSE RecoveredDedup
-    /\ UNCHANGED <<age, pending, crashes, producer_vars>>
+    /\ UNCHANGED <<age, pending, closing, queued, crashes, producer_vars>>
 
 -----------------------------------------------------------------------------
 (* Cursors and trimming. *)
@@ -352,6 +392,13 @@ LastConfirmedIsLastEntry ==
         /\ IF last_confirmed[2] = -1
            THEN \A x \in Range(ledgers) : x < last_confirmed[1] => entries[x] = <<>>
            ELSE last_confirmed[2] < Len(entries[last_confirmed[1]])
+
+(* Without a minimum rollover time no ledger takes more entries than its  *)
+(* limit allows: the add that fills it is its last (at least one entry).   *)
+LedgerHoldsItsLimit ==
+    MinimumRolloverTime = 0 =>
+        \A l \in DOMAIN entries :
+            Len(entries[l]) + (IF l = current THEN Len(pending) ELSE 0) <= Max(MaxEntriesPerLedger, 1)
 
 \* No <<producer, sequence id>> is written twice.
 DedupPersistsNoDuplicate ==

@@ -6,25 +6,31 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 
 __all__ = ["MODELS"]
 
-# Every action: the clock ticks only where a ledger rolls over by time, which the defaults leave off.
-ROLLOVER_BY_TIME = CheckedModel({"MaximumRolloverTime": 2, "MinimumRolloverTime": 1}, 3_978, "rollover by time")
+# Every action: the clock ticks only where the model lets ledgers age (Ticks), which the defaults do not.
+ROLLOVER_BY_TIME = CheckedModel(
+    {"MaximumRolloverTime": 2, "MinimumRolloverTime": 1, "Ticks": 2}, 4_456, "rollover by time"
+)
 
 MODELS = SpecModels(
     checked=(
-        CheckedModel({}, 439),
+        CheckedModel({}, 451),
         ROLLOVER_BY_TIME,
         CheckedModel(
             {"BatchSize": 2, "MaxSizePerLedger": 3, "Partitioned": True, "NumCursors": 2},
-            1_385,
+            1_413,
             "batches, rollover by size, a partitioned topic, two cursors",
         ),
-        CheckedModel({"NumProducers": 2, "MaxMessages": 2}, 8_127, "two producers"),
-        CheckedModel({"NumCursors": 0}, 194, "no cursor: nothing holds the ledgers back"),
+        CheckedModel({"NumProducers": 2, "MaxMessages": 2}, 8_475, "two producers"),
+        CheckedModel({"NumCursors": 0}, 200, "no cursor: nothing holds the ledgers back"),
+        CheckedModel(
+            {"MaxEntriesPerLedger": 0, "MaximumRolloverTime": 0}, 812, "limits of 0: every add fills its ledger"
+        ),
     ),
     seeded_bugs=(
         SeededBug("trim_deletes_needed_ledger", "TrimKeepsUnconsumedEntries", 6),
         SeededBug("dedup_forgets_on_reopen", "DedupPersistsNoDuplicate", 8),
         SeededBug("reopen_confirms_new_ledger", "LastConfirmedIsLastEntry", 5),
+        SeededBug("closing_ledger_takes_adds", "LedgerHoldsItsLimit", 7),
     ),
     presets={"faults": ROLLOVER_BY_TIME},
 )
