@@ -37,7 +37,7 @@ from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerState
 
 STEPS = 40
 CONFIGS = {
-    "two producers": TopicRunConfig(producers=2, messages=3, cursors=1),
+    "two producers": TopicRunConfig(producers=2, messages=3, cursors=1, disconnects=2),
     "batches, partitioned, age": TopicRunConfig(
         producers=1,
         messages=4,
@@ -49,6 +49,7 @@ CONFIGS = {
         cursors=2,
     ),
     "limits of 0": TopicRunConfig(producers=2, messages=2, max_entries_per_ledger=0, maximum_rollover=0, cursors=1),
+    "no deduplication": TopicRunConfig(producers=1, messages=3, cursors=1, deduplication=False, disconnects=1),
 }
 
 
@@ -89,6 +90,14 @@ class TopicRefinementMachine(RuleBasedStateMachine):
             p = data.draw(st.sampled_from(choices), label="producer")
             self.run.resend(p)
             note(f"resend({p})")
+
+    @rule(data=st.data())
+    def connection_drops(self, data: st.DataObject) -> None:
+        choices = [p for p in self.spec.producers if self.enabled("ConnectionDrops", p)]
+        if choices:
+            p = data.draw(st.sampled_from(choices), label="producer")
+            self.run.drop_connection(p)
+            note(f"drop_connection({p})")
 
     @rule(data=st.data())
     def broker_receives(self, data: st.DataObject) -> None:

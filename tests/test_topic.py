@@ -144,3 +144,36 @@ def test_a_limit_of_zero_fills_the_ledger_at_once_as_in_pulsar(tmp_path: Path) -
     run.send(1)
     run.receive(1)
     assert run.topic is not None and run.topic.closing  # the first add is the ledger's last
+
+
+def test_a_batch_sent_again_while_its_add_is_in_flight_is_unknown_and_the_send_fails(tmp_path: Path) -> None:
+    """isDuplicate: above the highest persisted, at most the highest pushed, is Unknown; the producer's connection
+    closes, and once the add is persisted and answered it has nothing left to send again."""
+    run = TopicRun(str(tmp_path), TopicRunConfig(max_entries_per_ledger=10, disconnects=1))
+    check = TopicRefinement(run)
+    run.send(1)
+    run.receive(1)
+    run.drop_connection(1)
+    run.resend(1)
+    run.receive(1)
+    assert run.producers[0].reconnecting and run.producers[0].acked == -1
+    assert check.state.reconnecting == (True,) and check.state.pending == ((1, 0),)
+    run.complete_add()
+    assert run.producers[0].acked == 0
+    run.resend(1)
+    assert run.producers[0].net == [] and not run.producers[0].reconnecting
+    assert [m for es in check.state.entries for m in es] == [(1, 0)]
+
+
+def test_without_deduplication_a_batch_sent_again_after_a_crash_is_written_twice(tmp_path: Path) -> None:
+    run = TopicRun(str(tmp_path), TopicRunConfig(max_entries_per_ledger=10, deduplication=False))
+    check = TopicRefinement(run)
+    run.send(1)
+    run.receive(1)
+    run.crash_at = "add-ack"
+    assert run.complete_add()  # written, never answered
+    run.restart()
+    run.resend(1)
+    run.receive(1)
+    run.complete_add()
+    assert [m for es in check.state.entries for m in es] == [(1, 0), (1, 0)]

@@ -4,9 +4,12 @@ The managed-ledger spec (``spec/managed_ledger/managed_ledger.py``) is the desig
 takes its broker steps and logs each in the spec's words as it completes:
 
 - ``BrokerReceives(p)``: a batch from a producer passes the deduplication
-  check (``MessageDeduplication.isDuplicate``): a sequence id at most the
-  highest the producer got accepted is a duplicate, answered at once with
-  message id ``-1:-1:-1:-1`` and not written; a new one waits to be added.
+  check (``MessageDeduplication.isDuplicate``), when deduplication is on: a
+  sequence id at most the highest written for the producer is a duplicate,
+  answered at once with message id ``-1:-1:-1:-1`` and not written; one
+  above that and at most the highest accepted is unknown: the send fails
+  (the reply carries no message id, ``MessageDupUnknownException``); a new
+  one waits to be added.
   If, counted with the adds waiting, it fills the current ledger
   (``currentLedgerIsFull`` in ``internalAsyncAddEntry``), it is that ledger's
   last: the ledger is closing, and the batches that come meanwhile are queued
@@ -50,8 +53,9 @@ __all__ = ["DEDUP_CURSOR", "DUPLICATE", "Reply", "Topic", "TopicStateError"]
 DEDUP_CURSOR = "pulsar.dedup"  # MessageDeduplication's cursor
 DUPLICATE = MessageId(-1, -1)  # the id a duplicate is answered with
 
-#: ``reply(sequence id, message ids)``: the producer's answer (``[DUPLICATE]`` for a duplicate).
-Reply = Callable[[int, list[MessageId]], None]
+#: ``reply(sequence id, message ids)``: the producer's answer (``[DUPLICATE]`` for a duplicate, None for a send
+#: that failed).
+Reply = Callable[[int, list[MessageId] | None], None]
 
 
 class TopicStateError(Exception):
@@ -78,14 +82,16 @@ class Topic:
         log: ManagedLedgerLog | None = None,
         clock: Callable[[], int] = lambda: 0,
         forget_dedup_on_open: bool = False,
+        deduplication: bool = True,
     ) -> None:
         self.ml = ml
         self.partition = partition
         self.log = log or ManagedLedgerLog()
         self.clock = clock
         self.forget_dedup_on_open = forget_dedup_on_open  # MUTANT switch: dedup_forgets_on_reopen
-        self.highest_pushed: dict[str, int] = {}  # producer -> highest sequence id accepted
-        self.highest_written: dict[str, int] = {}  # producer -> highest sequence id in the entries
+        self.deduplication = deduplication  # brokerDeduplicationEnabled
+        self.highest_pushed: dict[str, int] = {}  # producer -> highest sequence id accepted (highestSequencedPushed)
+        self.highest_written: dict[str, int] = {}  # producer -> highest sequence id written (...Persisted)
         self.waiting: list[_Waiting] = []  # batches accepted and not yet added, in order
         self.closing = False  # ClosingLedger: the batch that fills the current ledger waits; it takes no other
         self.queued: list[_Waiting] = []  # batches accepted while the ledger closes, for the next ledger
@@ -94,6 +100,9 @@ class Topic:
     # -- opening ---------------------------------------------------------------------
     def recover(self) -> None:
         """Rebuild the deduplication state: the last snapshot, then the entries after it (``ManagedLedgerOpens``)."""
+        if not self.deduplication:
+            self.log.emit("ManagedLedgerOpens")
+            return
         self.highest_written = dict(self.dedup.properties)
         for data in self._entries_after(self.dedup.mark_delete):
             message = decode_message(data)
@@ -116,10 +125,14 @@ class Topic:
     def receive(self, producer: str, sequence_id: int, payload: bytes, reply: Reply, *, messages: int = 1) -> None:
         """A batch from ``producer``: a duplicate is answered now; a new one waits to be added, or, while the
         ledger closes, is queued for the next."""
-        if sequence_id <= self.highest_pushed.get(producer, -1):
-            reply(sequence_id, [DUPLICATE])
+        if self.deduplication and sequence_id <= self.highest_pushed.get(producer, -1):
+            if sequence_id <= self.highest_written.get(producer, -1):
+                reply(sequence_id, [DUPLICATE])
+            else:
+                reply(sequence_id, None)  # MessageDupStatus.Unknown: the send fails
         else:
-            self.highest_pushed[producer] = sequence_id
+            if self.deduplication:
+                self.highest_pushed[producer] = sequence_id
             batch = _Waiting(producer, sequence_id, payload, messages, reply)
             if self.closing:
                 self.queued.append(batch)
@@ -146,7 +159,8 @@ class Topic:
         position = self.ml.add_entry(encode_message(message), roll_over=False)
         self.ml.crash_point("add-ack")
         self.waiting.pop(0)
-        self.highest_written[batch.producer] = max(self.highest_written.get(batch.producer, -1), batch.sequence_id)
+        if self.deduplication:  # recordMessagePersisted
+            self.highest_written[batch.producer] = max(self.highest_written.get(batch.producer, -1), batch.sequence_id)
         batch.reply(batch.sequence_id, MessageId.batch(position, batch.messages, partition=self.partition))
         self.log.emit("BookKeeperCompletesAdd")
 

@@ -20,10 +20,13 @@ spec variables           read from
                          bookies), moved on as ``recoveredCursor`` moves it
 ``broker_up`` ...        the topic and its managed ledger: the ledger written,
 ``highest_pushed``,      its age, the adds waiting, whether the ledger closes,
-``closing``, ``queued``  the adds queued for the next, the deduplication state,
+``closing``, ``queued``, the adds queued for the next, the deduplication state
+``highest_persisted``    (the highest ids accepted and written),
 ``last_confirmed``       its ``lastConfirmedEntry``
 ``crashes``, ``sent``    the run's count of crashes, and its producers
-``acked``, ``net``,
+``acked``, ``net``,      (and their connections)
+``reconnecting``,
+``disconnects``,
 ``last_id``
 =======================  ======================================================
 """
@@ -66,6 +69,7 @@ class TopicAbstraction:
         counts = {ledger: len(self.entries[ledger]) for ledger in self.listed}
         topic = run.topic
         current, age, highest = NO_LEDGER, 0, tuple(-1 for _ in run.producers)
+        persisted = highest
         pending: tuple[tuple[int, int], ...] = ()
         queued: tuple[tuple[int, int], ...] = ()
         closing = False
@@ -79,6 +83,7 @@ class TopicAbstraction:
             queued = tuple((topic.producer_number(w.producer), w.sequence_id) for w in topic.queued)
             closing = topic.closing
             highest = tuple(topic.highest_pushed.get(p.name, -1) for p in run.producers)
+            persisted = tuple(topic.highest_written.get(p.name, -1) for p in run.producers)
             ledger, entry = ml.last_confirmed()
             last_confirmed = (self.number(ledger), entry)
         last = run.last_id
@@ -94,11 +99,14 @@ class TopicAbstraction:
             closing=closing,
             queued=queued,
             highest_pushed=highest,
+            highest_persisted=persisted,
             last_confirmed=last_confirmed,
             crashes=run.crashes,
             sent=tuple(p.sent for p in run.producers),
             acked=tuple(p.acked for p in run.producers),
             net=tuple(tuple(p.net) for p in run.producers),
+            reconnecting=tuple(p.reconnecting for p in run.producers),
+            disconnects=run.disconnects,
             last_id=NO_MESSAGE_ID
             if last.ledger_id == -1
             else (self.number(last.ledger_id), last.entry_id, last.partition, last.batch_index),

@@ -14,6 +14,7 @@ call                               the managed-ledger spec's action
 =================================  ==========================================
 ``send(p)``                        ``ProducerSends(p)``
 ``resend(p)``                      ``ProducerResends(p)``
+``drop_connection(p)``             ``ConnectionDrops(p)``
 ``receive(p)``                     ``BrokerReceives(p)`` (the topic logs it)
 ``complete_add()``                 ``BookKeeperCompletesAdd`` (the topic)
 ``roll_over()``                    ``LedgerRollsOver`` (the topic)
@@ -64,10 +65,12 @@ class TopicRunConfig:
     max_entries_per_ledger: int = 2  # MaxEntriesPerLedger
     maximum_rollover: int = 240  # MaximumRolloverTime, in milliseconds (0: at once)
     minimum_rollover: int = 0  # MinimumRolloverTime, in milliseconds
-    ticks: int = 0  # Ticks: how many milliseconds a ledger may age
     cursors: int = 1  # NumCursors
     mutant: str | None = None  # a managed-ledger mutant
     forget_dedup_on_open: bool = False  # the topic's seeded bug (the spec's dedup_forgets_on_reopen)
+    ticks: int = 0  # Ticks: how many milliseconds a ledger may age
+    deduplication: bool = True  # Dedup
+    disconnects: int = 0  # MaxDisconnects: producer connections dropped in all
 
     def managed_ledger_config(self) -> ManagedLedgerConfig:
         return ManagedLedgerConfig(
@@ -93,6 +96,8 @@ SPEC_CONSTANTS = ConstantsTable(
         "MaximumRolloverTime": "maximum_rollover",
         "MinimumRolloverTime": "minimum_rollover",
         "Ticks": "ticks",
+        "Dedup": "deduplication",
+        "MaxDisconnects": "disconnects",
         "NumCursors": "cursors",
     }
 )
@@ -106,6 +111,7 @@ class Producer:
     sent: int = 0  # sequence ids sent so far
     acked: int = -1  # highest sequence id answered (answers come in order)
     net: list[int] = attrs.Factory(list)  # sequence ids on the connection, not yet at the broker
+    reconnecting: bool = False  # its connection closed: it sends every batch not answered again
 
 
 class TopicRun(BrokerHarness):
@@ -117,6 +123,7 @@ class TopicRun(BrokerHarness):
         self.log = ManagedLedgerLog()  # in the managed-ledger spec's words
         self.now = 0
         self.crashes = 0
+        self.disconnects = 0
         self.producers = [Producer(f"producer-{p}") for p in range(1, self.config.producers + 1)]
         self.last_id = MessageId(-1, -1, -1, -1)
         self.topic: Topic | None = None
@@ -143,6 +150,7 @@ class TopicRun(BrokerHarness):
             log=self.log,
             clock=lambda: self.now,
             forget_dedup_on_open=self.config.forget_dedup_on_open,
+            deduplication=self.config.deduplication,
         )
 
     @property
@@ -190,7 +198,7 @@ class TopicRun(BrokerHarness):
         waiting = self.topic is not None and any(
             w.producer == producer.name for w in (*self.topic.waiting, *self.topic.queued)
         )
-        return producer.acked + 1 < producer.sent and not producer.net and not waiting
+        return producer.reconnecting or (producer.acked + 1 < producer.sent and not producer.net and not waiting)
 
     def send(self, p: int) -> None:
         producer = self.producers[p - 1]
@@ -201,12 +209,25 @@ class TopicRun(BrokerHarness):
     def resend(self, p: int) -> None:
         producer = self.producers[p - 1]
         producer.net = list(range(producer.acked + 1, producer.sent))
+        producer.reconnecting = False
         self.log.emit("ProducerResends", p)
 
-    def _answer(self, p: int) -> Callable[[int, list[MessageId]], None]:
+    def drop_connection(self, p: int) -> None:
+        """The producer's connection drops: what is on it is lost; it will send again (``ConnectionDrops(p)``)."""
+        producer = self.producers[p - 1]
+        producer.net.clear()
+        producer.reconnecting = True
+        self.disconnects += 1
+        self.log.emit("ConnectionDrops", p)
+
+    def _answer(self, p: int) -> Callable[[int, list[MessageId] | None], None]:
         producer = self.producers[p - 1]
 
-        def reply(sequence_id: int, ids: list[MessageId]) -> None:
+        def reply(sequence_id: int, ids: list[MessageId] | None) -> None:
+            if ids is None:  # the send failed: the client closes the connection (ClientCnx.handleSendError)
+                producer.net.clear()
+                producer.reconnecting = True
+                return
             producer.acked = max(producer.acked, sequence_id)
             if ids != [DUPLICATE]:
                 self.last_id = ids[-1]

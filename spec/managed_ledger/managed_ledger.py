@@ -13,11 +13,19 @@ the broker's ``MessageDeduplication``; BRIEF section 4, seeds 002 and 003):
   come from one counter, so a new ledger's id is above every other;
 - producers ``1 .. NumProducers``, each sending batches with sequence ids
   ``0 .. MaxMessages-1`` in order over one connection (FIFO); a batch of
-  ``BatchSize`` messages is one entry. On reconnecting after a broker crash a
-  producer sends again every batch not yet acknowledged, in order;
-- the broker's dedup check (``MessageDeduplication.isDuplicate``): a batch whose
-  sequence id is at most the highest one pushed for that producer is a
-  duplicate, answered without being written;
+  ``BatchSize`` messages is one entry. On reconnecting after a broker crash,
+  after its connection dropped (``ConnectionDrops``, at most
+  ``MaxDisconnects`` times) or was closed on a failed send, a producer sends
+  again every batch not yet acknowledged, in order;
+- the broker's dedup check (``MessageDeduplication.isDuplicate``), where
+  ``Dedup`` (``brokerDeduplicationEnabled``) is on: a batch whose sequence id
+  is at most the highest one persisted for that producer is a duplicate,
+  answered without being written; one above that and at most the highest
+  pushed is ``Unknown``: ``PersistentTopic`` fails the send, and the client
+  closes its connection (``ClientCnx.handleSendError``) and sends again. With
+  ``Dedup`` off every batch is written, so one sent again after a crash or a
+  dropped connection can be written twice (``DedupPersistsNoDuplicate`` holds
+  only with ``Dedup`` on);
 - the add to BookKeeper (``OpAddEntry``): adds complete in order; the producer
   then gets the message ids ``ledgerId:entryId:partition:batchIndex``;
 - rollover (``currentLedgerIsFull``, seed 002): the current ledger is full when
@@ -66,9 +74,9 @@ What is left out, and why that is sound here:
   and its size is its number of messages (``MaxSizePerLedger`` counts messages);
 - time: ``ClockTicks`` ages the current ledger, one tick at a time, only as
   far as the rollover rules can tell ages apart;
-- the "unknown" answer of the dedup check (a sequence id pushed but not yet
-  persisted): a producer sends a batch again only after a crash, when the
-  broker has nothing in flight;
+- the replies lost with a dropped connection: the acks of the adds in
+  flight still reach the producer (it would learn them as duplicates of
+  what it sends again);
 - several brokers and ownership changes of the topic: one broker, which
   crashes and opens the managed ledger again;
 - retention, offloading, the ledger-creation timeout and the fencing of the
@@ -113,6 +121,7 @@ BUGS = {
     "none": "the managed ledger as Pulsar implements it",
     "trim_deletes_needed_ledger": "trimming also deletes the ledger the slowest cursor's mark-delete points into",
     "dedup_forgets_on_reopen": "reopening the managed ledger does not rebuild the dedup state from the entries",
+    "unknown_answered_as_duplicate": "a batch pushed but not yet persisted, sent again, is answered as a duplicate",
     "closing_ledger_takes_adds": "a ledger whose last add is sent still takes the adds that arrive while it closes",
     "reopen_confirms_new_ledger": (
         "reopening the managed ledger sets lastConfirmedEntry to the new ledger's (l, -1) without stepping back "
@@ -140,13 +149,16 @@ class ManagedLedgerState:
     pending: tuple[tuple[int, int], ...]  # adds sent to BookKeeper and not yet completed, in order
     closing: bool  # ClosingLedger: the add that filled the current ledger is sent; it takes no other
     queued: tuple[tuple[int, int], ...]  # adds that arrived while the ledger closes, for the next (pendingAddEntries)
-    highest_pushed: tuple[int, ...]  # producer -> highest sequence id accepted (the dedup state)
+    highest_pushed: tuple[int, ...]  # producer -> highest sequence id accepted (highestSequencedPushed)
+    highest_persisted: tuple[int, ...]  # producer -> highest sequence id written (highestSequencedPersisted)
     last_confirmed: Position  # lastConfirmedEntry: the last entry readers are shown; NO_POSITION while down
     crashes: int  # broker crashes so far (at most MaxCrashes)
     # -- producers
     sent: tuple[int, ...]  # producer -> sequence ids sent so far (the next one to send)
     acked: tuple[int, ...]  # producer -> highest sequence id acknowledged (acks come in order)
     net: tuple[tuple[int, ...], ...]  # producer -> sequence ids in flight to the broker, in order
+    reconnecting: tuple[bool, ...]  # producer -> its connection closed: it sends every batch not acked again
+    disconnects: int  # producer connections dropped so far (at most MaxDisconnects)
     last_id: MessageId  # the last message id handed to a producer
 
 
@@ -187,6 +199,8 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         int_constant("Ticks", 0, "how old the model lets a ledger grow: later ticks are not modelled"),
         int_constant("NumCursors", 1, "durable cursors (subscriptions)"),
         int_constant("MaxCrashes", 1, "broker crashes in all"),
+        Constant("Dedup", bool, True, "brokerDeduplicationEnabled for the topic"),
+        int_constant("MaxDisconnects", 0, "producer connections dropped in all"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
     )
 
@@ -201,10 +215,19 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
     Ticks: int
     NumCursors: int
     MaxCrashes: int
+    Dedup: bool
+    MaxDisconnects: int
     Bug: str
 
     def check_constants(self) -> None:
-        for name in ("NumProducers", "MaxMessages", "NumCursors", "MaxCrashes", "MaxEntriesPerLedger"):
+        for name in (
+            "NumProducers",
+            "MaxMessages",
+            "NumCursors",
+            "MaxCrashes",
+            "MaxEntriesPerLedger",
+            "MaxDisconnects",
+        ):
             if getattr(self, name) < 0:
                 raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
         for name in ("MaxSizePerLedger", "MaximumRolloverTime", "MinimumRolloverTime", "Ticks"):
@@ -282,18 +305,22 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             closing=False,
             queued=(),
             highest_pushed=tuple(-1 for _ in self.producers),
+            highest_persisted=tuple(-1 for _ in self.producers),
             last_confirmed=(1, -1),
             crashes=0,
             sent=tuple(0 for _ in self.producers),
             acked=tuple(-1 for _ in self.producers),
             net=tuple(() for _ in self.producers),
+            reconnecting=tuple(False for _ in self.producers),
+            disconnects=0,
             last_id=NO_MESSAGE_ID,
         )
 
     # -- producers -------------------------------------------------------------------
     def awaits_resend(self, s: ManagedLedgerState, p: int) -> bool:
-        """The producer has batches not acknowledged that are neither in flight nor at the broker: lost in a crash."""
-        return (
+        """The producer's connection closed, or it has batches not acknowledged that are neither in flight nor at
+        the broker: lost in a crash."""
+        return s.reconnecting[p - 1] or (
             s.acked[p - 1] + 1 < s.sent[p - 1]
             and not s.net[p - 1]
             and all(q != p for q, _ in s.pending)
@@ -310,25 +337,51 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
 
     @action(_each_producer)
     def ProducerResends(self, s: ManagedLedgerState, p: int) -> ManagedLedgerState | None:
-        """Reconnected after a crash, the producer sends again, in order, every batch not acknowledged."""
+        """Reconnected, the producer sends again, in order, every batch not acknowledged
+        (``ProducerImpl.resendMessages``, Pulsar client 4.0.7)."""
         if not s.broker_up or not self.awaits_resend(s, p):
             return None
-        return evolve(s, net=_replace(s.net, p - 1, tuple(range(s.acked[p - 1] + 1, s.sent[p - 1]))))
+        return evolve(
+            s,
+            net=_replace(s.net, p - 1, tuple(range(s.acked[p - 1] + 1, s.sent[p - 1]))),
+            reconnecting=_replace(s.reconnecting, p - 1, False),
+        )
+
+    @action(_each_producer)
+    def ConnectionDrops(self, s: ManagedLedgerState, p: int) -> ManagedLedgerState | None:
+        """The producer's connection drops while a batch is not acknowledged: the batches on it are lost; the broker
+        keeps the adds it accepted."""
+        if not s.broker_up or s.disconnects >= self.MaxDisconnects or s.reconnecting[p - 1]:
+            return None
+        if s.acked[p - 1] + 1 >= s.sent[p - 1]:
+            return None
+        return evolve(
+            s,
+            net=_replace(s.net, p - 1, ()),
+            reconnecting=_replace(s.reconnecting, p - 1, True),
+            disconnects=s.disconnects + 1,
+        )
 
     # -- the broker ------------------------------------------------------------------
     @action(_each_producer)
     def BrokerReceives(self, s: ManagedLedgerState, p: int) -> ManagedLedgerState | None:
-        """The dedup check; a duplicate is acked unwritten. A new batch goes to BookKeeper as the next entry; if,
-        counted with the adds in flight, it fills the ledger, it is the ledger's last (closeWhenDone). While the
-        ledger closes a new batch is queued (``ManagedLedgerImpl.internalAsyncAddEntry``, Pulsar 4.0.7)."""
+        """The dedup check (``MessageDeduplication.isDuplicate``, Pulsar 4.0.7; with Dedup off every batch is new):
+        a duplicate, at most the highest persisted, is acked unwritten; one above that and at most the highest
+        pushed is Unknown: the send fails and the client closes its connection (``ClientCnx.handleSendError``),
+        to send again. A new batch goes to BookKeeper as the next entry; if, counted with the adds in flight, it
+        fills the ledger, it is the ledger's last (closeWhenDone). While the ledger closes a new batch is queued
+        (``ManagedLedgerImpl.internalAsyncAddEntry``, Pulsar 4.0.7)."""
         if not s.broker_up or not s.net[p - 1] or s.current == NO_LEDGER:
             return None
         seq, rest = s.net[p - 1][0], s.net[p - 1][1:]
         net = _replace(s.net, p - 1, rest)
-        if seq <= s.highest_pushed[p - 1]:
-            # A duplicate: answered with message id -1:-1 and not written (MessageDupStatus.Dup).
-            return evolve(s, net=net, acked=_replace(s.acked, p - 1, max(s.acked[p - 1], seq)))
-        pushed = _replace(s.highest_pushed, p - 1, seq)
+        if self.Dedup and seq <= s.highest_pushed[p - 1]:
+            if seq <= s.highest_persisted[p - 1] or self.Bug == "unknown_answered_as_duplicate":
+                # A duplicate: answered with message id -1:-1 and not written (MessageDupStatus.Dup).
+                return evolve(s, net=net, acked=_replace(s.acked, p - 1, max(s.acked[p - 1], seq)))
+            # MessageDupStatus.Unknown: the send fails; the client closes its connection.
+            return evolve(s, net=_replace(s.net, p - 1, ()), reconnecting=_replace(s.reconnecting, p - 1, True))
+        pushed = _replace(s.highest_pushed, p - 1, seq) if self.Dedup else s.highest_pushed
         if s.closing and self.Bug != "closing_ledger_takes_adds":
             return evolve(s, net=net, highest_pushed=pushed, queued=(*s.queued, (p, seq)))
         closing = s.closing or self.ledger_is_full(self.written(s) + 1, s.age)
@@ -347,7 +400,10 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             s,
             entries=_replace(s.entries, s.current - 1, (*ledger, (p, seq))),
             pending=rest,
-            acked=_replace(s.acked, p - 1, seq),
+            acked=_replace(s.acked, p - 1, max(s.acked[p - 1], seq)),
+            highest_persisted=_replace(s.highest_persisted, p - 1, max(s.highest_persisted[p - 1], seq))
+            if self.Dedup
+            else s.highest_persisted,  # recordMessagePersisted
             last_id=ids[-1],
             last_confirmed=(s.current, len(ledger)),
         )
@@ -401,6 +457,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             closing=False,
             queued=(),
             highest_pushed=tuple(-1 for _ in self.producers),
+            highest_persisted=tuple(-1 for _ in self.producers),
             last_confirmed=NO_POSITION,
             crashes=s.crashes + 1,
             net=tuple(() for _ in self.producers),
@@ -418,8 +475,8 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             ledgers, deleted = ledgers[:-1], deleted | {ledgers[-1]}
         new = len(s.entries) + 1
         dedup = tuple(-1 for _ in self.producers)
-        if self.Bug != "dedup_forgets_on_reopen":
-            dedup = self.recovered_dedup(s.entries)
+        if self.Bug != "dedup_forgets_on_reopen" and self.Dedup:
+            dedup = self.recovered_dedup(s.entries)  # replayCursor: both the pushed and the persisted ids
         listed, entries = (*ledgers, new), (*s.entries, ())
         last = self.opened_last_confirmed(s, ledgers, new)
         # The cursors are restored (recoveredCursor): a mark at (l, -1) of the ledger dropped moves on, and none
@@ -434,6 +491,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             broker_up=True,
             current=new,
             highest_pushed=dedup,
+            highest_persisted=dedup,
             last_confirmed=last,
         )
 
@@ -551,7 +609,10 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
 
     @invariant
     def DedupPersistsNoDuplicate(self, s: ManagedLedgerState) -> str | None:
-        """No (producer, sequence id) is written twice."""
+        """With Dedup on, no (producer, sequence id) is written twice; with it off a batch sent again after a crash
+        or a dropped connection may be."""
+        if not self.Dedup:
+            return None
         seen: dict[tuple[int, int], Position] = {}
         for ledger, es in enumerate(s.entries, 1):
             for e, msg in enumerate(es):
@@ -604,6 +665,11 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
     def ConsumedLedgerTrimmed(self, s: ManagedLedgerState) -> bool:
         """A ledger that held entries was trimmed."""
         return any(len(s.entries[x - 1]) > 0 for x in s.deleted)
+
+    @reachable
+    def DuplicateAnsweredUnknown(self, s: ManagedLedgerState) -> bool:
+        """A producer's connection was closed with a batch pushed and not yet persisted at the broker."""
+        return any(r and any(q == p for q, _ in s.pending) for p, r in zip(self.producers, s.reconnecting, strict=True))
 
     @reachable
     def UnacknowledgedEntryRecovered(self, s: ManagedLedgerState) -> bool:

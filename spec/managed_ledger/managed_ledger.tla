@@ -13,8 +13,14 @@
 (*  - producers sending batches (one entry each) with sequence ids         *)
 (*    0 .. MaxMessages-1, in order, on one connection; after a broker      *)
 (*    crash a producer sends again every batch not acknowledged;           *)
-(*  - the dedup check: a sequence id at most the highest pushed is a       *)
-(*    duplicate, acknowledged without being written;                       *)
+(*  - the dedup check, where Dedup is on: a sequence id at most the        *)
+(*    highest persisted is a duplicate, acknowledged without being         *)
+(*    written; one above it and at most the highest pushed is Unknown: the *)
+(*    send fails, the producer's connection closes and it sends again.     *)
+(*    With Dedup off every batch is written: after a crash or a dropped    *)
+(*    connection a batch can be written twice;                             *)
+(*  - a producer's connection dropping (at most MaxDisconnects times): it  *)
+(*    reconnects and sends again every batch not acknowledged;             *)
 (*  - adds to BookKeeper complete in order; the producer gets the ids      *)
 (*    ledgerId:entryId:partition:batchIndex;                               *)
 (*  - rollover (currentLedgerIsFull, seed 002) on entries, size or age,    *)
@@ -38,7 +44,8 @@
 (* Left out, and why that is sound here: payloads (an entry's content is   *)
 (* its <<producer, sequence id>>, its size its message count); time beyond *)
 (* what the rollover rules can tell apart; the dedup check's "unknown"     *)
-(* answer (batches are sent again only after a crash); several brokers;    *)
+(* replies lost with a dropped connection (acks reach the producer);      *)
+(* several brokers;                                                        *)
 (* retention and offloading; the dedup cursor, whose snapshot is assumed   *)
 (* to cover every entry trimmed.                                           *)
 (***************************************************************************)
@@ -56,15 +63,17 @@ CONSTANTS
     Ticks,                \* how old the model lets a ledger grow: later ticks are not modelled
     NumCursors,           \* durable cursors (subscriptions)
     MaxCrashes,           \* broker crashes in all
+    Dedup,                \* brokerDeduplicationEnabled for the topic
+    MaxDisconnects,       \* producer connections dropped in all
     Bug                   \* "none" or a seeded bug, as in managed_ledger.py's BUGS
 
-ASSUME /\ BatchSize >= 1 /\ Partitioned \in BOOLEAN
+ASSUME /\ BatchSize >= 1 /\ Partitioned \in BOOLEAN /\ Dedup \in BOOLEAN /\ MaxDisconnects \in Nat
        /\ \A k \in {NumProducers, MaxMessages, NumCursors, MaxCrashes, MaxEntriesPerLedger, MaxSizePerLedger,
                     MaximumRolloverTime, MinimumRolloverTime, Ticks} : k \in Nat
        \* ManagedLedgerConfig.setMaximumRolloverTime: the maximum is not below the minimum.
        /\ MaximumRolloverTime >= MinimumRolloverTime
        /\ Bug \in {"none", "trim_deletes_needed_ledger", "dedup_forgets_on_reopen", "reopen_confirms_new_ledger",
-                  "closing_ledger_takes_adds"}
+                  "closing_ledger_takes_adds", "unknown_answered_as_duplicate"}
 
 VARIABLES
     \* -- the metadata store and the bookies
@@ -79,18 +88,22 @@ VARIABLES
     pending,         \* adds sent to BookKeeper, not yet completed, in order
     closing,         \* ClosingLedger: the add that filled the current ledger is sent, it takes no other
     queued,          \* adds that arrived while the ledger closes, for the next (pendingAddEntries)
-    highest_pushed,  \* producer -> highest sequence id accepted (the dedup state)
+    highest_pushed,  \* producer -> highest sequence id accepted (highestSequencedPushed)
+    highest_persisted, \* producer -> highest sequence id written (highestSequencedPersisted)
     last_confirmed,  \* lastConfirmedEntry: the last entry readers are shown, or NoPosition while down
     crashes,         \* broker crashes so far
     \* -- producers
     sent,            \* producer -> sequence ids sent so far
     acked,           \* producer -> highest sequence id acknowledged (acks come in order)
     net,             \* producer -> sequence ids in flight to the broker, in order
+    reconnecting,    \* producer -> its connection closed: it sends every batch not acknowledged again
+    disconnects,     \* producer connections dropped so far
     last_id          \* the last message id handed to a producer
 
 store_vars == <<ledgers, entries, deleted, mark_delete>>
-broker_vars == <<broker_up, current, age, pending, closing, queued, highest_pushed, last_confirmed, crashes>>
-producer_vars == <<sent, acked, net, last_id>>
+broker_vars == <<broker_up, current, age, pending, closing, queued, highest_pushed, highest_persisted, last_confirmed,
+                  crashes>>
+producer_vars == <<sent, acked, net, reconnecting, disconnects, last_id>>
 vars == <<store_vars, broker_vars, producer_vars>>
 
 -----------------------------------------------------------------------------
@@ -143,13 +156,14 @@ NoEntryBetween(es, a, b) ==
 \* The highest sequence id each producer has in the entries written.
 RecoveredDedup == [p \in Producers |-> SetMax({-1} \cup {m[2] : m \in {m \in AllEntries : m[1] = p}})]
 
-(* The producer has batches not acknowledged that are neither in flight    *)
-(* nor at the broker: lost in a crash.                                     *)
+(* The producer's connection closed, or it has batches not acknowledged   *)
+(* that are neither in flight nor at the broker: lost in a crash.          *)
 AwaitsResend(p) ==
-    /\ acked[p] + 1 < sent[p]
-    /\ net[p] = <<>>
-    /\ \A i \in DOMAIN pending : pending[i][1] # p
-    /\ \A i \in DOMAIN queued : queued[i][1] # p
+    \/ reconnecting[p]
+    \/ /\ acked[p] + 1 < sent[p]
+       /\ net[p] = <<>>
+       /\ \A i \in DOMAIN pending : pending[i][1] # p
+       /\ \A i \in DOMAIN queued : queued[i][1] # p
 
 -----------------------------------------------------------------------------
 Init ==
@@ -164,11 +178,14 @@ Init ==
     /\ closing = FALSE
     /\ queued = <<>>
     /\ highest_pushed = [p \in Producers |-> -1]
+    /\ highest_persisted = [p \in Producers |-> -1]
     /\ last_confirmed = <<1, -1>>
     /\ crashes = 0
     /\ sent = [p \in Producers |-> 0]
     /\ acked = [p \in Producers |-> -1]
     /\ net = [p \in Producers |-> <<>>]
+    /\ reconnecting = [p \in Producers |-> FALSE]
+    /\ disconnects = 0
     /\ last_id = <<-1, -1, -1, -1>>
 
 -----------------------------------------------------------------------------
@@ -181,20 +198,39 @@ ProducerSends(p) ==
     /\ ~AwaitsResend(p)
     /\ sent' = [sent EXCEPT ![p] = @ + 1]
     /\ net' = [net EXCEPT ![p] = Append(@, sent[p])]
-    /\ UNCHANGED <<store_vars, broker_vars, acked, last_id>>
+    /\ UNCHANGED <<store_vars, broker_vars, acked, reconnecting, disconnects, last_id>>
 
-\* Reconnected after a crash, the producer sends again, in order, every batch not acknowledged.
+(* Reconnected, the producer sends again, in order, every batch not        *)
+(* acknowledged (ProducerImpl.resendMessages, Pulsar client 4.0.7).        *)
 ProducerResends(p) ==
     /\ broker_up
     /\ AwaitsResend(p)
     /\ net' = [net EXCEPT ![p] = [i \in 1 .. sent[p] - acked[p] - 1 |-> acked[p] + i]]
+    /\ reconnecting' = [reconnecting EXCEPT ![p] = FALSE]
+    /\ UNCHANGED <<store_vars, broker_vars, sent, acked, disconnects, last_id>>
+
+(* The producer's connection drops while a batch is not acknowledged: the  *)
+(* batches on it are lost; the broker keeps the adds it accepted.          *)
+ConnectionDrops(p) ==
+    /\ broker_up
+    /\ disconnects < MaxDisconnects
+    /\ ~reconnecting[p]
+    /\ acked[p] + 1 < sent[p]
+    /\ net' = [net EXCEPT ![p] = <<>>]
+    /\ reconnecting' = [reconnecting EXCEPT ![p] = TRUE]
+    /\ disconnects' = disconnects + 1
     /\ UNCHANGED <<store_vars, broker_vars, sent, acked, last_id>>
 
 -----------------------------------------------------------------------------
 (* The broker. *)
 
-(* The dedup check; a duplicate is acknowledged (message id -1:-1) and not *)
-(* written.  A new batch goes to BookKeeper as the next entry; if, counted *)
+(* The dedup check (MessageDeduplication.isDuplicate, Pulsar 4.0.7; with  *)
+(* Dedup off every batch is new): a duplicate, at most the highest        *)
+(* persisted, is acknowledged (message id -1:-1) and not written; one      *)
+(* above that and at most the highest pushed is Unknown: PersistentTopic   *)
+(* fails the send and the client closes its connection                    *)
+(* (ClientCnx.handleSendError), to send again.                             *)
+(* A new batch goes to BookKeeper as the next entry; if, counted *)
 (* with the adds in flight, it fills the ledger, it is the ledger's last   *)
 (* (closeWhenDone).  While the ledger closes a new batch is queued         *)
 (* (ManagedLedgerImpl.internalAsyncAddEntry, Pulsar 4.0.7).                *)
@@ -202,12 +238,19 @@ BrokerReceives(p) ==
     /\ broker_up
     /\ net[p] # <<>>
     /\ current # NoLedger
-    /\ net' = [net EXCEPT ![p] = Tail(@)]
     /\ LET seq == Head(net[p]) IN
-          IF seq <= highest_pushed[p]
-          THEN /\ acked' = [acked EXCEPT ![p] = Max(@, seq)]
+          IF Dedup /\ seq <= highest_pushed[p]
+          THEN /\ IF seq <= highest_persisted[p] \/ Bug = "unknown_answered_as_duplicate"
+                  THEN /\ net' = [net EXCEPT ![p] = Tail(@)]
+                       /\ acked' = [acked EXCEPT ![p] = Max(@, seq)]
+                       /\ UNCHANGED reconnecting
+                  ELSE /\ net' = [net EXCEPT ![p] = <<>>]
+                       /\ reconnecting' = [reconnecting EXCEPT ![p] = TRUE]
+                       /\ UNCHANGED acked
                /\ UNCHANGED <<highest_pushed, pending, closing, queued>>
-          ELSE /\ highest_pushed' = [highest_pushed EXCEPT ![p] = seq]
+          ELSE /\ net' = [net EXCEPT ![p] = Tail(@)]
+               /\ highest_pushed' = IF Dedup THEN [highest_pushed EXCEPT ![p] = seq] ELSE highest_pushed
+               /\ UNCHANGED reconnecting
                /\ IF closing /\ Bug # "closing_ledger_takes_adds"
                   THEN /\ queued' = Append(queued, <<p, seq>>)
                        /\ UNCHANGED <<pending, closing>>
@@ -215,7 +258,8 @@ BrokerReceives(p) ==
                        /\ closing' = (closing \/ LedgerIsFull(Written + 1, age))
                        /\ UNCHANGED queued
                /\ UNCHANGED acked
-    /\ UNCHANGED <<store_vars, broker_up, current, age, last_confirmed, crashes, sent, last_id>>
+    /\ UNCHANGED <<store_vars, broker_up, current, age, highest_persisted, last_confirmed, crashes, sent, disconnects,
+                   last_id>>
 
 (* The oldest add in flight reaches its ack quorum; the producer gets its *)
 (* message ids, readers the entry (OpAddEntry.run sets lastConfirmedEntry, *)
@@ -225,12 +269,15 @@ BookKeeperCompletesAdd ==
     /\ pending # <<>>
     /\ LET m == Head(pending) IN
           /\ entries' = [entries EXCEPT ![current] = Append(@, m)]
-          /\ acked' = [acked EXCEPT ![m[1]] = m[2]]
+          /\ acked' = [acked EXCEPT ![m[1]] = Max(@, m[2])]
+          \* recordMessagePersisted
+          /\ highest_persisted' = IF Dedup THEN [highest_persisted EXCEPT ![m[1]] = Max(@, m[2])]
+                                  ELSE highest_persisted
           /\ last_id' = LastMessageId(<<current, Len(entries[current])>>)
           /\ last_confirmed' = <<current, Len(entries[current])>>
     /\ pending' = Tail(pending)
     /\ UNCHANGED <<ledgers, deleted, mark_delete, broker_up, current, age, closing, queued, highest_pushed, crashes,
-                   sent, net>>
+                   sent, net, reconnecting, disconnects>>
 
 \* How many of the queued adds the new ledger takes: up to the one that fills it, or all.
 Taken(q) == LET fills == {i \in 1 .. Len(q) : LedgerIsFull(i, 0)}
@@ -256,7 +303,8 @@ LedgerRollsOver ==
           /\ pending' = SubSeq(queued, 1, k)
           /\ queued' = SubSeq(queued, k + 1, Len(queued))
           /\ closing' = (k > 0 /\ LedgerIsFull(k, 0))
-    /\ UNCHANGED <<deleted, mark_delete, broker_up, highest_pushed, last_confirmed, crashes, producer_vars>>
+    /\ UNCHANGED <<deleted, mark_delete, broker_up, highest_pushed, highest_persisted, last_confirmed, crashes,
+                   producer_vars>>
 
 \* Time passes for the current ledger (only as far as the rollover rules can tell).
 ClockTicks ==
@@ -264,8 +312,8 @@ ClockTicks ==
     /\ current # NoLedger
     /\ age < MaxAge
     /\ age' = age + 1
-    /\ UNCHANGED <<store_vars, broker_up, current, pending, closing, queued, highest_pushed, last_confirmed, crashes,
-                   producer_vars>>
+    /\ UNCHANGED <<store_vars, broker_up, current, pending, closing, queued, highest_pushed, highest_persisted,
+                   last_confirmed, crashes, producer_vars>>
 
 (* The broker dies: its memory and connections are gone; the first k adds  *)
 (* in flight reached the bookies.                                          *)
@@ -280,10 +328,11 @@ BrokerCrashes(k) ==
     /\ closing' = FALSE
     /\ queued' = <<>>
     /\ highest_pushed' = [p \in Producers |-> -1]
+    /\ highest_persisted' = [p \in Producers |-> -1]
     /\ last_confirmed' = NoPosition
     /\ crashes' = crashes + 1
     /\ net' = [p \in Producers |-> <<>>]
-    /\ UNCHANGED <<ledgers, deleted, mark_delete, sent, acked, last_id>>
+    /\ UNCHANGED <<ledgers, deleted, mark_delete, sent, acked, reconnecting, disconnects, last_id>>
 
 (* initialize: recover-open the last ledger, drop it if empty, create a    *)
 (* new one, rebuild the dedup state from the entries, restore the cursors  *)
@@ -307,7 +356,10 @@ ManagedLedgerOpens ==
                                 PosMin(RecoveredPosition(listed, LAMBDA l : Len(newEntries[l]), mark_delete[c]),
                                        OpenedLastConfirmed(kept, new))]
     /\ broker_up' = TRUE
-    /\ highest_pushed' = IF Bug = "dedup_forgets_on_reopen" THEN [p \in Producers |-> -1] ELSE RecoveredDedup
+    \* MessageDeduplication.replayCursor sets both the pushed and the persisted ids.
+    /\ LET dedup == IF Bug = "dedup_forgets_on_reopen" \/ ~Dedup THEN [p \in Producers |-> -1] ELSE RecoveredDedup
+       IN /\ highest_pushed' = dedup
+          /\ highest_persisted' = dedup
     /\ UNCHANGED <<age, pending, closing, queued, crashes, producer_vars>>
 
 -----------------------------------------------------------------------------
@@ -351,7 +403,7 @@ TrimConsumedLedgers ==
 
 -----------------------------------------------------------------------------
 Next ==
-    \/ \E p \in Producers : ProducerSends(p) \/ ProducerResends(p) \/ BrokerReceives(p)
+    \/ \E p \in Producers : ProducerSends(p) \/ ProducerResends(p) \/ ConnectionDrops(p) \/ BrokerReceives(p)
     \/ BookKeeperCompletesAdd
     \/ LedgerRollsOver
     \/ ClockTicks
@@ -400,10 +452,12 @@ LedgerHoldsItsLimit ==
         \A l \in DOMAIN entries :
             Len(entries[l]) + (IF l = current THEN Len(pending) ELSE 0) <= Max(MaxEntriesPerLedger, 1)
 
-\* No <<producer, sequence id>> is written twice.
+(* With Dedup on, no <<producer, sequence id>> is written twice; with it  *)
+(* off a batch sent again after a crash or a dropped connection may be.    *)
 DedupPersistsNoDuplicate ==
-    \A l1, l2 \in DOMAIN entries : \A i \in DOMAIN entries[l1] : \A j \in DOMAIN entries[l2] :
-        <<l1, i>> # <<l2, j>> => entries[l1][i] # entries[l2][j]
+    Dedup =>
+        \A l1, l2 \in DOMAIN entries : \A i \in DOMAIN entries[l1] : \A j \in DOMAIN entries[l2] :
+            <<l1, i>> # <<l2, j>> => entries[l1][i] # entries[l2][j]
 
 \* No deleted ledger holds an entry some durable cursor has not consumed.
 TrimKeepsUnconsumedEntries ==

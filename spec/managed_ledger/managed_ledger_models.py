@@ -6,15 +6,18 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 
 __all__ = ["MODELS"]
 
-# Every action: the clock ticks only where the model lets ledgers age (Ticks), which the defaults do not.
-ROLLOVER_BY_TIME = CheckedModel(
-    {"MaximumRolloverTime": 2, "MinimumRolloverTime": 1, "Ticks": 2}, 4_456, "rollover by time"
+# Every action: the clock ticks only where the model lets ledgers age (Ticks), and connections drop only where
+# MaxDisconnects lets them, which the defaults do not.
+FAULTS = CheckedModel(
+    {"MaximumRolloverTime": 2, "MinimumRolloverTime": 1, "Ticks": 2, "MaxDisconnects": 1, "MaxMessages": 2},
+    3_282,
+    "rollover by time, a dropped connection and the dedup check's Unknown",
 )
 
 MODELS = SpecModels(
     checked=(
         CheckedModel({}, 451),
-        ROLLOVER_BY_TIME,
+        FAULTS,
         CheckedModel(
             {"BatchSize": 2, "MaxSizePerLedger": 3, "Partitioned": True, "NumCursors": 2},
             1_413,
@@ -25,12 +28,14 @@ MODELS = SpecModels(
         CheckedModel(
             {"MaxEntriesPerLedger": 0, "MaximumRolloverTime": 0}, 812, "limits of 0: every add fills its ledger"
         ),
+        CheckedModel({"Dedup": False}, 726, "no dedup: a batch sent again after a crash is written twice"),
     ),
     seeded_bugs=(
         SeededBug("trim_deletes_needed_ledger", "TrimKeepsUnconsumedEntries", 6),
         SeededBug("dedup_forgets_on_reopen", "DedupPersistsNoDuplicate", 8),
         SeededBug("reopen_confirms_new_ledger", "LastConfirmedIsLastEntry", 5),
         SeededBug("closing_ledger_takes_adds", "LedgerHoldsItsLimit", 7),
+        SeededBug("unknown_answered_as_duplicate", "NoAcknowledgedMessageLost", 6, {"MaxDisconnects": 1}),
     ),
-    presets={"faults": ROLLOVER_BY_TIME},
+    presets={"faults": FAULTS},
 )
