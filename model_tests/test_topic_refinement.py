@@ -75,37 +75,29 @@ class TopicRefinementMachine(RuleBasedStateMachine):
     def enabled(self, action: str, *args: int) -> bool:
         return getattr(self.spec, action)(self.state, *args) is not None
 
-    @rule(data=st.data())
-    def producer_sends(self, data: st.DataObject) -> None:
-        choices = [p for p in self.spec.producers if self.enabled("ProducerSends", p)]
+    def producer_step(self, data: st.DataObject, action: str, step: Callable[[int], None]) -> None:
+        """A producer the spec lets take ``action`` takes ``step``."""
+        choices = [p for p in self.spec.producers if self.enabled(action, p)]
         if choices:
             p = data.draw(st.sampled_from(choices), label="producer")
-            self.run.send(p)
-            note(f"send({p})")
+            step(p)
+            note(f"{step.__name__}({p})")
+
+    @rule(data=st.data())
+    def producer_sends(self, data: st.DataObject) -> None:
+        self.producer_step(data, "ProducerSends", self.run.send)
 
     @rule(data=st.data())
     def producer_resends(self, data: st.DataObject) -> None:
-        choices = [p for p in self.spec.producers if self.enabled("ProducerResends", p)]
-        if choices:
-            p = data.draw(st.sampled_from(choices), label="producer")
-            self.run.resend(p)
-            note(f"resend({p})")
+        self.producer_step(data, "ProducerResends", self.run.resend)
 
     @rule(data=st.data())
     def connection_drops(self, data: st.DataObject) -> None:
-        choices = [p for p in self.spec.producers if self.enabled("ConnectionDrops", p)]
-        if choices:
-            p = data.draw(st.sampled_from(choices), label="producer")
-            self.run.drop_connection(p)
-            note(f"drop_connection({p})")
+        self.producer_step(data, "ConnectionDrops", self.run.drop_connection)
 
     @rule(data=st.data())
     def broker_receives(self, data: st.DataObject) -> None:
-        choices = [p for p in self.spec.producers if self.enabled("BrokerReceives", p)]
-        if choices:
-            p = data.draw(st.sampled_from(choices), label="producer")
-            self.run.receive(p)
-            note(f"receive({p})")
+        self.producer_step(data, "BrokerReceives", self.run.receive)
 
     @precondition(lambda self: self.enabled("BookKeeperCompletesAdd"))
     @rule(crash=st.sampled_from([None, None, "add-write", "add-ack"]))
