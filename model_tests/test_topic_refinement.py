@@ -37,7 +37,7 @@ from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerState
 
 STEPS = 40
 CONFIGS = {
-    "two producers": TopicRunConfig(producers=2, messages=3, cursors=1, disconnects=2),
+    "two producers": TopicRunConfig(producers=2, messages=3, cursors=1, disconnects=2, creation_failures=2),
     "batches, partitioned, age": TopicRunConfig(
         producers=1,
         messages=4,
@@ -111,6 +111,12 @@ class TopicRefinementMachine(RuleBasedStateMachine):
     def roll_over(self) -> None:
         assert self.run.roll_over()
         note("roll_over")
+
+    @precondition(lambda self: self.enabled("LedgerCreationFails"))
+    @rule()
+    def fail_creation(self) -> None:
+        assert self.run.fail_creation()
+        note("fail_creation")
 
     @precondition(lambda self: self.enabled("ClockTicks"))
     @rule()

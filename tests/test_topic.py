@@ -177,3 +177,24 @@ def test_without_deduplication_a_batch_sent_again_after_a_crash_is_written_twice
     run.receive(1)
     run.complete_add()
     assert [m for es in check.state.entries for m in es] == [(1, 0), (1, 0)]
+
+
+def test_a_failed_ledger_creation_fails_the_queued_batches_and_the_next_add_creates_a_ledger(tmp_path: Path) -> None:
+    """createComplete with an error: the queued adds fail (clearPendingAddEntries), the pushed ids go back to the
+    persisted ones (resetHighestSequenceIdPushed), and a batch sent again waits for a ledger created for it."""
+    run = TopicRun(
+        str(tmp_path), TopicRunConfig(producers=2, messages=1, max_entries_per_ledger=1, creation_failures=1)
+    )
+    check = TopicRefinement(run)
+    for p in (1, 2):
+        run.send(p)
+        run.receive(p)
+    run.complete_add()  # producer 1's batch fills ledger 1; producer 2's is queued
+    assert run.fail_creation() and run.ml is not None and run.ml.current is None
+    assert run.producers[1].reconnecting and run.topic is not None and run.topic.highest_pushed == {"producer-1": 0}
+    assert check.state.current == -1 and check.state.create_failures == 1
+    run.resend(2)
+    run.receive(2)  # no ledger open: it waits for one
+    assert run.roll_over() and len(run.ml.ids()) == 2
+    run.complete_add()
+    assert check.state.entries == (((1, 0),), ((2, 0),)) and run.producers[1].acked == 0

@@ -287,16 +287,21 @@ class ManagedLedger:
         return True
 
     def roll_over(self) -> None:
-        """Close the last ledger, create the next and list it (``ledgerClosed``, ``createLedgerAfterClosed``)."""
-        self._require_open("roll over")
+        """Close the last ledger if one is open, create the next and list it (``ledgerClosed``,
+        ``createLedgerAfterClosed``; with none open, ``internalAsyncAddEntry`` in ``ClosedLedger``)."""
+        self.close_current()
+        self._create_current()
+        self.log.emit("LedgerRollsOver")
+
+    def close_current(self) -> None:
+        """Close the ledger being written, if any (``ledgerClosed``): no ledger is open until the next is created."""
+        self._require_open("close the current ledger")
         if self.current is None:
-            raise ManagedLedgerError(f"managed ledger {self.name} has no ledger open to roll over")
+            return
         self.crash_point("ledger-rollover")
         self.bookkeeper.close(self.current)
         self.ledgers[-1].timestamp = self.clock()
         self.current = None
-        self._create_current()
-        self.log.emit("LedgerRollsOver")
 
     # -- cursors ---------------------------------------------------------------------
     def open_cursor(self, name: str, *, earliest: bool = False) -> ManagedCursor:

@@ -20,7 +20,12 @@ takes its broker steps and logs each in the spec's words as it completes:
 - ``LedgerRollsOver``: with no add waiting, a closing ledger (or one the
   rollover timer finds full, holding an entry) is closed and the next
   created; the queued batches wait to be added to it, up to the one that
-  fills it (``updateLedgersIdsComplete``);
+  fills it (``updateLedgersIdsComplete``); with none open (a creation
+  failed) the next batch waits and a ledger is created for it;
+- ``LedgerCreationFails``: the ledger to close is closed, but creating the
+  next fails: the queued batches fail (their replies carry no message id)
+  and the accepted ids go back to the written ones
+  (``resetHighestSequenceIdPushed``);
 - ``ManagedLedgerOpens``: after a restart, the managed ledger is open and the
   deduplication state rebuilt: each producer's highest sequence id from the
   last snapshot, then from the entries written after it;
@@ -134,7 +139,7 @@ class Topic:
             if self.deduplication:
                 self.highest_pushed[producer] = sequence_id
             batch = _Waiting(producer, sequence_id, payload, messages, reply)
-            if self.closing:
+            if self.closing or self.ml.current is None:
                 self.queued.append(batch)
             else:
                 self._send(batch)
@@ -167,13 +172,41 @@ class Topic:
     def roll_over(self) -> bool:
         """Once no add waits for it, roll a closing ledger over, or one the rollover timer finds full holding an
         entry; the queued batches go to the new ledger up to the one that fills it (``LedgerRollsOver``)."""
-        if self.waiting or self.ml.ledgers[-1].entries == 0 or not (self.closing or self.ml.is_full()):
+        if not self.can_roll_over():
             return False
         self.ml.roll_over()
         self.closing = False
         while self.queued and not self.closing:
             self._send(self.queued.pop(0))
         self.log.emit("LedgerRollsOver")
+        return True
+
+    def can_roll_over(self) -> bool:
+        """Is there a ledger to close, or one to create, so that the next ledger is created now?"""
+        return self._to_close() or self._creating()
+
+    def _to_close(self) -> bool:
+        """The ledger is to be closed: its last add is done, or the rollover timer finds it full with an entry."""
+        ml = self.ml
+        if self.waiting or ml.current is None or ml.ledgers[-1].entries == 0:
+            return False
+        return self.closing or ml.is_full()
+
+    def _creating(self) -> bool:
+        """A ledger is to be created for the batches that came with none open."""
+        return self.ml.current is None and bool(self.queued)
+
+    def fail_creation(self) -> bool:
+        """Close the ledger to close, if any, and fail to create the next (``LedgerCreationFails``): the queued
+        batches fail, and the accepted ids go back to the written ones (``resetHighestSequenceIdPushed``)."""
+        if not self.can_roll_over():
+            return False
+        self.ml.close_current()
+        failed, self.queued, self.closing = self.queued, [], False
+        self.highest_pushed = dict(self.highest_written)
+        for batch in failed:
+            batch.reply(batch.sequence_id, None)  # clearPendingAddEntries
+        self.log.emit("LedgerCreationFails")
         return True
 
     # -- consumed ledgers --------------------------------------------------------------

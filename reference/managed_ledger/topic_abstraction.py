@@ -23,7 +23,8 @@ spec variables           read from
 ``closing``, ``queued``, the adds queued for the next, the deduplication state
 ``highest_persisted``    (the highest ids accepted and written),
 ``last_confirmed``       its ``lastConfirmedEntry``
-``crashes``, ``sent``    the run's count of crashes, and its producers
+``crashes``, ``sent``    the run's count of crashes and failed ledger
+``create_failures``      creations, and its producers
 ``acked``, ``net``,      (and their connections)
 ``reconnecting``,
 ``disconnects``,
@@ -102,6 +103,7 @@ class TopicAbstraction:
             highest_persisted=persisted,
             last_confirmed=last_confirmed,
             crashes=run.crashes,
+            create_failures=run.create_failures,
             sent=tuple(p.sent for p in run.producers),
             acked=tuple(p.acked for p in run.producers),
             net=tuple(tuple(p.net) for p in run.producers),

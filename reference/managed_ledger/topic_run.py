@@ -18,6 +18,7 @@ call                               the managed-ledger spec's action
 ``receive(p)``                     ``BrokerReceives(p)`` (the topic logs it)
 ``complete_add()``                 ``BookKeeperCompletesAdd`` (the topic)
 ``roll_over()``                    ``LedgerRollsOver`` (the topic)
+``fail_creation()``                ``LedgerCreationFails`` (the topic)
 ``tick()``                         ``ClockTicks``: a millisecond passes
 ``crash()``                        ``BrokerCrashes(k)``: k adds were written
 ``restart()``                      ``ManagedLedgerOpens`` (the topic)
@@ -71,6 +72,7 @@ class TopicRunConfig:
     ticks: int = 0  # Ticks: how many milliseconds a ledger may age
     deduplication: bool = True  # Dedup
     disconnects: int = 0  # MaxDisconnects: producer connections dropped in all
+    creation_failures: int = 0  # MaxCreateFailures: ledger creations that fail, in all
 
     def managed_ledger_config(self) -> ManagedLedgerConfig:
         return ManagedLedgerConfig(
@@ -98,6 +100,7 @@ SPEC_CONSTANTS = ConstantsTable(
         "Ticks": "ticks",
         "Dedup": "deduplication",
         "MaxDisconnects": "disconnects",
+        "MaxCreateFailures": "creation_failures",
         "NumCursors": "cursors",
     }
 )
@@ -124,6 +127,7 @@ class TopicRun(BrokerHarness):
         self.now = 0
         self.crashes = 0
         self.disconnects = 0
+        self.create_failures = 0
         self.producers = [Producer(f"producer-{p}") for p in range(1, self.config.producers + 1)]
         self.last_id = MessageId(-1, -1, -1, -1)
         self.topic: Topic | None = None
@@ -252,6 +256,14 @@ class TopicRun(BrokerHarness):
 
     def roll_over(self) -> bool:
         return self._topic().roll_over()
+
+    def fail_creation(self) -> bool:
+        """Creating the next ledger fails; whether there was one to create."""
+        topic = self._topic()
+        if not topic.can_roll_over():
+            return False
+        self.create_failures += 1
+        return topic.fail_creation()
 
     def tick(self) -> None:
         self.now += 1

@@ -41,6 +41,12 @@ the broker's ``MessageDeduplication``; BRIEF section 4, seeds 002 and 003):
   (``queued``), then sent to the new ledger up to the one that fills it
   (``updateLedgersIdsComplete``). A timer rolls a ledger full by age that
   holds an entry (``rollCurrentLedgerIfFull``);
+- creating the next ledger failing (``LedgerCreationFails``, at most
+  ``MaxCreateFailures`` times; ``createComplete`` with an error): the ledger
+  to close is closed and stays the last of the list, none is open
+  (``ClosedLedger``), the adds queued for the new one fail, so their
+  producers' connections close, the pushed ids go back to the persisted ones
+  (``resetHighestSequenceIdPushed``), and the next add creates a ledger;
 - a broker crash: the broker's memory is lost; of the adds in flight, a
   prefix may have reached the bookies without the broker learning it;
 - opening the managed ledger after the crash (``ManagedLedgerImpl.initialize``):
@@ -122,6 +128,7 @@ BUGS = {
     "trim_deletes_needed_ledger": "trimming also deletes the ledger the slowest cursor's mark-delete points into",
     "dedup_forgets_on_reopen": "reopening the managed ledger does not rebuild the dedup state from the entries",
     "unknown_answered_as_duplicate": "a batch pushed but not yet persisted, sent again, is answered as a duplicate",
+    "failed_creation_acks_queued": "the adds queued for a ledger whose creation failed are answered as written",
     "closing_ledger_takes_adds": "a ledger whose last add is sent still takes the adds that arrive while it closes",
     "reopen_confirms_new_ledger": (
         "reopening the managed ledger sets lastConfirmedEntry to the new ledger's (l, -1) without stepping back "
@@ -153,6 +160,7 @@ class ManagedLedgerState:
     highest_persisted: tuple[int, ...]  # producer -> highest sequence id written (highestSequencedPersisted)
     last_confirmed: Position  # lastConfirmedEntry: the last entry readers are shown; NO_POSITION while down
     crashes: int  # broker crashes so far (at most MaxCrashes)
+    create_failures: int  # ledger creations failed so far (at most MaxCreateFailures)
     # -- producers
     sent: tuple[int, ...]  # producer -> sequence ids sent so far (the next one to send)
     acked: tuple[int, ...]  # producer -> highest sequence id acknowledged (acks come in order)
@@ -201,6 +209,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         int_constant("MaxCrashes", 1, "broker crashes in all"),
         Constant("Dedup", bool, True, "brokerDeduplicationEnabled for the topic"),
         int_constant("MaxDisconnects", 0, "producer connections dropped in all"),
+        int_constant("MaxCreateFailures", 0, "ledger creations that fail, in all"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
     )
 
@@ -217,6 +226,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
     MaxCrashes: int
     Dedup: bool
     MaxDisconnects: int
+    MaxCreateFailures: int
     Bug: str
 
     def check_constants(self) -> None:
@@ -227,6 +237,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             "MaxCrashes",
             "MaxEntriesPerLedger",
             "MaxDisconnects",
+            "MaxCreateFailures",
         ):
             if getattr(self, name) < 0:
                 raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
@@ -308,6 +319,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             highest_persisted=tuple(-1 for _ in self.producers),
             last_confirmed=(1, -1),
             crashes=0,
+            create_failures=0,
             sent=tuple(0 for _ in self.producers),
             acked=tuple(-1 for _ in self.producers),
             net=tuple(() for _ in self.producers),
@@ -371,7 +383,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         to send again. A new batch goes to BookKeeper as the next entry; if, counted with the adds in flight, it
         fills the ledger, it is the ledger's last (closeWhenDone). While the ledger closes a new batch is queued
         (``ManagedLedgerImpl.internalAsyncAddEntry``, Pulsar 4.0.7)."""
-        if not s.broker_up or not s.net[p - 1] or s.current == NO_LEDGER:
+        if not s.broker_up or not s.net[p - 1]:
             return None
         seq, rest = s.net[p - 1][0], s.net[p - 1][1:]
         net = _replace(s.net, p - 1, rest)
@@ -382,7 +394,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             # MessageDupStatus.Unknown: the send fails; the client closes its connection.
             return evolve(s, net=_replace(s.net, p - 1, ()), reconnecting=_replace(s.reconnecting, p - 1, True))
         pushed = _replace(s.highest_pushed, p - 1, seq) if self.Dedup else s.highest_pushed
-        if s.closing and self.Bug != "closing_ledger_takes_adds":
+        if (s.closing and self.Bug != "closing_ledger_takes_adds") or s.current == NO_LEDGER:
             return evolve(s, net=net, highest_pushed=pushed, queued=(*s.queued, (p, seq)))
         closing = s.closing or self.ledger_is_full(self.written(s) + 1, s.age)
         return evolve(s, net=net, highest_pushed=pushed, pending=(*s.pending, (p, seq)), closing=closing)
@@ -410,14 +422,10 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
 
     @action()
     def LedgerRollsOver(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
-        """The ledger's last add completed (``OpAddEntry.run`` with closeWhenDone), or the rollover timer finds it
-        full with an entry and nothing in flight (``rollCurrentLedgerIfFull``): it is closed, the next created and
-        listed (``ledgerClosed``, ``createLedgerAfterClosed``, ``createComplete``); the queued adds go to it in
+        """The ledger to close is closed and the next created and listed (``ledgerClosed``,
+        ``createLedgerAfterClosed``, ``createComplete``), or the one being created is; the queued adds go to it in
         order, each counted, up to the one that fills it (``updateLedgersIdsComplete``). Pulsar 4.0.7."""
-        if not s.broker_up or s.current == NO_LEDGER or s.pending:
-            return None
-        count = len(s.entries[s.current - 1])
-        if count == 0 or not (s.closing or self.ledger_is_full(count, s.age)):
+        if not s.broker_up or not (self.to_close(s) or self.creating(s)):
             return None
         new = len(s.entries) + 1
         k = self.taken(s.queued)
@@ -430,6 +438,50 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             pending=s.queued[:k],
             queued=s.queued[k:],
             closing=k > 0 and self.ledger_is_full(k, 0),
+        )
+
+    def to_close(self, s: ManagedLedgerState) -> bool:
+        """The current ledger is to be closed: its last add completed (``OpAddEntry.run`` with closeWhenDone), or the
+        rollover timer finds it full with an entry and nothing in flight (``rollCurrentLedgerIfFull``)."""
+        if s.current == NO_LEDGER or s.pending:
+            return False
+        count = len(s.entries[s.current - 1])
+        return count > 0 and (s.closing or self.ledger_is_full(count, s.age))
+
+    def creating(self, s: ManagedLedgerState) -> bool:
+        """A ledger is being created for the adds that came with none open (internalAsyncAddEntry in ClosedLedger)."""
+        return s.current == NO_LEDGER and bool(s.queued)
+
+    @action()
+    def LedgerCreationFails(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
+        """Creating the next ledger fails (``createComplete`` with an error, ManagedLedgerImpl, Pulsar 4.0.7): the
+        ledger to close is closed and stays the last of the list; none is open (ClosedLedger, WriteFailed); the
+        queued adds fail (``clearPendingAddEntries``), so their producers' connections close; PersistentTopic resets
+        the pushed ids to the persisted ones (``resetHighestSequenceIdPushed``) and the next add creates a ledger."""
+        if not s.broker_up or s.create_failures >= self.MaxCreateFailures:
+            return None
+        if not (self.to_close(s) or self.creating(s)):
+            return None
+        failed = {p for p, _ in s.queued}
+        acked, net, reconnecting = s.acked, s.net, s.reconnecting
+        if self.Bug == "failed_creation_acks_queued":
+            acked = tuple(
+                max([a, *(seq for q, seq in s.queued if q == p)]) for p, a in zip(self.producers, s.acked, strict=True)
+            )
+        else:
+            net = tuple(() if p in failed else n for p, n in zip(self.producers, s.net, strict=True))
+            reconnecting = tuple(r or p in failed for p, r in zip(self.producers, s.reconnecting, strict=True))
+        return evolve(
+            s,
+            current=NO_LEDGER,
+            age=0,
+            closing=False,
+            queued=(),
+            highest_pushed=s.highest_persisted,
+            create_failures=s.create_failures + 1,
+            acked=acked,
+            net=net,
+            reconnecting=reconnecting,
         )
 
     @action()

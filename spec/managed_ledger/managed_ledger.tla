@@ -19,6 +19,9 @@
 (*    send fails, the producer's connection closes and it sends again.     *)
 (*    With Dedup off every batch is written: after a crash or a dropped    *)
 (*    connection a batch can be written twice;                             *)
+(*  - creating the next ledger failing (at most MaxCreateFailures times):  *)
+(*    the adds queued for it fail, their producers send again, and the     *)
+(*    next add creates a ledger;                                           *)
 (*  - a producer's connection dropping (at most MaxDisconnects times): it  *)
 (*    reconnects and sends again every batch not acknowledged;             *)
 (*  - adds to BookKeeper complete in order; the producer gets the ids      *)
@@ -65,15 +68,18 @@ CONSTANTS
     MaxCrashes,           \* broker crashes in all
     Dedup,                \* brokerDeduplicationEnabled for the topic
     MaxDisconnects,       \* producer connections dropped in all
+    MaxCreateFailures,    \* ledger creations that fail, in all
     Bug                   \* "none" or a seeded bug, as in managed_ledger.py's BUGS
 
 ASSUME /\ BatchSize >= 1 /\ Partitioned \in BOOLEAN /\ Dedup \in BOOLEAN /\ MaxDisconnects \in Nat
+       /\ MaxCreateFailures \in Nat
        /\ \A k \in {NumProducers, MaxMessages, NumCursors, MaxCrashes, MaxEntriesPerLedger, MaxSizePerLedger,
                     MaximumRolloverTime, MinimumRolloverTime, Ticks} : k \in Nat
        \* ManagedLedgerConfig.setMaximumRolloverTime: the maximum is not below the minimum.
        /\ MaximumRolloverTime >= MinimumRolloverTime
        /\ Bug \in {"none", "trim_deletes_needed_ledger", "dedup_forgets_on_reopen", "reopen_confirms_new_ledger",
-                  "closing_ledger_takes_adds", "unknown_answered_as_duplicate"}
+                  "closing_ledger_takes_adds", "unknown_answered_as_duplicate",
+                  "failed_creation_acks_queued"}
 
 VARIABLES
     \* -- the metadata store and the bookies
@@ -92,6 +98,7 @@ VARIABLES
     highest_persisted, \* producer -> highest sequence id written (highestSequencedPersisted)
     last_confirmed,  \* lastConfirmedEntry: the last entry readers are shown, or NoPosition while down
     crashes,         \* broker crashes so far
+    create_failures, \* ledger creations failed so far
     \* -- producers
     sent,            \* producer -> sequence ids sent so far
     acked,           \* producer -> highest sequence id acknowledged (acks come in order)
@@ -102,7 +109,7 @@ VARIABLES
 
 store_vars == <<ledgers, entries, deleted, mark_delete>>
 broker_vars == <<broker_up, current, age, pending, closing, queued, highest_pushed, highest_persisted, last_confirmed,
-                  crashes>>
+                  crashes, create_failures>>
 producer_vars == <<sent, acked, net, reconnecting, disconnects, last_id>>
 vars == <<store_vars, broker_vars, producer_vars>>
 
@@ -181,6 +188,7 @@ Init ==
     /\ highest_persisted = [p \in Producers |-> -1]
     /\ last_confirmed = <<1, -1>>
     /\ crashes = 0
+    /\ create_failures = 0
     /\ sent = [p \in Producers |-> 0]
     /\ acked = [p \in Producers |-> -1]
     /\ net = [p \in Producers |-> <<>>]
@@ -237,7 +245,6 @@ ConnectionDrops(p) ==
 BrokerReceives(p) ==
     /\ broker_up
     /\ net[p] # <<>>
-    /\ current # NoLedger
     /\ LET seq == Head(net[p]) IN
           IF Dedup /\ seq <= highest_pushed[p]
           THEN /\ IF seq <= highest_persisted[p] \/ Bug = "unknown_answered_as_duplicate"
@@ -251,15 +258,15 @@ BrokerReceives(p) ==
           ELSE /\ net' = [net EXCEPT ![p] = Tail(@)]
                /\ highest_pushed' = IF Dedup THEN [highest_pushed EXCEPT ![p] = seq] ELSE highest_pushed
                /\ UNCHANGED reconnecting
-               /\ IF closing /\ Bug # "closing_ledger_takes_adds"
+               /\ IF (closing /\ Bug # "closing_ledger_takes_adds") \/ current = NoLedger
                   THEN /\ queued' = Append(queued, <<p, seq>>)
                        /\ UNCHANGED <<pending, closing>>
                   ELSE /\ pending' = Append(pending, <<p, seq>>)
                        /\ closing' = (closing \/ LedgerIsFull(Written + 1, age))
                        /\ UNCHANGED queued
                /\ UNCHANGED acked
-    /\ UNCHANGED <<store_vars, broker_up, current, age, highest_persisted, last_confirmed, crashes, sent, disconnects,
-                   last_id>>
+    /\ UNCHANGED <<store_vars, broker_up, current, age, highest_persisted, last_confirmed, crashes, create_failures,
+                   sent, disconnects, last_id>>
 
 (* The oldest add in flight reaches its ack quorum; the producer gets its *)
 (* message ids, readers the entry (OpAddEntry.run sets lastConfirmedEntry, *)
@@ -277,24 +284,32 @@ BookKeeperCompletesAdd ==
           /\ last_confirmed' = <<current, Len(entries[current])>>
     /\ pending' = Tail(pending)
     /\ UNCHANGED <<ledgers, deleted, mark_delete, broker_up, current, age, closing, queued, highest_pushed, crashes,
-                   sent, net, reconnecting, disconnects>>
+                   create_failures, sent, net, reconnecting, disconnects>>
 
 \* How many of the queued adds the new ledger takes: up to the one that fills it, or all.
 Taken(q) == LET fills == {i \in 1 .. Len(q) : LedgerIsFull(i, 0)}
             IN IF fills = {} THEN Len(q) ELSE SetMin(fills)
 
-(* The ledger's last add completed (OpAddEntry.run with closeWhenDone), or *)
-(* the rollover timer finds it full with an entry and nothing in flight     *)
-(* (rollCurrentLedgerIfFull): it is closed, the next created and listed    *)
-(* (ledgerClosed, createLedgerAfterClosed, createComplete); the queued     *)
-(* adds go to it in order, each counted, up to the one that fills it       *)
-(* (updateLedgersIdsComplete).  ManagedLedgerImpl, Pulsar 4.0.7.           *)
-LedgerRollsOver ==
-    /\ broker_up
+(* The current ledger is to be closed: its last add completed (OpAddEntry *)
+(* .run with closeWhenDone), or the rollover timer finds it full with an   *)
+(* entry and nothing in flight (rollCurrentLedgerIfFull).                  *)
+ToClose ==
     /\ current # NoLedger
     /\ pending = <<>>
     /\ Len(entries[current]) > 0
     /\ closing \/ LedgerIsFull(Len(entries[current]), age)
+
+\* A ledger is being created for the adds that came with none open (internalAsyncAddEntry in ClosedLedger).
+Creating == current = NoLedger /\ queued # <<>>
+
+(* The ledger to close is closed and the next created and listed           *)
+(* (ledgerClosed, createLedgerAfterClosed, createComplete), or the one     *)
+(* being created is; the queued adds go to it in order, each counted, up   *)
+(* to the one that fills it (updateLedgersIdsComplete).  ManagedLedgerImpl, *)
+(* Pulsar 4.0.7.                                                           *)
+LedgerRollsOver ==
+    /\ broker_up
+    /\ ToClose \/ Creating
     /\ ledgers' = Append(ledgers, Len(entries) + 1)
     /\ entries' = Append(entries, <<>>)
     /\ current' = Len(entries) + 1
@@ -304,7 +319,35 @@ LedgerRollsOver ==
           /\ queued' = SubSeq(queued, k + 1, Len(queued))
           /\ closing' = (k > 0 /\ LedgerIsFull(k, 0))
     /\ UNCHANGED <<deleted, mark_delete, broker_up, highest_pushed, highest_persisted, last_confirmed, crashes,
-                   producer_vars>>
+                   create_failures, producer_vars>>
+
+(* Creating the next ledger fails (createComplete with an error,           *)
+(* ManagedLedgerImpl, Pulsar 4.0.7): the ledger to close is closed and     *)
+(* stays the last of the list; no ledger is open (ClosedLedger,            *)
+(* WriteFailed); the queued adds fail (clearPendingAddEntries), so their   *)
+(* producers' connections close; PersistentTopic resets the pushed ids to  *)
+(* the persisted ones (resetHighestSequenceIdPushed) and the next add      *)
+(* creates a ledger.                                                       *)
+LedgerCreationFails ==
+    /\ broker_up
+    /\ create_failures < MaxCreateFailures
+    /\ ToClose \/ Creating
+    /\ LET failed == {queued[i][1] : i \in DOMAIN queued} IN
+          IF Bug = "failed_creation_acks_queued"
+          THEN /\ acked' = [p \in Producers |->
+                               SetMax({acked[p]} \cup {queued[i][2] : i \in {j \in DOMAIN queued : queued[j][1] = p}})]
+               /\ UNCHANGED <<net, reconnecting>>
+          ELSE /\ net' = [p \in Producers |-> IF p \in failed THEN <<>> ELSE net[p]]
+               /\ reconnecting' = [p \in Producers |-> reconnecting[p] \/ p \in failed]
+               /\ UNCHANGED acked
+    /\ current' = NoLedger
+    /\ age' = 0
+    /\ closing' = FALSE
+    /\ queued' = <<>>
+    /\ highest_pushed' = highest_persisted
+    /\ create_failures' = create_failures + 1
+    /\ UNCHANGED <<store_vars, broker_up, pending, highest_persisted, last_confirmed, crashes, sent, disconnects,
+                   last_id>>
 
 \* Time passes for the current ledger (only as far as the rollover rules can tell).
 ClockTicks ==
@@ -313,7 +356,7 @@ ClockTicks ==
     /\ age < MaxAge
     /\ age' = age + 1
     /\ UNCHANGED <<store_vars, broker_up, current, pending, closing, queued, highest_pushed, highest_persisted,
-                   last_confirmed, crashes, producer_vars>>
+                   last_confirmed, crashes, create_failures, producer_vars>>
 
 (* The broker dies: its memory and connections are gone; the first k adds  *)
 (* in flight reached the bookies.                                          *)
@@ -332,7 +375,7 @@ BrokerCrashes(k) ==
     /\ last_confirmed' = NoPosition
     /\ crashes' = crashes + 1
     /\ net' = [p \in Producers |-> <<>>]
-    /\ UNCHANGED <<ledgers, deleted, mark_delete, sent, acked, reconnecting, disconnects, last_id>>
+    /\ UNCHANGED <<ledgers, deleted, mark_delete, create_failures, sent, acked, reconnecting, disconnects, last_id>>
 
 (* initialize: recover-open the last ledger, drop it if empty, create a    *)
 (* new one, rebuild the dedup state from the entries, restore the cursors  *)
@@ -360,7 +403,7 @@ ManagedLedgerOpens ==
     /\ LET dedup == IF Bug = "dedup_forgets_on_reopen" \/ ~Dedup THEN [p \in Producers |-> -1] ELSE RecoveredDedup
        IN /\ highest_pushed' = dedup
           /\ highest_persisted' = dedup
-    /\ UNCHANGED <<age, pending, closing, queued, crashes, producer_vars>>
+    /\ UNCHANGED <<age, pending, closing, queued, crashes, create_failures, producer_vars>>
 
 -----------------------------------------------------------------------------
 (* Cursors and trimming. *)
@@ -406,6 +449,7 @@ Next ==
     \/ \E p \in Producers : ProducerSends(p) \/ ProducerResends(p) \/ ConnectionDrops(p) \/ BrokerReceives(p)
     \/ BookKeeperCompletesAdd
     \/ LedgerRollsOver
+    \/ LedgerCreationFails
     \/ ClockTicks
     \/ \E k \in 0 .. Len(pending) : BrokerCrashes(k)
     \/ ManagedLedgerOpens

@@ -6,12 +6,19 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 
 __all__ = ["MODELS"]
 
-# Every action: the clock ticks only where the model lets ledgers age (Ticks), and connections drop only where
-# MaxDisconnects lets them, which the defaults do not.
+# Every action: the clock ticks only where the model lets ledgers age (Ticks), connections drop and ledger
+# creations fail only where MaxDisconnects and MaxCreateFailures let them, which the defaults do not.
 FAULTS = CheckedModel(
-    {"MaximumRolloverTime": 2, "MinimumRolloverTime": 1, "Ticks": 2, "MaxDisconnects": 1, "MaxMessages": 2},
-    3_282,
-    "rollover by time, a dropped connection and the dedup check's Unknown",
+    {
+        "MaximumRolloverTime": 2,
+        "MinimumRolloverTime": 1,
+        "Ticks": 2,
+        "MaxDisconnects": 1,
+        "MaxCreateFailures": 1,
+        "MaxMessages": 2,
+    },
+    5_079,
+    "rollover by time, a dropped connection and the dedup check's Unknown, a failed ledger creation",
 )
 
 MODELS = SpecModels(
@@ -36,6 +43,7 @@ MODELS = SpecModels(
         SeededBug("reopen_confirms_new_ledger", "LastConfirmedIsLastEntry", 5),
         SeededBug("closing_ledger_takes_adds", "LedgerHoldsItsLimit", 7),
         SeededBug("unknown_answered_as_duplicate", "NoAcknowledgedMessageLost", 6, {"MaxDisconnects": 1}),
+        SeededBug("failed_creation_acks_queued", "NoAcknowledgedMessageLost", 10, {"MaxCreateFailures": 1}),
     ),
     presets={"faults": FAULTS},
 )
