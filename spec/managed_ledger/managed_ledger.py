@@ -78,13 +78,15 @@ What is left out, and why that is sound here:
 
 - payloads and sizes: an entry's content is its ``(producer, sequence id)``,
   and its size is its number of messages (``MaxSizePerLedger`` counts messages);
-- time: ``ClockTicks`` ages the current ledger, one tick at a time, only as
-  far as the rollover rules can tell ages apart;
+- time: ``ClockTicks`` ages the current ledger, one tick at a time, up to
+  ``Ticks`` and only as far as the rollover rules can tell ages apart;
 - the replies lost with a dropped connection: the acks of the adds in
   flight still reach the producer (it would learn them as duplicates of
   what it sends again);
 - several brokers and ownership changes of the topic: one broker, which
-  crashes and opens the managed ledger again;
+  crashes and opens the managed ledger again, so no compare-and-set of the
+  ledger list is lost (``BadVersionException`` would fence the managed
+  ledger, ``handleBadVersion``);
 - retention, offloading, the ledger-creation timeout and the fencing of the
   previous owner's last ledger (recover-open in BookKeeper; ``ledger.py``);
 - the dedup cursor: trimming here never asks for it. Its snapshot is assumed
