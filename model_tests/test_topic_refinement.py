@@ -37,10 +37,19 @@ from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerState
 
 STEPS = 40
 CONFIGS = {
-    "two producers": TopicRunConfig(producers=2, messages=3, cursors=1),
+    "two producers": TopicRunConfig(producers=2, messages=3, cursors=1, disconnects=2, creation_failures=2),
     "batches, partitioned, age": TopicRunConfig(
-        producers=1, messages=4, batch_size=2, partitioned=True, maximum_rollover=2, minimum_rollover=1, cursors=2
+        producers=1,
+        messages=4,
+        batch_size=2,
+        partitioned=True,
+        maximum_rollover=2,
+        minimum_rollover=1,
+        ticks=2,
+        cursors=2,
     ),
+    "limits of 0": TopicRunConfig(producers=2, messages=2, max_entries_per_ledger=0, maximum_rollover=0, cursors=1),
+    "no deduplication": TopicRunConfig(producers=1, messages=3, cursors=1, deduplication=False, disconnects=1),
 }
 
 
@@ -66,29 +75,29 @@ class TopicRefinementMachine(RuleBasedStateMachine):
     def enabled(self, action: str, *args: int) -> bool:
         return getattr(self.spec, action)(self.state, *args) is not None
 
-    @rule(data=st.data())
-    def producer_sends(self, data: st.DataObject) -> None:
-        choices = [p for p in self.spec.producers if self.enabled("ProducerSends", p)]
+    def producer_step(self, data: st.DataObject, action: str, step: Callable[[int], None]) -> None:
+        """A producer the spec lets take ``action`` takes ``step``."""
+        choices = [p for p in self.spec.producers if self.enabled(action, p)]
         if choices:
             p = data.draw(st.sampled_from(choices), label="producer")
-            self.run.send(p)
-            note(f"send({p})")
+            step(p)
+            note(f"{step.__name__}({p})")
+
+    @rule(data=st.data())
+    def producer_sends(self, data: st.DataObject) -> None:
+        self.producer_step(data, "ProducerSends", self.run.send)
 
     @rule(data=st.data())
     def producer_resends(self, data: st.DataObject) -> None:
-        choices = [p for p in self.spec.producers if self.enabled("ProducerResends", p)]
-        if choices:
-            p = data.draw(st.sampled_from(choices), label="producer")
-            self.run.resend(p)
-            note(f"resend({p})")
+        self.producer_step(data, "ProducerResends", self.run.resend)
+
+    @rule(data=st.data())
+    def connection_drops(self, data: st.DataObject) -> None:
+        self.producer_step(data, "ConnectionDrops", self.run.drop_connection)
 
     @rule(data=st.data())
     def broker_receives(self, data: st.DataObject) -> None:
-        choices = [p for p in self.spec.producers if self.enabled("BrokerReceives", p)]
-        if choices:
-            p = data.draw(st.sampled_from(choices), label="producer")
-            self.run.receive(p)
-            note(f"receive({p})")
+        self.producer_step(data, "BrokerReceives", self.run.receive)
 
     @precondition(lambda self: self.enabled("BookKeeperCompletesAdd"))
     @rule(crash=st.sampled_from([None, None, "add-write", "add-ack"]))
@@ -102,6 +111,12 @@ class TopicRefinementMachine(RuleBasedStateMachine):
     def roll_over(self) -> None:
         assert self.run.roll_over()
         note("roll_over")
+
+    @precondition(lambda self: self.enabled("LedgerCreationFails"))
+    @rule()
+    def fail_creation(self) -> None:
+        assert self.run.fail_creation()
+        note("fail_creation")
 
     @precondition(lambda self: self.enabled("ClockTicks"))
     @rule()

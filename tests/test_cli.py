@@ -130,14 +130,18 @@ def test_both_engines_count_the_actions_they_take_and_agree_on_them(capsys: pyte
     code, out, _ = run(capsys, "model-check", "managed-ledger", "--engine", "both", "--json")
     data = json.loads(out)
     assert code == 0 and data["agree"] and data["actions_compared"]
-    assert data["python"]["never_taken"] == data["tlc"]["never_taken"] == ["ClockTicks"]
+    assert (
+        data["python"]["never_taken"]
+        == data["tlc"]["never_taken"]
+        == ["ConnectionDrops", "LedgerCreationFails", "ClockTicks"]
+    )
     assert (
         data["tlc"]["actions"]["BrokerCrashes"]["transitions"]
         == data["python"]["actions"]["BrokerCrashes"]["transitions"]
     )
     code, out, _ = run(capsys, "model-check", "managed-ledger", "--engine", "both")
     text = " ".join(out.split())
-    assert "warning: neither engine took 1 of 11 actions: ClockTicks" in text
+    assert "warning: neither engine took 3 of 13 actions: ConnectionDrops, LedgerCreationFails, ClockTicks" in text
     assert "The engines agree: the same states, the same actions taken." in text
     code, out, _ = run(capsys, "model-check", "managed-ledger", "--engine", "tlc", "--no-coverage", "--json")
     assert code == 0 and "actions" not in json.loads(out)["tlc"]

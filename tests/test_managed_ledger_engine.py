@@ -59,9 +59,7 @@ class Broker:
 def _config(**changes: int) -> ManagedLedgerConfig:
     values = {
         "max_entries_per_ledger": 1000,
-        "max_size_per_ledger_bytes": 0,
         "minimum_rollover_ms": 0,
-        "maximum_rollover_ms": 0,
         "metadata_max_entries_per_ledger": 1000,
     }
     return ManagedLedgerConfig(**{**values, **changes})

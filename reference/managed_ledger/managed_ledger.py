@@ -27,10 +27,10 @@ A restart is :meth:`ManagedLedger.close` and :meth:`ManagedLedger.open` again;
 a broker crash is dropping the object: nothing is written, the store and the
 bookies keep what they have.
 
-Rollover (seed 002): the ledger is full when it holds ``max_entries_per_ledger``
-entries or ``max_size_per_ledger_bytes`` bytes, or is ``maximum_rollover_ms``
-old; and, if ``minimum_rollover_ms`` is set, it is older than that. A limit of
-0 is no limit (in Pulsar a zero maximum rollover time rolls at every add).
+Rollover (seed 002, ``currentLedgerIsFull``): the ledger is full when it holds
+``max_entries_per_ledger`` entries or ``max_size_per_ledger_bytes`` bytes, or is
+``maximum_rollover_ms`` old; and, if ``minimum_rollover_ms`` is set, it is older
+than that. A limit of 0 is reached at once, as in Pulsar's ``ManagedLedgerConfig``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
 from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore, StoredLedger
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
 from ledgerspec.spec.cursor.cursor import NO_MESSAGES_AFTER, ZNODE_FALLBACKS
-from ledgerspec.spec.positions import NO_POSITION, Position, last_confirmed, no_messages_after, recovered_position
+from ledgerspec.spec.positions import NO_POSITION, Position, no_messages_after, recovered_position
 
 __all__ = ["LOG", "MUTANTS", "ManagedLedger", "ManagedLedgerConfig", "ManagedLedgerError"]
 
@@ -146,6 +146,7 @@ class ManagedLedger:
         self.ledgers: list[_Ledger] = []
         self.current: LedgerHandle | None = None
         self.created_ms = 0
+        self.last_confirmed_entry: Position = NO_POSITION  # lastConfirmedEntry: the last entry readers are shown
         self.version: int | None = None  # the znode's version last written or read
         self.cursors: dict[str, ManagedCursor] = {}
         self.positions: dict[str, Position] = {}  # ManagedCursorContainer: each cursor's position for trimming
@@ -178,6 +179,7 @@ class ManagedLedger:
             self.ledgers = [_Ledger(x.ledger_id, x.entries, x.size, x.timestamp) for x in ledgers]
             self._recover_last_ledger()
         self._create_current()
+        self.last_confirmed_entry = self._opened_last_confirmed()
         if stored is not None:
             self.log.emit("ManagedLedgerOpens")
             for cursor in self.store.cursor_names(self.name):
@@ -201,6 +203,15 @@ class ManagedLedger:
         else:
             last.entries, last.size = entries, handle.metadata.length
             last.timestamp = last.timestamp or self.clock()
+
+    def _opened_last_confirmed(self) -> Position:
+        """``lastConfirmedEntry`` once the new ledger is created (``initializeBookKeeper``, Pulsar 4.0.7): the new
+        ledger's ``(l, -1)``, stepped back over the ledgers that hold no entry to the last entry of the latest
+        that holds one."""
+        written = [x for x in self.ledgers[:-1] if x.entries > 0]
+        if not written:
+            return (self.ledgers[-1].ledger_id, -1)
+        return (written[-1].ledger_id, written[-1].entries - 1)
 
     def _create_current(self) -> None:
         handle = self.bookkeeper.create()
@@ -233,15 +244,18 @@ class ManagedLedger:
         return (self.ledgers[0].ledger_id, -1) if self.ledgers else NO_POSITION
 
     def last_confirmed(self) -> Position:
-        return last_confirmed(self.ids(), self.entries_of)
+        """``getLastPosition``: ``lastConfirmedEntry``, set by each add and when the managed ledger is opened; a
+        rollover leaves it at the last entry of the ledger closed."""
+        return self.last_confirmed_entry
 
     def no_messages_after(self, position: Position) -> bool:
         """``isNoMessagesAfterPos``: no entry of the list lies after the position."""
         return no_messages_after(self.ids(), self.entries_of, position)
 
     def recovered_position(self, mark_delete: Position) -> Position:
-        """``recoveredCursor``: a mark at (l, -1) of a ledger gone moves to the next; none passes the last entry."""
-        return recovered_position(self.ids(), self.entries_of, mark_delete)
+        """``recoveredCursor``: a mark at (l, -1) of a ledger gone moves to the next; none passes
+        ``lastConfirmedEntry``."""
+        return min(recovered_position(self.ids(), self.entries_of, mark_delete), self.last_confirmed_entry)
 
     # -- publishing ------------------------------------------------------------------
     def add_entry(self, data: bytes, *, roll_over: bool = True) -> Position:
@@ -254,6 +268,7 @@ class ManagedLedger:
         entry_id = self.bookkeeper.append(self.current, data)
         last = self.ledgers[-1]
         last.entries, last.size = last.entries + 1, last.size + len(data)
+        self.last_confirmed_entry = (last.ledger_id, entry_id)  # OpAddEntry.run
         self.log.emit("EntryPublished")
         if roll_over:
             self.roll_over_if_full()
@@ -264,10 +279,8 @@ class ManagedLedger:
         c, last = self.config, self.ledgers[-1]
         age = self.clock() - self.created_ms
         entries = last.entries + in_flight
-        space = entries >= c.max_entries_per_ledger or (
-            c.max_size_per_ledger_bytes > 0 and last.size >= c.max_size_per_ledger_bytes
-        )
-        aged = c.maximum_rollover_ms > 0 and age >= c.maximum_rollover_ms
+        space = entries >= c.max_entries_per_ledger or last.size >= c.max_size_per_ledger_bytes
+        aged = age >= c.maximum_rollover_ms
         return (space or aged) and (c.minimum_rollover_ms == 0 or age > c.minimum_rollover_ms)
 
     def read_entries(self, ledger_id: int) -> list[bytes]:
@@ -282,13 +295,25 @@ class ManagedLedger:
         self._require_open("roll over")
         if self.current is None or self.ledgers[-1].entries == 0 or not self.is_full():
             return False
+        self.roll_over()
+        return True
+
+    def roll_over(self) -> None:
+        """Close the last ledger if one is open, create the next and list it (``ledgerClosed``,
+        ``createLedgerAfterClosed``; with none open, ``internalAsyncAddEntry`` in ``ClosedLedger``)."""
+        self.close_current()
+        self._create_current()
+        self.log.emit("LedgerRollsOver")
+
+    def close_current(self) -> None:
+        """Close the ledger being written, if any (``ledgerClosed``): no ledger is open until the next is created."""
+        self._require_open("close the current ledger")
+        if self.current is None:
+            return
         self.crash_point("ledger-rollover")
         self.bookkeeper.close(self.current)
         self.ledgers[-1].timestamp = self.clock()
         self.current = None
-        self._create_current()
-        self.log.emit("LedgerRollsOver")
-        return True
 
     # -- cursors ---------------------------------------------------------------------
     def open_cursor(self, name: str, *, earliest: bool = False) -> ManagedCursor:

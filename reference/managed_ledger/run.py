@@ -83,9 +83,7 @@ class RunConfig:
     def managed_ledger_config(self) -> ManagedLedgerConfig:
         return ManagedLedgerConfig(
             max_entries_per_ledger=self.max_entries_per_ledger,
-            max_size_per_ledger_bytes=0,
             minimum_rollover_ms=0,
-            maximum_rollover_ms=0,
             metadata_max_entries_per_ledger=self.metadata_max_entries_per_ledger,
             cursor_znode_fallback=self.znode_fallback,
             mutant=self.mutant,

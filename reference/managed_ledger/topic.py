@@ -4,16 +4,28 @@ The managed-ledger spec (``spec/managed_ledger/managed_ledger.py``) is the desig
 takes its broker steps and logs each in the spec's words as it completes:
 
 - ``BrokerReceives(p)``: a batch from a producer passes the deduplication
-  check (``MessageDeduplication.isDuplicate``): a sequence id at most the
-  highest the producer got accepted is a duplicate, answered at once with
-  message id ``-1:-1:-1:-1`` and not written; a new one waits to be added.
-  While the current ledger is full (its entries and the adds waiting count)
-  nothing is received: the adds wait for the rollover;
+  check (``MessageDeduplication.isDuplicate``), when deduplication is on: a
+  sequence id at most the highest written for the producer is a duplicate,
+  answered at once with message id ``-1:-1:-1:-1`` and not written; one
+  above that and at most the highest accepted is unknown: the send fails
+  (the reply carries no message id, ``MessageDupUnknownException``); a new
+  one waits to be added.
+  If, counted with the adds waiting, it fills the current ledger
+  (``currentLedgerIsFull`` in ``internalAsyncAddEntry``), it is that ledger's
+  last: the ledger is closing, and the batches that come meanwhile are queued
+  for the next ledger;
 - ``BookKeeperCompletesAdd``: the oldest batch waiting is added to the
   managed ledger (its entry is Pulsar's ``MessageMetadata`` and payload,
   :mod:`.entry_format`), and the producer gets its message ids;
-- ``LedgerRollsOver``: with no add waiting, a full ledger is closed and the
-  next created;
+- ``LedgerRollsOver``: with no add waiting, a closing ledger (or one the
+  rollover timer finds full, holding an entry) is closed and the next
+  created; the queued batches wait to be added to it, up to the one that
+  fills it (``updateLedgersIdsComplete``); with none open (a creation
+  failed) the next batch waits and a ledger is created for it;
+- ``LedgerCreationFails``: the ledger to close is closed, but creating the
+  next fails: the queued batches fail (their replies carry no message id)
+  and the accepted ids go back to the written ones
+  (``resetHighestSequenceIdPushed``);
 - ``ManagedLedgerOpens``: after a restart, the managed ledger is open and the
   deduplication state rebuilt: each producer's highest sequence id from the
   last snapshot, then from the entries written after it;
@@ -46,12 +58,13 @@ __all__ = ["DEDUP_CURSOR", "DUPLICATE", "Reply", "Topic", "TopicStateError"]
 DEDUP_CURSOR = "pulsar.dedup"  # MessageDeduplication's cursor
 DUPLICATE = MessageId(-1, -1)  # the id a duplicate is answered with
 
-#: ``reply(sequence id, message ids)``: the producer's answer (``[DUPLICATE]`` for a duplicate).
-Reply = Callable[[int, list[MessageId]], None]
+#: ``reply(sequence id, message ids)``: the producer's answer (``[DUPLICATE]`` for a duplicate, None for a send
+#: that failed).
+Reply = Callable[[int, list[MessageId] | None], None]
 
 
 class TopicStateError(Exception):
-    """A call the topic cannot take now (a full ledger, nothing waiting)."""
+    """A call the topic cannot take now (nothing waiting)."""
 
 
 @attrs.define
@@ -74,20 +87,27 @@ class Topic:
         log: ManagedLedgerLog | None = None,
         clock: Callable[[], int] = lambda: 0,
         forget_dedup_on_open: bool = False,
+        deduplication: bool = True,
     ) -> None:
         self.ml = ml
         self.partition = partition
         self.log = log or ManagedLedgerLog()
         self.clock = clock
         self.forget_dedup_on_open = forget_dedup_on_open  # MUTANT switch: dedup_forgets_on_reopen
-        self.highest_pushed: dict[str, int] = {}  # producer -> highest sequence id accepted
-        self.highest_written: dict[str, int] = {}  # producer -> highest sequence id in the entries
+        self.deduplication = deduplication  # brokerDeduplicationEnabled
+        self.highest_pushed: dict[str, int] = {}  # producer -> highest sequence id accepted (highestSequencedPushed)
+        self.highest_written: dict[str, int] = {}  # producer -> highest sequence id written (...Persisted)
         self.waiting: list[_Waiting] = []  # batches accepted and not yet added, in order
+        self.closing = False  # ClosingLedger: the batch that fills the current ledger waits; it takes no other
+        self.queued: list[_Waiting] = []  # batches accepted while the ledger closes, for the next ledger
         self.dedup = ml.cursors.get(DEDUP_CURSOR) or ml.open_cursor(DEDUP_CURSOR)
 
     # -- opening ---------------------------------------------------------------------
     def recover(self) -> None:
         """Rebuild the deduplication state: the last snapshot, then the entries after it (``ManagedLedgerOpens``)."""
+        if not self.deduplication:
+            self.log.emit("ManagedLedgerOpens")
+            return
         self.highest_written = dict(self.dedup.properties)
         for data in self._entries_after(self.dedup.mark_delete):
             message = decode_message(data)
@@ -107,19 +127,28 @@ class Topic:
         return found
 
     # -- publishing ------------------------------------------------------------------
-    def can_receive(self) -> bool:
-        return not self.ml.is_full(len(self.waiting))
-
     def receive(self, producer: str, sequence_id: int, payload: bytes, reply: Reply, *, messages: int = 1) -> None:
-        """A batch from ``producer``: a duplicate is answered now; a new one waits to be added."""
-        if not self.can_receive():
-            raise TopicStateError(f"ledger {self.ml.ids()[-1]} is full: the batch waits for the rollover")
-        if sequence_id <= self.highest_pushed.get(producer, -1):
-            reply(sequence_id, [DUPLICATE])
+        """A batch from ``producer``: a duplicate is answered now; a new one waits to be added, or, while the
+        ledger closes, is queued for the next."""
+        if self.deduplication and sequence_id <= self.highest_pushed.get(producer, -1):
+            if sequence_id <= self.highest_written.get(producer, -1):
+                reply(sequence_id, [DUPLICATE])
+            else:
+                reply(sequence_id, None)  # MessageDupStatus.Unknown: the send fails
         else:
-            self.highest_pushed[producer] = sequence_id
-            self.waiting.append(_Waiting(producer, sequence_id, payload, messages, reply))
+            if self.deduplication:
+                self.highest_pushed[producer] = sequence_id
+            batch = _Waiting(producer, sequence_id, payload, messages, reply)
+            if self.closing or self.ml.current is None:
+                self.queued.append(batch)
+            else:
+                self._send(batch)
         self.log.emit("BrokerReceives", self.producer_number(producer))
+
+    def _send(self, batch: _Waiting) -> None:
+        """The batch waits to be added; if, counted with those waiting, it fills the ledger, it is the last."""
+        self.waiting.append(batch)
+        self.closing = self.ml.is_full(len(self.waiting))
 
     def producer_number(self, producer: str) -> int:
         """The spec's number of a producer named ``producer-<n>``."""
@@ -135,15 +164,49 @@ class Topic:
         position = self.ml.add_entry(encode_message(message), roll_over=False)
         self.ml.crash_point("add-ack")
         self.waiting.pop(0)
-        self.highest_written[batch.producer] = max(self.highest_written.get(batch.producer, -1), batch.sequence_id)
+        if self.deduplication:  # recordMessagePersisted
+            self.highest_written[batch.producer] = max(self.highest_written.get(batch.producer, -1), batch.sequence_id)
         batch.reply(batch.sequence_id, MessageId.batch(position, batch.messages, partition=self.partition))
         self.log.emit("BookKeeperCompletesAdd")
 
     def roll_over(self) -> bool:
-        """Roll a full ledger over once no add waits for it (``LedgerRollsOver``)."""
-        if self.waiting or not self.ml.roll_over_if_full():
+        """Once no add waits for it, roll a closing ledger over, or one the rollover timer finds full holding an
+        entry; the queued batches go to the new ledger up to the one that fills it (``LedgerRollsOver``)."""
+        if not self.can_roll_over():
             return False
+        self.ml.roll_over()
+        self.closing = False
+        while self.queued and not self.closing:
+            self._send(self.queued.pop(0))
         self.log.emit("LedgerRollsOver")
+        return True
+
+    def can_roll_over(self) -> bool:
+        """Is there a ledger to close, or one to create, so that the next ledger is created now?"""
+        return self._to_close() or self._creating()
+
+    def _to_close(self) -> bool:
+        """The ledger is to be closed: its last add is done, or the rollover timer finds it full with an entry."""
+        ml = self.ml
+        if self.waiting or ml.current is None or ml.ledgers[-1].entries == 0:
+            return False
+        return self.closing or ml.is_full()
+
+    def _creating(self) -> bool:
+        """A ledger is to be created for the batches that came with none open."""
+        return self.ml.current is None and bool(self.queued)
+
+    def fail_creation(self) -> bool:
+        """Close the ledger to close, if any, and fail to create the next (``LedgerCreationFails``): the queued
+        batches fail, and the accepted ids go back to the written ones (``resetHighestSequenceIdPushed``)."""
+        if not self.can_roll_over():
+            return False
+        self.ml.close_current()
+        failed, self.queued, self.closing = self.queued, [], False
+        self.highest_pushed = dict(self.highest_written)
+        for batch in failed:
+            batch.reply(batch.sequence_id, None)  # clearPendingAddEntries
+        self.log.emit("LedgerCreationFails")
         return True
 
     # -- consumed ledgers --------------------------------------------------------------

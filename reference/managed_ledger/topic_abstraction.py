@@ -19,9 +19,15 @@ spec variables           read from
                          set, the last record of that cursor ledger (from the
                          bookies), moved on as ``recoveredCursor`` moves it
 ``broker_up`` ...        the topic and its managed ledger: the ledger written,
-``highest_pushed``       its age, the adds waiting, the deduplication state
-``crashes``, ``sent``    the run's count of crashes, and its producers
-``acked``, ``net``,
+``highest_pushed``,      its age, the adds waiting, whether the ledger closes,
+``closing``, ``queued``, the adds queued for the next, the deduplication state
+``highest_persisted``    (the highest ids accepted and written),
+``last_confirmed``       its ``lastConfirmedEntry``
+``crashes``, ``sent``    the run's count of crashes and failed ledger
+``create_failures``      creations, and its producers
+``acked``, ``net``,      (and their connections)
+``reconnecting``,
+``disconnects``,
 ``last_id``
 =======================  ======================================================
 """
@@ -37,7 +43,7 @@ from ledgerspec.spec.managed_ledger.managed_ledger import (
     ManagedLedgerSpec,
     ManagedLedgerState,
 )
-from ledgerspec.spec.positions import Position, recovered_position
+from ledgerspec.spec.positions import NO_POSITION, Position, recovered_position
 
 __all__ = ["TopicAbstraction"]
 
@@ -64,14 +70,23 @@ class TopicAbstraction:
         counts = {ledger: len(self.entries[ledger]) for ledger in self.listed}
         topic = run.topic
         current, age, highest = NO_LEDGER, 0, tuple(-1 for _ in run.producers)
+        persisted = highest
         pending: tuple[tuple[int, int], ...] = ()
+        queued: tuple[tuple[int, int], ...] = ()
+        closing = False
+        last_confirmed: Position = NO_POSITION
         if topic is not None:
             ml = topic.ml
             if ml.current is not None:
                 current = self.number(ml.current.ledger_id)
                 age = run.now - ml.created_ms
             pending = tuple((topic.producer_number(w.producer), w.sequence_id) for w in topic.waiting)
+            queued = tuple((topic.producer_number(w.producer), w.sequence_id) for w in topic.queued)
+            closing = topic.closing
             highest = tuple(topic.highest_pushed.get(p.name, -1) for p in run.producers)
+            persisted = tuple(topic.highest_written.get(p.name, -1) for p in run.producers)
+            ledger, entry = ml.last_confirmed()
+            last_confirmed = (self.number(ledger), entry)
         last = run.last_id
         return ManagedLedgerState(
             ledgers=tuple(self.number(x) for x in ids),
@@ -82,11 +97,18 @@ class TopicAbstraction:
             current=current,
             age=age,
             pending=pending,
+            closing=closing,
+            queued=queued,
             highest_pushed=highest,
+            highest_persisted=persisted,
+            last_confirmed=last_confirmed,
             crashes=run.crashes,
+            create_failures=run.create_failures,
             sent=tuple(p.sent for p in run.producers),
             acked=tuple(p.acked for p in run.producers),
             net=tuple(tuple(p.net) for p in run.producers),
+            reconnecting=tuple(p.reconnecting for p in run.producers),
+            disconnects=run.disconnects,
             last_id=NO_MESSAGE_ID
             if last.ledger_id == -1
             else (self.number(last.ledger_id), last.entry_id, last.partition, last.batch_index),

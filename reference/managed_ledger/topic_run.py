@@ -14,9 +14,11 @@ call                               the managed-ledger spec's action
 =================================  ==========================================
 ``send(p)``                        ``ProducerSends(p)``
 ``resend(p)``                      ``ProducerResends(p)``
+``drop_connection(p)``             ``ConnectionDrops(p)``
 ``receive(p)``                     ``BrokerReceives(p)`` (the topic logs it)
 ``complete_add()``                 ``BookKeeperCompletesAdd`` (the topic)
 ``roll_over()``                    ``LedgerRollsOver`` (the topic)
+``fail_creation()``                ``LedgerCreationFails`` (the topic)
 ``tick()``                         ``ClockTicks``: a millisecond passes
 ``crash()``                        ``BrokerCrashes(k)``: k adds were written
 ``restart()``                      ``ManagedLedgerOpens`` (the topic)
@@ -62,16 +64,19 @@ class TopicRunConfig:
     batch_size: int = 1  # BatchSize
     partitioned: bool = False  # Partitioned
     max_entries_per_ledger: int = 2  # MaxEntriesPerLedger
-    maximum_rollover: int = 0  # MaximumRolloverTime, in milliseconds
+    maximum_rollover: int = 240  # MaximumRolloverTime, in milliseconds (0: at once)
     minimum_rollover: int = 0  # MinimumRolloverTime, in milliseconds
     cursors: int = 1  # NumCursors
     mutant: str | None = None  # a managed-ledger mutant
     forget_dedup_on_open: bool = False  # the topic's seeded bug (the spec's dedup_forgets_on_reopen)
+    ticks: int = 0  # Ticks: how many milliseconds a ledger may age
+    deduplication: bool = True  # Dedup
+    disconnects: int = 0  # MaxDisconnects: producer connections dropped in all
+    creation_failures: int = 0  # MaxCreateFailures: ledger creations that fail, in all
 
     def managed_ledger_config(self) -> ManagedLedgerConfig:
         return ManagedLedgerConfig(
             max_entries_per_ledger=self.max_entries_per_ledger,
-            max_size_per_ledger_bytes=0,
             minimum_rollover_ms=self.minimum_rollover,
             maximum_rollover_ms=self.maximum_rollover,
             mutant=self.mutant,
@@ -92,6 +97,10 @@ SPEC_CONSTANTS = ConstantsTable(
         "MaxEntriesPerLedger": "max_entries_per_ledger",
         "MaximumRolloverTime": "maximum_rollover",
         "MinimumRolloverTime": "minimum_rollover",
+        "Ticks": "ticks",
+        "Dedup": "deduplication",
+        "MaxDisconnects": "disconnects",
+        "MaxCreateFailures": "creation_failures",
         "NumCursors": "cursors",
     }
 )
@@ -105,6 +114,7 @@ class Producer:
     sent: int = 0  # sequence ids sent so far
     acked: int = -1  # highest sequence id answered (answers come in order)
     net: list[int] = attrs.Factory(list)  # sequence ids on the connection, not yet at the broker
+    reconnecting: bool = False  # its connection closed: it sends every batch not answered again
 
 
 class TopicRun(BrokerHarness):
@@ -116,6 +126,8 @@ class TopicRun(BrokerHarness):
         self.log = ManagedLedgerLog()  # in the managed-ledger spec's words
         self.now = 0
         self.crashes = 0
+        self.disconnects = 0
+        self.create_failures = 0
         self.producers = [Producer(f"producer-{p}") for p in range(1, self.config.producers + 1)]
         self.last_id = MessageId(-1, -1, -1, -1)
         self.topic: Topic | None = None
@@ -142,6 +154,7 @@ class TopicRun(BrokerHarness):
             log=self.log,
             clock=lambda: self.now,
             forget_dedup_on_open=self.config.forget_dedup_on_open,
+            deduplication=self.config.deduplication,
         )
 
     @property
@@ -174,14 +187,22 @@ class TopicRun(BrokerHarness):
         if self.topic is not None:
             raise ValueError("the broker is up: crash it first")
         self._start()
+        # recoveredCursor caps a mark at (l, -1) of a ledger dropped at lastConfirmedEntry; the subscription
+        # persists what it restored, as its next mark-delete would (the spec's cursor is the restored one).
+        for c in range(1, self.config.cursors + 1):
+            cursor = self.subscription(c)
+            cursor.mark_delete_to(cursor.mark_delete, cursor.properties)
+            cursor.flush()
         self._topic().recover()
 
     # -- producers ---------------------------------------------------------------------
     def awaits_resend(self, p: int) -> bool:
         """The producer has unanswered batches that are neither in flight nor at the broker: lost in a crash."""
         producer = self.producers[p - 1]
-        waiting = self.topic is not None and any(w.producer == producer.name for w in self.topic.waiting)
-        return producer.acked + 1 < producer.sent and not producer.net and not waiting
+        waiting = self.topic is not None and any(
+            w.producer == producer.name for w in (*self.topic.waiting, *self.topic.queued)
+        )
+        return producer.reconnecting or (producer.acked + 1 < producer.sent and not producer.net and not waiting)
 
     def send(self, p: int) -> None:
         producer = self.producers[p - 1]
@@ -192,12 +213,25 @@ class TopicRun(BrokerHarness):
     def resend(self, p: int) -> None:
         producer = self.producers[p - 1]
         producer.net = list(range(producer.acked + 1, producer.sent))
+        producer.reconnecting = False
         self.log.emit("ProducerResends", p)
 
-    def _answer(self, p: int) -> Callable[[int, list[MessageId]], None]:
+    def drop_connection(self, p: int) -> None:
+        """The producer's connection drops: what is on it is lost; it will send again (``ConnectionDrops(p)``)."""
+        producer = self.producers[p - 1]
+        producer.net.clear()
+        producer.reconnecting = True
+        self.disconnects += 1
+        self.log.emit("ConnectionDrops", p)
+
+    def _answer(self, p: int) -> Callable[[int, list[MessageId] | None], None]:
         producer = self.producers[p - 1]
 
-        def reply(sequence_id: int, ids: list[MessageId]) -> None:
+        def reply(sequence_id: int, ids: list[MessageId] | None) -> None:
+            if ids is None:  # the send failed: the client closes the connection (ClientCnx.handleSendError)
+                producer.net.clear()
+                producer.reconnecting = True
+                return
             producer.acked = max(producer.acked, sequence_id)
             if ids != [DUPLICATE]:
                 self.last_id = ids[-1]
@@ -222,6 +256,14 @@ class TopicRun(BrokerHarness):
 
     def roll_over(self) -> bool:
         return self._topic().roll_over()
+
+    def fail_creation(self) -> bool:
+        """Creating the next ledger fails; whether there was one to create."""
+        topic = self._topic()
+        if not topic.can_roll_over():
+            return False
+        self.create_failures += 1
+        return topic.fail_creation()
 
     def tick(self) -> None:
         self.now += 1

@@ -13,19 +13,40 @@ the broker's ``MessageDeduplication``; BRIEF section 4, seeds 002 and 003):
   come from one counter, so a new ledger's id is above every other;
 - producers ``1 .. NumProducers``, each sending batches with sequence ids
   ``0 .. MaxMessages-1`` in order over one connection (FIFO); a batch of
-  ``BatchSize`` messages is one entry. On reconnecting after a broker crash a
-  producer sends again every batch not yet acknowledged, in order;
-- the broker's dedup check (``MessageDeduplication.isDuplicate``): a batch whose
-  sequence id is at most the highest one pushed for that producer is a
-  duplicate, answered without being written;
+  ``BatchSize`` messages is one entry. On reconnecting after a broker crash,
+  after its connection dropped (``ConnectionDrops``, at most
+  ``MaxDisconnects`` times) or was closed on a failed send, a producer sends
+  again every batch not yet acknowledged, in order;
+- the broker's dedup check (``MessageDeduplication.isDuplicate``), where
+  ``Dedup`` (``brokerDeduplicationEnabled``) is on: a batch whose sequence id
+  is at most the highest one persisted for that producer is a duplicate,
+  answered without being written; one above that and at most the highest
+  pushed is ``Unknown``: ``PersistentTopic`` fails the send, and the client
+  closes its connection (``ClientCnx.handleSendError``) and sends again. With
+  ``Dedup`` off every batch is written, so one sent again after a crash or a
+  dropped connection can be written twice (``DedupPersistsNoDuplicate`` holds
+  only with ``Dedup`` on);
 - the add to BookKeeper (``OpAddEntry``): adds complete in order; the producer
   then gets the message ids ``ledgerId:entryId:partition:batchIndex``;
 - rollover (``currentLedgerIsFull``, seed 002): the current ledger is full when
   it holds ``MaxEntriesPerLedger`` entries, or ``MaxSizePerLedger`` messages,
   or is ``MaximumRolloverTime`` ticks old; with ``MinimumRolloverTime > 0`` it
-  must also be older than that. A ledger full by age alone is rolled only when
-  it holds an entry (``rollCurrentLedgerIfFull``). Entries still in flight
-  count towards the limits, so a ledger never holds more than the limits say;
+  must also be older than that. A limit of 0 is reached at once, as in
+  Pulsar's ``ManagedLedgerConfig``, whose defaults (100 MB, 4 hours) lie
+  beyond the model's batches and ``Ticks``. Pulsar judges it when an add
+  is sent (``internalAsyncAddEntry``), counting that add and those in flight:
+  the add that fills the ledger is its last (``closeWhenDone``); once it
+  completes the ledger is closed and the next created (``ClosingLedger``,
+  ``CreatingLedger``), and the adds that arrive meanwhile are queued
+  (``queued``), then sent to the new ledger up to the one that fills it
+  (``updateLedgersIdsComplete``). A timer rolls a ledger full by age that
+  holds an entry (``rollCurrentLedgerIfFull``);
+- creating the next ledger failing (``LedgerCreationFails``, at most
+  ``MaxCreateFailures`` times; ``createComplete`` with an error): the ledger
+  to close is closed and stays the last of the list, none is open
+  (``ClosedLedger``), the adds queued for the new one fail, so their
+  producers' connections close, the pushed ids go back to the persisted ones
+  (``resetHighestSequenceIdPushed``), and the next add creates a ledger;
 - a broker crash: the broker's memory is lost; of the adds in flight, a
   prefix may have reached the bookies without the broker learning it;
 - opening the managed ledger after the crash (``ManagedLedgerImpl.initialize``):
@@ -33,11 +54,17 @@ the broker's ``MessageDeduplication``; BRIEF section 4, seeds 002 and 003):
   from the list if it is empty, create a new ledger, and rebuild the dedup
   state from the entries written (standing for Pulsar's dedup cursor snapshot
   and the replay of the entries after it);
+- ``lastConfirmedEntry`` (``last_confirmed``), the last entry readers are
+  shown: each add sets it; reopening sets it to the new ledger's ``(l, -1)``
+  stepped back to the last entry of the latest ledger of the list that holds
+  one (``initializeBookKeeper``), and a rollover leaves it be;
 - durable cursors ``1 .. NumCursors``, reduced to their mark-delete position,
   which a consumer moves forward one entry at a time; it is persisted at
   once (the cursor spec, ``cursor.py``, models how it is persisted and
   restored). Reopening restores it as ``recoveredCursor`` does: a position
-  ``(l, -1)`` of the empty ledger just dropped moves to the next ledger;
+  ``(l, -1)`` of the empty ledger just dropped moves to the next ledger, and
+  none passes ``lastConfirmedEntry``, so it may step back over no entry
+  (``MarkDeleteNeverMovesBackwards`` allows that: the same entries consumed);
 - trimming (``maybeUpdateCursorBeforeTrimmingConsumedLedger``, then
   ``internalTrimLedgers``): a cursor whose mark-delete is the last entry of a
   ledger moves to ``(next ledger, -1)``; then every ledger of the list below
@@ -51,13 +78,15 @@ What is left out, and why that is sound here:
 
 - payloads and sizes: an entry's content is its ``(producer, sequence id)``,
   and its size is its number of messages (``MaxSizePerLedger`` counts messages);
-- time: ``ClockTicks`` ages the current ledger, one tick at a time, only as
-  far as the rollover rules can tell ages apart;
-- the "unknown" answer of the dedup check (a sequence id pushed but not yet
-  persisted): a producer sends a batch again only after a crash, when the
-  broker has nothing in flight;
+- time: ``ClockTicks`` ages the current ledger, one tick at a time, up to
+  ``Ticks`` and only as far as the rollover rules can tell ages apart;
+- the replies lost with a dropped connection: the acks of the adds in
+  flight still reach the producer (it would learn them as duplicates of
+  what it sends again);
 - several brokers and ownership changes of the topic: one broker, which
-  crashes and opens the managed ledger again;
+  crashes and opens the managed ledger again, so no compare-and-set of the
+  ledger list is lost (``BadVersionException`` would fence the managed
+  ledger, ``handleBadVersion``);
 - retention, offloading, the ledger-creation timeout and the fencing of the
   previous owner's last ledger (recover-open in BookKeeper; ``ledger.py``);
 - the dedup cursor: trimming here never asks for it. Its snapshot is assumed
@@ -85,7 +114,14 @@ from ledgerspec.spec.kernel import (
     invariant,
     reachable,
 )
-from ledgerspec.spec.positions import Position, next_ledger, next_position, recovered_position
+from ledgerspec.spec.positions import (
+    NO_POSITION,
+    Position,
+    next_ledger,
+    next_position,
+    no_messages_after,
+    recovered_position,
+)
 
 __all__ = ["BUGS", "ManagedLedgerSpec", "ManagedLedgerState", "MessageId"]
 
@@ -93,6 +129,13 @@ BUGS = {
     "none": "the managed ledger as Pulsar implements it",
     "trim_deletes_needed_ledger": "trimming also deletes the ledger the slowest cursor's mark-delete points into",
     "dedup_forgets_on_reopen": "reopening the managed ledger does not rebuild the dedup state from the entries",
+    "unknown_answered_as_duplicate": "a batch pushed but not yet persisted, sent again, is answered as a duplicate",
+    "failed_creation_acks_queued": "the adds queued for a ledger whose creation failed are answered as written",
+    "closing_ledger_takes_adds": "a ledger whose last add is sent still takes the adds that arrive while it closes",
+    "reopen_confirms_new_ledger": (
+        "reopening the managed ledger sets lastConfirmedEntry to the new ledger's (l, -1) without stepping back "
+        "to the last entry written"
+    ),
 }
 
 NO_LEDGER = -1  # the broker writes to no ledger: it is down, or between two ledgers
@@ -113,12 +156,19 @@ class ManagedLedgerState:
     current: int  # the ledger being written, or -1 (NO_LEDGER)
     age: int  # ticks since the current ledger was created
     pending: tuple[tuple[int, int], ...]  # adds sent to BookKeeper and not yet completed, in order
-    highest_pushed: tuple[int, ...]  # producer -> highest sequence id accepted (the dedup state)
+    closing: bool  # ClosingLedger: the add that filled the current ledger is sent; it takes no other
+    queued: tuple[tuple[int, int], ...]  # adds that arrived while the ledger closes, for the next (pendingAddEntries)
+    highest_pushed: tuple[int, ...]  # producer -> highest sequence id accepted (highestSequencedPushed)
+    highest_persisted: tuple[int, ...]  # producer -> highest sequence id written (highestSequencedPersisted)
+    last_confirmed: Position  # lastConfirmedEntry: the last entry readers are shown; NO_POSITION while down
     crashes: int  # broker crashes so far (at most MaxCrashes)
+    create_failures: int  # ledger creations failed so far (at most MaxCreateFailures)
     # -- producers
     sent: tuple[int, ...]  # producer -> sequence ids sent so far (the next one to send)
     acked: tuple[int, ...]  # producer -> highest sequence id acknowledged (acks come in order)
     net: tuple[tuple[int, ...], ...]  # producer -> sequence ids in flight to the broker, in order
+    reconnecting: tuple[bool, ...]  # producer -> its connection closed: it sends every batch not acked again
+    disconnects: int  # producer connections dropped so far (at most MaxDisconnects)
     last_id: MessageId  # the last message id handed to a producer
 
 
@@ -148,12 +198,20 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         Constant(
             "Partitioned", bool, False, "the topic is partition 0 of a partitioned topic; else partition index -1"
         ),
-        int_constant("MaxEntriesPerLedger", 2, "maxEntriesPerLedger: entries after which a ledger is full"),
-        int_constant("MaxSizePerLedger", 0, "messages after which a ledger is full (maxSizePerLedgerMb); 0: none"),
-        int_constant("MaximumRolloverTime", 0, "ticks after which a ledger is full (maximumRolloverTimeMs); 0: none"),
+        int_constant(
+            "MaxEntriesPerLedger", 2, "maxEntriesPerLedger: entries after which a ledger is full (0: at once)"
+        ),
+        int_constant("MaxSizePerLedger", 100, "messages after which a ledger is full (maxSizePerLedgerMb; 0: at once)"),
+        int_constant(
+            "MaximumRolloverTime", 240, "ticks after which a ledger is full (maximumRolloverTimeMs; 0: at once)"
+        ),
         int_constant("MinimumRolloverTime", 0, "ticks a ledger must be older than to roll over; 0: none"),
+        int_constant("Ticks", 0, "how old the model lets a ledger grow: later ticks are not modelled"),
         int_constant("NumCursors", 1, "durable cursors (subscriptions)"),
         int_constant("MaxCrashes", 1, "broker crashes in all"),
+        Constant("Dedup", bool, True, "brokerDeduplicationEnabled for the topic"),
+        int_constant("MaxDisconnects", 0, "producer connections dropped in all"),
+        int_constant("MaxCreateFailures", 0, "ledger creations that fail, in all"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
     )
 
@@ -165,39 +223,52 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
     MaxSizePerLedger: int
     MaximumRolloverTime: int
     MinimumRolloverTime: int
+    Ticks: int
     NumCursors: int
     MaxCrashes: int
+    Dedup: bool
+    MaxDisconnects: int
+    MaxCreateFailures: int
     Bug: str
 
     def check_constants(self) -> None:
-        for name in ("NumProducers", "MaxMessages", "NumCursors", "MaxCrashes"):
+        for name in (
+            "NumProducers",
+            "MaxMessages",
+            "NumCursors",
+            "MaxCrashes",
+            "MaxEntriesPerLedger",
+            "MaxDisconnects",
+            "MaxCreateFailures",
+        ):
             if getattr(self, name) < 0:
                 raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
-        for name in ("MaxSizePerLedger", "MaximumRolloverTime", "MinimumRolloverTime"):
+        for name in ("MaxSizePerLedger", "MaximumRolloverTime", "MinimumRolloverTime", "Ticks"):
             if getattr(self, name) < 0:
-                raise ConstantError(f"{name} must not be negative (0 switches it off), got {getattr(self, name)}")
+                raise ConstantError(f"{name} must not be negative (0 is Pulsar's 0), got {getattr(self, name)}")
+        if self.MaximumRolloverTime < self.MinimumRolloverTime:
+            raise ConstantError(
+                f"MaximumRolloverTime={self.MaximumRolloverTime} is below MinimumRolloverTime="
+                f"{self.MinimumRolloverTime} (ManagedLedgerConfig.setMaximumRolloverTime refuses it)"
+            )
         if self.BatchSize < 1:
             raise ConstantError(f"BatchSize must be at least 1, got {self.BatchSize}")
-        if self.MaxEntriesPerLedger < 1:
-            raise ConstantError(f"MaxEntriesPerLedger must be at least 1, got {self.MaxEntriesPerLedger}")
         self.partition = 0 if self.Partitioned else -1  # the partition index in message ids
         self.producers = tuple(range(1, self.NumProducers + 1))
         self.cursors = tuple(range(1, self.NumCursors + 1))
         # Ages beyond this one are alike for the rollover rules: the clock stops there.
-        self.max_age = max(self.MaximumRolloverTime, self.MinimumRolloverTime + 1) if self.ages else 0
-
-    @property
-    def ages(self) -> bool:
-        """Does the age of a ledger matter to rollover?"""
-        return self.MaximumRolloverTime > 0 or self.MinimumRolloverTime > 0
+        # The clock stops at Ticks, or earlier where later ages are alike for the rollover rules.
+        alike = self.MaximumRolloverTime
+        if self.MinimumRolloverTime > 0:
+            alike = max(self.MaximumRolloverTime, self.MinimumRolloverTime + 1)
+        self.max_age = min(self.Ticks, alike)
 
     # -- operators ------------------------------------------------------------------
     def ledger_is_full(self, entries: int, age: int) -> bool:
-        """``currentLedgerIsFull``: a space or time limit is reached, and the ledger is old enough."""
-        space = entries >= self.MaxEntriesPerLedger or (
-            self.MaxSizePerLedger > 0 and entries * self.BatchSize >= self.MaxSizePerLedger
-        )
-        time = self.MaximumRolloverTime > 0 and age >= self.MaximumRolloverTime
+        """``currentLedgerIsFull`` (ManagedLedgerImpl, Pulsar 4.0.7): a space or time limit is reached, and the
+        ledger is old enough. A limit of 0 is reached at once."""
+        space = entries >= self.MaxEntriesPerLedger or entries * self.BatchSize >= self.MaxSizePerLedger
+        time = age >= self.MaximumRolloverTime
         if not (space or time):
             return False
         return self.MinimumRolloverTime == 0 or age > self.MinimumRolloverTime
@@ -206,11 +277,24 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         """Entries of the current ledger, those in flight included."""
         return len(s.entries[s.current - 1]) + len(s.pending)
 
+    def taken(self, queued: tuple[tuple[int, int], ...]) -> int:
+        """How many of the queued adds a new ledger takes: up to the one that fills it, or all."""
+        return next((i for i in range(1, len(queued) + 1) if self.ledger_is_full(i, 0)), len(queued))
+
     def message_ids(self, pos: Position) -> tuple[MessageId, ...]:
         """The ids of the messages of the entry at ``pos``: one per batch index, -1 when not batched."""
         if self.BatchSize == 1:
             return ((pos[0], pos[1], self.partition, -1),)
         return tuple((pos[0], pos[1], self.partition, i) for i in range(self.BatchSize))
+
+    def opened_last_confirmed(self, s: ManagedLedgerState, kept: tuple[int, ...], ledger: int) -> Position:
+        """``lastConfirmedEntry`` as ``ManagedLedgerImpl.initializeBookKeeper`` sets it once the new ledger is
+        created (Pulsar 4.0.7): ``(ledger, -1)``, stepped back over the ledgers of the list that hold no entry to
+        the last entry of the latest that holds one."""
+        written = [x for x in kept if s.entries[x - 1]]
+        if not written or self.Bug == "reopen_confirms_new_ledger":
+            return (ledger, -1)
+        return (written[-1], len(s.entries[written[-1] - 1]) - 1)
 
     def recovered_dedup(self, entries: tuple[tuple[tuple[int, int], ...], ...]) -> tuple[int, ...]:
         """The highest sequence id each producer has in the entries written."""
@@ -231,18 +315,31 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             current=1,
             age=0,
             pending=(),
+            closing=False,
+            queued=(),
             highest_pushed=tuple(-1 for _ in self.producers),
+            highest_persisted=tuple(-1 for _ in self.producers),
+            last_confirmed=(1, -1),
             crashes=0,
+            create_failures=0,
             sent=tuple(0 for _ in self.producers),
             acked=tuple(-1 for _ in self.producers),
             net=tuple(() for _ in self.producers),
+            reconnecting=tuple(False for _ in self.producers),
+            disconnects=0,
             last_id=NO_MESSAGE_ID,
         )
 
     # -- producers -------------------------------------------------------------------
     def awaits_resend(self, s: ManagedLedgerState, p: int) -> bool:
-        """The producer has batches not acknowledged that are neither in flight nor at the broker: lost in a crash."""
-        return s.acked[p - 1] + 1 < s.sent[p - 1] and not s.net[p - 1] and all(q != p for q, _ in s.pending)
+        """The producer's connection closed, or it has batches not acknowledged that are neither in flight nor at
+        the broker: lost in a crash."""
+        return s.reconnecting[p - 1] or (
+            s.acked[p - 1] + 1 < s.sent[p - 1]
+            and not s.net[p - 1]
+            and all(q != p for q, _ in s.pending)
+            and all(q != p for q, _ in s.queued)
+        )
 
     @action(_each_producer)
     def ProducerSends(self, s: ManagedLedgerState, p: int) -> ManagedLedgerState | None:
@@ -254,29 +351,60 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
 
     @action(_each_producer)
     def ProducerResends(self, s: ManagedLedgerState, p: int) -> ManagedLedgerState | None:
-        """Reconnected after a crash, the producer sends again, in order, every batch not acknowledged."""
+        """Reconnected, the producer sends again, in order, every batch not acknowledged
+        (``ProducerImpl.resendMessages``, Pulsar client 4.0.7)."""
         if not s.broker_up or not self.awaits_resend(s, p):
             return None
-        return evolve(s, net=_replace(s.net, p - 1, tuple(range(s.acked[p - 1] + 1, s.sent[p - 1]))))
+        return evolve(
+            s,
+            net=_replace(s.net, p - 1, tuple(range(s.acked[p - 1] + 1, s.sent[p - 1]))),
+            reconnecting=_replace(s.reconnecting, p - 1, False),
+        )
+
+    @action(_each_producer)
+    def ConnectionDrops(self, s: ManagedLedgerState, p: int) -> ManagedLedgerState | None:
+        """The producer's connection drops while a batch is not acknowledged: the batches on it are lost; the broker
+        keeps the adds it accepted."""
+        if not s.broker_up or s.disconnects >= self.MaxDisconnects or s.reconnecting[p - 1]:
+            return None
+        if s.acked[p - 1] + 1 >= s.sent[p - 1]:
+            return None
+        return evolve(
+            s,
+            net=_replace(s.net, p - 1, ()),
+            reconnecting=_replace(s.reconnecting, p - 1, True),
+            disconnects=s.disconnects + 1,
+        )
 
     # -- the broker ------------------------------------------------------------------
     @action(_each_producer)
     def BrokerReceives(self, s: ManagedLedgerState, p: int) -> ManagedLedgerState | None:
-        """The dedup check; a new batch goes to BookKeeper as the next entry, a duplicate is acked unwritten."""
-        if not s.broker_up or not s.net[p - 1] or s.current == NO_LEDGER:
+        """The dedup check (``MessageDeduplication.isDuplicate``, Pulsar 4.0.7; with Dedup off every batch is new):
+        a duplicate, at most the highest persisted, is acked unwritten; one above that and at most the highest
+        pushed is Unknown: the send fails and the client closes its connection (``ClientCnx.handleSendError``),
+        to send again. A new batch goes to BookKeeper as the next entry; if, counted with the adds in flight, it
+        fills the ledger, it is the ledger's last (closeWhenDone). While the ledger closes a new batch is queued
+        (``ManagedLedgerImpl.internalAsyncAddEntry``, Pulsar 4.0.7)."""
+        if not s.broker_up or not s.net[p - 1]:
             return None
-        if self.ledger_is_full(self.written(s), s.age):
-            return None  # the add waits for the rollover (pendingAddEntries)
         seq, rest = s.net[p - 1][0], s.net[p - 1][1:]
         net = _replace(s.net, p - 1, rest)
-        if seq <= s.highest_pushed[p - 1]:
-            # A duplicate: answered with message id -1:-1 and not written (MessageDupStatus.Dup).
-            return evolve(s, net=net, acked=_replace(s.acked, p - 1, max(s.acked[p - 1], seq)))
-        return evolve(s, net=net, highest_pushed=_replace(s.highest_pushed, p - 1, seq), pending=(*s.pending, (p, seq)))
+        if self.Dedup and seq <= s.highest_pushed[p - 1]:
+            if seq <= s.highest_persisted[p - 1] or self.Bug == "unknown_answered_as_duplicate":
+                # A duplicate: answered with message id -1:-1 and not written (MessageDupStatus.Dup).
+                return evolve(s, net=net, acked=_replace(s.acked, p - 1, max(s.acked[p - 1], seq)))
+            # MessageDupStatus.Unknown: the send fails; the client closes its connection.
+            return evolve(s, net=_replace(s.net, p - 1, ()), reconnecting=_replace(s.reconnecting, p - 1, True))
+        pushed = _replace(s.highest_pushed, p - 1, seq) if self.Dedup else s.highest_pushed
+        if (s.closing and self.Bug != "closing_ledger_takes_adds") or s.current == NO_LEDGER:
+            return evolve(s, net=net, highest_pushed=pushed, queued=(*s.queued, (p, seq)))
+        closing = s.closing or self.ledger_is_full(self.written(s) + 1, s.age)
+        return evolve(s, net=net, highest_pushed=pushed, pending=(*s.pending, (p, seq)), closing=closing)
 
     @action()
     def BookKeeperCompletesAdd(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
-        """The oldest add in flight reaches its ack quorum; the producer gets its message ids."""
+        """The oldest add in flight reaches its ack quorum; the producer gets its message ids, readers the entry
+        (``OpAddEntry.run`` sets ``lastConfirmedEntry``, Pulsar 4.0.7)."""
         if not s.broker_up or not s.pending:
             return None
         (p, seq), rest = s.pending[0], s.pending[1:]
@@ -286,20 +414,77 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             s,
             entries=_replace(s.entries, s.current - 1, (*ledger, (p, seq))),
             pending=rest,
-            acked=_replace(s.acked, p - 1, seq),
+            acked=_replace(s.acked, p - 1, max(s.acked[p - 1], seq)),
+            highest_persisted=_replace(s.highest_persisted, p - 1, max(s.highest_persisted[p - 1], seq))
+            if self.Dedup
+            else s.highest_persisted,  # recordMessagePersisted
             last_id=ids[-1],
+            last_confirmed=(s.current, len(ledger)),
         )
 
     @action()
     def LedgerRollsOver(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
-        """The current ledger is full and has nothing in flight: close it, create the next, add it to the list."""
-        if not s.broker_up or s.current == NO_LEDGER or s.pending:
-            return None
-        count = len(s.entries[s.current - 1])
-        if not self.ledger_is_full(count, s.age) or count == 0:
+        """The ledger to close is closed and the next created and listed (``ledgerClosed``,
+        ``createLedgerAfterClosed``, ``createComplete``), or the one being created is; the queued adds go to it in
+        order, each counted, up to the one that fills it (``updateLedgersIdsComplete``). Pulsar 4.0.7."""
+        if not s.broker_up or not (self.to_close(s) or self.creating(s)):
             return None
         new = len(s.entries) + 1
-        return evolve(s, ledgers=(*s.ledgers, new), entries=(*s.entries, ()), current=new, age=0)
+        k = self.taken(s.queued)
+        return evolve(
+            s,
+            ledgers=(*s.ledgers, new),
+            entries=(*s.entries, ()),
+            current=new,
+            age=0,
+            pending=s.queued[:k],
+            queued=s.queued[k:],
+            closing=k > 0 and self.ledger_is_full(k, 0),
+        )
+
+    def to_close(self, s: ManagedLedgerState) -> bool:
+        """The current ledger is to be closed: its last add completed (``OpAddEntry.run`` with closeWhenDone), or the
+        rollover timer finds it full with an entry and nothing in flight (``rollCurrentLedgerIfFull``)."""
+        if s.current == NO_LEDGER or s.pending:
+            return False
+        count = len(s.entries[s.current - 1])
+        return count > 0 and (s.closing or self.ledger_is_full(count, s.age))
+
+    def creating(self, s: ManagedLedgerState) -> bool:
+        """A ledger is being created for the adds that came with none open (internalAsyncAddEntry in ClosedLedger)."""
+        return s.current == NO_LEDGER and bool(s.queued)
+
+    @action()
+    def LedgerCreationFails(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
+        """Creating the next ledger fails (``createComplete`` with an error, ManagedLedgerImpl, Pulsar 4.0.7): the
+        ledger to close is closed and stays the last of the list; none is open (ClosedLedger, WriteFailed); the
+        queued adds fail (``clearPendingAddEntries``), so their producers' connections close; PersistentTopic resets
+        the pushed ids to the persisted ones (``resetHighestSequenceIdPushed``) and the next add creates a ledger."""
+        if not s.broker_up or s.create_failures >= self.MaxCreateFailures:
+            return None
+        if not (self.to_close(s) or self.creating(s)):
+            return None
+        failed = {p for p, _ in s.queued}
+        acked, net, reconnecting = s.acked, s.net, s.reconnecting
+        if self.Bug == "failed_creation_acks_queued":
+            acked = tuple(
+                max([a, *(seq for q, seq in s.queued if q == p)]) for p, a in zip(self.producers, s.acked, strict=True)
+            )
+        else:
+            net = tuple(() if p in failed else n for p, n in zip(self.producers, s.net, strict=True))
+            reconnecting = tuple(r or p in failed for p, r in zip(self.producers, s.reconnecting, strict=True))
+        return evolve(
+            s,
+            current=NO_LEDGER,
+            age=0,
+            closing=False,
+            queued=(),
+            highest_pushed=s.highest_persisted,
+            create_failures=s.create_failures + 1,
+            acked=acked,
+            net=net,
+            reconnecting=reconnecting,
+        )
 
     @action()
     def ClockTicks(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
@@ -323,14 +508,20 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             current=NO_LEDGER,
             age=0,
             pending=(),
+            closing=False,
+            queued=(),
             highest_pushed=tuple(-1 for _ in self.producers),
+            highest_persisted=tuple(-1 for _ in self.producers),
+            last_confirmed=NO_POSITION,
             crashes=s.crashes + 1,
             net=tuple(() for _ in self.producers),
         )
 
     @action()
     def ManagedLedgerOpens(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
-        """initialize: recover-open the last ledger, drop it if empty, create a new one, rebuild the dedup state."""
+        """initialize: recover-open the last ledger, drop it if empty, create a new one, rebuild the dedup state,
+        restore the cursors (``ManagedLedgerImpl.initialize``, ``initializeBookKeeper``, ``initializeCursors``;
+        ``ManagedCursorImpl.recoveredCursor``; Pulsar 4.0.7)."""
         if s.broker_up:
             return None
         ledgers, deleted = s.ledgers, s.deleted
@@ -338,11 +529,13 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             ledgers, deleted = ledgers[:-1], deleted | {ledgers[-1]}
         new = len(s.entries) + 1
         dedup = tuple(-1 for _ in self.producers)
-        if self.Bug != "dedup_forgets_on_reopen":
-            dedup = self.recovered_dedup(s.entries)
+        if self.Bug != "dedup_forgets_on_reopen" and self.Dedup:
+            dedup = self.recovered_dedup(s.entries)  # replayCursor: both the pushed and the persisted ids
         listed, entries = (*ledgers, new), (*s.entries, ())
-        # The cursors are restored (recoveredCursor): a mark at (l, -1) of the ledger dropped moves on.
-        marks = tuple(recovered_position(listed, lambda x: len(entries[x - 1]), md) for md in s.mark_delete)
+        last = self.opened_last_confirmed(s, ledgers, new)
+        # The cursors are restored (recoveredCursor): a mark at (l, -1) of the ledger dropped moves on, and none
+        # passes lastConfirmedEntry.
+        marks = tuple(min(recovered_position(listed, lambda x: len(entries[x - 1]), md), last) for md in s.mark_delete)
         return evolve(
             s,
             ledgers=listed,
@@ -352,6 +545,8 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             broker_up=True,
             current=new,
             highest_pushed=dedup,
+            highest_persisted=dedup,
+            last_confirmed=last,
         )
 
     # -- cursors and trimming ----------------------------------------------------------
@@ -435,8 +630,43 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         return None
 
     @invariant
+    def LastConfirmedIsLastEntry(self, s: ManagedLedgerState) -> str | None:
+        """lastConfirmedEntry is the last entry of the list, or (l, -1) with no entry in a ledger of the list below
+        l: readers are shown every entry."""
+        if not s.broker_up:
+            return None
+        ledger, entry = s.last_confirmed
+        if not no_messages_after(s.ledgers, lambda x: len(s.entries[x - 1]), s.last_confirmed):
+            return f"lastConfirmedEntry {ledger}:{entry} is before the last entry of the ledger list"
+        if entry == -1:
+            below = [x for x in s.ledgers if x < ledger and s.entries[x - 1]]
+            if below:
+                return f"lastConfirmedEntry {ledger}:-1 hides the entries of ledger {below[-1]}"
+        elif entry >= len(s.entries[ledger - 1]):
+            return f"lastConfirmedEntry {ledger}:{entry} is no entry written"
+        return None
+
+    @invariant
+    def LedgerHoldsItsLimit(self, s: ManagedLedgerState) -> str | None:
+        """Without a minimum rollover time no ledger takes more entries than its limit allows: the add that fills
+        it is its last (at least one entry)."""
+        if self.MinimumRolloverTime > 0:
+            return None
+        limit = max(self.MaxEntriesPerLedger, 1)
+        for ledger, es in enumerate(s.entries, 1):
+            count = len(es) + (len(s.pending) if ledger == s.current else 0)
+            if count > limit:
+                return (
+                    f"ledger {ledger} takes {count} entries, more than MaxEntriesPerLedger={self.MaxEntriesPerLedger}"
+                )
+        return None
+
+    @invariant
     def DedupPersistsNoDuplicate(self, s: ManagedLedgerState) -> str | None:
-        """No (producer, sequence id) is written twice."""
+        """With Dedup on, no (producer, sequence id) is written twice; with it off a batch sent again after a crash
+        or a dropped connection may be."""
+        if not self.Dedup:
+            return None
         seen: dict[tuple[int, int], Position] = {}
         for ledger, es in enumerate(s.entries, 1):
             for e, msg in enumerate(es):
@@ -471,9 +701,11 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
 
     @action_property
     def MarkDeleteNeverMovesBackwards(self, s: ManagedLedgerState, t: ManagedLedgerState) -> str | None:
-        """A cursor's persisted mark-delete position only moves forward."""
+        """A cursor's persisted mark-delete position only moves forward, or back over no entry: recoveredCursor
+        caps (l, -1) of a ledger dropped at the last entry before it, the same entries consumed."""
         for c, before, after in zip(self.cursors, s.mark_delete, t.mark_delete, strict=True):
-            if after < before:
+            passed = any(after < (x, e) <= before for x, es in enumerate(t.entries, 1) for e in range(len(es)))
+            if after < before and passed:
                 return f"cursor {c}'s mark-delete moved back from {before[0]}:{before[1]} to {after[0]}:{after[1]}"
         return None
 
@@ -487,6 +719,11 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
     def ConsumedLedgerTrimmed(self, s: ManagedLedgerState) -> bool:
         """A ledger that held entries was trimmed."""
         return any(len(s.entries[x - 1]) > 0 for x in s.deleted)
+
+    @reachable
+    def DuplicateAnsweredUnknown(self, s: ManagedLedgerState) -> bool:
+        """A producer's connection was closed with a batch pushed and not yet persisted at the broker."""
+        return any(r and any(q == p for q, _ in s.pending) for p, r in zip(self.producers, s.reconnecting, strict=True))
 
     @reachable
     def UnacknowledgedEntryRecovered(self, s: ManagedLedgerState) -> bool:

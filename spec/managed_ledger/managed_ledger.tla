@@ -13,25 +13,43 @@
 (*  - producers sending batches (one entry each) with sequence ids         *)
 (*    0 .. MaxMessages-1, in order, on one connection; after a broker      *)
 (*    crash a producer sends again every batch not acknowledged;           *)
-(*  - the dedup check: a sequence id at most the highest pushed is a       *)
-(*    duplicate, acknowledged without being written;                       *)
+(*  - the dedup check, where Dedup is on: a sequence id at most the        *)
+(*    highest persisted is a duplicate, acknowledged without being         *)
+(*    written; one above it and at most the highest pushed is Unknown: the *)
+(*    send fails, the producer's connection closes and it sends again.     *)
+(*    With Dedup off every batch is written: after a crash or a dropped    *)
+(*    connection a batch can be written twice;                             *)
+(*  - creating the next ledger failing (at most MaxCreateFailures times):  *)
+(*    the adds queued for it fail, their producers send again, and the     *)
+(*    next add creates a ledger;                                           *)
+(*  - a producer's connection dropping (at most MaxDisconnects times): it  *)
+(*    reconnects and sends again every batch not acknowledged;             *)
 (*  - adds to BookKeeper complete in order; the producer gets the ids      *)
 (*    ledgerId:entryId:partition:batchIndex;                               *)
 (*  - rollover (currentLedgerIsFull, seed 002) on entries, size or age,    *)
-(*    with the minimum rollover time; entries in flight count;             *)
+(*    with the minimum rollover time, judged as Pulsar judges it: when an  *)
+(*    add is sent, counting it and the adds in flight; the add that fills  *)
+(*    the ledger is its last, and the adds that arrive while it closes and *)
+(*    the next is created wait, then go to the new ledger; a timer rolls a *)
+(*    ledger full by age that holds an entry;                              *)
 (*  - a broker crash (a prefix of the adds in flight may have reached the  *)
 (*    bookies) and the reopen: recover the last ledger, drop it if empty,  *)
 (*    create a new one, rebuild the dedup state from the entries;          *)
+(*  - lastConfirmedEntry, what readers are shown: set by each add, and on  *)
+(*    reopen stepped back from the new ledger to the last entry written;   *)
 (*  - durable cursors reduced to their persisted mark-delete position      *)
 (*    (cursor.tla models their persistence), restored on reopen as         *)
-(*    recoveredCursor does, and trimming: a cursor at a                    *)
+(*    recoveredCursor does (never past lastConfirmedEntry: a step back     *)
+(*    over no entry), and trimming: a cursor at a                          *)
 (*    ledger's last entry moves to <<next ledger, -1>>, then the ledgers   *)
 (*    below the slowest cursor's ledger go, never the current one.         *)
 (*                                                                         *)
 (* Left out, and why that is sound here: payloads (an entry's content is   *)
 (* its <<producer, sequence id>>, its size its message count); time beyond *)
-(* what the rollover rules can tell apart; the dedup check's "unknown"     *)
-(* answer (batches are sent again only after a crash); several brokers;    *)
+(* Ticks and what the rollover rules can tell apart; the replies lost with *)
+(* a dropped connection (acks reach the producer, which would learn them   *)
+(* as duplicates); several brokers, so no compare-and-set of the ledger    *)
+(* list is lost (BadVersionException fences the managed ledger);           *)
 (* retention and offloading; the dedup cursor, whose snapshot is assumed   *)
 (* to cover every entry trimmed.                                           *)
 (***************************************************************************)
@@ -42,18 +60,27 @@ CONSTANTS
     MaxMessages,          \* batches each producer sends, sequence ids 0 .. MaxMessages-1
     BatchSize,            \* messages in a batch (one entry); 1: not batched, batch index -1
     Partitioned,          \* the topic is partition 0 of a partitioned topic; else partition index -1
-    MaxEntriesPerLedger,  \* entries after which a ledger is full
-    MaxSizePerLedger,     \* messages after which a ledger is full; 0: no limit
-    MaximumRolloverTime,  \* ticks after which a ledger is full; 0: no limit
+    MaxEntriesPerLedger,  \* entries after which a ledger is full (0: every add fills it)
+    MaxSizePerLedger,     \* messages after which a ledger is full (0: every add fills it)
+    MaximumRolloverTime,  \* ticks after which a ledger is full (0: at once)
     MinimumRolloverTime,  \* ticks a ledger must be older than to roll over; 0: none
+    Ticks,                \* how old the model lets a ledger grow: later ticks are not modelled
     NumCursors,           \* durable cursors (subscriptions)
     MaxCrashes,           \* broker crashes in all
+    Dedup,                \* brokerDeduplicationEnabled for the topic
+    MaxDisconnects,       \* producer connections dropped in all
+    MaxCreateFailures,    \* ledger creations that fail, in all
     Bug                   \* "none" or a seeded bug, as in managed_ledger.py's BUGS
 
-ASSUME /\ BatchSize >= 1 /\ MaxEntriesPerLedger >= 1 /\ Partitioned \in BOOLEAN
-       /\ \A k \in {NumProducers, MaxMessages, NumCursors, MaxCrashes, MaxSizePerLedger,
-                    MaximumRolloverTime, MinimumRolloverTime} : k \in Nat
-       /\ Bug \in {"none", "trim_deletes_needed_ledger", "dedup_forgets_on_reopen"}
+ASSUME /\ BatchSize >= 1 /\ Partitioned \in BOOLEAN /\ Dedup \in BOOLEAN /\ MaxDisconnects \in Nat
+       /\ MaxCreateFailures \in Nat
+       /\ \A k \in {NumProducers, MaxMessages, NumCursors, MaxCrashes, MaxEntriesPerLedger, MaxSizePerLedger,
+                    MaximumRolloverTime, MinimumRolloverTime, Ticks} : k \in Nat
+       \* ManagedLedgerConfig.setMaximumRolloverTime: the maximum is not below the minimum.
+       /\ MaximumRolloverTime >= MinimumRolloverTime
+       /\ Bug \in {"none", "trim_deletes_needed_ledger", "dedup_forgets_on_reopen", "reopen_confirms_new_ledger",
+                  "closing_ledger_takes_adds", "unknown_answered_as_duplicate",
+                  "failed_creation_acks_queued"}
 
 VARIABLES
     \* -- the metadata store and the bookies
@@ -66,17 +93,25 @@ VARIABLES
     current,         \* the ledger being written, or -1
     age,             \* ticks since the current ledger was created
     pending,         \* adds sent to BookKeeper, not yet completed, in order
-    highest_pushed,  \* producer -> highest sequence id accepted (the dedup state)
+    closing,         \* ClosingLedger: the add that filled the current ledger is sent, it takes no other
+    queued,          \* adds that arrived while the ledger closes, for the next (pendingAddEntries)
+    highest_pushed,  \* producer -> highest sequence id accepted (highestSequencedPushed)
+    highest_persisted, \* producer -> highest sequence id written (highestSequencedPersisted)
+    last_confirmed,  \* lastConfirmedEntry: the last entry readers are shown, or NoPosition while down
     crashes,         \* broker crashes so far
+    create_failures, \* ledger creations failed so far
     \* -- producers
     sent,            \* producer -> sequence ids sent so far
     acked,           \* producer -> highest sequence id acknowledged (acks come in order)
     net,             \* producer -> sequence ids in flight to the broker, in order
+    reconnecting,    \* producer -> its connection closed: it sends every batch not acknowledged again
+    disconnects,     \* producer connections dropped so far
     last_id          \* the last message id handed to a producer
 
 store_vars == <<ledgers, entries, deleted, mark_delete>>
-broker_vars == <<broker_up, current, age, pending, highest_pushed, crashes>>
-producer_vars == <<sent, acked, net, last_id>>
+broker_vars == <<broker_up, current, age, pending, closing, queued, highest_pushed, highest_persisted, last_confirmed,
+                  crashes, create_failures>>
+producer_vars == <<sent, acked, net, reconnecting, disconnects, last_id>>
 vars == <<store_vars, broker_vars, producer_vars>>
 
 -----------------------------------------------------------------------------
@@ -84,17 +119,23 @@ Producers == 1 .. NumProducers
 Cursors == 1 .. NumCursors
 NoLedger == -1
 Max(a, b) == IF a >= b THEN a ELSE b
+PosMin(a, b) == IF PosLeq(a, b) THEN a ELSE b
 
-(* currentLedgerIsFull: a space or time limit is reached, and the ledger   *)
-(* is older than the minimum rollover time.                                *)
+(* currentLedgerIsFull (ManagedLedgerImpl, Pulsar 4.0.7): a space or time *)
+(* limit is reached, and the ledger is older than the minimum rollover    *)
+(* time.  A limit of 0 is reached at once, as in Pulsar's                 *)
+(* ManagedLedgerConfig; its defaults (100 MB, 4 hours) lie beyond the      *)
+(* model's batches and Ticks.                                              *)
 LedgerIsFull(n, a) ==
-    LET space == n >= MaxEntriesPerLedger \/ (MaxSizePerLedger > 0 /\ n * BatchSize >= MaxSizePerLedger)
-        time == MaximumRolloverTime > 0 /\ a >= MaximumRolloverTime
+    LET space == n >= MaxEntriesPerLedger \/ n * BatchSize >= MaxSizePerLedger
+        time == a >= MaximumRolloverTime
     IN (space \/ time) /\ (MinimumRolloverTime > 0 => a > MinimumRolloverTime)
 
-\* Ages beyond this one are alike for the rollover rules: the clock stops there.
-MaxAge == IF MaximumRolloverTime > 0 \/ MinimumRolloverTime > 0
-          THEN Max(MaximumRolloverTime, MinimumRolloverTime + 1) ELSE 0
+(* The clock stops at Ticks, or earlier where later ages are alike for    *)
+(* the rollover rules.                                                     *)
+MaxAge == LET alike == IF MinimumRolloverTime > 0 THEN Max(MaximumRolloverTime, MinimumRolloverTime + 1)
+                       ELSE MaximumRolloverTime
+          IN IF Ticks <= alike THEN Ticks ELSE alike
 
 \* Entries of the current ledger, those in flight included.
 Written == Len(entries[current]) + Len(pending)
@@ -107,15 +148,30 @@ IdLess(a, b) == \E i \in 1 .. 4 : a[i] < b[i] /\ \A j \in 1 .. i - 1 : a[j] = b[
 
 AllEntries == UNION {Range(entries[l]) : l \in DOMAIN entries}
 
+(* lastConfirmedEntry as ManagedLedgerImpl.initializeBookKeeper sets it  *)
+(* once the new ledger l is created (Pulsar 4.0.7): <<l, -1>>, stepped    *)
+(* back over the ledgers of the list that hold no entry to the last entry *)
+(* of the latest that holds one.                                          *)
+OpenedLastConfirmed(kept, l) ==
+    LET written == {x \in Range(kept) : Len(entries[x]) > 0}
+    IN IF written = {} \/ Bug = "reopen_confirms_new_ledger" THEN <<l, -1>>
+       ELSE <<SetMax(written), Len(entries[SetMax(written)]) - 1>>
+
+(* No entry lies in (a, b]: a and b stand for the same entries consumed.   *)
+NoEntryBetween(es, a, b) ==
+    ~\E l \in DOMAIN es : \E i \in DOMAIN es[l] : PosLess(a, <<l, i - 1>>) /\ PosLeq(<<l, i - 1>>, b)
+
 \* The highest sequence id each producer has in the entries written.
 RecoveredDedup == [p \in Producers |-> SetMax({-1} \cup {m[2] : m \in {m \in AllEntries : m[1] = p}})]
 
-(* The producer has batches not acknowledged that are neither in flight    *)
-(* nor at the broker: lost in a crash.                                     *)
+(* The producer's connection closed, or it has batches not acknowledged   *)
+(* that are neither in flight nor at the broker: lost in a crash.          *)
 AwaitsResend(p) ==
-    /\ acked[p] + 1 < sent[p]
-    /\ net[p] = <<>>
-    /\ \A i \in DOMAIN pending : pending[i][1] # p
+    \/ reconnecting[p]
+    \/ /\ acked[p] + 1 < sent[p]
+       /\ net[p] = <<>>
+       /\ \A i \in DOMAIN pending : pending[i][1] # p
+       /\ \A i \in DOMAIN queued : queued[i][1] # p
 
 -----------------------------------------------------------------------------
 Init ==
@@ -127,11 +183,18 @@ Init ==
     /\ current = 1
     /\ age = 0
     /\ pending = <<>>
+    /\ closing = FALSE
+    /\ queued = <<>>
     /\ highest_pushed = [p \in Producers |-> -1]
+    /\ highest_persisted = [p \in Producers |-> -1]
+    /\ last_confirmed = <<1, -1>>
     /\ crashes = 0
+    /\ create_failures = 0
     /\ sent = [p \in Producers |-> 0]
     /\ acked = [p \in Producers |-> -1]
     /\ net = [p \in Producers |-> <<>>]
+    /\ reconnecting = [p \in Producers |-> FALSE]
+    /\ disconnects = 0
     /\ last_id = <<-1, -1, -1, -1>>
 
 -----------------------------------------------------------------------------
@@ -144,60 +207,148 @@ ProducerSends(p) ==
     /\ ~AwaitsResend(p)
     /\ sent' = [sent EXCEPT ![p] = @ + 1]
     /\ net' = [net EXCEPT ![p] = Append(@, sent[p])]
-    /\ UNCHANGED <<store_vars, broker_vars, acked, last_id>>
+    /\ UNCHANGED <<store_vars, broker_vars, acked, reconnecting, disconnects, last_id>>
 
-\* Reconnected after a crash, the producer sends again, in order, every batch not acknowledged.
+(* Reconnected, the producer sends again, in order, every batch not        *)
+(* acknowledged (ProducerImpl.resendMessages, Pulsar client 4.0.7).        *)
 ProducerResends(p) ==
     /\ broker_up
     /\ AwaitsResend(p)
     /\ net' = [net EXCEPT ![p] = [i \in 1 .. sent[p] - acked[p] - 1 |-> acked[p] + i]]
+    /\ reconnecting' = [reconnecting EXCEPT ![p] = FALSE]
+    /\ UNCHANGED <<store_vars, broker_vars, sent, acked, disconnects, last_id>>
+
+(* The producer's connection drops while a batch is not acknowledged: the  *)
+(* batches on it are lost; the broker keeps the adds it accepted.          *)
+ConnectionDrops(p) ==
+    /\ broker_up
+    /\ disconnects < MaxDisconnects
+    /\ ~reconnecting[p]
+    /\ acked[p] + 1 < sent[p]
+    /\ net' = [net EXCEPT ![p] = <<>>]
+    /\ reconnecting' = [reconnecting EXCEPT ![p] = TRUE]
+    /\ disconnects' = disconnects + 1
     /\ UNCHANGED <<store_vars, broker_vars, sent, acked, last_id>>
 
 -----------------------------------------------------------------------------
 (* The broker. *)
 
-(* The dedup check; a new batch goes to BookKeeper as the next entry, a    *)
-(* duplicate is acknowledged (message id -1:-1) and not written.  When the *)
-(* current ledger is full the add waits for the rollover.                  *)
+(* The dedup check (MessageDeduplication.isDuplicate, Pulsar 4.0.7; with  *)
+(* Dedup off every batch is new): a duplicate, at most the highest        *)
+(* persisted, is acknowledged (message id -1:-1) and not written; one      *)
+(* above that and at most the highest pushed is Unknown: PersistentTopic   *)
+(* fails the send and the client closes its connection                    *)
+(* (ClientCnx.handleSendError), to send again.                             *)
+(* A new batch goes to BookKeeper as the next entry; if, counted *)
+(* with the adds in flight, it fills the ledger, it is the ledger's last   *)
+(* (closeWhenDone).  While the ledger closes a new batch is queued         *)
+(* (ManagedLedgerImpl.internalAsyncAddEntry, Pulsar 4.0.7).                *)
 BrokerReceives(p) ==
     /\ broker_up
     /\ net[p] # <<>>
-    /\ current # NoLedger
-    /\ ~LedgerIsFull(Written, age)
-    /\ net' = [net EXCEPT ![p] = Tail(@)]
     /\ LET seq == Head(net[p]) IN
-          IF seq <= highest_pushed[p]
-          THEN /\ acked' = [acked EXCEPT ![p] = Max(@, seq)]
-               /\ UNCHANGED <<highest_pushed, pending>>
-          ELSE /\ highest_pushed' = [highest_pushed EXCEPT ![p] = seq]
-               /\ pending' = Append(pending, <<p, seq>>)
+          IF Dedup /\ seq <= highest_pushed[p]
+          THEN /\ IF seq <= highest_persisted[p] \/ Bug = "unknown_answered_as_duplicate"
+                  THEN /\ net' = [net EXCEPT ![p] = Tail(@)]
+                       /\ acked' = [acked EXCEPT ![p] = Max(@, seq)]
+                       /\ UNCHANGED reconnecting
+                  ELSE /\ net' = [net EXCEPT ![p] = <<>>]
+                       /\ reconnecting' = [reconnecting EXCEPT ![p] = TRUE]
+                       /\ UNCHANGED acked
+               /\ UNCHANGED <<highest_pushed, pending, closing, queued>>
+          ELSE /\ net' = [net EXCEPT ![p] = Tail(@)]
+               /\ highest_pushed' = IF Dedup THEN [highest_pushed EXCEPT ![p] = seq] ELSE highest_pushed
+               /\ UNCHANGED reconnecting
+               /\ IF (closing /\ Bug # "closing_ledger_takes_adds") \/ current = NoLedger
+                  THEN /\ queued' = Append(queued, <<p, seq>>)
+                       /\ UNCHANGED <<pending, closing>>
+                  ELSE /\ pending' = Append(pending, <<p, seq>>)
+                       /\ closing' = (closing \/ LedgerIsFull(Written + 1, age))
+                       /\ UNCHANGED queued
                /\ UNCHANGED acked
-    /\ UNCHANGED <<store_vars, broker_up, current, age, crashes, sent, last_id>>
+    /\ UNCHANGED <<store_vars, broker_up, current, age, highest_persisted, last_confirmed, crashes, create_failures,
+                   sent, disconnects, last_id>>
 
-\* The oldest add in flight reaches its ack quorum; the producer gets its message ids.
+(* The oldest add in flight reaches its ack quorum; the producer gets its *)
+(* message ids, readers the entry (OpAddEntry.run sets lastConfirmedEntry, *)
+(* Pulsar 4.0.7).                                                          *)
 BookKeeperCompletesAdd ==
     /\ broker_up
     /\ pending # <<>>
     /\ LET m == Head(pending) IN
           /\ entries' = [entries EXCEPT ![current] = Append(@, m)]
-          /\ acked' = [acked EXCEPT ![m[1]] = m[2]]
+          /\ acked' = [acked EXCEPT ![m[1]] = Max(@, m[2])]
+          \* recordMessagePersisted
+          /\ highest_persisted' = IF Dedup THEN [highest_persisted EXCEPT ![m[1]] = Max(@, m[2])]
+                                  ELSE highest_persisted
           /\ last_id' = LastMessageId(<<current, Len(entries[current])>>)
+          /\ last_confirmed' = <<current, Len(entries[current])>>
     /\ pending' = Tail(pending)
-    /\ UNCHANGED <<ledgers, deleted, mark_delete, broker_up, current, age, highest_pushed, crashes, sent, net>>
+    /\ UNCHANGED <<ledgers, deleted, mark_delete, broker_up, current, age, closing, queued, highest_pushed, crashes,
+                   create_failures, sent, net, reconnecting, disconnects>>
 
-(* The current ledger is full and has nothing in flight: close it, create  *)
-(* the next, add it to the list.                                           *)
-LedgerRollsOver ==
-    /\ broker_up
+\* How many of the queued adds the new ledger takes: up to the one that fills it, or all.
+Taken(q) == LET fills == {i \in 1 .. Len(q) : LedgerIsFull(i, 0)}
+            IN IF fills = {} THEN Len(q) ELSE SetMin(fills)
+
+(* The current ledger is to be closed: its last add completed (OpAddEntry *)
+(* .run with closeWhenDone), or the rollover timer finds it full with an   *)
+(* entry and nothing in flight (rollCurrentLedgerIfFull).                  *)
+ToClose ==
     /\ current # NoLedger
     /\ pending = <<>>
     /\ Len(entries[current]) > 0
-    /\ LedgerIsFull(Len(entries[current]), age)
+    /\ closing \/ LedgerIsFull(Len(entries[current]), age)
+
+\* A ledger is being created for the adds that came with none open (internalAsyncAddEntry in ClosedLedger).
+Creating == current = NoLedger /\ queued # <<>>
+
+(* The ledger to close is closed and the next created and listed           *)
+(* (ledgerClosed, createLedgerAfterClosed, createComplete), or the one     *)
+(* being created is; the queued adds go to it in order, each counted, up   *)
+(* to the one that fills it (updateLedgersIdsComplete).  ManagedLedgerImpl, *)
+(* Pulsar 4.0.7.                                                           *)
+LedgerRollsOver ==
+    /\ broker_up
+    /\ ToClose \/ Creating
     /\ ledgers' = Append(ledgers, Len(entries) + 1)
     /\ entries' = Append(entries, <<>>)
     /\ current' = Len(entries) + 1
     /\ age' = 0
-    /\ UNCHANGED <<deleted, mark_delete, broker_up, pending, highest_pushed, crashes, producer_vars>>
+    /\ LET k == Taken(queued) IN
+          /\ pending' = SubSeq(queued, 1, k)
+          /\ queued' = SubSeq(queued, k + 1, Len(queued))
+          /\ closing' = (k > 0 /\ LedgerIsFull(k, 0))
+    /\ UNCHANGED <<deleted, mark_delete, broker_up, highest_pushed, highest_persisted, last_confirmed, crashes,
+                   create_failures, producer_vars>>
+
+(* Creating the next ledger fails (createComplete with an error,           *)
+(* ManagedLedgerImpl, Pulsar 4.0.7): the ledger to close is closed and     *)
+(* stays the last of the list; no ledger is open (ClosedLedger,            *)
+(* WriteFailed); the queued adds fail (clearPendingAddEntries), so their   *)
+(* producers' connections close; PersistentTopic resets the pushed ids to  *)
+(* the persisted ones (resetHighestSequenceIdPushed) and the next add      *)
+(* creates a ledger.                                                       *)
+LedgerCreationFails ==
+    /\ broker_up
+    /\ create_failures < MaxCreateFailures
+    /\ ToClose \/ Creating
+    /\ LET failed == {queued[i][1] : i \in DOMAIN queued} IN
+          IF Bug = "failed_creation_acks_queued"
+          THEN /\ acked' = [p \in Producers |->
+                               SetMax({acked[p]} \cup {queued[i][2] : i \in {j \in DOMAIN queued : queued[j][1] = p}})]
+               /\ UNCHANGED <<net, reconnecting>>
+          ELSE /\ net' = [p \in Producers |-> IF p \in failed THEN <<>> ELSE net[p]]
+               /\ reconnecting' = [p \in Producers |-> reconnecting[p] \/ p \in failed]
+               /\ UNCHANGED acked
+    /\ current' = NoLedger
+    /\ age' = 0
+    /\ closing' = FALSE
+    /\ queued' = <<>>
+    /\ highest_pushed' = highest_persisted
+    /\ create_failures' = create_failures + 1
+    /\ UNCHANGED <<store_vars, broker_up, pending, highest_persisted, last_confirmed, crashes, sent, disconnects,
+                   last_id>>
 
 \* Time passes for the current ledger (only as far as the rollover rules can tell).
 ClockTicks ==
@@ -205,7 +356,8 @@ ClockTicks ==
     /\ current # NoLedger
     /\ age < MaxAge
     /\ age' = age + 1
-    /\ UNCHANGED <<store_vars, broker_up, current, pending, highest_pushed, crashes, producer_vars>>
+    /\ UNCHANGED <<store_vars, broker_up, current, pending, closing, queued, highest_pushed, highest_persisted,
+                   last_confirmed, crashes, create_failures, producer_vars>>
 
 (* The broker dies: its memory and connections are gone; the first k adds  *)
 (* in flight reached the bookies.                                          *)
@@ -217,13 +369,19 @@ BrokerCrashes(k) ==
     /\ current' = NoLedger
     /\ age' = 0
     /\ pending' = <<>>
+    /\ closing' = FALSE
+    /\ queued' = <<>>
     /\ highest_pushed' = [p \in Producers |-> -1]
+    /\ highest_persisted' = [p \in Producers |-> -1]
+    /\ last_confirmed' = NoPosition
     /\ crashes' = crashes + 1
     /\ net' = [p \in Producers |-> <<>>]
-    /\ UNCHANGED <<ledgers, deleted, mark_delete, sent, acked, last_id>>
+    /\ UNCHANGED <<ledgers, deleted, mark_delete, create_failures, sent, acked, reconnecting, disconnects, last_id>>
 
 (* initialize: recover-open the last ledger, drop it if empty, create a    *)
-(* new one, rebuild the dedup state from the entries, restore the cursors. *)
+(* new one, rebuild the dedup state from the entries, restore the cursors  *)
+(* (ManagedLedgerImpl.initialize, initializeBookKeeper, initializeCursors; *)
+(* ManagedCursorImpl.recoveredCursor; Pulsar 4.0.7).                       *)
 ManagedLedgerOpens ==
     /\ ~broker_up
     /\ LET dropLast == Len(ledgers) > 0 /\ entries[ledgers[Len(ledgers)]] = <<>>
@@ -235,12 +393,18 @@ ManagedLedgerOpens ==
           /\ deleted' = IF dropLast THEN deleted \cup {ledgers[Len(ledgers)]} ELSE deleted
           /\ current' = new
           /\ entries' = newEntries
-          \* The cursors are restored (recoveredCursor): a mark at <<l, -1>> of the ledger dropped moves on.
+          /\ last_confirmed' = OpenedLastConfirmed(kept, new)
+          (* The cursors are restored (recoveredCursor): a mark at <<l, -1>> of *)
+          (* the ledger dropped moves on, and none passes lastConfirmedEntry.   *)
           /\ mark_delete' = [c \in Cursors |->
-                                RecoveredPosition(listed, LAMBDA l : Len(newEntries[l]), mark_delete[c])]
+                                PosMin(RecoveredPosition(listed, LAMBDA l : Len(newEntries[l]), mark_delete[c]),
+                                       OpenedLastConfirmed(kept, new))]
     /\ broker_up' = TRUE
-    /\ highest_pushed' = IF Bug = "dedup_forgets_on_reopen" THEN [p \in Producers |-> -1] ELSE RecoveredDedup
-    /\ UNCHANGED <<age, pending, crashes, producer_vars>>
+    \* MessageDeduplication.replayCursor sets both the pushed and the persisted ids.
+    /\ LET dedup == IF Bug = "dedup_forgets_on_reopen" \/ ~Dedup THEN [p \in Producers |-> -1] ELSE RecoveredDedup
+       IN /\ highest_pushed' = dedup
+          /\ highest_persisted' = dedup
+    /\ UNCHANGED <<age, pending, closing, queued, crashes, create_failures, producer_vars>>
 
 -----------------------------------------------------------------------------
 (* Cursors and trimming. *)
@@ -283,9 +447,10 @@ TrimConsumedLedgers ==
 
 -----------------------------------------------------------------------------
 Next ==
-    \/ \E p \in Producers : ProducerSends(p) \/ ProducerResends(p) \/ BrokerReceives(p)
+    \/ \E p \in Producers : ProducerSends(p) \/ ProducerResends(p) \/ ConnectionDrops(p) \/ BrokerReceives(p)
     \/ BookKeeperCompletesAdd
     \/ LedgerRollsOver
+    \/ LedgerCreationFails
     \/ ClockTicks
     \/ \E k \in 0 .. Len(pending) : BrokerCrashes(k)
     \/ ManagedLedgerOpens
@@ -316,10 +481,28 @@ NoAcknowledgedMessageLost ==
             /\ entries[l][i] = <<p, seq>>
             /\ l \in Range(ledgers) \/ \A c \in Cursors : PosLeq(<<l, i - 1>>, mark_delete[c])
 
-\* No <<producer, sequence id>> is written twice.
+(* lastConfirmedEntry is the last entry of the list, or <<l, -1>> with no  *)
+(* entry in a ledger of the list below l: readers are shown every entry.  *)
+LastConfirmedIsLastEntry ==
+    broker_up =>
+        /\ NoMessagesAfter(ledgers, LAMBDA l : Len(entries[l]), last_confirmed)
+        /\ IF last_confirmed[2] = -1
+           THEN \A x \in Range(ledgers) : x < last_confirmed[1] => entries[x] = <<>>
+           ELSE last_confirmed[2] < Len(entries[last_confirmed[1]])
+
+(* Without a minimum rollover time no ledger takes more entries than its  *)
+(* limit allows: the add that fills it is its last (at least one entry).   *)
+LedgerHoldsItsLimit ==
+    MinimumRolloverTime = 0 =>
+        \A l \in DOMAIN entries :
+            Len(entries[l]) + (IF l = current THEN Len(pending) ELSE 0) <= Max(MaxEntriesPerLedger, 1)
+
+(* With Dedup on, no <<producer, sequence id>> is written twice; with it  *)
+(* off a batch sent again after a crash or a dropped connection may be.    *)
 DedupPersistsNoDuplicate ==
-    \A l1, l2 \in DOMAIN entries : \A i \in DOMAIN entries[l1] : \A j \in DOMAIN entries[l2] :
-        <<l1, i>> # <<l2, j>> => entries[l1][i] # entries[l2][j]
+    Dedup =>
+        \A l1, l2 \in DOMAIN entries : \A i \in DOMAIN entries[l1] : \A j \in DOMAIN entries[l2] :
+            <<l1, i>> # <<l2, j>> => entries[l1][i] # entries[l2][j]
 
 \* No deleted ledger holds an entry some durable cursor has not consumed.
 TrimKeepsUnconsumedEntries ==
@@ -329,6 +512,9 @@ TrimKeepsUnconsumedEntries ==
 \* Message ids handed to producers strictly increase within the partition (a PROPERTY).
 MessageIdsIncrease == [][last_id' # last_id => IdLess(last_id, last_id')]_vars
 
-\* A cursor's persisted mark-delete position only moves forward (a PROPERTY).
-MarkDeleteNeverMovesBackwards == [][\A c \in Cursors : PosLeq(mark_delete[c], mark_delete'[c])]_vars
+(* A cursor's persisted mark-delete position only moves forward, or back  *)
+(* over no entry: recoveredCursor caps <<l, -1>> of a ledger dropped at    *)
+(* the last entry before it, the same entries consumed (a PROPERTY).       *)
+MarkDeleteNeverMovesBackwards ==
+    [][\A c \in Cursors : PosLeq(mark_delete[c], mark_delete'[c]) \/ NoEntryBetween(entries', mark_delete'[c], mark_delete[c])]_vars
 =============================================================================

@@ -6,24 +6,44 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 
 __all__ = ["MODELS"]
 
-# Every action: the clock ticks only where a ledger rolls over by time, which the defaults leave off.
-ROLLOVER_BY_TIME = CheckedModel({"MaximumRolloverTime": 2, "MinimumRolloverTime": 1}, 3_918, "rollover by time")
+# Every action: the clock ticks only where the model lets ledgers age (Ticks), connections drop and ledger
+# creations fail only where MaxDisconnects and MaxCreateFailures let them, which the defaults do not.
+FAULTS = CheckedModel(
+    {
+        "MaximumRolloverTime": 2,
+        "MinimumRolloverTime": 1,
+        "Ticks": 2,
+        "MaxDisconnects": 1,
+        "MaxCreateFailures": 1,
+        "MaxMessages": 2,
+    },
+    5_079,
+    "rollover by time, a dropped connection and the dedup check's Unknown, a failed ledger creation",
+)
 
 MODELS = SpecModels(
     checked=(
-        CheckedModel({}, 435),
-        ROLLOVER_BY_TIME,
+        CheckedModel({}, 451),
+        FAULTS,
         CheckedModel(
             {"BatchSize": 2, "MaxSizePerLedger": 3, "Partitioned": True, "NumCursors": 2},
-            1_381,
+            1_413,
             "batches, rollover by size, a partitioned topic, two cursors",
         ),
-        CheckedModel({"NumProducers": 2, "MaxMessages": 2}, 8_071, "two producers"),
-        CheckedModel({"NumCursors": 0}, 190, "no cursor: nothing holds the ledgers back"),
+        CheckedModel({"NumProducers": 2, "MaxMessages": 2}, 8_475, "two producers"),
+        CheckedModel({"NumCursors": 0}, 200, "no cursor: nothing holds the ledgers back"),
+        CheckedModel(
+            {"MaxEntriesPerLedger": 0, "MaximumRolloverTime": 0}, 812, "limits of 0: every add fills its ledger"
+        ),
+        CheckedModel({"Dedup": False}, 726, "no dedup: a batch sent again after a crash is written twice"),
     ),
     seeded_bugs=(
         SeededBug("trim_deletes_needed_ledger", "TrimKeepsUnconsumedEntries", 6),
         SeededBug("dedup_forgets_on_reopen", "DedupPersistsNoDuplicate", 8),
+        SeededBug("reopen_confirms_new_ledger", "LastConfirmedIsLastEntry", 5),
+        SeededBug("closing_ledger_takes_adds", "LedgerHoldsItsLimit", 7),
+        SeededBug("unknown_answered_as_duplicate", "NoAcknowledgedMessageLost", 6, {"MaxDisconnects": 1}),
+        SeededBug("failed_creation_acks_queued", "NoAcknowledgedMessageLost", 10, {"MaxCreateFailures": 1}),
     ),
-    presets={"faults": ROLLOVER_BY_TIME},
+    presets={"faults": FAULTS},
 )
