@@ -12,7 +12,7 @@ entries' producers and sequence ids decoded from Pulsar's ``MessageMetadata``.
 A crash can strike before an add is written or after it is written and
 before the producer's answer.
 
-Seeded bugs (a managed-ledger mutant, and the topic forgetting its
+Seeded bugs (two managed-ledger mutants, and the topic forgetting its
 deduplication state on reopen) leave the spec on the shortest road to them,
 at the step they break; the random machine finds each on its own too (the
 longer profile, ``--run-slow``).
@@ -180,6 +180,16 @@ def _trim_past_the_cursor(run: TopicRun) -> None:
     run.trim()
 
 
+def _skip_a_ledger_half_consumed(run: TopicRun) -> None:
+    for _ in range(2):
+        run.send(1)
+        run.receive(1)
+        run.complete_add()
+    run.roll_over()
+    run.consume(1)  # the first of the ledger's two entries
+    run.skip_consumed()
+
+
 def _resend_after_a_crash(run: TopicRun) -> None:
     run.send(1)
     run.receive(1)
@@ -195,6 +205,12 @@ BUGS: dict[str, tuple[dict[str, object], Callable[[TopicRun], None], str]] = {
         {"mutant": "trim_deletes_needed_ledger"},
         _trim_past_the_cursor,
         "TrimConsumedLedgers",
+    ),
+    # The managed ledger holds the subscription past the ledger's second entry, which it has not consumed.
+    "skip_unconsumed_ledger": (
+        {"mutant": "skip_unconsumed_ledger"},
+        _skip_a_ledger_half_consumed,
+        "CursorsSkipConsumedLedgers",
     ),
     # The reopened topic's deduplication state is not the spec's: caught before any batch comes again.
     "dedup_forgets_on_reopen": ({"forget_dedup_on_open": True}, _resend_after_a_crash, "ManagedLedgerOpens"),

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-__all__ = ["NO_POSITION", "Position", "last_confirmed", "next_ledger", "next_position", "recovered_position"]
+__all__ = [
+    "NO_POSITION",
+    "Position",
+    "last_confirmed",
+    "next_ledger",
+    "next_position",
+    "recovered_position",
+    "slowest_reader_ledger",
+]
 
 Position = tuple[int, int]
 #: The position of nothing (Pulsar prints it as -1:-1).
@@ -66,3 +74,13 @@ def recovered_position(ledgers: Sequence[int], count: Callable[[int], int], mark
         if after is not None:
             mark_delete = (after, -1)
     return min(mark_delete, last_confirmed(ledgers, count))
+
+
+def slowest_reader_ledger(ledgers: Sequence[int], count: Callable[[int], int], slowest: Position) -> int:
+    """``internalTrimLedgers`` (ManagedLedgerImpl, Pulsar 4.0.7): the ledger before which the ledgers of the list
+    may go, from the slowest reader's position ``(x, e)``: ``x``, or ``x + 1`` when ``e`` is the last entry of
+    ``x`` and ``x`` is not the last ledger of the list."""
+    ledger, entry = slowest
+    if ledger in ledgers and ledger != ledgers[-1] and count(ledger) == entry + 1:
+        return ledger + 1
+    return ledger

@@ -56,4 +56,11 @@ RecoveredPosition(ledgers, Count(_), md) ==
         moved == IF md[2] = -1 /\ md[1] \notin Range(ledgers) /\ later # {} THEN <<SetMin(later), -1>> ELSE md
         last == LastConfirmed(ledgers, Count)
     IN IF PosLeq(moved, last) THEN moved ELSE last
+
+(* internalTrimLedgers (ManagedLedgerImpl, Pulsar 4.0.7): the ledger       *)
+(* before which the ledgers of the list may go, from the slowest reader's  *)
+(* position <<x, e>>: x, or x + 1 when e is the last entry of x and x is   *)
+(* not the last ledger of the list.                                        *)
+SlowestReaderLedger(ledgers, Count(_), p) ==
+    IF p[1] \in Range(ledgers) /\ p[1] # ledgers[Len(ledgers)] /\ Count(p[1]) = p[2] + 1 THEN p[1] + 1 ELSE p[1]
 =============================================================================

@@ -100,21 +100,27 @@ def test_message_ids_carry_the_partition_and_batch_indexes(tmp_path: Path) -> No
     assert run.last_id == MessageId(0, 0, 0, 2)
 
 
-def test_a_reopened_topic_confirms_the_last_entry_written_and_caps_a_cursor_there(tmp_path: Path) -> None:
-    """initializeBookKeeper steps lastConfirmedEntry back over the empty ledger dropped; recoveredCursor caps a
-    subscription moved to that ledger's (l, -1) at it: a step back over no entry, which the spec allows."""
+def test_a_reopened_topic_confirms_the_last_entry_written_and_holds_a_cursor_at_its_mark_delete(
+    tmp_path: Path,
+) -> None:
+    """The skip over a consumed ledger moves only the position the managed ledger holds for the subscription
+    (maybeUpdateCursorBeforeTrimmingConsumedLedger), not its mark-delete; initializeBookKeeper steps
+    lastConfirmedEntry back over the empty ledger dropped, and the open holds the cursor at its restored
+    mark-delete again (addCursor)."""
     run = TopicRun(str(tmp_path), TopicRunConfig(max_entries_per_ledger=1, messages=2))
     check = TopicRefinement(run)
     _publish(run)
     assert run.roll_over() and run.consume(1) and run.skip_consumed()
     assert run.ml is not None
     first, dropped = run.ml.ids()
-    assert run.subscription(1).mark_delete == (dropped, -1)
+    assert run.subscription(1).mark_delete == (first, 0) and run.ml.positions["sub-1"] == (dropped, -1)
+    assert check.state.mark_delete == ((1, 0),) and check.state.slowest_position == ((2, -1),)
     run.crash()
+    assert check.state.slowest_position == ((-1, -1),)
     run.restart()
     assert run.ml is not None and run.ml.ids()[0] == first and dropped not in run.ml.ids()
-    assert run.ml.last_confirmed() == (first, 0) == run.subscription(1).mark_delete
-    assert check.state.last_confirmed == (1, 0) and check.state.mark_delete == ((1, 0),)
+    assert run.ml.last_confirmed() == (first, 0) == run.subscription(1).mark_delete == run.ml.positions["sub-1"]
+    assert check.state.last_confirmed == (1, 0) and check.state.mark_delete == check.state.slowest_position == ((1, 0),)
 
 
 def test_the_batch_that_fills_the_ledger_is_its_last_and_later_ones_wait_for_the_next(tmp_path: Path) -> None:

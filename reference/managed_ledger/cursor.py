@@ -389,29 +389,6 @@ class ManagedCursor:
                 f"cursor ledger {ledger_id}, entry {last}: not a PositionInfo record ({e})"
             ) from e
 
-    # -- consumed ledgers ------------------------------------------------------------
-    def skip_consumed_ledger(self) -> bool:
-        """The managed-ledger spec's ``CursorsSkipConsumedLedgers``: a mark at its ledger's last entry moves to
-        (next, -1), to be persisted. Pulsar 4.0.7 moves the managed ledger's position of the cursor instead and
-        leaves the mark (:meth:`~.managed_ledger.ManagedLedger.skip_consumed_ledgers`, as the cursor spec does)."""
-        ledger, entry = self.mark_delete
-        ids = self.ml.ids()
-        later = [x for x in ids if x > ledger]
-        if ledger not in ids or not later or entry == -1 or entry + 1 < self.ml.entries_of(ledger):
-            return False
-        LOG.info(
-            "Reset cursor %s of %s at %d:%d to %d:-1 since ledger consumed completely",
-            self.name,
-            self.ml.name,
-            ledger,
-            entry,
-            later[0],
-        )
-        self.mark_delete = (later[0], -1)
-        self.dirty = True
-        self.ml.log.emit("CursorSkipsConsumedLedger")
-        return True
-
     def _require_active(self, what: str) -> None:
         if self.status not in ACTIVE:
             raise CursorStateError(f"cursor {self.name} cannot {what} while {self.status}")

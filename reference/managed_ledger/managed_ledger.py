@@ -386,19 +386,15 @@ class ManagedLedger:
 
     def trim_consumed_ledgers(self, *, skip_consumed: bool = True) -> list[int]:
         """``internalTrimLedgers``, after ``maybeUpdateCursorBeforeTrimmingConsumedLedger``, by the positions the
-        managed ledger holds for its cursors; the ledgers trimmed. ``skip_consumed=False``: the caller moved and
-        persisted the cursors' mark-deletes itself (the managed-ledger spec's ``CursorsSkipConsumedLedgers``),
-        and the ledgers before the slowest mark-delete's ledger go, as that spec's ``TrimConsumedLedgers`` says."""
+        managed ledger holds for its cursors; the ledgers trimmed. ``skip_consumed=False``: the positions are
+        taken as they are (the caller skips consumed ledgers as a step of its own, the managed-ledger spec's
+        ``CursorsSkipConsumedLedgers``)."""
         self._require_open("trim")
         active = [c for c in self.cursors.values() if c.status in ACTIVE]
         current = self.ledgers[-1].ledger_id
         if skip_consumed:
             self.skip_consumed_ledgers()
-            slowest = self._slowest_reader_ledger(active)
-        else:
-            slowest = min((c.mark_delete[0] for c in active), default=current)
-            if self.config.mutant == "trim_deletes_needed_ledger":  # MUTANT: one ledger too far
-                slowest += 1
+        slowest = self._slowest_reader_ledger(active)
         gone = [x for x in self.ledgers if x.ledger_id < slowest and x.ledger_id != current]
         if not gone:
             return []

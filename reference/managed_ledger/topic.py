@@ -211,25 +211,25 @@ class Topic:
 
     # -- consumed ledgers --------------------------------------------------------------
     def skip_consumed_ledgers(self, cursors: list[ManagedCursor]) -> bool:
-        """Cursors at a ledger's last entry move to the next ledger, persisted (``CursorsSkipConsumedLedgers``)."""
-        moved = [c for c in cursors if c.skip_consumed_ledger()]
-        for cursor in moved:
-            cursor.flush()
+        """The managed ledger holds the subscriptions at a ledger's last entry at the next ledger; their own
+        mark-deletes stay (``CursorsSkipConsumedLedgers``). Whether one of ``cursors`` moved."""
+        before = [self.ml.positions[c.name] for c in cursors]
+        self.ml.skip_consumed_ledgers()
+        moved = [c for c, position in zip(cursors, before, strict=True) if self.ml.positions[c.name] != position]
         if moved:
             self.log.emit("CursorsSkipConsumedLedgers")
         return bool(moved)
 
     def trim(self) -> list[int]:
-        """Snapshot the deduplication state, then trim the consumed ledgers (``TrimConsumedLedgers``).
+        """Snapshot the deduplication state, then trim the consumed ledgers (``TrimConsumedLedgers``) by the
+        positions the managed ledger holds for its cursors.
 
-        The deduplication cursor, at the last entry after the snapshot, moves to the next ledger when there
-        is one, so that it never holds back a ledger the snapshot covers; the subscriptions move only by
-        :meth:`skip_consumed_ledgers`, which persists their new positions.
+        The deduplication cursor, at the last entry after the snapshot, holds back no ledger the snapshot covers
+        (``internalTrimLedgers`` passes a ledger whose last entry the slowest position is at); the subscriptions'
+        positions move only by :meth:`skip_consumed_ledgers`.
         """
         self.snapshot_dedup()
-        if self.dedup.skip_consumed_ledger():
-            self.dedup.flush()
-        gone = self.ml.trim_consumed_ledgers(skip_consumed=False)  # subscriptions move by skip_consumed_ledgers
+        gone = self.ml.trim_consumed_ledgers(skip_consumed=False)
         if gone:
             self.log.emit("TrimConsumedLedgers")
         return gone

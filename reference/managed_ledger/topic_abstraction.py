@@ -23,6 +23,8 @@ spec variables           read from
 ``closing``, ``queued``, the adds queued for the next, the deduplication state
 ``highest_persisted``    (the highest ids accepted and written),
 ``last_confirmed``       its ``lastConfirmedEntry``
+``slowest_position``     the position the managed ledger holds for each
+                         subscription (``ManagedLedger.positions``)
 ``crashes``, ``sent``    the run's count of crashes and failed ledger
 ``create_failures``      creations, and its producers
 ``acked``, ``net``,      (and their connections)
@@ -75,6 +77,7 @@ class TopicAbstraction:
         queued: tuple[tuple[int, int], ...] = ()
         closing = False
         last_confirmed: Position = NO_POSITION
+        slowest = tuple(NO_POSITION for _ in self.spec.cursors)
         if topic is not None:
             ml = topic.ml
             if ml.current is not None:
@@ -87,6 +90,8 @@ class TopicAbstraction:
             persisted = tuple(topic.highest_written.get(p.name, -1) for p in run.producers)
             ledger, entry = ml.last_confirmed()
             last_confirmed = (self.number(ledger), entry)
+            held = [ml.positions[f"sub-{c}"] for c in self.spec.cursors]
+            slowest = tuple((self.number(x), e) for x, e in held)
         last = run.last_id
         return ManagedLedgerState(
             ledgers=tuple(self.number(x) for x in ids),
@@ -102,6 +107,7 @@ class TopicAbstraction:
             highest_pushed=highest,
             highest_persisted=persisted,
             last_confirmed=last_confirmed,
+            slowest_position=slowest,
             crashes=run.crashes,
             create_failures=run.create_failures,
             sent=tuple(p.sent for p in run.producers),

@@ -142,6 +142,7 @@ from ledgerspec.spec.positions import (
     next_position,
     no_messages_after,
     recovered_position,
+    slowest_reader_ledger,
 )
 
 __all__ = ["BUGS", "CursorInfo", "CursorSpec", "CursorState", "Message", "PositionInfo"]
@@ -686,12 +687,8 @@ class CursorSpec(Spec[CursorState]):
         return evolve(s, slowest_position=(after, -1))
 
     def slowest_reader_ledger(self, s: CursorState) -> int:
-        """internalTrimLedgers (ManagedLedgerImpl, Pulsar 4.0.7): the slowest reader's ledger x, or x + 1 when its
-        position is at the last entry of x and x is not the current ledger."""
-        ledger, entry = s.slowest_position
-        if ledger in self.ids(s) and ledger != s.ledgers[-1][0] and self.counter(s)(ledger) == entry + 1:
-            return ledger + 1
-        return ledger
+        """internalTrimLedgers: the ledger before which the ledgers of the list may go (``positions.py``)."""
+        return slowest_reader_ledger(self.ids(s), self.counter(s), s.slowest_position)
 
     @action()
     def TrimConsumedLedgers(self, s: CursorState) -> CursorState | None:

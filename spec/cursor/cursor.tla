@@ -447,20 +447,15 @@ CursorSkipsConsumedLedger ==
     /\ UNCHANGED <<store_vars, broker_up, crashes, status, mark_delete, ranges, batch, cursor_ledger, switching_to,
                    retired, dirty, faults, lost, acked, durable>>
 
-(* internalTrimLedgers (ManagedLedgerImpl, Pulsar 4.0.7): the slowest      *)
-(* reader's ledger x, or x + 1 when its position is at the last entry of x *)
-(* and x is not the current ledger.                                        *)
-SlowestReaderLedger ==
-    LET p == slowest_position
-    IN IF p[1] \in Range(Ids) /\ p[1] # ledgers[Len(ledgers)][1] /\ CountOf(p[1]) = p[2] + 1 THEN p[1] + 1 ELSE p[1]
-
 (* The ledgers before the slowest reader's ledger are deleted, never the   *)
 (* current one.  Trimming by the cursor's mark-delete in memory instead    *)
 (* would lose no unacknowledged message either (that mark-delete covers    *)
 (* only acknowledged ones): no invariant here tells the two apart.         *)
 TrimConsumedLedgers ==
     /\ status \in Active
-    /\ LET slowest == IF Bug = "trim_deletes_needed_ledger" THEN slowest_position[1] + 1 ELSE SlowestReaderLedger
+    /\ LET slowest == IF Bug = "trim_deletes_needed_ledger"
+                      THEN slowest_position[1] + 1
+                      ELSE SlowestReaderLedger(Ids, CountOf, slowest_position)
            last == ledgers[Len(ledgers)][1]
            gone == {x \in Range(ledgers) : x[1] < slowest /\ x[1] # last}
        IN /\ gone # {}

@@ -65,10 +65,16 @@ the broker's ``MessageDeduplication``; BRIEF section 4, seeds 002 and 003):
   ``(l, -1)`` of the empty ledger just dropped moves to the next ledger, and
   none passes ``lastConfirmedEntry``, so it may step back over no entry
   (``MarkDeleteNeverMovesBackwards`` allows that: the same entries consumed);
-- trimming (``maybeUpdateCursorBeforeTrimmingConsumedLedger``, then
-  ``internalTrimLedgers``): a cursor whose mark-delete is the last entry of a
-  ledger moves to ``(next ledger, -1)``; then every ledger of the list below
-  the slowest cursor's ledger is deleted, but never the current one.
+- trimming by the position the managed ledger holds for each cursor
+  (``slowest_position``, its entry in ``ManagedCursorContainer``; Pulsar
+  4.0.7), as the cursor spec has it: each persisted mark-delete sets it
+  (``onCursorMarkDeletePositionUpdated``), and so does the reopen
+  (``addCursor``); ``maybeUpdateCursorBeforeTrimmingConsumedLedger`` holds a
+  cursor whose mark-delete is the last entry of a ledger at
+  ``(next ledger, -1)``, leaving its mark-delete where it is; then
+  ``internalTrimLedgers`` deletes the ledgers before the slowest reader's
+  ledger ``x``, and ``x`` too when that position is at the last entry of
+  ``x`` and ``x`` is not the last ledger, but never the current one.
 
 Positions are ``(ledger id, entry id)`` (``positions.py``). ``entries`` holds
 every ledger ever created, deleted ones too: their entries are the history
@@ -121,6 +127,7 @@ from ledgerspec.spec.positions import (
     next_position,
     no_messages_after,
     recovered_position,
+    slowest_reader_ledger,
 )
 
 __all__ = ["BUGS", "ManagedLedgerSpec", "ManagedLedgerState", "MessageId"]
@@ -161,6 +168,7 @@ class ManagedLedgerState:
     highest_pushed: tuple[int, ...]  # producer -> highest sequence id accepted (highestSequencedPushed)
     highest_persisted: tuple[int, ...]  # producer -> highest sequence id written (highestSequencedPersisted)
     last_confirmed: Position  # lastConfirmedEntry: the last entry readers are shown; NO_POSITION while down
+    slowest_position: tuple[Position, ...]  # cursor c -> the position trimming goes by (ManagedCursorContainer)
     crashes: int  # broker crashes so far (at most MaxCrashes)
     create_failures: int  # ledger creations failed so far (at most MaxCreateFailures)
     # -- producers
@@ -320,6 +328,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             highest_pushed=tuple(-1 for _ in self.producers),
             highest_persisted=tuple(-1 for _ in self.producers),
             last_confirmed=(1, -1),
+            slowest_position=tuple((1, -1) for _ in self.cursors),
             crashes=0,
             create_failures=0,
             sent=tuple(0 for _ in self.producers),
@@ -513,6 +522,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             highest_pushed=tuple(-1 for _ in self.producers),
             highest_persisted=tuple(-1 for _ in self.producers),
             last_confirmed=NO_POSITION,
+            slowest_position=tuple(NO_POSITION for _ in self.cursors),
             crashes=s.crashes + 1,
             net=tuple(() for _ in self.producers),
         )
@@ -547,28 +557,40 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             highest_pushed=dedup,
             highest_persisted=dedup,
             last_confirmed=last,
+            slowest_position=marks,  # addCursor: the managed ledger holds each cursor at its restored mark-delete
         )
 
     # -- cursors and trimming ----------------------------------------------------------
     @action(_each_cursor)
     def ConsumerAcks(self, s: ManagedLedgerState, c: int) -> ManagedLedgerState | None:
-        """The subscription acknowledges the next entry cumulatively: its mark-delete moves there."""
+        """The subscription acknowledges the next entry cumulatively, and the mark-delete is persisted: the managed
+        ledger holds the cursor there (``onCursorMarkDeletePositionUpdated`` in ``internalMarkDelete``'s callback,
+        ManagedCursorImpl, Pulsar 4.0.7)."""
         if not s.broker_up:
             return None
         nxt = next_position(s.ledgers, lambda x: len(s.entries[x - 1]), s.mark_delete[c - 1])
         if nxt is None:
             return None
-        return evolve(s, mark_delete=_replace(s.mark_delete, c - 1, nxt))
+        return evolve(
+            s,
+            mark_delete=_replace(s.mark_delete, c - 1, nxt),
+            slowest_position=_replace(s.slowest_position, c - 1, nxt),
+        )
 
     @action()
     def CursorsSkipConsumedLedgers(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
-        """maybeUpdateCursorBeforeTrimmingConsumedLedger: a cursor at a ledger's last entry moves to (next, -1)."""
+        """maybeUpdateCursorBeforeTrimmingConsumedLedger (ManagedLedgerImpl, Pulsar 4.0.7): the managed ledger
+        holds a cursor whose mark-delete is at a ledger's last entry at (next ledger, -1); the cursor's own
+        mark-delete stays where it is."""
         if not s.broker_up:
             return None
-        marks = tuple(self._skipped(s, md) for md in s.mark_delete)
-        if marks == s.mark_delete:
+        held = tuple(
+            skipped if (skipped := self._skipped(s, md)) != md else position
+            for md, position in zip(s.mark_delete, s.slowest_position, strict=True)
+        )
+        if held == s.slowest_position:
             return None
-        return evolve(s, mark_delete=marks)
+        return evolve(s, slowest_position=held)
 
     def _skipped(self, s: ManagedLedgerState, md: Position) -> Position:
         ledger, entry = md
@@ -579,12 +601,16 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
 
     @action()
     def TrimConsumedLedgers(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
-        """internalTrimLedgers: delete the ledgers below the slowest cursor's ledger, never the current one."""
+        """internalTrimLedgers (ManagedLedgerImpl, Pulsar 4.0.7): the ledgers before the slowest reader's ledger are
+        deleted, never the current one."""
         if not s.broker_up or s.current == NO_LEDGER:
             return None
-        slowest = min((md[0] for md in s.mark_delete), default=s.current + 1)
-        if self.Bug == "trim_deletes_needed_ledger":
-            slowest += 1
+        if not s.slowest_position:
+            slowest = s.current + 1
+        elif self.Bug == "trim_deletes_needed_ledger":
+            slowest = min(s.slowest_position)[0] + 1
+        else:
+            slowest = slowest_reader_ledger(s.ledgers, lambda x: len(s.entries[x - 1]), min(s.slowest_position))
         gone = frozenset(x for x in s.ledgers if x < slowest and x != s.current)
         if not gone:
             return None
@@ -690,6 +716,19 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
                         f"ledger {ledger} was deleted, but cursor {c} (mark-delete {md[0]}:{md[1]}) has not "
                         f"consumed its entry {ledger}:{count - 1}"
                     )
+        return None
+
+    @invariant
+    def TrimPositionBehindCursor(self, s: ManagedLedgerState) -> str | None:
+        """The position the managed ledger holds for a cursor passes no entry the cursor has not consumed: trimming
+        never goes past what the cursor acknowledged."""
+        for c, md, held in zip(self.cursors, s.mark_delete, s.slowest_position, strict=True):
+            passed = [(x, e) for x, es in enumerate(s.entries, 1) for e in range(len(es)) if md < (x, e) <= held]
+            if passed:
+                return (
+                    f"the managed ledger holds cursor {c} at {held[0]}:{held[1]}, past entry {passed[0][0]}:"
+                    f"{passed[0][1]}, which it has not consumed (mark-delete {md[0]}:{md[1]})"
+                )
         return None
 
     @action_property

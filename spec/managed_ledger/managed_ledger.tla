@@ -40,9 +40,13 @@
 (*  - durable cursors reduced to their persisted mark-delete position      *)
 (*    (cursor.tla models their persistence), restored on reopen as         *)
 (*    recoveredCursor does (never past lastConfirmedEntry: a step back     *)
-(*    over no entry), and trimming: a cursor at a                          *)
-(*    ledger's last entry moves to <<next ledger, -1>>, then the ledgers   *)
-(*    below the slowest cursor's ledger go, never the current one.         *)
+(*    over no entry), and trimming by the position the managed ledger      *)
+(*    holds for each cursor (slowest_position, ManagedCursorContainer):    *)
+(*    each persisted mark-delete and the reopen set it; a cursor at a      *)
+(*    ledger's last entry is held at <<next ledger, -1>>, its own          *)
+(*    mark-delete staying; then the ledgers before the slowest reader's    *)
+(*    ledger x go (x too when that position is x's last entry and x is not *)
+(*    the last ledger), never the current one.                             *)
 (*                                                                         *)
 (* Left out, and why that is sound here: payloads (an entry's content is   *)
 (* its <<producer, sequence id>>, its size its message count); time beyond *)
@@ -98,6 +102,7 @@ VARIABLES
     highest_pushed,  \* producer -> highest sequence id accepted (highestSequencedPushed)
     highest_persisted, \* producer -> highest sequence id written (highestSequencedPersisted)
     last_confirmed,  \* lastConfirmedEntry: the last entry readers are shown, or NoPosition while down
+    slowest_position, \* cursor -> the position trimming goes by (ManagedCursorContainer)
     crashes,         \* broker crashes so far
     create_failures, \* ledger creations failed so far
     \* -- producers
@@ -110,7 +115,7 @@ VARIABLES
 
 store_vars == <<ledgers, entries, deleted, mark_delete>>
 broker_vars == <<broker_up, current, age, pending, closing, queued, highest_pushed, highest_persisted, last_confirmed,
-                  crashes, create_failures>>
+                  slowest_position, crashes, create_failures>>
 producer_vars == <<sent, acked, net, reconnecting, disconnects, last_id>>
 vars == <<store_vars, broker_vars, producer_vars>>
 
@@ -188,6 +193,7 @@ Init ==
     /\ highest_pushed = [p \in Producers |-> -1]
     /\ highest_persisted = [p \in Producers |-> -1]
     /\ last_confirmed = <<1, -1>>
+    /\ slowest_position = [c \in Cursors |-> <<1, -1>>]
     /\ crashes = 0
     /\ create_failures = 0
     /\ sent = [p \in Producers |-> 0]
@@ -266,8 +272,8 @@ BrokerReceives(p) ==
                        /\ closing' = (closing \/ LedgerIsFull(Written + 1, age))
                        /\ UNCHANGED queued
                /\ UNCHANGED acked
-    /\ UNCHANGED <<store_vars, broker_up, current, age, highest_persisted, last_confirmed, crashes, create_failures,
-                   sent, disconnects, last_id>>
+    /\ UNCHANGED <<store_vars, broker_up, current, age, highest_persisted, last_confirmed, slowest_position, crashes,
+                   create_failures, sent, disconnects, last_id>>
 
 (* The oldest add in flight reaches its ack quorum; the producer gets its *)
 (* message ids, readers the entry (OpAddEntry.run sets lastConfirmedEntry, *)
@@ -284,8 +290,8 @@ BookKeeperCompletesAdd ==
           /\ last_id' = LastMessageId(<<current, Len(entries[current])>>)
           /\ last_confirmed' = <<current, Len(entries[current])>>
     /\ pending' = Tail(pending)
-    /\ UNCHANGED <<ledgers, deleted, mark_delete, broker_up, current, age, closing, queued, highest_pushed, crashes,
-                   create_failures, sent, net, reconnecting, disconnects>>
+    /\ UNCHANGED <<ledgers, deleted, mark_delete, broker_up, current, age, closing, queued, highest_pushed,
+                   slowest_position, crashes, create_failures, sent, net, reconnecting, disconnects>>
 
 \* How many of the queued adds the new ledger takes: up to the one that fills it, or all.
 Taken(q) == LET fills == {i \in 1 .. Len(q) : LedgerIsFull(i, 0)}
@@ -319,8 +325,8 @@ LedgerRollsOver ==
           /\ pending' = SubSeq(queued, 1, k)
           /\ queued' = SubSeq(queued, k + 1, Len(queued))
           /\ closing' = (k > 0 /\ LedgerIsFull(k, 0))
-    /\ UNCHANGED <<deleted, mark_delete, broker_up, highest_pushed, highest_persisted, last_confirmed, crashes,
-                   create_failures, producer_vars>>
+    /\ UNCHANGED <<deleted, mark_delete, broker_up, highest_pushed, highest_persisted, last_confirmed,
+                   slowest_position, crashes, create_failures, producer_vars>>
 
 (* Creating the next ledger fails (createComplete with an error,           *)
 (* ManagedLedgerImpl, Pulsar 4.0.7): the ledger to close is closed and     *)
@@ -347,8 +353,8 @@ LedgerCreationFails ==
     /\ queued' = <<>>
     /\ highest_pushed' = highest_persisted
     /\ create_failures' = create_failures + 1
-    /\ UNCHANGED <<store_vars, broker_up, pending, highest_persisted, last_confirmed, crashes, sent, disconnects,
-                   last_id>>
+    /\ UNCHANGED <<store_vars, broker_up, pending, highest_persisted, last_confirmed, slowest_position, crashes, sent,
+                   disconnects, last_id>>
 
 \* Time passes for the current ledger (only as far as the rollover rules can tell).
 ClockTicks ==
@@ -357,7 +363,7 @@ ClockTicks ==
     /\ age < MaxAge
     /\ age' = age + 1
     /\ UNCHANGED <<store_vars, broker_up, current, pending, closing, queued, highest_pushed, highest_persisted,
-                   last_confirmed, crashes, create_failures, producer_vars>>
+                   last_confirmed, slowest_position, crashes, create_failures, producer_vars>>
 
 (* The broker dies: its memory and connections are gone; the first k adds  *)
 (* in flight reached the bookies.                                          *)
@@ -374,6 +380,7 @@ BrokerCrashes(k) ==
     /\ highest_pushed' = [p \in Producers |-> -1]
     /\ highest_persisted' = [p \in Producers |-> -1]
     /\ last_confirmed' = NoPosition
+    /\ slowest_position' = [c \in Cursors |-> NoPosition]
     /\ crashes' = crashes + 1
     /\ net' = [p \in Producers |-> <<>>]
     /\ UNCHANGED <<ledgers, deleted, mark_delete, create_failures, sent, acked, reconnecting, disconnects, last_id>>
@@ -399,6 +406,8 @@ ManagedLedgerOpens ==
           /\ mark_delete' = [c \in Cursors |->
                                 PosMin(RecoveredPosition(listed, LAMBDA l : Len(newEntries[l]), mark_delete[c]),
                                        OpenedLastConfirmed(kept, new))]
+    \* addCursor: the managed ledger holds each cursor at its restored mark-delete.
+    /\ slowest_position' = mark_delete'
     /\ broker_up' = TRUE
     \* MessageDeduplication.replayCursor sets both the pushed and the persisted ids.
     /\ LET dedup == IF Bug = "dedup_forgets_on_reopen" \/ ~Dedup THEN [p \in Producers |-> -1] ELSE RecoveredDedup
@@ -409,13 +418,18 @@ ManagedLedgerOpens ==
 -----------------------------------------------------------------------------
 (* Cursors and trimming. *)
 
-\* The subscription acknowledges the next entry cumulatively: its mark-delete moves there.
+(* The subscription acknowledges the next entry cumulatively, and the     *)
+(* mark-delete is persisted: the managed ledger holds the cursor there     *)
+(* (onCursorMarkDeletePositionUpdated in internalMarkDelete's callback,    *)
+(* ManagedCursorImpl, Pulsar 4.0.7).                                       *)
 ConsumerAcks(c) ==
     /\ broker_up
     /\ LET nxt == NextPosition(ledgers, LAMBDA l : Len(entries[l]), mark_delete[c]) IN
           /\ nxt # NoPosition
           /\ mark_delete' = [mark_delete EXCEPT ![c] = nxt]
-    /\ UNCHANGED <<ledgers, entries, deleted, broker_vars, producer_vars>>
+          /\ slowest_position' = [slowest_position EXCEPT ![c] = nxt]
+    /\ UNCHANGED <<ledgers, entries, deleted, broker_up, current, age, pending, closing, queued, highest_pushed,
+                   highest_persisted, last_confirmed, crashes, create_failures, producer_vars>>
 
 Skipped(md) ==
     IF /\ md[1] \in Range(ledgers)
@@ -425,20 +439,32 @@ Skipped(md) ==
     THEN <<SetMin(LaterLedgers(ledgers, md[1])), -1>>
     ELSE md
 
-\* maybeUpdateCursorBeforeTrimmingConsumedLedger: a cursor at a ledger's last entry moves to <<next, -1>>.
+(* maybeUpdateCursorBeforeTrimmingConsumedLedger (ManagedLedgerImpl,       *)
+(* Pulsar 4.0.7): the managed ledger holds a cursor whose mark-delete is   *)
+(* at a ledger's last entry at <<next ledger, -1>>; the cursor's own       *)
+(* mark-delete stays where it is.                                          *)
 CursorsSkipConsumedLedgers ==
     /\ broker_up
-    /\ LET marks == [c \in Cursors |-> Skipped(mark_delete[c])] IN
-          /\ marks # mark_delete
-          /\ mark_delete' = marks
-    /\ UNCHANGED <<ledgers, entries, deleted, broker_vars, producer_vars>>
+    /\ LET held == [c \in Cursors |-> IF Skipped(mark_delete[c]) # mark_delete[c]
+                                       THEN Skipped(mark_delete[c])
+                                       ELSE slowest_position[c]] IN
+          /\ held # slowest_position
+          /\ slowest_position' = held
+    /\ UNCHANGED <<store_vars, broker_up, current, age, pending, closing, queued, highest_pushed, highest_persisted,
+                   last_confirmed, crashes, create_failures, producer_vars>>
 
-\* internalTrimLedgers: delete the ledgers below the slowest cursor's ledger, never the current one.
+\* The slowest of the positions the managed ledger holds for its cursors.
+SlowestPosition ==
+    CHOOSE p \in {slowest_position[c] : c \in Cursors} : \A c \in Cursors : PosLeq(p, slowest_position[c])
+
+(* internalTrimLedgers (ManagedLedgerImpl, Pulsar 4.0.7): the ledgers      *)
+(* before the slowest reader's ledger are deleted, never the current one.  *)
 TrimConsumedLedgers ==
     /\ broker_up
     /\ current # NoLedger
-    /\ LET slowest0 == IF NumCursors = 0 THEN current + 1 ELSE SetMin({mark_delete[c][1] : c \in Cursors})
-           slowest == IF Bug = "trim_deletes_needed_ledger" THEN slowest0 + 1 ELSE slowest0
+    /\ LET slowest == IF NumCursors = 0 THEN current + 1
+                      ELSE IF Bug = "trim_deletes_needed_ledger" THEN SlowestPosition[1] + 1
+                      ELSE SlowestReaderLedger(ledgers, LAMBDA l : Len(entries[l]), SlowestPosition)
            gone == {x \in Range(ledgers) : x < slowest /\ x # current}
        IN /\ gone # {}
           /\ ledgers' = SelectSeq(ledgers, LAMBDA x : x \notin gone)
@@ -508,6 +534,12 @@ DedupPersistsNoDuplicate ==
 TrimKeepsUnconsumedEntries ==
     \A l \in deleted : \A c \in Cursors :
         Len(entries[l]) > 0 => PosLeq(<<l, Len(entries[l]) - 1>>, mark_delete[c])
+
+(* The position the managed ledger holds for a cursor passes no entry the *)
+(* cursor has not consumed: trimming never goes past what the cursor      *)
+(* acknowledged.                                                           *)
+TrimPositionBehindCursor ==
+    \A c \in Cursors : NoEntryBetween(entries, mark_delete[c], slowest_position[c])
 
 \* Message ids handed to producers strictly increase within the partition (a PROPERTY).
 MessageIdsIncrease == [][last_id' # last_id => IdLess(last_id, last_id')]_vars

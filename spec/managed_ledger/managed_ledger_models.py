@@ -17,25 +17,25 @@ FAULTS = CheckedModel(
         "MaxCreateFailures": 1,
         "MaxMessages": 2,
     },
-    5_079,
+    5_938,
     "rollover by time, a dropped connection and the dedup check's Unknown, a failed ledger creation",
 )
 
 MODELS = SpecModels(
     checked=(
-        CheckedModel({}, 451),
+        CheckedModel({}, 515),
         FAULTS,
         CheckedModel(
             {"BatchSize": 2, "MaxSizePerLedger": 3, "Partitioned": True, "NumCursors": 2},
-            1_413,
+            1_627,
             "batches, rollover by size, a partitioned topic, two cursors",
         ),
-        CheckedModel({"NumProducers": 2, "MaxMessages": 2}, 8_475, "two producers"),
+        CheckedModel({"NumProducers": 2, "MaxMessages": 2}, 9_745, "two producers"),
         CheckedModel({"NumCursors": 0}, 200, "no cursor: nothing holds the ledgers back"),
         CheckedModel(
-            {"MaxEntriesPerLedger": 0, "MaximumRolloverTime": 0}, 812, "limits of 0: every add fills its ledger"
+            {"MaxEntriesPerLedger": 0, "MaximumRolloverTime": 0}, 924, "limits of 0: every add fills its ledger"
         ),
-        CheckedModel({"Dedup": False}, 726, "no dedup: a batch sent again after a crash is written twice"),
+        CheckedModel({"Dedup": False}, 831, "no dedup: a batch sent again after a crash is written twice"),
     ),
     seeded_bugs=(
         SeededBug("trim_deletes_needed_ledger", "TrimKeepsUnconsumedEntries", 6),
