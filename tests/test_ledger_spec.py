@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ledgerspec.spec.kernel import ConstantError
-from ledgerspec.spec.ledger.ledger import BUGS, CLOSED, WRITER, LedgerSpec, LedgerState, Msg
+from ledgerspec.spec.ledger.ledger import BUGS, CLOSED, OPEN, WRITER, LedgerSpec, LedgerState, Msg, payload
 from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 
@@ -87,6 +87,26 @@ def test_a_resend_after_an_ensemble_change_carries_the_lac_its_add_was_packaged_
     assert t.net - s.net == {add(3, 1, lac=-1)}  # PendingAddOp's toSend, not the writer's LAC of now (0)
 
 
+def test_a_resend_keeps_the_data_its_add_was_packaged_with_and_the_seeded_bug_does_not() -> None:
+    # Entry 0 goes to bookie 1, entry 1 to bookie 2; bookie 1 crashes before it stores entry 0.
+    steps = (("WriterAddsEntry",), ("WriterAddsEntry",), ("BookieCrashes", 1), ("WriterChangesEnsemble", 1, 3))
+    constants = {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 2, "MaxCrashes": 1}
+    spec = LedgerSpec(**constants)
+    s = _run(spec, None, *steps)
+    resent = Msg("AddReq", WRITER, 3, 0, -1, data=payload(0))
+    assert resent in s.net and payload(0) != 0  # data is not the entry id
+    t = _run(spec, s, ("BookieReceivesAdd", resent, True))
+    assert t.bookie_data[2] == {(0, payload(0))} and t.writer_lac == 0
+    # The seeded bug resends the newest add's bytes: bookie 3 then holds entry 0 <= LAC with entry 1's data.
+    buggy = LedgerSpec(Bug="resend_reused_buffer", **constants)
+    s = _run(buggy, None, *steps)
+    wrong = Msg("AddReq", WRITER, 3, 0, -1, data=payload(1))
+    assert wrong in s.net and repr(wrong) == "AddReq(c0 b3 e0 lac=-1 data=101)"
+    t = buggy.BookieReceivesAdd(s, wrong, True)
+    assert t is not None and t.meta_status == OPEN and t.writer_lac == 0
+    assert [name for name, _ in buggy.invariant_failures(t)] == ["ReadersAgreeOnContent"]
+
+
 def test_the_writer_closes_at_its_lac_with_adds_pending_and_late_acks_move_nothing() -> None:
     spec = LedgerSpec(MaxEntries=2)  # E=3, Qw=2, Qa=2: entry 0 -> bookies 1, 2; entry 1 -> bookies 2, 3
     s = _run(
@@ -130,6 +150,10 @@ SEEDED = {
     "recovery_change_ends_at_lac": (
         {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 1, "MaxLoss": 1},
         "NoAckedEntryLost",
+    ),
+    "resend_reused_buffer": (
+        {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 2, "MaxCrashes": 1},
+        "ReadersAgreeOnContent",
     ),
 }
 # A different rule that is not unsafe: BP-46's ensemble coverage for fencing (docs/quorum.md).

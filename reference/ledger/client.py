@@ -78,6 +78,10 @@ MUTANTS = {
         "after an ensemble change, a pending add is resent with the writer's current LAC, not the LAC it was "
         "packaged with"
     ),
+    "resend_reused_buffer": (
+        "after an ensemble change, a pending add is resent with the bytes of the newest add (a buffer reused too "
+        "early), not the bytes it was packaged with"
+    ),
     "close_at_last_add_pushed": "the writer closes the ledger at lastAddPushed with adds still pending, not at its LAC",
 }
 
@@ -346,7 +350,8 @@ class LedgerHandle(_Operation):
         entry_id, requests = self.writer.add(payload)
         future: Future[int] = Future()
         self._adds[entry_id] = future
-        self._log("WriterAddsEntry")
+        if self.client.events is not None:
+            self.client.events.writer_added(entry_id, payload)
         self.client._send(self._with_key(requests))
         return future
 

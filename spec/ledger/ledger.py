@@ -13,7 +13,10 @@ What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
   ensemble indices ``(e + i) % E``), completes them in entry order once
   ``Qa`` of them ack, and piggybacks its LAC on every add: the LAC of the
   moment it pushed the entry, on the first send and on every resend
-  (``PendingAddOp.toSend``);
+  (``PendingAddOp.toSend``); each add carries its data: the bytes the
+  application added as entry ``e`` (``payload(e)``, a number that is not
+  ``e``, so that a check of content cannot pass by comparing ids); a
+  recovery add carries the bytes its client read;
 - ensemble change when a bookie does not answer (``ensembleChangeLoop``);
 - the writer's close at its LAC, at any time: the adds still pending fail,
   and their late acks complete nothing (``doAsyncCloseInternal``);
@@ -33,12 +36,12 @@ What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
 
 What is left out, and why that is sound here:
 
-- entry payloads and digests: only the writer creates entries and a
-  recovering client writes back what it read, so an entry id names its
-  content. "Readers agree" becomes "every entry a reader may read is in the
-  closed ledger";
-- reads by plain readers are not steps: they change no state. The invariant
-  ``ReadersAgreeUpToLac`` speaks of every read that could happen;
+- digests, and payloads as bytes: the data of an entry is a number, and a
+  resend sends the data its add was packaged with;
+- reads by plain readers are not steps: they change no state. The invariants
+  ``ReadersAgreeUpToLac`` (every entry a reader may read is in the closed
+  ledger) and ``ReadersAgreeOnContent`` (every copy of it is the data the
+  application added) speak of every read that could happen;
 - the bookie's journal: a bookie stores an add durably before it replies
   (the bookie spec models the journal);
 - replies in flight: a bookie's step serves a request and delivers its reply
@@ -87,7 +90,7 @@ from ledgerspec.spec.kernel import (
 )
 from ledgerspec.spec.quorum import FENCING_RULES, MISSING_RULES, PYTHON, Quorum, check_quorum
 
-__all__ = ["BUGS", "IDLE_RECOVERER", "LedgerSpec", "LedgerState", "Msg", "Recoverer"]
+__all__ = ["BUGS", "IDLE_RECOVERER", "PAYLOAD_BASE", "LedgerSpec", "LedgerState", "Msg", "Recoverer", "payload"]
 
 # Ledger states in the metadata store (LedgerMetadataFormat.State).
 OPEN, IN_RECOVERY, CLOSED = "OPEN", "IN_RECOVERY", "CLOSED"
@@ -97,6 +100,17 @@ WRITING, WRITER_CLOSED, WRITER_FENCED = "WRITING", "CLOSED", "FENCED"
 IDLE, FENCING, READING, WRITING_BACK, DONE, FAILED = "IDLE", "FENCING", "READING", "WRITING_BACK", "DONE", "FAILED"
 
 WRITER = 0  # client id of the writer; recovering clients are 1 .. NumRecoverers
+PAYLOAD_BASE = 100  # the data of entry e is PAYLOAD_BASE + e: not e, so that content and ids are not confused
+
+
+def payload(e: int) -> int:
+    """The data the application added as entry ``e`` (TLA+'s Payload(e))."""
+    return PAYLOAD_BASE + e
+
+
+def _default_data(m: Msg) -> int:
+    return payload(m.entry) if m.type == "AddReq" else -1
+
 
 BUGS = {
     "none": "the protocol as BookKeeper implements it",
@@ -107,6 +121,10 @@ BUGS = {
     "recovery_change_ends_at_lac": (
         "a recovering client that replaces a bookie of its write-back closes at the entries already written "
         "back (its handle's LAC), dropping the write-backs still pending"
+    ),
+    "resend_reused_buffer": (
+        "after an ensemble change, a pending add is resent with the bytes of the newest add, as a buffer reused "
+        "before the resend would hold, not the data it was packaged with"
     ),
     "fence_ensemble_coverage": (
         "fencing counted complete after E - Qa + 1 replies in total (BP-46's ensemble coverage): not a safety "
@@ -125,12 +143,13 @@ class Msg:
     ============  ===================================  ======================
     ``type``      sent by                              fields that matter
     ============  ===================================  ======================
-    ``AddReq``    writer, or recovering client         entry, lac, recovery
+    ``AddReq``    writer, or recovering client         entry, lac, data, recovery
     ``FenceReq``  recovering client (read of the LAC)  fence
     ``ReadReq``   recovering client                    entry, fence
     ============  ===================================  ======================
 
-    Replies are not messages: the bookie's step delivers (or loses) its reply.
+    Replies are not messages: the bookie's step delivers (or loses) its reply. ``data`` is -1 but for an add,
+    whose data is by default the application's for its entry (``payload``).
     """
 
     type: str
@@ -140,6 +159,7 @@ class Msg:
     lac: int = -1
     recovery: bool = False
     fence: bool = False
+    data: int = attrs.field(default=attrs.Factory(_default_data, takes_self=True))
 
     def __repr__(self) -> str:
         parts = [f"c{self.client}", f"b{self.bookie}"]
@@ -147,6 +167,8 @@ class Msg:
             parts.append(f"e{self.entry}")
         if self.type == "AddReq":
             parts.append(f"lac={self.lac}")
+            if self.data != payload(self.entry):
+                parts.append(f"data={self.data}")
         parts += [flag for flag in ("recovery", "fence") if getattr(self, flag)]
         return f"{self.type}({' '.join(parts)})"
 
@@ -170,6 +192,8 @@ class Recoverer:
     # (first entry id, ensemble) of the ensembles this client changed while writing back, to be written by its
     # close (ReadOnlyLedgerHandle.newEnsemblesFromRecovery); empty while no write-back failed
     ensembles: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    # (entry, data) of each entry this client read, which its write-back sends (its recovery adds' toSend)
+    data: frozenset[tuple[int, int]] = frozenset()
 
 
 #: a client that has not opened the ledger (or whose recovery failed and that opens it again)
@@ -185,6 +209,7 @@ class LedgerState:
     meta_version: int  # bumped by every successful compare-and-set
     # -- bookies, indexed by bookie - 1
     bookie_entries: tuple[frozenset[int], ...]  # entries stored (durably) on each bookie
+    bookie_data: tuple[frozenset[tuple[int, int]], ...]  # (entry, data) of each: the bytes a read of it returns
     bookie_lac: tuple[int, ...]  # highest LAC piggybacked on an add the bookie stored
     bookie_fenced: tuple[bool, ...]  # fenced bookies reject normal adds, accept recovery adds
     crashed: frozenset[int]  # bookies that are down; they answer nothing until they restart
@@ -206,7 +231,7 @@ class LedgerState:
 # -- parameter generators: the \E in front of each TLA+ action ---------------------------
 # Messages are tried in a fixed order: a set's own order follows string hashing,
 # which changes from run to run, and counterexamples must not.
-_MSG_ORDER = operator.attrgetter("type", "client", "bookie", "entry", "lac", "recovery", "fence")
+_MSG_ORDER = operator.attrgetter("type", "client", "bookie", "entry", "lac", "data", "recovery", "fence")
 
 
 def _requests_of(type_: str) -> Any:
@@ -417,6 +442,7 @@ class LedgerSpec(Spec[LedgerState]):
             meta_last_entry=-1,
             meta_version=1,
             bookie_entries=tuple(frozenset() for _ in self.bookies),
+            bookie_data=tuple(frozenset() for _ in self.bookies),
             bookie_lac=tuple(-1 for _ in self.bookies),
             bookie_fenced=tuple(False for _ in self.bookies),
             crashed=frozenset(),
@@ -447,7 +473,7 @@ class LedgerSpec(Spec[LedgerState]):
         if self.Throttle > 0 and s.writer_lap - s.writer_lac >= self.Throttle:
             return None
         e = s.writer_lap + 1
-        sends = {Msg("AddReq", WRITER, b, e, s.writer_lac) for b in self.writer_write_set(s, e)}
+        sends = {Msg("AddReq", WRITER, b, e, s.writer_lac, data=payload(e)) for b in self.writer_write_set(s, e)}
         return evolve(s, writer_lap=e, net=s.net | sends, writer_add_lac=_replace(s.writer_add_lac, e, s.writer_lac))
 
     @action(_replacements)
@@ -472,13 +498,20 @@ class LedgerSpec(Spec[LedgerState]):
         kept = tuple(seg for seg in s.meta_segments if seg[0] < first)  # a segment starting at LAC+1 is replaced
         segments = (*kept, (first, ensemble))
         t = evolve(s, meta_segments=segments, meta_version=s.meta_version + 1, writer_version=s.meta_version + 1)
-        # Pending adds lose the replaced bookie's acks and go to the new bookie, each with the LAC it was
-        # packaged with (PendingAddOp.unsetSuccessAndSendWriteRequest sends its toSend buffer again).
+        # Pending adds lose the replaced bookie's acks and go to the new bookie, each with the LAC and data it
+        # was packaged with (PendingAddOp.unsetSuccessAndSendWriteRequest sends its toSend buffer again).
         acks = frozenset((e, x) for (e, x) in s.writer_acks if not (x == b and e >= first))
         resend = {
-            Msg("AddReq", WRITER, nb, e, s.writer_add_lac[e]) for e in pending if nb in self.writer_write_set(t, e)
+            Msg("AddReq", WRITER, nb, e, s.writer_add_lac[e], data=self._resent_data(s, e))
+            for e in pending
+            if nb in self.writer_write_set(t, e)
         }
         return evolve(t, writer_acks=acks, net=s.net | resend)
+
+    def _resent_data(self, s: LedgerState, e: int) -> int:
+        if self.Bug == "resend_reused_buffer":
+            return payload(s.writer_lap)  # SEEDED BUG: the newest add's bytes, as a buffer reused too early
+        return payload(e)
 
     @action()
     def WriterClosesLedger(self, s: LedgerState) -> LedgerState | None:
@@ -526,10 +559,13 @@ class LedgerSpec(Spec[LedgerState]):
         if s.bookie_fenced[i] and not m.recovery:
             served = evolve(s, net=s.net - {m})
             return self._reply(s, served, self._writer_rejected(served, m), replied)
+        # An entry added again replaces the data a read returns (the entry index points at the newest copy).
+        data = frozenset(p for p in s.bookie_data[i] if p[0] != m.entry) | {(m.entry, m.data)}
         served = evolve(
             s,
             net=s.net - {m},
             bookie_entries=_replace(s.bookie_entries, i, s.bookie_entries[i] | {m.entry}),
+            bookie_data=_replace(s.bookie_data, i, data),
             bookie_lac=_replace(s.bookie_lac, i, max(s.bookie_lac[i], m.lac)),
         )
         answered = self._writer_acked(served, m) if m.client == WRITER else self._write_back_acked(served, m)
@@ -552,7 +588,7 @@ class LedgerSpec(Spec[LedgerState]):
             return None
         fenced = _replace(s.bookie_fenced, b - 1, True) if m.fence else s.bookie_fenced
         served = evolve(s, net=s.net - {m}, bookie_fenced=fenced)
-        return self._reply(s, served, self._read_replied(served, m, m.entry in s.bookie_entries[b - 1]), replied)
+        return self._reply(s, served, self._read_replied(served, m, _data_on(s, b, m.entry)), replied)
 
     def _reply(self, s: LedgerState, served: LedgerState, answered: LedgerState, replied: bool) -> LedgerState | None:
         """The bookie's step: ``served`` is the bookie's side, ``answered`` adds the client's reaction.
@@ -564,7 +600,7 @@ class LedgerSpec(Spec[LedgerState]):
         if not replied:
             return evolve(served, lost=s.lost + 1) if not unanswered else None
         if unanswered and (
-            served.bookie_entries == s.bookie_entries
+            served.bookie_data == s.bookie_data
             and served.bookie_lac == s.bookie_lac
             and served.bookie_fenced == s.bookie_fenced
         ):
@@ -629,16 +665,17 @@ class LedgerSpec(Spec[LedgerState]):
         fence = self.Bug != "recovery_read_no_fence"
         return frozenset(Msg("ReadReq", c, b, e, fence=fence) for b in self.write_set_in(r.segments, e))
 
-    def _read_replied(self, s: LedgerState, m: Msg, found: bool) -> LedgerState:
-        """One reply with the entry recovers it; Qw - Qa + 1 NoSuchEntry replies end the reads."""
+    def _read_replied(self, s: LedgerState, m: Msg, data: int | None) -> LedgerState:
+        """One reply with the entry (its data; None for NoSuchEntry) recovers it; Qw - Qa + 1 NoSuchEntry
+        replies end the reads."""
         c, e = m.client, m.entry
         r = s.rec[c - 1]
         if r.phase != READING or e != r.next:
             return s
-        if found:
-            # Recovered: write it back with recovery adds, and read the next one.
-            wb = {Msg("AddReq", c, b, e, -1, recovery=True) for b in self.recovery_write_set(s, r, e)}
-            r = evolve(r, next=e + 1, last=e, no_such=frozenset())
+        if data is not None:
+            # Recovered: write back the data read with recovery adds, and read the next one.
+            wb = {Msg("AddReq", c, b, e, -1, recovery=True, data=data) for b in self.recovery_write_set(s, r, e)}
+            r = evolve(r, next=e + 1, last=e, no_such=frozenset(), data=r.data | {(e, data)})
             return _set_rec(evolve(s, net=s.net | wb | self._read_requests(r, c, e + 1)), c, r)
         no_such = r.no_such | {m.bookie}
         if self.declared_missing(no_such):
@@ -716,7 +753,9 @@ class LedgerSpec(Spec[LedgerState]):
             # SEEDED BUG: the pending write-backs are dropped and the recovery ends at its LAC.
             return _set_rec(s, c, evolve(changed, phase=WRITING_BACK, last=lac))
         resend = {
-            Msg("AddReq", c, nb, e, -1, recovery=True) for e in pending if nb in self.recovery_write_set(s, changed, e)
+            Msg("AddReq", c, nb, e, -1, recovery=True, data=_recovered_data(r, e))
+            for e in pending
+            if nb in self.recovery_write_set(s, changed, e)
         }
         return _set_rec(evolve(s, net=s.net | resend), c, changed)
 
@@ -774,7 +813,7 @@ class LedgerSpec(Spec[LedgerState]):
         r = s.rec[c - 1]
         if b in s.crashed or (e, b) in r.wb_acks or not self._timed_out(s, "AddReq", c, b, e):
             return None
-        return evolve(s, net=s.net | {Msg("AddReq", c, b, e, -1, recovery=True)})
+        return evolve(s, net=s.net | {Msg("AddReq", c, b, e, -1, recovery=True, data=_recovered_data(r, e))})
 
     # -- invariants ------------------------------------------------------------------
     @invariant
@@ -789,6 +828,10 @@ class LedgerSpec(Spec[LedgerState]):
         for e, lac in enumerate(s.writer_add_lac):
             if not -1 <= lac < e:
                 return f"the add of entry {e} carries LAC {lac}, not one in -1 .. {e - 1}"
+        for b in self.bookies:
+            if s.bookie_entries[b - 1] != {e for e, _ in s.bookie_data[b - 1]}:
+                stored, data = sorted(s.bookie_entries[b - 1]), sorted(s.bookie_data[b - 1])
+                return f"bookie {b} stores entries {stored} but data of {data}"
         if not s.crashed <= set(self.bookies) or len(s.crashed) > s.crashes:
             return f"crashed is {sorted(s.crashed)} after {s.crashes} crashes"
         if s.crashes > self.MaxCrashes or s.lost > self.MaxLoss:
@@ -822,6 +865,21 @@ class LedgerSpec(Spec[LedgerState]):
                     f"bookie {b} serves LAC {s.bookie_lac[b - 1]}, so readers may have read entry "
                     f"{s.bookie_lac[b - 1]}, but the ledger was closed at lastEntryId {s.meta_last_entry}"
                 )
+        return None
+
+    @invariant
+    def ReadersAgreeOnContent(self, s: LedgerState) -> str | None:
+        """Every copy of an entry up to the LAC, the ledger open or closed, is the data the application added."""
+        # A reader may read any entry up to the writer's LAC (or the last entry once closed) from any bookie
+        # holding it: readers agree on its content only if every copy is the same.
+        readable = max(s.writer_lac, s.meta_last_entry)
+        for b in self.bookies:
+            for e, data in sorted(s.bookie_data[b - 1]):
+                if e <= readable and data != payload(e):
+                    return (
+                        f"bookie {b} holds data {data} for entry {e} <= {readable}, "
+                        f"but the application added {payload(e)}: readers may disagree on its content"
+                    )
         return None
 
     @invariant
@@ -910,3 +968,13 @@ def _replace(values: tuple[Any, ...], i: int, value: Any) -> tuple[Any, ...]:
 
 def _set_rec(s: LedgerState, c: int, r: Recoverer) -> LedgerState:
     return evolve(s, rec=_replace(s.rec, c - 1, r))
+
+
+def _data_on(s: LedgerState, b: int, e: int) -> int | None:
+    """The data bookie b returns for entry e; None if it does not store it (TLA+'s DataOn)."""
+    return next((d for x, d in s.bookie_data[b - 1] if x == e), None)
+
+
+def _recovered_data(r: Recoverer, e: int) -> int:
+    """The data a recovering client read for entry e, which its write-back sends (TLA+'s RecoveredData)."""
+    return next(d for x, d in r.data if x == e)

@@ -14,6 +14,10 @@
 (*    completes them in entry order on Qa acks (sendAddSuccessCallbacks)   *)
 (*    and piggybacks its LAC on every add: the LAC of the moment it pushed *)
 (*    the entry, on the first send and every resend (PendingAddOp.toSend); *)
+(*    each add carries its data: the bytes the application added as entry *)
+(*    e (Payload(e), a number that is not e, so that a check of content    *)
+(*    cannot pass by comparing ids); a recovery add carries the bytes its  *)
+(*    client read;                                                         *)
 (*  - ensemble change when a bookie does not answer (ensembleChangeLoop);  *)
 (*  - the writer's close at its LAC, at any time: the adds still pending   *)
 (*    fail, and their late acks complete nothing (doAsyncCloseInternal);   *)
@@ -31,10 +35,11 @@
 (*    bounded by MaxCrashes (crashes in all) and MaxLoss.                  *)
 (*                                                                         *)
 (* Left out, and why that is sound here:                                   *)
-(*  - payloads and digests: only the writer creates entries and recovery   *)
-(*    writes back what it read, so an entry id names its content;          *)
+(*  - digests, and payloads as bytes: the data of an entry is a number;   *)
+(*    a resend sends the data its add was packaged with;                   *)
 (*  - plain reads are not steps (they change nothing);                     *)
-(*    ReadersAgreeUpToLac speaks of every read that could happen;          *)
+(*    ReadersAgreeUpToLac and ReadersAgreeOnContent speak of every read    *)
+(*    that could happen;                                                   *)
 (*  - the bookie journal: a bookie stores an add durably before replying;  *)
 (*  - replies in flight: a bookie's step serves a request and delivers its *)
 (*    reply, or loses it.  A reply that comes too late acts as a lost one; *)
@@ -74,7 +79,8 @@ CONSTANTS
 \* The seeded bugs, as in ledger.py's BUGS.  fence_ensemble_coverage (BP-46's
 \* rule) is stricter than BookKeeper's: safe, but it waits for more replies.
 Bugs == {"none", "recovery_read_no_fence", "fence_qa_total", "lac_before_qa",
-         "missing_after_qa_no_such", "recovery_change_ends_at_lac", "fence_ensemble_coverage"}
+         "missing_after_qa_no_such", "recovery_change_ends_at_lac", "fence_ensemble_coverage",
+         "resend_reused_buffer"}
 
 ASSUME /\ E >= 1 /\ Qa >= 1 /\ Qw <= E /\ Qa <= Qw /\ NumBookies >= E
        /\ \A k \in {NumRecoverers, MaxEntries, Throttle, MaxCrashes, MaxLoss} : k \in Nat
@@ -88,6 +94,7 @@ VARIABLES
     meta_version,     \* bumped by every successful compare-and-set
     \* -- bookies
     bookie_entries,   \* bookie -> entries it stored (durably)
+    bookie_data,      \* bookie -> <<entry, data>> of each entry it stored: the bytes a read of it returns
     bookie_lac,       \* bookie -> highest LAC piggybacked on an add it stored
     bookie_fenced,    \* bookie -> fenced? fenced bookies reject normal adds, accept recovery adds
     crashed,          \* bookies that are down; they answer nothing until they restart
@@ -104,10 +111,10 @@ VARIABLES
     writer_add_lac,   \* entry e -> (at e + 1) the LAC its add carries, fixed when the writer pushed it; -1 before
     \* -- recovering clients
     rec               \* client -> [phase, version, fence_replies, max_lac, start, next, no_such, last, wb_acks,
-                      \*            segments, ensembles]
+                      \*            segments, ensembles, data]
 
 vars == <<meta_status, meta_segments, meta_last_entry, meta_version,
-          bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+          bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
           writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
 
 -----------------------------------------------------------------------------
@@ -119,16 +126,24 @@ Writer == 0    \* client id of the writer
 Max(a, b) == IF a >= b THEN a ELSE b
 Range(f) == {f[i] : i \in DOMAIN f}
 
-(* A request in flight; every kind has all fields (lac -1 and flags FALSE  *)
-(* where they do not matter).  Replies are not messages.                   *)
-Msg(type, c, b, e, l, recovery, fence) ==
-    [type |-> type, client |-> c, bookie |-> b, entry |-> e, lac |-> l,
+(* The data the application added as entry e: a number that is not e.    *)
+Payload(e) == 100 + e
+
+(* A request in flight; every kind has all fields (lac and data -1, flags  *)
+(* FALSE where they do not matter).  Replies are not messages.             *)
+Msg(type, c, b, e, l, d, recovery, fence) ==
+    [type |-> type, client |-> c, bookie |-> b, entry |-> e, lac |-> l, data |-> d,
      recovery |-> recovery, fence |-> fence]
 
-AddReq(c, b, e, l, recovery) == Msg("AddReq", c, b, e, l, recovery, FALSE)
-FenceReq(c, b) == Msg("FenceReq", c, b, -1, -1, FALSE, TRUE)
+AddReq(c, b, e, l, d, recovery) == Msg("AddReq", c, b, e, l, d, recovery, FALSE)
+FenceReq(c, b) == Msg("FenceReq", c, b, -1, -1, -1, FALSE, TRUE)
 \* Recovery reads carry the fencing flag (#2614), unless the seeded bug drops it.
-ReadReq(c, b, e) == Msg("ReadReq", c, b, e, -1, FALSE, Bug # "recovery_read_no_fence")
+ReadReq(c, b, e) == Msg("ReadReq", c, b, e, -1, -1, FALSE, Bug # "recovery_read_no_fence")
+
+\* The data bookie b returns for entry e, which it stores.
+DataOn(b, e) == (CHOOSE p \in bookie_data[b] : p[1] = e)[2]
+\* The data recovering client c read for entry e, which its write-back sends.
+RecoveredData(c, e) == (CHOOSE p \in rec[c].data : p[1] = e)[2]
 
 (* The segment holding entry e is the last one whose first entry is <= e;  *)
 (* segments are sorted by first entry and the first starts at 0.           *)
@@ -221,7 +236,7 @@ Replies == IF lost < MaxLoss THEN BOOLEAN ELSE {TRUE}
 -----------------------------------------------------------------------------
 Idle == [phase |-> "IDLE", version |-> 0, fence_replies |-> {}, max_lac |-> -1,
          start |-> -1, next |-> -1, no_such |-> {}, last |-> -1, wb_acks |-> {},
-         segments |-> <<>>, ensembles |-> <<>>]
+         segments |-> <<>>, ensembles |-> <<>>, data |-> {}]
 
 Init ==
     /\ meta_status = "OPEN"
@@ -229,6 +244,7 @@ Init ==
     /\ meta_last_entry = -1
     /\ meta_version = 1
     /\ bookie_entries = [b \in Bookies |-> {}]
+    /\ bookie_data = [b \in Bookies |-> {}]
     /\ bookie_lac = [b \in Bookies |-> -1]
     /\ bookie_fenced = [b \in Bookies |-> FALSE]
     /\ crashed = {}
@@ -258,10 +274,11 @@ WriterAddsEntry ==
     /\ writer_lap + 1 < MaxEntries
     /\ Throttle > 0 => writer_lap - writer_lac < Throttle
     /\ writer_lap' = writer_lap + 1
-    /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, FALSE) : b \in WriterWriteSet(writer_lap + 1)}
+    /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, Payload(writer_lap + 1), FALSE) :
+                          b \in WriterWriteSet(writer_lap + 1)}
     /\ writer_add_lac' = [writer_add_lac EXCEPT ![writer_lap + 2] = writer_lac]
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
                    writer_status, writer_version, writer_lac, writer_acks, rec>>
 
 (* ensembleChangeLoop: bookie b will not ack a pending add, so the writer  *)
@@ -280,7 +297,7 @@ WriterChangesEnsemble(b, nb) ==
        THEN /\ writer_status' = "FENCED"
             /\ writer_version' = meta_version
             /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                           bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+                           bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
                            writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
        ELSE LET first == writer_lac + 1
                 ens == [i \in 1 .. E |-> IF LastEnsemble[i] = b THEN nb ELSE LastEnsemble[i]]
@@ -288,12 +305,15 @@ WriterChangesEnsemble(b, nb) ==
             IN /\ meta_segments' = segs
                /\ meta_version' = meta_version + 1
                /\ writer_version' = meta_version + 1
-               \* pending adds lose b's acks and go to nb, each with the LAC it was
-               \* packaged with (PendingAddOp.unsetSuccessAndSendWriteRequest sends toSend again)
+               \* pending adds lose b's acks and go to nb, each with the LAC and data it was
+               \* packaged with (PendingAddOp.unsetSuccessAndSendWriteRequest sends toSend again);
+               \* the seeded bug sends the bytes of the newest add instead, as a buffer reused too early
                /\ writer_acks' = {a \in writer_acks : ~(a[2] = b /\ a[1] >= first)}
-               /\ net' = net \cup {AddReq(Writer, nb, e, writer_add_lac[e + 1], FALSE) :
+               /\ net' = net \cup {AddReq(Writer, nb, e, writer_add_lac[e + 1],
+                                            IF Bug = "resend_reused_buffer" THEN Payload(writer_lap) ELSE Payload(e),
+                                            FALSE) :
                                      e \in {x \in first .. writer_lap : nb \in WriteSetIn(segs, x)}}
-               /\ UNCHANGED <<meta_status, meta_last_entry, bookie_entries, bookie_lac,
+               /\ UNCHANGED <<meta_status, meta_last_entry, bookie_entries, bookie_data, bookie_lac,
                               bookie_fenced, crashed, crashes, lost, writer_status, writer_lap,
                               writer_lac, writer_add_lac, rec>>
 
@@ -320,7 +340,7 @@ WriterClosesLedger ==
             /\ meta_version' = meta_version + 1
             /\ writer_version' = meta_version + 1
             /\ UNCHANGED <<meta_segments>>
-    /\ UNCHANGED <<bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+    /\ UNCHANGED <<bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
                    writer_lac, writer_add_lac, rec>>
 
 -----------------------------------------------------------------------------
@@ -338,16 +358,19 @@ AddRejected(m, replied) ==
        THEN writer_status' = "FENCED" /\ UNCHANGED lost
        ELSE lost' = lost + 1 /\ UNCHANGED writer_status
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
                    writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
 
-\* The bookie stores the entry and the piggybacked LAC, then acks.
+(* The bookie stores the entry, its data and the piggybacked LAC, then    *)
+(* acks; an entry added again replaces the data a read returns (the entry *)
+(* index points at the newest copy).                                       *)
 Stores(m) ==
     /\ bookie_entries' = [bookie_entries EXCEPT ![m.bookie] = @ \cup {m.entry}]
+    /\ bookie_data' = [bookie_data EXCEPT ![m.bookie] = {p \in @ : p[1] # m.entry} \cup {<<m.entry, m.data>>}]
     /\ bookie_lac' = [bookie_lac EXCEPT ![m.bookie] = Max(@, m.lac)]
 
 StoreChanges(m) ==
-    ~(m.entry \in bookie_entries[m.bookie] /\ m.lac <= bookie_lac[m.bookie])
+    ~(<<m.entry, m.data>> \in bookie_data[m.bookie] /\ m.lac <= bookie_lac[m.bookie])
 
 \* The writer counts an ack from a bookie still in the entry's write set; completion is in entry order.
 AddStoredForWriter(m, replied) ==
@@ -424,7 +447,7 @@ BookieReceivesFenceRead(m, replied) ==
                   /\ net' = net \ {m}
                   /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                         bookie_entries, bookie_lac, crashed, crashes, writer_status,
+                         bookie_entries, bookie_data, bookie_lac, crashed, crashes, writer_status,
                          writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
 
 (* A recovery read fences the bookie when its flag is set, then answers    *)
@@ -444,12 +467,14 @@ BookieReceivesRecoveryRead(m, replied) ==
            found == e \in bookie_entries[b]
            no_such == r.no_such \cup {b}
            r2 == IF ~waiting THEN r
-                 ELSE IF found THEN [r EXCEPT !.next = e + 1, !.last = e, !.no_such = {}]
+                 ELSE IF found THEN [r EXCEPT !.next = e + 1, !.last = e, !.no_such = {},
+                                              !.data = @ \cup {<<e, DataOn(b, e)>>}]
                  ELSE IF Cardinality(no_such) >= NoSuchNeeded
                       THEN [r EXCEPT !.phase = "WRITING_BACK", !.no_such = no_such]
                       ELSE [r EXCEPT !.no_such = no_such]
            sends == IF waiting /\ found
-                    THEN {AddReq(c, x, e, -1, TRUE) : x \in RecoveryWriteSet(c, e)} \cup ReadRequests(c, e + 1)
+                    THEN {AddReq(c, x, e, -1, DataOn(b, e), TRUE) : x \in RecoveryWriteSet(c, e)}
+                         \cup ReadRequests(c, e + 1)
                     ELSE {}
            answered == r2 # r
        IN /\ ~answered => replied /\ m.fence /\ ~bookie_fenced[b]
@@ -462,7 +487,7 @@ BookieReceivesRecoveryRead(m, replied) ==
                   /\ net' = net \ {m}
                   /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                         bookie_entries, bookie_lac, crashed, crashes, writer_status,
+                         bookie_entries, bookie_data, bookie_lac, crashed, crashes, writer_status,
                          writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
 
 \* The bookie stops; what it stored stays on its disk, unreachable until it restarts.
@@ -472,7 +497,7 @@ BookieCrashes(b) ==
     /\ crashed' = crashed \cup {b}
     /\ crashes' = crashes + 1
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, net, lost,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, net, lost,
                    writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
 
 \* A crashed bookie starts again: its journal replay restores every entry, fence and LAC it had.
@@ -480,7 +505,7 @@ BookieRestarts(b) ==
     /\ b \in crashed
     /\ crashed' = crashed \ {b}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashes, net, lost,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashes, net, lost,
                    writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
 
 -----------------------------------------------------------------------------
@@ -492,7 +517,7 @@ NetworkLosesMessage(m) ==
     /\ net' = net \ {m}
     /\ lost' = lost + 1
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
                    writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
 
 -----------------------------------------------------------------------------
@@ -514,7 +539,7 @@ RecovererStartsRecovery(c) ==
                /\ net' = net \cup {FenceReq(c, b) : b \in Range(LastEnsemble)}
                /\ rec' = [rec EXCEPT ![c] = [Idle EXCEPT !.phase = "FENCING", !.version = version,
                                                         !.segments = meta_segments]]
-    /\ UNCHANGED <<meta_segments, meta_last_entry, bookie_entries, bookie_lac,
+    /\ UNCHANGED <<meta_segments, meta_last_entry, bookie_entries, bookie_data, bookie_lac,
                    bookie_fenced, crashed, crashes, lost, writer_status, writer_version,
                    writer_lap, writer_lac, writer_acks, writer_add_lac>>
 
@@ -536,7 +561,7 @@ RecovererClosesLedger(c) ==
             /\ meta_last_entry' = r.last
             /\ meta_version' = meta_version + 1
             /\ rec' = [rec EXCEPT ![c].phase = "DONE", ![c].version = meta_version + 1]
-    /\ UNCHANGED <<bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
+    /\ UNCHANGED <<bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
                    net, lost, writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
 
 (* ReadOnlyLedgerHandle.handleBookieFailure (release-4.17.2): bookie b     *)
@@ -568,10 +593,10 @@ RecovererChangesEnsemble(c, b, nb) ==
                                   ![c].phase = "WRITING_BACK", ![c].last = lac]
             /\ UNCHANGED net
        ELSE /\ rec' = [rec EXCEPT ![c].ensembles = own, ![c].wb_acks = acks]
-            /\ net' = net \cup {AddReq(c, nb, e, -1, TRUE) :
+            /\ net' = net \cup {AddReq(c, nb, e, -1, RecoveredData(c, e), TRUE) :
                                   e \in {x \in first .. r.last : nb \in WriteSetIn(newsegs, x)}}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
                    writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
 
 (* Every bookie asked has answered or timed out, and neither fencing nor   *)
@@ -593,14 +618,14 @@ RecovererGivesUp(c) ==
     /\ rec' = [rec EXCEPT ![c].phase = "FAILED",
                           ![c].fence_replies = IF r.phase = "READING" THEN @ ELSE {}]
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
                    writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
 
 \* Retries after a timeout: a lost request or reply is asked for again.
 Resend(m) ==
     /\ net' = net \cup {m}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
                    writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
 
 \* No fencing reply from b, and none can come: ask again.
@@ -629,7 +654,7 @@ RecovererResendsWriteBack(c, e, b) ==
     /\ b \notin crashed
     /\ <<e, b>> \notin rec[c].wb_acks
     /\ TimedOut("AddReq", c, b, e)
-    /\ Resend(AddReq(c, b, e, -1, TRUE))
+    /\ Resend(AddReq(c, b, e, -1, RecoveredData(c, e), TRUE))
 
 -----------------------------------------------------------------------------
 WriterSteps ==
@@ -690,7 +715,7 @@ Renamed(p) ==
     LET name(c) == IF c \in Recoverers THEN p[c] ELSE c
         was(d) == CHOOSE c \in Recoverers : p[c] = d
     IN <<meta_status, meta_segments, meta_last_entry, meta_version,
-         bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
+         bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
          {[m EXCEPT !.client = name(m.client)] : m \in net}, lost,
          writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac,
          [d \in Recoverers |-> rec[was(d)]]>>
@@ -708,6 +733,7 @@ TypeOK ==
     /\ writer_status \in {"WRITING", "CLOSED", "FENCED"}
     /\ -1 <= writer_lac /\ writer_lac <= writer_lap /\ writer_lap < MaxEntries
     /\ \A e \in Entries : -1 <= writer_add_lac[e + 1] /\ writer_add_lac[e + 1] < e
+    /\ \A b \in Bookies : bookie_entries[b] = {p[1] : p \in bookie_data[b]}
     /\ crashed \subseteq Bookies /\ Cardinality(crashed) <= crashes /\ crashes <= MaxCrashes /\ lost <= MaxLoss
     /\ \A i \in 1 .. Len(meta_segments) :
           LET seg == meta_segments[i]
@@ -723,6 +749,14 @@ NoAckedEntryLost ==
 \* A reader may read any entry up to a LAC a bookie serves: all of them are in the closed ledger.
 ReadersAgreeUpToLac ==
     meta_status = "CLOSED" => \A b \in Bookies : bookie_lac[b] <= meta_last_entry
+
+(* Readers agree on the content of every entry up to the LAC, the ledger  *)
+(* open or closed: every copy a bookie holds of an entry a reader may read *)
+(* (up to the writer's LAC, or the last entry once closed) is the data the *)
+(* application added.                                                      *)
+ReadersAgreeOnContent ==
+    \A b \in Bookies : \A p \in bookie_data[b] :
+        p[1] <= Max(writer_lac, meta_last_entry) => p[2] = Payload(p[1])
 
 \* Every entry of a closed ledger is stored on a bookie of its write set.
 ClosedLedgerIsReadable ==

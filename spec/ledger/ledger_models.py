@@ -58,6 +58,13 @@ MODELS = SpecModels(
             10,
             {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 1, "MaxLoss": 1},
         ),
+        # A resend after an ensemble change with the wrong bytes, caught while the ledger is open.
+        SeededBug(
+            "resend_reused_buffer",
+            "ReadersAgreeOnContent",
+            6,
+            {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 2, "MaxCrashes": 1},
+        ),
     ),
     same_steps=True,
     # Between them they enable every action and every guard of the spec.
