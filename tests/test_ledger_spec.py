@@ -107,6 +107,29 @@ def test_a_resend_keeps_the_data_its_add_was_packaged_with_and_the_seeded_bug_do
     assert [name for name, _ in buggy.invariant_failures(t)] == ["ReadersAgreeOnContent"]
 
 
+def test_a_plain_reader_reads_up_to_the_lac_while_the_writer_writes() -> None:
+    # E=2, Qw=1: entry 0 on bookie 1, entry 1 on bookie 2, which carries LAC 0.
+    spec = LedgerSpec(NumBookies=3, E=2, Qw=1, Qa=1, MaxEntries=2, NumReaders=1)
+    s = _run(spec, None, ("WriterAddsEntry",), ("BookieReceivesAdd", add(1, 0), True))
+    assert spec.ReaderReadsLac(s, 1, 0) is None  # the writer's LAC is 0, but no bookie serves it yet
+    assert spec.ReaderReadsEntry(s, 1, 0, 1) is None  # entry 0 is past the reader's LAC (-1)
+    s = _run(spec, s, ("WriterAddsEntry",), ("BookieReceivesAdd", add(2, 1, lac=0), True), ("ReaderReadsLac", 1, 0))
+    t = _run(spec, s, ("ReaderReadsEntry", 1, 0, 1))
+    assert (t.meta_status, t.reader_lac, t.reader_read) == (OPEN, (0,), ({(0, payload(0))},))
+    assert spec.ReaderReadsEntry(t, 1, 1, 2) is None  # entry 1 is stored, but past the LAC the reader learned
+
+
+def test_a_reader_that_reads_past_its_lac_sees_an_entry_not_yet_acknowledged() -> None:
+    # E=3, Qw=2, Qa=2: entry 0 stored on bookie 1 alone is not acknowledged; the seeded bug reads it all the same.
+    constants = {"MaxEntries": 1, "NumReaders": 1, "NumRecoverers": 0}
+    s = _run(LedgerSpec(**constants), None, ("WriterAddsEntry",), ("BookieReceivesAdd", add(1, 0), True))
+    assert s.writer_lac == -1 and LedgerSpec(**constants).ReaderReadsEntry(s, 1, 0, 1) is None
+    buggy = LedgerSpec(Bug="reader_reads_unconfirmed", **constants)
+    t = buggy.ReaderReadsEntry(s, 1, 0, 1)
+    assert t is not None and t.reader_read == ({(0, payload(0))},)
+    assert [name for name, _ in buggy.invariant_failures(t)] == ["ReaderSeesOnlyConfirmed"]
+
+
 def test_the_writer_closes_at_its_lac_with_adds_pending_and_late_acks_move_nothing() -> None:
     spec = LedgerSpec(MaxEntries=2)  # E=3, Qw=2, Qa=2: entry 0 -> bookies 1, 2; entry 1 -> bookies 2, 3
     s = _run(
@@ -155,6 +178,7 @@ SEEDED = {
         {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 2, "MaxCrashes": 1},
         "ReadersAgreeOnContent",
     ),
+    "reader_reads_unconfirmed": ({"MaxEntries": 1, "NumReaders": 1, "NumRecoverers": 0}, "ReaderSeesOnlyConfirmed"),
 }
 # A different rule that is not unsafe: BP-46's ensemble coverage for fencing (docs/quorum.md).
 STRICTER = {"fence_ensemble_coverage"}

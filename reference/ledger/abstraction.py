@@ -21,6 +21,9 @@ spec variables       read from
                      with (-1 for the entries not pushed)
 ``rec``              each recovery's core (``LedgerRecovery``), field by field;
                      a client that has not started is IDLE
+``reader_*``         the simulation's reader, when it is the spec's reader 1
+                     (``readers=1``): the highest LAC it learned, the entries
+                     it read with their data
 ===================  ==========================================================
 
 An entry's bytes are the spec's data ``payload(e)`` when they are the
@@ -95,4 +98,6 @@ def abstract_state(sim: LedgerSimulation) -> LedgerState:
             _recoverer(sim.recoveries[c].recovery, number, added) if c in sim.recoveries else IDLE_RECOVERER
             for c in range(1, sim.config.recoverers + 1)
         ),
+        reader_lac=(sim.reader_lac,) if sim.config.readers else (),
+        reader_read=(frozenset(sim.reader_read),) if sim.config.readers else (),
     )

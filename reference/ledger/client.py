@@ -25,7 +25,7 @@ import enum
 import hashlib
 import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Protocol
 
@@ -588,6 +588,8 @@ class ReadHandle:
         self.digest_type = _entry_digest(metadata)
         # What may be read: a closed ledger's last entry, else the LAC last read (none yet).
         self.last_add_confirmed = metadata.last_entry_id if metadata.state is LedgerState.CLOSED else -1
+        # Called with (entry, bookie, payload) as each entry read arrives; None: nobody listens.
+        self.on_entry: Callable[[int, str, bytes], None] | None = None
 
     @property
     def ledger_id(self) -> int:
@@ -656,7 +658,11 @@ class _EntryReadOp(_Operation):
         return not self.future.done() and reply.request in self.read.awaited()
 
     def deliver(self, reply: Reply) -> None:
+        before = set(self.read.payloads)
         self.handle.client._send(self.read.on_reply(reply))
+        if self.handle.on_entry is not None:
+            for entry_id in sorted(set(self.read.payloads) - before):
+                self.handle.on_entry(entry_id, reply.request.bookie, self.read.payloads[entry_id])
         self._finish()
 
     def _finish(self) -> None:

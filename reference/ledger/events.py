@@ -124,6 +124,12 @@ class EventLog:
         process = client_process(client)
         self._emit(action, args, process, process)
 
+    def reader(self, action: str, reader: int, *args: int | str) -> None:
+        """ReaderReadsLac(r, lac), ReaderReadsEntry(r, e, b): a plain reader's steps (a bookie id is numbered)."""
+        values = tuple(self.number(a) if isinstance(a, str) else a for a in args)
+        process = f"reader-{reader}"
+        self._emit(action, (reader, *values), process, process)
+
     def bookie_served(self, action: str, request: Request, replied: bool) -> None:
         """BookieReceivesAdd/FenceRead/RecoveryRead(m, replied): the reply reaches its client, or is lost."""
         m = to_msg(request, self.number, self.added)

@@ -28,6 +28,9 @@ What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
   (``ReadOnlyLedgerHandle.handleBookieFailure``); a recovery whose fencing
   read or recovery read ends without a verdict fails, and the client may
   open the ledger with recovery again;
+- plain readers ``1 .. NumReaders`` that open the ledger without recovery
+  (``LedgerOpenOp``, ``doRecovery = false``), learn a LAC and read entries up
+  to it while the writer may still be writing;
 - bookie crashes (the bookie stops; what it stored stays stored) and
   restarts (its journal replay brings back what it stored, fenced and the
   LACs it saw: it journals each of them before it replies), and the loss of
@@ -38,10 +41,13 @@ What is left out, and why that is sound here:
 
 - digests, and payloads as bytes: the data of an entry is a number, and a
   resend sends the data its add was packaged with;
-- reads by plain readers are not steps: they change no state. The invariants
+- a plain reader's requests: its read of the LAC and its read of an entry
+  are each one step, served at once by bookies that are up. The invariants
   ``ReadersAgreeUpToLac`` (every entry a reader may read is in the closed
   ledger) and ``ReadersAgreeOnContent`` (every copy of it is the data the
-  application added) speak of every read that could happen;
+  application added) speak of every read that could happen, the readers'
+  own invariants of the reads they did;
+- the explicit LAC (``WriteLacOp``): a reader learns piggybacked LACs only;
 - the bookie's journal: a bookie stores an add durably before it replies
   (the bookie spec models the journal);
 - replies in flight: a bookie's step serves a request and delivers its reply
@@ -90,7 +96,17 @@ from ledgerspec.spec.kernel import (
 )
 from ledgerspec.spec.quorum import FENCING_RULES, MISSING_RULES, PYTHON, Quorum, check_quorum
 
-__all__ = ["BUGS", "IDLE_RECOVERER", "PAYLOAD_BASE", "LedgerSpec", "LedgerState", "Msg", "Recoverer", "payload"]
+__all__ = [
+    "BUGS",
+    "IDLE_RECOVERER",
+    "PAYLOAD_BASE",
+    "LedgerSpec",
+    "LedgerState",
+    "Msg",
+    "Recoverer",
+    "data_on",
+    "payload",
+]
 
 # Ledger states in the metadata store (LedgerMetadataFormat.State).
 OPEN, IN_RECOVERY, CLOSED = "OPEN", "IN_RECOVERY", "CLOSED"
@@ -125,6 +141,10 @@ BUGS = {
     "resend_reused_buffer": (
         "after an ensemble change, a pending add is resent with the bytes of the newest add, as a buffer reused "
         "before the resend would hold, not the data it was packaged with"
+    ),
+    "reader_reads_unconfirmed": (
+        "a plain reader reads entries past the LAC it learned, as readUnconfirmedEntries does, and takes them for "
+        "confirmed ones"
     ),
     "fence_ensemble_coverage": (
         "fencing counted complete after E - Qa + 1 replies in total (BP-46's ensemble coverage): not a safety "
@@ -226,6 +246,9 @@ class LedgerState:
     writer_add_lac: tuple[int, ...]  # entry -> the LAC its add carries, fixed when the writer pushed it; -1 before
     # -- recovering clients 1 .. NumRecoverers, indexed by client - 1
     rec: tuple[Recoverer, ...]
+    # -- plain readers 1 .. NumReaders, indexed by reader - 1
+    reader_lac: tuple[int, ...] = ()  # the LAC each learned (-1 before any)
+    reader_read: tuple[frozenset[tuple[int, int]], ...] = ()  # (entry, data) of each entry it read
 
 
 # -- parameter generators: the \E in front of each TLA+ action ---------------------------
@@ -287,6 +310,14 @@ def _recovery_replacements(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[i
                         yield (c, b, nb)
 
 
+def _reader_lacs(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int]]:
+    return ((r, lac) for r in spec.readers for lac in spec.entries)
+
+
+def _reader_reads(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int, int]]:
+    return ((r, e, b) for r in spec.readers for e in spec.entries for b in spec.bookies)
+
+
 class LedgerSpec(Spec[LedgerState]):
     """The ledger protocol; see the module docstring."""
 
@@ -298,6 +329,7 @@ class LedgerSpec(Spec[LedgerState]):
         int_constant("Qw", 2, "write quorum: bookies each entry is sent to"),
         int_constant("Qa", 2, "ack quorum: acks an add needs to complete"),
         int_constant("NumRecoverers", 1, "clients that open the ledger with recovery"),
+        int_constant("NumReaders", 0, "clients that open the ledger without recovery and read it"),
         int_constant("MaxEntries", 2, "entries the writer pushes (ids 0 .. MaxEntries-1)"),
         int_constant(
             "Throttle", 0, "adds the writer keeps pending at most (BookKeeper's client throttle); 0: no limit"
@@ -315,6 +347,7 @@ class LedgerSpec(Spec[LedgerState]):
     Qw: int
     Qa: int
     NumRecoverers: int
+    NumReaders: int
     MaxEntries: int
     Throttle: int
     MaxCrashes: int
@@ -328,12 +361,13 @@ class LedgerSpec(Spec[LedgerState]):
                 f"not enough bookies for the ensemble: NumBookies={self.NumBookies} < E={self.E} "
                 "(BookKeeper fails the create with BKNotEnoughBookiesException)"
             )
-        for name in ("NumRecoverers", "MaxEntries", "Throttle", "MaxCrashes", "MaxLoss"):
+        for name in ("NumRecoverers", "NumReaders", "MaxEntries", "Throttle", "MaxCrashes", "MaxLoss"):
             if getattr(self, name) < 0:
                 raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
         # Precomputed tables; the TLA+ text computes the same with operators.
         self.bookies = tuple(range(1, self.NumBookies + 1))
         self.recoverers = tuple(range(1, self.NumRecoverers + 1))
+        self.readers = tuple(range(1, self.NumReaders + 1))
         self.entries = tuple(range(self.MaxEntries))
         self.quorum = Quorum(self.E, self.Qw, self.Qa)
         # Write sets as ensemble indices (0-based): window i is i, i+1, .., i+Qw-1 mod E.
@@ -456,6 +490,8 @@ class LedgerSpec(Spec[LedgerState]):
             writer_acks=frozenset(),
             writer_add_lac=tuple(-1 for _ in self.entries),
             rec=tuple(IDLE_RECOVERER for _ in self.recoverers),
+            reader_lac=tuple(-1 for _ in self.readers),
+            reader_read=tuple(frozenset() for _ in self.readers),
         )
 
     # -- the writer ------------------------------------------------------------------
@@ -588,7 +624,7 @@ class LedgerSpec(Spec[LedgerState]):
             return None
         fenced = _replace(s.bookie_fenced, b - 1, True) if m.fence else s.bookie_fenced
         served = evolve(s, net=s.net - {m}, bookie_fenced=fenced)
-        return self._reply(s, served, self._read_replied(served, m, _data_on(s, b, m.entry)), replied)
+        return self._reply(s, served, self._read_replied(served, m, data_on(s, b, m.entry)), replied)
 
     def _reply(self, s: LedgerState, served: LedgerState, answered: LedgerState, replied: bool) -> LedgerState | None:
         """The bookie's step: ``served`` is the bookie's side, ``answered`` adds the client's reaction.
@@ -815,6 +851,36 @@ class LedgerSpec(Spec[LedgerState]):
             return None
         return evolve(s, net=s.net | {Msg("AddReq", c, b, e, -1, recovery=True, data=_recovered_data(r, e))})
 
+    # -- plain readers ---------------------------------------------------------------
+    @action(_reader_lacs)
+    def ReaderReadsLac(self, s: LedgerState, r: int, lac: int) -> LedgerState | None:
+        """The reader learns LAC lac: a closed ledger's lastEntryId, or a LAC bookies serve.
+
+        LedgerOpenOp.openWithMetadata (release-4.17.2), doRecovery = false: a closed ledger's LAC is its
+        lastEntryId; an open one's comes from LedgerHandle.asyncReadLastConfirmed (PendingReadLacOp with the v3
+        wire protocol: the highest LAC among the replies, once they cover every write set). A reader learns a
+        higher LAC by reading it again. Replies carry a LAC a bookie held when it answered: any LAC up to the
+        highest a bookie serves now. The bookies here serve piggybacked LACs only.
+        """
+        if not s.reader_lac[r - 1] < lac <= max(max(s.bookie_lac), s.meta_last_entry):
+            return None
+        return evolve(s, reader_lac=_replace(s.reader_lac, r - 1, lac))
+
+    @action(_reader_reads)
+    def ReaderReadsEntry(self, s: LedgerState, r: int, e: int, b: int) -> LedgerState | None:
+        """The reader reads entry e, up to its LAC, from bookie b, which holds it.
+
+        LedgerHandle.asyncReadEntries (release-4.17.2; a ReadOnlyLedgerHandle inherits it) refuses entries past
+        the handle's LAC; PendingReadOp reads entry e from a bookie that holds it and returns its data. The
+        reader's copy of the metadata may be older than the store's, so any bookie holding e may be asked.
+        """
+        if self.Bug != "reader_reads_unconfirmed" and e > s.reader_lac[r - 1]:
+            return None  # the seeded bug reads past the LAC, as readUnconfirmedEntries does
+        data = data_on(s, b, e)
+        if b in s.crashed or data is None or (e, data) in s.reader_read[r - 1]:
+            return None
+        return evolve(s, reader_read=_replace(s.reader_read, r - 1, s.reader_read[r - 1] | {(e, data)}))
+
     # -- invariants ------------------------------------------------------------------
     @invariant
     def TypeOK(self, s: LedgerState) -> str | None:
@@ -842,6 +908,9 @@ class LedgerSpec(Spec[LedgerState]):
         for r in s.rec:
             if r.phase not in (IDLE, FENCING, READING, WRITING_BACK, DONE, FAILED):
                 return f"recoverer phase {r.phase!r}"
+        for lac in s.reader_lac:
+            if not -1 <= lac < self.MaxEntries:
+                return f"a reader learned LAC {lac}, not one in -1 .. {self.MaxEntries - 1}"
         return None
 
     @invariant
@@ -880,6 +949,28 @@ class LedgerSpec(Spec[LedgerState]):
                         f"bookie {b} holds data {data} for entry {e} <= {readable}, "
                         f"but the application added {payload(e)}: readers may disagree on its content"
                     )
+        return None
+
+    @invariant
+    def ReaderSeesOnlyConfirmed(self, s: LedgerState) -> str | None:
+        """A plain reader never sees past the LAC: what it learned and read is acknowledged (or closed in)."""
+        confirmed = max(s.writer_lac, s.meta_last_entry)
+        for r, (lac, read) in enumerate(zip(s.reader_lac, s.reader_read, strict=True), start=1):
+            beyond = sorted(e for e, _ in read if e > confirmed)
+            if lac > confirmed or beyond:
+                return (
+                    f"reader {r} learned LAC {lac} and read entries {sorted(e for e, _ in read)}, "
+                    f"but only entries up to {confirmed} are acknowledged or in the closed ledger"
+                )
+        return None
+
+    @invariant
+    def ReaderReadsWhatWriterWrote(self, s: LedgerState) -> str | None:
+        """What a plain reader read is what the writer's application added."""
+        for r, read in enumerate(s.reader_read, start=1):
+            for e, data in sorted(read):
+                if data != payload(e):
+                    return f"reader {r} read data {data} as entry {e}, but the application added {payload(e)}"
         return None
 
     @invariant
@@ -970,7 +1061,7 @@ def _set_rec(s: LedgerState, c: int, r: Recoverer) -> LedgerState:
     return evolve(s, rec=_replace(s.rec, c - 1, r))
 
 
-def _data_on(s: LedgerState, b: int, e: int) -> int | None:
+def data_on(s: LedgerState, b: int, e: int) -> int | None:
     """The data bookie b returns for entry e; None if it does not store it (TLA+'s DataOn)."""
     return next((d for x, d in s.bookie_data[b - 1] if x == e), None)
 

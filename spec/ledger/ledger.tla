@@ -29,6 +29,9 @@
 (*    ensembles, which its close writes (handleBookieFailure); a recovery  *)
 (*    whose fencing or recovery read ends undecided fails, and the client  *)
 (*    may open the ledger with recovery again;                             *)
+(*  - plain readers 1 .. NumReaders that open the ledger without recovery *)
+(*    (LedgerOpenOp, doRecovery = false), learn a LAC and read entries up  *)
+(*    to it while the writer may still be writing;                         *)
 (*  - the client's throttle on pending adds (Throttle, 0 for none);       *)
 (*  - bookie crashes and restarts (the journal replay brings back what a  *)
 (*    bookie stored, fenced and the LACs it saw), and message losses,      *)
@@ -37,9 +40,11 @@
 (* Left out, and why that is sound here:                                   *)
 (*  - digests, and payloads as bytes: the data of an entry is a number;   *)
 (*    a resend sends the data its add was packaged with;                   *)
-(*  - plain reads are not steps (they change nothing);                     *)
+(*  - a plain reader's requests: its read of the LAC and of an entry are  *)
+(*    each one step, served at once by bookies that are up;                *)
 (*    ReadersAgreeUpToLac and ReadersAgreeOnContent speak of every read    *)
-(*    that could happen;                                                   *)
+(*    that could happen, the reader's steps of the reads it did;           *)
+(*  - the explicit LAC (WriteLacOp): a reader learns piggybacked LACs.     *)
 (*  - the bookie journal: a bookie stores an add durably before replying;  *)
 (*  - replies in flight: a bookie's step serves a request and delivers its *)
 (*    reply, or loses it.  A reply that comes too late acts as a lost one; *)
@@ -70,6 +75,7 @@ CONSTANTS
     Qw,             \* write quorum: bookies each entry is sent to
     Qa,             \* ack quorum: acks an add needs to complete
     NumRecoverers,  \* clients that open the ledger with recovery
+    NumReaders,     \* clients that open the ledger without recovery and read it
     MaxEntries,     \* entries the writer pushes, ids 0 .. MaxEntries-1
     Throttle,       \* adds the writer keeps pending at most (the client's throttle); 0: no limit
     MaxCrashes,     \* bookie crashes in all (a bookie that restarted may crash again)
@@ -80,10 +86,10 @@ CONSTANTS
 \* rule) is stricter than BookKeeper's: safe, but it waits for more replies.
 Bugs == {"none", "recovery_read_no_fence", "fence_qa_total", "lac_before_qa",
          "missing_after_qa_no_such", "recovery_change_ends_at_lac", "fence_ensemble_coverage",
-         "resend_reused_buffer"}
+         "resend_reused_buffer", "reader_reads_unconfirmed"}
 
 ASSUME /\ E >= 1 /\ Qa >= 1 /\ Qw <= E /\ Qa <= Qw /\ NumBookies >= E
-       /\ \A k \in {NumRecoverers, MaxEntries, Throttle, MaxCrashes, MaxLoss} : k \in Nat
+       /\ \A k \in {NumRecoverers, NumReaders, MaxEntries, Throttle, MaxCrashes, MaxLoss} : k \in Nat
        /\ Bug \in Bugs
 
 VARIABLES
@@ -110,16 +116,21 @@ VARIABLES
     writer_acks,      \* <<entry, bookie>> acks of pending and completed adds; none after a close
     writer_add_lac,   \* entry e -> (at e + 1) the LAC its add carries, fixed when the writer pushed it; -1 before
     \* -- recovering clients
-    rec               \* client -> [phase, version, fence_replies, max_lac, start, next, no_such, last, wb_acks,
+    rec,              \* client -> [phase, version, fence_replies, max_lac, start, next, no_such, last, wb_acks,
                       \*            segments, ensembles, data]
+    \* -- plain readers
+    reader_lac,       \* reader -> the LAC it learned (-1 before any)
+    reader_read       \* reader -> <<entry, data>> of each entry it read
 
 vars == <<meta_status, meta_segments, meta_last_entry, meta_version,
           bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-          writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+          writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
+          reader_lac, reader_read>>
 
 -----------------------------------------------------------------------------
 Bookies == 1 .. NumBookies
 Recoverers == 1 .. NumRecoverers
+Readers == 1 .. NumReaders
 Entries == 0 .. MaxEntries - 1
 Writer == 0    \* client id of the writer
 
@@ -258,6 +269,8 @@ Init ==
     /\ writer_acks = {}
     /\ writer_add_lac = [i \in 1 .. MaxEntries |-> -1]
     /\ rec = [c \in Recoverers |-> Idle]
+    /\ reader_lac = [r \in Readers |-> -1]
+    /\ reader_read = [r \in Readers |-> {}]
 
 -----------------------------------------------------------------------------
 (* The writer. *)
@@ -279,7 +292,7 @@ WriterAddsEntry ==
     /\ writer_add_lac' = [writer_add_lac EXCEPT ![writer_lap + 2] = writer_lac]
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
-                   writer_status, writer_version, writer_lac, writer_acks, rec>>
+                   writer_status, writer_version, writer_lac, writer_acks, rec, reader_lac, reader_read>>
 
 (* ensembleChangeLoop: bookie b will not ack a pending add, so the writer  *)
 (* replaces it by nb in a new segment from LAC + 1 (replacing a last       *)
@@ -298,7 +311,7 @@ WriterChangesEnsemble(b, nb) ==
             /\ writer_version' = meta_version
             /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                            bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-                           writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+                           writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
        ELSE LET first == writer_lac + 1
                 ens == [i \in 1 .. E |-> IF LastEnsemble[i] = b THEN nb ELSE LastEnsemble[i]]
                 segs == Append(SelectSeq(meta_segments, LAMBDA s : s[1] < first), <<first, ens>>)
@@ -315,7 +328,7 @@ WriterChangesEnsemble(b, nb) ==
                                      e \in {x \in first .. writer_lap : nb \in WriteSetIn(segs, x)}}
                /\ UNCHANGED <<meta_status, meta_last_entry, bookie_entries, bookie_data, bookie_lac,
                               bookie_fenced, crashed, crashes, lost, writer_status, writer_lap,
-                              writer_lac, writer_add_lac, rec>>
+                              writer_lac, writer_add_lac, rec, reader_lac, reader_read>>
 
 (* The writer closes the ledger at its LAC with a compare-and-set, and    *)
 (* the adds still pending fail; when the compare-and-set fails it learns   *)
@@ -341,7 +354,7 @@ WriterClosesLedger ==
             /\ writer_version' = meta_version + 1
             /\ UNCHANGED <<meta_segments>>
     /\ UNCHANGED <<bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-                   writer_lac, writer_add_lac, rec>>
+                   writer_lac, writer_add_lac, rec, reader_lac, reader_read>>
 
 -----------------------------------------------------------------------------
 (* Bookies.  A step serves one request and delivers its reply (replied) or *)
@@ -359,7 +372,7 @@ AddRejected(m, replied) ==
        ELSE lost' = lost + 1 /\ UNCHANGED writer_status
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
-                   writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+                   writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
 
 (* The bookie stores the entry, its data and the piggybacked LAC, then    *)
 (* acks; an entry added again replaces the data a read returns (the entry *)
@@ -386,7 +399,7 @@ AddStoredForWriter(m, replied) ==
           ELSE lost' = lost + 1 /\ UNCHANGED <<writer_acks, writer_lac>>
        /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                       bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap,
-                      writer_add_lac, rec>>
+                      writer_add_lac, rec, reader_lac, reader_read>>
 
 \* A recovering client collects the acks of its write-back while it reads or writes back.
 AddStoredForRecoverer(m, replied) ==
@@ -402,7 +415,7 @@ AddStoredForRecoverer(m, replied) ==
           ELSE lost' = lost + 1 /\ UNCHANGED rec
        /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                       bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap,
-                      writer_lac, writer_acks, writer_add_lac>>
+                      writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 (* A fenced bookie rejects normal adds (EFENCED) and accepts recovery      *)
 (* adds; it stores an add durably, then acks.                              *)
@@ -448,7 +461,7 @@ BookieReceivesFenceRead(m, replied) ==
                   /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                          bookie_entries, bookie_data, bookie_lac, crashed, crashes, writer_status,
-                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
+                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 (* A recovery read fences the bookie when its flag is set, then answers    *)
 (* found or NoSuchEntry.  A found entry is written back with recovery adds *)
@@ -488,7 +501,7 @@ BookieReceivesRecoveryRead(m, replied) ==
                   /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                          bookie_entries, bookie_data, bookie_lac, crashed, crashes, writer_status,
-                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
+                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 \* The bookie stops; what it stored stays on its disk, unreachable until it restarts.
 BookieCrashes(b) ==
@@ -498,7 +511,8 @@ BookieCrashes(b) ==
     /\ crashes' = crashes + 1
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, net, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
+                   reader_lac, reader_read>>
 
 \* A crashed bookie starts again: its journal replay restores every entry, fence and LAC it had.
 BookieRestarts(b) ==
@@ -506,7 +520,7 @@ BookieRestarts(b) ==
     /\ crashed' = crashed \ {b}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashes, net, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
 
 -----------------------------------------------------------------------------
 (* The network. *)
@@ -518,7 +532,7 @@ NetworkLosesMessage(m) ==
     /\ lost' = lost + 1
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
 
 -----------------------------------------------------------------------------
 (* Recovering clients. *)
@@ -541,7 +555,7 @@ RecovererStartsRecovery(c) ==
                                                         !.segments = meta_segments]]
     /\ UNCHANGED <<meta_segments, meta_last_entry, bookie_entries, bookie_data, bookie_lac,
                    bookie_fenced, crashed, crashes, lost, writer_status, writer_version,
-                   writer_lap, writer_lac, writer_acks, writer_add_lac>>
+                   writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 (* With every recovered entry on Qa bookies, CAS IN_RECOVERY -> CLOSED at  *)
 (* the last entry, with the ensembles the write-back changed              *)
@@ -562,7 +576,7 @@ RecovererClosesLedger(c) ==
             /\ meta_version' = meta_version + 1
             /\ rec' = [rec EXCEPT ![c].phase = "DONE", ![c].version = meta_version + 1]
     /\ UNCHANGED <<bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
-                   net, lost, writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
+                   net, lost, writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 (* ReadOnlyLedgerHandle.handleBookieFailure (release-4.17.2): bookie b     *)
 (* will not ack a pending write-back, so the recovering handle replaces it *)
@@ -597,7 +611,7 @@ RecovererChangesEnsemble(c, b, nb) ==
                                   e \in {x \in first .. r.last : nb \in WriteSetIn(newsegs, x)}}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 (* Every bookie asked has answered or timed out, and neither fencing nor   *)
 (* the entry read is decided.  In release-4.17.2 ReadLastConfirmedOp fails *)
@@ -619,14 +633,14 @@ RecovererGivesUp(c) ==
                           ![c].fence_replies = IF r.phase = "READING" THEN @ ELSE {}]
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 \* Retries after a timeout: a lost request or reply is asked for again.
 Resend(m) ==
     /\ net' = net \cup {m}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
 
 \* No fencing reply from b, and none can come: ask again.
 RecovererResendsFenceRead(c, b) ==
@@ -657,6 +671,50 @@ RecovererResendsWriteBack(c, e, b) ==
     /\ Resend(AddReq(c, b, e, -1, RecoveredData(c, e), TRUE))
 
 -----------------------------------------------------------------------------
+(* Plain readers. *)
+
+\* The highest LAC a bookie serves: piggybacked on the last entry it stored.
+MaxBookieLac == LET lacs == {bookie_lac[b] : b \in Bookies} IN CHOOSE m \in lacs : \A x \in lacs : x <= m
+
+(* LedgerOpenOp.openWithMetadata (release-4.17.2), doRecovery = false: a    *)
+(* closed ledger's LAC is its lastEntryId; an open one's comes from         *)
+(* LedgerHandle.asyncReadLastConfirmed (PendingReadLacOp with the v3 wire   *)
+(* protocol: the highest LAC among the replies, once they cover every write *)
+(* set).  A reader learns a higher LAC by reading it again.  Replies carry  *)
+(* a LAC a bookie held when it answered: any LAC up to the highest a bookie *)
+(* serves now.  The bookies here serve piggybacked LACs only.               *)
+ReaderReadsLac(r, lac) ==
+    /\ reader_lac[r] < lac
+    /\ lac <= Max(MaxBookieLac, meta_last_entry)
+    /\ reader_lac' = [reader_lac EXCEPT ![r] = lac]
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
+                   reader_read>>
+
+(* LedgerHandle.asyncReadEntries (release-4.17.2; a ReadOnlyLedgerHandle   *)
+(* inherits it) refuses entries past the handle's LAC; PendingReadOp reads  *)
+(* entry e from a bookie that holds it and returns its data.  The reader's  *)
+(* copy of the metadata may be older than the store's, so any bookie        *)
+(* holding e may be asked.  The seeded bug reads past the LAC, as           *)
+(* readUnconfirmedEntries does.                                             *)
+ReaderReadsEntry(r, e, b) ==
+    /\ Bug # "reader_reads_unconfirmed" => e <= reader_lac[r]
+    /\ b \notin crashed
+    /\ e \in bookie_entries[b]
+    /\ <<e, DataOn(b, e)>> \notin reader_read[r]
+    /\ reader_read' = [reader_read EXCEPT ![r] = @ \cup {<<e, DataOn(b, e)>>}]
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
+                   reader_lac>>
+
+ReaderSteps ==
+    \E r \in Readers :
+        \/ \E lac \in Entries : ReaderReadsLac(r, lac)
+        \/ \E e \in Entries, b \in Bookies : ReaderReadsEntry(r, e, b)
+
+-----------------------------------------------------------------------------
 WriterSteps ==
     \/ WriterAddsEntry
     \/ \E b, nb \in Bookies : WriterChangesEnsemble(b, nb)
@@ -681,7 +739,7 @@ RecovererSteps ==
         \/ \E b \in Bookies : RecovererResendsRead(c, b)
         \/ \E e \in Entries, b \in Bookies : RecovererResendsWriteBack(c, e, b)
 
-Next == WriterSteps \/ BookieSteps \/ NetworkSteps \/ RecovererSteps
+Next == WriterSteps \/ BookieSteps \/ NetworkSteps \/ RecovererSteps \/ ReaderSteps
 
 Spec == Init /\ [][Next]_vars
 
@@ -718,7 +776,7 @@ Renamed(p) ==
          bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
          {[m EXCEPT !.client = name(m.client)] : m \in net}, lost,
          writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac,
-         [d \in Recoverers |-> rec[was(d)]]>>
+         [d \in Recoverers |-> rec[was(d)]], reader_lac, reader_read>>
 
 RecovererOrbit == {Renamed(p) : p \in Permutations(Recoverers)}
 
@@ -741,6 +799,7 @@ TypeOK ==
              /\ Cardinality(Range(seg[2])) = E
              /\ 0 <= seg[1] /\ seg[1] <= MaxEntries
     /\ \A c \in Recoverers : rec[c].phase \in Phases
+    /\ \A r \in Readers : -1 <= reader_lac[r] /\ reader_lac[r] < MaxEntries
 
 \* Every entry acknowledged to the writer's application is in the closed ledger.
 NoAckedEntryLost ==
@@ -757,6 +816,17 @@ ReadersAgreeUpToLac ==
 ReadersAgreeOnContent ==
     \A b \in Bookies : \A p \in bookie_data[b] :
         p[1] <= Max(writer_lac, meta_last_entry) => p[2] = Payload(p[1])
+
+(* A plain reader never sees past the LAC: the LAC it learned, and every  *)
+(* entry it read, are acknowledged to the writer (or in the closed ledger). *)
+ReaderSeesOnlyConfirmed ==
+    \A r \in Readers :
+        /\ reader_lac[r] <= Max(writer_lac, meta_last_entry)
+        /\ \A p \in reader_read[r] : p[1] <= Max(writer_lac, meta_last_entry)
+
+\* What a plain reader read is what the writer's application added.
+ReaderReadsWhatWriterWrote ==
+    \A r \in Readers : \A p \in reader_read[r] : p[2] = Payload(p[1])
 
 \* Every entry of a closed ledger is stored on a bookie of its write set.
 ClosedLedgerIsReadable ==
