@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,20 @@ from typing import Any
 import attrs
 import pytest
 from ledgerspec.conformance.checker import Bounds
+from ledgerspec.conformance.generate import random_walk, trace_events
 from ledgerspec.reference.bookie import BookieStateError
 from ledgerspec.reference.managed_ledger import RunConfig
+from ledgerspec.spec.cursor.cursor import CursorSpec
 from ledgerspec.tools.cli.main import main
 from ledgerspec.tools.harness.soak import PROFILES, SOAK_WORKLOADS, SoakRun, run_soak, soak_workloads, write_soak
-from ledgerspec.tools.harness.workloads import MODES, CursorWorkload, RandomBookieWorkload, SeededWorkload, WorkloadRun
+from ledgerspec.tools.harness.workloads import (
+    MODES,
+    Checkers,
+    CursorWorkload,
+    RandomBookieWorkload,
+    SeededWorkload,
+    WorkloadRun,
+)
 
 
 def _json(args: list[str]) -> tuple[int, dict[str, Any]]:
@@ -184,3 +194,16 @@ def test_a_trace_the_checkers_bounds_leave_undecided_is_checked_again_under_larg
     tally = run.tally("cursor", "client")
     assert tally.traces == 3 and tally.decided_later >= 1 and not tally.flagged and run.passed
     assert run.to_json()["tallies"][0]["decided_later"] == tally.decided_later
+
+
+def test_the_checkers_of_a_workload_are_bounded_in_number_and_each_still_judges() -> None:
+    """Runs checked under the faults they spent give one spec many sets of constants: the soak keeps the checkers
+    used last, and a trace checked again after its checker was dropped gets the same verdict."""
+    checkers = Checkers(Bounds())
+    specs = [CursorSpec(MaxEntries=1, MaxFaults=faults) for faults in range(Checkers.KEPT + 2)]
+    walk = random_walk(specs[0], random.Random(3), max_steps=12)
+    lines = trace_events(specs[0], walk, "full", "bounded")
+    first = [checkers.check(spec, "full", "bounded", lines).status for spec in specs]
+    assert len(checkers._checkers) == Checkers.KEPT
+    assert checkers.check(specs[0], "full", "bounded", lines).status == first[0] == "conforms"
+    assert len(checkers._checkers) == Checkers.KEPT

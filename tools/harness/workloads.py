@@ -348,7 +348,13 @@ def workload_traces(
 
 
 class Checkers:
-    """One checker per (spec, mode), kept across traces for their caches."""
+    """One checker per (spec, its constants, mode), kept across traces for their caches: the ``KEPT`` used last.
+
+    Each checker's caches are bounded; the number of checkers is bounded too, since runs checked under the faults
+    they spent give the same spec many sets of constants.
+    """
+
+    KEPT: ClassVar[int] = 4
 
     def __init__(self, bounds: Bounds) -> None:
         self.bounds = bounds
@@ -356,8 +362,10 @@ class Checkers:
 
     def check(self, spec: Spec[Any], mode: str, trace_id: str, lines: list[dict[str, Any]]) -> Verdict:
         key = (spec.name, tuple(sorted(spec.values.items())), mode)
-        checker = self._checkers.get(key)
+        checker = self._checkers.pop(key, None)  # put back last: the dict runs from least to most recently used
         if checker is None:
             checker = TraceChecker(spec, mode, self.bounds, coverage=False)
-            self._checkers[key] = checker
+            while len(self._checkers) >= self.KEPT:
+                del self._checkers[next(iter(self._checkers))]
+        self._checkers[key] = checker
         return checker.check(events_from_json(lines, file=f"{trace_id}.{mode}.ndjson"))
