@@ -34,9 +34,13 @@ MODELS = SpecModels(
         SeededBug("auditor_marks_nothing", "LostBookiesMarked", 4),
     ),
     same_steps=True,
+    # The explanation checks: every action is enabled in one of these (worker crashes in the two workers' model).
     explored={
-        "stops": {"MaxStops": 2, "MaxDiskLosses": 1},
+        "stops": {"MaxStops": 2, "MaxDiskLosses": 1, "MaxWorkerCrashes": 0},
         "two-workers": {"Segments": 2, "NumBookies": 5, "NumWorkers": 2},
     },
     presets={"faults": SECOND_STOP},
+    # Under metadata_before_copy each fragment a worker starts again writes the metadata again: past 400,000
+    # states, the checks take the first states of the search.
+    explored_max_states=40_000,
 )
