@@ -101,6 +101,7 @@ MUTANT_MODELS = {
     "recovery_read_no_fence": STRIPED,
     "ensemble_change_local": STRIPED,
     "resend_with_current_lac": PIPELINED,
+    "resend_reused_buffer": PIPELINED,
     "close_at_last_add_pushed": STRIPED,
 }
 

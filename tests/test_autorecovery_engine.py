@@ -352,3 +352,26 @@ def test_random_runs_refine_the_spec_on_each_store(
     assert check.steps >= 5
     assert [e.action for e in run.events].count("AuditorIsElected") >= 1
     run.close()
+
+
+def test_a_bookie_that_comes_back_empty_is_found_by_the_check_of_all_ledgers_alone(tmp_path: Path) -> None:
+    """A bookie whose disk was replaced starts formatted under its id: available, so the bookie check finds
+    nothing; the check of all ledgers reads its fragment's first and last entries, marks it, and a worker
+    repairs the ledger."""
+    run = AutorecoveryRun(str(tmp_path), RunConfig(entries=4))
+    AutorecoveryRefinement(run)  # every step below is checked against the spec as it is taken
+    try:
+        assert run.bookie_stops("bookie-1") and run.bookie_loses_disk("bookie-1")
+        assert run.bookie_comes_back("bookie-1")
+        assert run.cluster.nodes["bookie-1"].view(run.ledger_id).entries == frozenset()
+        assert run.elect_auditor()
+        assert not run.auditor_checks()  # every bookie the metadata names is available
+        assert UnderreplicationManager(run.admin).marked_ledgers() == []
+        assert run.auditor_checks_all_ledgers()
+        assert UnderreplicationManager(run.admin).lost_bookies(run.ledger_id) == ["bookie-1"]
+        assert not run.auditor_checks_all_ledgers()  # the mark names it already: no step
+        assert run.workers[0].run().count("WorkerUpdatesEnsemble") == 1
+        assert run.ledgers.read(run.ledger_id).metadata.segments == (Segment(0, ("bookie-4", "bookie-2", "bookie-3")),)
+        assert UnderreplicationManager(run.admin).marked_ledgers() == []
+    finally:
+        run.close()

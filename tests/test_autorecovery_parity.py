@@ -16,7 +16,10 @@ pytestmark = pytest.mark.tlc
         ({"NumBookies": 4, "MaxStops": 1}, True),  # a spare bookie for the one that stopped
         ({"NumBookies": 3, "MaxStops": 1}, False),  # no spare: a stopped bookie that stays away is never replaced
         ({"NumBookies": 4, "MaxStops": 1, "Bug": "metadata_before_copy"}, False),  # a crash leaves an empty replica
-        ({"NumBookies": 4, "MaxStops": 1, "Bug": "auditor_marks_nothing"}, False),
+        # a bookie that comes back empty under its id: only the periodic check of all ledgers finds it
+        ({"NumBookies": 4, "MaxStops": 1, "MaxDiskLosses": 1}, True),
+        # the bookie check marks nothing: the periodic check finds the lost fragment in its place
+        ({"NumBookies": 4, "MaxStops": 1, "Bug": "auditor_marks_nothing"}, True),
     ],
     ids=str,
 )

@@ -314,7 +314,8 @@ def test_an_event_that_is_not_enabled_names_the_guard() -> None:
 
 def test_a_request_never_sent_is_not_in_flight() -> None:
     spec = LedgerSpec()
-    m = {"type": "AddReq", "client": 0, "bookie": 3, "entry": 0, "lac": -1, "recovery": False, "fence": False}
+    m = {"type": "AddReq", "client": 0, "bookie": 3, "entry": 0, "lac": -1, "recovery": False, "fence": False,
+         "data": 100}  # fmt: skip
     objs = [
         {"v": 1, "trace": "t", "process": "writer", "seq": 1, "type": "WriterAddsEntry"},
         {"v": 1, "trace": "t", "process": "bookie-3", "seq": 2, "type": "BookieReceivesAdd",

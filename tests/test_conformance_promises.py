@@ -35,6 +35,11 @@ SEEDED: dict[tuple[str, str], dict[str, Expected]] = {
     ("ledger", "lac_before_qa"): {"full": {"NoAckedEntryLost"}, "client": {"NoAckedEntryLost"}},
     ("ledger", "missing_after_qa_no_such"): {"full": {"NoAckedEntryLost"}, "client": {"NoAckedEntryLost"}},
     ("ledger", "recovery_change_ends_at_lac"): {"full": {"NoAckedEntryLost"}, "client": {"NoAckedEntryLost"}},
+    ("ledger", "resend_reused_buffer"): {"full": {"ReadersAgreeOnContent"}, "client": "difference"},
+    ("ledger", "reader_reads_unconfirmed"): {
+        "full": {"ReaderSeesOnlyConfirmed"},
+        "client": {"ReaderSeesOnlyConfirmed"},
+    },
     ("bookie", "ack_before_fsync"): {
         "full": {"AckedEntriesSurvive"},
         "client": ("undecided", "AckedEntriesSurvive", "last_marks"),

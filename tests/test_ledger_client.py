@@ -7,6 +7,7 @@ entry ids and ensemble indices start at 0, as in BookKeeper.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from ledgerspec.reference.ledger import (
 from ledgerspec.reference.ledger.cluster import DEFAULT_BOOKIE_CONFIG
 from ledgerspec.reference.ledger.refinement import RefinementCheck
 from ledgerspec.reference.metadata import EmbeddedMetadataStore, LedgerMetadataStore, LedgerState, Segment
+from ledgerspec.spec.vocabulary import EngineEvent
 from metadata_backends import MetadataBackend
 
 
@@ -424,3 +426,42 @@ def test_close_with_adds_pending_closes_at_the_lac_and_fails_them(tmp_path: Path
     world.deliver(RequestKind.ADD, 1)  # the bookies still store entry 1; its acks complete nothing
     assert handle.last_add_confirmed == 0 and world.stored(handle.ledger_id)["bookie-2"] == [0, 1]
     assert world.ledgers.read(handle.ledger_id).metadata.last_entry_id == 0
+
+
+# One entry an ensemble member, a spare bookie: the writer's second entry carries the LAC of its first.
+READER_RUNS = SimulationConfig(
+    bookies=3, ensemble=2, write_quorum=1, ack_quorum=1, max_entries=3, max_crashes=1, max_loss=1,
+    explicit_lac=False, readers=1,
+)  # fmt: skip
+
+
+def test_the_plain_reader_refines_the_spec_while_the_writer_writes() -> None:
+    """Seeded runs under the refinement check, until the reader has learned a LAC and read an entry of an open
+    ledger (the same seeds give the same runs)."""
+    assert READER_RUNS.spec_constants()["NumReaders"] == 1
+    taken: set[str] = set()
+    for seed in range(200):
+        sim = LedgerSimulation(READER_RUNS, seed=seed)
+        try:
+            check = RefinementCheck(sim).attach()
+
+            def seen(_: object, events: Sequence[EngineEvent], check: RefinementCheck = check) -> None:
+                if check.state.meta_status == "OPEN":  # the state after the step, the reader's step included
+                    taken.update(e.action for e in events if e.action.startswith("Reader"))
+
+            sim.observers.append(seen)
+            sim.run(60)
+            assert sim.read_problems == []
+            assert check.state.reader_read == (frozenset(sim.reader_read),)
+        finally:
+            sim.close()
+        if taken == {"ReaderReadsLac", "ReaderReadsEntry"}:
+            break
+    assert taken == {"ReaderReadsLac", "ReaderReadsEntry"}
+
+
+def test_the_spec_reader_needs_runs_without_the_explicit_lac() -> None:
+    with pytest.raises(ValueError, match="readers=1 needs explicit_lac=False"):
+        SimulationConfig(readers=1)
+    with pytest.raises(ValueError, match="readers=2: a simulation has one reader"):
+        SimulationConfig(readers=2, explicit_lac=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ledgerspec.spec.kernel import ConstantError
-from ledgerspec.spec.ledger.ledger import BUGS, CLOSED, WRITER, LedgerSpec, LedgerState, Msg
+from ledgerspec.spec.ledger.ledger import BUGS, CLOSED, OPEN, WRITER, LedgerSpec, LedgerState, Msg, payload
 from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 
@@ -87,6 +87,49 @@ def test_a_resend_after_an_ensemble_change_carries_the_lac_its_add_was_packaged_
     assert t.net - s.net == {add(3, 1, lac=-1)}  # PendingAddOp's toSend, not the writer's LAC of now (0)
 
 
+def test_a_resend_keeps_the_data_its_add_was_packaged_with_and_the_seeded_bug_does_not() -> None:
+    # Entry 0 goes to bookie 1, entry 1 to bookie 2; bookie 1 crashes before it stores entry 0.
+    steps = (("WriterAddsEntry",), ("WriterAddsEntry",), ("BookieCrashes", 1), ("WriterChangesEnsemble", 1, 3))
+    constants = {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 2, "MaxCrashes": 1}
+    spec = LedgerSpec(**constants)
+    s = _run(spec, None, *steps)
+    resent = Msg("AddReq", WRITER, 3, 0, -1, data=payload(0))
+    assert resent in s.net and payload(0) != 0  # data is not the entry id
+    t = _run(spec, s, ("BookieReceivesAdd", resent, True))
+    assert t.bookie_data[2] == {(0, payload(0))} and t.writer_lac == 0
+    # The seeded bug resends the newest add's bytes: bookie 3 then holds entry 0 <= LAC with entry 1's data.
+    buggy = LedgerSpec(Bug="resend_reused_buffer", **constants)
+    s = _run(buggy, None, *steps)
+    wrong = Msg("AddReq", WRITER, 3, 0, -1, data=payload(1))
+    assert wrong in s.net and repr(wrong) == "AddReq(c0 b3 e0 lac=-1 data=101)"
+    t = buggy.BookieReceivesAdd(s, wrong, True)
+    assert t is not None and t.meta_status == OPEN and t.writer_lac == 0
+    assert [name for name, _ in buggy.invariant_failures(t)] == ["ReadersAgreeOnContent"]
+
+
+def test_a_plain_reader_reads_up_to_the_lac_while_the_writer_writes() -> None:
+    # E=2, Qw=1: entry 0 on bookie 1, entry 1 on bookie 2, which carries LAC 0.
+    spec = LedgerSpec(NumBookies=3, E=2, Qw=1, Qa=1, MaxEntries=2, NumReaders=1)
+    s = _run(spec, None, ("WriterAddsEntry",), ("BookieReceivesAdd", add(1, 0), True))
+    assert spec.ReaderReadsLac(s, 1, 0) is None  # the writer's LAC is 0, but no bookie serves it yet
+    assert spec.ReaderReadsEntry(s, 1, 0, 1) is None  # entry 0 is past the reader's LAC (-1)
+    s = _run(spec, s, ("WriterAddsEntry",), ("BookieReceivesAdd", add(2, 1, lac=0), True), ("ReaderReadsLac", 1, 0))
+    t = _run(spec, s, ("ReaderReadsEntry", 1, 0, 1))
+    assert (t.meta_status, t.reader_lac, t.reader_read) == (OPEN, (0,), ({(0, payload(0))},))
+    assert spec.ReaderReadsEntry(t, 1, 1, 2) is None  # entry 1 is stored, but past the LAC the reader learned
+
+
+def test_a_reader_that_reads_past_its_lac_sees_an_entry_not_yet_acknowledged() -> None:
+    # E=3, Qw=2, Qa=2: entry 0 stored on bookie 1 alone is not acknowledged; the seeded bug reads it all the same.
+    constants = {"MaxEntries": 1, "NumReaders": 1, "NumRecoverers": 0}
+    s = _run(LedgerSpec(**constants), None, ("WriterAddsEntry",), ("BookieReceivesAdd", add(1, 0), True))
+    assert s.writer_lac == -1 and LedgerSpec(**constants).ReaderReadsEntry(s, 1, 0, 1) is None
+    buggy = LedgerSpec(Bug="reader_reads_unconfirmed", **constants)
+    t = buggy.ReaderReadsEntry(s, 1, 0, 1)
+    assert t is not None and t.reader_read == ({(0, payload(0))},)
+    assert [name for name, _ in buggy.invariant_failures(t)] == ["ReaderSeesOnlyConfirmed"]
+
+
 def test_the_writer_closes_at_its_lac_with_adds_pending_and_late_acks_move_nothing() -> None:
     spec = LedgerSpec(MaxEntries=2)  # E=3, Qw=2, Qa=2: entry 0 -> bookies 1, 2; entry 1 -> bookies 2, 3
     s = _run(
@@ -131,6 +174,11 @@ SEEDED = {
         {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 1, "MaxLoss": 1},
         "NoAckedEntryLost",
     ),
+    "resend_reused_buffer": (
+        {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 2, "MaxCrashes": 1},
+        "ReadersAgreeOnContent",
+    ),
+    "reader_reads_unconfirmed": ({"MaxEntries": 1, "NumReaders": 1, "NumRecoverers": 0}, "ReaderSeesOnlyConfirmed"),
 }
 # A different rule that is not unsafe: BP-46's ensemble coverage for fencing (docs/quorum.md).
 STRICTER = {"fence_ensemble_coverage"}

@@ -45,6 +45,7 @@ PROMISES: dict[str, set[str]] = {
     "recovery_read_no_fence": set(),
     "ensemble_change_local": {"NoAckedEntryLost", "ReadersAgreeUpToLac"},
     "resend_with_current_lac": set(),  # a later LAC on a resend is still a confirmed one
+    "resend_reused_buffer": {"ReadersAgreeOnContent"},
     "close_at_last_add_pushed": {"ClosedLedgerIsReadable"},
     "ack_before_fsync": {"ClosedLedgerIsReadable"},
     "mark_before_flush": {"MarkNeverPassesUnflushedData"},

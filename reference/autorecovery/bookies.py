@@ -10,12 +10,13 @@ durably (its journal is fsynced before it answers).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from ledgerspec.reference.ledger.cluster import InProcessCluster
 from ledgerspec.reference.ledger.protocol import Request, RequestKind
 
-__all__ = ["BookieAccess", "ClusterBookies"]
+__all__ = ["BookieAccess", "ClusterBookies", "serves_entry"]
 
 # The client id of re-replication's requests: not a ledger client of the ledger spec.
 REPLICATION_CLIENT = -1
@@ -29,6 +30,11 @@ class BookieAccess(Protocol):
     def write(self, bookie: str, ledger_id: int, entry_id: int, entry: bytes, master_key: bytes) -> bool:
         """A recovery add of the stored entry to the bookie; whether it took it, durably."""
         ...
+
+
+def serves_entry(bookies: BookieAccess) -> Callable[[str, int, int], bool]:
+    """Whether a bookie serves an entry when asked: the read by which ``LedgerChecker`` finds a fragment lost."""
+    return lambda bookie, ledger_id, entry_id: bookies.read(bookie, ledger_id, entry_id) is not None
 
 
 class ClusterBookies:

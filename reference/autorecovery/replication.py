@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
-from ledgerspec.reference.autorecovery.bookies import BookieAccess
+from ledgerspec.reference.autorecovery.bookies import BookieAccess, serves_entry
 from ledgerspec.reference.autorecovery.election import available_bookies
 from ledgerspec.reference.autorecovery.fragments import Fragment, lost_fragments, write_set
 from ledgerspec.reference.autorecovery.underreplication import ReplicationLock, UnderreplicationManager
@@ -106,7 +106,7 @@ class ReplicationWorker:
 
     # -- what the worker sees ---------------------------------------------------------
     def _has_entry(self, bookie: str, ledger_id: int, entry_id: int) -> bool:
-        return self.bookies.read(bookie, ledger_id, entry_id) is not None
+        return serves_entry(self.bookies)(bookie, ledger_id, entry_id)
 
     def _metadata(self) -> LedgerMetadata | None:
         assert self.lock is not None

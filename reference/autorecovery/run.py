@@ -10,13 +10,16 @@ action, with the spec's values (bookie numbers 1 .., worker numbers 1 ..):
 - ``bookie_stops(b)``: the bookie's process dies; its session ends, and with
   it its registration and its auditor vote (``BookieStops``);
 - ``bookie_comes_back(b)``: it restarts on its files and registers and votes
-  again (``BookieComesBack``);
+  again (``BookieComesBack``); one whose disk was lost starts formatted, on
+  an empty disk, under the same id;
 - ``bookie_loses_disk(b)``: a stopped bookie's disk is replaced by an empty
-  one, and it stays away (``BookieLosesDisk``);
+  one (``BookieLosesDisk``);
 - ``elect_auditor()``: with no auditor running, the bookie whose vote is now
   the lowest starts one (``AuditorIsElected``);
 - ``auditor_checks()``: the auditor's bookie check (``AuditorChecksBookies``,
   or nothing when it changes nothing);
+- ``auditor_checks_all_ledgers()``: its periodic check of all ledgers
+  (``AuditorChecksAllLedgers``, or nothing when it changes nothing);
 - ``worker_step(w, name)``: one step of worker ``w`` by its spec name;
 - ``worker_crashes(w)``: the worker's process dies (``WorkerCrashes``).
 
@@ -225,12 +228,14 @@ class AutorecoveryRun:
         return sorted(self.sessions) if self.stops < self.config.max_stops else []
 
     def can_come_back(self) -> list[str]:
-        """The stopped bookies whose disk survived."""
-        return [b for b in self.cluster.nodes if b not in self.sessions and b not in self.disk_lost]
+        """The stopped bookies."""
+        return [b for b in self.cluster.nodes if b not in self.sessions]
 
     def can_lose_disk(self) -> list[str]:
-        """The stopped bookies that may still lose their disk, while the bound on lost disks is not reached."""
-        return self.can_come_back() if len(self.disk_lost) < self.config.max_disk_losses else []
+        """The stopped bookies whose disk is still theirs, while the bound on lost disks is not reached."""
+        if len(self.disk_lost) >= self.config.max_disk_losses:
+            return []
+        return [b for b in self.can_come_back() if b not in self.disk_lost]
 
     def can_elect(self) -> bool:
         """No auditor runs, and some bookie votes."""
@@ -296,6 +301,17 @@ class AutorecoveryRun:
         if not changed:
             return False
         return self._log("AuditorChecksBookies", (), self.auditor.bookie_id)
+
+    @_step
+    def auditor_checks_all_ledgers(self) -> bool:
+        """The check of all ledgers; logged only when it changed the mark."""
+        if self.auditor is None:
+            return False
+        mark_before = self.auditor.marks.lost_bookies(self.ledger_id)
+        self.auditor.check_all_ledgers(self.bookies)
+        if self.auditor.marks.lost_bookies(self.ledger_id) == mark_before:
+            return False
+        return self._log("AuditorChecksAllLedgers", (), self.auditor.bookie_id)
 
     def auditor_has_news(self) -> bool:
         """A check now would find a different set of lost bookies, or lost bookies the mark does not name."""

@@ -2,7 +2,7 @@
 
 :func:`random_steps` drives an :class:`~.run.AutorecoveryRun` by a seeded
 ``random.Random``: bookies stop, come back and lose their disks, an auditor
-is elected and checks, workers take their enabled steps and now and then
+is elected and checks the bookies and all ledgers, workers take their enabled steps and now and then
 crash. The same seed gives the same run on every machine.
 
 :class:`AutorecoveryTraceRecorder` turns each event the run logs into one
@@ -77,6 +77,8 @@ def random_steps(run: AutorecoveryRun, rng: random.Random, steps: int) -> None:
             choices.append((1.0, run.elect_auditor))
         if run.auditor_has_news():
             choices.append((2.0, run.auditor_checks))
+        if run.auditor is not None:
+            choices.append((0.5, run.auditor_checks_all_ledgers))
         crashable = run.can_crash()
         for w in range(1, run.config.workers + 1):
             for name in run.enabled_worker_steps(w):

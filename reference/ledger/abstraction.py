@@ -8,8 +8,9 @@ spec variables       read from
 ``meta_*``           the metadata store (the ledger's znode); versions are the
                      znode's plus one (the spec's ledger starts at version 1)
 ``bookie_*``         each bookie (``BookieNode.view``): entries and fence from
-                     its memory state, LAC from ``read_piggybacked_lac``; a
-                     down bookie as it was when it stopped
+                     its memory state, LAC from ``read_piggybacked_lac``, the
+                     data of each entry from its payload; a down bookie as it
+                     was when it stopped
 ``crashed``,         the cluster: bookies down, crashes so far
 ``crashes``
 ``net``, ``lost``    the cluster's requests in flight that the spec has
@@ -20,14 +21,23 @@ spec variables       read from
                      with (-1 for the entries not pushed)
 ``rec``              each recovery's core (``LedgerRecovery``), field by field;
                      a client that has not started is IDLE
+``reader_*``         the simulation's reader, when it is the spec's reader 1
+                     (``readers=1``): the highest LAC it learned, the entries
+                     it read with their data
 ===================  ==========================================================
+
+An entry's bytes are the spec's data ``payload(e)`` when they are the
+payload the writer's application added as entry ``e``
+(``EventLog.added``), -1 when the application never added them.
 
 Bookies are numbered as the cluster numbers them (``bookie-3`` is 3).
 """
 
 from __future__ import annotations
 
-from ledgerspec.reference.ledger.events import to_msg
+from collections.abc import Mapping
+
+from ledgerspec.reference.ledger.events import spec_data, to_msg
 from ledgerspec.reference.ledger.recovery import LedgerRecovery
 from ledgerspec.reference.ledger.simulation import LedgerSimulation
 from ledgerspec.reference.metadata import LedgerState as MetadataState
@@ -36,7 +46,7 @@ from ledgerspec.spec.ledger.ledger import IDLE_RECOVERER, LedgerState, Recoverer
 __all__ = ["abstract_state"]
 
 
-def _recoverer(recovery: LedgerRecovery, number: dict[str, int]) -> Recoverer:
+def _recoverer(recovery: LedgerRecovery, number: dict[str, int], added: Mapping[bytes, int]) -> Recoverer:
     return Recoverer(
         phase=recovery.phase.value,
         version=recovery.version + 1 if recovery.version is not None else 0,
@@ -49,6 +59,7 @@ def _recoverer(recovery: LedgerRecovery, number: dict[str, int]) -> Recoverer:
         wb_acks=frozenset((e, number[b]) for e, b in recovery.wb_acks),
         segments=tuple((first, tuple(number[b] for b in ensemble)) for first, ensemble in recovery.read_segments),
         ensembles=tuple((first, tuple(number[b] for b in ensemble)) for first, ensemble in recovery.ensembles),
+        data=frozenset((e, spec_data(entry.payload, added)) for e, entry in recovery.recovered.items()),
     )
 
 
@@ -61,17 +72,19 @@ def abstract_state(sim: LedgerSimulation) -> LedgerState:
     views = [node.view(lid) for node in sorted(cluster.nodes.values(), key=lambda n: n.number)]
     writer = sim.handle.writer
     requests = [*cluster.in_flight, *cluster.unserved]
+    added = cluster.events.added
     return LedgerState(
         meta_status=md.state.name,
         meta_segments=tuple((s.first_entry_id, tuple(number[b] for b in s.ensemble)) for s in md.segments),
         meta_last_entry=md.last_entry_id if md.state is MetadataState.CLOSED else -1,
         meta_version=current.version + 1,
         bookie_entries=tuple(v.entries for v in views),
+        bookie_data=tuple(frozenset((e, spec_data(p, added)) for e, p in v.payloads) for v in views),
         bookie_lac=tuple(v.lac for v in views),
         bookie_fenced=tuple(v.fenced for v in views),
         crashed=frozenset(node.number for node in cluster.nodes.values() if not node.up),
         crashes=cluster.crashes,
-        net=frozenset(to_msg(r, cluster.number) for r in requests if r.in_spec and r.ledger_id == lid),
+        net=frozenset(to_msg(r, cluster.number, added) for r in requests if r.in_spec and r.ledger_id == lid),
         lost=cluster.lost,
         writer_status=writer.status.value,
         writer_version=writer.version + 1,
@@ -82,7 +95,9 @@ def abstract_state(sim: LedgerSimulation) -> LedgerState:
             writer.add_lacs[e] if e < len(writer.add_lacs) else -1 for e in range(sim.config.max_entries)
         ),
         rec=tuple(
-            _recoverer(sim.recoveries[c].recovery, number) if c in sim.recoveries else IDLE_RECOVERER
+            _recoverer(sim.recoveries[c].recovery, number, added) if c in sim.recoveries else IDLE_RECOVERER
             for c in range(1, sim.config.recoverers + 1)
         ),
+        reader_lac=(sim.reader_lac,) if sim.config.readers else (),
+        reader_read=(frozenset(sim.reader_read),) if sim.config.readers else (),
     )

@@ -25,7 +25,7 @@ import enum
 import hashlib
 import itertools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Protocol
 
@@ -77,6 +77,10 @@ MUTANTS = {
     "resend_with_current_lac": (
         "after an ensemble change, a pending add is resent with the writer's current LAC, not the LAC it was "
         "packaged with"
+    ),
+    "resend_reused_buffer": (
+        "after an ensemble change, a pending add is resent with the bytes of the newest add (a buffer reused too "
+        "early), not the bytes it was packaged with"
     ),
     "close_at_last_add_pushed": "the writer closes the ledger at lastAddPushed with adds still pending, not at its LAC",
 }
@@ -346,7 +350,8 @@ class LedgerHandle(_Operation):
         entry_id, requests = self.writer.add(payload)
         future: Future[int] = Future()
         self._adds[entry_id] = future
-        self._log("WriterAddsEntry")
+        if self.client.events is not None:
+            self.client.events.writer_added(entry_id, payload)
         self.client._send(self._with_key(requests))
         return future
 
@@ -583,6 +588,8 @@ class ReadHandle:
         self.digest_type = _entry_digest(metadata)
         # What may be read: a closed ledger's last entry, else the LAC last read (none yet).
         self.last_add_confirmed = metadata.last_entry_id if metadata.state is LedgerState.CLOSED else -1
+        # Called with (entry, bookie, payload) as each entry read arrives; None: nobody listens.
+        self.on_entry: Callable[[int, str, bytes], None] | None = None
 
     @property
     def ledger_id(self) -> int:
@@ -651,7 +658,11 @@ class _EntryReadOp(_Operation):
         return not self.future.done() and reply.request in self.read.awaited()
 
     def deliver(self, reply: Reply) -> None:
+        before = set(self.read.payloads)
         self.handle.client._send(self.read.on_reply(reply))
+        if self.handle.on_entry is not None:
+            for entry_id in sorted(set(self.read.payloads) - before):
+                self.handle.on_entry(entry_id, reply.request.bookie, self.read.payloads[entry_id])
         self._finish()
 
     def _finish(self) -> None:

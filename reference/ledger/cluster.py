@@ -57,7 +57,7 @@ from ledgerspec.reference.bookie import (
 )
 from ledgerspec.reference.ledger.client import BookKeeperClient
 from ledgerspec.reference.ledger.errors import LedgerStateError
-from ledgerspec.reference.ledger.events import EventLog
+from ledgerspec.reference.ledger.events import EventLog, entry_payload
 from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
 
 __all__ = ["BookieNode", "BookieView", "InProcessCluster"]
@@ -80,6 +80,7 @@ class BookieView:
     entries: frozenset[int]  # entry ids stored
     lac: int  # highest LAC piggybacked on an entry it stored
     fenced: bool
+    payloads: frozenset[tuple[int, bytes | None]] = frozenset()  # (entry, the payload a read of it returns)
 
 
 class BookieNode:
@@ -183,7 +184,8 @@ class BookieNode:
             lac = bookie.read_piggybacked_lac(ledger_id)
         except NoSuchLedgerError:
             lac = -1
-        return BookieView(entries, lac, ledger_id in state.fenced)
+        payloads = frozenset((e, entry_payload(bookie.read_entry(ledger_id, e))) for e in entries)
+        return BookieView(entries, lac, ledger_id in state.fenced, payloads)
 
     def serve(self, request: Request) -> tuple[Reply, bool]:
         """Serve one request, durably; the reply, and whether what the spec sees of the bookie changed."""
@@ -195,14 +197,18 @@ class BookieNode:
         return reply, changed
 
     @staticmethod
-    def _seen(bookie: Bookie, request: Request) -> tuple[bool, int, bool]:
-        """What the spec sees of the bookie that ``request`` can change: the entry stored, the LAC, the fence."""
+    def _seen(bookie: Bookie, request: Request) -> tuple[bytes | None, int, bool]:
+        """What the spec sees of the bookie that ``request`` can change: the entry stored (its payload), the LAC,
+        the fence."""
         lid = request.ledger_id
         try:
             lac = bookie.read_piggybacked_lac(lid)
         except NoSuchLedgerError:
-            return (False, -1, False)
-        return (bookie.read_path(lid, request.entry_id) is not None, lac, bookie.is_fenced(lid))
+            return (None, -1, False)
+        stored = None
+        if bookie.read_path(lid, request.entry_id) is not None:
+            stored = entry_payload(bookie.read_entry(lid, request.entry_id))
+        return (stored, lac, bookie.is_fenced(lid))
 
     def _answer(self, bookie: Bookie, request: Request) -> Reply:
         kind, lid, key = request.kind, request.ledger_id, request.master_key

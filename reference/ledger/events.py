@@ -12,7 +12,9 @@ a recovery (``RecovererStartsRecovery``, ``RecovererClosesLedger``,
 The engine speaks of bookies by their ids and of requests as
 :class:`~.protocol.Request` values; :class:`EventLog` turns them into the
 spec's values (bookie numbers, :class:`~ledgerspec.spec.ledger.ledger.Msg`
-records) with the cluster's numbering, so that the translation lives here
+records) with the cluster's numbering, and of an entry's bytes by the spec's
+data (``payload(e)`` for the bytes the writer's application added as entry
+``e``, -1 for bytes it never added), so that the translation lives here
 only; an event is the trace vocabulary's
 :class:`~ledgerspec.spec.vocabulary.EngineEvent`. Steps the spec leaves out are not events: plain reads, the explicit
 LAC, a timeout that changes nothing, and serving a request to no effect
@@ -28,22 +30,40 @@ mode.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from ledgerspec.reference.ledger.protocol import SPEC_KINDS, Request
-from ledgerspec.spec.ledger.ledger import WRITER, Msg
+from ledgerspec.reference.bookie.entry import DigestType, EntryFormatError, decode_entry
+from ledgerspec.reference.ledger.protocol import SPEC_KINDS, Request, RequestKind
+from ledgerspec.spec.ledger.ledger import WRITER, Msg, payload
 from ledgerspec.spec.vocabulary import EngineEvent
 
-__all__ = ["EventLog", "client_process", "to_msg"]
+__all__ = ["EventLog", "client_process", "entry_payload", "spec_data", "to_msg"]
 
 
 def client_process(client: int) -> str:
     return "writer" if client == WRITER else f"recoverer-{client}"
 
 
-def to_msg(request: Request, number: Callable[[str], int]) -> Msg:
-    """The spec's record of a request the spec has a message for."""
+def entry_payload(data: bytes) -> bytes | None:
+    """The payload of an entry as a client sends it and a bookie stores it; None if no digest matches."""
+    for digest_type in DigestType:
+        try:
+            return decode_entry(data, digest_type).payload
+        except EntryFormatError:
+            continue
+    return None
+
+
+def spec_data(entry_bytes: bytes | None, added: Mapping[bytes, int]) -> int:
+    """The spec's data of a payload: that of the entry the writer's application added it as; -1 if none."""
+    return payload(added[entry_bytes]) if entry_bytes is not None and entry_bytes in added else -1
+
+
+def to_msg(request: Request, number: Callable[[str], int], added: Mapping[bytes, int]) -> Msg:
+    """The spec's record of a request the spec has a message for; ``added`` maps each payload the writer's
+    application added to its entry id."""
+    data = spec_data(entry_payload(request.data), added) if request.kind is RequestKind.ADD else -1
     return Msg(
         SPEC_KINDS[request.kind],
         request.client,
@@ -52,6 +72,7 @@ def to_msg(request: Request, number: Callable[[str], int]) -> Msg:
         request.lac,
         request.recovery,
         request.fence,
+        data,
     )
 
 
@@ -60,6 +81,7 @@ class EventLog:
 
     def __init__(self, number: Callable[[str], int]) -> None:
         self.number = number  # bookie id -> the spec's bookie number
+        self.added: dict[bytes, int] = {}  # payload -> the entry the writer's application added it as
         self.events: list[EngineEvent] = []
         self.listeners: list[Callable[[EngineEvent], None]] = []
 
@@ -71,6 +93,11 @@ class EventLog:
 
     def init(self) -> None:
         self._emit("Init", (), "writer", "writer")
+
+    def writer_added(self, entry_id: int, payload: bytes) -> None:
+        """WriterAddsEntry, with the bytes added: their data is ``payload(entry_id)`` from now on."""
+        self.added.setdefault(bytes(payload), entry_id)
+        self.writer("WriterAddsEntry")
 
     def writer(self, action: str, *bookies: str) -> None:
         """WriterAddsEntry, WriterClosesLedger (no parameters), WriterChangesEnsemble(b, nb)."""
@@ -97,9 +124,15 @@ class EventLog:
         process = client_process(client)
         self._emit(action, args, process, process)
 
+    def reader(self, action: str, reader: int, *args: int | str) -> None:
+        """ReaderReadsLac(r, lac), ReaderReadsEntry(r, e, b): a plain reader's steps (a bookie id is numbered)."""
+        values = tuple(self.number(a) if isinstance(a, str) else a for a in args)
+        process = f"reader-{reader}"
+        self._emit(action, (reader, *values), process, process)
+
     def bookie_served(self, action: str, request: Request, replied: bool) -> None:
         """BookieReceivesAdd/FenceRead/RecoveryRead(m, replied): the reply reaches its client, or is lost."""
-        m = to_msg(request, self.number)
+        m = to_msg(request, self.number, self.added)
         self._emit(action, (m, replied), f"bookie-{m.bookie}", client_process(request.client) if replied else None)
 
     def bookie(self, action: str, bookie: str) -> None:
@@ -109,4 +142,4 @@ class EventLog:
 
     def lost(self, request: Request) -> None:
         """NetworkLosesMessage(m)."""
-        self._emit("NetworkLosesMessage", (to_msg(request, self.number),), "network", None)
+        self._emit("NetworkLosesMessage", (to_msg(request, self.number, self.added),), "network", None)

@@ -33,6 +33,10 @@ run is a behaviour the spec's model can take.
 
 The reader checks what it reads: every entry up to the LAC it learned must
 be the payload the writer added (``read_problems`` lists any that is not).
+With ``readers=1`` the reader is the spec's plain reader 1: it logs
+``ReaderReadsLac`` when it learns a higher LAC and ``ReaderReadsEntry`` when
+a bookie gives it an entry it had not read so; the spec reads piggybacked
+LACs only, so such a run sends no explicit LAC (``explicit_lac=False``).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from ledgerspec.reference.ledger.client import (
     RecoveryOpen,
 )
 from ledgerspec.reference.ledger.cluster import DEFAULT_BOOKIE_CONFIG, InProcessCluster
+from ledgerspec.reference.ledger.events import spec_data
 from ledgerspec.reference.ledger.protocol import Request
 from ledgerspec.reference.ledger.writer import WriterStatus
 from ledgerspec.reference.metadata import EmbeddedMetadataStore, LedgerMetadataStore, MetadataStore
@@ -95,6 +100,15 @@ class SimulationConfig:
     explicit_lac: bool = True  # the writer sends its LAC on its own when idle
     mutant: str | None = None  # a client mutant (client.MUTANTS)
     bookie_mutant: str | None = None  # a mutant of every bookie (bookie.MUTANTS, checked by BookieConfig)
+    readers: int = 0  # NumReaders: 1 makes the reader the spec's plain reader (then explicit_lac must be off)
+
+    def __attrs_post_init__(self) -> None:
+        if self.readers not in (0, 1):
+            raise ValueError(f"readers={self.readers}: a simulation has one reader, followed by the spec or not")
+        if self.readers and self.explicit_lac:
+            raise ValueError(
+                "readers=1 needs explicit_lac=False: the ledger spec's reader learns piggybacked LACs only"
+            )
 
     def spec_constants(self) -> dict[str, int]:
         """The ledger spec's constants for runs of this configuration: a fault left out is a bound of 0."""
@@ -114,6 +128,7 @@ SPEC_CONSTANTS = ConstantsTable(
         "Qw": "write_quorum",
         "Qa": "ack_quorum",
         "NumRecoverers": "recoverers",
+        "NumReaders": "readers",
         "MaxEntries": "max_entries",
         "Throttle": "throttle",
         "MaxCrashes": "max_crashes",
@@ -237,6 +252,8 @@ class LedgerSimulation:
         self.read_problems: list[str] = []  # what a reader read that it should not have
         self.reads = 0  # reads that completed
         self._reading: Future[list[bytes]] | Future[int] | None = None
+        self.reader_lac = -1  # the highest LAC the reader learned: the spec's reader_lac[1]
+        self.reader_read: set[tuple[int, int]] = set()  # (entry, spec data) it read: the spec's reader_read[1]
         self.observers: list[Callable[[Step, list[EngineEvent]], None]] = []
 
     def close(self) -> None:
@@ -366,11 +383,23 @@ class LedgerSimulation:
     def start_read(self) -> None:
         """The reader opens the ledger without recovery and reads its LAC; then the entries up to it."""
         handle = self.reader_client.open_ledger(self.ledger_id, password=PASSWORD)
+        if self.config.readers:
+            handle.on_entry = self._reader_read_entry
         lac_future = handle.read_last_add_confirmed()
         self._reading = lac_future
         lac_future.add_done_callback(lambda f: self._read_entries(handle, f))
 
+    def _reader_read_entry(self, entry_id: int, bookie: str, payload: bytes) -> None:
+        """ReaderReadsEntry(1, e, b), when the reader had not read that entry with those bytes."""
+        read = (entry_id, spec_data(payload, self.cluster.events.added))
+        if read not in self.reader_read:
+            self.reader_read.add(read)
+            self.cluster.events.reader("ReaderReadsEntry", 1, entry_id, bookie)
+
     def _read_entries(self, handle: ReadHandle, lac: Future[int]) -> None:
+        if self.config.readers and lac.exception() is None and lac.result() > self.reader_lac:
+            self.reader_lac = lac.result()
+            self.cluster.events.reader("ReaderReadsLac", 1, lac.result())
         if lac.result() < 0:
             self._reading = None
             self.reads += 1

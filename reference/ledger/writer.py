@@ -138,10 +138,11 @@ class LedgerWriter:
         self.acks[self.lap] = set()
         return self.lap, [self._send(add, b) for b in self.write_set(add.entry_id)]
 
-    def _send(self, add: PendingAdd, bookie: str, lac: int | None = None) -> Request:
-        """The add to ``bookie``, carrying the LAC it was packaged with unless ``lac`` says otherwise."""
+    def _send(self, add: PendingAdd, bookie: str, lac: int | None = None, payload: bytes | None = None) -> Request:
+        """The add to ``bookie``, carrying the LAC and payload it was packaged with unless told otherwise."""
         lac = add.lac if lac is None else lac
-        data = encode_entry(self.ledger_id, add.entry_id, lac, add.length, add.payload, self.digest_type)
+        payload = add.payload if payload is None else payload
+        data = encode_entry(self.ledger_id, add.entry_id, lac, add.length, payload, self.digest_type)
         request = Request(RequestKind.ADD, self.client, self.op, bookie, self.ledger_id, add.entry_id, lac, data=data)
         self.sent[(add.entry_id, bookie)] = request
         self.lac_sent = max(self.lac_sent, lac)
@@ -213,8 +214,11 @@ class LedgerWriter:
             if e >= first:
                 acked.discard(failed)
         lac = self.lac if self.mutant == "resend_with_current_lac" else None  # MUTANT: repackaged with today's LAC
+        # MUTANT: the newest add's bytes, as a buffer reused before the resend would hold
+        newest = self.pending.get(self.lap)
+        payload = newest.payload if newest is not None and self.mutant == "resend_reused_buffer" else None
         return [
-            self._send(self.pending[e], replacement, lac)
+            self._send(self.pending[e], replacement, lac, payload)
             for e in range(first, self.lap + 1)
             if replacement in self.write_set(e)
         ]

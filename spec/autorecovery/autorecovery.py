@@ -11,7 +11,10 @@ replication/ and client/, BRIEF section 5, seed 001):
   (``WriteSetIn``, as in the ledger spec), in one segment or two (the second
   after an ensemble change that replaced the first bookie);
 - bookies stop (they leave the available set, keeping their data) and come
-  back; a stopped bookie may lose its disk, and then never comes back;
+  back; a stopped bookie may lose its disk, and come back empty under the
+  same id: its cookie is gone from its directories, so it starts only once
+  formatted (``LegacyCookieValidation.checkCookies``, ``bookieformat
+  -deleteCookie``);
 - auditor election (``ZkLedgerAuditorManager``): every bookie bids with an
   ephemeral sequential vote, the lowest wins; the vote goes with the
   auditor's session when it stops, and another available bookie is elected;
@@ -21,6 +24,13 @@ replication/ and client/, BRIEF section 5, seed 001):
   (``markLedgerUnderreplicatedAsync``: a ``urL`` znode naming the lost
   bookies; a later check adds the bookies it does not name yet, by a
   compare-and-set that changes the znode's version);
+- the auditor's periodic check of all ledgers
+  (``AuditorCheckAllLedgersTask.checkAllLedgers``): ``LedgerChecker`` finds a
+  fragment lost when its bookie is not available or lacks the fragment's
+  first or last entry (``verifyLedgerFragment`` reads those two with
+  ``auditorLedgerVerificationPercentage`` at its default 0), and the ledger's
+  mark gets the bookies of its lost fragments. Only this check finds a
+  bookie that came back empty; the workers find lost fragments the same way;
 - replication workers (``ReplicationWorker.rereplicate``): take the lock of
   a marked ledger (an ephemeral znode), find the fragments on unavailable
   bookies, copy each one's entries from a live replica to a new bookie
@@ -37,13 +47,11 @@ replication/ and client/, BRIEF section 5, seed 001):
 
 What is left out, and why:
 
-- a fragment counts as lost when its bookie is not available. The real
-  check also reads the fragment's first and last entries from an available
-  bookie; here an available bookie has never lost data (a disk is lost only
-  while its bookie is stopped, and such a bookie never returns);
-- the periodic check of all ledgers, placement policies and the
-  ``lostBookieRecoveryDelay``: they change when the auditor looks, not what
-  it marks;
+- entries lost one by one on a bookie that keeps the rest (a damaged entry
+  log): a disk here is lost whole. With the checker's default, such a loss
+  of a fragment's middle entry would go unnoticed (docs/real-systems.md);
+- placement policies, ``lostBookieRecoveryDelay`` and the check's period:
+  they change when the auditor looks, not what it marks;
 - open ledgers (a worker defers them until they are closed): the ledger
   here is closed, as in seed 001's recovery of closed ledgers;
 - garbage collection of entries a bookie holds that the metadata no longer
@@ -120,7 +128,7 @@ class AutorecoveryState:
     # -- bookies
     data: tuple[frozenset[int], ...]  # entries each bookie holds (on disk)
     up: frozenset[int]  # bookies available (registered)
-    disk_lost: frozenset[int]  # stopped bookies whose disk is gone; they never come back
+    disk_lost: frozenset[int]  # bookies whose disk was lost; one that came back is empty, formatted
     stops: int  # bookie stops so far (at most MaxStops)
     # -- replication workers
     workers: tuple[Worker, ...]
@@ -227,11 +235,26 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
             e for e in self.entries if self.segment_of(segments, e) == seg and b in self.write_set_in(segments, e)
         )
 
+    def checked_entries(self, s: AutorecoveryState, seg: int, b: int) -> frozenset[int]:
+        """The entries ``LedgerChecker.verifyLedgerFragment`` reads of a fragment: with
+        ``auditorLedgerVerificationPercentage`` at its default 0, the first and the last the bookie stores."""
+        fragment = self.fragment_entries(s, seg, b)
+        return frozenset((min(fragment), max(fragment))) if fragment else frozenset()
+
     def under_replicated(self, s: AutorecoveryState) -> tuple[tuple[int, int], ...]:
-        """(segment, bookie): the fragments on bookies that are not available (``LedgerChecker``)."""
+        """(segment, bookie): the fragments ``LedgerChecker`` finds lost: the bookie is not available, or lacks
+        one of the entries it reads."""
         return tuple(
-            (seg, b) for seg, (_, ensemble) in enumerate(s.meta_segments, start=1) for b in ensemble if b not in s.up
+            (seg, b)
+            for seg, (_, ensemble) in enumerate(s.meta_segments, start=1)
+            for b in ensemble
+            if b not in s.up or not self.checked_entries(s, seg, b) <= s.data[b - 1]
         )
+
+    @staticmethod
+    def lost_bookies(s: AutorecoveryState) -> frozenset[int]:
+        """What the bookie check finds: the bookies the metadata names that are not available."""
+        return frozenset(b for _, ensemble in s.meta_segments for b in ensemble if b not in s.up)
 
     def live_replicas(self, s: AutorecoveryState, e: int) -> frozenset[int]:
         """The bookies of e's write set that are available and hold it."""
@@ -271,15 +294,15 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
 
     @action(_each_bookie)
     def BookieComesBack(self, s: AutorecoveryState, b: int) -> AutorecoveryState | None:
-        """A stopped bookie whose disk survived registers again, with all it held; the auditor's last check
-        no longer counts it lost."""
-        if b in s.up or b in s.disk_lost:
+        """A stopped bookie registers again, with all its disk holds (nothing, formatted, once its disk was
+        lost); the auditor's last check no longer counts it lost."""
+        if b in s.up:
             return None
         return evolve(s, up=s.up | {b}, lost_seen=s.lost_seen - {b})
 
     @action(_each_bookie)
     def BookieLosesDisk(self, s: AutorecoveryState, b: int) -> AutorecoveryState | None:
-        """A stopped bookie's disk is gone: its entries with it, and it never comes back."""
+        """A stopped bookie's disk is gone, its entries with it."""
         if b in s.up or b in s.disk_lost or len(s.disk_lost) >= self.MaxDiskLosses:
             return None
         return evolve(s, disk_lost=s.disk_lost | {b}, data=_replace(s.data, b - 1, frozenset()))
@@ -300,11 +323,24 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
         change nothing is not a step."""
         if s.auditor == NO_ONE:
             return None
-        lost = frozenset(b for _, b in self.under_replicated(s))
+        lost = self.lost_bookies(s)
         mark = s.mark if self.Bug == "auditor_marks_nothing" else s.mark | lost
         if lost == s.lost_seen and mark == s.mark:
             return None
         return evolve(s, lost_seen=lost, mark=mark)
+
+    @action(fairness="weak")
+    def AuditorChecksAllLedgers(self, s: AutorecoveryState) -> AutorecoveryState | None:
+        """The periodic check (``AuditorCheckAllLedgersTask.checkAllLedgers``, every
+        ``auditorPeriodicCheckInterval``): ``LedgerChecker`` checks the ledger, and the bookies of its lost
+        fragments are added to its mark. Only this check finds an available bookie that lacks what the metadata
+        names it for. A check that would change nothing is not a step."""
+        if s.auditor == NO_ONE:
+            return None
+        found = frozenset(b for _, b in self.under_replicated(s))
+        if found <= s.mark:
+            return None
+        return evolve(s, mark=s.mark | found)
 
     # -- replication workers ---------------------------------------------------------
     @action(_each_worker, fairness="weak")
@@ -456,7 +492,7 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
     def LostBookiesMarked(self, s: AutorecoveryState) -> str | None:
         """Once the auditor saw a bookie lost, the ledger's mark names it while its metadata names that bookie
         and the bookie is not available."""
-        unnamed = s.lost_seen & {b for _, b in self.under_replicated(s)} - s.mark
+        unnamed = s.lost_seen & self.lost_bookies(s) - s.mark
         if unnamed:
             return f"the auditor found bookie(s) {sorted(unnamed)} lost, and the ledger's mark does not name them"
         return None

@@ -11,12 +11,16 @@
 (*    one segment or two (the second after an ensemble change that         *)
 (*    replaced bookie 1 by bookie E + 1 from entry 1 on);                  *)
 (*  - bookies stop (leaving the available set, keeping their data) and     *)
-(*    come back; a stopped bookie may lose its disk and never come back;   *)
+(*    come back; a stopped bookie may lose its disk, and come back         *)
+(*    formatted, empty, under the same id;                                 *)
 (*  - auditor election (ZkLedgerAuditorManager: the lowest ephemeral       *)
 (*    vote wins; the vote goes with the auditor's session);                *)
 (*  - the auditor's bookie check (AuditorBookieCheckTask): bookies the     *)
 (*    metadata names that are not available are lost, and a ledger with a  *)
 (*    fragment on one is marked under-replicated, the mark naming them;    *)
+(*  - the auditor's periodic check of all ledgers (AuditorCheckAllLedgers- *)
+(*    Task), by LedgerChecker: a fragment is lost when its bookie is not   *)
+(*    available or lacks the fragment's first or last entry;              *)
 (*  - replication workers (ReplicationWorker.rereplicate): take the        *)
 (*    ledger's lock, copy each lost fragment from live replicas to a new   *)
 (*    bookie (LedgerFragmentReplicator), then replace the old bookie in    *)
@@ -63,7 +67,7 @@ VARIABLES
     \* -- bookies
     data,            \* bookie -> entries it holds on disk
     up,              \* bookies available (registered)
-    disk_lost,       \* stopped bookies whose disk is gone; they never come back
+    disk_lost,       \* bookies whose disk was lost; one that came back is empty, formatted
     stops,           \* bookie stops so far (at most MaxStops)
     \* -- replication workers
     workers,         \* worker -> [phase, seg, old, new, left]: the fragment it copies, the writes left
@@ -92,15 +96,28 @@ SegmentOf(segs, e) == 1 + Cardinality({i \in 2 .. Len(segs) : segs[i][1] <= e})
 WriteSetIn(segs, e) == LET ens == segs[SegmentOf(segs, e)][2] IN {ens[((e + k) % E) + 1] : k \in 0 .. Qw - 1}
 
 Ensemble(seg) == Range(meta_segments[seg][2])
+Named == UNION {Ensemble(seg) : seg \in 1 .. Len(meta_segments)}
 
 \* The entries of segment seg that its ensemble stores on bookie b.
 FragmentEntries(seg, b) ==
     {e \in Entries : SegmentOf(meta_segments, e) = seg /\ b \in WriteSetIn(meta_segments, e)}
 
-\* <<segment, bookie>>: the fragments on bookies that are not available (LedgerChecker).
-UnderReplicated == {<<seg, b>> \in (1 .. Len(meta_segments)) \X Bookies : b \in Ensemble(seg) /\ b \notin up}
+(* The entries LedgerChecker.verifyLedgerFragment (release-4.17.2) reads   *)
+(* of a fragment: with auditorLedgerVerificationPercentage at its default  *)
+(* 0, the first and the last the bookie stores.                            *)
+CheckedEntries(seg, b) ==
+    LET f == FragmentEntries(seg, b)
+    IN {e \in f : (\A x \in f : e <= x) \/ (\A x \in f : x <= e)}
 
-LostBookies == {f[2] : f \in UnderReplicated}
+\* <<segment, bookie>>: the fragments LedgerChecker finds lost: the bookie is not available, or lacks one it reads.
+UnderReplicated ==
+    {<<seg, b>> \in (1 .. Len(meta_segments)) \X Bookies :
+        /\ b \in Ensemble(seg)
+        /\ \/ b \notin up
+           \/ ~(CheckedEntries(seg, b) \subseteq data[b])}
+
+\* What the bookie check finds: the bookies the metadata names that are not available.
+LostBookies == {b \in Named : b \notin up}
 
 \* The bookies of e's write set that are available and hold it.
 LiveReplicas(e) == {b \in WriteSetIn(meta_segments, e) : b \in up /\ e \in data[b]}
@@ -146,16 +163,18 @@ BookieStops(b) ==
     /\ auditor' = IF auditor = b THEN NoOne ELSE auditor
     /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, lost_seen, data, disk_lost, workers, worker_crashes>>
 
-\* A stopped bookie whose disk survived registers again, with all it held.
+(* A stopped bookie registers again, with all its disk holds.  One whose *)
+(* disk was lost comes back empty, under the same id: its cookie is gone  *)
+(* from its directories, so it starts only once formatted (LegacyCookie-  *)
+(* Validation.checkCookies, BookieShell bookieformat -deleteCookie).       *)
 BookieComesBack(b) ==
     /\ b \notin up
-    /\ b \notin disk_lost
     /\ up' = up \cup {b}
     /\ lost_seen' = lost_seen \ {b}
     /\ UNCHANGED <<meta_segments, meta_version, mark, lock, lock_mark, auditor, data, disk_lost, stops, workers,
                    worker_crashes>>
 
-\* A stopped bookie's disk is gone: its entries with it, and it never comes back.
+\* A stopped bookie's disk is gone, its entries with it.
 BookieLosesDisk(b) ==
     /\ b \notin up
     /\ b \notin disk_lost
@@ -184,6 +203,19 @@ AuditorChecksBookies ==
     /\ lost_seen' = LostBookies
     /\ mark' = now
     /\ UNCHANGED <<meta_segments, meta_version, lock, lock_mark, auditor, data, up, disk_lost, stops, workers, worker_crashes>>
+
+(* AuditorCheckAllLedgersTask.checkAllLedgers (release-4.17.2), every     *)
+(* auditorPeriodicCheckInterval: LedgerChecker checks the ledger, and the  *)
+(* bookies of the lost fragments are added to its mark.  Only this check   *)
+(* finds an available bookie that lacks what the metadata names it for.    *)
+(* A check that changes nothing is no step.                                *)
+AuditorChecksAllLedgers ==
+    LET found == {f[2] : f \in UnderReplicated} IN
+    /\ auditor # NoOne
+    /\ ~(found \subseteq mark)
+    /\ mark' = mark \cup found
+    /\ UNCHANGED <<meta_segments, meta_version, lock, lock_mark, auditor, lost_seen, data, up, disk_lost, stops, workers,
+                   worker_crashes>>
 
 \* -- replication workers ------------------------------------------------------
 \* An idle worker takes the lock of a marked ledger and reads its mark (getLedgerToRereplicate).
@@ -270,6 +302,7 @@ WorkerCrashes(w) ==
 Next ==
     \/ \E b \in Bookies : BookieStops(b) \/ BookieComesBack(b) \/ BookieLosesDisk(b) \/ AuditorIsElected(b)
     \/ AuditorChecksBookies
+    \/ AuditorChecksAllLedgers
     \/ \E w \in Workers :
           \/ WorkerTakesLock(w)
           \/ \E seg \in 1 .. Len(meta_segments), old \in Bookies, new \in Bookies : WorkerStartsFragment(w, seg, old, new)
@@ -286,6 +319,7 @@ Spec == Init /\ [][Next]_vars
 Fairness ==
     /\ \A b \in Bookies : WF_vars(AuditorIsElected(b))
     /\ WF_vars(AuditorChecksBookies)
+    /\ WF_vars(AuditorChecksAllLedgers)
     /\ \A w \in Workers :
           /\ WF_vars(WorkerTakesLock(w))
           /\ \A seg \in 1 .. Segments, old \in Bookies, new \in Bookies : WF_vars(WorkerStartsFragment(w, seg, old, new))

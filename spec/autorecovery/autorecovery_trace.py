@@ -43,7 +43,7 @@ __all__ = ["FULL", "GUARDS", "METADATA", "METADATA_OBSERVES", "TRACE"]
 def _process(action: str, args: tuple[Any, ...]) -> str:
     if action.startswith("Worker"):
         return f"worker-{args[0]}"
-    if action == "AuditorChecksBookies":
+    if action in ("AuditorChecksBookies", "AuditorChecksAllLedgers"):
         return "auditor"
     if args:
         return f"bookie-{args[0]}"
@@ -104,8 +104,6 @@ def _explain_comes_back(spec: AutorecoverySpec, s: AutorecoveryState, b: int) ->
         return why
     if b in s.up:
         return f"bookie {b} is up"
-    if b in s.disk_lost:
-        return f"bookie {b} lost its disk: it never comes back"
     return None
 
 
@@ -135,8 +133,17 @@ def _explain_checks(spec: AutorecoverySpec, s: AutorecoveryState) -> str | None:
     if s.auditor == NO_ONE:
         return "no auditor is elected"
     if spec.AuditorChecksBookies(s) is None:
-        lost = sorted(b for _, b in spec.under_replicated(s))
+        lost = sorted(spec.lost_bookies(s))
         return f"the check finds the same lost bookies ({lost}) and changes no mark: it is not a step"
+    return None
+
+
+def _explain_checks_all(spec: AutorecoverySpec, s: AutorecoveryState) -> str | None:
+    if s.auditor == NO_ONE:
+        return "no auditor is elected"
+    if spec.AuditorChecksAllLedgers(s) is None:
+        found = sorted({b for _, b in spec.under_replicated(s)})
+        return f"the ledger's mark names every bookie of a lost fragment already ({found}): it is not a step"
     return None
 
 
@@ -220,6 +227,7 @@ EXPLAIN: dict[str, Explanation] = {
     "BookieLosesDisk": _explain_loses_disk,
     "AuditorIsElected": _explain_elected,
     "AuditorChecksBookies": _explain_checks,
+    "AuditorChecksAllLedgers": _explain_checks_all,
     "WorkerTakesLock": _explain_takes_lock,
     "WorkerStartsFragment": _explain_starts,
     "WorkerCopiesEntry": _explain_copies,
@@ -245,7 +253,7 @@ GUARDS: dict[str, Sequence[Guard]] = {
     "LostBookiesMarked": (
         Guard(
             "AuditorSawLoss",
-            lambda spec, s: bool(s.lost_seen & {b for _, b in spec.under_replicated(s)}),
+            lambda spec, s: bool(s.lost_seen & spec.lost_bookies(s)),
             "the auditor found a bookie lost that the metadata still names",
         ),
     ),
@@ -259,6 +267,7 @@ PROCESSES = ("bookie", "auditor", "worker", "zookeeper")
 # What an event says nothing without: the mark an audit leaves, the ensemble a worker's update writes.
 REQUIRES = {
     "AuditorChecksBookies": {"mark"},
+    "AuditorChecksAllLedgers": {"mark"},
     "WorkerUpdatesEnsemble": {"meta_segments"},
 }
 

@@ -13,7 +13,10 @@ What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
   ensemble indices ``(e + i) % E``), completes them in entry order once
   ``Qa`` of them ack, and piggybacks its LAC on every add: the LAC of the
   moment it pushed the entry, on the first send and on every resend
-  (``PendingAddOp.toSend``);
+  (``PendingAddOp.toSend``); each add carries its data: the bytes the
+  application added as entry ``e`` (``payload(e)``, a number that is not
+  ``e``, so that a check of content cannot pass by comparing ids); a
+  recovery add carries the bytes its client read;
 - ensemble change when a bookie does not answer (``ensembleChangeLoop``);
 - the writer's close at its LAC, at any time: the adds still pending fail,
   and their late acks complete nothing (``doAsyncCloseInternal``);
@@ -25,6 +28,9 @@ What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
   (``ReadOnlyLedgerHandle.handleBookieFailure``); a recovery whose fencing
   read or recovery read ends without a verdict fails, and the client may
   open the ledger with recovery again;
+- plain readers ``1 .. NumReaders`` that open the ledger without recovery
+  (``LedgerOpenOp``, ``doRecovery = false``), learn a LAC and read entries up
+  to it while the writer may still be writing;
 - bookie crashes (the bookie stops; what it stored stays stored) and
   restarts (its journal replay brings back what it stored, fenced and the
   LACs it saw: it journals each of them before it replies), and the loss of
@@ -33,12 +39,15 @@ What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
 
 What is left out, and why that is sound here:
 
-- entry payloads and digests: only the writer creates entries and a
-  recovering client writes back what it read, so an entry id names its
-  content. "Readers agree" becomes "every entry a reader may read is in the
-  closed ledger";
-- reads by plain readers are not steps: they change no state. The invariant
-  ``ReadersAgreeUpToLac`` speaks of every read that could happen;
+- digests, and payloads as bytes: the data of an entry is a number, and a
+  resend sends the data its add was packaged with;
+- a plain reader's requests: its read of the LAC and its read of an entry
+  are each one step, served at once by bookies that are up. The invariants
+  ``ReadersAgreeUpToLac`` (every entry a reader may read is in the closed
+  ledger) and ``ReadersAgreeOnContent`` (every copy of it is the data the
+  application added) speak of every read that could happen, the readers'
+  own invariants of the reads they did;
+- the explicit LAC (``WriteLacOp``): a reader learns piggybacked LACs only;
 - the bookie's journal: a bookie stores an add durably before it replies
   (the bookie spec models the journal);
 - replies in flight: a bookie's step serves a request and delivers its reply
@@ -87,7 +96,17 @@ from ledgerspec.spec.kernel import (
 )
 from ledgerspec.spec.quorum import FENCING_RULES, MISSING_RULES, PYTHON, Quorum, check_quorum
 
-__all__ = ["BUGS", "IDLE_RECOVERER", "LedgerSpec", "LedgerState", "Msg", "Recoverer"]
+__all__ = [
+    "BUGS",
+    "IDLE_RECOVERER",
+    "PAYLOAD_BASE",
+    "LedgerSpec",
+    "LedgerState",
+    "Msg",
+    "Recoverer",
+    "data_on",
+    "payload",
+]
 
 # Ledger states in the metadata store (LedgerMetadataFormat.State).
 OPEN, IN_RECOVERY, CLOSED = "OPEN", "IN_RECOVERY", "CLOSED"
@@ -97,6 +116,17 @@ WRITING, WRITER_CLOSED, WRITER_FENCED = "WRITING", "CLOSED", "FENCED"
 IDLE, FENCING, READING, WRITING_BACK, DONE, FAILED = "IDLE", "FENCING", "READING", "WRITING_BACK", "DONE", "FAILED"
 
 WRITER = 0  # client id of the writer; recovering clients are 1 .. NumRecoverers
+PAYLOAD_BASE = 100  # the data of entry e is PAYLOAD_BASE + e: not e, so that content and ids are not confused
+
+
+def payload(e: int) -> int:
+    """The data the application added as entry ``e`` (TLA+'s Payload(e))."""
+    return PAYLOAD_BASE + e
+
+
+def _default_data(m: Msg) -> int:
+    return payload(m.entry) if m.type == "AddReq" else -1
+
 
 BUGS = {
     "none": "the protocol as BookKeeper implements it",
@@ -107,6 +137,14 @@ BUGS = {
     "recovery_change_ends_at_lac": (
         "a recovering client that replaces a bookie of its write-back closes at the entries already written "
         "back (its handle's LAC), dropping the write-backs still pending"
+    ),
+    "resend_reused_buffer": (
+        "after an ensemble change, a pending add is resent with the bytes of the newest add, as a buffer reused "
+        "before the resend would hold, not the data it was packaged with"
+    ),
+    "reader_reads_unconfirmed": (
+        "a plain reader reads entries past the LAC it learned, as readUnconfirmedEntries does, and takes them for "
+        "confirmed ones"
     ),
     "fence_ensemble_coverage": (
         "fencing counted complete after E - Qa + 1 replies in total (BP-46's ensemble coverage): not a safety "
@@ -125,12 +163,13 @@ class Msg:
     ============  ===================================  ======================
     ``type``      sent by                              fields that matter
     ============  ===================================  ======================
-    ``AddReq``    writer, or recovering client         entry, lac, recovery
+    ``AddReq``    writer, or recovering client         entry, lac, data, recovery
     ``FenceReq``  recovering client (read of the LAC)  fence
     ``ReadReq``   recovering client                    entry, fence
     ============  ===================================  ======================
 
-    Replies are not messages: the bookie's step delivers (or loses) its reply.
+    Replies are not messages: the bookie's step delivers (or loses) its reply. ``data`` is -1 but for an add,
+    whose data is by default the application's for its entry (``payload``).
     """
 
     type: str
@@ -140,6 +179,7 @@ class Msg:
     lac: int = -1
     recovery: bool = False
     fence: bool = False
+    data: int = attrs.field(default=attrs.Factory(_default_data, takes_self=True))
 
     def __repr__(self) -> str:
         parts = [f"c{self.client}", f"b{self.bookie}"]
@@ -147,6 +187,8 @@ class Msg:
             parts.append(f"e{self.entry}")
         if self.type == "AddReq":
             parts.append(f"lac={self.lac}")
+            if self.data != payload(self.entry):
+                parts.append(f"data={self.data}")
         parts += [flag for flag in ("recovery", "fence") if getattr(self, flag)]
         return f"{self.type}({' '.join(parts)})"
 
@@ -170,6 +212,8 @@ class Recoverer:
     # (first entry id, ensemble) of the ensembles this client changed while writing back, to be written by its
     # close (ReadOnlyLedgerHandle.newEnsemblesFromRecovery); empty while no write-back failed
     ensembles: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    # (entry, data) of each entry this client read, which its write-back sends (its recovery adds' toSend)
+    data: frozenset[tuple[int, int]] = frozenset()
 
 
 #: a client that has not opened the ledger (or whose recovery failed and that opens it again)
@@ -185,6 +229,7 @@ class LedgerState:
     meta_version: int  # bumped by every successful compare-and-set
     # -- bookies, indexed by bookie - 1
     bookie_entries: tuple[frozenset[int], ...]  # entries stored (durably) on each bookie
+    bookie_data: tuple[frozenset[tuple[int, int]], ...]  # (entry, data) of each: the bytes a read of it returns
     bookie_lac: tuple[int, ...]  # highest LAC piggybacked on an add the bookie stored
     bookie_fenced: tuple[bool, ...]  # fenced bookies reject normal adds, accept recovery adds
     crashed: frozenset[int]  # bookies that are down; they answer nothing until they restart
@@ -201,12 +246,15 @@ class LedgerState:
     writer_add_lac: tuple[int, ...]  # entry -> the LAC its add carries, fixed when the writer pushed it; -1 before
     # -- recovering clients 1 .. NumRecoverers, indexed by client - 1
     rec: tuple[Recoverer, ...]
+    # -- plain readers 1 .. NumReaders, indexed by reader - 1
+    reader_lac: tuple[int, ...] = ()  # the LAC each learned (-1 before any)
+    reader_read: tuple[frozenset[tuple[int, int]], ...] = ()  # (entry, data) of each entry it read
 
 
 # -- parameter generators: the \E in front of each TLA+ action ---------------------------
 # Messages are tried in a fixed order: a set's own order follows string hashing,
 # which changes from run to run, and counterexamples must not.
-_MSG_ORDER = operator.attrgetter("type", "client", "bookie", "entry", "lac", "recovery", "fence")
+_MSG_ORDER = operator.attrgetter("type", "client", "bookie", "entry", "lac", "data", "recovery", "fence")
 
 
 def _requests_of(type_: str) -> Any:
@@ -262,6 +310,14 @@ def _recovery_replacements(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[i
                         yield (c, b, nb)
 
 
+def _reader_lacs(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int]]:
+    return ((r, lac) for r in spec.readers for lac in spec.entries)
+
+
+def _reader_reads(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int, int]]:
+    return ((r, e, b) for r in spec.readers for e in spec.entries for b in spec.bookies)
+
+
 class LedgerSpec(Spec[LedgerState]):
     """The ledger protocol; see the module docstring."""
 
@@ -273,6 +329,7 @@ class LedgerSpec(Spec[LedgerState]):
         int_constant("Qw", 2, "write quorum: bookies each entry is sent to"),
         int_constant("Qa", 2, "ack quorum: acks an add needs to complete"),
         int_constant("NumRecoverers", 1, "clients that open the ledger with recovery"),
+        int_constant("NumReaders", 0, "clients that open the ledger without recovery and read it"),
         int_constant("MaxEntries", 2, "entries the writer pushes (ids 0 .. MaxEntries-1)"),
         int_constant(
             "Throttle", 0, "adds the writer keeps pending at most (BookKeeper's client throttle); 0: no limit"
@@ -290,6 +347,7 @@ class LedgerSpec(Spec[LedgerState]):
     Qw: int
     Qa: int
     NumRecoverers: int
+    NumReaders: int
     MaxEntries: int
     Throttle: int
     MaxCrashes: int
@@ -303,12 +361,13 @@ class LedgerSpec(Spec[LedgerState]):
                 f"not enough bookies for the ensemble: NumBookies={self.NumBookies} < E={self.E} "
                 "(BookKeeper fails the create with BKNotEnoughBookiesException)"
             )
-        for name in ("NumRecoverers", "MaxEntries", "Throttle", "MaxCrashes", "MaxLoss"):
+        for name in ("NumRecoverers", "NumReaders", "MaxEntries", "Throttle", "MaxCrashes", "MaxLoss"):
             if getattr(self, name) < 0:
                 raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
         # Precomputed tables; the TLA+ text computes the same with operators.
         self.bookies = tuple(range(1, self.NumBookies + 1))
         self.recoverers = tuple(range(1, self.NumRecoverers + 1))
+        self.readers = tuple(range(1, self.NumReaders + 1))
         self.entries = tuple(range(self.MaxEntries))
         self.quorum = Quorum(self.E, self.Qw, self.Qa)
         # Write sets as ensemble indices (0-based): window i is i, i+1, .., i+Qw-1 mod E.
@@ -417,6 +476,7 @@ class LedgerSpec(Spec[LedgerState]):
             meta_last_entry=-1,
             meta_version=1,
             bookie_entries=tuple(frozenset() for _ in self.bookies),
+            bookie_data=tuple(frozenset() for _ in self.bookies),
             bookie_lac=tuple(-1 for _ in self.bookies),
             bookie_fenced=tuple(False for _ in self.bookies),
             crashed=frozenset(),
@@ -430,6 +490,8 @@ class LedgerSpec(Spec[LedgerState]):
             writer_acks=frozenset(),
             writer_add_lac=tuple(-1 for _ in self.entries),
             rec=tuple(IDLE_RECOVERER for _ in self.recoverers),
+            reader_lac=tuple(-1 for _ in self.readers),
+            reader_read=tuple(frozenset() for _ in self.readers),
         )
 
     # -- the writer ------------------------------------------------------------------
@@ -447,7 +509,7 @@ class LedgerSpec(Spec[LedgerState]):
         if self.Throttle > 0 and s.writer_lap - s.writer_lac >= self.Throttle:
             return None
         e = s.writer_lap + 1
-        sends = {Msg("AddReq", WRITER, b, e, s.writer_lac) for b in self.writer_write_set(s, e)}
+        sends = {Msg("AddReq", WRITER, b, e, s.writer_lac, data=payload(e)) for b in self.writer_write_set(s, e)}
         return evolve(s, writer_lap=e, net=s.net | sends, writer_add_lac=_replace(s.writer_add_lac, e, s.writer_lac))
 
     @action(_replacements)
@@ -472,13 +534,20 @@ class LedgerSpec(Spec[LedgerState]):
         kept = tuple(seg for seg in s.meta_segments if seg[0] < first)  # a segment starting at LAC+1 is replaced
         segments = (*kept, (first, ensemble))
         t = evolve(s, meta_segments=segments, meta_version=s.meta_version + 1, writer_version=s.meta_version + 1)
-        # Pending adds lose the replaced bookie's acks and go to the new bookie, each with the LAC it was
-        # packaged with (PendingAddOp.unsetSuccessAndSendWriteRequest sends its toSend buffer again).
+        # Pending adds lose the replaced bookie's acks and go to the new bookie, each with the LAC and data it
+        # was packaged with (PendingAddOp.unsetSuccessAndSendWriteRequest sends its toSend buffer again).
         acks = frozenset((e, x) for (e, x) in s.writer_acks if not (x == b and e >= first))
         resend = {
-            Msg("AddReq", WRITER, nb, e, s.writer_add_lac[e]) for e in pending if nb in self.writer_write_set(t, e)
+            Msg("AddReq", WRITER, nb, e, s.writer_add_lac[e], data=self._resent_data(s, e))
+            for e in pending
+            if nb in self.writer_write_set(t, e)
         }
         return evolve(t, writer_acks=acks, net=s.net | resend)
+
+    def _resent_data(self, s: LedgerState, e: int) -> int:
+        if self.Bug == "resend_reused_buffer":
+            return payload(s.writer_lap)  # SEEDED BUG: the newest add's bytes, as a buffer reused too early
+        return payload(e)
 
     @action()
     def WriterClosesLedger(self, s: LedgerState) -> LedgerState | None:
@@ -526,10 +595,13 @@ class LedgerSpec(Spec[LedgerState]):
         if s.bookie_fenced[i] and not m.recovery:
             served = evolve(s, net=s.net - {m})
             return self._reply(s, served, self._writer_rejected(served, m), replied)
+        # An entry added again replaces the data a read returns (the entry index points at the newest copy).
+        data = frozenset(p for p in s.bookie_data[i] if p[0] != m.entry) | {(m.entry, m.data)}
         served = evolve(
             s,
             net=s.net - {m},
             bookie_entries=_replace(s.bookie_entries, i, s.bookie_entries[i] | {m.entry}),
+            bookie_data=_replace(s.bookie_data, i, data),
             bookie_lac=_replace(s.bookie_lac, i, max(s.bookie_lac[i], m.lac)),
         )
         answered = self._writer_acked(served, m) if m.client == WRITER else self._write_back_acked(served, m)
@@ -552,7 +624,7 @@ class LedgerSpec(Spec[LedgerState]):
             return None
         fenced = _replace(s.bookie_fenced, b - 1, True) if m.fence else s.bookie_fenced
         served = evolve(s, net=s.net - {m}, bookie_fenced=fenced)
-        return self._reply(s, served, self._read_replied(served, m, m.entry in s.bookie_entries[b - 1]), replied)
+        return self._reply(s, served, self._read_replied(served, m, data_on(s, b, m.entry)), replied)
 
     def _reply(self, s: LedgerState, served: LedgerState, answered: LedgerState, replied: bool) -> LedgerState | None:
         """The bookie's step: ``served`` is the bookie's side, ``answered`` adds the client's reaction.
@@ -564,7 +636,7 @@ class LedgerSpec(Spec[LedgerState]):
         if not replied:
             return evolve(served, lost=s.lost + 1) if not unanswered else None
         if unanswered and (
-            served.bookie_entries == s.bookie_entries
+            served.bookie_data == s.bookie_data
             and served.bookie_lac == s.bookie_lac
             and served.bookie_fenced == s.bookie_fenced
         ):
@@ -629,16 +701,17 @@ class LedgerSpec(Spec[LedgerState]):
         fence = self.Bug != "recovery_read_no_fence"
         return frozenset(Msg("ReadReq", c, b, e, fence=fence) for b in self.write_set_in(r.segments, e))
 
-    def _read_replied(self, s: LedgerState, m: Msg, found: bool) -> LedgerState:
-        """One reply with the entry recovers it; Qw - Qa + 1 NoSuchEntry replies end the reads."""
+    def _read_replied(self, s: LedgerState, m: Msg, data: int | None) -> LedgerState:
+        """One reply with the entry (its data; None for NoSuchEntry) recovers it; Qw - Qa + 1 NoSuchEntry
+        replies end the reads."""
         c, e = m.client, m.entry
         r = s.rec[c - 1]
         if r.phase != READING or e != r.next:
             return s
-        if found:
-            # Recovered: write it back with recovery adds, and read the next one.
-            wb = {Msg("AddReq", c, b, e, -1, recovery=True) for b in self.recovery_write_set(s, r, e)}
-            r = evolve(r, next=e + 1, last=e, no_such=frozenset())
+        if data is not None:
+            # Recovered: write back the data read with recovery adds, and read the next one.
+            wb = {Msg("AddReq", c, b, e, -1, recovery=True, data=data) for b in self.recovery_write_set(s, r, e)}
+            r = evolve(r, next=e + 1, last=e, no_such=frozenset(), data=r.data | {(e, data)})
             return _set_rec(evolve(s, net=s.net | wb | self._read_requests(r, c, e + 1)), c, r)
         no_such = r.no_such | {m.bookie}
         if self.declared_missing(no_such):
@@ -716,7 +789,9 @@ class LedgerSpec(Spec[LedgerState]):
             # SEEDED BUG: the pending write-backs are dropped and the recovery ends at its LAC.
             return _set_rec(s, c, evolve(changed, phase=WRITING_BACK, last=lac))
         resend = {
-            Msg("AddReq", c, nb, e, -1, recovery=True) for e in pending if nb in self.recovery_write_set(s, changed, e)
+            Msg("AddReq", c, nb, e, -1, recovery=True, data=_recovered_data(r, e))
+            for e in pending
+            if nb in self.recovery_write_set(s, changed, e)
         }
         return _set_rec(evolve(s, net=s.net | resend), c, changed)
 
@@ -774,7 +849,37 @@ class LedgerSpec(Spec[LedgerState]):
         r = s.rec[c - 1]
         if b in s.crashed or (e, b) in r.wb_acks or not self._timed_out(s, "AddReq", c, b, e):
             return None
-        return evolve(s, net=s.net | {Msg("AddReq", c, b, e, -1, recovery=True)})
+        return evolve(s, net=s.net | {Msg("AddReq", c, b, e, -1, recovery=True, data=_recovered_data(r, e))})
+
+    # -- plain readers ---------------------------------------------------------------
+    @action(_reader_lacs)
+    def ReaderReadsLac(self, s: LedgerState, r: int, lac: int) -> LedgerState | None:
+        """The reader learns LAC lac: a closed ledger's lastEntryId, or a LAC bookies serve.
+
+        LedgerOpenOp.openWithMetadata (release-4.17.2), doRecovery = false: a closed ledger's LAC is its
+        lastEntryId; an open one's comes from LedgerHandle.asyncReadLastConfirmed (PendingReadLacOp with the v3
+        wire protocol: the highest LAC among the replies, once they cover every write set). A reader learns a
+        higher LAC by reading it again. Replies carry a LAC a bookie held when it answered: any LAC up to the
+        highest a bookie serves now. The bookies here serve piggybacked LACs only.
+        """
+        if not s.reader_lac[r - 1] < lac <= max(max(s.bookie_lac), s.meta_last_entry):
+            return None
+        return evolve(s, reader_lac=_replace(s.reader_lac, r - 1, lac))
+
+    @action(_reader_reads)
+    def ReaderReadsEntry(self, s: LedgerState, r: int, e: int, b: int) -> LedgerState | None:
+        """The reader reads entry e, up to its LAC, from bookie b, which holds it.
+
+        LedgerHandle.asyncReadEntries (release-4.17.2; a ReadOnlyLedgerHandle inherits it) refuses entries past
+        the handle's LAC; PendingReadOp reads entry e from a bookie that holds it and returns its data. The
+        reader's copy of the metadata may be older than the store's, so any bookie holding e may be asked.
+        """
+        if self.Bug != "reader_reads_unconfirmed" and e > s.reader_lac[r - 1]:
+            return None  # the seeded bug reads past the LAC, as readUnconfirmedEntries does
+        data = data_on(s, b, e)
+        if b in s.crashed or data is None or (e, data) in s.reader_read[r - 1]:
+            return None
+        return evolve(s, reader_read=_replace(s.reader_read, r - 1, s.reader_read[r - 1] | {(e, data)}))
 
     # -- invariants ------------------------------------------------------------------
     @invariant
@@ -789,6 +894,10 @@ class LedgerSpec(Spec[LedgerState]):
         for e, lac in enumerate(s.writer_add_lac):
             if not -1 <= lac < e:
                 return f"the add of entry {e} carries LAC {lac}, not one in -1 .. {e - 1}"
+        for b in self.bookies:
+            if s.bookie_entries[b - 1] != {e for e, _ in s.bookie_data[b - 1]}:
+                stored, data = sorted(s.bookie_entries[b - 1]), sorted(s.bookie_data[b - 1])
+                return f"bookie {b} stores entries {stored} but data of {data}"
         if not s.crashed <= set(self.bookies) or len(s.crashed) > s.crashes:
             return f"crashed is {sorted(s.crashed)} after {s.crashes} crashes"
         if s.crashes > self.MaxCrashes or s.lost > self.MaxLoss:
@@ -799,6 +908,9 @@ class LedgerSpec(Spec[LedgerState]):
         for r in s.rec:
             if r.phase not in (IDLE, FENCING, READING, WRITING_BACK, DONE, FAILED):
                 return f"recoverer phase {r.phase!r}"
+        for lac in s.reader_lac:
+            if not -1 <= lac < self.MaxEntries:
+                return f"a reader learned LAC {lac}, not one in -1 .. {self.MaxEntries - 1}"
         return None
 
     @invariant
@@ -822,6 +934,43 @@ class LedgerSpec(Spec[LedgerState]):
                     f"bookie {b} serves LAC {s.bookie_lac[b - 1]}, so readers may have read entry "
                     f"{s.bookie_lac[b - 1]}, but the ledger was closed at lastEntryId {s.meta_last_entry}"
                 )
+        return None
+
+    @invariant
+    def ReadersAgreeOnContent(self, s: LedgerState) -> str | None:
+        """Every copy of an entry up to the LAC, the ledger open or closed, is the data the application added."""
+        # A reader may read any entry up to the writer's LAC (or the last entry once closed) from any bookie
+        # holding it: readers agree on its content only if every copy is the same.
+        readable = max(s.writer_lac, s.meta_last_entry)
+        for b in self.bookies:
+            for e, data in sorted(s.bookie_data[b - 1]):
+                if e <= readable and data != payload(e):
+                    return (
+                        f"bookie {b} holds data {data} for entry {e} <= {readable}, "
+                        f"but the application added {payload(e)}: readers may disagree on its content"
+                    )
+        return None
+
+    @invariant
+    def ReaderSeesOnlyConfirmed(self, s: LedgerState) -> str | None:
+        """A plain reader never sees past the LAC: what it learned and read is acknowledged (or closed in)."""
+        confirmed = max(s.writer_lac, s.meta_last_entry)
+        for r, (lac, read) in enumerate(zip(s.reader_lac, s.reader_read, strict=True), start=1):
+            beyond = sorted(e for e, _ in read if e > confirmed)
+            if lac > confirmed or beyond:
+                return (
+                    f"reader {r} learned LAC {lac} and read entries {sorted(e for e, _ in read)}, "
+                    f"but only entries up to {confirmed} are acknowledged or in the closed ledger"
+                )
+        return None
+
+    @invariant
+    def ReaderReadsWhatWriterWrote(self, s: LedgerState) -> str | None:
+        """What a plain reader read is what the writer's application added."""
+        for r, read in enumerate(s.reader_read, start=1):
+            for e, data in sorted(read):
+                if data != payload(e):
+                    return f"reader {r} read data {data} as entry {e}, but the application added {payload(e)}"
         return None
 
     @invariant
@@ -910,3 +1059,13 @@ def _replace(values: tuple[Any, ...], i: int, value: Any) -> tuple[Any, ...]:
 
 def _set_rec(s: LedgerState, c: int, r: Recoverer) -> LedgerState:
     return evolve(s, rec=_replace(s.rec, c - 1, r))
+
+
+def data_on(s: LedgerState, b: int, e: int) -> int | None:
+    """The data bookie b returns for entry e; None if it does not store it (TLA+'s DataOn)."""
+    return next((d for x, d in s.bookie_data[b - 1] if x == e), None)
+
+
+def _recovered_data(r: Recoverer, e: int) -> int:
+    """The data a recovering client read for entry e, which its write-back sends (TLA+'s RecoveredData)."""
+    return next(d for x, d in r.data if x == e)

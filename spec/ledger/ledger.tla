@@ -14,6 +14,10 @@
 (*    completes them in entry order on Qa acks (sendAddSuccessCallbacks)   *)
 (*    and piggybacks its LAC on every add: the LAC of the moment it pushed *)
 (*    the entry, on the first send and every resend (PendingAddOp.toSend); *)
+(*    each add carries its data: the bytes the application added as entry *)
+(*    e (Payload(e), a number that is not e, so that a check of content    *)
+(*    cannot pass by comparing ids); a recovery add carries the bytes its  *)
+(*    client read;                                                         *)
 (*  - ensemble change when a bookie does not answer (ensembleChangeLoop);  *)
 (*  - the writer's close at its LAC, at any time: the adds still pending   *)
 (*    fail, and their late acks complete nothing (doAsyncCloseInternal);   *)
@@ -25,16 +29,22 @@
 (*    ensembles, which its close writes (handleBookieFailure); a recovery  *)
 (*    whose fencing or recovery read ends undecided fails, and the client  *)
 (*    may open the ledger with recovery again;                             *)
+(*  - plain readers 1 .. NumReaders that open the ledger without recovery *)
+(*    (LedgerOpenOp, doRecovery = false), learn a LAC and read entries up  *)
+(*    to it while the writer may still be writing;                         *)
 (*  - the client's throttle on pending adds (Throttle, 0 for none);       *)
 (*  - bookie crashes and restarts (the journal replay brings back what a  *)
 (*    bookie stored, fenced and the LACs it saw), and message losses,      *)
 (*    bounded by MaxCrashes (crashes in all) and MaxLoss.                  *)
 (*                                                                         *)
 (* Left out, and why that is sound here:                                   *)
-(*  - payloads and digests: only the writer creates entries and recovery   *)
-(*    writes back what it read, so an entry id names its content;          *)
-(*  - plain reads are not steps (they change nothing);                     *)
-(*    ReadersAgreeUpToLac speaks of every read that could happen;          *)
+(*  - digests, and payloads as bytes: the data of an entry is a number;   *)
+(*    a resend sends the data its add was packaged with;                   *)
+(*  - a plain reader's requests: its read of the LAC and of an entry are  *)
+(*    each one step, served at once by bookies that are up;                *)
+(*    ReadersAgreeUpToLac and ReadersAgreeOnContent speak of every read    *)
+(*    that could happen, the reader's steps of the reads it did;           *)
+(*  - the explicit LAC (WriteLacOp): a reader learns piggybacked LACs.     *)
 (*  - the bookie journal: a bookie stores an add durably before replying;  *)
 (*  - replies in flight: a bookie's step serves a request and delivers its *)
 (*    reply, or loses it.  A reply that comes too late acts as a lost one; *)
@@ -65,6 +75,7 @@ CONSTANTS
     Qw,             \* write quorum: bookies each entry is sent to
     Qa,             \* ack quorum: acks an add needs to complete
     NumRecoverers,  \* clients that open the ledger with recovery
+    NumReaders,     \* clients that open the ledger without recovery and read it
     MaxEntries,     \* entries the writer pushes, ids 0 .. MaxEntries-1
     Throttle,       \* adds the writer keeps pending at most (the client's throttle); 0: no limit
     MaxCrashes,     \* bookie crashes in all (a bookie that restarted may crash again)
@@ -74,10 +85,11 @@ CONSTANTS
 \* The seeded bugs, as in ledger.py's BUGS.  fence_ensemble_coverage (BP-46's
 \* rule) is stricter than BookKeeper's: safe, but it waits for more replies.
 Bugs == {"none", "recovery_read_no_fence", "fence_qa_total", "lac_before_qa",
-         "missing_after_qa_no_such", "recovery_change_ends_at_lac", "fence_ensemble_coverage"}
+         "missing_after_qa_no_such", "recovery_change_ends_at_lac", "fence_ensemble_coverage",
+         "resend_reused_buffer", "reader_reads_unconfirmed"}
 
 ASSUME /\ E >= 1 /\ Qa >= 1 /\ Qw <= E /\ Qa <= Qw /\ NumBookies >= E
-       /\ \A k \in {NumRecoverers, MaxEntries, Throttle, MaxCrashes, MaxLoss} : k \in Nat
+       /\ \A k \in {NumRecoverers, NumReaders, MaxEntries, Throttle, MaxCrashes, MaxLoss} : k \in Nat
        /\ Bug \in Bugs
 
 VARIABLES
@@ -88,6 +100,7 @@ VARIABLES
     meta_version,     \* bumped by every successful compare-and-set
     \* -- bookies
     bookie_entries,   \* bookie -> entries it stored (durably)
+    bookie_data,      \* bookie -> <<entry, data>> of each entry it stored: the bytes a read of it returns
     bookie_lac,       \* bookie -> highest LAC piggybacked on an add it stored
     bookie_fenced,    \* bookie -> fenced? fenced bookies reject normal adds, accept recovery adds
     crashed,          \* bookies that are down; they answer nothing until they restart
@@ -103,32 +116,45 @@ VARIABLES
     writer_acks,      \* <<entry, bookie>> acks of pending and completed adds; none after a close
     writer_add_lac,   \* entry e -> (at e + 1) the LAC its add carries, fixed when the writer pushed it; -1 before
     \* -- recovering clients
-    rec               \* client -> [phase, version, fence_replies, max_lac, start, next, no_such, last, wb_acks,
-                      \*            segments, ensembles]
+    rec,              \* client -> [phase, version, fence_replies, max_lac, start, next, no_such, last, wb_acks,
+                      \*            segments, ensembles, data]
+    \* -- plain readers
+    reader_lac,       \* reader -> the LAC it learned (-1 before any)
+    reader_read       \* reader -> <<entry, data>> of each entry it read
 
 vars == <<meta_status, meta_segments, meta_last_entry, meta_version,
-          bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-          writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+          bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+          writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
+          reader_lac, reader_read>>
 
 -----------------------------------------------------------------------------
 Bookies == 1 .. NumBookies
 Recoverers == 1 .. NumRecoverers
+Readers == 1 .. NumReaders
 Entries == 0 .. MaxEntries - 1
 Writer == 0    \* client id of the writer
 
 Max(a, b) == IF a >= b THEN a ELSE b
 Range(f) == {f[i] : i \in DOMAIN f}
 
-(* A request in flight; every kind has all fields (lac -1 and flags FALSE  *)
-(* where they do not matter).  Replies are not messages.                   *)
-Msg(type, c, b, e, l, recovery, fence) ==
-    [type |-> type, client |-> c, bookie |-> b, entry |-> e, lac |-> l,
+(* The data the application added as entry e: a number that is not e.    *)
+Payload(e) == 100 + e
+
+(* A request in flight; every kind has all fields (lac and data -1, flags  *)
+(* FALSE where they do not matter).  Replies are not messages.             *)
+Msg(type, c, b, e, l, d, recovery, fence) ==
+    [type |-> type, client |-> c, bookie |-> b, entry |-> e, lac |-> l, data |-> d,
      recovery |-> recovery, fence |-> fence]
 
-AddReq(c, b, e, l, recovery) == Msg("AddReq", c, b, e, l, recovery, FALSE)
-FenceReq(c, b) == Msg("FenceReq", c, b, -1, -1, FALSE, TRUE)
+AddReq(c, b, e, l, d, recovery) == Msg("AddReq", c, b, e, l, d, recovery, FALSE)
+FenceReq(c, b) == Msg("FenceReq", c, b, -1, -1, -1, FALSE, TRUE)
 \* Recovery reads carry the fencing flag (#2614), unless the seeded bug drops it.
-ReadReq(c, b, e) == Msg("ReadReq", c, b, e, -1, FALSE, Bug # "recovery_read_no_fence")
+ReadReq(c, b, e) == Msg("ReadReq", c, b, e, -1, -1, FALSE, Bug # "recovery_read_no_fence")
+
+\* The data bookie b returns for entry e, which it stores.
+DataOn(b, e) == (CHOOSE p \in bookie_data[b] : p[1] = e)[2]
+\* The data recovering client c read for entry e, which its write-back sends.
+RecoveredData(c, e) == (CHOOSE p \in rec[c].data : p[1] = e)[2]
 
 (* The segment holding entry e is the last one whose first entry is <= e;  *)
 (* segments are sorted by first entry and the first starts at 0.           *)
@@ -221,7 +247,7 @@ Replies == IF lost < MaxLoss THEN BOOLEAN ELSE {TRUE}
 -----------------------------------------------------------------------------
 Idle == [phase |-> "IDLE", version |-> 0, fence_replies |-> {}, max_lac |-> -1,
          start |-> -1, next |-> -1, no_such |-> {}, last |-> -1, wb_acks |-> {},
-         segments |-> <<>>, ensembles |-> <<>>]
+         segments |-> <<>>, ensembles |-> <<>>, data |-> {}]
 
 Init ==
     /\ meta_status = "OPEN"
@@ -229,6 +255,7 @@ Init ==
     /\ meta_last_entry = -1
     /\ meta_version = 1
     /\ bookie_entries = [b \in Bookies |-> {}]
+    /\ bookie_data = [b \in Bookies |-> {}]
     /\ bookie_lac = [b \in Bookies |-> -1]
     /\ bookie_fenced = [b \in Bookies |-> FALSE]
     /\ crashed = {}
@@ -242,6 +269,8 @@ Init ==
     /\ writer_acks = {}
     /\ writer_add_lac = [i \in 1 .. MaxEntries |-> -1]
     /\ rec = [c \in Recoverers |-> Idle]
+    /\ reader_lac = [r \in Readers |-> -1]
+    /\ reader_read = [r \in Readers |-> {}]
 
 -----------------------------------------------------------------------------
 (* The writer. *)
@@ -258,11 +287,12 @@ WriterAddsEntry ==
     /\ writer_lap + 1 < MaxEntries
     /\ Throttle > 0 => writer_lap - writer_lac < Throttle
     /\ writer_lap' = writer_lap + 1
-    /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, FALSE) : b \in WriterWriteSet(writer_lap + 1)}
+    /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, Payload(writer_lap + 1), FALSE) :
+                          b \in WriterWriteSet(writer_lap + 1)}
     /\ writer_add_lac' = [writer_add_lac EXCEPT ![writer_lap + 2] = writer_lac]
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
-                   writer_status, writer_version, writer_lac, writer_acks, rec>>
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
+                   writer_status, writer_version, writer_lac, writer_acks, rec, reader_lac, reader_read>>
 
 (* ensembleChangeLoop: bookie b will not ack a pending add, so the writer  *)
 (* replaces it by nb in a new segment from LAC + 1 (replacing a last       *)
@@ -280,22 +310,25 @@ WriterChangesEnsemble(b, nb) ==
        THEN /\ writer_status' = "FENCED"
             /\ writer_version' = meta_version
             /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                           bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-                           writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+                           bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+                           writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
        ELSE LET first == writer_lac + 1
                 ens == [i \in 1 .. E |-> IF LastEnsemble[i] = b THEN nb ELSE LastEnsemble[i]]
                 segs == Append(SelectSeq(meta_segments, LAMBDA s : s[1] < first), <<first, ens>>)
             IN /\ meta_segments' = segs
                /\ meta_version' = meta_version + 1
                /\ writer_version' = meta_version + 1
-               \* pending adds lose b's acks and go to nb, each with the LAC it was
-               \* packaged with (PendingAddOp.unsetSuccessAndSendWriteRequest sends toSend again)
+               \* pending adds lose b's acks and go to nb, each with the LAC and data it was
+               \* packaged with (PendingAddOp.unsetSuccessAndSendWriteRequest sends toSend again);
+               \* the seeded bug sends the bytes of the newest add instead, as a buffer reused too early
                /\ writer_acks' = {a \in writer_acks : ~(a[2] = b /\ a[1] >= first)}
-               /\ net' = net \cup {AddReq(Writer, nb, e, writer_add_lac[e + 1], FALSE) :
+               /\ net' = net \cup {AddReq(Writer, nb, e, writer_add_lac[e + 1],
+                                            IF Bug = "resend_reused_buffer" THEN Payload(writer_lap) ELSE Payload(e),
+                                            FALSE) :
                                      e \in {x \in first .. writer_lap : nb \in WriteSetIn(segs, x)}}
-               /\ UNCHANGED <<meta_status, meta_last_entry, bookie_entries, bookie_lac,
+               /\ UNCHANGED <<meta_status, meta_last_entry, bookie_entries, bookie_data, bookie_lac,
                               bookie_fenced, crashed, crashes, lost, writer_status, writer_lap,
-                              writer_lac, writer_add_lac, rec>>
+                              writer_lac, writer_add_lac, rec, reader_lac, reader_read>>
 
 (* The writer closes the ledger at its LAC with a compare-and-set, and    *)
 (* the adds still pending fail; when the compare-and-set fails it learns   *)
@@ -320,8 +353,8 @@ WriterClosesLedger ==
             /\ meta_version' = meta_version + 1
             /\ writer_version' = meta_version + 1
             /\ UNCHANGED <<meta_segments>>
-    /\ UNCHANGED <<bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-                   writer_lac, writer_add_lac, rec>>
+    /\ UNCHANGED <<bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+                   writer_lac, writer_add_lac, rec, reader_lac, reader_read>>
 
 -----------------------------------------------------------------------------
 (* Bookies.  A step serves one request and delivers its reply (replied) or *)
@@ -338,16 +371,19 @@ AddRejected(m, replied) ==
        THEN writer_status' = "FENCED" /\ UNCHANGED lost
        ELSE lost' = lost + 1 /\ UNCHANGED writer_status
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
-                   writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
+                   writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
 
-\* The bookie stores the entry and the piggybacked LAC, then acks.
+(* The bookie stores the entry, its data and the piggybacked LAC, then    *)
+(* acks; an entry added again replaces the data a read returns (the entry *)
+(* index points at the newest copy).                                       *)
 Stores(m) ==
     /\ bookie_entries' = [bookie_entries EXCEPT ![m.bookie] = @ \cup {m.entry}]
+    /\ bookie_data' = [bookie_data EXCEPT ![m.bookie] = {p \in @ : p[1] # m.entry} \cup {<<m.entry, m.data>>}]
     /\ bookie_lac' = [bookie_lac EXCEPT ![m.bookie] = Max(@, m.lac)]
 
 StoreChanges(m) ==
-    ~(m.entry \in bookie_entries[m.bookie] /\ m.lac <= bookie_lac[m.bookie])
+    ~(<<m.entry, m.data>> \in bookie_data[m.bookie] /\ m.lac <= bookie_lac[m.bookie])
 
 \* The writer counts an ack from a bookie still in the entry's write set; completion is in entry order.
 AddStoredForWriter(m, replied) ==
@@ -363,7 +399,7 @@ AddStoredForWriter(m, replied) ==
           ELSE lost' = lost + 1 /\ UNCHANGED <<writer_acks, writer_lac>>
        /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                       bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap,
-                      writer_add_lac, rec>>
+                      writer_add_lac, rec, reader_lac, reader_read>>
 
 \* A recovering client collects the acks of its write-back while it reads or writes back.
 AddStoredForRecoverer(m, replied) ==
@@ -379,7 +415,7 @@ AddStoredForRecoverer(m, replied) ==
           ELSE lost' = lost + 1 /\ UNCHANGED rec
        /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                       bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap,
-                      writer_lac, writer_acks, writer_add_lac>>
+                      writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 (* A fenced bookie rejects normal adds (EFENCED) and accepts recovery      *)
 (* adds; it stores an add durably, then acks.                              *)
@@ -424,8 +460,8 @@ BookieReceivesFenceRead(m, replied) ==
                   /\ net' = net \ {m}
                   /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                         bookie_entries, bookie_lac, crashed, crashes, writer_status,
-                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
+                         bookie_entries, bookie_data, bookie_lac, crashed, crashes, writer_status,
+                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 (* A recovery read fences the bookie when its flag is set, then answers    *)
 (* found or NoSuchEntry.  A found entry is written back with recovery adds *)
@@ -444,12 +480,14 @@ BookieReceivesRecoveryRead(m, replied) ==
            found == e \in bookie_entries[b]
            no_such == r.no_such \cup {b}
            r2 == IF ~waiting THEN r
-                 ELSE IF found THEN [r EXCEPT !.next = e + 1, !.last = e, !.no_such = {}]
+                 ELSE IF found THEN [r EXCEPT !.next = e + 1, !.last = e, !.no_such = {},
+                                              !.data = @ \cup {<<e, DataOn(b, e)>>}]
                  ELSE IF Cardinality(no_such) >= NoSuchNeeded
                       THEN [r EXCEPT !.phase = "WRITING_BACK", !.no_such = no_such]
                       ELSE [r EXCEPT !.no_such = no_such]
            sends == IF waiting /\ found
-                    THEN {AddReq(c, x, e, -1, TRUE) : x \in RecoveryWriteSet(c, e)} \cup ReadRequests(c, e + 1)
+                    THEN {AddReq(c, x, e, -1, DataOn(b, e), TRUE) : x \in RecoveryWriteSet(c, e)}
+                         \cup ReadRequests(c, e + 1)
                     ELSE {}
            answered == r2 # r
        IN /\ ~answered => replied /\ m.fence /\ ~bookie_fenced[b]
@@ -462,8 +500,8 @@ BookieReceivesRecoveryRead(m, replied) ==
                   /\ net' = net \ {m}
                   /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                         bookie_entries, bookie_lac, crashed, crashes, writer_status,
-                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
+                         bookie_entries, bookie_data, bookie_lac, crashed, crashes, writer_status,
+                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 \* The bookie stops; what it stored stays on its disk, unreachable until it restarts.
 BookieCrashes(b) ==
@@ -472,16 +510,17 @@ BookieCrashes(b) ==
     /\ crashed' = crashed \cup {b}
     /\ crashes' = crashes + 1
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, net, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, net, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
+                   reader_lac, reader_read>>
 
 \* A crashed bookie starts again: its journal replay restores every entry, fence and LAC it had.
 BookieRestarts(b) ==
     /\ b \in crashed
     /\ crashed' = crashed \ {b}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashes, net, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashes, net, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
 
 -----------------------------------------------------------------------------
 (* The network. *)
@@ -492,8 +531,8 @@ NetworkLosesMessage(m) ==
     /\ net' = net \ {m}
     /\ lost' = lost + 1
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
 
 -----------------------------------------------------------------------------
 (* Recovering clients. *)
@@ -514,9 +553,9 @@ RecovererStartsRecovery(c) ==
                /\ net' = net \cup {FenceReq(c, b) : b \in Range(LastEnsemble)}
                /\ rec' = [rec EXCEPT ![c] = [Idle EXCEPT !.phase = "FENCING", !.version = version,
                                                         !.segments = meta_segments]]
-    /\ UNCHANGED <<meta_segments, meta_last_entry, bookie_entries, bookie_lac,
+    /\ UNCHANGED <<meta_segments, meta_last_entry, bookie_entries, bookie_data, bookie_lac,
                    bookie_fenced, crashed, crashes, lost, writer_status, writer_version,
-                   writer_lap, writer_lac, writer_acks, writer_add_lac>>
+                   writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 (* With every recovered entry on Qa bookies, CAS IN_RECOVERY -> CLOSED at  *)
 (* the last entry, with the ensembles the write-back changed              *)
@@ -536,8 +575,8 @@ RecovererClosesLedger(c) ==
             /\ meta_last_entry' = r.last
             /\ meta_version' = meta_version + 1
             /\ rec' = [rec EXCEPT ![c].phase = "DONE", ![c].version = meta_version + 1]
-    /\ UNCHANGED <<bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
-                   net, lost, writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
+    /\ UNCHANGED <<bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
+                   net, lost, writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 (* ReadOnlyLedgerHandle.handleBookieFailure (release-4.17.2): bookie b     *)
 (* will not ack a pending write-back, so the recovering handle replaces it *)
@@ -568,11 +607,11 @@ RecovererChangesEnsemble(c, b, nb) ==
                                   ![c].phase = "WRITING_BACK", ![c].last = lac]
             /\ UNCHANGED net
        ELSE /\ rec' = [rec EXCEPT ![c].ensembles = own, ![c].wb_acks = acks]
-            /\ net' = net \cup {AddReq(c, nb, e, -1, TRUE) :
+            /\ net' = net \cup {AddReq(c, nb, e, -1, RecoveredData(c, e), TRUE) :
                                   e \in {x \in first .. r.last : nb \in WriteSetIn(newsegs, x)}}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 (* Every bookie asked has answered or timed out, and neither fencing nor   *)
 (* the entry read is decided.  In release-4.17.2 ReadLastConfirmedOp fails *)
@@ -593,15 +632,15 @@ RecovererGivesUp(c) ==
     /\ rec' = [rec EXCEPT ![c].phase = "FAILED",
                           ![c].fence_replies = IF r.phase = "READING" THEN @ ELSE {}]
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac>>
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
 
 \* Retries after a timeout: a lost request or reply is asked for again.
 Resend(m) ==
     /\ net' = net \cup {m}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
-                   bookie_entries, bookie_lac, bookie_fenced, crashed, crashes, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec>>
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
 
 \* No fencing reply from b, and none can come: ask again.
 RecovererResendsFenceRead(c, b) ==
@@ -629,7 +668,51 @@ RecovererResendsWriteBack(c, e, b) ==
     /\ b \notin crashed
     /\ <<e, b>> \notin rec[c].wb_acks
     /\ TimedOut("AddReq", c, b, e)
-    /\ Resend(AddReq(c, b, e, -1, TRUE))
+    /\ Resend(AddReq(c, b, e, -1, RecoveredData(c, e), TRUE))
+
+-----------------------------------------------------------------------------
+(* Plain readers. *)
+
+\* The highest LAC a bookie serves: piggybacked on the last entry it stored.
+MaxBookieLac == LET lacs == {bookie_lac[b] : b \in Bookies} IN CHOOSE m \in lacs : \A x \in lacs : x <= m
+
+(* LedgerOpenOp.openWithMetadata (release-4.17.2), doRecovery = false: a    *)
+(* closed ledger's LAC is its lastEntryId; an open one's comes from         *)
+(* LedgerHandle.asyncReadLastConfirmed (PendingReadLacOp with the v3 wire   *)
+(* protocol: the highest LAC among the replies, once they cover every write *)
+(* set).  A reader learns a higher LAC by reading it again.  Replies carry  *)
+(* a LAC a bookie held when it answered: any LAC up to the highest a bookie *)
+(* serves now.  The bookies here serve piggybacked LACs only.               *)
+ReaderReadsLac(r, lac) ==
+    /\ reader_lac[r] < lac
+    /\ lac <= Max(MaxBookieLac, meta_last_entry)
+    /\ reader_lac' = [reader_lac EXCEPT ![r] = lac]
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
+                   reader_read>>
+
+(* LedgerHandle.asyncReadEntries (release-4.17.2; a ReadOnlyLedgerHandle   *)
+(* inherits it) refuses entries past the handle's LAC; PendingReadOp reads  *)
+(* entry e from a bookie that holds it and returns its data.  The reader's  *)
+(* copy of the metadata may be older than the store's, so any bookie        *)
+(* holding e may be asked.  The seeded bug reads past the LAC, as           *)
+(* readUnconfirmedEntries does.                                             *)
+ReaderReadsEntry(r, e, b) ==
+    /\ Bug # "reader_reads_unconfirmed" => e <= reader_lac[r]
+    /\ b \notin crashed
+    /\ e \in bookie_entries[b]
+    /\ <<e, DataOn(b, e)>> \notin reader_read[r]
+    /\ reader_read' = [reader_read EXCEPT ![r] = @ \cup {<<e, DataOn(b, e)>>}]
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
+                   reader_lac>>
+
+ReaderSteps ==
+    \E r \in Readers :
+        \/ \E lac \in Entries : ReaderReadsLac(r, lac)
+        \/ \E e \in Entries, b \in Bookies : ReaderReadsEntry(r, e, b)
 
 -----------------------------------------------------------------------------
 WriterSteps ==
@@ -656,7 +739,7 @@ RecovererSteps ==
         \/ \E b \in Bookies : RecovererResendsRead(c, b)
         \/ \E e \in Entries, b \in Bookies : RecovererResendsWriteBack(c, e, b)
 
-Next == WriterSteps \/ BookieSteps \/ NetworkSteps \/ RecovererSteps
+Next == WriterSteps \/ BookieSteps \/ NetworkSteps \/ RecovererSteps \/ ReaderSteps
 
 Spec == Init /\ [][Next]_vars
 
@@ -690,10 +773,10 @@ Renamed(p) ==
     LET name(c) == IF c \in Recoverers THEN p[c] ELSE c
         was(d) == CHOOSE c \in Recoverers : p[c] = d
     IN <<meta_status, meta_segments, meta_last_entry, meta_version,
-         bookie_entries, bookie_lac, bookie_fenced, crashed, crashes,
+         bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
          {[m EXCEPT !.client = name(m.client)] : m \in net}, lost,
          writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac,
-         [d \in Recoverers |-> rec[was(d)]]>>
+         [d \in Recoverers |-> rec[was(d)]], reader_lac, reader_read>>
 
 RecovererOrbit == {Renamed(p) : p \in Permutations(Recoverers)}
 
@@ -708,6 +791,7 @@ TypeOK ==
     /\ writer_status \in {"WRITING", "CLOSED", "FENCED"}
     /\ -1 <= writer_lac /\ writer_lac <= writer_lap /\ writer_lap < MaxEntries
     /\ \A e \in Entries : -1 <= writer_add_lac[e + 1] /\ writer_add_lac[e + 1] < e
+    /\ \A b \in Bookies : bookie_entries[b] = {p[1] : p \in bookie_data[b]}
     /\ crashed \subseteq Bookies /\ Cardinality(crashed) <= crashes /\ crashes <= MaxCrashes /\ lost <= MaxLoss
     /\ \A i \in 1 .. Len(meta_segments) :
           LET seg == meta_segments[i]
@@ -715,6 +799,7 @@ TypeOK ==
              /\ Cardinality(Range(seg[2])) = E
              /\ 0 <= seg[1] /\ seg[1] <= MaxEntries
     /\ \A c \in Recoverers : rec[c].phase \in Phases
+    /\ \A r \in Readers : -1 <= reader_lac[r] /\ reader_lac[r] < MaxEntries
 
 \* Every entry acknowledged to the writer's application is in the closed ledger.
 NoAckedEntryLost ==
@@ -723,6 +808,25 @@ NoAckedEntryLost ==
 \* A reader may read any entry up to a LAC a bookie serves: all of them are in the closed ledger.
 ReadersAgreeUpToLac ==
     meta_status = "CLOSED" => \A b \in Bookies : bookie_lac[b] <= meta_last_entry
+
+(* Readers agree on the content of every entry up to the LAC, the ledger  *)
+(* open or closed: every copy a bookie holds of an entry a reader may read *)
+(* (up to the writer's LAC, or the last entry once closed) is the data the *)
+(* application added.                                                      *)
+ReadersAgreeOnContent ==
+    \A b \in Bookies : \A p \in bookie_data[b] :
+        p[1] <= Max(writer_lac, meta_last_entry) => p[2] = Payload(p[1])
+
+(* A plain reader never sees past the LAC: the LAC it learned, and every  *)
+(* entry it read, are acknowledged to the writer (or in the closed ledger). *)
+ReaderSeesOnlyConfirmed ==
+    \A r \in Readers :
+        /\ reader_lac[r] <= Max(writer_lac, meta_last_entry)
+        /\ \A p \in reader_read[r] : p[1] <= Max(writer_lac, meta_last_entry)
+
+\* What a plain reader read is what the writer's application added.
+ReaderReadsWhatWriterWrote ==
+    \A r \in Readers : \A p \in reader_read[r] : p[2] = Payload(p[1])
 
 \* Every entry of a closed ledger is stored on a bookie of its write set.
 ClosedLedgerIsReadable ==

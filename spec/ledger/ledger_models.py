@@ -8,13 +8,25 @@ __all__ = ["MODELS"]
 
 # Every action, each fault among them: a crash and a restart, a lost message and the resends it calls for, an
 # ensemble change to the spare bookie by the writer and by a recovery's write-back, a recovery that fails for want
-# of replies and is started again. One copy of each entry keeps it small.
-FAULTS_CONSTANTS = {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 1, "MaxCrashes": 1, "MaxLoss": 1}
+# of replies and is started again, a plain reader. One copy of each entry keeps it small.
+FAULTS_CONSTANTS = {
+    "NumBookies": 3,
+    "E": 2,
+    "Qw": 1,
+    "Qa": 1,
+    "MaxEntries": 1,
+    "MaxCrashes": 1,
+    "MaxLoss": 1,
+    "NumReaders": 1,
+}
 FAULTS = CheckedModel(
     FAULTS_CONSTANTS,
-    5_572,
-    "every action: a crash and a restart, a lost message and its resends, ensemble changes, a failed recovery",
+    6_334,
+    "every action: a crash and a restart, a lost message and its resends, ensemble changes, a failed recovery, "
+    "a plain reader",
 )
+# A plain reader reading up to the LAC while the writer writes (the second entry carries the LAC of the first).
+READER_CONSTANTS = {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 2, "NumReaders": 1}
 
 MODELS = SpecModels(
     checked=(
@@ -40,6 +52,7 @@ MODELS = SpecModels(
             2_527,
             "BP-46's fencing rule: no violation with one entry",
         ),
+        CheckedModel(READER_CONSTANTS, 470, "a plain reader while the writer writes"),
         FAULTS,
     ),
     seeded_bugs=(
@@ -58,6 +71,19 @@ MODELS = SpecModels(
             10,
             {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 1, "MaxLoss": 1},
         ),
+        # A resend after an ensemble change with the wrong bytes, caught while the ledger is open.
+        SeededBug(
+            "resend_reused_buffer",
+            "ReadersAgreeOnContent",
+            6,
+            {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 2, "MaxCrashes": 1},
+        ),
+        SeededBug(
+            "reader_reads_unconfirmed",
+            "ReaderSeesOnlyConfirmed",
+            4,
+            {"MaxEntries": 1, "NumReaders": 1, "NumRecoverers": 0},
+        ),
     ),
     same_steps=True,
     # Between them they enable every action and every guard of the spec.
@@ -66,6 +92,7 @@ MODELS = SpecModels(
         "crashes and ensemble change": {"MaxEntries": 1, "NumBookies": 4, "MaxCrashes": 1},
         "throttle": {"MaxEntries": 2, "Throttle": 1},
         "failed recoveries and recovery ensemble changes": FAULTS_CONSTANTS,
+        "a plain reader": READER_CONSTANTS,
     },
     explored_with_bugs=False,
     presets={"faults": FAULTS},

@@ -73,6 +73,7 @@ from ledgerspec.spec.ledger.ledger import (
     LedgerSpec,
     LedgerState,
     Msg,
+    data_on,
 )
 from ledgerspec.spec.tracing import INIT, Explanation, Guard, Message, ObservationMode, Projection, TraceMapping
 
@@ -117,6 +118,8 @@ def _actor(action: str, args: tuple[Any, ...]) -> str:
         return "writer"
     if action.startswith("Recoverer"):
         return client_process(args[0])
+    if action.startswith("Reader"):
+        return f"reader-{args[0]}"
     if action in _BOOKIE_UP_DOWN:
         return f"bookie-{args[0]}"
     if action.startswith("Bookie"):
@@ -155,6 +158,8 @@ CLIENT_OBSERVES = frozenset(
         "writer_acks",
         "writer_add_lac",
         "rec",
+        "reader_lac",
+        "reader_read",
         "recoverer_phases",
         "last_ensemble",
     }
@@ -445,6 +450,40 @@ def _explain_resend_write_back(spec: LedgerSpec, s: LedgerState, c: Any, e: Any,
     return None
 
 
+def _no_reader(spec: LedgerSpec, r: Any) -> str | None:
+    if r not in spec.readers:
+        return f"there is no reader {r!r} (readers 1..{spec.NumReaders})"
+    return None
+
+
+def _explain_reader_lac(spec: LedgerSpec, s: LedgerState, r: Any, lac: Any) -> str | None:
+    if (why := _no_reader(spec, r)) is not None:
+        return why
+    if lac <= s.reader_lac[r - 1]:
+        return f"reader {r} has learned LAC {s.reader_lac[r - 1]} already"
+    served = max(max(s.bookie_lac), s.meta_last_entry)
+    if lac > served:
+        return f"no bookie serves LAC {lac} and the ledger is not closed past it: the highest is {served}"
+    return None
+
+
+def _explain_reader_entry(spec: LedgerSpec, s: LedgerState, r: Any, e: Any, b: Any) -> str | None:
+    if (why := _no_reader(spec, r)) is not None:
+        return why
+    if spec.Bug != "reader_reads_unconfirmed" and e > s.reader_lac[r - 1]:
+        return f"entry {e} is past reader {r}'s LAC {s.reader_lac[r - 1]}"
+    if b not in spec.bookies:
+        return f"there is no bookie {b!r} (bookies 1..{spec.NumBookies})"
+    if b in s.crashed:
+        return f"bookie {b} has crashed"
+    data = data_on(s, b, e)
+    if data is None:
+        return f"bookie {b} does not hold entry {e}"
+    if (e, data) in s.reader_read[r - 1]:
+        return f"reader {r} has read entry {e} as bookie {b} holds it (data {data}) already"
+    return None
+
+
 EXPLAIN: dict[str, Explanation] = {
     "WriterAddsEntry": _explain_add,
     "WriterChangesEnsemble": _explain_change_ensemble,
@@ -462,6 +501,8 @@ EXPLAIN: dict[str, Explanation] = {
     "RecovererResendsFenceRead": _explain_resend_fence,
     "RecovererResendsRead": _explain_resend_read,
     "RecovererResendsWriteBack": _explain_resend_write_back,
+    "ReaderReadsLac": _explain_reader_lac,
+    "ReaderReadsEntry": _explain_reader_entry,
 }
 
 
@@ -505,7 +546,7 @@ GUARDS: dict[str, tuple[Guard, ...]] = {
 
 
 # -- drawings: lanes and messages ---------------------------------------------------------
-PROCESSES = ("writer", "recoverer", "bookie", "network")
+PROCESSES = ("writer", "recoverer", "reader", "bookie", "network")
 _REPLY = {"AddReq": "ack", "FenceReq": "fenced, LAC", "ReadReq": "entry or NoSuchEntry"}
 
 
