@@ -1,0 +1,77 @@
+"""The released BookKeeper 4.17.2 client, unmodified, on three reference bookies served over TCP.
+
+The project's real cluster (:class:`BookKeeperCluster`) brings ZooKeeper and
+the client harness JVM, with no BookKeeper bookie of its own; the bookies
+are reference bookies (:class:`ServedBookies`) that register in that
+ZooKeeper as BookKeeper's bookies do, so that the client finds them by its
+usual metadata and talks to them with its default v3 protocol.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, Harness
+from ledgerspec.conformance.adapters.jars import ensure_jars
+from ledgerspec.reference.wire import ServedBookies
+
+pytestmark = pytest.mark.real_bookkeeper
+
+ENTRIES = 10
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BookKeeperCluster, ServedBookies]]:
+    directory = tmp_path_factory.mktemp("wire")
+    with (
+        BookKeeperCluster(ensure_jars(), directory / "cluster", bookies=0) as bookkeeper,
+        ServedBookies(directory / "bookies", 3, zookeeper=f"127.0.0.1:{bookkeeper.zk_port}") as served,
+    ):
+        assert sorted(bookkeeper.wait_for_bookies(3)) == sorted(served.bookie_ids)
+        yield bookkeeper, served
+
+
+def _harness(cluster: tuple[BookKeeperCluster, ServedBookies]) -> Harness:
+    assert cluster[0].harness is not None
+    return cluster[0].harness
+
+
+def _expected(ledger: int, count: int) -> list[str]:
+    return [f"entry {n} of ledger {ledger}" for n in range(count)]  # what the harness adds
+
+
+def test_a_ledger_written_closed_and_recovered_reads_the_same_entries(
+    cluster: tuple[BookKeeperCluster, ServedBookies],
+) -> None:
+    harness = _harness(cluster)
+    created = harness.call("create", client=0, ensemble=3, write=2, ack=2)
+    ledger = created["ledger"]
+    assert harness.call("add", client=0, ledger=ledger, count=ENTRIES)["results"] == [0] * ENTRIES
+    assert harness.call("read", client=0, ledger=ledger, first=0, last=ENTRIES - 1)["entries"] == _expected(
+        ledger, ENTRIES
+    )
+    assert harness.call("close", client=0, ledger=ledger)["rc"] == 0
+    opened = harness.call("open", client=1, ledger=ledger, recovery=True)
+    assert opened["last_add_confirmed"] == ENTRIES - 1
+    assert harness.call("read", client=1, ledger=ledger, first=0, last=ENTRIES - 1)["entries"] == _expected(
+        ledger, ENTRIES
+    )
+
+
+def test_a_recovery_open_fences_the_bookies_and_the_writer_is_refused(
+    cluster: tuple[BookKeeperCluster, ServedBookies],
+) -> None:
+    harness, served = _harness(cluster), cluster[1]
+    ledger = harness.call("create", client=0, ensemble=3, write=2, ack=2)["ledger"]
+    assert harness.call("add", client=0, ledger=ledger, count=5)["results"] == [0] * 5
+    opened = harness.call("open", client=2, ledger=ledger, recovery=True)  # the writer still has it open
+    assert opened["last_add_confirmed"] == 4 and opened["metadata"]["state"] == "CLOSED"
+    assert harness.call("read", client=2, ledger=ledger, first=0, last=4)["entries"] == _expected(ledger, 5)
+    assert all(b.bookie.is_fenced(ledger) for b in served.bookies)  # the ensemble is all three
+    (refused,) = harness.call("add", client=0, ledger=ledger, count=1)["results"]
+    assert refused != 0
+    seen = sum((b.operations for b in served.bookies), Counter[str]())
+    assert seen["ADD_ENTRY"] >= 2 * 5 and seen["READ_ENTRY"] > 0
+    assert "AUTH" not in seen  # a client without an auth plugin sends none (NullClientAuthProviderFactory)
