@@ -39,8 +39,8 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
-from ledgerspec.reference.bookie import Bookie, NoSuchEntryError, NoSuchLedgerError
-from ledgerspec.reference.ledger.protocol import ReplyCode, Request, RequestKind
+from ledgerspec.reference.bookie import LAST_ADD_CONFIRMED, Bookie, NoSuchEntryError, NoSuchLedgerError
+from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
 from ledgerspec.reference.ledger.serving import serve
 from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
 
@@ -59,7 +59,7 @@ _STATUS = {
     ReplyCode.UNAUTHORIZED: pb.EUA,
     ReplyCode.REFUSED: pb.EBADREQ,
 }
-# The request body each served operation needs (a field of Request), and the operations that check the version.
+# The request body each served operation needs: a field of Request, answered in the Response field of the same stem.
 _BODY = {
     pb.ADD_ENTRY: "addRequest",
     pb.READ_ENTRY: "readRequest",
@@ -68,6 +68,7 @@ _BODY = {
     pb.GET_BOOKIE_INFO: "getBookieInfoRequest",
     pb.FORCE_LEDGER: "forceLedgerRequest",
 }
+_IDS = ("ledgerId", "entryId")  # copied from the request body to the response body, where both have them
 
 
 class WireService:
@@ -77,7 +78,8 @@ class WireService:
         self.bookie = bookie
         self.bookie_id = bookie_id
         self.disk = disk  # a directory on the bookie's disk, for GET_BOOKIE_INFO
-        self._handlers: dict[int, Callable[[pb.Request, pb.Response], None]] = {
+        # Each takes the request's header, its body and the response body to fill, status included.
+        self._handlers: dict[int, Callable[[pb.BKPacketHeader, Any, Any], None]] = {
             pb.ADD_ENTRY: self._add,
             pb.READ_ENTRY: self._read,
             pb.WRITE_LAC: self._write_lac,
@@ -97,16 +99,23 @@ class WireService:
         response = pb.Response(
             header=pb.BKPacketHeader(version=pb.VERSION_THREE, operation=operation, txnId=header.txnId)
         )
-        body = _BODY[operation]
-        if not request.HasField(body):
+        field = _BODY[operation]
+        if not request.HasField(field):
             _log.info(
-                "bookie %s: %s request %d without %s: EBADREQ", self.bookie_id, _name(request), header.txnId, body
+                "bookie %s: %s request %d without %s: EBADREQ", self.bookie_id, _name(request), header.txnId, field
             )
             response.status = pb.EBADREQ
             return response
-        handler(request, response)
+        body, out = getattr(request, field), getattr(response, field.removesuffix("Request") + "Response")
+        for name in _IDS:
+            if name in body.DESCRIPTOR.fields_by_name and name in out.DESCRIPTOR.fields_by_name:
+                setattr(out, name, getattr(body, name))
+        if header.version != pb.VERSION_THREE:  # PacketProcessorBaseV3.isVersionCompatible
+            out.status = pb.EBADVERSION
+        else:
+            handler(header, body, out)
         # Each processor copies its operation's status into the Response's (e.g. WriteEntryProcessorV3's callback).
-        response.status = getattr(response, _response_field(body)).status
+        response.status = out.status
         return response
 
     def _unserved(self, request: pb.Request) -> pb.Response:
@@ -125,40 +134,26 @@ class WireService:
         response.status = pb.EBADREQ
         return response
 
-    def _version_ok(self, request: pb.Request) -> bool:
-        """PacketProcessorBaseV3.isVersionCompatible: a v3 operation asks for version 3."""
-        return request.header.version == pb.VERSION_THREE
-
-    def _request(self, kind: RequestKind, request: pb.Request, ledger_id: int, **fields: Any) -> Request:
-        """The request of :mod:`.protocol` for ``request``: client 0, its operation the transaction id."""
-        return Request(kind, 0, request.header.txnId, self.bookie_id, ledger_id, **fields)
+    def _serve(self, kind: RequestKind, header: pb.BKPacketHeader, ledger_id: int, **fields: Any) -> Reply:
+        """Serve the request of :mod:`.protocol` that stands for this one: client 0, its operation the txnId."""
+        return serve(self.bookie, Request(kind, 0, header.txnId, self.bookie_id, ledger_id, **fields))
 
     # -- the operations --------------------------------------------------------------------
-    def _add(self, request: pb.Request, response: pb.Response) -> None:
-        add, out = request.addRequest, response.addResponse
-        out.ledgerId, out.entryId = add.ledgerId, add.entryId
-        if not self._version_ok(request):
-            out.status = pb.EBADVERSION
-            return
+    def _add(self, header: pb.BKPacketHeader, add: pb.AddRequest, out: pb.AddResponse) -> None:
         # DEFERRED_SYNC in writeFlags lets BookKeeper answer before the fsync; the reference bookie always waits.
         recovery = add.HasField("flag") and add.flag == pb.AddRequest.RECOVERY_ADD
-        entry = self._request(
+        reply = self._serve(
             RequestKind.ADD,
-            request,
+            header,
             add.ledgerId,
             entry_id=add.entryId,
             recovery=recovery,
             data=add.body,
             master_key=add.masterKey,
         )
-        out.status = _STATUS[serve(self.bookie, entry).code]
+        out.status = _STATUS[reply.code]
 
-    def _read(self, request: pb.Request, response: pb.Response) -> None:
-        read, out = request.readRequest, response.readResponse
-        out.ledgerId, out.entryId = read.ledgerId, read.entryId
-        if not self._version_ok(request):
-            out.status = pb.EBADVERSION
-            return
+    def _read(self, header: pb.BKPacketHeader, read: pb.ReadRequest, out: pb.ReadResponse) -> None:
         fence = read.HasField("flag") and read.flag == pb.ReadRequest.FENCE_LEDGER
         if not fence and read.HasField("previousLAC"):  # RequestUtils.isLongPollReadRequest
             _log.info("bookie %s: long-poll read of ledger %d is not served: EBADREQ", self.bookie_id, read.ledgerId)
@@ -168,10 +163,7 @@ class WireService:
             out.status = pb.EUA
             return
         kind = RequestKind.RECOVERY_READ if fence else RequestKind.READ_ENTRY
-        reply = serve(
-            self.bookie,
-            self._request(kind, request, read.ledgerId, entry_id=read.entryId, fence=fence, master_key=read.masterKey),
-        )
+        reply = self._serve(kind, header, read.ledgerId, entry_id=read.entryId, fence=fence, master_key=read.masterKey)
         out.status = _STATUS[reply.code]
         if reply.ok:
             out.body = reply.data
@@ -180,31 +172,21 @@ class WireService:
             if not fence and not (read.HasField("flag") and read.flag == pb.ReadRequest.ENTRY_PIGGYBACK):
                 out.maxLAC = self.bookie.read_last_add_confirmed(read.ledgerId)
 
-    def _write_lac(self, request: pb.Request, response: pb.Response) -> None:
-        write, out = request.writeLacRequest, response.writeLacResponse
-        out.ledgerId = write.ledgerId
-        if not self._version_ok(request):
-            out.status = pb.EBADVERSION
-            return
-        lac = self._request(
-            RequestKind.WRITE_LAC, request, write.ledgerId, lac=write.lac, data=write.body, master_key=write.masterKey
+    def _write_lac(self, header: pb.BKPacketHeader, write: pb.WriteLacRequest, out: pb.WriteLacResponse) -> None:
+        reply = self._serve(
+            RequestKind.WRITE_LAC, header, write.ledgerId, lac=write.lac, data=write.body, master_key=write.masterKey
         )
-        out.status = _STATUS[serve(self.bookie, lac).code]
+        out.status = _STATUS[reply.code]
 
-    def _read_lac(self, request: pb.Request, response: pb.Response) -> None:
+    def _read_lac(self, _: pb.BKPacketHeader, read: pb.ReadLacRequest, out: pb.ReadLacResponse) -> None:
         """ReadLacProcessorV3.getReadLacResponse: the explicit LAC buffer and the last entry, each if there is one."""
-        out = response.readLacResponse
-        out.ledgerId = ledger_id = request.readLacRequest.ledgerId
-        if not self._version_ok(request):
-            out.status = pb.EBADVERSION
-            return
         try:
-            explicit = self.bookie.read_explicit_lac_buffer(ledger_id)
+            explicit = self.bookie.read_explicit_lac_buffer(read.ledgerId)
         except NoSuchLedgerError:
             out.status = pb.ENOLEDGER
             return
         try:
-            last: bytes | None = self.bookie.read_entry(ledger_id, -1)
+            last: bytes | None = self.bookie.read_entry(read.ledgerId, LAST_ADD_CONFIRMED)
         except NoSuchEntryError:
             last = None
         if explicit is not None:
@@ -213,33 +195,18 @@ class WireService:
             out.lastEntryBody = last
         out.status = pb.ENOENTRY if explicit is None and last is None else pb.EOK
 
-    def _bookie_info(self, request: pb.Request, response: pb.Response) -> None:
-        out = response.getBookieInfoResponse
-        if not self._version_ok(request):
-            out.status = pb.EBADVERSION
-            return
-        requested = request.getBookieInfoRequest.requested
+    def _bookie_info(self, _: pb.BKPacketHeader, info: pb.GetBookieInfoRequest, out: pb.GetBookieInfoResponse) -> None:
         usage = shutil.disk_usage(self.disk)
-        if requested & pb.GetBookieInfoRequest.FREE_DISK_SPACE:
+        if info.requested & pb.GetBookieInfoRequest.FREE_DISK_SPACE:
             out.freeDiskSpace = usage.free
-        if requested & pb.GetBookieInfoRequest.TOTAL_DISK_CAPACITY:
+        if info.requested & pb.GetBookieInfoRequest.TOTAL_DISK_CAPACITY:
             out.totalDiskCapacity = usage.total
         out.status = pb.EOK
 
-    def _force_ledger(self, request: pb.Request, response: pb.Response) -> None:
-        out = response.forceLedgerResponse
-        out.ledgerId = request.forceLedgerRequest.ledgerId
-        if not self._version_ok(request):
-            out.status = pb.EBADVERSION
-            return
+    def _force_ledger(self, _: pb.BKPacketHeader, __: pb.ForceLedgerRequest, out: pb.ForceLedgerResponse) -> None:
         self.bookie.force_write()  # Journal.forceLedger: answered once the journal is fsynced
         out.status = pb.EOK
 
 
 def _name(request: pb.Request) -> str:
     return str(pb.OperationType.Name(request.header.operation))
-
-
-def _response_field(request_field: str) -> str:
-    """The Response field answering a Request field: ``addRequest`` -> ``addResponse``."""
-    return request_field.removesuffix("Request") + "Response"
