@@ -8,8 +8,12 @@ tests/test_wire_bookkeeper_client.py.
 
 from __future__ import annotations
 
+import json
+import signal
 import socket
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -230,3 +234,37 @@ def test_bookies_register_as_bookkeepers_bookie_does_and_leave_when_stopped(
     finally:
         zk.stop()
         zk.close()
+
+
+@pytest.mark.zookeeper
+def test_the_serve_command_registers_its_bookies_and_stops_them_cleanly_on_sigterm(
+    tmp_path: Path, zookeeper_server: object
+) -> None:
+    hosts: str = zookeeper_server.hosts  # type: ignore[attr-defined]
+    root = f"/serve-{tmp_path.name}"
+    zk = KazooClient(hosts=hosts)
+    zk.start(timeout=30)
+    command = [sys.executable, "-m", "ledgerspec.tools.cli.main", "serve", "bookies", "-n", "2"]
+    command += ["--dir", str(tmp_path), "--zookeeper", hosts, "--ledgers-root", root, "--json"]
+    try:
+        unformatted = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert unformatted.returncode == 2 and f"{root}/available does not exist" in unformatted.stderr
+        zk.ensure_path(f"{root}/available/readonly")
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+            assert process.stdout is not None
+            ready = json.loads(process.stdout.readline())
+            ids = [b["id"] for b in ready["bookies"]]
+            assert sorted(zk.get_children(f"{root}/available")) == sorted([*ids, "readonly"])
+            client = Client(ids[1])
+            assert client.add(0, -1).status == pb.EOK
+            client.close()
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(120) == 0
+        assert zk.get_children(f"{root}/available") == ["readonly"]
+    finally:
+        zk.stop()
+        zk.close()
+    with ServedBookies(tmp_path, 2) as again:  # the same directories: bookie-2 replays the entry
+        client = Client(again.bookie_ids[1])
+        assert client.read(0).readResponse.body == _entry(0, -1)
+        client.close()
