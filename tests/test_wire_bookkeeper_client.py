@@ -69,9 +69,36 @@ def test_a_recovery_open_fences_the_bookies_and_the_writer_is_refused(
     opened = harness.call("open", client=2, ledger=ledger, recovery=True)  # the writer still has it open
     assert opened["last_add_confirmed"] == 4 and opened["metadata"]["state"] == "CLOSED"
     assert harness.call("read", client=2, ledger=ledger, first=0, last=4)["entries"] == _expected(ledger, 5)
-    assert all(b.bookie.is_fenced(ledger) for b in served.bookies)  # the ensemble is all three
+    assert all(served.on_bookie(n, lambda b: b.is_fenced(ledger)) for n in (1, 2, 3))  # the ensemble is all three
     (refused,) = harness.call("add", client=0, ledger=ledger, count=1)["results"]
     assert refused != 0
     seen = sum((b.operations for b in served.bookies), Counter[str]())
     assert seen["ADD_ENTRY"] >= 2 * 5 and seen["READ_ENTRY"] > 0
     assert "AUTH" not in seen  # a client without an auth plugin sends none (NullClientAuthProviderFactory)
+
+
+def test_a_crashed_bookie_is_replaced_and_its_entries_are_read_after_its_restart(
+    cluster: tuple[BookKeeperCluster, ServedBookies],
+) -> None:
+    bookkeeper, served = cluster
+    harness = _harness(cluster)
+    created = harness.call("create", client=0, ensemble=2, write=2, ack=2)
+    ledger, (first,) = created["ledger"], created["metadata"]["ensembles"].values()
+    assert harness.call("add", client=0, ledger=ledger, count=5)["results"] == [0] * 5
+    crashed = next(b.number for b in served.bookies if b.bookie_id == first[0])
+    served.crash(crashed)
+    try:
+        # The writer's next add finds the connection gone and changes the ensemble to the third bookie.
+        assert harness.call("add", client=0, ledger=ledger, count=5)["results"] == [0] * 5
+        changed = harness.call("metadata", client=0, ledger=ledger)["metadata"]["ensembles"]
+        assert len(changed) == 2 and first[0] not in changed["5"]
+    finally:
+        served.restart(crashed)
+    bookkeeper.wait_for_bookies(3)
+    assert harness.call("close", client=0, ledger=ledger)["rc"] == 0
+    opened = harness.call("open", client=3, ledger=ledger, recovery=True)
+    assert opened["last_add_confirmed"] == 9
+    assert harness.call("read", client=3, ledger=ledger, first=0, last=9)["entries"] == _expected(ledger, 10)
+    # The restarted bookie holds the first five entries again, replayed from its journal.
+    held = served.on_bookie(crashed, lambda b: b.memory_state().memtable | b.memory_state().flushed)
+    assert {entry for lid, entry in held if lid == ledger} == set(range(5))

@@ -30,7 +30,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,6 +56,7 @@ class ServedBookie:
         self.host = host
         self.layout = BookieLayout.in_data_dir(str(directory))
         os.makedirs(directory, exist_ok=True)
+        self.config = config
         self.bookie = Bookie(self.layout, OsFileSystem(), config)
         self.port = 0
         self.service: WireService | None = None
@@ -72,12 +73,17 @@ class ServedBookie:
         return f"{self.host}:{self.port}"
 
     async def listen(self, port: int) -> None:
+        """Start the bookie (it replays its journal) and listen on ``port`` (0: one the system picks)."""
+        if self.service is not None:  # a restart: a new bookie on the same files, as a new process
+            self.bookie = Bookie(self.layout, OsFileSystem(), self.config)
         self.bookie.start()
         self._server = await asyncio.start_server(self._serve_connection, self.host, port)
         self.port = int(self._server.sockets[0].getsockname()[1])
         self.service = WireService(self.bookie, self.bookie_id, str(self.directory))
 
-    async def close(self) -> None:
+    async def close(self, *, clean: bool = True) -> None:
+        """Stop listening and drop every connection; then stop the bookie: ``clean``, flushed and checkpointed;
+        else as its process dying, its files left as they are (every answered request was fsynced)."""
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -86,7 +92,10 @@ class ServedBookie:
             task.cancel()
         await asyncio.gather(*self._open, return_exceptions=True)
         if self.bookie.up:
-            self.bookie.shutdown()  # a clean stop: force write, checkpoint, close
+            if clean:
+                self.bookie.shutdown()  # force write, checkpoint, close
+            else:
+                self.bookie.close()
 
     async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -171,13 +180,48 @@ class ServedBookies:
         for bookie, port in zip(self.bookies, self.ports, strict=True):
             self._run(bookie.listen(port))
             _log.info("bookie %d serving on %s, files in %s", bookie.number, bookie.bookie_id, bookie.directory)
-        if self.zookeeper is not None:
-            for bookie in self.bookies:
-                bookie.registration = BookieRegistration(self.zookeeper, self.ledgers_root)
-                bookie.registration.register(
-                    bookie.bookie_id, bookie.host, bookie.port, bookie.layout.journal_dir, bookie.layout.ledger_dirs
-                )
+        for bookie in self.bookies:
+            self._register(bookie)
         return self
+
+    def _register(self, bookie: ServedBookie) -> None:
+        if self.zookeeper is not None:
+            bookie.registration = BookieRegistration(self.zookeeper, self.ledgers_root)
+            bookie.registration.register(
+                bookie.bookie_id, bookie.host, bookie.port, bookie.layout.journal_dir, bookie.layout.ledger_dirs
+            )
+
+    @staticmethod
+    def _leave(bookie: ServedBookie) -> None:
+        if bookie.registration is not None:
+            bookie.registration.close()
+            bookie.registration = None
+
+    def crash(self, n: int) -> None:
+        """Bookie ``n``'s process dies: its connections drop, its files stay as they are, and it leaves ZooKeeper.
+
+        Its ZooKeeper session ends at once: a real crash leaves the znode
+        until the session times out, and a restart waits for that
+        (``ZKRegistrationManager.checkRegNodeAndWaitExpired``).
+        """
+        bookie = self.bookies[n - 1]
+        self._leave(bookie)
+        self._run(bookie.close(clean=False))
+
+    def restart(self, n: int) -> None:
+        """Start bookie ``n`` again on its files and its port: it replays its journal and registers again."""
+        bookie = self.bookies[n - 1]
+        self._run(bookie.listen(bookie.port))
+        self._register(bookie)
+
+    def on_bookie(self, n: int, look: Callable[[Bookie], _T]) -> _T:
+        """``look(bookie)`` for bookie ``n``'s reference bookie, on the loop's thread, between two requests."""
+        bookie = self.bookies[n - 1]
+
+        async def call() -> _T:
+            return look(bookie.bookie)
+
+        return self._run(call())
 
     @property
     def bookie_ids(self) -> list[str]:
@@ -186,9 +230,7 @@ class ServedBookies:
     def stop(self) -> None:
         """Leave ZooKeeper, stop listening, and stop each bookie the clean way (its files flushed)."""
         for bookie in self.bookies:
-            if bookie.registration is not None:
-                bookie.registration.close()
-                bookie.registration = None
+            self._leave(bookie)
         if self._thread.is_alive():
             for bookie in self.bookies:
                 self._run(bookie.close())
