@@ -62,7 +62,7 @@ class ServedBookie:
         self.service: WireService | None = None
         self.registration: BookieRegistration | None = None
         self._server: asyncio.Server | None = None
-        self._open: set[asyncio.Task[None]] = set()  # the connections being served
+        self._open: dict[asyncio.Task[None], asyncio.StreamWriter] = {}  # the connections being served
         self.connections = 0  # connections accepted
         self.operations: collections.Counter[str] = collections.Counter()  # requests answered, by operation
         self.closed_for_bad_frames = 0  # connections closed because of a frame the bookie could not take
@@ -88,8 +88,9 @@ class ServedBookie:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
-        for task in list(self._open):  # Server.close leaves the open connections open (Python 3.11)
-            task.cancel()
+        # Server.close leaves the open connections open (Python 3.11): each is cut, and its reader sees the end.
+        for writer in self._open.values():
+            writer.transport.abort()
         await asyncio.gather(*self._open, return_exceptions=True)
         if self.bookie.up:
             if clean:
@@ -102,7 +103,7 @@ class ServedBookie:
         peer = writer.get_extra_info("peername")
         task = asyncio.current_task()
         assert task is not None
-        self._open.add(task)
+        self._open[task] = writer
         try:
             while (request := await self._read_request(reader)) is not None:
                 assert self.service is not None
@@ -118,7 +119,7 @@ class ServedBookie:
         except Exception:
             _log.exception("bookie %s: closing the connection from %s after an error", self.bookie_id, peer)
         finally:
-            self._open.discard(task)
+            self._open.pop(task, None)
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
