@@ -30,6 +30,7 @@ from ledgerspec.reference.wire import (
     ServedBookies,
     decode_response,
     frame,
+    v2,
 )
 from ledgerspec.reference.wire.codec import LENGTH
 from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
@@ -176,7 +177,8 @@ def test_operations_not_served_get_bookkeepers_own_status_on_a_connection_that_s
     [
         (struct.pack(">i", -5), "is negative"),
         (struct.pack(">i", MAX_FRAME_BYTES + 1), "over the limit"),
-        (struct.pack(">i", 4) + b"\x00\x01\x02\x03", "not a v3 request"),  # a v2 header, say
+        (struct.pack(">i", 4) + b"\x02\x09\x00\x00", "v2 op code 9 is not one a bookie decodes"),
+        (struct.pack(">i", 4) + b"\x00\x00\x00\x03", "are not a v2 AuthMessage"),  # a v2 AUTH, its message empty
         # A header whose operation is 99, a value OperationType does not have: proto2 leaves the field unset.
         (struct.pack(">i", 8) + bytes([0x0A, 0x06, 0x08, 3, 0x10, 99, 0x18, 1]), "header.operation missing"),
         (struct.pack(">i", 100) + b"\x0a", "closed after 1 of the frame's 100 bytes"),
@@ -268,3 +270,30 @@ def test_the_serve_command_registers_its_bookies_and_stops_them_cleanly_on_sigte
         client = Client(again.bookie_ids[1])
         assert client.read(0).readResponse.body == _entry(0, -1)
         client.close()
+
+
+def _v2_call(sock: socket.socket, op: int, flags: int, body: bytes) -> tuple[int, int, int, int, bytes]:
+    """One v2 request; the answer's op, error code, ledger, entry and entry bytes."""
+    payload = v2.encode_header(2, op, flags) + body
+    sock.sendall(LENGTH.pack(len(payload)) + payload)
+    (length,) = LENGTH.unpack(sock.recv(4))
+    data = b""
+    while len(data) < length:
+        data += sock.recv(length - len(data))
+    header, code, ledger, entry = struct.unpack_from(">iiqq", data)
+    return (header >> 16) & 0xFF, code, ledger, entry, data[24:]
+
+
+def test_a_connection_whose_first_frame_is_v2_is_served_in_v2(client: Client) -> None:
+    key = KEY.ljust(v2.MASTER_KEY_LENGTH, b"\0")
+    sock = client.sock
+    assert _v2_call(sock, v2.ADDENTRY, 0, key + _entry(0, -1))[:4] == (v2.ADDENTRY, v2.EOK, LEDGER, 0)
+    ids = struct.pack(">qq", LEDGER, 0)
+    assert _v2_call(sock, v2.READENTRY, 0, ids) == (v2.READENTRY, v2.EOK, LEDGER, 0, _entry(0, -1))
+    assert _v2_call(sock, v2.READENTRY, 0, struct.pack(">qq", LEDGER, 3))[1] == v2.ENOENTRY
+    fenced = _v2_call(sock, v2.READENTRY, v2.FLAG_DO_FENCING, struct.pack(">qq", LEDGER, -1) + key)
+    assert fenced[1] == v2.EOK and fenced[4] == _entry(0, -1)
+    assert _v2_call(sock, v2.ADDENTRY, 0, key + _entry(1, 0))[1] == v2.EFENCED
+    assert _v2_call(sock, v2.ADDENTRY, v2.FLAG_RECOVERY_ADD, key + _entry(1, 0))[1] == v2.EOK
+    batch = struct.pack(">qqqiq", LEDGER, 0, 7, 10, 1 << 20)
+    assert _v2_call(sock, v2.BATCH_READ_ENTRY, 0, batch)[1] == v2.EBADREQ

@@ -102,3 +102,25 @@ def test_a_crashed_bookie_is_replaced_and_its_entries_are_read_after_its_restart
     # The restarted bookie holds the first five entries again, replayed from its journal.
     held = served.on_bookie(crashed, lambda b: b.memory_state().memtable | b.memory_state().flushed)
     assert {entry for lid, entry in held if lid == ledger} == set(range(5))
+
+
+def test_a_client_on_the_v2_protocol_writes_fences_and_recovers_as_pulsars_brokers_do(
+    cluster: tuple[BookKeeperCluster, ServedBookies],
+) -> None:
+    bookkeeper, served = cluster
+    before = sum((b.operations for b in served.bookies), Counter[str]())
+    broker = bookkeeper.start_harness("v2", {"ledgerspec.useV2WireProtocol": "true"})
+    try:
+        ledger = broker.call("create", client=0, ensemble=3, write=2, ack=2)["ledger"]
+        assert broker.call("add", client=0, ledger=ledger, count=5)["results"] == [0] * 5
+        assert broker.call("read", client=0, ledger=ledger, first=0, last=4)["entries"] == _expected(ledger, 5)
+        opened = broker.call("open", client=1, ledger=ledger, recovery=True)  # fencing reads, in v2
+        assert opened["last_add_confirmed"] == 4 and opened["metadata"]["state"] == "CLOSED"
+        assert broker.call("read", client=1, ledger=ledger, first=0, last=4)["entries"] == _expected(ledger, 5)
+        (refused,) = broker.call("add", client=0, ledger=ledger, count=1)["results"]
+        assert refused != 0
+    finally:
+        broker.close()
+    seen = sum((b.operations for b in served.bookies), Counter[str]()) - before
+    assert seen["v2:ADDENTRY"] >= 2 * 5 and seen["v2:READENTRY"] > 0
+    assert not [op for op in seen if not op.startswith("v2:")]  # not one v3 request

@@ -1,6 +1,8 @@
-"""Reference bookies on the wire: BookKeeper's v3 protocol over TCP, and the bookies' registration in ZooKeeper.
+"""Reference bookies on the wire: BookKeeper's v3 and v2 protocols over TCP, and the bookies' registration in ZooKeeper.
 
 - :mod:`.codec`: frames and v3 messages, bytes in and messages out;
+- :mod:`.v2`: the v2 binary protocol, which a connection speaks from its
+  first frame that is not v3 on;
 - :mod:`.service`: a reference bookie's answer to each v3 request, served by
   the same code as the in-process cluster (:mod:`ledgerspec.reference.ledger.serving`);
 - :mod:`.registration`: the znodes a BookKeeper client finds bookies by;

@@ -9,21 +9,29 @@ A frame is a 4-byte big-endian length, then that many bytes
 longer than ``nettyMaxFrameSizeBytes`` (5 MiB by default) for a broken
 stream and closes the connection.
 
-The frame's bytes are a v3 ``Request`` (``BookieProtoEncoding.RequestDecoder``
-tries v3 first). BookKeeper's bookie falls back to the v2 binary protocol on
-a frame that does not parse as v3, and speaks v2 on that connection from
-then on; the reference bookie speaks v3 only, so such a frame is a
-:class:`FrameError` saying so, and the server closes the connection.
+The frame's bytes are a v3 ``Request``, or a request of the v2 binary
+protocol (:mod:`.v2`): ``BookieProtoEncoding.RequestDecoder`` tries v3
+first, and on a frame that does not parse as v3 falls back to v2, which
+the connection then speaks from then on.
 """
 
 from __future__ import annotations
 
 import struct
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
 
-__all__ = ["LENGTH", "MAX_FRAME_BYTES", "FrameError", "decode_request", "decode_response", "frame", "frame_length"]
+__all__ = [
+    "LENGTH",
+    "MAX_FRAME_BYTES",
+    "FrameError",
+    "decode_request",
+    "decode_response",
+    "frame",
+    "frame_length",
+    "parse",
+]
 
 #: The length prefix of a frame: a big-endian signed int, as Netty's ``ByteBuf.readInt``.
 LENGTH = struct.Struct(">i")
@@ -54,18 +62,18 @@ def frame_length(prefix: bytes, max_bytes: int = MAX_FRAME_BYTES) -> int:
 def decode_request(payload: bytes) -> pb.Request:
     """The v3 request in a frame's bytes; :class:`FrameError` naming what is wrong when they hold none."""
     request = pb.Request()
-    _parse(request, payload, "request")
+    parse(request, payload, "v3 request")
     return request
 
 
 def decode_response(payload: bytes) -> pb.Response:
     """The v3 response in a frame's bytes (what a client reads); :class:`FrameError` when they hold none."""
     response = pb.Response()
-    _parse(response, payload, "response")
+    parse(response, payload, "v3 response")
     return response
 
 
-def _parse(message: pb.Request | pb.Response, payload: bytes, what: str) -> None:
+def parse(message: Message, payload: bytes, what: str) -> None:
     """Parse as Java's ``parseFrom`` does: a required field missing (an unknown enum value leaves its field unset,
     as proto2 keeps it among the unknown fields) makes the bytes no v3 message."""
     try:
@@ -75,9 +83,6 @@ def _parse(message: pb.Request | pb.Response, payload: bytes, what: str) -> None
     else:
         if message.IsInitialized():
             return
-        missing = message.FindInitializationErrors()  # type: ignore[union-attr]  # not in protobuf's stubs
+        missing = message.FindInitializationErrors()  # type: ignore[attr-defined]  # not in protobuf's stubs
         problem = f"required {', '.join(missing)} missing or of an unknown value"
-    fallback = (
-        "; the v2 protocol BookKeeper's bookie would fall back to is not served here" if what == "request" else ""
-    )
-    raise FrameError(f"a frame of {len(payload)} bytes is not a v3 {what}: {problem}{fallback}")
+    raise FrameError(f"{len(payload)} bytes are not a {what}: {problem}")

@@ -1,4 +1,4 @@
-"""Reference bookies on TCP: each one a listening socket, BookKeeper's v3 protocol, and its ZooKeeper registration.
+"""Reference bookies on TCP: each one a listening socket, BookKeeper's v3 and v2 protocols, its ZooKeeper registration.
 
 :class:`ServedBookies` starts ``count`` reference bookies, each on its own
 directory (real journal, entry log and index files, through
@@ -15,7 +15,7 @@ fsync (:func:`~ledgerspec.reference.ledger.serving.serve`); that fsync
 holds up the loop, so the bookies serve one request at a time in all.
 
 A frame the bookie cannot take (:class:`~.codec.FrameError`: a negative or
-too long length, bytes that are not a v3 request, a stream cut in the middle
+too long length, bytes that are neither a v3 nor a v2 request, a stream cut in the middle
 of a frame) is logged with its reason, on the logger ``ledgerspec.wire``,
 and closes its connection only, as BookKeeper's bookie closes the channel
 (``BookieRequestHandler.exceptionCaught``); the bookie goes on serving the
@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ledgerspec.reference.bookie import Bookie, BookieConfig, BookieLayout, OsFileSystem
-from ledgerspec.reference.wire.codec import LENGTH, FrameError, decode_request, frame, frame_length
+from ledgerspec.reference.wire import v2 as v2_protocol
+from ledgerspec.reference.wire.codec import LENGTH, FrameError, decode_request, frame_length
 from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
 from ledgerspec.reference.wire.registration import BookieRegistration
 from ledgerspec.reference.wire.service import WireService
@@ -104,12 +105,11 @@ class ServedBookie:
         task = asyncio.current_task()
         assert task is not None
         self._open[task] = writer
+        v2 = False  # the connection speaks v2 from its first frame that is not v3 on (RequestDecoder.channelRead)
         try:
-            while (request := await self._read_request(reader)) is not None:
-                assert self.service is not None
-                response = self.service.respond(request)
-                self.operations[pb.OperationType.Name(request.header.operation)] += 1
-                writer.write(frame(response))
+            while (payload := await self._read_payload(reader)) is not None:
+                answer, v2 = self._answer(payload, v2, peer)
+                writer.write(LENGTH.pack(len(answer)) + answer)
                 await writer.drain()
         except FrameError as exc:
             self.closed_for_bad_frames += 1
@@ -124,9 +124,31 @@ class ServedBookie:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
+    def _answer(self, payload: bytes, v2: bool, peer: object) -> tuple[bytes, bool]:
+        """The answer to one frame, and whether the connection speaks v2 from now on."""
+        assert self.service is not None
+        if not v2:
+            try:
+                request = decode_request(payload)
+            except FrameError as not_v3:
+                try:
+                    decoded = v2_protocol.decode(payload)
+                except FrameError as not_v2:
+                    raise FrameError(f"{not_v3}; nor is it v2: {not_v2}") from None
+                _log.info("bookie %s: the connection from %s speaks the v2 protocol", self.bookie_id, peer)
+                return self._answer_v2(decoded), True
+            self.operations[pb.OperationType.Name(request.header.operation)] += 1
+            return self.service.respond(request).SerializeToString(), False
+        return self._answer_v2(v2_protocol.decode(payload)), True
+
+    def _answer_v2(self, request: v2_protocol.V2Request) -> bytes:
+        assert self.service is not None
+        self.operations[f"v2:{v2_protocol.OP_NAMES[request.op]}"] += 1
+        return v2_protocol.respond(self.service, request)
+
     @staticmethod
-    async def _read_request(reader: asyncio.StreamReader) -> Any:
-        """The next request, or None when the client closed the connection between two frames."""
+    async def _read_payload(reader: asyncio.StreamReader) -> bytes | None:
+        """The next frame's bytes, or None when the client closed the connection between two frames."""
         try:
             prefix = await reader.readexactly(LENGTH.size)
         except asyncio.IncompleteReadError as exc:
@@ -138,7 +160,7 @@ class ServedBookie:
             payload = await reader.readexactly(length)
         except asyncio.IncompleteReadError as exc:
             raise FrameError(f"the connection closed after {len(exc.partial)} of the frame's {length} bytes") from None
-        return decode_request(payload)
+        return payload
 
 
 class ServedBookies:

@@ -2,7 +2,7 @@
 
 Starts ``--count`` reference bookies, each on its own directory under
 ``--dir`` (a directory it served before is replayed, as a bookie restart
-replays its journal) and its own port, speaking BookKeeper's v3 protocol
+replays its journal) and its own port, speaking BookKeeper's v3 and v2 protocols
 (:mod:`ledgerspec.reference.wire`). With ``--zookeeper`` each registers in
 that ZooKeeper under ``--ledgers-root`` as BookKeeper's bookie does, so a
 BookKeeper client whose ``metadataServiceUri`` names the same ZooKeeper and
@@ -31,7 +31,7 @@ SERVED = ("bookies",)
 
 
 def register(commands: Any) -> None:
-    serve = commands.add_parser("serve", help="serve reference bookies over TCP with BookKeeper's v3 protocol")
+    serve = commands.add_parser("serve", help="serve reference bookies over TCP with BookKeeper's v3 and v2 protocols")
     serve.add_argument("what", help="what to serve: " + ", ".join(SERVED))
     serve.add_argument("-n", "--count", type=int, default=3, help="how many bookies (default: 3)")
     serve.add_argument("--dir", default="ledgerspec-bookies", help="their data directories' parent (bookie-N in it)")
