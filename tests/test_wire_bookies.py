@@ -201,71 +201,68 @@ def test_a_malformed_frame_closes_its_connection_only_with_the_reason_logged(
     fresh.close()
 
 
-@pytest.mark.zookeeper
-def test_bookies_register_as_bookkeepers_bookie_does_and_leave_when_stopped(
-    tmp_path: Path, zookeeper_server: object
-) -> None:
+@pytest.fixture
+def zookeeper(tmp_path: Path, zookeeper_server: object) -> Iterator[tuple[str, KazooClient, str]]:
+    """The test ZooKeeper's address, a client of it, and a ledgers root of the test's own, not yet formatted."""
     hosts: str = zookeeper_server.hosts  # type: ignore[attr-defined]
-    root = f"/wire-{tmp_path.name}"
     zk = KazooClient(hosts=hosts)
     zk.start(timeout=30)
-    try:
-        with pytest.raises(RegistrationError, match=f"{root}/available does not exist"):
-            registration = BookieRegistration(hosts, root)
-            try:
-                registration.register("127.0.0.1:1", "127.0.0.1", 1, "/j", ("/l",))
-            finally:
-                registration.close()
-        zk.ensure_path(f"{root}/available/readonly")
-        zk.create(f"{root}/INSTANCEID", b"instance-1")
-        with ServedBookies(tmp_path, 2, zookeeper=hosts, ledgers_root=root) as served:
-            assert sorted(zk.get_children(f"{root}/available")) == sorted([*served.bookie_ids, "readonly"])
-            data, stat = zk.get(f"{root}/available/{served.bookie_ids[0]}")
-            assert stat.ephemeralOwner != 0
-            info = formats.BookieServiceInfoFormat.FromString(data)
-            (endpoint,) = info.endpoints
-            assert (endpoint.protocol, endpoint.host, endpoint.port) == (
-                "bookie-rpc",
-                "127.0.0.1",
-                served.bookies[0].port,
-            )
-            cookie = zk.get(f"{root}/cookies/{served.bookie_ids[0]}")[0].decode()
-            assert cookie.startswith("5\n") and 'instanceId: "instance-1"' in cookie
-            assert f'bookieHost: "{served.bookie_ids[0]}"' in cookie
-        assert zk.get_children(f"{root}/available") == ["readonly"]
-    finally:
-        zk.stop()
-        zk.close()
+    yield hosts, zk, f"/wire-{tmp_path.name}"
+    zk.stop()
+    zk.close()
+
+
+@pytest.mark.zookeeper
+def test_bookies_register_as_bookkeepers_bookie_does_and_leave_when_stopped(
+    tmp_path: Path, zookeeper: tuple[str, KazooClient, str]
+) -> None:
+    hosts, zk, root = zookeeper
+    with pytest.raises(RegistrationError, match=f"{root}/available does not exist"):
+        registration = BookieRegistration(hosts, root)
+        try:
+            registration.register("127.0.0.1:1", "127.0.0.1", 1, "/j", ("/l",))
+        finally:
+            registration.close()
+    zk.ensure_path(f"{root}/available/readonly")
+    zk.create(f"{root}/INSTANCEID", b"instance-1")
+    with ServedBookies(tmp_path, 2, zookeeper=hosts, ledgers_root=root) as served:
+        assert sorted(zk.get_children(f"{root}/available")) == sorted([*served.bookie_ids, "readonly"])
+        data, stat = zk.get(f"{root}/available/{served.bookie_ids[0]}")
+        assert stat.ephemeralOwner != 0
+        info = formats.BookieServiceInfoFormat.FromString(data)
+        (endpoint,) = info.endpoints
+        assert (endpoint.protocol, endpoint.host, endpoint.port) == (
+            "bookie-rpc",
+            "127.0.0.1",
+            served.bookies[0].port,
+        )
+        cookie = zk.get(f"{root}/cookies/{served.bookie_ids[0]}")[0].decode()
+        assert cookie.startswith("5\n") and 'instanceId: "instance-1"' in cookie
+        assert f'bookieHost: "{served.bookie_ids[0]}"' in cookie
+    assert zk.get_children(f"{root}/available") == ["readonly"]
 
 
 @pytest.mark.zookeeper
 def test_the_serve_command_registers_its_bookies_and_stops_them_cleanly_on_sigterm(
-    tmp_path: Path, zookeeper_server: object
+    tmp_path: Path, zookeeper: tuple[str, KazooClient, str]
 ) -> None:
-    hosts: str = zookeeper_server.hosts  # type: ignore[attr-defined]
-    root = f"/serve-{tmp_path.name}"
-    zk = KazooClient(hosts=hosts)
-    zk.start(timeout=30)
+    hosts, zk, root = zookeeper
     command = [sys.executable, "-m", "ledgerspec.tools.cli.main", "serve", "bookies", "-n", "2"]
     command += ["--dir", str(tmp_path), "--zookeeper", hosts, "--ledgers-root", root, "--json"]
-    try:
-        unformatted = subprocess.run(command, capture_output=True, text=True, timeout=120)
-        assert unformatted.returncode == 2 and f"{root}/available does not exist" in unformatted.stderr
-        zk.ensure_path(f"{root}/available/readonly")
-        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
-            assert process.stdout is not None
-            ready = json.loads(process.stdout.readline())
-            ids = [b["id"] for b in ready["bookies"]]
-            assert sorted(zk.get_children(f"{root}/available")) == sorted([*ids, "readonly"])
-            client = Client(ids[1])
-            assert client.add(0, -1).status == pb.EOK
-            client.close()
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(120) == 0
-        assert zk.get_children(f"{root}/available") == ["readonly"]
-    finally:
-        zk.stop()
-        zk.close()
+    unformatted = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert unformatted.returncode == 2 and f"{root}/available does not exist" in unformatted.stderr
+    zk.ensure_path(f"{root}/available/readonly")
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None
+        ready = json.loads(process.stdout.readline())
+        ids = [b["id"] for b in ready["bookies"]]
+        assert sorted(zk.get_children(f"{root}/available")) == sorted([*ids, "readonly"])
+        client = Client(ids[1])
+        assert client.add(0, -1).status == pb.EOK
+        client.close()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(120) == 0
+    assert zk.get_children(f"{root}/available") == ["readonly"]
     with ServedBookies(tmp_path, 2) as again:  # the same directories: bookie-2 replays the entry
         client = Client(again.bookie_ids[1])
         assert client.read(0).readResponse.body == _entry(0, -1)
