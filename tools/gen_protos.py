@@ -19,7 +19,7 @@ from pathlib import Path
 __all__ = ["PROTO_PACKAGES", "generate", "main"]
 
 # Packages holding .proto files; each module is generated next to its .proto.
-PROTO_PACKAGES = ["ledgerspec.reference.metadata.protos"]
+PROTO_PACKAGES = ["ledgerspec.reference.metadata.protos", "ledgerspec.reference.wire.protos"]
 
 
 def _protoc(args: list[str]) -> int:

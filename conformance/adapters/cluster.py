@@ -221,10 +221,15 @@ class BookKeeperCluster:
         self.wait_for_bookies(len(self._bookies))
         return self
 
-    def start_harness(self, name: str) -> Harness:
-        """Another client JVM (a broker, say), logging to ``NAME.log``; the caller closes or kills it."""
+    def start_harness(self, name: str, properties: dict[str, str] | None = None) -> Harness:
+        """Another client JVM (a broker, say), logging to ``NAME.log``; the caller closes or kills it.
+
+        ``properties`` are Java system properties for it: ``ledgerspec.useV2WireProtocol=true`` makes its
+        clients speak BookKeeper's v2 protocol, as Pulsar's brokers do.
+        """
+        options = [f"-D{key}={value}" for key, value in (properties or {}).items()]
         process = self._spawn(
-            self._java(f"{name}.log", "LedgerspecHarness", self.metadata_uri),
+            self._java(f"{name}.log", *options, "LedgerspecHarness", self.metadata_uri),
             f"{name}.err",
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -20,7 +20,15 @@ Its check against the bookie spec, as every subsystem keeps one beside it:
   bookie spec, in both observation modes.
 """
 
-from ledgerspec.reference.bookie.bookie import MUTANTS, Bookie, BookieConfig, MemoryState, Request, RequestKind
+from ledgerspec.reference.bookie.bookie import (
+    LAST_ADD_CONFIRMED,
+    MUTANTS,
+    Bookie,
+    BookieConfig,
+    MemoryState,
+    Request,
+    RequestKind,
+)
 from ledgerspec.reference.bookie.disk import BookieFiles, Problem, check_bookie_files, read_bookie_files
 from ledgerspec.reference.bookie.entry import DigestType, encode_entry, encode_lac
 from ledgerspec.reference.bookie.errors import (
@@ -43,6 +51,7 @@ from ledgerspec.reference.bookie.formats import LogMark
 from ledgerspec.reference.bookie.layout import BookieLayout
 
 __all__ = [
+    "LAST_ADD_CONFIRMED",
     "MUTANTS",
     "BadEntryError",
     "Bookie",

@@ -118,7 +118,17 @@ from ledgerspec.reference.bookie.journal import ForceWriteRequest, JournalFile, 
 from ledgerspec.reference.bookie.layout import JOURNAL_SUFFIX, BookieLayout
 from ledgerspec.reference.bookie.storage import LedgerInfo, LedgerStorage
 
-__all__ = ["MUTANTS", "SYNC_THREAD", "WRITE_CACHE", "Bookie", "BookieConfig", "MemoryState", "Request", "RequestKind"]
+__all__ = [
+    "LAST_ADD_CONFIRMED",
+    "MUTANTS",
+    "SYNC_THREAD",
+    "WRITE_CACHE",
+    "Bookie",
+    "BookieConfig",
+    "MemoryState",
+    "Request",
+    "RequestKind",
+]
 
 MUTANTS = {
     "ack_before_fsync": "adds are acknowledged once written to the OS, before the fsync (as journalSyncData=false)",
@@ -128,6 +138,9 @@ MUTANTS = {
     "delete_journal_at_mark": "journal deletion also removes the journal the persisted mark points into",
     "mark_moves_backwards": "a flusher persists a mark older than the persisted one (release-4.17.2, #4105)",
 }
+
+#: The entry id a read asks for to get the ledger's last entry (``BookieProtocol.LAST_ADD_CONFIRMED``).
+LAST_ADD_CONFIRMED = -1
 
 #: The flushers (the bookie spec's numbers): the sync thread's checkpoint, and the write cache's flush.
 SYNC_THREAD, WRITE_CACHE = 1, 2
@@ -632,10 +645,17 @@ class Bookie:
     # ------------------------------------------------------------ reads
 
     def read_entry(self, ledger_id: int, entry_id: int) -> bytes:
-        """The entry as the client sent it: a tailing read from the memtable or a catch-up read from the log."""
+        """The entry as the client sent it: a tailing read from the memtable or a catch-up read from the log.
+
+        Entry :data:`LAST_ADD_CONFIRMED` (-1) reads the ledger's last stored
+        entry, whose header carries the LAC a fencing read learns
+        (``InterleavedLedgerStorage.getEntry``, BookKeeper 4.17.2: ``ledgerCache.getLastEntry``).
+        """
         self._require_up()
         if ledger_id not in self.storage.ledgers:
             raise NoSuchLedgerError(f"ledger {ledger_id} is not on this bookie")
+        if entry_id == LAST_ADD_CONFIRMED:
+            entry_id = max(self.storage.stored_entries(ledger_id), default=LAST_ADD_CONFIRMED)
         entry = self.storage.read(ledger_id, entry_id)
         if entry is None:
             raise NoSuchEntryError(f"ledger {ledger_id} entry {entry_id} is not on this bookie")
@@ -672,13 +692,16 @@ class Bookie:
 
     def read_explicit_lac(self, ledger_id: int) -> int | None:
         """The explicit LAC last set for the ledger, or ``None``."""
+        buffer = self.read_explicit_lac_buffer(ledger_id)
+        return None if buffer is None else decode_lac(buffer, self.config.digest_type)[1]
+
+    def read_explicit_lac_buffer(self, ledger_id: int) -> bytes | None:
+        """The explicit LAC buffer (ledgerId, lac, digest) as the client sent it, or ``None`` (``getExplicitLac``)."""
         self._require_up()
         info = self.storage.ledgers.get(ledger_id)
         if info is None:
             raise NoSuchLedgerError(f"ledger {ledger_id} is not on this bookie")
-        if info.explicit_lac is None:
-            return None
-        return decode_lac(info.explicit_lac, self.config.digest_type)[1]
+        return info.explicit_lac
 
     def is_fenced(self, ledger_id: int) -> bool:
         info = self.storage.ledgers.get(ledger_id)

@@ -44,21 +44,12 @@ import shutil
 from collections.abc import Callable, Iterable
 
 import attrs
-from ledgerspec.reference.bookie import (
-    BadEntryError,
-    Bookie,
-    BookieConfig,
-    BookieLayout,
-    FaultyFileSystem,
-    LedgerFencedError,
-    NoSuchEntryError,
-    NoSuchLedgerError,
-    UnauthorizedError,
-)
+from ledgerspec.reference.bookie import Bookie, BookieConfig, BookieLayout, FaultyFileSystem, NoSuchLedgerError
 from ledgerspec.reference.ledger.client import BookKeeperClient
 from ledgerspec.reference.ledger.errors import LedgerStateError
 from ledgerspec.reference.ledger.events import EventLog, entry_payload
 from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
+from ledgerspec.reference.ledger.serving import answer, serve
 
 __all__ = ["BookieNode", "BookieView", "InProcessCluster"]
 
@@ -138,7 +129,7 @@ class BookieNode:
         bookie = self._live()
         durable = self._views(bookie)  # every step before this one ended with the fsync: all of it is durable
         replies = len(bookie.replies)
-        self._answer(bookie, request)
+        answer(bookie, request)
         bookie.journal_flush()
         return len(bookie.replies) > replies, durable
 
@@ -191,8 +182,7 @@ class BookieNode:
         """Serve one request, durably; the reply, and whether what the spec sees of the bookie changed."""
         bookie = self._live()
         before = self._seen(bookie, request) if request.in_spec else None
-        reply = self._answer(bookie, request)
-        bookie.force_write()  # the group commit: the reply waits for the journal's fsync
+        reply = serve(bookie, request)
         changed = before is not None and self._seen(bookie, request) != before
         return reply, changed
 
@@ -209,31 +199,6 @@ class BookieNode:
         if bookie.read_path(lid, request.entry_id) is not None:
             stored = entry_payload(bookie.read_entry(lid, request.entry_id))
         return (stored, lac, bookie.is_fenced(lid))
-
-    def _answer(self, bookie: Bookie, request: Request) -> Reply:
-        kind, lid, key = request.kind, request.ledger_id, request.master_key
-        try:
-            if kind is RequestKind.ADD:
-                bookie.add_entry(request.data, key, recovery=request.recovery)
-                return Reply(request, ReplyCode.OK)
-            if kind is RequestKind.WRITE_LAC:
-                bookie.set_explicit_lac(request.data, key)
-                return Reply(request, ReplyCode.OK)
-            if request.fence:
-                bookie.fence_ledger(lid, key)
-            if kind is RequestKind.FENCE:
-                return Reply(request, ReplyCode.OK, lac=bookie.read_piggybacked_lac(lid))
-            if kind is RequestKind.READ_LAC:
-                return Reply(request, ReplyCode.OK, lac=bookie.read_last_add_confirmed(lid))
-            return Reply(request, ReplyCode.OK, data=bookie.read_entry(lid, request.entry_id))
-        except LedgerFencedError:
-            return Reply(request, ReplyCode.FENCED)
-        except NoSuchLedgerError:
-            return Reply(request, ReplyCode.NO_SUCH_LEDGER)
-        except NoSuchEntryError:
-            return Reply(request, ReplyCode.NO_SUCH_ENTRY)
-        except (BadEntryError, UnauthorizedError):
-            return Reply(request, ReplyCode.REFUSED)
 
 
 class InProcessCluster:

@@ -87,7 +87,8 @@ class ReplyCode(enum.Enum):
     FENCED = "fenced"  # EFENCED: a normal add to a fenced ledger
     NO_SUCH_ENTRY = "no-such-entry"  # ENOENTRY
     NO_SUCH_LEDGER = "no-such-ledger"  # ENOLEDGER
-    REFUSED = "refused"  # a malformed entry, a digest mismatch, a wrong master key (EBADREQ, EUA)
+    REFUSED = "refused"  # a malformed entry, a digest mismatch (EBADREQ)
+    UNAUTHORIZED = "unauthorized"  # another master key than the ledger's (EUA)
 
 
 @attrs.frozen

@@ -438,6 +438,8 @@ public final class LedgerspecHarness {
         conf.setAddEntryTimeout(5);
         conf.setReadEntryTimeout(5);
         conf.setZkTimeout(10000);
+        // The v2 binary protocol, as Pulsar's brokers use it (bookkeeperUseV2WireProtocol), when asked for.
+        conf.setUseV2WireProtocol(Boolean.getBoolean("ledgerspec.useV2WireProtocol"));
         return conf;
     }
 

@@ -85,3 +85,47 @@ class AuditorVoteFormat(_message.Message):
     BOOKIEID_FIELD_NUMBER: _ClassVar[int]
     bookieId: str
     def __init__(self, bookieId: _Optional[str] = ...) -> None: ...
+
+class CookieFormat(_message.Message):
+    __slots__ = ("bookieHost", "journalDir", "ledgerDirs", "instanceId", "indexDirs")
+    BOOKIEHOST_FIELD_NUMBER: _ClassVar[int]
+    JOURNALDIR_FIELD_NUMBER: _ClassVar[int]
+    LEDGERDIRS_FIELD_NUMBER: _ClassVar[int]
+    INSTANCEID_FIELD_NUMBER: _ClassVar[int]
+    INDEXDIRS_FIELD_NUMBER: _ClassVar[int]
+    bookieHost: str
+    journalDir: str
+    ledgerDirs: str
+    instanceId: str
+    indexDirs: str
+    def __init__(self, bookieHost: _Optional[str] = ..., journalDir: _Optional[str] = ..., ledgerDirs: _Optional[str] = ..., instanceId: _Optional[str] = ..., indexDirs: _Optional[str] = ...) -> None: ...
+
+class BookieServiceInfoFormat(_message.Message):
+    __slots__ = ("endpoints", "properties")
+    class Endpoint(_message.Message):
+        __slots__ = ("id", "port", "host", "protocol", "auth", "extensions")
+        ID_FIELD_NUMBER: _ClassVar[int]
+        PORT_FIELD_NUMBER: _ClassVar[int]
+        HOST_FIELD_NUMBER: _ClassVar[int]
+        PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+        AUTH_FIELD_NUMBER: _ClassVar[int]
+        EXTENSIONS_FIELD_NUMBER: _ClassVar[int]
+        id: str
+        port: int
+        host: str
+        protocol: str
+        auth: _containers.RepeatedScalarFieldContainer[str]
+        extensions: _containers.RepeatedScalarFieldContainer[str]
+        def __init__(self, id: _Optional[str] = ..., port: _Optional[int] = ..., host: _Optional[str] = ..., protocol: _Optional[str] = ..., auth: _Optional[_Iterable[str]] = ..., extensions: _Optional[_Iterable[str]] = ...) -> None: ...
+    class PropertiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    endpoints: _containers.RepeatedCompositeFieldContainer[BookieServiceInfoFormat.Endpoint]
+    properties: _containers.ScalarMap[str, str]
+    def __init__(self, endpoints: _Optional[_Iterable[_Union[BookieServiceInfoFormat.Endpoint, _Mapping]]] = ..., properties: _Optional[_Mapping[str, str]] = ...) -> None: ...

@@ -1,0 +1,272 @@
+"""Reference bookies on TCP: each one a listening socket, BookKeeper's v3 and v2 protocols, its ZooKeeper registration.
+
+:class:`ServedBookies` starts ``count`` reference bookies, each on its own
+directory (real journal, entry log and index files, through
+:class:`~ledgerspec.reference.bookie.OsFileSystem`) and its own port, and
+serves them from one asyncio event loop on a thread of its own. Given a
+ZooKeeper, it registers each bookie there as BookKeeper's bookie does
+(:mod:`.registration`), so that an unmodified BookKeeper client finds them.
+
+A connection is served one request at a time, in the order the frames
+arrive, and every bookie is served from the loop's one thread: the
+reference bookie is not thread-safe, and its steps stay the ones its specs
+name. A request that changes the bookie is answered after the journal's
+fsync (:func:`~ledgerspec.reference.ledger.serving.serve`); that fsync
+holds up the loop, so the bookies serve one request at a time in all.
+
+A frame the bookie cannot take (:class:`~.codec.FrameError`: a negative or
+too long length, bytes that are neither a v3 nor a v2 request, a stream cut in the middle
+of a frame) is logged with its reason, on the logger ``ledgerspec.wire``,
+and closes its connection only, as BookKeeper's bookie closes the channel
+(``BookieRequestHandler.exceptionCaught``); the bookie goes on serving the
+others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ledgerspec.reference.bookie import Bookie, BookieConfig, BookieLayout, OsFileSystem
+from ledgerspec.reference.wire import v2 as v2_protocol
+from ledgerspec.reference.wire.codec import LENGTH, FrameError, decode_request, frame_length
+from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
+from ledgerspec.reference.wire.registration import BookieRegistration
+from ledgerspec.reference.wire.service import WireService
+
+__all__ = ["ServedBookie", "ServedBookies"]
+
+_log = logging.getLogger("ledgerspec.wire")
+_T = TypeVar("_T")
+_LOOP_TIMEOUT = 60.0
+
+
+class ServedBookie:
+    """One reference bookie and its listening socket, on the loop of :class:`ServedBookies`."""
+
+    def __init__(self, number: int, directory: Path, host: str, config: BookieConfig) -> None:
+        self.number = number
+        self.directory = directory
+        self.host = host
+        self.layout = BookieLayout.in_data_dir(str(directory))
+        os.makedirs(directory, exist_ok=True)
+        self.config = config
+        self.bookie = Bookie(self.layout, OsFileSystem(), config)
+        self.port = 0
+        self.service: WireService | None = None
+        self.registration: BookieRegistration | None = None
+        self._server: asyncio.Server | None = None
+        self._open: dict[asyncio.Task[None], asyncio.StreamWriter] = {}  # the connections being served
+        self.connections = 0  # connections accepted
+        self.operations: collections.Counter[str] = collections.Counter()  # requests answered, by operation
+        self.closed_for_bad_frames = 0  # connections closed because of a frame the bookie could not take
+
+    @property
+    def bookie_id(self) -> str:
+        """Its id in ledger metadata: ``host:port``, as BookKeeper's bookie makes it with ``advertisedAddress``."""
+        return f"{self.host}:{self.port}"
+
+    async def listen(self, port: int) -> None:
+        """Start the bookie (it replays its journal) and listen on ``port`` (0: one the system picks)."""
+        if self.service is not None:  # a restart: a new bookie on the same files, as a new process
+            self.bookie = Bookie(self.layout, OsFileSystem(), self.config)
+        self.bookie.start()
+        self._server = await asyncio.start_server(self._serve_connection, self.host, port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        self.service = WireService(self.bookie, self.bookie_id, str(self.directory))
+
+    async def close(self, *, clean: bool = True) -> None:
+        """Stop listening and drop every connection; then stop the bookie: ``clean``, flushed and checkpointed;
+        else as its process dying, its files left as they are (every answered request was fsynced)."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        # Server.close leaves the open connections open (Python 3.11): each is cut, and its reader sees the end.
+        for writer in self._open.values():
+            writer.transport.abort()
+        await asyncio.gather(*self._open, return_exceptions=True)
+        if self.bookie.up:
+            if clean:
+                self.bookie.shutdown()  # force write, checkpoint, close
+            else:
+                self.bookie.close()
+
+    async def _serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        peer = writer.get_extra_info("peername")
+        task = asyncio.current_task()
+        assert task is not None
+        self._open[task] = writer
+        v2 = False  # the connection speaks v2 from its first frame that is not v3 on (RequestDecoder.channelRead)
+        try:
+            while (payload := await self._read_payload(reader)) is not None:
+                answer, v2 = self._answer(payload, v2, peer)
+                writer.write(LENGTH.pack(len(answer)) + answer)
+                await writer.drain()
+        except FrameError as exc:
+            self.closed_for_bad_frames += 1
+            _log.warning("bookie %s: closing the connection from %s: %s", self.bookie_id, peer, exc)
+        except ConnectionError as exc:
+            _log.info("bookie %s: the connection from %s broke: %s", self.bookie_id, peer, exc)
+        except Exception:
+            _log.exception("bookie %s: closing the connection from %s after an error", self.bookie_id, peer)
+        finally:
+            self._open.pop(task, None)
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    def _answer(self, payload: bytes, v2: bool, peer: object) -> tuple[bytes, bool]:
+        """The answer to one frame, and whether the connection speaks v2 from now on."""
+        assert self.service is not None
+        if not v2:
+            try:
+                request = decode_request(payload)
+            except FrameError as not_v3:
+                try:
+                    decoded = v2_protocol.decode(payload)
+                except FrameError as not_v2:
+                    raise FrameError(f"{not_v3}; nor is it v2: {not_v2}") from None
+                _log.info("bookie %s: the connection from %s speaks the v2 protocol", self.bookie_id, peer)
+                return self._answer_v2(decoded), True
+            self.operations[pb.OperationType.Name(request.header.operation)] += 1
+            return self.service.respond(request).SerializeToString(), False
+        return self._answer_v2(v2_protocol.decode(payload)), True
+
+    def _answer_v2(self, request: v2_protocol.V2Request) -> bytes:
+        assert self.service is not None
+        self.operations[f"v2:{v2_protocol.OP_NAMES[request.op]}"] += 1
+        return v2_protocol.respond(self.service, request)
+
+    @staticmethod
+    async def _read_payload(reader: asyncio.StreamReader) -> bytes | None:
+        """The next frame's bytes, or None when the client closed the connection between two frames."""
+        try:
+            prefix = await reader.readexactly(LENGTH.size)
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial:
+                return None
+            raise FrameError(f"the connection closed inside a frame's length ({len(exc.partial)} of 4 bytes)") from None
+        length = frame_length(prefix)
+        try:
+            payload = await reader.readexactly(length)
+        except asyncio.IncompleteReadError as exc:
+            raise FrameError(f"the connection closed after {len(exc.partial)} of the frame's {length} bytes") from None
+        return payload
+
+
+class ServedBookies:
+    """``count`` reference bookies under ``root`` (``bookie-1`` ..), served on ``host``; a context manager.
+
+    ``ports`` fixes each bookie's port (0, the default: one the system picks).
+    With ``zookeeper`` (``host:port``), each bookie registers under
+    ``ledgers_root`` there, in a ZooKeeper session of its own.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        count: int,
+        *,
+        host: str = "127.0.0.1",
+        ports: Sequence[int] | None = None,
+        zookeeper: str | None = None,
+        ledgers_root: str = "/ledgers",
+        config: BookieConfig | None = None,
+    ) -> None:
+        if count < 1:
+            raise ValueError(f"serve at least one bookie, not {count}")
+        if ports is not None and len(ports) != count:
+            raise ValueError(f"{len(ports)} ports given for {count} bookies")
+        self.ports = list(ports) if ports is not None else [0] * count
+        self.zookeeper = zookeeper
+        self.ledgers_root = ledgers_root
+        config = config or BookieConfig()
+        self.bookies = [ServedBookie(n, root / f"bookie-{n}", host, config) for n in range(1, count + 1)]
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="ledgerspec-bookies", daemon=True)
+
+    def _run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(_LOOP_TIMEOUT)
+
+    def start(self) -> ServedBookies:
+        """Start every bookie (each replays its journal), listen, then register each with ZooKeeper."""
+        self._thread.start()
+        for bookie, port in zip(self.bookies, self.ports, strict=True):
+            self._run(bookie.listen(port))
+            _log.info("bookie %d serving on %s, files in %s", bookie.number, bookie.bookie_id, bookie.directory)
+        for bookie in self.bookies:
+            self._register(bookie)
+        return self
+
+    def _register(self, bookie: ServedBookie) -> None:
+        if self.zookeeper is not None:
+            bookie.registration = BookieRegistration(self.zookeeper, self.ledgers_root)
+            bookie.registration.register(
+                bookie.bookie_id, bookie.host, bookie.port, bookie.layout.journal_dir, bookie.layout.ledger_dirs
+            )
+
+    @staticmethod
+    def _leave(bookie: ServedBookie) -> None:
+        if bookie.registration is not None:
+            bookie.registration.close()
+            bookie.registration = None
+
+    def crash(self, n: int) -> None:
+        """Bookie ``n``'s process dies: its connections drop, its files stay as they are, and it leaves ZooKeeper.
+
+        Its ZooKeeper session ends at once: a real crash leaves the znode
+        until the session times out, and a restart waits for that
+        (``ZKRegistrationManager.checkRegNodeAndWaitExpired``).
+        """
+        bookie = self.bookies[n - 1]
+        self._leave(bookie)
+        self._run(bookie.close(clean=False))
+
+    def restart(self, n: int) -> None:
+        """Start bookie ``n`` again on its files and its port: it replays its journal and registers again."""
+        bookie = self.bookies[n - 1]
+        self._run(bookie.listen(bookie.port))
+        self._register(bookie)
+
+    def on_bookie(self, n: int, look: Callable[[Bookie], _T]) -> _T:
+        """``look(bookie)`` for bookie ``n``'s reference bookie, on the loop's thread, between two requests."""
+        bookie = self.bookies[n - 1]
+
+        async def call() -> _T:
+            return look(bookie.bookie)
+
+        return self._run(call())
+
+    @property
+    def bookie_ids(self) -> list[str]:
+        return [b.bookie_id for b in self.bookies]
+
+    def stop(self) -> None:
+        """Leave ZooKeeper, stop listening, and stop each bookie the clean way (its files flushed)."""
+        for bookie in self.bookies:
+            self._leave(bookie)
+        if self._thread.is_alive():
+            for bookie in self.bookies:
+                self._run(bookie.close())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(_LOOP_TIMEOUT)
+        self._loop.close()
+
+    def __enter__(self) -> ServedBookies:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,212 @@
+"""A reference bookie's answers to BookKeeper's v3 requests: a decoded ``Request`` in, its ``Response`` out.
+
+What this module knows: how each v3 operation maps onto the requests of
+:mod:`ledgerspec.reference.ledger.protocol`, which the bookie serves with the
+same code as in the in-process cluster (:func:`~ledgerspec.reference.ledger.serving.serve`),
+and how the reply goes back into a v3 ``Response``. It does no I/O of its own:
+the bookie's journal does (each change is fsynced before its response is made).
+
+Each operation as BookKeeper 4.17.2's bookie answers it
+(``bookkeeper-server/.../proto/``, ``BookieRequestProcessor.processRequest``):
+
+=======================  ==============================================  ======================================
+operation                the reference bookie                            BookKeeper
+=======================  ==============================================  ======================================
+``ADD_ENTRY``            ``ADD`` (``RECOVERY_ADD``: a recovery add)       ``WriteEntryProcessorV3.getAddResponse``
+``READ_ENTRY``           ``READ_ENTRY``; with ``FENCE_LEDGER`` a fencing  ``ReadEntryProcessorV3.getReadResponse``
+                         ``RECOVERY_READ`` (entry -1: the last entry)
+``WRITE_LAC``            ``WRITE_LAC``                                    ``WriteLacProcessorV3``
+``READ_LAC``             the explicit LAC buffer and the last entry       ``ReadLacProcessorV3``
+``GET_BOOKIE_INFO``      the free and total bytes of the bookie's disk    ``GetBookieInfoProcessorV3``
+``FORCE_LEDGER``         the journal's fsync (every add has had it)       ``ForceLedgerProcessorV3``
+``AUTH``                 EOK, plugin ``AuthDisabledPlugin``               ``processRequest``, case ``AUTH``
+``START_TLS``            EBADREQ                                          ``processStartTLSRequestV3`` without TLS
+anything else            EBADREQ, the request's header echoed             ``processRequest``, ``default``
+=======================  ==============================================  ======================================
+
+Left out, each answered EBADREQ and logged: long-poll reads (a read with
+``previousLAC``, ``LongPollReadEntryProcessorV3``) and
+``GET_LIST_OF_ENTRIES_OF_LEDGER``, which BookKeeper's bookie serves.
+An operation whose request body is missing (an ``ADD_ENTRY`` without
+``addRequest``) is EBADREQ too: BookKeeper's would read the body's default
+instance, ledger 0 entry 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+from ledgerspec.reference.bookie import LAST_ADD_CONFIRMED, Bookie, NoSuchEntryError, NoSuchLedgerError
+from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
+from ledgerspec.reference.ledger.serving import serve
+from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
+
+__all__ = ["AUTH_DISABLED_PLUGIN", "WireService"]
+
+_log = logging.getLogger("ledgerspec.wire")
+
+#: ``AuthProviderFactoryFactory.AUTHENTICATION_DISABLED_PLUGIN_NAME``: the plugin a bookie without auth names.
+AUTH_DISABLED_PLUGIN = "AuthDisabledPlugin"
+
+_STATUS = {
+    ReplyCode.OK: pb.EOK,
+    ReplyCode.FENCED: pb.EFENCED,
+    ReplyCode.NO_SUCH_LEDGER: pb.ENOLEDGER,
+    ReplyCode.NO_SUCH_ENTRY: pb.ENOENTRY,
+    ReplyCode.UNAUTHORIZED: pb.EUA,
+    ReplyCode.REFUSED: pb.EBADREQ,
+}
+# The request body each served operation needs: a field of Request, answered in the Response field of the same stem.
+_BODY = {
+    pb.ADD_ENTRY: "addRequest",
+    pb.READ_ENTRY: "readRequest",
+    pb.WRITE_LAC: "writeLacRequest",
+    pb.READ_LAC: "readLacRequest",
+    pb.GET_BOOKIE_INFO: "getBookieInfoRequest",
+    pb.FORCE_LEDGER: "forceLedgerRequest",
+}
+_IDS = ("ledgerId", "entryId")  # copied from the request body to the response body, where both have them
+
+
+class WireService:
+    """One reference bookie, answering v3 requests; ``bookie_id`` is its id in ledger metadata (``host:port``)."""
+
+    def __init__(self, bookie: Bookie, bookie_id: str, disk: str) -> None:
+        self.bookie = bookie
+        self.bookie_id = bookie_id
+        self.disk = disk  # a directory on the bookie's disk, for GET_BOOKIE_INFO
+        # Each takes the request's header, its body and the response body to fill, status included.
+        self._handlers: dict[int, Callable[[pb.BKPacketHeader, Any, Any], None]] = {
+            pb.ADD_ENTRY: self._add,
+            pb.READ_ENTRY: self._read,
+            pb.WRITE_LAC: self._write_lac,
+            pb.READ_LAC: self._read_lac,
+            pb.GET_BOOKIE_INFO: self._bookie_info,
+            pb.FORCE_LEDGER: self._force_ledger,
+        }
+
+    def respond(self, request: pb.Request) -> pb.Response:
+        """The response to ``request``; the bookie has made what it changed durable before this returns."""
+        header = request.header
+        operation = header.operation
+        handler = self._handlers.get(operation)
+        if handler is None:
+            return self._unserved(request)
+        # PacketProcessorBaseV3.getHeader: the request's operation and txnId, version 3, no priority.
+        response = pb.Response(
+            header=pb.BKPacketHeader(version=pb.VERSION_THREE, operation=operation, txnId=header.txnId)
+        )
+        field = _BODY[operation]
+        if not request.HasField(field):
+            _log.info(
+                "bookie %s: %s request %d without %s: EBADREQ", self.bookie_id, _name(request), header.txnId, field
+            )
+            response.status = pb.EBADREQ
+            return response
+        body, out = getattr(request, field), getattr(response, field.removesuffix("Request") + "Response")
+        for name in _IDS:
+            if name in body.DESCRIPTOR.fields_by_name and name in out.DESCRIPTOR.fields_by_name:
+                setattr(out, name, getattr(body, name))
+        if header.version != pb.VERSION_THREE:  # PacketProcessorBaseV3.isVersionCompatible
+            out.status = pb.EBADVERSION
+        else:
+            handler(header, body, out)
+        # Each processor copies its operation's status into the Response's (e.g. WriteEntryProcessorV3's callback).
+        response.status = out.status
+        return response
+
+    def _unserved(self, request: pb.Request) -> pb.Response:
+        """AUTH, START_TLS and the operations not served: the request's own header echoed (processRequest)."""
+        response = pb.Response(header=request.header)
+        operation = request.header.operation
+        if operation == pb.AUTH:
+            # The bookie's AuthHandler.ServerSideHandler (AuthenticationDisabledAuthProviderFactory) lets the
+            # message through, and processRequest answers it: auth is not enabled.
+            response.status = pb.EOK
+            response.authResponse.authPluginName = AUTH_DISABLED_PLUGIN
+            response.authResponse.payload = b""
+            return response
+        reason = "TLS is not configured" if operation == pb.START_TLS else "the operation is not served"
+        _log.info("bookie %s: %s request %d: %s: EBADREQ", self.bookie_id, _name(request), request.header.txnId, reason)
+        response.status = pb.EBADREQ
+        return response
+
+    def _serve(self, kind: RequestKind, header: pb.BKPacketHeader, ledger_id: int, **fields: Any) -> Reply:
+        """Serve the request of :mod:`.protocol` that stands for this one: client 0, its operation the txnId."""
+        return serve(self.bookie, Request(kind, 0, header.txnId, self.bookie_id, ledger_id, **fields))
+
+    # -- the operations --------------------------------------------------------------------
+    def _add(self, header: pb.BKPacketHeader, add: pb.AddRequest, out: pb.AddResponse) -> None:
+        # DEFERRED_SYNC in writeFlags lets BookKeeper answer before the fsync; the reference bookie always waits.
+        recovery = add.HasField("flag") and add.flag == pb.AddRequest.RECOVERY_ADD
+        reply = self._serve(
+            RequestKind.ADD,
+            header,
+            add.ledgerId,
+            entry_id=add.entryId,
+            recovery=recovery,
+            data=add.body,
+            master_key=add.masterKey,
+        )
+        out.status = _STATUS[reply.code]
+
+    def _read(self, header: pb.BKPacketHeader, read: pb.ReadRequest, out: pb.ReadResponse) -> None:
+        fence = read.HasField("flag") and read.flag == pb.ReadRequest.FENCE_LEDGER
+        if not fence and read.HasField("previousLAC"):  # RequestUtils.isLongPollReadRequest
+            _log.info("bookie %s: long-poll read of ledger %d is not served: EBADREQ", self.bookie_id, read.ledgerId)
+            out.status = pb.EBADREQ
+            return
+        if fence and not read.HasField("masterKey"):  # ReadEntryProcessorV3: a fence needs the key
+            out.status = pb.EUA
+            return
+        kind = RequestKind.RECOVERY_READ if fence else RequestKind.READ_ENTRY
+        reply = self._serve(kind, header, read.ledgerId, entry_id=read.entryId, fence=fence, master_key=read.masterKey)
+        out.status = _STATUS[reply.code]
+        if reply.ok:
+            out.body = reply.data
+            # ReadEntryProcessorV3.readEntry: a plain read piggybacks the LAC the bookie knows, unless the
+            # client asked for ENTRY_PIGGYBACK; a fencing read (sendFenceResponse) sends the body alone.
+            if not fence and not (read.HasField("flag") and read.flag == pb.ReadRequest.ENTRY_PIGGYBACK):
+                out.maxLAC = self.bookie.read_last_add_confirmed(read.ledgerId)
+
+    def _write_lac(self, header: pb.BKPacketHeader, write: pb.WriteLacRequest, out: pb.WriteLacResponse) -> None:
+        reply = self._serve(
+            RequestKind.WRITE_LAC, header, write.ledgerId, lac=write.lac, data=write.body, master_key=write.masterKey
+        )
+        out.status = _STATUS[reply.code]
+
+    def _read_lac(self, _: pb.BKPacketHeader, read: pb.ReadLacRequest, out: pb.ReadLacResponse) -> None:
+        """ReadLacProcessorV3.getReadLacResponse: the explicit LAC buffer and the last entry, each if there is one."""
+        try:
+            explicit = self.bookie.read_explicit_lac_buffer(read.ledgerId)
+        except NoSuchLedgerError:
+            out.status = pb.ENOLEDGER
+            return
+        try:
+            last: bytes | None = self.bookie.read_entry(read.ledgerId, LAST_ADD_CONFIRMED)
+        except NoSuchEntryError:
+            last = None
+        if explicit is not None:
+            out.lacBody = explicit
+        if last is not None:
+            out.lastEntryBody = last
+        out.status = pb.ENOENTRY if explicit is None and last is None else pb.EOK
+
+    def _bookie_info(self, _: pb.BKPacketHeader, info: pb.GetBookieInfoRequest, out: pb.GetBookieInfoResponse) -> None:
+        usage = shutil.disk_usage(self.disk)
+        if info.requested & pb.GetBookieInfoRequest.FREE_DISK_SPACE:
+            out.freeDiskSpace = usage.free
+        if info.requested & pb.GetBookieInfoRequest.TOTAL_DISK_CAPACITY:
+            out.totalDiskCapacity = usage.total
+        out.status = pb.EOK
+
+    def _force_ledger(self, _: pb.BKPacketHeader, __: pb.ForceLedgerRequest, out: pb.ForceLedgerResponse) -> None:
+        self.bookie.force_write()  # Journal.forceLedger: answered once the journal is fsynced
+        out.status = pb.EOK
+
+
+def _name(request: pb.Request) -> str:
+    return str(pb.OperationType.Name(request.header.operation))

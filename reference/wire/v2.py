@@ -1,0 +1,156 @@
+"""BookKeeper's v2 binary protocol (the one Pulsar's brokers use): requests decoded, served, and answered.
+
+What this module knows: the bytes of a v2 frame (after its length) in, the
+bytes of the answer out, served by the same code as v3 and the in-process
+cluster (:func:`~ledgerspec.reference.ledger.serving.serve`); no sockets.
+
+A v2 frame starts with a packet header, one int: ``version << 24 | opCode << 16 | flags``
+(``BookieProtocol.PacketHeader.toInt``, BookKeeper 4.17.2); what follows is
+as ``BookieProtoEncoding.RequestEnDeCoderPreV3.decode`` reads it:
+
+==================  ======================================================  ===================================
+op                  request after the header                                the reference bookie
+==================  ======================================================  ===================================
+``ADDENTRY`` (1)    the 20-byte master key, then the entry                  ``ADD`` (``FLAG_RECOVERY_ADD``: a
+                                                                            recovery add)
+``READENTRY`` (2)   ledger id, entry id (8 bytes each); with                ``READ_ENTRY``; ``FLAG_DO_FENCING``:
+                    ``FLAG_DO_FENCING`` the 20-byte master key              a fencing ``RECOVERY_READ``
+``AUTH`` (3)        an ``AuthMessage``                                      ``AuthDisabledPlugin``, EOK
+``BATCH_READ`` (7)  ledger, entry, request id, max count, max size          EBADREQ: not served
+==================  ======================================================  ===================================
+
+A response (``ResponseEnDeCoderPreV3.encode``) is the header (the request's
+version and op, no flags), the error code, ledger id and entry id, then
+for a read the entry. Any other op makes BookKeeper's decoder throw, and
+the bookie closes the channel: here a :class:`~.codec.FrameError`.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import attrs
+from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
+from ledgerspec.reference.ledger.serving import serve
+from ledgerspec.reference.wire.codec import FrameError, parse
+from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
+from ledgerspec.reference.wire.service import AUTH_DISABLED_PLUGIN, WireService
+
+__all__ = [
+    "ADDENTRY",
+    "AUTH",
+    "BATCH_READ_ENTRY",
+    "OP_NAMES",
+    "READENTRY",
+    "V2Request",
+    "decode",
+    "encode_header",
+    "respond",
+]
+
+# BookieProtocol's op codes, error codes, flags and master key length.
+ADDENTRY, READENTRY, AUTH, BATCH_READ_ENTRY = 1, 2, 3, 7
+EOK, ENOLEDGER, ENOENTRY, EBADREQ, EUA, EFENCED = 0, 1, 2, 100, 102, 104
+FLAG_DO_FENCING, FLAG_RECOVERY_ADD = 0x0001, 0x0002
+OP_NAMES = {ADDENTRY: "ADDENTRY", READENTRY: "READENTRY", AUTH: "AUTH", BATCH_READ_ENTRY: "BATCH_READ_ENTRY"}
+MASTER_KEY_LENGTH = 20
+
+_INT = struct.Struct(">i")
+_IDS = struct.Struct(">qq")
+_BATCH = struct.Struct(">qqqiq")  # ledger, entry, request id, max count, max size
+_CODE = {
+    ReplyCode.OK: EOK,
+    ReplyCode.FENCED: EFENCED,
+    ReplyCode.NO_SUCH_LEDGER: ENOLEDGER,
+    ReplyCode.NO_SUCH_ENTRY: ENOENTRY,
+    ReplyCode.UNAUTHORIZED: EUA,
+    ReplyCode.REFUSED: EBADREQ,
+}
+
+
+@attrs.frozen
+class V2Request:
+    """One decoded v2 request."""
+
+    version: int
+    op: int
+    flags: int
+    ledger_id: int = -1
+    entry_id: int = -1
+    master_key: bytes | None = None  # ADDENTRY; READENTRY with FLAG_DO_FENCING
+    body: bytes = b""  # ADDENTRY: the entry; AUTH: the AuthMessage
+    request_id: int = 0  # BATCH_READ_ENTRY
+
+
+def encode_header(version: int, op: int, flags: int = 0) -> bytes:
+    """``PacketHeader.toInt``."""
+    return _INT.pack(((version & 0xFF) << 24) | ((op & 0xFF) << 16) | (flags & 0xFFFF))
+
+
+def decode(payload: bytes) -> V2Request:
+    """The v2 request in a frame's bytes; :class:`FrameError` naming what is wrong when they hold none."""
+    if len(payload) < _INT.size:
+        raise FrameError(f"a frame of {len(payload)} bytes has no v2 packet header either")
+    (header,) = _INT.unpack_from(payload)
+    version, op, flags = (header >> 24) & 0xFF, (header >> 16) & 0xFF, header & 0xFFFF
+    if version == 0:  # PacketHeader.getOpCode: version 0 puts the op in the low byte, and has no flags
+        op, flags = header & 0xFF, 0
+    rest = payload[_INT.size :]
+    try:
+        if op == ADDENTRY:
+            key, entry = rest[:MASTER_KEY_LENGTH], rest[MASTER_KEY_LENGTH:]
+            ledger_id, entry_id = _IDS.unpack_from(entry)  # peeked, as ParsedAddRequest reads them
+            return V2Request(version, op, flags, ledger_id, entry_id, key, entry)
+        if op == READENTRY:
+            ledger_id, entry_id = _IDS.unpack_from(rest)
+            fencing = flags & FLAG_DO_FENCING and version >= 2
+            fence_key = rest[_IDS.size : _IDS.size + MASTER_KEY_LENGTH] if fencing else None
+            if fence_key is not None and len(fence_key) < MASTER_KEY_LENGTH:
+                raise struct.error(f"a {len(fence_key)}-byte master key")
+            return V2Request(version, op, flags, ledger_id, entry_id, fence_key)
+        if op == BATCH_READ_ENTRY:
+            ledger_id, entry_id, request_id, _, _ = _BATCH.unpack_from(rest)
+            return V2Request(version, op, flags, ledger_id, entry_id, request_id=request_id)
+        if op == AUTH:  # the AuthMessage is built (builder.build()), which checks its required fields
+            parse(pb.AuthMessage(), rest, "v2 AuthMessage")
+            return V2Request(version, op, flags, body=rest)
+    except struct.error as exc:
+        raise FrameError(f"a v2 request of op {op} is cut short ({len(payload)} bytes): {exc}") from None
+    raise FrameError(f"v2 op code {op} is not one a bookie decodes (RequestEnDeCoderPreV3.decode)")
+
+
+def respond(service: WireService, request: V2Request) -> bytes:
+    """The answer's bytes (to be framed); what the request changed is durable before this returns."""
+    header = encode_header(request.version, request.op)
+    if request.op == AUTH:  # processRequest, case BookieProtocol.AUTH: auth is not enabled
+        message = pb.AuthMessage(authPluginName=AUTH_DISABLED_PLUGIN, payload=b"")
+        return header + message.SerializeToString()
+    ids = _IDS.pack(request.ledger_id, request.entry_id)
+    if request.op == BATCH_READ_ENTRY:
+        return header + _INT.pack(EBADREQ) + ids + struct.pack(">q", request.request_id)
+    reply = _serve(service, request)
+    code = _INT.pack(_CODE[reply.code])
+    if request.op == READENTRY and reply.ok:
+        return header + code + ids + reply.data
+    return header + code + ids
+
+
+def _serve(service: WireService, request: V2Request) -> Reply:
+    if request.op == ADDENTRY:
+        kind, fence = RequestKind.ADD, False
+    else:
+        fence = bool(request.flags & FLAG_DO_FENCING) and request.version >= 2
+        kind = RequestKind.RECOVERY_READ if fence else RequestKind.READ_ENTRY
+    served = Request(
+        kind,
+        0,
+        0,
+        service.bookie_id,
+        request.ledger_id,
+        entry_id=request.entry_id,
+        recovery=bool(request.flags & FLAG_RECOVERY_ADD),
+        fence=fence,
+        data=request.body,
+        master_key=request.master_key or b"",
+    )
+    return serve(service.bookie, served)

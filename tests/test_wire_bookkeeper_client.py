@@ -1,0 +1,126 @@
+"""The released BookKeeper 4.17.2 client, unmodified, on three reference bookies served over TCP.
+
+The project's real cluster (:class:`BookKeeperCluster`) brings ZooKeeper and
+the client harness JVM, with no BookKeeper bookie of its own; the bookies
+are reference bookies (:class:`ServedBookies`) that register in that
+ZooKeeper as BookKeeper's bookies do, so that the client finds them by its
+usual metadata and talks to them with its default v3 protocol.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, Harness
+from ledgerspec.conformance.adapters.jars import ensure_jars
+from ledgerspec.reference.wire import ServedBookies
+
+pytestmark = pytest.mark.real_bookkeeper
+
+ENTRIES = 10
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BookKeeperCluster, ServedBookies]]:
+    directory = tmp_path_factory.mktemp("wire")
+    with (
+        BookKeeperCluster(ensure_jars(), directory / "cluster", bookies=0) as bookkeeper,
+        ServedBookies(directory / "bookies", 3, zookeeper=f"127.0.0.1:{bookkeeper.zk_port}") as served,
+    ):
+        assert sorted(bookkeeper.wait_for_bookies(3)) == sorted(served.bookie_ids)
+        yield bookkeeper, served
+
+
+def _harness(cluster: tuple[BookKeeperCluster, ServedBookies]) -> Harness:
+    assert cluster[0].harness is not None
+    return cluster[0].harness
+
+
+def _expected(ledger: int, count: int) -> list[str]:
+    return [f"entry {n} of ledger {ledger}" for n in range(count)]  # what the harness adds
+
+
+def test_a_ledger_written_closed_and_recovered_reads_the_same_entries(
+    cluster: tuple[BookKeeperCluster, ServedBookies],
+) -> None:
+    harness = _harness(cluster)
+    created = harness.call("create", client=0, ensemble=3, write=2, ack=2)
+    ledger = created["ledger"]
+    assert harness.call("add", client=0, ledger=ledger, count=ENTRIES)["results"] == [0] * ENTRIES
+    assert harness.call("read", client=0, ledger=ledger, first=0, last=ENTRIES - 1)["entries"] == _expected(
+        ledger, ENTRIES
+    )
+    assert harness.call("close", client=0, ledger=ledger)["rc"] == 0
+    opened = harness.call("open", client=1, ledger=ledger, recovery=True)
+    assert opened["last_add_confirmed"] == ENTRIES - 1
+    assert harness.call("read", client=1, ledger=ledger, first=0, last=ENTRIES - 1)["entries"] == _expected(
+        ledger, ENTRIES
+    )
+
+
+def test_a_recovery_open_fences_the_bookies_and_the_writer_is_refused(
+    cluster: tuple[BookKeeperCluster, ServedBookies],
+) -> None:
+    harness, served = _harness(cluster), cluster[1]
+    ledger = harness.call("create", client=0, ensemble=3, write=2, ack=2)["ledger"]
+    assert harness.call("add", client=0, ledger=ledger, count=5)["results"] == [0] * 5
+    opened = harness.call("open", client=2, ledger=ledger, recovery=True)  # the writer still has it open
+    assert opened["last_add_confirmed"] == 4 and opened["metadata"]["state"] == "CLOSED"
+    assert harness.call("read", client=2, ledger=ledger, first=0, last=4)["entries"] == _expected(ledger, 5)
+    assert all(served.on_bookie(n, lambda b: b.is_fenced(ledger)) for n in (1, 2, 3))  # the ensemble is all three
+    (refused,) = harness.call("add", client=0, ledger=ledger, count=1)["results"]
+    assert refused != 0
+    seen = sum((b.operations for b in served.bookies), Counter[str]())
+    assert seen["ADD_ENTRY"] >= 2 * 5 and seen["READ_ENTRY"] > 0
+    assert "AUTH" not in seen  # a client without an auth plugin sends none (NullClientAuthProviderFactory)
+
+
+def test_a_crashed_bookie_is_replaced_and_its_entries_are_read_after_its_restart(
+    cluster: tuple[BookKeeperCluster, ServedBookies],
+) -> None:
+    bookkeeper, served = cluster
+    harness = _harness(cluster)
+    created = harness.call("create", client=0, ensemble=2, write=2, ack=2)
+    ledger, (first,) = created["ledger"], created["metadata"]["ensembles"].values()
+    assert harness.call("add", client=0, ledger=ledger, count=5)["results"] == [0] * 5
+    crashed = next(b.number for b in served.bookies if b.bookie_id == first[0])
+    served.crash(crashed)
+    try:
+        # The writer's next add finds the connection gone and changes the ensemble to the third bookie.
+        assert harness.call("add", client=0, ledger=ledger, count=5)["results"] == [0] * 5
+        changed = harness.call("metadata", client=0, ledger=ledger)["metadata"]["ensembles"]
+        assert len(changed) == 2 and first[0] not in changed["5"]
+    finally:
+        served.restart(crashed)
+    bookkeeper.wait_for_bookies(3)
+    assert harness.call("close", client=0, ledger=ledger)["rc"] == 0
+    opened = harness.call("open", client=3, ledger=ledger, recovery=True)
+    assert opened["last_add_confirmed"] == 9
+    assert harness.call("read", client=3, ledger=ledger, first=0, last=9)["entries"] == _expected(ledger, 10)
+    # The restarted bookie holds the first five entries again, replayed from its journal.
+    held = served.on_bookie(crashed, lambda b: b.memory_state().memtable | b.memory_state().flushed)
+    assert {entry for lid, entry in held if lid == ledger} == set(range(5))
+
+
+def test_a_client_on_the_v2_protocol_writes_fences_and_recovers_as_pulsars_brokers_do(
+    cluster: tuple[BookKeeperCluster, ServedBookies],
+) -> None:
+    bookkeeper, served = cluster
+    before = sum((b.operations for b in served.bookies), Counter[str]())
+    broker = bookkeeper.start_harness("v2", {"ledgerspec.useV2WireProtocol": "true"})
+    try:
+        ledger = broker.call("create", client=0, ensemble=3, write=2, ack=2)["ledger"]
+        assert broker.call("add", client=0, ledger=ledger, count=5)["results"] == [0] * 5
+        assert broker.call("read", client=0, ledger=ledger, first=0, last=4)["entries"] == _expected(ledger, 5)
+        opened = broker.call("open", client=1, ledger=ledger, recovery=True)  # fencing reads, in v2
+        assert opened["last_add_confirmed"] == 4 and opened["metadata"]["state"] == "CLOSED"
+        assert broker.call("read", client=1, ledger=ledger, first=0, last=4)["entries"] == _expected(ledger, 5)
+        (refused,) = broker.call("add", client=0, ledger=ledger, count=1)["results"]
+        assert refused != 0
+    finally:
+        broker.close()
+    seen = sum((b.operations for b in served.bookies), Counter[str]()) - before
+    assert seen["v2:ADDENTRY"] >= 2 * 5 and seen["v2:READENTRY"] > 0
+    assert not [op for op in seen if not op.startswith("v2:")]  # not one v3 request

@@ -1,0 +1,90 @@
+"""``ledgerspec serve bookies``: reference bookies on TCP ports, for BookKeeper clients, until interrupted.
+
+Starts ``--count`` reference bookies, each on its own directory under
+``--dir`` (a directory it served before is replayed, as a bookie restart
+replays its journal) and its own port, speaking BookKeeper's v3 and v2 protocols
+(:mod:`ledgerspec.reference.wire`). With ``--zookeeper`` each registers in
+that ZooKeeper under ``--ledgers-root`` as BookKeeper's bookie does, so a
+BookKeeper client whose ``metadataServiceUri`` names the same ZooKeeper and
+root writes its ledgers on them; the cluster must have been formatted
+first (``bookkeeper shell initnewcluster``). Prints each bookie's id, then
+serves until SIGINT or SIGTERM, and stops the bookies the clean way (exit
+status 0). Exit status 2 for bad options or a cluster it cannot register in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from ledgerspec.reference.wire import RegistrationError, ServedBookies
+from ledgerspec.tools.cli.commands.base import EXIT_OK, UsageError
+from rich.console import Console
+
+__all__ = ["register"]
+
+SERVED = ("bookies",)
+
+
+def register(commands: Any) -> None:
+    serve = commands.add_parser("serve", help="serve reference bookies over TCP with BookKeeper's v3 and v2 protocols")
+    serve.add_argument("what", help="what to serve: " + ", ".join(SERVED))
+    serve.add_argument("-n", "--count", type=int, default=3, help="how many bookies (default: 3)")
+    serve.add_argument("--dir", default="ledgerspec-bookies", help="their data directories' parent (bookie-N in it)")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on and register (default: loopback)")
+    serve.add_argument(
+        "--port", type=int, action="append", metavar="PORT", help="each bookie's port, in order (default: any free)"
+    )
+    serve.add_argument("--zookeeper", metavar="HOST:PORT", help="register the bookies in this ZooKeeper")
+    serve.add_argument("--ledgers-root", default="/ledgers", help="the cluster's root znode (default: /ledgers)")
+    serve.add_argument("--json", action="store_true", help="print the bookies as one JSON object once they serve")
+    serve.set_defaults(run=_serve)
+
+
+def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.what not in SERVED:
+        raise UsageError(f"unknown thing to serve {args.what!r}; it serves: {', '.join(SERVED)}")
+    if args.count < 1:
+        raise UsageError(f"--count must be at least 1, got {args.count}")
+    if args.port is not None and len(args.port) != args.count:
+        raise UsageError(f"{len(args.port)} --port given for {args.count} bookies: give one for each, or none")
+    served = ServedBookies(
+        Path(args.dir),
+        args.count,
+        host=args.host,
+        ports=args.port,
+        zookeeper=args.zookeeper,
+        ledgers_root=args.ledgers_root,
+    )
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            served.start()
+        except (RegistrationError, OSError) as exc:
+            served.stop()
+            raise UsageError(str(exc)) from None
+        _report(served, args, out)
+        stop.wait()
+        served.stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    err.print("stopped: the bookies' files are flushed", highlight=False)
+    return EXIT_OK
+
+
+def _report(served: ServedBookies, args: argparse.Namespace, out: Console) -> None:
+    bookies = [{"id": b.bookie_id, "dir": str(b.directory)} for b in served.bookies]
+    if args.json:
+        print(json.dumps({"bookies": bookies, "zookeeper": args.zookeeper, "ledgers_root": args.ledgers_root}))
+    else:
+        for bookie in bookies:
+            out.print(f"bookie {bookie['id']} serving, files in {bookie['dir']}", highlight=False)
+        where = f"registered in {args.zookeeper}{args.ledgers_root}" if args.zookeeper else "not registered anywhere"
+        out.print(f"{len(bookies)} bookies {where}; Ctrl-C stops them", highlight=False)
+    out.file.flush()
