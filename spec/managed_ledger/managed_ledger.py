@@ -74,7 +74,8 @@ the broker's ``MessageDeduplication``; BRIEF section 4, seeds 002 and 003):
   ``(next ledger, -1)``, leaving its mark-delete where it is; then
   ``internalTrimLedgers`` deletes the ledgers before the slowest reader's
   ledger ``x``, and ``x`` too when that position is at the last entry of
-  ``x`` and ``x`` is not the last ledger, but never the current one.
+  ``x`` and ``x`` is not the last ledger, but never the last ledger of the
+  list (``currentLedger``), also while none is open after a failed creation.
 
 Positions are ``(ledger id, entry id)`` (``positions.py``). ``entries`` holds
 every ledger ever created, deleted ones too: their entries are the history
@@ -602,16 +603,18 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
     @action()
     def TrimConsumedLedgers(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
         """internalTrimLedgers (ManagedLedgerImpl, Pulsar 4.0.7): the ledgers before the slowest reader's ledger are
-        deleted, never the current one."""
-        if not s.broker_up or s.current == NO_LEDGER:
+        deleted, never the last of the list: ``currentLedger``, the ledger written or, after a failed creation
+        (ClosedLedger), the one closed, which Pulsar trims around as well."""
+        if not s.broker_up:
             return None
+        last = s.ledgers[-1]
         if not s.slowest_position:
-            slowest = s.current + 1
+            slowest = last + 1
         elif self.Bug == "trim_deletes_needed_ledger":
             slowest = min(s.slowest_position)[0] + 1
         else:
             slowest = slowest_reader_ledger(s.ledgers, lambda x: len(s.entries[x - 1]), min(s.slowest_position))
-        gone = frozenset(x for x in s.ledgers if x < slowest and x != s.current)
+        gone = frozenset(x for x in s.ledgers if x < slowest and x != last)
         if not gone:
             return None
         return evolve(s, ledgers=tuple(x for x in s.ledgers if x not in gone), deleted=s.deleted | gone)

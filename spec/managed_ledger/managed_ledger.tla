@@ -458,14 +458,16 @@ SlowestPosition ==
     CHOOSE p \in {slowest_position[c] : c \in Cursors} : \A c \in Cursors : PosLeq(p, slowest_position[c])
 
 (* internalTrimLedgers (ManagedLedgerImpl, Pulsar 4.0.7): the ledgers      *)
-(* before the slowest reader's ledger are deleted, never the current one.  *)
+(* before the slowest reader's ledger are deleted, never the last of the   *)
+(* list: currentLedger, the ledger written or, after a failed creation     *)
+(* (ClosedLedger), the one closed, which Pulsar trims around as well.      *)
 TrimConsumedLedgers ==
     /\ broker_up
-    /\ current # NoLedger
-    /\ LET slowest == IF NumCursors = 0 THEN current + 1
+    /\ LET last == ledgers[Len(ledgers)]
+           slowest == IF NumCursors = 0 THEN last + 1
                       ELSE IF Bug = "trim_deletes_needed_ledger" THEN SlowestPosition[1] + 1
                       ELSE SlowestReaderLedger(ledgers, LAMBDA l : Len(entries[l]), SlowestPosition)
-           gone == {x \in Range(ledgers) : x < slowest /\ x # current}
+           gone == {x \in Range(ledgers) : x < slowest /\ x # last}
        IN /\ gone # {}
           /\ ledgers' = SelectSeq(ledgers, LAMBDA x : x \notin gone)
           /\ deleted' = deleted \cup gone
