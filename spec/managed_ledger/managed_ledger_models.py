@@ -46,4 +46,10 @@ MODELS = SpecModels(
         SeededBug("failed_creation_acks_queued", "NoAcknowledgedMessageLost", 10, {"MaxCreateFailures": 1}),
     ),
     presets={"faults": FAULTS},
+    # Small enough to explore whole under each seeded bug, for the trace mapping's explanations
+    # (tests/test_explanations.py); the second takes a dropped connection and a failed ledger creation.
+    explored={
+        "default": {"NumCursors": 2},
+        "faults": {"MaxMessages": 2, "MaxDisconnects": 1, "MaxCreateFailures": 1},
+    },
 )

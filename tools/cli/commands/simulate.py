@@ -1,4 +1,4 @@
-"""``ledgerspec simulate ledger|managed-ledger|autorecovery``: random runs of the reference engine, as traces.
+"""``ledgerspec simulate ledger|managed-ledger|topic|autorecovery``: random runs of the reference engine, as traces.
 
 ``ledger``: each run is a :class:`~ledgerspec.reference.ledger.simulation.LedgerSimulation`
 of ``--steps`` steps chosen by a generator seeded with the run's number and
@@ -15,6 +15,16 @@ ledgers (:mod:`ledgerspec.reference.managed_ledger.simulation`), checked against
 cursor spec (``--spec cursor``). Its sizes are the cursor spec's constants
 ``MaxEntriesPerLedger``, ``MetadataMaxEntriesPerLedger`` and ``BatchSize``;
 its mutants the managed ledger's.
+
+``topic``: each run is a topic partition, its producers (with deduplication)
+and durable subscriptions on a broker that crashes (also before an add is
+written and after) and restarts, with dropped producer connections, failed
+ledger creations, rollovers by size and age, and the skip and trim of
+consumed ledgers (:mod:`ledgerspec.reference.managed_ledger.topic_simulation`),
+checked against the managed-ledger spec (``--spec managed_ledger``). Its
+sizes and bounds are the managed-ledger spec's constants that a topic run
+sets, and ``MaxCrashes``; its mutants the managed ledger's trimming and the
+topic's deduplication.
 
 ``autorecovery``: each run is one closed ledger on bookies that stop, come
 back and lose their disks, with an auditor and replication workers that may
@@ -51,6 +61,10 @@ from ledgerspec.reference.managed_ledger import RunConfig
 from ledgerspec.reference.managed_ledger.refinement import spec_for_config
 from ledgerspec.reference.managed_ledger.run import SPEC_CONSTANTS as CURSOR_CONSTANTS
 from ledgerspec.reference.managed_ledger.simulation import simulate_cursor_traces
+from ledgerspec.reference.managed_ledger.topic_run import SPEC_CONSTANTS as TOPIC_CONSTANTS
+from ledgerspec.reference.managed_ledger.topic_run import TopicRunConfig
+from ledgerspec.reference.managed_ledger.topic_simulation import MUTANTS as TOPIC_MUTANTS
+from ledgerspec.reference.managed_ledger.topic_simulation import simulate_topic_traces, spec_for, with_mutant
 from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 from ledgerspec.spec.values import format_value
@@ -60,15 +74,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["autorecovery_run_config", "cursor_run_config", "register", "simulation_config"]
+__all__ = ["autorecovery_run_config", "cursor_run_config", "register", "simulation_config", "topic_run_config"]
 
 # Steps per run allowed without --force: a ledger run of 4,000 steps took 2.8 s, of 20,000 steps 37 s (its
 # cost per step grows with the run's history), so 100,000 would take many minutes without a word.
 MAX_STEPS = 10_000
 
-SIMULATIONS = ("ledger", "managed-ledger", "autorecovery")
+SIMULATIONS = ("ledger", "managed-ledger", "topic", "autorecovery")
 # The observation modes each simulation records, by the names of its spec's trace mapping.
-MODES = {"ledger": ("full", "client"), "managed-ledger": ("full", "client"), "autorecovery": ("full", "metadata")}
+MODES = {
+    "ledger": ("full", "client"),
+    "managed-ledger": ("full", "client"),
+    "topic": ("full",),
+    "autorecovery": ("full", "metadata"),
+}
 
 
 def register(commands: Any) -> None:
@@ -106,6 +125,8 @@ def register(commands: Any) -> None:
         + ", ".join(MUTANTS)
         + ") or of the managed ledger (managed-ledger: "
         + ", ".join(ML_MUTANTS)
+        + ") or of the topic (topic: "
+        + ", ".join(TOPIC_MUTANTS)
         + ") or of autorecovery (autorecovery: "
         + ", ".join(AUTORECOVERY_MUTANTS)
         + ")",
@@ -151,6 +172,8 @@ def _simulate(args: argparse.Namespace, out: Console, err: Console) -> int:
         return _simulate_managed_ledger(args, out, err)
     if args.spec == "autorecovery":
         return _simulate_autorecovery(args, out, err)
+    if args.spec == "topic":
+        return _simulate_topic(args, out, err)
     config = simulation_config(parse_constants(args.const), args.faults, args.mutant)
     directory = Path(args.out)
     try:
@@ -378,5 +401,48 @@ def _simulate_autorecovery(args: argparse.Namespace, out: Console, err: Console)
         SpecRuns("autorecovery", "autorecovery", config.spec_constants(), config.mutant, counts),
         lambda scratch: simulate_autorecovery_traces(
             config, scratch, seed=args.seed, steps=args.steps, traces=args.traces, modes=(args.mode,)
+        ),
+    )
+
+
+def topic_run_config(constants: dict[str, str], mutant: str | None) -> tuple[TopicRunConfig, int]:
+    """A topic run's configuration and its bound on crashes from ``--const`` and ``--mutant``; :class:`UsageError`
+    if bad."""
+    settable = [*TOPIC_CONSTANTS.names, "MaxCrashes"]
+    unknown = sorted(set(constants) - set(settable))
+    if unknown:
+        raise UsageError(f"a topic run takes the constants {', '.join(settable)}; not {', '.join(unknown)}")
+    defaults = spec_for(TopicRunConfig(), 2)
+    values = type(defaults)(**{**defaults.values, **constants}).values  # bad types and values fail here
+    if mutant is not None and mutant not in TOPIC_MUTANTS:
+        raise UsageError(f"unknown topic mutant {mutant!r}; mutants: {', '.join(TOPIC_MUTANTS)}")
+    chosen = {name: values[name] for name in constants if name != "MaxCrashes"}
+    return with_mutant(TOPIC_CONSTANTS.configure(TopicRunConfig(), chosen), mutant), values["MaxCrashes"]
+
+
+def _simulate_topic(args: argparse.Namespace, out: Console, err: Console) -> int:
+    if args.faults != ",".join(FAULTS):
+        raise UsageError("--faults is for ledger runs: a topic run takes every fault of the managed-ledger spec")
+    config, max_crashes = topic_run_config(parse_constants(args.const), args.mutant)
+    constants = {name: value for name, value in spec_for(config, max_crashes).values.items() if name != "Bug"}
+    counts = {
+        "acks": "BookKeeperCompletesAdd",
+        "rollovers": "LedgerRollsOver",
+        "crashes": "BrokerCrashes",
+        "trims": "TrimConsumedLedgers",
+    }
+    return _write_runs(
+        args,
+        out,
+        err,
+        SpecRuns("managed_ledger", "topic", constants, args.mutant, counts),
+        lambda scratch: simulate_topic_traces(
+            config,
+            scratch,
+            seed=args.seed,
+            steps=args.steps,
+            traces=args.traces,
+            max_crashes=max_crashes,
+            modes=(args.mode,),
         ),
     )

@@ -1,0 +1,279 @@
+"""How traces of a Pulsar topic implementation map onto the managed-ledger spec (``managed_ledger.py``).
+
+An event's type is a ``ManagedLedgerSpec`` action name; its params that
+action's parameters: ``p`` a producer (1 ..), ``c`` a durable cursor
+(subscription, 1 ..), ``k`` how many of the adds in flight reached the
+bookies before the broker crashed. Its observed values are
+``ManagedLedgerState`` variables. Ledgers are numbered 1, 2, ... in the
+order the topic created them (an implementation renames BookKeeper's ids).
+
+One observation mode:
+
+``full``
+    A harness that sees the producers, the broker's memory, the metadata
+    store and the bookies (an abstraction function): every step is logged,
+    by the producer that sends, sends again or loses its connection
+    (``producer-<p>``), the consumer that acknowledges (``consumer-<c>``),
+    ``bookkeeper`` for a completed add, or the ``broker``; every variable is
+    reported at every event, so that a step that should have changed one and
+    did not is seen as well as one that changed it wrongly.
+
+A trace is one partition of one topic (no partition key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+from ledgerspec.spec.managed_ledger.managed_ledger import NO_LEDGER, ManagedLedgerSpec, ManagedLedgerState
+from ledgerspec.spec.positions import next_position
+from ledgerspec.spec.tracing import Explanation, Guard, ObservationMode, TraceMapping
+
+__all__ = ["FULL", "GUARDS", "TRACE"]
+
+
+# -- who logs a step ---------------------------------------------------------------------
+_PRODUCERS = ("ProducerSends", "ProducerResends", "ConnectionDrops")
+
+
+def _process(action: str, args: tuple[Any, ...]) -> str:
+    if action in _PRODUCERS:
+        return f"producer-{args[0]}"
+    if action == "ConsumerAcks":
+        return f"consumer-{args[0]}"
+    if action == "BookKeeperCompletesAdd":
+        return "bookkeeper"
+    return "broker"
+
+
+FULL = ObservationMode(
+    "full",
+    "every step, by the producer, the consumer, BookKeeper or the broker that takes it; every variable",
+    frozenset(a.name for a in attrs.fields(ManagedLedgerState)),
+    logged_by=_process,
+)
+
+
+# -- explanations: which guard of a disabled action fails -------------------------------------
+def _down(s: ManagedLedgerState) -> str | None:
+    return None if s.broker_up else "the broker is down"
+
+
+def _producer(spec: ManagedLedgerSpec, s: ManagedLedgerState, p: int) -> str | None:
+    if p not in spec.producers:
+        return f"there is no producer {p} (producers 1 .. {spec.NumProducers})"
+    return _down(s)
+
+
+def _awaiting(spec: ManagedLedgerSpec, s: ManagedLedgerState, p: int) -> str:
+    if s.reconnecting[p - 1]:
+        return f"producer {p}'s connection closed: it sends every batch not acknowledged again first"
+    return (
+        f"producer {p}'s batches {s.acked[p - 1] + 1} .. {s.sent[p - 1] - 1} were lost in a crash: it sends them "
+        "again first"
+    )
+
+
+def _explain_sends(spec: ManagedLedgerSpec, s: ManagedLedgerState, p: int) -> str | None:
+    if why := _producer(spec, s, p):
+        return why
+    if s.sent[p - 1] >= spec.MaxMessages:
+        return f"producer {p} has sent its {spec.MaxMessages} batches (MaxMessages)"
+    if spec.awaits_resend(s, p):
+        return _awaiting(spec, s, p)
+    return None
+
+
+def _explain_resends(spec: ManagedLedgerSpec, s: ManagedLedgerState, p: int) -> str | None:
+    if why := _producer(spec, s, p):
+        return why
+    if not spec.awaits_resend(s, p):
+        return f"producer {p}'s connection is open and no batch of it was lost: it has nothing to send again"
+    return None
+
+
+def _explain_drops(spec: ManagedLedgerSpec, s: ManagedLedgerState, p: int) -> str | None:
+    if why := _producer(spec, s, p):
+        return why
+    if s.disconnects >= spec.MaxDisconnects:
+        return f"{s.disconnects} connections have dropped; MaxDisconnects is {spec.MaxDisconnects}"
+    if s.reconnecting[p - 1]:
+        return f"producer {p}'s connection is closed already"
+    if s.acked[p - 1] + 1 >= s.sent[p - 1]:
+        return f"every batch producer {p} sent is acknowledged"
+    return None
+
+
+def _explain_receives(spec: ManagedLedgerSpec, s: ManagedLedgerState, p: int) -> str | None:
+    if why := _producer(spec, s, p):
+        return why
+    if not s.net[p - 1]:
+        return f"no batch of producer {p} is in flight to the broker"
+    return None
+
+
+def _explain_completes(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> str | None:
+    if why := _down(s):
+        return why
+    if not s.pending:
+        return "no add is in flight to BookKeeper"
+    return None
+
+
+def _nothing_to_roll(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> str | None:
+    """Why no ledger is to be closed or created, or None when one is."""
+    if spec.to_close(s) or spec.creating(s):
+        return None
+    if s.current == NO_LEDGER:
+        return "no ledger is open, and no add waits for one to be created"
+    if s.pending:
+        return f"{len(s.pending)} adds are in flight to ledger {s.current}: it closes once they complete"
+    count = len(s.entries[s.current - 1])
+    if count == 0:
+        return f"ledger {s.current} holds no entry: it is not rolled over"
+    return f"ledger {s.current} is not full ({count} entries, {s.age} ticks old) and its last add was not sent"
+
+
+def _explain_rolls(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> str | None:
+    return _down(s) or _nothing_to_roll(spec, s)
+
+
+def _explain_creation_fails(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> str | None:
+    if why := _down(s):
+        return why
+    if s.create_failures >= spec.MaxCreateFailures:
+        return f"{s.create_failures} ledger creations have failed; MaxCreateFailures is {spec.MaxCreateFailures}"
+    return _nothing_to_roll(spec, s)
+
+
+def _explain_ticks(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> str | None:
+    if why := _down(s):
+        return why
+    if s.current == NO_LEDGER:
+        return "no ledger is open to grow older"
+    if s.age >= spec.max_age:
+        return f"ledger {s.current} is {s.age} ticks old: the model lets no ledger grow older (Ticks={spec.Ticks})"
+    return None
+
+
+def _explain_crashes(spec: ManagedLedgerSpec, s: ManagedLedgerState, k: int) -> str | None:
+    if not s.broker_up:
+        return "the broker is down already"
+    if s.crashes >= spec.MaxCrashes:
+        return f"{s.crashes} crashes have happened; MaxCrashes is {spec.MaxCrashes}"
+    return None
+
+
+def _explain_opens(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> str | None:
+    return "the broker is up: the managed ledger is open" if s.broker_up else None
+
+
+def _explain_acks(spec: ManagedLedgerSpec, s: ManagedLedgerState, c: int) -> str | None:
+    if c not in spec.cursors:
+        return f"there is no cursor {c} (cursors 1 .. {spec.NumCursors})"
+    if why := _down(s):
+        return why
+    if next_position(s.ledgers, lambda x: len(s.entries[x - 1]), s.mark_delete[c - 1]) is None:
+        ledger, entry = s.mark_delete[c - 1]
+        return f"cursor {c} has consumed every entry of the ledger list (mark-delete {ledger}:{entry})"
+    return None
+
+
+def _explain_skips(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> str | None:
+    if why := _down(s):
+        return why
+    if spec.CursorsSkipConsumedLedgers(s) is None:
+        return (
+            "no cursor's mark-delete is at the last entry of a ledger followed by another in the list, with the "
+            "managed ledger holding it elsewhere"
+        )
+    return None
+
+
+def _explain_trims(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> str | None:
+    if why := _down(s):
+        return why
+    if spec.TrimConsumedLedgers(s) is None:
+        held = ", ".join(f"{ledger}:{entry}" for ledger, entry in s.slowest_position) or "none"
+        return (
+            f"no ledger of the list other than the last lies before the slowest reader's ledger (the "
+            f"managed ledger holds the cursors at {held})"
+        )
+    return None
+
+
+EXPLAIN: dict[str, Explanation] = {
+    "ProducerSends": _explain_sends,
+    "ProducerResends": _explain_resends,
+    "ConnectionDrops": _explain_drops,
+    "BrokerReceives": _explain_receives,
+    "BookKeeperCompletesAdd": _explain_completes,
+    "LedgerRollsOver": _explain_rolls,
+    "LedgerCreationFails": _explain_creation_fails,
+    "ClockTicks": _explain_ticks,
+    "BrokerCrashes": _explain_crashes,
+    "ManagedLedgerOpens": _explain_opens,
+    "ConsumerAcks": _explain_acks,
+    "CursorsSkipConsumedLedgers": _explain_skips,
+    "TrimConsumedLedgers": _explain_trims,
+}
+
+
+# -- guards: the antecedents of the invariants --------------------------------------------
+def _trimmed_entries(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> bool:
+    return any(s.entries[x - 1] for x in s.deleted)
+
+
+def _written(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> bool:
+    return any(s.entries)
+
+
+GUARDS: dict[str, Sequence[Guard]] = {
+    "NoAcknowledgedMessageLost": (
+        Guard("BatchAcknowledged", lambda spec, s: any(a >= 0 for a in s.acked), "a producer got an acknowledgement"),
+    ),
+    "TrimKeepsUnconsumedEntries": (Guard("LedgerTrimmed", _trimmed_entries, "a ledger holding entries is deleted"),),
+    "LastConfirmedIsLastEntry": (Guard("BrokerUp", lambda spec, s: s.broker_up, "the broker is up"),),
+    "DedupPersistsNoDuplicate": (
+        Guard("DedupOnAndWritten", lambda spec, s: spec.Dedup and _written(spec, s), "dedup is on, an entry written"),
+    ),
+    "TrimPositionBehindCursor": (
+        Guard(
+            "CursorHeldAhead",
+            lambda spec, s: any(held > md for md, held in zip(s.mark_delete, s.slowest_position, strict=True)),
+            "the managed ledger holds a cursor past its mark-delete",
+        ),
+    ),
+    "MarkDeleteNeverMovesBackwards": (
+        Guard(
+            "CursorConsumed",
+            lambda spec, s: any((x, 0) <= md for x, es in enumerate(s.entries, 1) if es for md in s.mark_delete),
+            "a cursor's mark-delete is at or past an entry",
+        ),
+    ),
+}
+
+PROCESSES = ("producer", "broker", "bookkeeper", "consumer")
+
+# What an event says nothing without: the entry a completed add wrote and the id its producer got, where the
+# consumer's mark-delete went, what a crash left on the bookies, the ledger list after a rollover, a reopen or a
+# trim.
+REQUIRES = {
+    "BookKeeperCompletesAdd": {"entries", "acked", "last_id", "last_confirmed"},
+    "ConsumerAcks": {"mark_delete", "slowest_position"},
+    "BrokerCrashes": {"broker_up", "entries"},
+    "LedgerRollsOver": {"ledgers", "current"},
+    "ManagedLedgerOpens": {"ledgers", "mark_delete", "highest_persisted", "last_confirmed"},
+    "TrimConsumedLedgers": {"ledgers", "deleted"},
+}
+
+TRACE = TraceMapping(
+    ManagedLedgerSpec,
+    (FULL,),
+    requires=REQUIRES,
+    explain=EXPLAIN,
+    guards=GUARDS,
+    processes=PROCESSES,
+)

@@ -1,0 +1,235 @@
+"""The managed-ledger spec under the oracle: its trace mapping (spec/managed_ledger/managed_ledger_trace.py), and
+the reference topic's runs (reference/managed_ledger/topic_simulation.py) as traces, checked from the library and
+the command line."""
+
+from __future__ import annotations
+
+import functools
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from explored_models import explored
+from ledgerspec.conformance import TraceChecker, events_from_json
+from ledgerspec.reference.managed_ledger.refinement import TopicRefinement
+from ledgerspec.reference.managed_ledger.topic_run import TopicRun, TopicRunConfig
+from ledgerspec.reference.managed_ledger.topic_simulation import simulate_topic_traces, spec_for, with_mutant
+from ledgerspec.spec import catalog
+from ledgerspec.spec.managed_ledger.managed_ledger import BUGS, NO_LEDGER, ManagedLedgerSpec
+from ledgerspec.spec.managed_ledger.managed_ledger_trace import FULL, GUARDS, TRACE
+from ledgerspec.spec.tracing import mapping_for
+from ledgerspec.tools.cli.main import main
+
+# Two producers and two subscriptions, with every fault the spec bounds: a dropped connection, a failed ledger
+# creation, ledgers rolled over by age as well as by size.
+CONFIG = TopicRunConfig(
+    producers=2, messages=4, cursors=2, disconnects=1, creation_failures=1, maximum_rollover=2, ticks=2
+)
+CRASHES = 2
+
+
+# -- the mapping --------------------------------------------------------------------------
+def test_mapping_is_found_by_spec_name_and_speaks_the_specs_vocabulary() -> None:
+    assert mapping_for("managed_ledger") is TRACE
+    assert list(TRACE.actions) == [a.name for a in ManagedLedgerSpec.actions]
+    assert set(TRACE.explain) == set(TRACE.actions)
+    assert FULL.observes == set(TRACE.variables)
+    assert TRACE.encode_params("BrokerCrashes", (1,)) == {"k": 1}
+    assert TRACE.encode_params("ConsumerAcks", (2,)) == {"c": 2}
+    assert FULL.logged_by("ProducerSends", (2,)) == "producer-2"
+    assert FULL.logged_by("ConsumerAcks", (1,)) == "consumer-1"
+    assert FULL.logged_by("BookKeeperCompletesAdd", ()) == "bookkeeper"
+
+
+def test_explanations_name_the_failing_guard() -> None:
+    spec, states = explored("managed_ledger", "default", "none")
+    first = states[0]
+    assert TRACE.explain["BookKeeperCompletesAdd"](spec, first) == "no add is in flight to BookKeeper"
+    assert TRACE.explain["BrokerReceives"](spec, first, 1) == "no batch of producer 1 is in flight to the broker"
+    assert TRACE.explain["ProducerResends"](spec, first, 1) == (
+        "producer 1's connection is open and no batch of it was lost: it has nothing to send again"
+    )
+    assert TRACE.explain["ManagedLedgerOpens"](spec, first) == "the broker is up: the managed ledger is open"
+    assert TRACE.explain["ConsumerAcks"](spec, first, 3) == "there is no cursor 3 (cursors 1 .. 2)"
+    assert TRACE.explain["LedgerRollsOver"](spec, first) == "ledger 1 holds no entry: it is not rolled over"
+    assert TRACE.explain["ConnectionDrops"](spec, first, 1) == "0 connections have dropped; MaxDisconnects is 0"
+    down = next(s for s in states if not s.broker_up)
+    assert TRACE.explain["TrimConsumedLedgers"](spec, down) == "the broker is down"
+    assert TRACE.explain["BrokerCrashes"](spec, down, 0) == "the broker is down already"
+
+
+def test_every_guard_holds_in_each_state_that_breaks_its_invariant() -> None:
+    broken: set[str] = set()
+    for bug in BUGS:
+        for model in catalog.find("managed_ledger").models.explored:
+            spec, states = explored("managed_ledger", model, bug)
+            for s in states:
+                for inv in spec.invariants:
+                    if inv.fn(spec, s) is not None:
+                        broken.add(inv.name)
+                        assert all(g.fn(spec, s) for g in GUARDS.get(inv.name, ())), (bug, inv.name)
+    assert broken == {
+        "NoAcknowledgedMessageLost",
+        "TrimKeepsUnconsumedEntries",
+        "DedupPersistsNoDuplicate",
+        "LastConfirmedIsLastEntry",
+        "LedgerHoldsItsLimit",
+    }
+
+
+def test_every_guard_holds_somewhere() -> None:
+    spec, states = explored("managed_ledger", "default", "none")
+    for prop, guards in GUARDS.items():
+        for g in guards:
+            assert any(g.fn(spec, s) for s in states), (prop, g.name)
+
+
+def test_the_closed_ledger_is_kept_when_consumed_ledgers_are_trimmed_after_a_failed_creation() -> None:
+    """The soak's run topic-7-4, shortened: after creating the next ledger failed, none is open, and the broker
+    trims the consumed ledgers all the same. Pulsar's currentLedger is then the ledger just closed
+    (internalTrimLedgers runs in ClosedLedger too, ManagedLedgerImpl, Pulsar 4.0.7): it is kept, the others
+    before the slowest reader's ledger go."""
+    spec = ManagedLedgerSpec(MaxMessages=4, MaxCreateFailures=1)
+    steps = [
+        *[("ProducerSends", (1,)), ("BrokerReceives", (1,)), ("BookKeeperCompletesAdd", ())] * 2,
+        ("LedgerRollsOver", ()),
+        *[("ProducerSends", (1,)), ("BrokerReceives", (1,)), ("BookKeeperCompletesAdd", ())] * 2,
+        ("LedgerCreationFails", ()),
+        *[("ConsumerAcks", (1,))] * 3,
+    ]
+    [state] = spec.init_states()
+    for name, args in steps:
+        after = getattr(spec, name)(state, *args)
+        assert after is not None, (name, TRACE.explain[name](spec, state, *args))
+        state = after
+    assert state.current == NO_LEDGER and state.ledgers == (1, 2) and state.mark_delete == ((2, 0),)
+    trimmed = spec.TrimConsumedLedgers(state)
+    assert trimmed is not None and trimmed.ledgers == (2,) and trimmed.deleted == {1}
+    # The engine does the same, step for step under the refinement check.
+    with tempfile.TemporaryDirectory() as root:
+        run = TopicRun(root, TopicRunConfig(messages=4, creation_failures=1))
+        check = TopicRefinement(run)
+        for next_ledger in (run.roll_over, run.fail_creation):
+            for _ in range(2):
+                run.send(1)
+                run.receive(1)
+                run.complete_add()
+            assert next_ledger()
+        for _ in range(3):
+            assert run.consume(1)
+        assert len(run.trim()) == 1
+        assert check.state.ledgers == (2,) and check.state.current == NO_LEDGER
+        run.close()
+
+
+# -- traces of the reference topic ---------------------------------------------------------
+@functools.cache
+def _traces(mutant: str | None = None) -> list[tuple[str, dict[str, list[dict[str, Any]]]]]:
+    with tempfile.TemporaryDirectory() as root:
+        config = with_mutant(CONFIG, mutant)
+        return list(simulate_topic_traces(config, root, seed=5, steps=80, traces=12, max_crashes=CRASHES))
+
+
+def _checker() -> TraceChecker:
+    return TraceChecker(spec_for(CONFIG, CRASHES), "full")
+
+
+def test_the_correct_topic_conforms_and_takes_every_action() -> None:
+    checker = _checker()
+    actions: set[str] = set()
+    for trace_id, lines in _traces():
+        verdict = checker.check(events_from_json(lines["full"]))
+        assert verdict.status == "conforms", (trace_id, verdict.reason)
+        actions |= {line["type"] for line in lines["full"]}
+    assert actions == {"Init", *TRACE.actions}
+
+
+def test_every_line_carries_every_variable_and_the_process_that_took_the_step() -> None:
+    lines = [line for _, trace in _traces() for line in trace["full"]]
+    assert all(set(line["observed"]) == FULL.observes for line in lines)
+    processes = {line["process"] for line in lines}
+    assert {"producer-1", "producer-2", "consumer-1", "consumer-2", "bookkeeper", "broker"} <= processes
+    crashes = [line for line in lines if line["type"] == "BrokerCrashes"]
+    assert {line["params"]["k"] for line in crashes} == {0, 1}  # before an add is written, and after
+
+
+def test_the_same_seed_gives_the_same_traces() -> None:
+    with tempfile.TemporaryDirectory() as root:
+        again = list(simulate_topic_traces(CONFIG, root, seed=5, steps=80, traces=12, max_crashes=CRASHES))
+    assert again == _traces()
+
+
+@pytest.mark.parametrize(
+    ("mutant", "event", "promises", "words"),
+    [
+        (
+            "trim_deletes_needed_ledger",
+            "TrimConsumedLedgers",
+            {"TrimKeepsUnconsumedEntries"},
+            "TrimConsumedLedgers is not enabled: no ledger of the list other than the last lies before the slowest",
+        ),
+        (
+            "skip_unconsumed_ledger",
+            "CursorsSkipConsumedLedgers",
+            {"TrimPositionBehindCursor"},
+            "the spec has",
+        ),
+        ("forget_dedup_on_open", "ManagedLedgerOpens", set(), "after ManagedLedgerOpens: observed highest_pushed"),
+    ],
+)
+def test_each_mutant_is_caught_at_its_step(mutant: str, event: str, promises: set[str], words: str) -> None:
+    """Full observation stops at the step that goes wrong; where the state it reports breaks an invariant, the
+    verdict names it, else it says which value differs from the spec's."""
+    checker = _checker()
+    verdicts = [checker.check(events_from_json(lines["full"])) for _, lines in _traces(mutant)]
+    caught = [v for v in verdicts if v.status == "violates"]
+    assert caught and all(v.status in ("violates", "conforms") for v in verdicts)
+    for verdict in caught:
+        failure = verdict.failure
+        assert failure is not None and failure.event_type == event, verdict.reason
+    assert any(
+        promises <= {b.name for b in v.failure.broken} and words in v.failure.reason
+        for v in caught
+        if v.failure is not None
+    )
+
+
+# -- the command line -----------------------------------------------------------------------
+def test_simulate_writes_traces_that_check_clean_and_a_mutants_that_do_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ok = tmp_path / "ok"
+    constants = ["--const", "NumCursors=2", "--const", "NumProducers=2", "--const", "MaxMessages=4"]
+    assert main(["simulate", "topic", "--traces", "3", "--steps", "60", *constants, "--out", str(ok), "--json"]) == 0
+    manifest = json.loads(capsys.readouterr().out)
+    assert manifest["spec"] == "managed_ledger" and len(manifest["traces"]) == 3
+    assert manifest["constants"]["NumCursors"] == 2 and manifest["constants"]["MaxCrashes"] == 2
+    assert sorted(p.name for p in ok.iterdir()) == ["manifest.json", *(f"topic-0-{i}.ndjson" for i in range(3))]
+    check = manifest["check"].split()[1:]
+    assert main([*check, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["conforms"] == 3
+    bad = tmp_path / "bad"
+    argv = ["simulate", "topic", "--traces", "4", "--steps", "60", "--seed", "1", *constants, "--out", str(bad)]
+    assert main([*argv, "--mutant", "forget_dedup_on_open"]) == 0
+    capsys.readouterr()
+    assert main(["check", str(bad), "--json"]) == 1
+    assert "observed highest_pushed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--mode", "client"], "unknown mode 'client' for topic; modes: full"),
+        (["--mutant", "nope"], "unknown topic mutant 'nope'; mutants: trim_deletes_needed_ledger"),
+        (["--const", "E=2"], "a topic run takes the constants NumProducers"),
+        (["--const", "BatchSize=0"], "BatchSize must be at least 1"),
+        (["--faults", "crash"], "--faults is for ledger runs"),
+    ],
+)
+def test_bad_simulate_options_are_usage_errors(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["simulate", "topic", "--out", str(tmp_path), *argv]) == 2
+    assert message in " ".join(capsys.readouterr().err.split())  # the console wraps long lines
