@@ -22,6 +22,7 @@ Modules, each with one job:
   recorded as traces;
 - :mod:`.topic_run`, :mod:`.topic_abstraction`: producers, subscriptions and
   a topic on a crashing broker, and its managed-ledger-spec state;
+  :mod:`.topic_simulation`: seeded random runs of it, recorded as traces;
 - :mod:`.refinement`: the checks that each step of a run is one its spec
   allows.
 """
