@@ -222,3 +222,25 @@ def test_bad_simulate_options_are_usage_errors(
 ) -> None:
     assert main(["simulate", "topic", "--out", str(tmp_path), *argv]) == 2
     assert message in " ".join(capsys.readouterr().err.split())  # the console wraps long lines
+
+
+@pytest.mark.tlc
+@pytest.mark.parametrize("mutant", [None, "trim_deletes_needed_ledger"])
+def test_tlc_gives_the_same_verdicts_on_topic_traces(tmp_path: Path, mutant: str | None) -> None:
+    """Each trace as a TLA+ module over managed_ledger.tla (and positions.tla, which it extends), validated by
+    TLC."""
+    from ledgerspec.tools.model_checking.tlc.trace_validation import validate_with_tlc
+
+    spec = spec_for(CONFIG, CRASHES)
+    verdicts = []
+    runs = simulate_topic_traces(
+        with_mutant(CONFIG, mutant), str(tmp_path), seed=5, steps=60, traces=2, max_crashes=CRASHES
+    )
+    for trace_id, lines in runs:
+        events = events_from_json(lines["full"])
+        verdict = TraceChecker(spec, "full").check(events)
+        checked = validate_with_tlc(events, spec, directory=tmp_path / f"tlc-{trace_id}")
+        assert checked.outcome.conforms == (verdict.status == "conforms"), (trace_id, checked.outcome, verdict.reason)
+        assert verdict.failure is None or verdict.failure.event_index == checked.outcome.event_index
+        verdicts.append(verdict.status)
+    assert ("violates" in verdicts) == (mutant is not None)
