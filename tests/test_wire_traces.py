@@ -107,6 +107,7 @@ def test_a_bookie_that_forgets_a_fence_in_its_restart_violates_at_the_restart(
         assert not served.on_bookie(1, lambda b: b.is_fenced(ledger))  # the mutant's fence was in memory only
     (crash,) = [x for x in _lines(tmp_path / "run.ndjson") if x["type"] == "BookieCrashes"]
     b = crash["params"]["b"]  # served bookie 1 as the spec numbers it: by its place in the first ensemble
+    assert orjson.loads((tmp_path / "manifest.json").read_bytes())["mutant"] == "fence_not_journaled"
     code, verdicts = _check(capsys, tmp_path / "run.ndjson")
     assert code == 1
     (violation,) = verdicts["violations"]

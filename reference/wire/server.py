@@ -214,7 +214,7 @@ class ServedBookies:
         self.zookeeper = zookeeper
         self.ledgers_root = ledgers_root
         config = config or BookieConfig()
-        self.trace = ServedTrace(trace, count) if trace is not None else None
+        self.trace = ServedTrace(trace, count, config.mutant) if trace is not None else None
         self.bookies = [ServedBookie(n, root / f"bookie-{n}", host, config, self.trace) for n in range(1, count + 1)]
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="ledgerspec-bookies", daemon=True)
@@ -278,8 +278,9 @@ class ServedBookies:
         return [b.bookie_id for b in self.bookies]
 
     def write_trace(self) -> Path | None:
-        """Write what the bookies served so far as traces (module docstring); None when not tracing."""
-        if self.trace is None:
+        """Write what the bookies served so far as traces (module docstring); None when not tracing, or when no
+        bookie has served a request of a ledger yet (a trace file holds at least one event)."""
+        if self.trace is None or not self.trace.ledgers():
             return None
         if self.zookeeper is None:
             return self.trace.write(lambda ledger: None)

@@ -6,8 +6,8 @@ restart. :meth:`ServedTrace.write` turns that into events of the ledger spec
 (``spec/ledger/ledger.py``) in the vocabulary of its trace mapping
 (``spec/ledger/ledger_trace.py``, mode ``bookies``), one trace per ledger,
 all in one NDJSON file, in the order the bookies served the requests; and a
-``manifest.json`` beside it with the spec, the mode and the constants, so
-that ``ledgerspec check`` judges the file as it is.
+``manifest.json`` beside it with the spec, the mode, the constants and the
+bookies' mutant, if any, so that ``ledgerspec check`` judges the file as it is.
 
 =====================================================  ============================================
 a served bookie                                        event, logged by ``bookie-<b>``
@@ -108,12 +108,15 @@ class ServedTrace:
     """The requests served bookies answered, and their crashes and restarts, kept until :meth:`write`.
 
     ``path`` is the trace file to write; ``count`` the number of served
-    bookies. Called on the bookies' loop only, one request at a time.
+    bookies; ``mutant`` the bookies' seeded bug, if any, which the manifest
+    names (their violations are expected). Called on the bookies' loop
+    only, one request at a time.
     """
 
-    def __init__(self, path: Path, count: int) -> None:
+    def __init__(self, path: Path, count: int, mutant: str | None = None) -> None:
         self.path = path
         self.count = count
+        self.mutant = mutant
         self.steps: list[_Served] = []
         self.unmodelled: Counter[str] = Counter()  # answered requests the spec has no message for, by kind
 
@@ -172,6 +175,7 @@ class ServedTrace:
             files=[self.path.name],
             traces=traces,
             unmodelled=dict(self.unmodelled),
+            mutant=self.mutant,
         )
         write_manifest(self.path.parent, manifest)
         return self.path

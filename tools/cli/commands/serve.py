@@ -86,7 +86,9 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
             signal.signal(sig, handler)
     err.print("stopped: the bookies' files are flushed", highlight=False)
     if served.trace is not None:
-        err.print(f"traces of {len(served.trace.ledgers())} ledgers written to {args.trace}", highlight=False)
+        ledgers = len(served.trace.ledgers())
+        written = f"traces of {ledgers} ledgers written to {args.trace}" if ledgers else "no ledger served: no trace"
+        err.print(written, highlight=False)
     return EXIT_OK
 
 
