@@ -96,6 +96,25 @@ def test_a_run_of_the_java_client_on_traced_bookies_conforms(
     assert (code, verdicts["traces"], verdicts["conforms"], verdicts["mode"]) == (0, 2, 2, "bookies")
 
 
+def test_a_run_of_a_client_on_the_v2_protocol_conforms_too(
+    bookkeeper: BookKeeperCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As Pulsar's brokers speak to bookies: the same requests in v2 frames, the same trace."""
+    with _served(bookkeeper, tmp_path) as served:
+        _harness(bookkeeper, served)
+        broker = bookkeeper.start_harness("v2-traced", {"ledgerspec.useV2WireProtocol": "true"})
+        try:
+            ledger = _write_and_fence(broker, served)
+        finally:
+            broker.close()
+        assert not [op for b in served.bookies for op in b.operations if not op.startswith("v2:")]
+    lines = _lines(tmp_path / "run.ndjson")
+    assert {x["trace"] for x in lines} == {f"run-L{ledger}"}
+    assert {x["type"] for x in lines} == {"BookieReceivesAdd", "BookieReceivesFenceRead", "BookieReceivesRecoveryRead"}
+    code, verdicts = _check(capsys, tmp_path / "run.ndjson")
+    assert (code, verdicts["traces"], verdicts["conforms"]) == (0, 1, 1), verdicts["violations"]
+
+
 def test_a_bookie_that_forgets_a_fence_in_its_restart_violates_at_the_restart(
     bookkeeper: BookKeeperCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
