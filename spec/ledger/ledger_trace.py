@@ -39,7 +39,10 @@ Three observation modes:
     sends those), and ``replied`` is left out. This is the client mode
     turned around: the clients are searched for, the bookies are seen,
     so a bookie that breaks a promise (acks an add to a fenced ledger,
-    loses a fence in a restart) shows at its own step.
+    loses a fence in a restart) shows at its own step. The price is the
+    search: a writer may push every entry of the run between two requests
+    a bookie serves, so the breadth-first search, which decides a
+    violation, needs ``max_hidden_steps`` above the number of entries.
 
 Processes that log: ``writer``, ``recoverer-<c>``, ``bookie-<b>`` and, for
 lost requests in full mode, ``network``; in bookies mode the bookies only.
