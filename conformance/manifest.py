@@ -28,13 +28,14 @@ the reason; :meth:`CheckInputs.constants_of` gives each trace's constants.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 import orjson
 from ledgerspec.conformance.reader import TRACE_SUFFIXES, TraceFileError, expand_paths
+from ledgerspec.spec.vocabulary import MANIFEST_FORMAT, MANIFEST_NAME, MANIFEST_VERSION, manifest_json, write_manifest
 
 __all__ = [
     "MANIFEST_FORMAT",
@@ -48,9 +49,6 @@ __all__ = [
     "write_manifest",
 ]
 
-MANIFEST_NAME = "manifest.json"
-MANIFEST_FORMAT = "ledgerspec-traces"
-MANIFEST_VERSION = 1
 # A recording of a real system before it is mapped (tools/recording/real_systems.py): the harness's raw
 # observations and the run's facts, no trace yet.
 _RECORDING_FILES = ("run.json", "observations.ndjson")
@@ -82,42 +80,6 @@ class TraceManifest:
         list or that has none of its own."""
         shared = not self.traces or any(t not in self.trace_constants for t in self.traces)
         return ([dict(self.constants)] if shared else []) + [self.constants_of(t) for t in self.trace_constants]
-
-
-def manifest_json(
-    *,
-    spec: str,
-    mode: str,
-    constants: Mapping[str, Any],
-    files: Sequence[str],
-    traces: Sequence[Mapping[str, Any]] = (),
-    not_traces: Mapping[str, str] | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    """A manifest as JSON: ``traces`` are objects with a ``trace`` key (and ``constants``, where a trace has its
-    own); ``extra`` keys are the writer's."""
-    manifest: dict[str, Any] = {
-        "format": MANIFEST_FORMAT,
-        "v": MANIFEST_VERSION,
-        "spec": spec,
-        "mode": mode,
-        "constants": dict(constants),
-        "files": list(files),
-        "traces": [dict(t) for t in traces],
-    }
-    if not_traces:
-        manifest["not_traces"] = dict(not_traces)
-    overlap = sorted(set(manifest) & set(extra))
-    if overlap:
-        raise ValueError(f"manifest keys given twice: {', '.join(overlap)}")
-    return {**manifest, **extra}
-
-
-def write_manifest(directory: Path, manifest: Mapping[str, Any]) -> Path:
-    """Write ``manifest`` (:func:`manifest_json`) as ``directory/manifest.json``."""
-    path = directory / MANIFEST_NAME
-    path.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
-    return path
 
 
 def read_manifest(path: Path) -> TraceManifest:

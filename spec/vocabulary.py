@@ -8,18 +8,32 @@ lines with :func:`trace_line` (a spec mapping's
 :meth:`~ledgerspec.spec.tracing.TraceMapping.event_line` encodes an engine
 event's parameters first); the oracle reads lines of version
 :data:`FORMAT_VERSION` (``ledgerspec.conformance.events`` checks their
-envelope). The format itself is documented in docs/trace-format.md.
+envelope). The format itself is documented in docs/trace-format.md, as is
+the manifest that says what a directory's traces were recorded under
+(:func:`manifest_json`, :func:`write_manifest`; ``ledgerspec.conformance.manifest``
+reads it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 import orjson
 
-__all__ = ["FORMAT_VERSION", "EngineEvent", "ndjson", "trace_line"]
+__all__ = [
+    "FORMAT_VERSION",
+    "MANIFEST_FORMAT",
+    "MANIFEST_NAME",
+    "MANIFEST_VERSION",
+    "EngineEvent",
+    "manifest_json",
+    "ndjson",
+    "trace_line",
+    "write_manifest",
+]
 
 #: The ``v`` of every line: the version of the trace format this code writes and reads.
 FORMAT_VERSION = 1
@@ -59,3 +73,45 @@ def trace_line(
 def ndjson(lines: Iterable[dict[str, Any]]) -> bytes:
     """Lines of the trace format as NDJSON: one JSON object per line."""
     return b"".join(orjson.dumps(line) + b"\n" for line in lines)
+
+
+# -- manifests: what a directory's traces were recorded under (docs/trace-format.md, "Manifests") ----------
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = "ledgerspec-traces"
+MANIFEST_VERSION = 1
+
+
+def manifest_json(
+    *,
+    spec: str,
+    mode: str,
+    constants: Mapping[str, Any],
+    files: Sequence[str],
+    traces: Sequence[Mapping[str, Any]] = (),
+    not_traces: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A manifest as JSON: ``traces`` are objects with a ``trace`` key (and ``constants``, where a trace has its
+    own); ``extra`` keys are the writer's."""
+    manifest: dict[str, Any] = {
+        "format": MANIFEST_FORMAT,
+        "v": MANIFEST_VERSION,
+        "spec": spec,
+        "mode": mode,
+        "constants": dict(constants),
+        "files": list(files),
+        "traces": [dict(t) for t in traces],
+    }
+    if not_traces:
+        manifest["not_traces"] = dict(not_traces)
+    overlap = sorted(set(manifest) & set(extra))
+    if overlap:
+        raise ValueError(f"manifest keys given twice: {', '.join(overlap)}")
+    return {**manifest, **extra}
+
+
+def write_manifest(directory: Path, manifest: Mapping[str, Any]) -> Path:
+    """Write ``manifest`` (:func:`manifest_json`) as ``directory/manifest.json``."""
+    path = directory / MANIFEST_NAME
+    path.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
+    return path

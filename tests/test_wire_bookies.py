@@ -249,8 +249,10 @@ def test_the_serve_command_registers_its_bookies_and_stops_them_cleanly_on_sigte
     hosts, zk, root = zookeeper
     command = [sys.executable, "-m", "ledgerspec.tools.cli.main", "serve", "bookies", "-n", "2"]
     command += ["--dir", str(tmp_path), "--zookeeper", hosts, "--ledgers-root", root, "--json"]
+    command += ["--trace", str(tmp_path / "run" / "run.ndjson")]
     unformatted = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert unformatted.returncode == 2 and f"{root}/available does not exist" in unformatted.stderr
+    assert not (tmp_path / "run").exists()  # no request served, no trace
     zk.ensure_path(f"{root}/available/readonly")
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
         assert process.stdout is not None
@@ -263,6 +265,10 @@ def test_the_serve_command_registers_its_bookies_and_stops_them_cleanly_on_sigte
         process.send_signal(signal.SIGTERM)
         assert process.wait(120) == 0
     assert zk.get_children(f"{root}/available") == ["readonly"]
+    # What bookie 2 served, as a trace: ledger LEDGER has no metadata here, so the served bookies' numbers stand.
+    (line,) = [json.loads(text) for text in (tmp_path / "run" / "run.ndjson").read_text().splitlines()]
+    assert (line["trace"], line["process"], line["type"]) == (f"run-L{LEDGER}", "bookie-2", "BookieReceivesAdd")
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["mode"] == "bookies"
     with ServedBookies(tmp_path, 2) as again:  # the same directories: bookie-2 replays the entry
         client = Client(again.bookie_ids[1])
         assert client.read(0).readResponse.body == _entry(0, -1)

@@ -61,19 +61,25 @@ def cookie(bookie_id: str, journal_dir: str, ledger_dirs: tuple[str, ...], insta
     return f"{COOKIE_LAYOUT_VERSION}\n{text_format.MessageToString(message)}".encode()
 
 
+def connect(hosts: str) -> KazooClient:
+    """A started ZooKeeper session; :class:`RegistrationError` when ZooKeeper cannot be reached."""
+    quiet = logging.getLogger("ledgerspec.wire.kazoo")
+    quiet.setLevel(logging.ERROR)
+    zk = KazooClient(hosts=hosts, timeout=10, logger=quiet)
+    try:
+        zk.start(timeout=_CONNECT_TIMEOUT)
+    except Exception as exc:
+        zk.close()
+        raise RegistrationError(f"cannot reach ZooKeeper at {hosts}: {exc}") from exc
+    return zk
+
+
 class BookieRegistration:
     """One bookie's ZooKeeper session and what it registers there; closing it ends the session and the znode."""
 
     def __init__(self, hosts: str, ledgers_root: str = "/ledgers") -> None:
         self.ledgers_root = ledgers_root.rstrip("/")
-        quiet = logging.getLogger("ledgerspec.wire.kazoo")
-        quiet.setLevel(logging.ERROR)
-        self._zk = KazooClient(hosts=hosts, timeout=10, logger=quiet)
-        try:
-            self._zk.start(timeout=_CONNECT_TIMEOUT)
-        except Exception as exc:
-            self._zk.close()
-            raise RegistrationError(f"cannot reach ZooKeeper at {hosts}: {exc}") from exc
+        self._zk = connect(hosts)
         self.hosts = hosts
 
     def register(self, bookie_id: str, host: str, port: int, journal_dir: str, ledger_dirs: tuple[str, ...]) -> str:

@@ -14,6 +14,11 @@ name. A request that changes the bookie is answered after the journal's
 fsync (:func:`~ledgerspec.reference.ledger.serving.serve`); that fsync
 holds up the loop, so the bookies serve one request at a time in all.
 
+Given ``trace``, the bookies record each request they serve, and their
+crashes and restarts, in that one order (:mod:`.trace`); :meth:`ServedBookies.stop`
+writes them as ledger-spec traces in the ``bookies`` observation mode, one
+per ledger, in that file, with a ``manifest.json`` beside it.
+
 A frame the bookie cannot take (:class:`~.codec.FrameError`: a negative or
 too long length, bytes that are neither a v3 nor a v2 request, a stream cut in the middle
 of a frame) is logged with its reason, on the logger ``ledgerspec.wire``,
@@ -34,12 +39,18 @@ from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 from ledgerspec.reference.bookie import Bookie, BookieConfig, BookieLayout, OsFileSystem
+from ledgerspec.reference.ledger.protocol import Reply, Request
+from ledgerspec.reference.metadata.ledger_metadata_format import decode_ledger_metadata
+from ledgerspec.reference.metadata.ledger_paths import ledger_path
 from ledgerspec.reference.wire import v2 as v2_protocol
 from ledgerspec.reference.wire.codec import LENGTH, FrameError, decode_request, frame_length
 from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
-from ledgerspec.reference.wire.registration import BookieRegistration
+from ledgerspec.reference.wire.registration import BookieRegistration, connect
 from ledgerspec.reference.wire.service import WireService
+from ledgerspec.reference.wire.trace import ServedTrace
 
 __all__ = ["ServedBookie", "ServedBookies"]
 
@@ -51,8 +62,11 @@ _LOOP_TIMEOUT = 60.0
 class ServedBookie:
     """One reference bookie and its listening socket, on the loop of :class:`ServedBookies`."""
 
-    def __init__(self, number: int, directory: Path, host: str, config: BookieConfig) -> None:
+    def __init__(
+        self, number: int, directory: Path, host: str, config: BookieConfig, trace: ServedTrace | None = None
+    ) -> None:
         self.number = number
+        self.trace = trace  # told of each request served, and of each restart
         self.directory = directory
         self.host = host
         self.layout = BookieLayout.in_data_dir(str(directory))
@@ -77,10 +91,17 @@ class ServedBookie:
         """Start the bookie (it replays its journal) and listen on ``port`` (0: one the system picks)."""
         if self.service is not None:  # a restart: a new bookie on the same files, as a new process
             self.bookie = Bookie(self.layout, OsFileSystem(), self.config)
+        restart = self.service is not None
         self.bookie.start()
         self._server = await asyncio.start_server(self._serve_connection, self.host, port)
         self.port = int(self._server.sockets[0].getsockname()[1])
-        self.service = WireService(self.bookie, self.bookie_id, str(self.directory))
+        self.service = WireService(self.bookie, self.bookie_id, str(self.directory), self._served)
+        if restart and self.trace is not None:
+            self.trace.restarted(self.number, self.bookie)
+
+    def _served(self, request: Request, reply: Reply) -> None:
+        if self.trace is not None:
+            self.trace.served(self.number, self.bookie, request, reply)
 
     async def close(self, *, clean: bool = True) -> None:
         """Stop listening and drop every connection; then stop the bookie: ``clean``, flushed and checkpointed;
@@ -168,7 +189,9 @@ class ServedBookies:
 
     ``ports`` fixes each bookie's port (0, the default: one the system picks).
     With ``zookeeper`` (``host:port``), each bookie registers under
-    ``ledgers_root`` there, in a ZooKeeper session of its own.
+    ``ledgers_root`` there, in a ZooKeeper session of its own. With
+    ``trace``, a file, the bookies record what they serve and :meth:`stop`
+    writes it there (module docstring).
     """
 
     def __init__(
@@ -181,6 +204,7 @@ class ServedBookies:
         zookeeper: str | None = None,
         ledgers_root: str = "/ledgers",
         config: BookieConfig | None = None,
+        trace: Path | None = None,
     ) -> None:
         if count < 1:
             raise ValueError(f"serve at least one bookie, not {count}")
@@ -190,7 +214,8 @@ class ServedBookies:
         self.zookeeper = zookeeper
         self.ledgers_root = ledgers_root
         config = config or BookieConfig()
-        self.bookies = [ServedBookie(n, root / f"bookie-{n}", host, config) for n in range(1, count + 1)]
+        self.trace = ServedTrace(trace, count, config.mutant) if trace is not None else None
+        self.bookies = [ServedBookie(n, root / f"bookie-{n}", host, config, self.trace) for n in range(1, count + 1)]
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="ledgerspec-bookies", daemon=True)
 
@@ -230,6 +255,8 @@ class ServedBookies:
         bookie = self.bookies[n - 1]
         self._leave(bookie)
         self._run(bookie.close(clean=False))
+        if self.trace is not None:
+            self.trace.crashed(n)
 
     def restart(self, n: int) -> None:
         """Start bookie ``n`` again on its files and its port: it replays its journal and registers again."""
@@ -250,8 +277,37 @@ class ServedBookies:
     def bookie_ids(self) -> list[str]:
         return [b.bookie_id for b in self.bookies]
 
+    def write_trace(self) -> Path | None:
+        """Write what the bookies served so far as traces (module docstring); None when not tracing, or when no
+        bookie has served a request of a ledger yet (a trace file holds at least one event)."""
+        if self.trace is None or not self.trace.ledgers():
+            return None
+        if self.zookeeper is None:
+            return self.trace.write(lambda ledger: None)
+        zk = connect(self.zookeeper)
+        try:
+            return self.trace.write(lambda ledger: self._first_ensemble(zk, ledger))
+        finally:
+            zk.stop()
+            zk.close()
+
+    def _first_ensemble(self, zk: KazooClient, ledger: int) -> tuple[list[int], dict[str, int]] | None:
+        """A ledger's first ensemble as served bookie numbers, and its quorums, from its metadata; None without."""
+        try:
+            data, _ = zk.get(ledger_path(ledger, self.ledgers_root))
+        except NoNodeError:
+            return None
+        metadata = decode_ledger_metadata(data, ledger)
+        numbers = {b.bookie_id: b.number for b in self.bookies}
+        first = [numbers[b] for b in metadata.segments[0].ensemble if b in numbers]
+        quorums = {"E": metadata.ensemble_size, "Qw": metadata.write_quorum_size, "Qa": metadata.ack_quorum_size}
+        return first, quorums
+
     def stop(self) -> None:
-        """Leave ZooKeeper, stop listening, and stop each bookie the clean way (its files flushed)."""
+        """Write the trace, if any; leave ZooKeeper, stop listening, and stop each bookie the clean way (its files
+        flushed)."""
+        if self._thread.is_alive():
+            self.write_trace()
         for bookie in self.bookies:
             self._leave(bookie)
         if self._thread.is_alive():

@@ -74,10 +74,13 @@ _IDS = ("ledgerId", "entryId")  # copied from the request body to the response b
 class WireService:
     """One reference bookie, answering v3 requests; ``bookie_id`` is its id in ledger metadata (``host:port``)."""
 
-    def __init__(self, bookie: Bookie, bookie_id: str, disk: str) -> None:
+    def __init__(
+        self, bookie: Bookie, bookie_id: str, disk: str, on_served: Callable[[Request, Reply], None] | None = None
+    ) -> None:
         self.bookie = bookie
         self.bookie_id = bookie_id
         self.disk = disk  # a directory on the bookie's disk, for GET_BOOKIE_INFO
+        self.on_served = on_served  # told of each request of :mod:`.protocol` served, and its reply (a trace)
         # Each takes the request's header, its body and the response body to fill, status included.
         self._handlers: dict[int, Callable[[pb.BKPacketHeader, Any, Any], None]] = {
             pb.ADD_ENTRY: self._add,
@@ -134,9 +137,16 @@ class WireService:
         response.status = pb.EBADREQ
         return response
 
+    def serve(self, request: Request) -> Reply:
+        """Serve a request of :mod:`.protocol` (v3's and v2's alike), made durable before this returns."""
+        reply = serve(self.bookie, request)
+        if self.on_served is not None:
+            self.on_served(request, reply)
+        return reply
+
     def _serve(self, kind: RequestKind, header: pb.BKPacketHeader, ledger_id: int, **fields: Any) -> Reply:
         """Serve the request of :mod:`.protocol` that stands for this one: client 0, its operation the txnId."""
-        return serve(self.bookie, Request(kind, 0, header.txnId, self.bookie_id, ledger_id, **fields))
+        return self.serve(Request(kind, 0, header.txnId, self.bookie_id, ledger_id, **fields))
 
     # -- the operations --------------------------------------------------------------------
     def _add(self, header: pb.BKPacketHeader, add: pb.AddRequest, out: pb.AddResponse) -> None:

@@ -2,7 +2,7 @@
 
 What this module knows: the bytes of a v2 frame (after its length) in, the
 bytes of the answer out, served by the same code as v3 and the in-process
-cluster (:func:`~ledgerspec.reference.ledger.serving.serve`); no sockets.
+cluster (:func:`~ledgerspec.reference.ledger.serving.serve`, through :meth:`.WireService.serve`); no sockets.
 
 A v2 frame starts with a packet header, one int: ``version << 24 | opCode << 16 | flags``
 (``BookieProtocol.PacketHeader.toInt``, BookKeeper 4.17.2); what follows is
@@ -31,7 +31,6 @@ import struct
 
 import attrs
 from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
-from ledgerspec.reference.ledger.serving import serve
 from ledgerspec.reference.wire.codec import FrameError, parse
 from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
 from ledgerspec.reference.wire.service import AUTH_DISABLED_PLUGIN, WireService
@@ -153,4 +152,4 @@ def _serve(service: WireService, request: V2Request) -> Reply:
         data=request.body,
         master_key=request.master_key or b"",
     )
-    return serve(service.bookie, served)
+    return service.serve(served)

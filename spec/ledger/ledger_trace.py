@@ -6,7 +6,7 @@ its params that action's parameters (``m`` a request record, ``replied``,
 ``c`` a recovering client, ``b`` and ``nb`` bookies, ``e`` an entry id), its
 observed values ``LedgerState`` variables or the projections below.
 
-Two observation modes:
+Three observation modes:
 
 ``full``
     A global observer (a test harness around an engine, or a simulator):
@@ -21,9 +21,31 @@ Two observation modes:
     clients' own variables and the ledger metadata they read and write; no
     bookie storage, no messages in flight. A client may leave any value out
     (a log line without the LAC, say).
+``bookies``
+    What the bookies see, as served bookies record it
+    (``ledgerspec serve bookies --trace``): each request a bookie served,
+    logged by that bookie in the order the bookies served them, and its
+    crashes and restarts. Hidden, so allowed between two logged events:
+    every step of a client (the writer's adds, changes and close, a
+    recovery's start, resends and close, a reader's reads) and the loss of a
+    request, which no bookie sees. Observable: what each bookie holds of the
+    ledger (``bookie_entries``), whether it is fenced (``bookie_fenced``),
+    and which bookies are down. Not ``bookie_data``: the spec's data is a
+    number, a bookie's is bytes. Not ``bookie_lac`` either: a recovery add
+    of the spec carries no LAC, BookKeeper's carries the recovering client's
+    (docs/real-systems.md), which the bookie then holds. A bookie cannot
+    tell who sent a request nor whether its reply arrived, so a request
+    record names no client but the writer (a normal add: only the writer
+    sends those), and ``replied`` is left out. This is the client mode
+    turned around: the clients are searched for, the bookies are seen,
+    so a bookie that breaks a promise (acks an add to a fenced ledger,
+    loses a fence in a restart) shows at its own step. The price is the
+    search: a writer may push every entry of the run between two requests
+    a bookie serves, so the breadth-first search, which decides a
+    violation, needs ``max_hidden_steps`` above the number of entries.
 
 Processes that log: ``writer``, ``recoverer-<c>``, ``bookie-<b>`` and, for
-lost requests in full mode, ``network``.
+lost requests in full mode, ``network``; in bookies mode the bookies only.
 
 The explanations say which guard of an action fails, one sentence per
 guard, in the order the action tests them. Two steps of the spec are left
@@ -77,7 +99,18 @@ from ledgerspec.spec.ledger.ledger import (
 )
 from ledgerspec.spec.tracing import INIT, Explanation, Guard, Message, ObservationMode, Projection, TraceMapping
 
-__all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "GUARDS", "STUTTERS", "TRACE", "client_process", "messages"]
+__all__ = [
+    "BOOKIES",
+    "BOOKIES_OBSERVE",
+    "CLIENT",
+    "CLIENT_OBSERVES",
+    "FULL",
+    "GUARDS",
+    "STUTTERS",
+    "TRACE",
+    "client_process",
+    "messages",
+]
 
 
 # -- projections: what a log line reports instead of a whole variable ---------------------
@@ -178,6 +211,16 @@ CLIENT = ObservationMode(
         "NetworkLosesMessage": None,
     },
     logged_by=_observer,
+)
+
+BOOKIES_OBSERVE = frozenset({"bookie_entries", "bookie_fenced", "crashed"})
+
+BOOKIES = ObservationMode(
+    "bookies",
+    "what the bookies see: each request they serve, their crashes and restarts; the clients' steps searched for",
+    observes=BOOKIES_OBSERVE,
+    hidden={a.name: None for a in LedgerSpec.actions if not a.name.startswith("Bookie")},
+    logged_by=_actor,
 )
 
 
@@ -602,7 +645,7 @@ REQUIRES = {
 
 TRACE = TraceMapping(
     LedgerSpec,
-    (FULL, CLIENT),
+    (FULL, CLIENT, BOOKIES),
     requires=REQUIRES,
     projections=PROJECTIONS,
     explain=EXPLAIN,

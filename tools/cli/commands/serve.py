@@ -9,7 +9,11 @@ BookKeeper client whose ``metadataServiceUri`` names the same ZooKeeper and
 root writes its ledgers on them; the cluster must have been formatted
 first (``bookkeeper shell initnewcluster``). Prints each bookie's id, then
 serves until SIGINT or SIGTERM, and stops the bookies the clean way (exit
-status 0). Exit status 2 for bad options or a cluster it cannot register in.
+status 0). With ``--trace FILE``, the bookies record every request they
+serve, and at the stop write it to ``FILE`` as ledger-spec traces in the
+``bookies`` observation mode, one per ledger, with a ``manifest.json``
+beside it, for ``ledgerspec check FILE``. Exit status 2 for bad options or
+a cluster it cannot register in.
 """
 
 from __future__ import annotations
@@ -42,6 +46,11 @@ def register(commands: Any) -> None:
     serve.add_argument("--zookeeper", metavar="HOST:PORT", help="register the bookies in this ZooKeeper")
     serve.add_argument("--ledgers-root", default="/ledgers", help="the cluster's root znode (default: /ledgers)")
     serve.add_argument("--json", action="store_true", help="print the bookies as one JSON object once they serve")
+    serve.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="record what the bookies serve; at the stop write it to FILE as traces (manifest.json beside it)",
+    )
     serve.set_defaults(run=_serve)
 
 
@@ -59,6 +68,7 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
         ports=args.port,
         zookeeper=args.zookeeper,
         ledgers_root=args.ledgers_root,
+        trace=Path(args.trace) if args.trace else None,
     )
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -75,6 +85,10 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     err.print("stopped: the bookies' files are flushed", highlight=False)
+    if served.trace is not None:
+        ledgers = len(served.trace.ledgers())
+        written = f"traces of {ledgers} ledgers written to {args.trace}" if ledgers else "no ledger served: no trace"
+        err.print(written, highlight=False)
     return EXIT_OK
 
 
