@@ -119,6 +119,12 @@ SEEDED: dict[tuple[str, str], dict[str, Expected]] = {
         "full": {"LostBookiesMarked"},
         "metadata": ("undecided", "LostBookiesMarked", "lost_seen"),
     },
+    ("managed_ledger", "trim_deletes_needed_ledger"): {"full": {"TrimKeepsUnconsumedEntries"}},
+    ("managed_ledger", "dedup_forgets_on_reopen"): {"full": {"DedupPersistsNoDuplicate"}},
+    ("managed_ledger", "reopen_confirms_new_ledger"): {"full": {"LastConfirmedIsLastEntry"}},
+    ("managed_ledger", "closing_ledger_takes_adds"): {"full": {"LedgerHoldsItsLimit"}},
+    ("managed_ledger", "unknown_answered_as_duplicate"): {"full": {"NoAcknowledgedMessageLost"}},
+    ("managed_ledger", "failed_creation_acks_queued"): {"full": {"NoAcknowledgedMessageLost"}},
 }
 
 
