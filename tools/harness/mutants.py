@@ -58,6 +58,7 @@ workload of the specs it lists (:attr:`Mutant.specs`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import attrs
@@ -127,6 +128,7 @@ class MutantResult:
     events: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(MODES, 0))
     inconclusive: dict[str, int] = attrs.Factory(lambda: dict.fromkeys(MODES, 0))
     read_problems: int = 0  # wrong data a reader got up to the LAC (the simulation's own check)
+    runs: int = 0  # runs of the mutated engine made
 
     @property
     def name(self) -> str:
@@ -231,10 +233,24 @@ def _run_one(
                         result.promise_kills[mode] = kill
                 elif verdict.failure is not None or verdict.bound is not None or verdict.input_errors:
                     result.inconclusive[mode] += 1
+            result.runs += 1
             progress(result.name, 1)
             if all(done(m) for m in modes if m in workload.modes):
                 return result
     return result
+
+
+_worker_checkers: Checkers | None = None  # a worker process's checkers, kept for every mutant it runs
+
+
+def _run_in_worker(
+    mutant: Mutant, workloads: Sequence[AnyWorkload], modes: Sequence[str], bounds: Bounds
+) -> MutantResult:
+    """:func:`_run_one` in a worker process of :func:`run_mutants`."""
+    global _worker_checkers
+    if _worker_checkers is None:
+        _worker_checkers = Checkers(bounds)
+    return _run_one(mutant, workloads, _worker_checkers, modes, lambda _name, _traces: None)
 
 
 def run_mutants(
@@ -250,13 +266,24 @@ def run_mutants(
     """The mutation score of the oracle over ``workloads`` (module docstring).
 
     ``baseline``: the unmutated engine's runs, where a false positive would show; by default the ``ci`` soak
-    of the specs of ``workloads`` (:mod:`~ledgerspec.tools.harness.soak`), run in ``jobs`` processes.
-    ``progress(name, traces)`` is called after each run of the engine named (``none``: unmutated).
+    of the specs of ``workloads`` (:mod:`~ledgerspec.tools.harness.soak`). The unmutated runs and the mutants run
+    in ``jobs`` processes; the result does not depend on ``jobs`` (each mutant's runs are seeded, and a mutant runs
+    in one process). ``progress(name, traces)`` is called after each run of the engine named (``none``:
+    unmutated), or with ``jobs`` above 1 as each mutant is done.
     """
     chosen = list(MUTANTS.values()) if mutants is None else list(mutants)
     if baseline is None:
         baseline = soak_workloads(PROFILES["ci"], dict.fromkeys(w.spec for w in workloads))
     unmutated = run_soak(baseline, modes=modes, bounds=bounds, jobs=jobs, progress=lambda _w, n: progress("none", n))
-    checkers = Checkers(bounds or Bounds())
-    results = [_run_one(m, workloads, checkers, modes, progress) for m in chosen]
+    bounds = bounds or Bounds()
+    if jobs <= 1:
+        checkers = Checkers(bounds)
+        results = [_run_one(m, workloads, checkers, modes, progress) for m in chosen]
+    else:
+        results = []
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(_run_in_worker, m, tuple(workloads), tuple(modes), bounds) for m in chosen]
+            for future in futures:  # in order: the same result for any jobs
+                results.append(future.result())
+                progress(results[-1].name, results[-1].runs)
     return MutationRun(results, unmutated, tuple(workloads), tuple(baseline))
