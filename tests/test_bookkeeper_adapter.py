@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from ledgerspec.spec.ledger.ledger_trace import TRACE
 from ledgerspec.tools.cli.main import main
 from ledgerspec.tools.recording import real_systems
 from ledgerspec.tools.recording.real_systems import RecordingError, ScenarioRecording, check_recording
+from raced_replies import raced_lines
 from recording_support import Edit, edited_copy
 
 RECORDINGS = Path(__file__).parent / "data" / "bookkeeper-4.17.2"
@@ -36,7 +38,10 @@ def recheck(tmp_path: Path, name: str, edit: Edit | None = None) -> ScenarioReco
 
 
 #: Recordings in which a race brought about a finding the scenario may show (``Scenario.may_show``).
-RACED_INTO_A_FINDING = {"recovery-races-writer-journal-latency": "fenced-writer-closes-ledger"}
+RACED_INTO_A_FINDING = {
+    "recovery-races-writer-journal-latency": "fenced-writer-closes-ledger",
+    "recovery-races-writer-acks-after-refusal": "fenced-writer-closes-ledger",
+}
 
 
 def scenario_and_status(name: str) -> tuple[str, str]:
@@ -238,7 +243,7 @@ def test_replies_are_put_in_the_order_their_bookie_served_them(tmp_path: Path, m
     (ledger,) = recheck(tmp_path, "fenced-writer").ledgers
     # A fencing reply logged before a refusal its bookie gave later: in log order the writer is fenced too early.
     assert ledger.verdict.status == "violates"
-    assert "WriterAddsEntry is not enabled: the writer's handle is FENCED" in ledger.verdict.reason
+    assert "WriterAddsEntry(lac=4) is not enabled: the writer's handle is FENCED" in ledger.verdict.reason
 
 
 def test_a_refusal_of_an_add_that_had_completed_does_not_fence_the_writer(tmp_path: Path) -> None:
@@ -247,7 +252,7 @@ def test_a_refusal_of_an_add_that_had_completed_does_not_fence_the_writer(tmp_pa
 
     (ledger,) = recheck(tmp_path, "fenced-writer", forget_completions).ledgers
     assert ledger.verdict.status == "violates"
-    assert "WriterAddsEntry is not enabled: the writer's handle is FENCED" in ledger.verdict.reason
+    assert "WriterAddsEntry(lac=4) is not enabled: the writer's handle is FENCED" in ledger.verdict.reason
 
 
 def test_a_reply_goes_before_an_add_that_carries_the_lac_it_made(tmp_path: Path) -> None:
@@ -265,6 +270,29 @@ def test_a_reply_goes_before_an_add_that_carries_the_lac_it_made(tmp_path: Path)
     reason = ledger.verdict.reason
     assert "no instance of BookieReceivesRecoveryRead matches" in reason and '"entry":25' in reason, reason
     assert "the spec offers BookieReceivesRecoveryRead(m=ReadReq(c1 b1 e24 fence)" in reason, reason
+
+
+def test_an_add_issued_from_a_callback_carries_the_lac_of_that_callback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An add issued from an add's callback carries that add's id as its LAC, though later adds had their acks.
+
+    Entry 27 had its acks before entry 26; the adds issued from 26's callback carry LAC 26, and the recovery,
+    which starts after the highest LAC the bookies hold, reads entry 27 again.
+    """
+    name = "recovery-races-writer-callback-lac"
+    (ledger,) = recheck(tmp_path / "a", name).ledgers
+    assert ledger.verdict.status == "conforms" and ledger.constants["LacLag"] == 1
+    written = [orjson.loads(line) for line in (tmp_path / "a" / name / "trace.ndjson").read_bytes().splitlines()]
+    assert {"lac": 26} in [line.get("params") for line in written if line["type"] == "WriterAddsEntry"]
+    # A spec whose adds carry the writer's LAC parts with the run at the first add that carries a lagging one.
+    monkeypatch.setattr(LedgerTraceMapper, "_adds_name_their_lac", lambda self: False)
+    (ledger,) = recheck(tmp_path / "b", name).ledgers
+    assert ledger.verdict.status == "violates"
+    assert (
+        "WriterAddsEntry(lac=6) is not enabled: the add carries LAC 6, but the writer's next add carries one "
+        "in 7 .. 7 (LacLag=0"
+    ) in ledger.verdict.reason, ledger.verdict.reason
 
 
 def test_an_add_sent_twice_to_one_bookie_is_served_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -389,15 +417,78 @@ def test_a_refusal_that_overtook_acks_and_fencing_replies_in_another_order_maps(
     name = "recovery-races-writer-journal-latency"
     (ledger,) = recheck(tmp_path, name).ledgers
     assert FINDINGS["fenced-writer-closes-ledger"].explains(ledger.verdict.reason)
+    # A refusal that takes the writer's later acks along past a fencing reply needs both rules that reorder
+    # the writer's and the recovering client's replies; one that leaves its bookies' acks before it, neither.
+    along = {"_move_refusal_after": lambda order, i, later: bookkeeper._move_after(order, i, later, "writer")}
     switched_off: dict[str, Any] = {
         "_refusals_after_earlier_acks": lambda order: order,
         "_first_of_its_fencing_replies": lambda order, k: (order, k),
     }
     for rule, unchanged in switched_off.items():
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(bookkeeper, rule, unchanged)
+            for name_, replacement in {**along, rule: unchanged}.items():
+                patch.setattr(bookkeeper, name_, replacement)
             with pytest.raises(RecordingError, match="the replies give no order in which each bookie could have"):
                 recheck(tmp_path / rule, name)
+    with pytest.MonkeyPatch.context() as patch:
+        for rule, unchanged in switched_off.items():
+            patch.setattr(bookkeeper, rule, unchanged)
+        (ledger,) = recheck(tmp_path / "neither", name).ledgers
+    assert FINDINGS["fenced-writer-closes-ledger"].explains(ledger.verdict.reason)
+
+
+def test_a_refusal_goes_after_the_acks_the_handle_completed_adds_with_before_its_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's handle took acks in and moved its LAC from 17 to 37 after a refusal, until its close ran."""
+    name = "recovery-races-writer-acks-after-refusal"
+    (ledger,) = recheck(tmp_path / "a", name).ledgers
+    assert FINDINGS["fenced-writer-closes-ledger"].explains(ledger.verdict.reason), ledger.verdict.reason
+    monkeypatch.setattr(bookkeeper, "_refusal_where_the_handle_took_it_in", lambda order: order)
+    (ledger,) = recheck(tmp_path / "b", name).ledgers
+    assert "observed writer_lac = 19, the spec has 17" in ledger.verdict.reason, ledger.verdict.reason
+
+
+def _simulated_race(seed: int) -> list[dict[str, Any]]:
+    shape = random.Random(seed)
+    return raced_lines(seed, entries=shape.choice([10, 40]), qw=shape.choice([2, 3]), fenced_by=shape.choice([2, 3]))
+
+
+def test_every_simulated_race_has_an_order_in_which_each_bookie_served_the_writer_and_its_fences() -> None:
+    """Races whose order of service is known: each bookie acks before its first fencing step, refuses after."""
+    for seed in range(2000):
+        lines = _simulated_race(seed)
+        ordered = order_by_service([dict(line) for line in lines])
+        assert sorted(line["x-obs"] for line in ordered) == [line["x-obs"] for line in lines]
+        fenced: set[int] = set()
+        for line in ordered:
+            m = line.get("params", {}).get("m")
+            if m is None:
+                continue
+            if m["fence"]:
+                fenced.add(m["bookie"])
+            elif line.get("observed", {}).get("writer_status") == "FENCED":
+                assert m["bookie"] in fenced, seed
+            elif m["client"] == 0:
+                assert m["bookie"] not in fenced, seed
+        for process in ("writer", "recoverer-1"):
+            steps = [
+                line["x-obs"] for line in ordered if line["process"] == process and "m" not in line.get("params", {})
+            ]
+            assert steps == sorted(steps), (seed, process)
+
+
+def test_a_refusal_that_takes_the_acks_after_it_along_leaves_some_races_without_an_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ack of a bookie whose journal synced late reaches the writer after another bookie's refusal."""
+    lines = _simulated_race(377)
+    order_by_service([dict(line) for line in lines])
+    monkeypatch.setattr(
+        bookkeeper, "_move_refusal_after", lambda order, i, later: bookkeeper._move_after(order, i, later, "writer")
+    )
+    with pytest.raises(MappingError, match="the replies give no order in which each bookie could have"):
+        order_by_service([dict(line) for line in lines])
 
 
 def test_every_finding_is_shown_by_a_scenario_and_every_expectation_names_a_finding() -> None:

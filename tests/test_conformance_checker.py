@@ -218,7 +218,7 @@ def test_a_hidden_step_that_commutes_with_the_event_is_not_tried_before_it() -> 
     disables the event, and is followed further: its restart enables the event again, a way to a state of its
     own. The event itself comes first. Where the event is disabled, hidden steps are tried."""
     spec = LedgerSpec(MaxEntries=1, MaxLoss=1, MaxCrashes=1)
-    objs = trace_events(spec, hand_walk(spec, ("WriterAddsEntry", ())), "client", "t")
+    objs = trace_events(spec, hand_walk(spec, ("WriterAddsEntry", (-1,))), "client", "t")
     reply = {
         "v": 1, "trace": "t", "process": "writer", "seq": 3, "type": "BookieReceivesAdd",
         "params": {"m": TRACE.encode_params("BookieReceivesAdd", (Msg("AddReq", 0, 1, 0, -1), True))["m"],
@@ -227,8 +227,8 @@ def test_a_hidden_step_that_commutes_with_the_event_is_not_tried_before_it() -> 
     checker = TraceChecker(spec, "client")
     events = events_from_json([*objs, reply])
     state = next(iter(spec.init_states()))
-    after_add = checker._state(spec.WriterAddsEntry(state))
-    node = Node(None, "WriterAddsEntry", (), after_add)
+    after_add = checker._state(spec.WriterAddsEntry(state, -1))
+    node = Node(None, "WriterAddsEntry", (-1,), after_add)
     ways = list(checker._ways_from(node, events[2], _Budget(1000)))
     assert ways[0].action == "BookieReceivesAdd" and ways[0].parent is node
     assert len(ways) > 1 and all(n.action == "BookieReceivesAdd" for n in ways)
@@ -304,7 +304,7 @@ def test_an_event_that_is_not_enabled_names_the_guard() -> None:
     assert verdict.status == VIOLATES and verdict.failure is not None
     assert verdict.failure.event_index == 1
     assert verdict.reason == (
-        "WriterAddsEntry is not enabled: the writer has pushed every entry the model allows "
+        "WriterAddsEntry(lac=-1) is not enabled: the writer has pushed every entry the model allows "
         "(writer_lap=0, MaxEntries=1)"
     )
     assert verdict.failure.path == ("Init", "WriterAddsEntry")
@@ -340,7 +340,7 @@ def hand_walk(spec: LedgerSpec, *steps: tuple[str, tuple[Any, ...]]) -> Walk:
 
 LOST_ADD = hand_walk(
     LedgerSpec(NumBookies=4, MaxLoss=1),
-    ("WriterAddsEntry", ()),
+    ("WriterAddsEntry", (-1,)),
     ("NetworkLosesMessage", (Msg("AddReq", 0, 1, 0, -1),)),
     ("WriterChangesEnsemble", (1, 4)),
 )

@@ -120,7 +120,7 @@ def test_inconclusive_exits_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
     steps = [WalkStep("Init", (), state)]
     for name, args in [
-        ("WriterAddsEntry", ()),
+        ("WriterAddsEntry", (-1,)),
         ("NetworkLosesMessage", (Msg("AddReq", 0, 1, 0, -1),)),
         ("WriterChangesEnsemble", (1, 4)),
     ]:

@@ -103,7 +103,7 @@ def test_modes_hide_what_a_client_cannot_see() -> None:
     add = Msg("AddReq", 0, 2, 0, -1)
     assert CLIENT.hides("BookieReceivesAdd", (add, False)) and not CLIENT.hides("BookieReceivesAdd", (add, True))
     assert CLIENT.hides("BookieCrashes", (1,)) and CLIENT.hides("NetworkLosesMessage", (add,))
-    assert not CLIENT.hides("WriterAddsEntry", ())
+    assert not CLIENT.hides("WriterAddsEntry", (-1,))
     assert not any(FULL.hides(a.name, ()) for a in spec.actions if a.params is None)
     assert "bookie_entries" in FULL.observes and "bookie_entries" not in CLIENT.observes
     assert "net" not in CLIENT.observes and "writer_lac" in CLIENT.observes

@@ -263,7 +263,7 @@ def test_a_bound_hit_is_named(tmp_path: Path) -> None:
     spec = LedgerSpec(NumBookies=4, MaxLoss=1)
     state = next(iter(spec.init_states()))
     steps = [WalkStep("Init", (), state)]
-    for name, args in [("WriterAddsEntry", ()), ("NetworkLosesMessage", (Msg("AddReq", 0, 1, 0, -1),))]:
+    for name, args in [("WriterAddsEntry", (-1,)), ("NetworkLosesMessage", (Msg("AddReq", 0, 1, 0, -1),))]:
         state = spec.find_action(name).fn(spec, state, *args)
         steps.append(WalkStep(name, args, state))
     state = spec.WriterChangesEnsemble(state, 1, 4)

@@ -81,15 +81,27 @@ def add(bookie: int, entry: int, lac: int = -1) -> Msg:
 def test_a_resend_after_an_ensemble_change_carries_the_lac_its_add_was_packaged_with() -> None:
     # E=2, Qw=1: entry 0 goes to bookie 1, entry 1 to bookie 2. Entry 1 is packaged before entry 0 completes.
     spec = LedgerSpec(NumBookies=3, E=2, Qw=1, Qa=1, MaxEntries=2, MaxCrashes=1)
-    s = _run(spec, None, ("WriterAddsEntry",), ("WriterAddsEntry",), ("BookieReceivesAdd", add(1, 0), True))
+    s = _run(spec, None, ("WriterAddsEntry", -1), ("WriterAddsEntry", -1), ("BookieReceivesAdd", add(1, 0), True))
     assert (s.writer_lac, s.writer_add_lac) == (0, (-1, -1))
     t = _run(spec, s, ("BookieCrashes", 2), ("WriterChangesEnsemble", 2, 3))
     assert t.net - s.net == {add(3, 1, lac=-1)}  # PendingAddOp's toSend, not the writer's LAC of now (0)
 
 
+def test_an_add_carries_a_lac_behind_the_writers_only_with_lac_lag_and_never_behind_the_last_adds() -> None:
+    # E=2, Qw=1: entry 0 on bookie 1, entry 1 on bookie 2. The throttle lets entry 1 in once entry 0 completed.
+    constants = {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 3, "Throttle": 1}
+    steps = (("WriterAddsEntry", -1), ("BookieReceivesAdd", add(1, 0), True))
+    for lag, allowed in ((0, [0]), (1, [-1, 0])):
+        spec = LedgerSpec(LacLag=lag, **constants)
+        s = _run(spec, None, *steps)
+        assert list(spec.packaged_lacs(s)) == allowed and spec.WriterAddsEntry(s, 1) is None
+    t = _run(spec, s, ("WriterAddsEntry", 0), ("BookieReceivesAdd", add(2, 1, lac=0), True))
+    assert t.writer_add_lac == (-1, 0, -1) and list(spec.packaged_lacs(t)) == [0, 1]  # not -1: entry 1 carried 0
+
+
 def test_a_resend_keeps_the_data_its_add_was_packaged_with_and_the_seeded_bug_does_not() -> None:
     # Entry 0 goes to bookie 1, entry 1 to bookie 2; bookie 1 crashes before it stores entry 0.
-    steps = (("WriterAddsEntry",), ("WriterAddsEntry",), ("BookieCrashes", 1), ("WriterChangesEnsemble", 1, 3))
+    steps = (("WriterAddsEntry", -1), ("WriterAddsEntry", -1), ("BookieCrashes", 1), ("WriterChangesEnsemble", 1, 3))
     constants = {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 2, "MaxCrashes": 1}
     spec = LedgerSpec(**constants)
     s = _run(spec, None, *steps)
@@ -110,10 +122,10 @@ def test_a_resend_keeps_the_data_its_add_was_packaged_with_and_the_seeded_bug_do
 def test_a_plain_reader_reads_up_to_the_lac_while_the_writer_writes() -> None:
     # E=2, Qw=1: entry 0 on bookie 1, entry 1 on bookie 2, which carries LAC 0.
     spec = LedgerSpec(NumBookies=3, E=2, Qw=1, Qa=1, MaxEntries=2, NumReaders=1)
-    s = _run(spec, None, ("WriterAddsEntry",), ("BookieReceivesAdd", add(1, 0), True))
+    s = _run(spec, None, ("WriterAddsEntry", -1), ("BookieReceivesAdd", add(1, 0), True))
     assert spec.ReaderReadsLac(s, 1, 0) is None  # the writer's LAC is 0, but no bookie serves it yet
     assert spec.ReaderReadsEntry(s, 1, 0, 1) is None  # entry 0 is past the reader's LAC (-1)
-    s = _run(spec, s, ("WriterAddsEntry",), ("BookieReceivesAdd", add(2, 1, lac=0), True), ("ReaderReadsLac", 1, 0))
+    s = _run(spec, s, ("WriterAddsEntry", 0), ("BookieReceivesAdd", add(2, 1, lac=0), True), ("ReaderReadsLac", 1, 0))
     t = _run(spec, s, ("ReaderReadsEntry", 1, 0, 1))
     assert (t.meta_status, t.reader_lac, t.reader_read) == (OPEN, (0,), ({(0, payload(0))},))
     assert spec.ReaderReadsEntry(t, 1, 1, 2) is None  # entry 1 is stored, but past the LAC the reader learned
@@ -122,7 +134,7 @@ def test_a_plain_reader_reads_up_to_the_lac_while_the_writer_writes() -> None:
 def test_a_reader_that_reads_past_its_lac_sees_an_entry_not_yet_acknowledged() -> None:
     # E=3, Qw=2, Qa=2: entry 0 stored on bookie 1 alone is not acknowledged; the seeded bug reads it all the same.
     constants = {"MaxEntries": 1, "NumReaders": 1, "NumRecoverers": 0}
-    s = _run(LedgerSpec(**constants), None, ("WriterAddsEntry",), ("BookieReceivesAdd", add(1, 0), True))
+    s = _run(LedgerSpec(**constants), None, ("WriterAddsEntry", -1), ("BookieReceivesAdd", add(1, 0), True))
     assert s.writer_lac == -1 and LedgerSpec(**constants).ReaderReadsEntry(s, 1, 0, 1) is None
     buggy = LedgerSpec(Bug="reader_reads_unconfirmed", **constants)
     t = buggy.ReaderReadsEntry(s, 1, 0, 1)
@@ -135,8 +147,8 @@ def test_the_writer_closes_at_its_lac_with_adds_pending_and_late_acks_move_nothi
     s = _run(
         spec,
         None,
-        ("WriterAddsEntry",),
-        ("WriterAddsEntry",),
+        ("WriterAddsEntry", -1),
+        ("WriterAddsEntry", -1),
         ("BookieReceivesAdd", add(1, 0), True),
         ("BookieReceivesAdd", add(2, 0), True),
         ("BookieReceivesAdd", add(2, 1), True),

@@ -15,7 +15,8 @@ client that opens the ledger with recovery):
 =====================================================  =============================================
 observation                                            event
 =====================================================  =============================================
-writer sends an add of an entry above every one sent    ``WriterAddsEntry``, observed ``writer_lap``
+writer sends an add of an entry above every one sent    ``WriterAddsEntry(lac)``, the LAC the add carries,
+                                                         observed ``writer_lap``
 writer sends an add of an entry it sent before           none: a resend, part of ``WriterChangesEnsemble``
 an add's reply OK reaches client 0 or c                  ``BookieReceivesAdd(m, replied=TRUE)``, observed
                                                          ``writer_lac`` (writer) as the handle had it after,
@@ -51,9 +52,13 @@ Bookies are numbered as the spec numbers them: the ledger's first ensemble
 is ``1 .. E`` in order, the cluster's other bookies follow in the cluster's
 order. The request records leave ``lac`` out, which the trace format
 allows. The harness does report the LAC an add carries (from the entry's
-header): it tells where the writer's handle took in a reply, when the
-application's thread packaged an add between the reply and the handle's
-report of its state.
+header): it is ``WriterAddsEntry``'s parameter, and it tells where the
+writer's handle took in a reply, when the application's thread packaged an
+add between the reply and the handle's report of its state. The traces are
+checked with ``LacLag = 1`` when every add names its LAC: the handle takes
+acks in one at a time and runs each add's callback in between
+(``sendAddSuccessCallbacks``), so an add issued from a callback may carry a
+LAC behind the acks the bookies sent.
 """
 
 from __future__ import annotations
@@ -160,9 +165,16 @@ class LedgerTraceMapper:
             "NumRecoverers": max(self._started | {c for c in self._clients()}, default=0),
             "MaxEntries": max(self._highest_entry + 1, 1),
             "Throttle": 0,
+            "LacLag": int(self._adds_name_their_lac()),
             "MaxCrashes": max_crashes + len(self.unreachable) + self._changes(),
             "MaxLoss": max(max_loss, self.lost),
         }
+
+    def _adds_name_their_lac(self) -> bool:
+        """Each add's line names the LAC it carries: only then may it lag (``LacLag``) without every
+        LAC from the last add's up to the writer's becoming a candidate at each add."""
+        adds = [line for line in self.lines if line["type"] == "WriterAddsEntry"]
+        return bool(adds) and all("lac" in line.get("params", {}) for line in adds)
 
     def _changes(self) -> int:
         return sum(1 for line in self.lines if line["type"] in ("WriterChangesEnsemble", "RecovererChangesEnsemble"))
@@ -278,7 +290,8 @@ class LedgerTraceMapper:
                 self._placed_early = self._place_pending(obs, None)
             self._lap = entry
             self._highest_entry = max(self._highest_entry, entry)
-            self._emit(obs, client, "WriterAddsEntry", observed={"writer_lap": entry})
+            params = None if packaged is None else {"lac": int(packaged)}
+            self._emit(obs, client, "WriterAddsEntry", params, {"writer_lap": entry})
 
     def _write_back_sent(self, obs: Mapping[str, Any], client: int) -> None:
         """A write-back to a bookie outside the recovering client's ensemble: the client replaced a bookie.
@@ -619,11 +632,42 @@ def order_by_service(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 )
                 if later is not None:
                     order, later = _first_of_its_fencing_replies(order, later)
-                    order = _move_after(order, i, later, "writer")
+                    if later > i:  # else the fencing reply went before the refusal, with its client's others
+                        order = _move_refusal_after(order, i, later)
                     moved = True
                     break
+    order = _refusal_where_the_handle_took_it_in(order)
     for seq, line in enumerate(order, start=1):
         line["seq"] = seq
+    return order
+
+
+def _refusal_where_the_handle_took_it_in(order: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The writer's refusal moved past the acks its handle still completed adds with after it came.
+
+    A refusal as fenced makes the handle close the ledger (``handleUnrecoverableErrorDuringAdd``, 4.17.2,
+    when its copy of the metadata still says OPEN), but the close is a task queued on the ledger's thread
+    (``doAsyncCloseInternal``): acks that reached the handle before the close drains the pending adds still
+    complete adds and move the LAC. The spec's writer stops at the refusal, so the refusal goes after the
+    last ack whose reported LAC moved, before the writer's next step of its own; acks after that one, which
+    completed nothing, stay after it.
+    """
+    for i, line in enumerate(order):
+        if not _writer_rejected(line):
+            continue
+        before = [x for x in order[:i] if x["process"] == "writer" and "writer_lac" in x.get("observed", {})]
+        lac = before[-1]["observed"]["writer_lac"] if before else -1
+        last = i
+        for j in range(i + 1, len(order)):
+            later = order[j]
+            if later["process"] != "writer":
+                continue
+            if _bookie_of(later) is None:
+                break
+            if _writer_ack(later) and later.get("observed", {}).get("writer_lac", lac) > lac:
+                last = j
+        if last > i:
+            return [*order[:i], *order[i + 1 : last + 1], line, *order[last + 1 :]]
     return order
 
 
@@ -683,6 +727,28 @@ def _sent(line: Mapping[str, Any]) -> int:
 def _in_flight(request: Mapping[str, Any], reply: Mapping[str, Any]) -> bool:
     """Was ``request`` sent before ``reply`` reached its client? Then its bookie may have served it first."""
     return _sent(request) < int(reply["x-obs"])
+
+
+def _move_refusal_after(order: list[dict[str, Any]], refusal: int, anchor: int) -> list[dict[str, Any]]:
+    """Move the writer's lines from its refusal at ``refusal`` up to ``anchor`` to just after ``anchor``.
+
+    All but the acks of bookies that a fencing step up to ``anchor`` fenced while the ack was on its way:
+    those bookies served the add before the fence, so their acks stay before it, and before the refusal.
+    Such an ack reaches the writer after a refusal from another bookie when it waited for its journal to
+    sync and the refusal did not; the handle still takes it in until its close runs
+    (:func:`_refusal_where_the_handle_took_it_in`).
+    """
+    between = order[refusal + 1 : anchor + 1]
+    fencing = [line for line in between if _fencing(line)]
+
+    def served_before_a_fence(line: Mapping[str, Any]) -> bool:
+        b = _bookie_of(line)
+        return _writer_ack(line) and any(_bookie_of(f) == b and _in_flight(line, f) for f in fencing)
+
+    stay = [line for line in between if line["process"] != "writer" or served_before_a_fence(line)]
+    staying = {id(line) for line in stay}
+    block = [order[refusal]] + [line for line in between if id(line) not in staying]
+    return order[:refusal] + stay + block + order[anchor + 1 :]
 
 
 def _move_after(order: list[dict[str, Any]], start: int, anchor: int, process: str) -> list[dict[str, Any]]:

@@ -351,7 +351,7 @@ class LedgerHandle(_Operation):
         future: Future[int] = Future()
         self._adds[entry_id] = future
         if self.client.events is not None:
-            self.client.events.writer_added(entry_id, payload)
+            self.client.events.writer_added(entry_id, payload, self.writer.add_lacs[entry_id])
         self.client._send(self._with_key(requests))
         return future
 

@@ -94,13 +94,13 @@ class EventLog:
     def init(self) -> None:
         self._emit("Init", (), "writer", "writer")
 
-    def writer_added(self, entry_id: int, payload: bytes) -> None:
-        """WriterAddsEntry, with the bytes added: their data is ``payload(entry_id)`` from now on."""
+    def writer_added(self, entry_id: int, payload: bytes, lac: int) -> None:
+        """WriterAddsEntry(lac), with the bytes added: their data is ``payload(entry_id)`` from now on."""
         self.added.setdefault(bytes(payload), entry_id)
-        self.writer("WriterAddsEntry")
+        self._emit("WriterAddsEntry", (lac,), "writer", "writer")
 
     def writer(self, action: str, *bookies: str) -> None:
-        """WriterAddsEntry, WriterClosesLedger (no parameters), WriterChangesEnsemble(b, nb)."""
+        """WriterClosesLedger (no parameters), WriterChangesEnsemble(b, nb)."""
         self._emit(action, tuple(self.number(b) for b in bookies), "writer", "writer")
 
     def recoverer(

@@ -13,7 +13,8 @@ What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
   ensemble indices ``(e + i) % E``), completes them in entry order once
   ``Qa`` of them ack, and piggybacks its LAC on every add: the LAC of the
   moment it pushed the entry, on the first send and on every resend
-  (``PendingAddOp.toSend``); each add carries its data: the bytes the
+  (``PendingAddOp.toSend``), which with ``LacLag`` may lag the acks the
+  writer has (its handle takes them in one by one); each add carries its data: the bytes the
   application added as entry ``e`` (``payload(e)``, a number that is not
   ``e``, so that a check of content cannot pass by comparing ids); a
   recovery add carries the bytes its client read;
@@ -281,6 +282,10 @@ def _each_message(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[Msg]]:
     return ((m,) for m in sorted(s.net, key=_MSG_ORDER))
 
 
+def _packaged_lacs(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int]]:
+    return ((lac,) for lac in spec.packaged_lacs(s))
+
+
 def _replacements(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int]]:
     ensemble = spec.writer_segments(s)[-1][1]
     return ((b, nb) for b in ensemble for nb in spec.bookies if nb not in ensemble)
@@ -334,6 +339,12 @@ class LedgerSpec(Spec[LedgerState]):
         int_constant(
             "Throttle", 0, "adds the writer keeps pending at most (BookKeeper's client throttle); 0: no limit"
         ),
+        int_constant(
+            "LacLag",
+            0,
+            "1: an add may carry a LAC behind the writer's, down to the one its last add carried "
+            "(BookKeeper's handle takes acks in one by one); 0: every add carries the writer's LAC",
+        ),
         int_constant("MaxCrashes", 0, "bookie crashes in all (a bookie that restarted may crash again)"),
         int_constant("MaxLoss", 0, "messages the network may lose"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
@@ -350,6 +361,7 @@ class LedgerSpec(Spec[LedgerState]):
     NumReaders: int
     MaxEntries: int
     Throttle: int
+    LacLag: int
     MaxCrashes: int
     MaxLoss: int
     Bug: str
@@ -364,6 +376,8 @@ class LedgerSpec(Spec[LedgerState]):
         for name in ("NumRecoverers", "NumReaders", "MaxEntries", "Throttle", "MaxCrashes", "MaxLoss"):
             if getattr(self, name) < 0:
                 raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
+        if self.LacLag not in (0, 1):
+            raise ConstantError(f"LacLag is 0 or 1, got {self.LacLag}")
         # Precomputed tables; the TLA+ text computes the same with operators.
         self.bookies = tuple(range(1, self.NumBookies + 1))
         self.recoverers = tuple(range(1, self.NumRecoverers + 1))
@@ -495,9 +509,24 @@ class LedgerSpec(Spec[LedgerState]):
         )
 
     # -- the writer ------------------------------------------------------------------
-    @action()
-    def WriterAddsEntry(self, s: LedgerState) -> LedgerState | None:
-        """entryId = ++lastAddPushed; the add goes to the write set with the writer's LAC.
+    def packaged_lacs(self, s: LedgerState) -> range:
+        """The LACs the writer's next add may carry: its own, or with ``LacLag`` any since its last add's.
+
+        LedgerHandle.sendAddSuccessCallbacks (4.17.2) sets ``lastAddConfirmed`` to one completed
+        add at a time and runs that add's callback before it takes the next; an add the
+        application issues from a callback, or while the ledger's thread has not yet taken in
+        acks the bookies sent, is packaged with the LAC of that moment (PendingAddOp.initiate).
+        The spec's writer takes an ack in at once, so that LAC may be behind its own, though
+        never behind the one the add before carried.
+        """
+        if self.LacLag == 0:
+            return range(s.writer_lac, s.writer_lac + 1)
+        last = s.writer_add_lac[s.writer_lap] if s.writer_lap >= 0 else -1
+        return range(last, s.writer_lac + 1)
+
+    @action(_packaged_lacs)
+    def WriterAddsEntry(self, s: LedgerState, lac: int) -> LedgerState | None:
+        """entryId = ++lastAddPushed; the add goes to the write set with the LAC ``lac``.
 
         PendingAddOp.initiate (4.17.2) packages the entry once, with the LAC of that moment, into
         ``toSend``; every later send of the add, a resend after an ensemble change included, sends
@@ -508,9 +537,11 @@ class LedgerSpec(Spec[LedgerState]):
             return None
         if self.Throttle > 0 and s.writer_lap - s.writer_lac >= self.Throttle:
             return None
+        if lac not in self.packaged_lacs(s):
+            return None
         e = s.writer_lap + 1
-        sends = {Msg("AddReq", WRITER, b, e, s.writer_lac, data=payload(e)) for b in self.writer_write_set(s, e)}
-        return evolve(s, writer_lap=e, net=s.net | sends, writer_add_lac=_replace(s.writer_add_lac, e, s.writer_lac))
+        sends = {Msg("AddReq", WRITER, b, e, lac, data=payload(e)) for b in self.writer_write_set(s, e)}
+        return evolve(s, writer_lap=e, net=s.net | sends, writer_add_lac=_replace(s.writer_add_lac, e, lac))
 
     @action(_replacements)
     def WriterChangesEnsemble(self, s: LedgerState, b: int, nb: int) -> LedgerState | None:

@@ -33,6 +33,8 @@
 (*    (LedgerOpenOp, doRecovery = false), learn a LAC and read entries up  *)
 (*    to it while the writer may still be writing;                         *)
 (*  - the client's throttle on pending adds (Throttle, 0 for none);       *)
+(*  - with LacLag = 1, adds that carry a LAC behind the writer's: its      *)
+(*    handle takes acks in one at a time (sendAddSuccessCallbacks);        *)
 (*  - bookie crashes and restarts (the journal replay brings back what a  *)
 (*    bookie stored, fenced and the LACs it saw), and message losses,      *)
 (*    bounded by MaxCrashes (crashes in all) and MaxLoss.                  *)
@@ -78,6 +80,7 @@ CONSTANTS
     NumReaders,     \* clients that open the ledger without recovery and read it
     MaxEntries,     \* entries the writer pushes, ids 0 .. MaxEntries-1
     Throttle,       \* adds the writer keeps pending at most (the client's throttle); 0: no limit
+    LacLag,         \* 1: an add may carry a LAC behind the writer's; 0: it carries the writer's
     MaxCrashes,     \* bookie crashes in all (a bookie that restarted may crash again)
     MaxLoss,        \* messages (requests and replies) the network may lose
     Bug             \* "none" or a seeded bug: see Bugs
@@ -90,6 +93,7 @@ Bugs == {"none", "recovery_read_no_fence", "fence_qa_total", "lac_before_qa",
 
 ASSUME /\ E >= 1 /\ Qa >= 1 /\ Qw <= E /\ Qa <= Qw /\ NumBookies >= E
        /\ \A k \in {NumRecoverers, NumReaders, MaxEntries, Throttle, MaxCrashes, MaxLoss} : k \in Nat
+       /\ LacLag \in {0, 1}
        /\ Bug \in Bugs
 
 VARIABLES
@@ -275,21 +279,31 @@ Init ==
 -----------------------------------------------------------------------------
 (* The writer. *)
 
-(* entryId = ++lastAddPushed: the add goes to its write set with the      *)
-(* writer's LAC; the client's throttle (Throttle > 0) bounds pending adds. *)
+(* entryId = ++lastAddPushed: the add goes to its write set with the LAC  *)
+(* lac; the client's throttle (Throttle > 0) bounds pending adds.          *)
 (* PendingAddOp.initiate (4.17.2) packages the entry once, with the LAC of *)
 (* that moment, into toSend; every later send of the add, a resend after   *)
 (* an ensemble change included, sends those bytes.  writer_add_lac keeps   *)
 (* that LAC: it is not recoverable from the rest of the state, since the   *)
 (* add's first requests may all have been served or lost by then.         *)
-WriterAddsEntry ==
+(* sendAddSuccessCallbacks (4.17.2) sets lastAddConfirmed to one completed *)
+(* add at a time and runs its callback before the next; an add issued from *)
+(* a callback, or before the handle took in acks already sent, carries the *)
+(* LAC of that moment: with LacLag, any from the last add's up to the      *)
+(* writer's, which takes each ack in at once.                              *)
+PackagedLacs ==
+    IF LacLag = 0 THEN {writer_lac}
+    ELSE (IF writer_lap >= 0 THEN writer_add_lac[writer_lap + 1] ELSE -1) .. writer_lac
+
+WriterAddsEntry(lac) ==
+    /\ lac \in PackagedLacs
     /\ writer_status = "WRITING"
     /\ writer_lap + 1 < MaxEntries
     /\ Throttle > 0 => writer_lap - writer_lac < Throttle
     /\ writer_lap' = writer_lap + 1
-    /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, writer_lac, Payload(writer_lap + 1), FALSE) :
+    /\ net' = net \cup {AddReq(Writer, b, writer_lap + 1, lac, Payload(writer_lap + 1), FALSE) :
                           b \in WriterWriteSet(writer_lap + 1)}
-    /\ writer_add_lac' = [writer_add_lac EXCEPT ![writer_lap + 2] = writer_lac]
+    /\ writer_add_lac' = [writer_add_lac EXCEPT ![writer_lap + 2] = lac]
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
                    writer_status, writer_version, writer_lac, writer_acks, rec, reader_lac, reader_read>>
@@ -716,7 +730,7 @@ ReaderSteps ==
 
 -----------------------------------------------------------------------------
 WriterSteps ==
-    \/ WriterAddsEntry
+    \/ \E lac \in PackagedLacs : WriterAddsEntry(lac)
     \/ \E b, nb \in Bookies : WriterChangesEnsemble(b, nb)
     \/ WriterClosesLedger
 

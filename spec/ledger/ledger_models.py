@@ -45,6 +45,13 @@ MODELS = SpecModels(
             "two recovering clients",
         ),
         CheckedModel({"MaxEntries": 2, "Throttle": 1}, 6_367, "the writer's throttle"),
+        # Under the throttle an add issued from a callback cannot be moved before the ack that let it in: its
+        # lagging LAC gives states no add with the writer's own LAC reaches (193 with LacLag=0).
+        CheckedModel(
+            {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 3, "Throttle": 1, "LacLag": 1},
+            665,
+            "adds that carry a LAC behind the writer's, issued as the throttle lets them in",
+        ),
         # E > Qw, where BP-46's ensemble coverage and BookKeeper's per-write-set rule differ (docs/quorum.md).
         CheckedModel({"NumBookies": 4, "E": 4, "Qw": 2, "Qa": 2, "MaxEntries": 1}, 5_110, "striping"),
         CheckedModel(

@@ -280,7 +280,7 @@ def _writer_status(s: LedgerState) -> str | None:
     return None
 
 
-def _explain_add(spec: LedgerSpec, s: LedgerState) -> str | None:
+def _explain_add(spec: LedgerSpec, s: LedgerState, lac: int | None = None) -> str | None:
     if (why := _writer_status(s)) is not None:
         return why
     if s.writer_lap + 1 >= spec.MaxEntries:
@@ -292,6 +292,12 @@ def _explain_add(spec: LedgerSpec, s: LedgerState) -> str | None:
         return (
             f"{s.writer_lap - s.writer_lac} adds are pending (writer_lap={s.writer_lap}, writer_lac={s.writer_lac}) "
             f"and the throttle allows {spec.Throttle}"
+        )
+    if lac is not None and lac not in (allowed := spec.packaged_lacs(s)):
+        lowest = "" if spec.LacLag else " (LacLag=0: an add carries the writer's LAC; LacLag=1 lets it lag)"
+        return (
+            f"the add carries LAC {lac}, but the writer's next add carries one in "
+            f"{allowed.start} .. {allowed.stop - 1}{lowest}"
         )
     return None
 

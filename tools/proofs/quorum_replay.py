@@ -110,7 +110,7 @@ def replay_fencing(q: Quorum, cex: FencingCounterexample, bug: str) -> Replay:
     if cex.entry != 0:
         raise ValueError(f"the replay pushes one entry; the counterexample is about entry {cex.entry}")
     constants = _model(q, bug)
-    path: list[PathStep] = [("WriterAddsEntry", ()), ("RecovererStartsRecovery", (RECOVERER,))]
+    path: list[PathStep] = [("WriterAddsEntry", (-1,)), ("RecovererStartsRecovery", (RECOVERER,))]
     path += [_fence(b) for b in cex.replied]
     path += [_writer_add(b, cex.entry) for b in cex.acks]
     return run_path(LedgerSpec(**constants), path, constants)
@@ -125,7 +125,7 @@ def replay_missing(q: Quorum, cex: MissingCounterexample, bug: str) -> Replay:
     if cex.entry != 0:
         raise ValueError(f"the replay pushes one entry; the counterexample is about entry {cex.entry}")
     constants = _model(q, bug)
-    path: list[PathStep] = [("WriterAddsEntry", ())]
+    path: list[PathStep] = [("WriterAddsEntry", (-1,))]
     path += [_writer_add(b, cex.entry) for b in cex.acked]
     path += [("RecovererStartsRecovery", (RECOVERER,))]
     path += [_fence(b) for b in range(1, q.E + 1)]

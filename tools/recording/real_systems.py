@@ -456,7 +456,9 @@ def check_recording(directory: Path) -> ScenarioRecording:
     trace_lines: list[dict[str, Any]] = []
     skipped: dict[str, list[dict[str, Any]]] = {}
     for ledger_id in run["ledgers"]:
-        mapper = LedgerTraceMapper(f"{name}-L{ledger_id}", int(ledger_id), run["cluster_bookies"])
+        # Named by the recording's directory, the scenario's name unless kept under another: two recordings
+        # of one scenario, checked together, are two traces.
+        mapper = LedgerTraceMapper(f"{directory.name}-L{ledger_id}", int(ledger_id), run["cluster_bookies"])
         try:
             mapper.feed_all(observations)
             constants = mapper.constants(max_crashes=int(run["bookies_crashed"]))
