@@ -146,7 +146,7 @@ def test_a_failure_reads_as_a_scenario() -> None:
         run_state_machine_as_test(machine, settings=_settings(300, 20, phases=[Phase.generate]))
     scenario = "\n".join(getattr(failure.value, "__notes__", []))
     # Each rule prints as a call, with the engine step it took and the event it logged noted above it.
-    assert "  add\n    -> writer: WriterAddsEntry()\nentries_0 = state.add_entry()" in scenario
+    assert "  add\n    -> writer: WriterAddsEntry(-1)\nentries_0 = state.add_entry()" in scenario
     assert "\n  deliver <add c0 bookie-" in scenario
     # Without shrinking, the run that fails is random; in each the engine's LAC runs ahead of the spec's.
     lac = re.search(r"writer_lac: the spec has (-?\d+), the engine (-?\d+)", str(failure.value))

@@ -307,7 +307,7 @@ def test_an_event_that_is_not_enabled_names_the_guard() -> None:
         "WriterAddsEntry(lac=-1) is not enabled: the writer has pushed every entry the model allows "
         "(writer_lap=0, MaxEntries=1)"
     )
-    assert verdict.failure.path == ("Init", "WriterAddsEntry")
+    assert verdict.failure.path == ("Init", "WriterAddsEntry(lac=-1)")
     (candidate,) = verdict.failure.candidates
     assert candidate.state["writer_lap"] == 0 and candidate.hidden_steps == ()
 
@@ -419,7 +419,7 @@ def test_verdicts_serialize_to_json_and_flat_rows() -> None:
     assert data["status"] == "violates" and data["failure"]["line"] == 2 and data["failure"]["file"] == "x.ndjson"
     row = verdict.to_row()
     assert all(v is None or isinstance(v, str | int) for v in row.values())
-    assert row["event_index"] == 1 and row["path"] == "Init\nWriterAddsEntry"
+    assert row["event_index"] == 1 and row["path"] == "Init\nWriterAddsEntry(lac=-1)"
     assert check_trace(events_from_json(objs, "x.ndjson"), spec).to_json() == verdict.to_json()  # deterministic
 
 
