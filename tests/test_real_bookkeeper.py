@@ -16,7 +16,13 @@ import pytest
 from ledgerspec.conformance.adapters.ml_scenarios import ML_SCENARIOS
 from ledgerspec.conformance.adapters.scenarios import SCENARIOS
 from ledgerspec.tools.cli.main import main
-from ledgerspec.tools.recording.real_systems import ScenarioRecording, record_bookkeeper, record_managed_ledger
+from ledgerspec.tools.recording import real_systems
+from ledgerspec.tools.recording.real_systems import (
+    RecordingError,
+    ScenarioRecording,
+    record_bookkeeper,
+    record_managed_ledger,
+)
 
 pytestmark = pytest.mark.real_bookkeeper
 
@@ -190,3 +196,23 @@ def _fenced_while_empty(out: Path, ledger: int) -> bool:
                 for o in observations
             )  # fmt: skip
     return False
+
+
+def test_a_scenario_that_cannot_be_mapped_is_reported_and_the_others_still_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked = real_systems.check_recording
+
+    def unmappable(directory: Path) -> ScenarioRecording:
+        if directory.name == "recover-open":
+            raise RecordingError(f"{directory / 'observations.ndjson'}: ledger 0: no order")
+        return checked(directory)
+
+    monkeypatch.setattr(real_systems, "check_recording", unmappable)
+    seen: list[str] = []
+    lost, after = record_bookkeeper(["recover-open", "recover-empty"], tmp_path, progress=lambda r: seen.append(r.name))
+    assert (lost.status, after.status, seen) == ("unmapped", "conforms", ["recover-open", "recover-empty"])
+    assert lost.unmapped is not None and lost.unmapped.endswith("recover-open/observations.ndjson: ledger 0: no order")
+    assert (tmp_path / "recover-open" / "observations.ndjson").stat().st_size > 0  # kept, for --recheck
+    monkeypatch.setattr(real_systems, "check_recording", checked)
+    assert real_systems.check_recording(tmp_path / "recover-open").status == "conforms"

@@ -215,6 +215,7 @@ class ScenarioRecording:
     expects: str | None = None  # the finding the scenario shows (findings.py)
     may_show: tuple[str, ...] = ()  # findings a race in the scenario may bring about
     evidence: tuple[str, ...] = ()  # what the bookies' files and replay logs said (evidence.json), line by line
+    unmapped: str | None = None  # why the observations could not be mapped to traces (they stay on disk)
 
     def labels(self) -> list[tuple[Verdict, Finding | None]]:
         """Each violation, with the finding (of those the scenario expects or may show) that explains it. The
@@ -232,7 +233,9 @@ class ScenarioRecording:
         ``violates`` or ``failed`` (something new: a violation, or a broken promise of the client API);
         ``mislabelled`` (a known finding, which the oracle's verdict labels a bug where the finding says
         difference, or the other way round); ``missed`` (the expected finding did not show); ``inconclusive``
-        (a search bound was hit)."""
+        (a search bound was hit); ``unmapped`` (the observations could not be mapped to traces)."""
+        if self.unmapped is not None:
+            return "unmapped"
         finding = FINDINGS[self.expects] if self.expects is not None else None
         labels = self.labels()
         violations = [v for v, _ in labels]
@@ -307,7 +310,24 @@ def _record_suite(
         with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES, storage, status=status) as cluster:
             for name in group:
                 say(f"scenario {name} ({len(recordings) + 1} of {len(names)})")
-                recording = record_one(cluster, name, out / name, acknowledged)
+                started = time.monotonic()
+                try:
+                    recording = record_one(cluster, name, out / name, acknowledged)
+                except RecordingError as exc:
+                    # The observations are written before they are mapped: the scenarios after this one still
+                    # run, and ``--recheck`` maps this one again once the mapping can.
+                    scenario = known[name]
+                    recording = ScenarioRecording(
+                        name,
+                        getattr(scenario, "summary", ""),
+                        out / name,
+                        (),
+                        None,
+                        time.monotonic() - started,
+                        getattr(scenario, "expects", None),
+                        tuple(getattr(scenario, "may_show", ())),
+                        unmapped=str(exc),
+                    )
                 recordings[name] = recording
                 if progress is not None:
                     progress(recording)

@@ -9,8 +9,9 @@ bookie's files as ``inspect-bookie`` reads them; ``managed-ledger`` runs
 Pulsar's managed ledger and a durable cursor in broker JVMs that it kills and
 replaces, and checks the consumer's view against the cursor spec. Exit status 0 when
 every scenario conforms or shows exactly the finding it expects, 1 when one
-shows something new (a violation, a broken promise of the client API) or
-misses its finding, 4 when a check was inconclusive, 2 for an unknown
+shows something new (a violation, a broken promise of the client API),
+misses its finding or could not be mapped (``unmapped``: its observations
+stay on disk, the other scenarios still run), 4 when a check was inconclusive, 2 for an unknown
 scenario or a recording that cannot be read, 3 when Java, javac or Maven is
 missing. ``--recheck DIR`` runs nothing: it maps and checks stored
 recordings again, after the mapping or the spec changed, without Java; it
@@ -64,6 +65,7 @@ _STYLE = {
     "missed": "bold red",
     "mislabelled": "bold red",
     "inconclusive": "magenta",
+    "unmapped": "bold red",
 }
 
 
@@ -137,7 +139,7 @@ def _report(args: argparse.Namespace, out: Console, recordings: list[ScenarioRec
     else:
         _print(out, args.system, recordings, root, how)
     statuses = {r.status for r in recordings}
-    if statuses & {"violates", "failed", "missed", "mislabelled"}:
+    if statuses & {"violates", "failed", "missed", "mislabelled", "unmapped"}:
         return EXIT_VIOLATION
     if "inconclusive" in statuses:
         return EXIT_INCONCLUSIVE
@@ -151,6 +153,8 @@ def _label(verdict: Verdict) -> str:
 
 
 def _note(recording: ScenarioRecording) -> str:
+    if recording.unmapped is not None:
+        return recording.unmapped
     if recording.status in ("known", "mislabelled"):
         notes = []
         for verdict, finding in recording.labels():
@@ -202,6 +206,7 @@ def _to_json(system: str, recordings: list[ScenarioRecording], root: Path) -> di
                 "status": r.status,
                 "expects": r.expects,
                 "failure": r.failure,
+                "unmapped": r.unmapped,
                 "seconds": round(r.seconds, 3),
                 "evidence": list(r.evidence),
                 "findings": [
