@@ -419,7 +419,11 @@ def test_a_refusal_that_overtook_acks_and_fencing_replies_in_another_order_maps(
     assert FINDINGS["fenced-writer-closes-ledger"].explains(ledger.verdict.reason)
     # A refusal that takes the writer's later acks along past a fencing reply needs both rules that reorder
     # the writer's and the recovering client's replies; one that leaves its bookies' acks before it, neither.
-    along = {"_move_refusal_after": lambda order, i, later: bookkeeper._move_after(order, i, later, "writer")}
+    along = {
+        "_move_refusal_after": lambda order, i, later: bookkeeper._move_after(
+            order, i, later, bookkeeper._lines_of("writer")
+        )
+    }
     switched_off: dict[str, Any] = {
         "_refusals_after_earlier_acks": lambda order: order,
         "_first_of_its_fencing_replies": lambda order, k: (order, k),
@@ -485,7 +489,9 @@ def test_a_refusal_that_takes_the_acks_after_it_along_leaves_some_races_without_
     lines = _simulated_race(377)
     order_by_service([dict(line) for line in lines])
     monkeypatch.setattr(
-        bookkeeper, "_move_refusal_after", lambda order, i, later: bookkeeper._move_after(order, i, later, "writer")
+        bookkeeper,
+        "_move_refusal_after",
+        lambda order, i, later: bookkeeper._move_after(order, i, later, bookkeeper._lines_of("writer")),
     )
     with pytest.raises(MappingError, match="the replies give no order in which each bookie could have"):
         order_by_service([dict(line) for line in lines])

@@ -63,7 +63,7 @@ LAC behind the acks the bookies sent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -617,7 +617,7 @@ def order_by_service(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     None,
                 )
                 if first is not None:
-                    order = _move_after(order, first, i, order[first]["process"])
+                    order = _move_after(order, first, i, _lines_of(order[first]["process"]))
                     moved = True
                     break
             elif _writer_rejected(line) and not any(_fencing(order[j]) and _bookie_of(order[j]) == b for j in range(i)):
@@ -738,21 +738,24 @@ def _move_refusal_after(order: list[dict[str, Any]], refusal: int, anchor: int) 
     sync and the refusal did not; the handle still takes it in until its close runs
     (:func:`_refusal_where_the_handle_took_it_in`).
     """
-    between = order[refusal + 1 : anchor + 1]
-    fencing = [line for line in between if _fencing(line)]
+    fencing = [line for line in order[refusal + 1 : anchor + 1] if _fencing(line)]
 
     def served_before_a_fence(line: Mapping[str, Any]) -> bool:
         b = _bookie_of(line)
         return _writer_ack(line) and any(_bookie_of(f) == b and _in_flight(line, f) for f in fencing)
 
-    stay = [line for line in between if line["process"] != "writer" or served_before_a_fence(line)]
-    staying = {id(line) for line in stay}
-    block = [order[refusal]] + [line for line in between if id(line) not in staying]
-    return order[:refusal] + stay + block + order[anchor + 1 :]
+    return _move_after(order, refusal, anchor, lambda x: x["process"] == "writer" and not served_before_a_fence(x))
 
 
-def _move_after(order: list[dict[str, Any]], start: int, anchor: int, process: str) -> list[dict[str, Any]]:
-    """Move ``process``'s lines from ``start`` up to ``anchor`` (exclusive) to just after line ``anchor``."""
-    block = [line for line in order[start:anchor] if line["process"] == process]
-    rest = [line for line in order[start : anchor + 1] if line["process"] != process]
-    return order[:start] + rest + block + order[anchor + 1 :]
+def _lines_of(process: str) -> Callable[[Mapping[str, Any]], bool]:
+    return lambda line: bool(line["process"] == process)
+
+
+def _move_after(
+    order: list[dict[str, Any]], start: int, anchor: int, moves: Callable[[Mapping[str, Any]], bool]
+) -> list[dict[str, Any]]:
+    """Move the lines from ``start`` up to ``anchor`` (exclusive) that ``moves`` picks to just after line ``anchor``,
+    each part in its order."""
+    span = order[start:anchor]
+    kept, moved = [x for x in span if not moves(x)], [x for x in span if moves(x)]
+    return [*order[:start], *kept, order[anchor], *moved, *order[anchor + 1 :]]

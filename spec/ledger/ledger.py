@@ -14,8 +14,8 @@ What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
   ``Qa`` of them ack, and piggybacks its LAC on every add: the LAC of the
   moment it pushed the entry, on the first send and on every resend
   (``PendingAddOp.toSend``), which with ``LacLag`` may lag the acks the
-  writer has (its handle takes them in one by one); each add carries its data: the bytes the
-  application added as entry ``e`` (``payload(e)``, a number that is not
+  writer has (its handle takes them in one by one); each add carries its
+  data: the bytes the application added as entry ``e`` (``payload(e)``, a number that is not
   ``e``, so that a check of content cannot pass by comparing ids); a
   recovery add carries the bytes its client read;
 - ensemble change when a bookie does not answer (``ensembleChangeLoop``);
