@@ -1,7 +1,7 @@
 """The reference managed ledger and cursor refine the cursor spec: random runs with crashes at every persistence step.
 
 Each rule takes one step of a :class:`~ledgerspec.reference.managed_ledger.CursorRun`
-(publish, acknowledge, flush, trim, close, crash, restart, a failed
+(publish, acknowledge, reset, flush, trim, close, crash, restart, a failed
 BookKeeper call or znode write, a lost cursor ledger); :class:`~ledgerspec.reference.managed_ledger.CursorRefinement`
 checks every event the run logs against the spec, on the abstraction of the
 run's real state: the znodes decoded from Pulsar's bytes, the cursor ledgers'
@@ -89,7 +89,20 @@ class CursorRefinementMachine(RuleBasedStateMachine):
         crashed = self.run.trim()
         note(f"trim{': crashed' if crashed else ''}")
 
-    @precondition(active)
+    def no_reset_pending(self) -> bool:
+        return self.run.cursor is not None and self.run.cursor.resetting is None
+
+    @precondition(lambda self: self.active() and self.no_reset_pending())
+    @rule(data=st.data())
+    def reset(self, data: st.DataObject) -> None:
+        ml = self.run.ml
+        assert ml is not None
+        targets = [ml.first_position(), *(p for p in self.published if ml.holds(p))]
+        target = data.draw(st.sampled_from(targets), label="reset to")
+        self.run.reset(target)
+        note(f"reset to {target}")
+
+    @precondition(lambda self: self.active() and self.no_reset_pending())
     @rule()
     def close_cursor(self) -> None:
         crashed = self.run.close_cursor()
@@ -239,7 +252,45 @@ MUTANT_ROADS: dict[str, tuple[Callable[[CursorRun], object], str]] = {
         lambda run: (_publish_and_consume(run), run.fail_next("creates"), run.fail_next("znode_writes"), run.flush()),
         "CursorZnodeWriteFails",
     ),
+    "reset_keeps_acks": (
+        lambda run: (_publish_and_ack(run, 1), run.reset((0, -1)), run.flush()),
+        "CursorCreatesLedger",
+    ),
 }
+
+
+def test_a_reset_back_redelivers_after_a_restart(tmp_path: Path) -> None:
+    """A reset back to the first position, persisted, survives a crash: the restored cursor covers nothing, the
+    acks from before the reset included (Pulsar 4.0.7 would keep entry 0:1's: the mutant reset_keeps_acks)."""
+    run = CursorRun(str(tmp_path))
+    check = CursorRefinement(run)
+    _publish_and_ack(run, 1)
+    run.ack((0, 0))
+    run.flush()
+    run.reset((0, -1))
+    assert run.cursor is not None and run.cursor.mark_delete == (0, 1)  # the reset waits for its persist
+    run.flush()
+    assert run.cursor.mark_delete == (0, -1) and not run.acked
+    run.crash()
+    run.restart()
+    assert run.cursor is not None
+    assert run.cursor.mark_delete == (0, -1) and not run.cursor.acked
+    assert not check.state.acked and check.state.resets == 1
+
+
+def test_a_reset_whose_persist_fails_changes_nothing(tmp_path: Path) -> None:
+    """The reset's mark-delete cannot be persisted (no cursor ledger, and entry 0:1 follows the target, so no
+    fallback to the znode): the reset fails and the cursor keeps its state, dirty, to persist again."""
+    run = CursorRun(str(tmp_path))
+    check = CursorRefinement(run)
+    _publish_and_ack(run, 1)
+    run.reset((0, 0))
+    run.fail_next("creates")
+    run.flush()
+    assert run.cursor is not None
+    assert run.cursor.mark_delete == (0, -1) and run.cursor.acked == {(0, 1)}
+    assert run.cursor.resetting is None and run.cursor.dirty
+    assert check.state.acked == {(0, 1, 0)}
 
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))

@@ -107,6 +107,16 @@ SEEDED: dict[tuple[str, str], dict[str, Expected]] = {
         "client": {"CursorSkipsNoUnackedMessage"},
     },
     ("cursor", "trim_deletes_needed_ledger"): {"full": {"TrimKeepsUnconsumedEntries"}, "client": "conforms"},
+    # A reset's record that brings back acks from before it, or the state before the reset written after it: the
+    # restored cursor covers what the reset made unacknowledged, and the consumer sees it.
+    ("cursor", "reset_keeps_acks"): {
+        "full": {"CursorSkipsNoUnackedMessage"},
+        "client": {"CursorSkipsNoUnackedMessage"},
+    },
+    ("cursor", "ack_persists_over_reset"): {
+        "full": {"CursorSkipsNoUnackedMessage"},
+        "client": {"CursorSkipsNoUnackedMessage"},
+    },
     # The managed ledger's position of the cursor is the full observer's only: the consumer sees no skip.
     ("cursor", "skip_unconsumed_ledger"): {"full": {"TrimPositionBehindCursor"}, "client": "conforms"},
     ("autorecovery", "metadata_before_copy"): {"full": {"MetadataNamesOnlyHolders"}, "metadata": "conforms"},

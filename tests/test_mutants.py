@@ -56,6 +56,7 @@ PROMISES: dict[str, set[str]] = {
     "restore_ignores_no_ledger": set(),
     "no_store_fallback": set(),
     "restore_skips_unacked": {"CursorSkipsNoUnackedMessage", "TrimKeepsUnconsumedEntries"},
+    "reset_keeps_acks": {"CursorSkipsNoUnackedMessage", "TrimKeepsUnconsumedEntries"},
     "trim_deletes_needed_ledger": {"TrimKeepsUnconsumedEntries", "CursorSkipsNoUnackedMessage"},
     "skip_unconsumed_ledger": {"TrimPositionBehindCursor", "TrimKeepsUnconsumedEntries", "CursorSkipsNoUnackedMessage"},
     "failed_switch_keeps_new_ledger": set(),
@@ -207,7 +208,7 @@ def test_managed_ledger_mutants_are_killed_by_the_cursor_specs_traces(score: dic
 #: A restore that ignores cursorsLedgerId = -1 loses what a clean close persisted, which the consumer sees as a
 #: difference (the close is visible, not what it wrote). The others lose acknowledgements the broker persisted out
 #: of sight, which a client cannot tell from acknowledgements never persisted.
-CONSUMER_SEES = {"restore_skips_unacked", "trim_deletes_needed_ledger", "skip_unconsumed_ledger"}
+CONSUMER_SEES = {"restore_skips_unacked", "trim_deletes_needed_ledger", "skip_unconsumed_ledger", "reset_keeps_acks"}
 CONSUMER_SEES_A_DIFFERENCE = {"restore_ignores_no_ledger"}
 
 

@@ -33,6 +33,12 @@ Acknowledgements are in memory until :meth:`ManagedCursor.flush` persists
 them (Pulsar persists a mark-delete at once, rate-limited, and individual
 acks on its flush task); a crash before the flush loses them, and the
 messages come again.
+
+A reset (:meth:`ManagedCursor.reset`, ``CursorResetStarts``) is persisted
+by the next flush like any mark-delete, its record holding its position and
+no individual acks; the cursor takes it in memory once that persist
+completed (``CursorResetCompletes``), and a persist that fails fails the
+reset.
 """
 
 from __future__ import annotations
@@ -95,6 +101,8 @@ class ManagedCursor:
         self.switching_mark: Position = snapshot.mark_delete  # the mark-delete of its first record
         self.retired: set[int] = set()
         self.dirty = False
+        self.resetting: Position | None = None  # the mark-delete of a pending reset
+        self.reset_written = False  # its record is persisted: the cursor takes it next
         self.znode_version = znode_version
         self._drop_passed()
 
@@ -157,6 +165,52 @@ class ManagedCursor:
         self._drop_passed()
         self.dirty = True
 
+    def reset(self, target: Position) -> None:
+        """``asyncResetCursor``: read again (or on) from the entry after ``target``, an entry of the managed ledger
+        or its first position. Persisted by the next :meth:`flush`; refused while a reset is pending
+        ("reset already in progress"). The acks not yet persisted are superseded by the reset's record."""
+        self._require_active("reset")
+        if self.status not in (CursorStatus.NO_LEDGER, CursorStatus.OPEN):
+            raise CursorStateError(f"cursor {self.name} cannot reset while {self.status}")
+        if self.resetting is not None:
+            raise CursorStateError(f"cursor {self.name}: a reset to {self.resetting} is already in progress")
+        if not self.ml.holds(target) and target != self.ml.first_position():
+            raise ValueError(f"{target[0]}:{target[1]} is neither an entry nor the first position of {self.ml.name}")
+        self.resetting, self.dirty = target, False
+        self.ml.log.emit("CursorResetStarts", target)
+
+    def _to_persist(self) -> CursorSnapshot:
+        """What the next persist writes: a pending reset's record (its position, no individual acks), else the
+        state."""
+        if self.resetting is None:
+            return self.snapshot()
+        if self.ml.config.mutant == "reset_keeps_acks":  # MUTANT: the acks from before the reset are kept
+            return CursorSnapshot(self.resetting, frozenset(self.acked), self.unacked_batch)
+        return CursorSnapshot(self.resetting)
+
+    def _persisted(self, mark_delete: Position) -> None:
+        """A persist completed: the managed ledger holds its mark-delete for the cursor; a pending reset's record is
+        written, and the cursor takes it next (:meth:`_complete_reset`)."""
+        if self.resetting is None:
+            self.ml.on_mark_delete_persisted(self, mark_delete)
+        else:
+            self.reset_written = True
+
+    def _complete_reset(self) -> None:
+        """internalResetCursor's finalCallback, once the reset's record is written: the mark-delete moves to the
+        reset's position, the acks are cleared, and the managed ledger holds the position for the cursor."""
+        target = self.resetting
+        if target is None or not self.reset_written:
+            return
+        self.mark_delete, self.acked, self.unacked_batch = target, set(), {}
+        self.resetting, self.reset_written = None, False
+        self.ml.on_mark_delete_persisted(self, target)
+        self.ml.log.emit("CursorResetCompletes")
+
+    def _persist_failed(self) -> None:
+        """A persist failed: the mark-delete fails (isDirty), and so does a pending reset."""
+        self.dirty, self.resetting = True, None
+
     def _drop_passed(self) -> None:
         self.acked = {p for p in self.acked if p > self.mark_delete}
         self.unacked_batch = {p: u for p, u in self.unacked_batch.items() if p > self.mark_delete}
@@ -165,30 +219,33 @@ class ManagedCursor:
     def flush(self) -> None:
         """Persist the acknowledgements not persisted yet: to the cursor ledger, or to the znode."""
         self._require_active("flush")
-        while self.dirty:
+        while self.dirty or self.resetting is not None:
             if self.status == CursorStatus.NO_LEDGER:
-                if not self._create_ledger() or not self._switch_ledger():
-                    return
-            elif not self._append():
+                persisted = self._create_ledger() and self._switch_ledger()
+            else:
+                persisted = self._append()
+            self._complete_reset()
+            if not persisted:
                 return
 
     def _create_ledger(self) -> bool:
         """createNewMetadataLedger: a new ledger whose first record is the state. On failure the pending
         mark-delete runs in NoLedger (internalMarkDelete, Pulsar 4.0.7): the state goes to the znode where the
         configuration falls back (``cursor_znode_fallback``), else the mark-delete fails and stays dirty."""
-        bk, snapshot = self.ml.bookkeeper, self.snapshot()
+        bk, snapshot = self.ml.bookkeeper, self._to_persist()
         self.ml.crash_point("cursor-ledger-create")
         try:
             handle = bk.create("cursor")
         except BookKeeperError:
             if not self._falls_back_to_znode(snapshot):  # "Switch new cursor ledger failed"
+                self._persist_failed()
                 self.ml.log.emit("CursorLedgerCreationFails")
                 return False
             skips_store = self.ml.config.mutant == "no_store_fallback"  # MUTANT: reported done, not stored
             if not skips_store and not self._fall_back_to_znode(snapshot):
                 return False
             self.dirty = False
-            self.ml.on_mark_delete_persisted(self, snapshot.mark_delete)
+            self._persisted(snapshot.mark_delete)
             self.ml.log.emit("CursorLedgerCreationFails")
             return False
         try:
@@ -213,6 +270,7 @@ class ManagedCursor:
             self._write_znode(NO_LEDGER_ID, snapshot, injectable=True)
         except MetaStoreError:
             self.ml.bookkeeper.delete(ledger_id)
+            self._persist_failed()
             self.ml.log.emit("CursorLedgerFirstWriteFails")
             return
         raise CursorStateError(
@@ -240,13 +298,13 @@ class ManagedCursor:
             else:
                 self.ml.bookkeeper.delete(new.ledger_id)
                 self.status = CursorStatus.NO_LEDGER
-            self.dirty = True
+            self._persist_failed()
             self.ml.log.emit("CursorLedgerSwitchFails")
             return False
         old = self._retire()
         self.ledger, self.ledger_id, self.records, self.switching_to = new, new.ledger_id, 1, None
         self.status = CursorStatus.OPEN
-        self.ml.on_mark_delete_persisted(self, self.switching_mark)
+        self._persisted(self.switching_mark)
         self.ml.log.emit("CursorSwitchesLedger")
         self._delete_retired(old)
         return True
@@ -254,7 +312,7 @@ class ManagedCursor:
     def _append(self) -> bool:
         """persistPositionToLedger; a failed append writes the znode instead (persistPositionToMetaStore).
         Whether the state is persisted (False: the znode write failed too)."""
-        bk, snapshot, handle = self.ml.bookkeeper, self.snapshot(), self.ledger
+        bk, snapshot, handle = self.ml.bookkeeper, self._to_persist(), self.ledger
         assert handle is not None
         self.ml.crash_point("cursor-ledger-append")
         try:
@@ -264,7 +322,7 @@ class ManagedCursor:
                 return False
             self.status = CursorStatus.NO_LEDGER
             self.dirty = False
-            self.ml.on_mark_delete_persisted(self, snapshot.mark_delete)
+            self._persisted(snapshot.mark_delete)
             self.ml.log.emit("CursorLedgerWriteFails")
             return True
         self.records += 1
@@ -272,8 +330,8 @@ class ManagedCursor:
         full = self.records - 1 >= self.ml.config.metadata_max_entries_per_ledger
         if full:  # rolloverLedgerIfNeeded: a new ledger, which starts with the state again
             self.status = CursorStatus.NO_LEDGER
+        self._persisted(snapshot.mark_delete)
         self.dirty = full
-        self.ml.on_mark_delete_persisted(self, snapshot.mark_delete)
         self.ml.log.emit("CursorPersistsToLedger")
         return True
 
@@ -293,6 +351,7 @@ class ManagedCursor:
             self._write_znode(NO_LEDGER_ID, snapshot, injectable=True)
         except MetaStoreError:
             self.status = CursorStatus.NO_LEDGER
+            self._persist_failed()
             if self.ml.config.mutant == "failed_znode_write_counted_persisted":  # MUTANT: taken for persisted
                 self.dirty = False
             self.ml.log.emit("CursorZnodeWriteFails")
@@ -323,6 +382,8 @@ class ManagedCursor:
         """A clean close: the whole state to the znode with cursorsLedgerId = -1, then the cursor ledger goes."""
         if self.status not in (CursorStatus.NO_LEDGER, CursorStatus.OPEN):
             raise CursorStateError(f"cursor {self.name} cannot close while {self.status}")
+        if self.resetting is not None:
+            raise CursorStateError(f"cursor {self.name} cannot close while its reset to {self.resetting} is pending")
         self.ml.crash_point("cursor-znode-close")
         self._write_znode(NO_LEDGER_ID, self.snapshot())
         old = self._retire()

@@ -31,7 +31,7 @@ class ManagedLedgerLog:
         self.events: list[EngineEvent] = []
         self.listeners: list[Callable[[EngineEvent], None]] = []
 
-    def emit(self, action: str, *args: int, process: str = BROKER) -> None:
+    def emit(self, action: str, *args: int | tuple[int, int], process: str = BROKER) -> None:
         event = EngineEvent(action, args, process, process)
         self.events.append(event)
         for listener in self.listeners:

@@ -76,6 +76,10 @@ MUTANTS = {
         "when the znode write standing in for a failed BookKeeper call fails too, the cursor counts its state as "
         "persisted"
     ),
+    "reset_keeps_acks": (
+        "a reset's record keeps the individual acks from before the reset, as Pulsar 4.0.7 writes it "
+        "(internalResetCursor)"
+    ),
 }
 
 

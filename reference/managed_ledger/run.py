@@ -11,6 +11,8 @@ call                       steps (the cursor spec's actions)
 =========================  ===================================================
 ``publish()``              ``EntryPublished``, ``LedgerRollsOver`` when full
 ``ack(position, index)``   ``ConsumerAcks`` (none for a message acked before)
+``reset(position)``        ``CursorResetStarts``: read again (or on) after
+                           ``position``; the next flush persists it
 ``flush()``                the persist: ``CursorCreatesLedger``,
                            ``CursorSwitchesLedger``, ``CursorDeletesOldLedger``,
                            ``CursorPersistsToLedger``, or a fallback to the
@@ -34,6 +36,9 @@ written before stays, the rest never happens, and the run logs
 
 The consumer's acknowledgements are kept (``acked``): the run is the
 consumer, and what it acknowledged is what the spec's invariants speak of.
+A reset that takes effect makes what precedes its position acknowledged and
+nothing after it, beside the messages of trimmed ledgers, which no reset
+brings back.
 """
 
 from __future__ import annotations
@@ -42,13 +47,14 @@ import attrs
 from ledgerspec.reference.constants import ConstantsTable
 from ledgerspec.reference.ledger import InProcessCluster
 from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperFaults, BookKeeperLedgers
-from ledgerspec.reference.managed_ledger.cursor import ManagedCursor
+from ledgerspec.reference.managed_ledger.cursor import CursorStateError, ManagedCursor
 from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
 from ledgerspec.reference.managed_ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore
 from ledgerspec.reference.metadata import ANY_VERSION, EmbeddedMetadataStore, LedgerMetadataStore, MetadataStore
 from ledgerspec.spec.cursor.cursor import NO_MESSAGES_AFTER
 from ledgerspec.spec.positions import Position
+from ledgerspec.spec.vocabulary import EngineEvent
 
 __all__ = [
     "SPEC_CONSTANTS",
@@ -110,6 +116,7 @@ UNBOUNDED_BOUNDS = {
     "MaxCrashes": UNBOUNDED,
     "MaxFaults": UNBOUNDED,
     "MaxLedgerLoss": UNBOUNDED,
+    "MaxResets": UNBOUNDED,
 }
 
 
@@ -144,9 +151,12 @@ class CursorRun(BrokerHarness):
         super().__init__(root, self.config.bookies, store)
         self.faults = BookKeeperFaults()
         self.log = ManagedLedgerLog()
+        self.log.listeners.append(self._follow)  # first: every check after it reads the record it keeps
         self.created: list[int] = []  # every ledger id BookKeeper handed out, in order
         self.crashes = 0
         self.losses = 0
+        self.resets = 0
+        self.reset_unapplied: Position | None = None  # a reset whose record is written, not yet taken
         self.acked: set[tuple[int, int, int]] = set()  # (ledger, entry, batch index) the consumer acknowledged
         self.ml: ManagedLedger | None = None
         self._start()
@@ -223,6 +233,39 @@ class CursorRun(BrokerHarness):
         self.acked.add((position[0], position[1], index))  # the consumer's record, before the broker takes it
         return cursor.ack(position, index if batched else None, self.config.batch_size)
 
+    def reset(self, position: Position) -> None:
+        """The application resets the subscription to read after ``position`` (an entry, or the first position)."""
+        _, cursor = self._live()
+        self.resets += 1  # counted before the cursor logs the step
+        try:
+            cursor.reset(position)
+        except (ValueError, CursorStateError):
+            self.resets -= 1
+            raise
+
+    def _follow(self, event: EngineEvent) -> None:
+        """Before any check reads them, the consumer's record and the reset's history follow the step: a reset whose
+        record is written waits (``reset_unapplied``), and is taken when the cursor or a restore takes it."""
+        cursor = self.cursor
+        if event.action in ("CursorResetCompletes", "CursorRecovers") and self.reset_unapplied is not None:
+            self._reset_taken(self.reset_unapplied)
+            self.reset_unapplied = None
+        elif cursor is not None and cursor.reset_written and self.reset_unapplied is None:
+            self.reset_unapplied = cursor.resetting
+
+    def _reset_taken(self, position: Position) -> None:
+        ml = self.ml
+        assert ml is not None
+        listed = ml.ids()
+        before = {
+            (ledger, e, i)
+            for ledger in listed
+            for e in range(ml.entries_of(ledger))
+            if (ledger, e) <= position
+            for i in range(self.config.batch_size)
+        }
+        self.acked = {m for m in self.acked if m[0] not in listed} | before
+
     # -- the cursor's persistence ------------------------------------------------------
     def flush(self) -> bool:
         _, cursor = self._live()
@@ -260,7 +303,10 @@ class CursorRun(BrokerHarness):
         return self.faults.failed + self.store.faults.failed
 
     def lose_cursor_ledger(self) -> int | None:
-        """BookKeeper loses the cursor ledger the znode names, if it still has it; its id."""
+        """BookKeeper loses the cursor ledger the znode names, if it still has it; its id. Never after a reset
+        (the cursor spec's ``CursorLedgerLost``: the rollback would skip what the reset made unacknowledged)."""
+        if self.resets:
+            return None
         ml_ids = self._listed_ids()
         named = self.store.read_cursor(TOPIC, SUBSCRIPTION, ml_ids, lambda _: 0)[0]
         if named < 0 or not self.ledger_metadata_exists(named):

@@ -2,7 +2,7 @@
 
 :func:`random_steps` drives a :class:`~.run.CursorRun` by a seeded
 ``random.Random``: publishes, acknowledgements of random messages, flushes,
-trims, now and then a close, a crash (also armed at a persistence step), a
+trims, now and then a reset, a close, a crash (also armed at a persistence step), a
 failed BookKeeper call, a failed write of the cursor's znode (or both) or a
 lost cursor ledger, and a restart after every
 crash. The same seed gives the same run on every machine.
@@ -108,8 +108,12 @@ def random_steps(run: CursorRun, rng: random.Random, steps: int, *, max_entries:
             run.flush()
         elif choice < 0.85:
             run.trim()
-        elif choice < 0.87:
-            run.close_cursor()
+        elif choice < 0.865:
+            if cursor.resetting is None:  # a close waits for the reset
+                run.close_cursor()
+        elif choice < 0.885:
+            if cursor.resetting is None:
+                run.reset(rng.choice([ml.first_position(), *(p for p in published if ml.holds(p))]))
         elif choice < 0.9:
             run.crash()
         elif choice < 0.95:

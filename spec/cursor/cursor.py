@@ -68,12 +68,23 @@ seed 003):
   (``persistPositionToMetaStore``: the mark-delete fails). Either way the
   znode keeps what it held and the state stays in memory, to be persisted
   again;
+- a reset (``asyncResetCursor``, ``internalResetCursor``; ``MaxResets``):
+  the application names the position to read after; the reset persists it as
+  a mark-delete with no individual acks, through the same steps as any
+  persist, and the cursor takes it in memory once that persist completed
+  (``CursorResetCompletes``; a restore takes a persisted reset too). A failed
+  persist fails the reset. Afterwards what precedes the position counts as
+  acknowledged and nothing after it (``acked``), but the messages of ledgers
+  trimmed meanwhile. Two 4.0.7 paths that keep less are seeded bugs
+  (``reset_keeps_acks``, ``ack_persists_over_reset``); a third, and the loss of
+  a cursor ledger after a reset, are left out (docs/real-systems.md);
 - faults of the environment: a failed write to BookKeeper or to the znode
   (``MaxFaults``, each failed call one fault) and the loss of a cursor ledger
   (``MaxLedgerLoss``), the case the rollback is for.
 
-``acked`` (what the consumer acknowledged) and ``durable`` (the acknowledgements
-a completed persist covers) are history variables: no process reads them;
+``acked`` (what the consumer acknowledged, or a reset made acknowledged),
+``durable`` (the acknowledgements a completed persist covers) and
+``reset_unapplied`` (a reset persisted but not yet taken) are history variables: no process reads them;
 the invariants are stated with them.
 
 What is left out, and why that is sound here:
@@ -81,7 +92,11 @@ What is left out, and why that is sound here:
 - reads and dispatch: a message is redelivered after a restore exactly when
   the restored cursor does not cover it, which is what the invariants speak
   of;
-- the read position, properties, ``lastActive``, rate limiting of
+- the read position: it is never persisted; the restore and a rewind set it
+  to the entry after the mark-delete, and reads pass over the individually
+  acknowledged entries (``isMessageDeleted``), so it follows from the state
+  modelled; a reset sets it with the mark-delete;
+- properties, ``lastActive``, rate limiting of
   mark-deletes and the queue of pending mark-delete operations: each persist
   writes the cursor's whole current state, which covers every acknowledgement
   queued before it;
@@ -145,7 +160,16 @@ from ledgerspec.spec.positions import (
     slowest_reader_ledger,
 )
 
-__all__ = ["BUGS", "CursorInfo", "CursorSpec", "CursorState", "Message", "PositionInfo"]
+__all__ = [
+    "BUGS",
+    "CursorInfo",
+    "CursorSpec",
+    "CursorState",
+    "Message",
+    "PositionInfo",
+    "ledger_entry",
+    "reset_targets",
+]
 
 BUGS = {
     "none": "the cursor as Pulsar implements it",
@@ -161,6 +185,13 @@ BUGS = {
     "skip_unconsumed_ledger": (
         "the skip over a consumed ledger moves the managed ledger's position of the cursor past a ledger whose "
         "last entry the cursor has not acknowledged"
+    ),
+    "reset_keeps_acks": (
+        "a reset's record keeps the individual and batch acks from before the reset (internalResetCursor, Pulsar 4.0.7)"
+    ),
+    "ack_persists_over_reset": (
+        "an ack during a pending reset appends the state from before the reset after the reset's record "
+        "(Pulsar 4.0.7, apache/pulsar#26304)"
     ),
 }
 
@@ -219,12 +250,15 @@ class CursorState:
     retired: frozenset[int]  # old cursor ledgers to delete
     dirty: bool  # acknowledgements in memory that no persist covers yet
     slowest_position: Position  # the managed ledger's position of the cursor (ManagedCursorContainer): trimming's
+    resetting: Position  # the mark-delete a pending reset persists, or NO_POSITION
+    resets: int  # cursor resets so far (at most MaxResets)
     # -- the environment
     faults: int  # failed writes to BookKeeper and to the znode so far (at most MaxFaults)
     lost: int  # cursor ledgers lost so far (at most MaxLedgerLoss)
     # -- history
-    acked: frozenset[Message]  # every message the consumer acknowledged
+    acked: frozenset[Message]  # every message acknowledged, by the consumer or by a reset past it
     durable: frozenset[Message]  # acknowledgements covered by a completed persist
+    reset_unapplied: Position  # a reset whose record is persisted, not yet taken by the cursor or a restore
 
 
 # -- parameter generators: the \E in front of each TLA+ action ---------------------------
@@ -243,6 +277,13 @@ def _named_ledger(spec: CursorSpec, s: CursorState) -> Iterable[tuple[int]]:
 
 def _retired(spec: CursorSpec, s: CursorState) -> Iterable[tuple[int]]:
     return ((ledger,) for ledger in sorted(s.retired))
+
+
+def reset_targets(spec: CursorSpec, s: CursorState) -> Iterable[tuple[Position]]:
+    """The mark-deletes a reset may persist: the entry before a read position of the list, every entry of the
+    list (asyncResetCursor moves any other read position to the next valid one), or the first position."""
+    targets = {(ledger, e) for ledger, count in s.ledgers for e in range(count)} | {spec.first_position(s)}
+    return ((p,) for p in sorted(targets))
 
 
 class CursorSpec(Spec[CursorState]):
@@ -264,6 +305,7 @@ class CursorSpec(Spec[CursorState]):
             "failed writes: BookKeeper's (cursor ledger creations and appends) and the metadata store's (the znode)",
         ),
         int_constant("MaxLedgerLoss", 0, "cursor ledgers lost (unreadable) in all"),
+        int_constant("MaxResets", 0, "cursor resets (resetCursor) in all"),
         Constant(
             "ZnodeFallback",
             str,
@@ -282,11 +324,12 @@ class CursorSpec(Spec[CursorState]):
     MaxCrashes: int
     MaxFaults: int
     MaxLedgerLoss: int
+    MaxResets: int
     ZnodeFallback: str
     Bug: str
 
     def check_constants(self) -> None:
-        for name in ("MaxEntries", "MaxCrashes", "MaxFaults", "MaxLedgerLoss"):
+        for name in ("MaxEntries", "MaxCrashes", "MaxFaults", "MaxLedgerLoss", "MaxResets"):
             if getattr(self, name) < 0:
                 raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
         for name in ("MaxEntriesPerLedger", "BatchSize", "MetadataMaxEntriesPerLedger"):
@@ -344,7 +387,46 @@ class CursorSpec(Spec[CursorState]):
 
     def falls_back_to_znode(self, s: CursorState) -> bool:
         """Does a failed cursor-ledger creation write the state to the znode (``ZnodeFallback``)?"""
-        return self.ZnodeFallback == ALWAYS or no_messages_after(self.ids(s), self.counter(s), s.mark_delete)
+        md = self.persisted(s).mark_delete
+        return self.ZnodeFallback == ALWAYS or no_messages_after(self.ids(s), self.counter(s), md)
+
+    def persisted(self, s: CursorState) -> PositionInfo:
+        """What the next persist writes: a pending reset's record (its mark-delete, no individual acks; Pulsar
+        4.0.7 keeps the acks from before the reset, which ``internalResetCursor`` clears only in its callback: the
+        seeded bug ``reset_keeps_acks``), else the cursor's state."""
+        if s.resetting == NO_POSITION:
+            return self.snapshot(s)
+        if self.Bug == "reset_keeps_acks":
+            return PositionInfo(s.resetting, s.ranges, s.batch)
+        return PositionInfo(s.resetting, frozenset(), frozenset())
+
+    def persist_completes(self, s: CursorState, **changes: Any) -> CursorState:
+        """A persist of ``persisted`` completed (internalMarkDelete's callback): the managed ledger holds its
+        mark-delete for the cursor. A pending reset's record is now what a restore finds; the cursor takes it in
+        memory next (CursorResetCompletes)."""
+        if s.resetting == NO_POSITION:
+            return evolve(s, durable=s.durable | self.cursor_covers(s), slowest_position=s.mark_delete, **changes)
+        reset = self.covered(s, s.resetting, frozenset(), frozenset())
+        return evolve(s, reset_unapplied=s.resetting, durable=reset, **changes)
+
+    def reset_acked(self, s: CursorState, target: Position) -> frozenset[Message]:
+        """What a reset to ``target`` leaves acknowledged: what precedes it, beside the messages of ledgers trimmed
+        meanwhile, which no reset brings back."""
+        listed = set(self.ids(s))
+        before = self.covered(s, target, frozenset(), frozenset())
+        return before | frozenset(m for m in s.acked if m[0] not in listed)
+
+    @staticmethod
+    def persist_fails(s: CursorState, **changes: Any) -> CursorState:
+        """A persist with a reset pending failed: the reset fails (internalResetCursor's operationFailed), the
+        cursor keeps its state in memory and, as after any failed mark-delete, is dirty."""
+        return evolve(s, dirty=True, resetting=NO_POSITION, **changes)
+
+    @staticmethod
+    def to_persist(s: CursorState) -> bool:
+        """Something in memory for a persist to write: acknowledgements, or a reset. Nothing while a persisted
+        reset waits to take effect (Pulsar 4.0.7 may write then: the seeded bug ack_persists_over_reset)."""
+        return s.reset_unapplied == NO_POSITION and (s.dirty or s.resetting != NO_POSITION)
 
     def durable_covers(self, s: CursorState) -> frozenset[Message]:
         """The messages the durable state covers: the znode's state when it names no cursor ledger, else the last
@@ -383,10 +465,13 @@ class CursorSpec(Spec[CursorState]):
             retired=frozenset(),
             dirty=False,
             slowest_position=start,
+            resetting=NO_POSITION,
+            resets=0,
             faults=0,
             lost=0,
             acked=frozenset(),
             durable=frozenset(),
+            reset_unapplied=NO_POSITION,
         )
 
     # -- the managed ledger ----------------------------------------------------------
@@ -422,17 +507,50 @@ class CursorSpec(Spec[CursorState]):
             s, mark_delete=md, ranges=ranges, batch=batch, dirty=True, acked=s.acked | {(ledger, entry, index)}
         )
 
+    @action(reset_targets)
+    def CursorResetStarts(self, s: CursorState, target: Position) -> CursorState | None:
+        """ManagedCursorImpl.asyncResetCursor and internalResetCursor (Pulsar 4.0.7): the application moves the
+        cursor to read from the entry after ``target``. The reset persists ``target`` as a mark-delete
+        (internalAsyncMarkDelete) and changes the cursor in memory only when that persist completes; a second reset
+        is refused while one is pending. Its record supersedes the acks not yet persisted: they are redone by the
+        reset or, when its persist fails, dirty again. A reset asked for while a new cursor ledger is being switched
+        to waits in pendingMarkDeleteOps: taken here as a reset after the switch."""
+        if s.status not in (NO_LEDGER, OPEN) or s.resetting != NO_POSITION or s.resets >= self.MaxResets:
+            return None
+        return evolve(s, resetting=target, resets=s.resets + 1, dirty=False)
+
+    @action()
+    def CursorResetCompletes(self, s: CursorState) -> CursorState | None:
+        """internalResetCursor's finalCallback, after the reset's persist: the mark-delete moves to its position,
+        individual and batch acks are cleared (the acks taken since the reset began too), and the managed ledger
+        holds the position for the cursor (onCursorReadPositionUpdated; Pulsar sets it a moment before, in the
+        persist's own callback). What is acknowledged becomes what precedes the position, beside the messages of
+        ledgers trimmed meanwhile (``reset_acked``). The application is told (resetComplete): a client sees this
+        step."""
+        if s.resetting == NO_POSITION or s.reset_unapplied == NO_POSITION:
+            return None
+        return evolve(
+            s,
+            mark_delete=s.resetting,
+            ranges=frozenset(),
+            batch=frozenset(),
+            resetting=NO_POSITION,
+            reset_unapplied=NO_POSITION,
+            slowest_position=s.resetting,
+            acked=self.reset_acked(s, s.resetting),
+        )
+
     # -- persisting the cursor -------------------------------------------------------
     @action()
     def CursorCreatesLedger(self, s: CursorState) -> CursorState | None:
-        """With no cursor ledger to write to, create one and append the cursor's state as its first record."""
-        if s.status != NO_LEDGER or not s.dirty:
+        """With no cursor ledger to write to, create one and append what is to persist as its first record."""
+        if s.status != NO_LEDGER or not self.to_persist(s):
             return None
         new = s.next_id
         return evolve(
             s,
             next_id=new + 1,
-            cursor_ledgers=(*s.cursor_ledgers, (new, (self.snapshot(s),))),
+            cursor_ledgers=(*s.cursor_ledgers, (new, (self.persisted(s),))),
             status=SWITCHING,
             switching_to=new,
             dirty=False,
@@ -442,18 +560,24 @@ class CursorSpec(Spec[CursorState]):
     def CursorSwitchesLedger(self, s: CursorState) -> CursorState | None:
         """switchToNewLedger: the znode names the new ledger (mark-delete only); the old one is retired. The
         mark-delete is done: the managed ledger holds the persisted position (internalMarkDelete's
-        operationComplete, onCursorMarkDeletePositionUpdated, Pulsar 4.0.7)."""
+        operationComplete, onCursorMarkDeletePositionUpdated, Pulsar 4.0.7). A reset pending wrote the new
+        ledger's record (a reset starts only in NoLedger or Open)."""
         if s.status != SWITCHING:
             return None
         first = (self.records_of(s, s.switching_to) or ())[-1]
         retired = s.retired | {s.cursor_ledger} if s.cursor_ledger != NONE else s.retired
-        return evolve(
+        switched = evolve(
             s,
             znode=CursorInfo(s.switching_to, first.mark_delete, frozenset(), frozenset()),
             status=OPEN,
             cursor_ledger=s.switching_to,
             switching_to=NONE,
             retired=retired,
+        )
+        if s.resetting != NO_POSITION:
+            return self.persist_completes(switched)
+        return evolve(
+            switched,
             slowest_position=first.mark_delete,
             durable=s.durable | self.covered(s, first.mark_delete, first.ranges, first.batch),
         )
@@ -464,21 +588,15 @@ class CursorSpec(Spec[CursorState]):
         cursor is NoLedger and the pending mark-delete runs there (internalMarkDelete). Where it falls back
         (``falls_back_to_znode``) the state goes to the znode (persistPositionToMetaStore, #20935); elsewhere the
         mark-delete fails ("Switch new cursor ledger failed"): isDirty, the znode keeps what it held."""
-        if s.status != NO_LEDGER or not s.dirty or s.faults >= self.MaxFaults:
+        if s.status != NO_LEDGER or not self.to_persist(s) or s.faults >= self.MaxFaults:
             return None
         if not self.falls_back_to_znode(s):
-            return evolve(s, faults=s.faults + 1)
+            return self.persist_fails(s, faults=s.faults + 1)
         znode = s.znode
         if self.Bug != "no_store_fallback":
-            znode = CursorInfo(NONE, s.mark_delete, s.ranges, s.batch)
-        return evolve(
-            s,
-            znode=znode,
-            dirty=False,
-            slowest_position=s.mark_delete,
-            faults=s.faults + 1,
-            durable=s.durable | self.cursor_covers(s),
-        )
+            record = self.persisted(s)
+            znode = CursorInfo(NONE, record.mark_delete, record.ranges, record.batch)
+        return self.persist_completes(s, znode=znode, dirty=False, faults=s.faults + 1)
 
     @action()
     def CursorLedgerFirstWriteFails(self, s: CursorState) -> CursorState | None:
@@ -488,49 +606,51 @@ class CursorSpec(Spec[CursorState]):
         read) and operationFailed, seeing a MetaStoreException, fails the pending mark-deletes: NoLedger, the state
         in memory only. Two failed calls, as CursorZnodeWriteFails. When the fallback write succeeds instead,
         Pulsar names the new ledger, which holds no record, in the znode: left out (docs/real-systems.md)."""
-        if s.status != NO_LEDGER or not s.dirty or s.faults + 2 > self.MaxFaults:
+        if s.status != NO_LEDGER or not self.to_persist(s) or s.faults + 2 > self.MaxFaults:
             return None
-        return evolve(s, next_id=s.next_id + 1, faults=s.faults + 2)
+        return self.persist_fails(s, next_id=s.next_id + 1, faults=s.faults + 2)
 
     @action()
     def CursorPersistsToLedger(self, s: CursorState) -> CursorState | None:
-        """persistPositionToLedger: append the state to the cursor ledger; a full ledger is then replaced."""
-        if s.status != OPEN or not s.dirty:
+        """persistPositionToLedger: append the state to the cursor ledger; a full ledger is then replaced. With the
+        seeded bug ack_persists_over_reset, an ack during a pending reset appends the state from before the reset
+        after the reset's record, as Pulsar 4.0.7 can (asyncDelete persists while resetCursorInProgress;
+        apache/pulsar#26304)."""
+        if s.status != OPEN or not self.to_persist(s):
             return None
         records = self.records_of(s, s.cursor_ledger)
         if records is None:
             return None  # the ledger is gone: the append fails (CursorLedgerWriteFails)
-        records = (*records, self.snapshot(s))
+        records = (*records, self.persisted(s))
+        if self.Bug == "ack_persists_over_reset" and s.resetting != NO_POSITION and s.dirty:
+            records = (*records, self.snapshot(s))
         ledgers = tuple((x, records if x == s.cursor_ledger else r) for x, r in s.cursor_ledgers)
         # shouldCloseLedger (ManagedCursorImpl, Pulsar 4.0.7): lh.getLastAddConfirmed() >= MetadataMaxEntriesPerLedger,
         # so a ledger holds M+1 records. Its other condition, a rollover timeout, is not modelled.
         full = len(records) - 1 >= self.MetadataMaxEntriesPerLedger
-        return evolve(
+        return self.persist_completes(
             s,
             cursor_ledgers=ledgers,
             status=NO_LEDGER if full else OPEN,
             dirty=full,  # rolloverLedgerIfNeeded: the next ledger starts with the state again
-            slowest_position=s.mark_delete,
-            durable=s.durable | self.cursor_covers(s),
         )
 
     @action()
     def CursorLedgerWriteFails(self, s: CursorState) -> CursorState | None:
         """An append to the cursor ledger fails: the state goes to the znode instead (persistPositionToMetaStore)."""
-        if s.status != OPEN or not s.dirty:
+        if s.status != OPEN or not self.to_persist(s):
             return None
         gone = self.records_of(s, s.cursor_ledger) is None  # a lost ledger fails every append, no fault needed
         if not gone and s.faults >= self.MaxFaults:
             return None
         faults = s.faults if gone else s.faults + 1
-        return evolve(
+        record = self.persisted(s)
+        return self.persist_completes(
             s,
-            znode=CursorInfo(NONE, s.mark_delete, s.ranges, s.batch),
+            znode=CursorInfo(NONE, record.mark_delete, record.ranges, record.batch),
             status=NO_LEDGER,
             dirty=False,
-            slowest_position=s.mark_delete,
             faults=faults,
-            durable=s.durable | self.cursor_covers(s),
         )
 
     @action()
@@ -541,12 +661,11 @@ class CursorSpec(Spec[CursorState]):
         pending mark-deletes: the state stays in memory only, to persist again (isDirty)."""
         if s.status != SWITCHING or s.faults >= self.MaxFaults:
             return None
-        return evolve(
+        return self.persist_fails(
             s,
             cursor_ledgers=tuple(x for x in s.cursor_ledgers if x[0] != s.switching_to),
             status=NO_LEDGER,
             switching_to=NONE,
-            dirty=True,
             faults=s.faults + 1,
         )
 
@@ -563,14 +682,14 @@ class CursorSpec(Spec[CursorState]):
         write of the state to the znode fails too. The mark-delete fails (internalMarkDelete's operationFailed:
         isDirty = true, persistentMarkDeletePosition unchanged): the znode keeps what it held, the state stays
         in memory only, and the cursor is NoLedger."""
-        if s.status not in (NO_LEDGER, OPEN) or not s.dirty:
+        if s.status not in (NO_LEDGER, OPEN) or not self.to_persist(s):
             return None
         if s.status == NO_LEDGER and not self.falls_back_to_znode(s):
             return None  # no znode write to fail: CursorLedgerCreationFails fails the mark-delete
         cost = self.znode_write_failure_cost(s)
         if s.faults + cost > self.MaxFaults:
             return None
-        return evolve(s, status=NO_LEDGER, faults=s.faults + cost)
+        return self.persist_fails(s, status=NO_LEDGER, faults=s.faults + cost)
 
     @action(_retired)
     def CursorDeletesOldLedger(self, s: CursorState, ledger: int) -> CursorState | None:
@@ -584,8 +703,9 @@ class CursorSpec(Spec[CursorState]):
     @action()
     def CursorCloses(self, s: CursorState) -> CursorState | None:
         """A clean close: the znode gets the whole state with cursorsLedgerId = -1; the cursor ledger is retired.
-        persistPositionWhenClosing tells the managed ledger nothing: its position of the cursor stays."""
-        if s.status not in (NO_LEDGER, OPEN):
+        persistPositionWhenClosing tells the managed ledger nothing: its position of the cursor stays. Not while a
+        reset is pending (docs/real-systems.md)."""
+        if s.status not in (NO_LEDGER, OPEN) or s.resetting != NO_POSITION:
             return None
         retired = s.retired | {s.cursor_ledger} if s.cursor_ledger != NONE else s.retired
         return evolve(
@@ -617,6 +737,7 @@ class CursorSpec(Spec[CursorState]):
             retired=frozenset(),
             dirty=False,
             slowest_position=NO_POSITION,
+            resetting=NO_POSITION,
         )
 
     @action()
@@ -654,6 +775,8 @@ class CursorSpec(Spec[CursorState]):
         md = self.recovered_position(s, md)
         ranges = frozenset(p for p in ranges if p > md)
         batch = frozenset(m for m in batch if (m[0], m[1]) > md)
+        # A reset persisted but not taken before the crash is taken now: the restore finds its record.
+        unapplied = s.reset_unapplied
         return evolve(
             s,
             znode=znode,
@@ -663,6 +786,8 @@ class CursorSpec(Spec[CursorState]):
             batch=batch,
             cursor_ledger=holds,
             slowest_position=md,
+            acked=s.acked if unapplied == NO_POSITION else self.reset_acked(s, unapplied),
+            reset_unapplied=NO_POSITION,
         )
 
     @action()
@@ -710,8 +835,10 @@ class CursorSpec(Spec[CursorState]):
     # -- faults of the environment -----------------------------------------------------
     @action(_named_ledger)
     def CursorLedgerLost(self, s: CursorState, ledger: int) -> CursorState | None:
-        """BookKeeper loses the cursor ledger the znode names: it can no longer be read."""
-        if s.lost >= self.MaxLedgerLoss or ledger != s.znode.cursors_ledger:
+        """BookKeeper loses the cursor ledger the znode names: it can no longer be read. Not after a reset: the
+        rollback would take the znode's mark-delete (getRollbackPosition), which a reset back leaves ahead of the
+        cursor, and skip what the reset made unacknowledged (docs/real-systems.md)."""
+        if s.lost >= self.MaxLedgerLoss or s.resets > 0 or ledger != s.znode.cursors_ledger:
             return None
         return evolve(
             s,
@@ -731,13 +858,20 @@ class CursorSpec(Spec[CursorState]):
             return f"the cursor's state is {s.status!r}"
         if s.crashes > self.MaxCrashes or s.faults > self.MaxFaults or s.lost > self.MaxLedgerLoss:
             return f"{s.crashes} crashes, {s.faults} faults and {s.lost} losses exceed the bounds"
+        if s.resets > self.MaxResets:
+            return f"{s.resets} resets exceed the bound {self.MaxResets}"
+        if s.resetting != NO_POSITION and s.status not in ACTIVE:
+            return f"a reset to {ledger_entry(s.resetting)} is pending while the cursor is {s.status}"
+        if s.reset_unapplied not in (NO_POSITION, s.resetting) and s.status != UNINITIALIZED:
+            return f"the reset to {ledger_entry(s.reset_unapplied)} is persisted, but not the one pending"
         if any(p <= s.mark_delete for p in s.ranges) or any((m[0], m[1]) <= s.mark_delete for m in s.batch):
             return f"individual acks {sorted(s.ranges)} or batch acks at or before the mark-delete {s.mark_delete}"
         return None
 
     @invariant
     def CursorSkipsNoUnackedMessage(self, s: CursorState) -> str | None:
-        """The cursor never covers a message the consumer did not acknowledge, also after a restore."""
+        """The cursor never covers a message the consumer did not acknowledge, also after a restore; after a reset,
+        what the reset left acknowledged."""
         if s.status == UNINITIALIZED:
             return None
         skipped = sorted(self.cursor_covers(s) - s.acked)
@@ -752,10 +886,15 @@ class CursorSpec(Spec[CursorState]):
     @invariant
     def OnlyUnpersistedAcksRedelivered(self, s: CursorState) -> str | None:
         """Every acknowledgement a completed persist covered is kept by the cursor, also after a restore
-        (unless BookKeeper lost the cursor ledger)."""
+        (unless BookKeeper lost the cursor ledger); by the reset the cursor is taking, when its record is
+        persisted."""
         if s.status == UNINITIALIZED or s.lost > 0:
             return None
-        forgotten = sorted(s.durable - self.cursor_covers(s))
+        if s.reset_unapplied != NO_POSITION:
+            keeps = self.covered(s, s.reset_unapplied, frozenset(), frozenset())
+        else:
+            keeps = self.cursor_covers(s)
+        forgotten = sorted(s.durable - keeps)
         if forgotten:
             ledger, entry, index = forgotten[0]
             return (
@@ -791,8 +930,9 @@ class CursorSpec(Spec[CursorState]):
 
     @action_property
     def MarkDeleteNeverMovesBackwards(self, s: CursorState, t: CursorState) -> str | None:
-        """While the cursor is active, its mark-delete position only moves forward."""
-        if s.status in ACTIVE and t.status in ACTIVE and t.mark_delete < s.mark_delete:
+        """While the cursor is active, its mark-delete position only moves forward, but where a reset takes effect."""
+        reset_done = s.resetting != NO_POSITION and t.resetting == NO_POSITION
+        if s.status in ACTIVE and t.status in ACTIVE and not reset_done and t.mark_delete < s.mark_delete:
             return f"the mark-delete moved back from {ledger_entry(s.mark_delete)} to {ledger_entry(t.mark_delete)}"
         return None
 
@@ -825,6 +965,16 @@ class CursorSpec(Spec[CursorState]):
         """After a crash, the restored mark-delete lies in a ledger that was trimmed (Pulsar 4.0.7 trims by the
         skip before the cursor persists past that ledger; recoveredCursor keeps the position)."""
         return s.crashes > 0 and s.status in ACTIVE and s.mark_delete[0] not in self.ids(s)
+
+    @reachable
+    def AckedWhileResetPending(self, s: CursorState) -> bool:
+        """The consumer acknowledged a message while a reset was pending (the window of apache/pulsar#26304)."""
+        return s.resetting != NO_POSITION and s.dirty
+
+    @reachable
+    def RestoredAfterReset(self, s: CursorState) -> bool:
+        """The broker crashed after a reset and the cursor was restored."""
+        return s.crashes > 0 and s.resets > 0 and s.status in ACTIVE
 
     @reachable
     def ConsumedLedgerTrimmed(self, s: CursorState) -> bool:

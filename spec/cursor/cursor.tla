@@ -20,6 +20,9 @@
 (* over a consumed ledger, not by the cursor's mark-delete.  A znode       *)
 (* write that fails (the switch to a new cursor ledger, or the fallback)   *)
 (* fails the mark-delete: the state stays in memory, to persist again.     *)
+(* A reset moves the cursor to a chosen position: its mark-delete is       *)
+(* persisted as any other, and the cursor changes in memory only when that *)
+(* persist completes.                                                      *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets, positions
 
@@ -31,14 +34,16 @@ CONSTANTS
     MaxCrashes,                   \* broker crashes in all
     MaxFaults,                    \* failed writes to BookKeeper (ledger creations, appends) and the znode
     MaxLedgerLoss,                \* cursor ledgers lost (unreadable) in all
+    MaxResets,                    \* cursor resets in all
     ZnodeFallback,                \* "no_messages_after" (Pulsar 4.0.7) or "always": cursor.py's ZNODE_FALLBACKS
     Bug                           \* "none" or a seeded bug, as in cursor.py's BUGS
 
-ASSUME /\ \A k \in {MaxEntries, MaxCrashes, MaxFaults, MaxLedgerLoss} : k \in Nat
+ASSUME /\ \A k \in {MaxEntries, MaxCrashes, MaxFaults, MaxLedgerLoss, MaxResets} : k \in Nat
        /\ \A k \in {MaxEntriesPerLedger, BatchSize, MetadataMaxEntriesPerLedger} : k \in Nat \ {0}
        /\ ZnodeFallback \in {"no_messages_after", "always"}
        /\ Bug \in {"none", "restore_ignores_no_ledger", "no_store_fallback", "restore_skips_unacked",
-                   "trim_deletes_needed_ledger", "skip_unconsumed_ledger"}
+                   "trim_deletes_needed_ledger", "skip_unconsumed_ledger", "reset_keeps_acks",
+                   "ack_persists_over_reset"}
 
 VARIABLES
     \* -- the managed ledger (metadata store) and BookKeeper
@@ -59,16 +64,20 @@ VARIABLES
     retired,         \* old cursor ledgers to delete
     dirty,           \* acknowledgements in memory that no persist covers yet
     slowest_position, \* the managed ledger's position of the cursor (ManagedCursorContainer), which trimming reads
+    resetting,       \* the mark-delete a pending reset persists, or NoPosition
+    resets,          \* cursor resets so far
     \* -- the environment
     faults,          \* failed writes to BookKeeper and the znode so far
     lost,            \* cursor ledgers lost so far
     \* -- history (no process reads them; the invariants do)
-    acked,           \* every message the consumer acknowledged: <<ledger, entry, batch index>>
-    durable          \* acknowledgements covered by a completed persist
+    acked,           \* every message acknowledged, by the consumer or a reset past it: <<ledger, entry, batch index>>
+    durable,         \* acknowledgements covered by a completed persist
+    reset_unapplied  \* a reset whose record is persisted, not yet taken by the cursor or a restore, or NoPosition
 
 store_vars == <<ledgers, deleted, next_id, cursor_ledgers, znode>>
-cursor_vars == <<status, mark_delete, ranges, batch, cursor_ledger, switching_to, retired, dirty, slowest_position>>
-vars == <<store_vars, broker_up, crashes, cursor_vars, faults, lost, acked, durable>>
+cursor_vars == <<status, mark_delete, ranges, batch, cursor_ledger, switching_to, retired, dirty, slowest_position,
+                 resetting>>
+vars == <<store_vars, broker_up, crashes, cursor_vars, resets, faults, lost, acked, durable, reset_unapplied>>
 
 -----------------------------------------------------------------------------
 Uninitialized == "Uninitialized"
@@ -124,6 +133,53 @@ FirstPosition == IF ledgers = <<>> THEN NoPosition ELSE <<ledgers[1][1], -1>>
 \* recoveredCursor (positions.tla) over the managed ledger's list.
 Recovered(md) == RecoveredPosition(Ids, CountOf, md)
 
+ResetPending == resetting # NoPosition
+(* Something in memory for a persist to write: acknowledgements, or a      *)
+(* reset.  Nothing while a persisted reset waits to take effect (Pulsar    *)
+(* 4.0.7 may write then: the seeded bug ack_persists_over_reset).          *)
+ToPersist == reset_unapplied = NoPosition /\ (dirty \/ ResetPending)
+
+(* What a reset to p leaves acknowledged: what precedes p, beside the      *)
+(* messages of ledgers trimmed meanwhile, which no reset brings back.      *)
+ResetAcked(p) == Covered(p, {}, {}) \cup {m \in acked : m[1] \notin Range(Ids)}
+
+(* The record of a reset: its mark-delete, no individual acks.  Pulsar     *)
+(* 4.0.7 writes the acks in memory from before the reset beside it         *)
+(* (internalResetCursor clears them only in its callback; the seeded bug   *)
+(* reset_keeps_acks).                                                      *)
+ResetRecord ==
+    IF Bug = "reset_keeps_acks" THEN Record(resetting, ranges, batch) ELSE Record(resetting, {}, {})
+
+\* What the next persist writes: the pending reset's record, else the cursor's state.
+Persisted == IF ResetPending THEN ResetRecord ELSE Snapshot
+
+(* A persist of Persisted completed (internalMarkDelete's callback): the   *)
+(* managed ledger holds its mark-delete for the cursor.  A pending reset's *)
+(* record is now what a restore finds; the cursor takes it in memory next  *)
+(* (CursorResetCompletes), or a restore does.                              *)
+PersistCompletes ==
+    IF ResetPending
+    THEN /\ reset_unapplied' = resetting
+         /\ durable' = Covered(resetting, {}, {})
+         /\ UNCHANGED <<mark_delete, ranges, batch, resetting, slowest_position, acked>>
+    ELSE /\ durable' = durable \cup CursorCovers
+         /\ slowest_position' = mark_delete
+         /\ UNCHANGED <<mark_delete, ranges, batch, resetting, reset_unapplied, acked>>
+
+(* A persist with a reset pending failed: the reset fails                  *)
+(* (internalResetCursor's operationFailed), the cursor keeps its state in  *)
+(* memory and, as after any failed mark-delete, is dirty.                  *)
+PersistFails ==
+    /\ dirty' = TRUE
+    /\ resetting' = NoPosition
+    /\ UNCHANGED reset_unapplied
+
+(* The positions a reset may move the read position to are the entries of  *)
+(* the list (asyncResetCursor moves any other to the next valid one); its  *)
+(* mark-delete is the position before (getPreviousPosition): an entry of   *)
+(* the list, or the first position.                                        *)
+ResetTargets == UNION {{<<x[1], e>> : e \in 0 .. x[2] - 1} : x \in Range(ledgers)} \cup {FirstPosition}
+
 -----------------------------------------------------------------------------
 (* The managed ledger's first ledger has id 0 (BookKeeper's first id); the *)
 (* subscription is created at its start, with no cursor ledger yet.        *)
@@ -144,10 +200,13 @@ Init ==
     /\ retired = {}
     /\ dirty = FALSE
     /\ slowest_position = <<0, -1>>
+    /\ resetting = NoPosition
+    /\ resets = 0
     /\ faults = 0
     /\ lost = 0
     /\ acked = {}
     /\ durable = {}
+    /\ reset_unapplied = NoPosition
 
 -----------------------------------------------------------------------------
 (* The managed ledger. *)
@@ -158,8 +217,8 @@ EntryPublished ==
     /\ Cardinality(AllEntries) < MaxEntries
     /\ ledgers[Len(ledgers)][2] < MaxEntriesPerLedger
     /\ ledgers' = [ledgers EXCEPT ![Len(ledgers)][2] = @ + 1]
-    /\ UNCHANGED <<deleted, next_id, cursor_ledgers, znode, broker_up, crashes, cursor_vars,
-                   faults, lost, acked, durable>>
+    /\ UNCHANGED <<deleted, next_id, cursor_ledgers, znode, broker_up, crashes, cursor_vars, resets,
+                   faults, lost, acked, durable, reset_unapplied>>
 
 \* The last ledger is full: a new ledger is created and added to the list.
 LedgerRollsOver ==
@@ -167,7 +226,8 @@ LedgerRollsOver ==
     /\ ledgers[Len(ledgers)][2] >= MaxEntriesPerLedger
     /\ ledgers' = Append(ledgers, <<next_id, 0>>)
     /\ next_id' = next_id + 1
-    /\ UNCHANGED <<deleted, cursor_ledgers, znode, broker_up, crashes, cursor_vars, faults, lost, acked, durable>>
+    /\ UNCHANGED <<deleted, cursor_ledgers, znode, broker_up, crashes, cursor_vars, resets, faults, lost, acked,
+                   durable, reset_unapplied>>
 
 -----------------------------------------------------------------------------
 (* The consumer. *)
@@ -188,7 +248,47 @@ ConsumerAcks(l, e, i) ==
     /\ dirty' = TRUE
     /\ acked' = acked \cup {<<l, e, i>>}
     /\ UNCHANGED <<store_vars, broker_up, crashes, status, cursor_ledger, switching_to, retired,
-                   slowest_position, faults, lost, durable>>
+                   slowest_position, resetting, reset_unapplied, resets, faults, lost, durable>>
+
+(* ManagedCursorImpl.asyncResetCursor and internalResetCursor (Pulsar     *)
+(* 4.0.7): the application moves the cursor to read from the entry after   *)
+(* p.  The reset persists p as a mark-delete (internalAsyncMarkDelete) and *)
+(* changes the cursor in memory only when that persist completes; a second *)
+(* reset is refused while one is pending.  Its record supersedes the acks  *)
+(* not yet persisted: they are redone by the reset, or, when its persist   *)
+(* fails, dirty again.  A reset asked for while a new cursor ledger is     *)
+(* being switched to waits in pendingMarkDeleteOps: taken here as a reset  *)
+(* after the switch.                                                       *)
+CursorResetStarts(p) ==
+    /\ status \in {NoLedger, Open}
+    /\ ~ResetPending
+    /\ resets < MaxResets
+    /\ resetting' = p
+    /\ resets' = resets + 1
+    /\ dirty' = FALSE
+    /\ UNCHANGED <<store_vars, broker_up, crashes, status, mark_delete, ranges, batch, cursor_ledger, switching_to,
+                   retired, slowest_position, reset_unapplied, faults, lost, acked, durable>>
+
+(* internalResetCursor's finalCallback, after the reset's persist: the     *)
+(* mark-delete moves to its position, individual and batch acks are        *)
+(* cleared (the acks taken since the reset began too), and the managed     *)
+(* ledger holds the position for the cursor (onCursorReadPositionUpdated;  *)
+(* Pulsar sets it a moment before, in the persist's own callback).  What   *)
+(* is acknowledged becomes what precedes the position, beside the messages *)
+(* of ledgers trimmed meanwhile (ResetAcked).  The application is told     *)
+(* (resetComplete): a client sees this step.                               *)
+CursorResetCompletes ==
+    /\ ResetPending
+    /\ reset_unapplied # NoPosition
+    /\ mark_delete' = resetting
+    /\ ranges' = {}
+    /\ batch' = {}
+    /\ resetting' = NoPosition
+    /\ reset_unapplied' = NoPosition
+    /\ slowest_position' = resetting
+    /\ acked' = ResetAcked(resetting)
+    /\ UNCHANGED <<store_vars, broker_up, crashes, status, cursor_ledger, switching_to, retired, dirty, resets,
+                   faults, lost, durable>>
 
 -----------------------------------------------------------------------------
 (* Persisting the cursor. *)
@@ -196,37 +296,40 @@ ConsumerAcks(l, e, i) ==
 \* With no cursor ledger to write to, create one and append the cursor's state as its first record.
 CursorCreatesLedger ==
     /\ status = NoLedger
-    /\ dirty
+    /\ ToPersist
     /\ next_id' = next_id + 1
-    /\ cursor_ledgers' = Append(cursor_ledgers, <<next_id, <<Snapshot>> >>)
+    /\ cursor_ledgers' = Append(cursor_ledgers, <<next_id, <<Persisted>> >>)
     /\ status' = SwitchingLedger
     /\ switching_to' = next_id
     /\ dirty' = FALSE
     /\ UNCHANGED <<ledgers, deleted, znode, broker_up, crashes, mark_delete, ranges, batch, cursor_ledger,
-                   retired, slowest_position, faults, lost, acked, durable>>
+                   retired, slowest_position, resetting, reset_unapplied, resets, faults, lost, acked, durable>>
 
 (* switchToNewLedger: the znode names the new ledger (mark-delete only);  *)
 (* the old one is retired.  The mark-delete is done: the managed ledger    *)
 (* holds the persisted position (internalMarkDelete's operationComplete,   *)
-(* onCursorMarkDeletePositionUpdated, Pulsar 4.0.7).                       *)
+(* onCursorMarkDeletePositionUpdated, Pulsar 4.0.7).  A reset pending wrote *)
+(* the new ledger's record (a reset starts only in NoLedger or Open).      *)
 CursorSwitchesLedger ==
     /\ status = SwitchingLedger
     /\ LET records == RecordsOf(switching_to)
            record == records[Len(records)]
        IN /\ znode' = CursorInfo(switching_to, record.mark_delete, {}, {})
-          /\ durable' = durable \cup Covered(record.mark_delete, record.ranges, record.batch)
-          /\ slowest_position' = record.mark_delete
+          /\ IF ResetPending
+             THEN PersistCompletes
+             ELSE /\ durable' = durable \cup Covered(record.mark_delete, record.ranges, record.batch)
+                  /\ slowest_position' = record.mark_delete
+                  /\ UNCHANGED <<mark_delete, ranges, batch, resetting, reset_unapplied, acked>>
     /\ status' = Open
     /\ cursor_ledger' = switching_to
     /\ switching_to' = None
     /\ retired' = IF cursor_ledger # None THEN retired \cup {cursor_ledger} ELSE retired
-    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, mark_delete, ranges, batch,
-                   dirty, faults, lost, acked>>
+    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, dirty, resets, faults, lost>>
 
 (* Does a failed cursor-ledger creation write the state to the znode?    *)
 (* Pulsar 4.0.7 does only when no message follows the mark-delete          *)
 (* (internalMarkDelete in NoLedger, isNoMessagesAfterPos).                 *)
-FallsBackToZnode == ZnodeFallback = "always" \/ NoMessagesAfter(Ids, CountOf, mark_delete)
+FallsBackToZnode == ZnodeFallback = "always" \/ NoMessagesAfter(Ids, CountOf, Persisted.mark_delete)
 
 (* BookKeeper cannot create the cursor ledger (createNewMetadataLedger's   *)
 (* operationFailed, Pulsar 4.0.7): the cursor is NoLedger and the pending  *)
@@ -235,17 +338,18 @@ FallsBackToZnode == ZnodeFallback = "always" \/ NoMessagesAfter(Ids, CountOf, ma
 (* mark-delete fails: isDirty, the znode keeps what it held.               *)
 CursorLedgerCreationFails ==
     /\ status = NoLedger
-    /\ dirty
+    /\ ToPersist
     /\ faults < MaxFaults
     /\ IF FallsBackToZnode
-       THEN /\ znode' = IF Bug = "no_store_fallback" THEN znode ELSE CursorInfo(None, mark_delete, ranges, batch)
+       THEN /\ znode' = IF Bug = "no_store_fallback" THEN znode
+                        ELSE CursorInfo(None, Persisted.mark_delete, Persisted.ranges, Persisted.batch)
             /\ dirty' = FALSE
-            /\ durable' = durable \cup CursorCovers
-            /\ slowest_position' = mark_delete
-       ELSE UNCHANGED <<znode, dirty, durable, slowest_position>>
+            /\ PersistCompletes
+       ELSE /\ PersistFails
+            /\ UNCHANGED <<znode, mark_delete, ranges, batch, slowest_position, acked, durable>>
     /\ faults' = faults + 1
-    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, status, mark_delete, ranges,
-                   batch, cursor_ledger, switching_to, retired, lost, acked>>
+    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, status, cursor_ledger,
+                   switching_to, retired, resets, lost>>
 
 (* ManagedCursorImpl.createNewMetadataLedger (Pulsar 4.0.7): BookKeeper    *)
 (* creates the cursor ledger, so its id is spent, but the append of its    *)
@@ -258,20 +362,28 @@ CursorLedgerCreationFails ==
 (* which holds no record, in the znode: left out (docs/real-systems.md).   *)
 CursorLedgerFirstWriteFails ==
     /\ status = NoLedger
-    /\ dirty
+    /\ ToPersist
     /\ faults + 2 <= MaxFaults
     /\ next_id' = next_id + 1
     /\ faults' = faults + 2
-    /\ UNCHANGED <<ledgers, deleted, cursor_ledgers, znode, broker_up, crashes, cursor_vars, lost, acked, durable>>
+    /\ PersistFails
+    /\ UNCHANGED <<ledgers, deleted, cursor_ledgers, znode, broker_up, crashes, status, mark_delete, ranges, batch,
+                   cursor_ledger, switching_to, retired, slowest_position, resets, lost, acked, durable>>
 
 (* persistPositionToLedger: append the state to the cursor ledger; a full  *)
 (* ledger is then replaced (rolloverLedgerIfNeeded: the next ledger starts *)
-(* with the state again).  A ledger that is gone fails the append.         *)
+(* with the state again).  A ledger that is gone fails the append.  With  *)
+(* the seeded bug ack_persists_over_reset, an ack during a pending reset   *)
+(* appends the state from before the reset after the reset's record, as    *)
+(* Pulsar 4.0.7 can (asyncDelete persists while resetCursorInProgress;     *)
+(* apache/pulsar#26304).                                                   *)
 CursorPersistsToLedger ==
     /\ status = Open
-    /\ dirty
+    /\ ToPersist
     /\ HasCursorLedger(cursor_ledger)
-    /\ LET records == Append(RecordsOf(cursor_ledger), Snapshot)
+    /\ LET written == IF Bug = "ack_persists_over_reset" /\ ResetPending /\ dirty
+                      THEN <<Persisted, Snapshot>> ELSE <<Persisted>>
+           records == RecordsOf(cursor_ledger) \o written
            \* shouldCloseLedger (ManagedCursorImpl, Pulsar 4.0.7): LAC >= M, so M+1 records.
            full == Len(records) - 1 >= MetadataMaxEntriesPerLedger
        IN /\ cursor_ledgers' = [i \in DOMAIN cursor_ledgers |->
@@ -279,27 +391,25 @@ CursorPersistsToLedger ==
                                    ELSE cursor_ledgers[i]]
           /\ status' = IF full THEN NoLedger ELSE Open
           /\ dirty' = full
-    /\ durable' = durable \cup CursorCovers
-    /\ slowest_position' = mark_delete
-    /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, mark_delete, ranges, batch,
-                   cursor_ledger, switching_to, retired, faults, lost, acked>>
+    /\ PersistCompletes
+    /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, cursor_ledger, switching_to, retired,
+                   resets, faults, lost>>
 
 (* An append to the cursor ledger fails: the state goes to the znode       *)
 (* instead (persistPositionToMetaStore).  A lost ledger fails every        *)
 (* append, with no fault of its own.                                       *)
 CursorLedgerWriteFails ==
     /\ status = Open
-    /\ dirty
+    /\ ToPersist
     /\ LET gone == ~HasCursorLedger(cursor_ledger)
        IN /\ gone \/ faults < MaxFaults
           /\ faults' = IF gone THEN faults ELSE faults + 1
-    /\ znode' = CursorInfo(None, mark_delete, ranges, batch)
+    /\ znode' = CursorInfo(None, Persisted.mark_delete, Persisted.ranges, Persisted.batch)
     /\ status' = NoLedger
     /\ dirty' = FALSE
-    /\ durable' = durable \cup CursorCovers
-    /\ slowest_position' = mark_delete
-    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, mark_delete, ranges, batch,
-                   cursor_ledger, switching_to, retired, lost, acked>>
+    /\ PersistCompletes
+    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, cursor_ledger, switching_to,
+                   retired, resets, lost>>
 
 (* ManagedCursorImpl.switchToNewLedger (Pulsar 4.0.7): the metadata-store *)
 (* write that names the new ledger fails.  The new ledger is deleted       *)
@@ -313,10 +423,10 @@ CursorLedgerSwitchFails ==
     /\ cursor_ledgers' = WithoutCursorLedger(switching_to)
     /\ status' = NoLedger
     /\ switching_to' = None
-    /\ dirty' = TRUE
+    /\ PersistFails
     /\ faults' = faults + 1
     /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, mark_delete, ranges, batch,
-                   cursor_ledger, retired, slowest_position, lost, acked, durable>>
+                   cursor_ledger, retired, slowest_position, resets, lost, acked, durable>>
 
 (* The failed writes of a persist whose fallback to the znode fails: the   *)
 (* BookKeeper call (none when the cursor ledger is gone, which fails every *)
@@ -333,13 +443,14 @@ ZnodeWriteFailureCost == IF status = Open /\ ~HasCursorLedger(cursor_ledger) THE
 (* cursor is NoLedger.                                                     *)
 CursorZnodeWriteFails ==
     /\ status \in {NoLedger, Open}
-    /\ dirty
+    /\ ToPersist
     /\ status = NoLedger => FallsBackToZnode
     /\ faults + ZnodeWriteFailureCost <= MaxFaults
     /\ status' = NoLedger
     /\ faults' = faults + ZnodeWriteFailureCost
+    /\ PersistFails
     /\ UNCHANGED <<store_vars, broker_up, crashes, mark_delete, ranges, batch, cursor_ledger, switching_to,
-                   retired, dirty, slowest_position, lost, acked, durable>>
+                   retired, slowest_position, resets, lost, acked, durable>>
 
 \* A cursor ledger no longer named by the znode is deleted.
 CursorDeletesOldLedger(l) ==
@@ -348,13 +459,17 @@ CursorDeletesOldLedger(l) ==
     /\ cursor_ledgers' = WithoutCursorLedger(l)
     /\ retired' = retired \ {l}
     /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, status, mark_delete, ranges, batch,
-                   cursor_ledger, switching_to, dirty, slowest_position, faults, lost, acked, durable>>
+                   cursor_ledger, switching_to, dirty, slowest_position, resetting, reset_unapplied, resets, faults,
+                   lost, acked,
+                   durable>>
 
 (* A clean close: the znode gets the whole state with cursorsLedgerId =   *)
 (* -1; the cursor ledger is retired.  persistPositionWhenClosing tells the *)
-(* managed ledger nothing: its position of the cursor stays.               *)
+(* managed ledger nothing: its position of the cursor stays.  Not while a  *)
+(* reset is pending (docs/real-systems.md).                                *)
 CursorCloses ==
     /\ status \in {NoLedger, Open}
+    /\ ~ResetPending
     /\ znode' = CursorInfo(None, mark_delete, ranges, batch)
     /\ status' = Closed
     /\ cursor_ledger' = None
@@ -362,7 +477,7 @@ CursorCloses ==
     /\ dirty' = FALSE
     /\ durable' = durable \cup CursorCovers
     /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, mark_delete, ranges, batch,
-                   switching_to, slowest_position, faults, lost, acked>>
+                   switching_to, slowest_position, resetting, reset_unapplied, resets, faults, lost, acked>>
 
 -----------------------------------------------------------------------------
 (* The broker's crash and the restore. *)
@@ -382,7 +497,8 @@ BrokerCrashes ==
     /\ retired' = {}
     /\ dirty' = FALSE
     /\ slowest_position' = NoPosition
-    /\ UNCHANGED <<store_vars, faults, lost, acked, durable>>
+    /\ resetting' = NoPosition
+    /\ UNCHANGED <<store_vars, resets, faults, lost, acked, durable, reset_unapplied>>
 
 \* The broker opens the managed ledger again: an empty last ledger is dropped and a new one created.
 ManagedLedgerOpens ==
@@ -393,7 +509,7 @@ ManagedLedgerOpens ==
           /\ deleted' = IF dropLast THEN deleted \cup {ledgers[Len(ledgers)]} ELSE deleted
     /\ next_id' = next_id + 1
     /\ broker_up' = TRUE
-    /\ UNCHANGED <<cursor_ledgers, znode, crashes, cursor_vars, faults, lost, acked, durable>>
+    /\ UNCHANGED <<cursor_ledgers, znode, crashes, cursor_vars, resets, faults, lost, acked, durable, reset_unapplied>>
 
 (* recover: from the znode when cursorsLedgerId = -1; else from the cursor *)
 (* ledger's last record; when that ledger cannot be read, roll back to the *)
@@ -422,8 +538,11 @@ CursorRecovers ==
           /\ batch' = BatchAfter(md, bs0)
           /\ slowest_position' = md
     /\ status' = NoLedger
+    \* A reset persisted but not taken before the crash is taken now: the restore finds its record.
+    /\ acked' = IF reset_unapplied # NoPosition THEN ResetAcked(reset_unapplied) ELSE acked
+    /\ reset_unapplied' = NoPosition
     /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, switching_to, retired, dirty,
-                   faults, lost, acked, durable>>
+                   resetting, resets, faults, lost, durable>>
 
 -----------------------------------------------------------------------------
 (* Consumed ledgers. *)
@@ -445,7 +564,7 @@ CursorSkipsConsumedLedger ==
     /\ slowest_position # <<NextLedgerOf(mark_delete[1]), -1>>
     /\ slowest_position' = <<NextLedgerOf(mark_delete[1]), -1>>
     /\ UNCHANGED <<store_vars, broker_up, crashes, status, mark_delete, ranges, batch, cursor_ledger, switching_to,
-                   retired, dirty, faults, lost, acked, durable>>
+                   retired, dirty, resetting, reset_unapplied, resets, faults, lost, acked, durable>>
 
 (* The ledgers before the slowest reader's ledger are deleted, never the   *)
 (* current one.  Trimming by the cursor's mark-delete in memory instead    *)
@@ -461,26 +580,35 @@ TrimConsumedLedgers ==
        IN /\ gone # {}
           /\ ledgers' = SelectSeq(ledgers, LAMBDA x : x \notin gone)
           /\ deleted' = deleted \cup gone
-    /\ UNCHANGED <<next_id, cursor_ledgers, znode, broker_up, crashes, cursor_vars, faults, lost, acked, durable>>
+    /\ UNCHANGED <<next_id, cursor_ledgers, znode, broker_up, crashes, cursor_vars, resets, faults, lost, acked,
+                   durable, reset_unapplied>>
 
 -----------------------------------------------------------------------------
 (* Faults of the environment. *)
 
-\* BookKeeper loses the cursor ledger the znode names: it can no longer be read.
+(* BookKeeper loses the cursor ledger the znode names: it can no longer be *)
+(* read.  Not after a reset: the rollback would take the znode's           *)
+(* mark-delete (getRollbackPosition), which a reset back leaves ahead of   *)
+(* the cursor, and skip what the reset made unacknowledged                 *)
+(* (docs/real-systems.md).                                                 *)
 CursorLedgerLost(l) ==
     /\ lost < MaxLedgerLoss
+    /\ resets = 0
     /\ l = znode.cursors_ledger
     /\ cursor_ledgers' = WithoutCursorLedger(l)
     /\ retired' = retired \ {l}
     /\ lost' = lost + 1
     /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, status, mark_delete, ranges, batch,
-                   cursor_ledger, switching_to, dirty, slowest_position, faults, acked, durable>>
+                   cursor_ledger, switching_to, dirty, slowest_position, resetting, reset_unapplied, resets, faults,
+                   acked, durable>>
 
 -----------------------------------------------------------------------------
 Next ==
     \/ EntryPublished
     \/ LedgerRollsOver
     \/ \E x \in Range(ledgers) : \E e \in 0 .. x[2] - 1 : \E i \in 0 .. BatchSize - 1 : ConsumerAcks(x[1], e, i)
+    \/ \E p \in ResetTargets : CursorResetStarts(p)
+    \/ CursorResetCompletes
     \/ CursorCreatesLedger
     \/ CursorSwitchesLedger
     \/ CursorLedgerCreationFails
@@ -508,18 +636,23 @@ TypeOK ==
     /\ Len(ledgers) > 0
     /\ \A i \in 1 .. Len(ledgers) : ledgers[i][1] < next_id /\ (i > 1 => ledgers[i - 1][1] < ledgers[i][1])
     /\ status \in {Uninitialized, NoLedger, Open, SwitchingLedger, Closed}
-    /\ crashes <= MaxCrashes /\ faults <= MaxFaults /\ lost <= MaxLedgerLoss
+    /\ crashes <= MaxCrashes /\ faults <= MaxFaults /\ lost <= MaxLedgerLoss /\ resets <= MaxResets
+    /\ ResetPending => status \in {NoLedger, Open, SwitchingLedger}
+    /\ reset_unapplied # NoPosition /\ status # Uninitialized => resetting = reset_unapplied
     /\ \A p \in ranges : PosLess(mark_delete, p)
     /\ \A m \in batch : PosLess(mark_delete, <<m[1], m[2]>>)
 
-\* The cursor never covers a message the consumer did not acknowledge, also after a restore.
+(* The cursor never covers a message the consumer did not acknowledge,    *)
+(* also after a restore; after a reset, what the reset left acknowledged.  *)
 CursorSkipsNoUnackedMessage ==
     status # Uninitialized => CursorCovers \subseteq acked
 
 (* Every acknowledgement a completed persist covered is kept by the        *)
-(* cursor, also after a restore (unless BookKeeper lost the cursor ledger).*)
+(* cursor, also after a restore (unless BookKeeper lost the cursor ledger); *)
+(* by the reset the cursor is taking, when its record is persisted.        *)
 OnlyUnpersistedAcksRedelivered ==
-    status # Uninitialized /\ lost = 0 => durable \subseteq CursorCovers
+    status # Uninitialized /\ lost = 0 =>
+        durable \subseteq IF reset_unapplied # NoPosition THEN Covered(reset_unapplied, {}, {}) ELSE CursorCovers
 
 (* The managed ledger's position of the cursor covers no message the      *)
 (* cursor does not: trimming never passes what the cursor acknowledged.    *)
@@ -530,7 +663,9 @@ TrimPositionBehindCursor ==
 TrimKeepsUnconsumedEntries ==
     \A x \in deleted : \A e \in 0 .. x[2] - 1 : EntryMessages(x[1], e) \subseteq acked
 
-\* While the cursor is active, its mark-delete position only moves forward (a PROPERTY).
+(* While the cursor is active, its mark-delete position only moves        *)
+(* forward, but where a reset takes effect (a PROPERTY).                   *)
 MarkDeleteNeverMovesBackwards ==
-    [][(status \in Active /\ status' \in Active) => PosLeq(mark_delete, mark_delete')]_vars
+    [][(status \in Active /\ status' \in Active /\ ~(ResetPending /\ ~ResetPending'))
+       => PosLeq(mark_delete, mark_delete')]_vars
 =============================================================================

@@ -6,18 +6,21 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 
 __all__ = ["MODELS"]
 
-# Every action: beside the defaults' crash, a cursor ledger lost (the defaults lose none) and two failed writes
-# (a new cursor ledger's first record and its fallback to the znode).
+# Every action: beside the defaults' crash, a cursor ledger lost (the defaults lose none), two failed writes (a new
+# cursor ledger's first record and its fallback to the znode) and a reset; one entry per ledger, so that one entry
+# rolls the ledger over.
 EVERY_ACTION = CheckedModel(
-    {"MaxEntries": 2, "MaxFaults": 2, "MaxLedgerLoss": 1},
-    48_393,
-    "a lost cursor ledger, a failed BookKeeper write and its znode fallback too",
+    {"MaxEntries": 1, "MaxEntriesPerLedger": 1, "MaxFaults": 2, "MaxLedgerLoss": 1, "MaxResets": 1},
+    63_777,
+    "a lost cursor ledger, a failed BookKeeper write and its znode fallback too, a reset",
 )
 
 MODELS = SpecModels(
     checked=(
         CheckedModel({"MaxEntries": 2}, 9_298),
+        CheckedModel({"MaxEntries": 2, "MaxFaults": 2, "MaxLedgerLoss": 1}, 48_393, "two failed writes, a lost ledger"),
         EVERY_ACTION,
+        CheckedModel({"MaxEntries": 1, "MaxResets": 1}, 4_241, "a reset, its persist failing or taking effect"),
         CheckedModel({"MaxEntries": 1, "BatchSize": 2}, 2_294, "batch acks"),
         CheckedModel(
             {"MaxEntries": 1, "BatchSize": 2, "ZnodeFallback": "always"},
@@ -37,11 +40,14 @@ MODELS = SpecModels(
         SeededBug("restore_skips_unacked", "CursorSkipsNoUnackedMessage", 8),
         SeededBug("trim_deletes_needed_ledger", "TrimKeepsUnconsumedEntries", 5),
         SeededBug("skip_unconsumed_ledger", "TrimPositionBehindCursor", 6),
+        SeededBug("reset_keeps_acks", "CursorSkipsNoUnackedMessage", 10, {"MaxEntries": 2, "MaxResets": 1}),
+        SeededBug("ack_persists_over_reset", "CursorSkipsNoUnackedMessage", 12, {"MaxEntries": 2, "MaxResets": 1}),
     ),
     explored={
         "loss": {"MaxEntries": 2, "MaxLedgerLoss": 1},
         "batches": {"MaxEntries": 1, "BatchSize": 2},
         "faults": {"MaxEntries": 1, "MaxFaults": 2},
+        "resets": {"MaxEntries": 1, "MaxResets": 1},
     },
     presets={"faults": EVERY_ACTION},
 )

@@ -2,7 +2,8 @@
 
 An event's type is a ``CursorSpec`` action name; its params that action's
 parameters (``ConsumerAcks``: ``ledger``, ``entry``, ``index`` of the
-message; ``CursorDeletesOldLedger`` and ``CursorLedgerLost``: ``ledger``);
+message; ``CursorResetStarts``: ``target``, the position the cursor is to
+read after; ``CursorDeletesOldLedger`` and ``CursorLedgerLost``: ``ledger``);
 its observed values ``CursorState`` variables or the projections below.
 Positions are ``[ledger id, entry id]``; a message is
 ``[ledger id, entry id, batch index]`` (batch index 0 for a message that is
@@ -19,8 +20,9 @@ Two observation modes:
     (``ManagedCursorContainer``), which trimming reads.
 ``client``
     What the producer, the consumer and an operator see: publishes,
-    rollovers, acknowledgements, the broker crashing, the managed ledger
-    reopening, the cursor's restore and close. Hidden, so allowed between
+    rollovers, acknowledgements, resets asked for and completed, the broker
+    crashing, the managed ledger reopening, the cursor's restore and close.
+    Hidden, so allowed between
     two logged events: every step of the cursor's persistence (creating,
     switching and deleting cursor ledgers, appends, the fallbacks to the
     znode, the failed znode writes), the loss of a cursor ledger, and the skip and trim of consumed
@@ -66,9 +68,11 @@ from ledgerspec.spec.cursor.cursor import (
     CursorSpec,
     CursorState,
     Message,
+    ledger_entry,
+    reset_targets,
 )
 from ledgerspec.spec.kernel import evolve
-from ledgerspec.spec.positions import next_ledger
+from ledgerspec.spec.positions import NO_POSITION, Position, next_ledger
 from ledgerspec.spec.tracing import Explanation, Guard, ObservationMode, ObservedPromise, Projection, TraceMapping
 
 __all__ = ["CLIENT", "CLIENT_OBSERVES", "FULL", "GUARDS", "TRACE", "covered", "published", "unread_history_dropped"]
@@ -129,7 +133,8 @@ FULL = ObservationMode(
 
 CLIENT_OBSERVES = frozenset({"broker_up", "crashes", "acked", "covered", "active", "published"})
 
-#: Steps inside the broker and BookKeeper that no client sees; none changes what CLIENT_OBSERVES names.
+#: Steps inside the broker and BookKeeper that no client sees; none changes what CLIENT_OBSERVES names (a reset
+#: persisted changes the cursor at its visible completion, or at the restore).
 _INSIDE = (
     "CursorCreatesLedger",
     "CursorSwitchesLedger",
@@ -173,7 +178,7 @@ def unread_history_dropped(spec: CursorSpec, s: CursorState) -> CursorState:
 
 CLIENT = ObservationMode(
     "client",
-    "publishes, acknowledgements, the broker's crashes and restarts, the cursor's restore and close",
+    "publishes, acknowledgements, resets, the broker's crashes and restarts, the cursor's restore and close",
     CLIENT_OBSERVES,
     hidden=dict.fromkeys(_INSIDE),
     logged_by=_consumer,
@@ -220,12 +225,18 @@ def _explain_ack(spec: CursorSpec, s: CursorState, ledger: int, entry: int, inde
     return None
 
 
+def _nothing_to_persist(s: CursorState) -> str | None:
+    if CursorSpec.to_persist(s):
+        return None
+    if s.reset_unapplied != NO_POSITION:
+        return f"the reset to {ledger_entry(s.reset_unapplied)} is persisted: the cursor takes it before it writes"
+    return "every acknowledgement is persisted already and no reset is pending: nothing to write"
+
+
 def _need(s: CursorState, status: str, what: str, *, dirty: bool = True) -> str | None:
     if s.status != status:
         return f"the cursor is {s.status}, not {status}: {what}"
-    if dirty and not s.dirty:
-        return "every acknowledgement is persisted already: nothing to write"
-    return None
+    return _nothing_to_persist(s) if dirty else None
 
 
 def _explain_create(spec: CursorSpec, s: CursorState) -> str | None:
@@ -272,9 +283,7 @@ def _explain_switch_fails(spec: CursorSpec, s: CursorState) -> str | None:
 def _explain_znode_write_fails(spec: CursorSpec, s: CursorState) -> str | None:
     if s.status not in (NO_LEDGER, OPEN):
         return f"the cursor is {s.status}: the znode stands in for a cursor ledger only from {NO_LEDGER} or {OPEN}"
-    if not s.dirty:
-        return "every acknowledgement is persisted already: nothing to write"
-    return _faults(spec, s, spec.znode_write_failure_cost(s))
+    return _nothing_to_persist(s) or _faults(spec, s, spec.znode_write_failure_cost(s))
 
 
 def _explain_delete(spec: CursorSpec, s: CursorState, ledger: int) -> str | None:
@@ -288,6 +297,28 @@ def _explain_delete(spec: CursorSpec, s: CursorState, ledger: int) -> str | None
 def _explain_close(spec: CursorSpec, s: CursorState) -> str | None:
     if s.status not in (NO_LEDGER, OPEN):
         return f"the cursor is {s.status}: it closes from {NO_LEDGER} or {OPEN} only"
+    if s.resetting != NO_POSITION:
+        return f"a reset to {ledger_entry(s.resetting)} is pending: the cursor closes after it"
+    return None
+
+
+def _explain_reset(spec: CursorSpec, s: CursorState, target: Position) -> str | None:
+    if s.status not in (NO_LEDGER, OPEN):
+        return f"the cursor is {s.status}: it resets from {NO_LEDGER} or {OPEN} only"
+    if s.resetting != NO_POSITION:
+        return f"a reset to {ledger_entry(s.resetting)} is in progress already"
+    if s.resets >= spec.MaxResets:
+        return f"{s.resets} resets have happened; MaxResets is {spec.MaxResets}"
+    if (target,) not in set(reset_targets(spec, s)):
+        return f"{ledger_entry(target)} is neither an entry of the ledger list nor its first position"
+    return None
+
+
+def _explain_reset_completes(spec: CursorSpec, s: CursorState) -> str | None:
+    if s.resetting == NO_POSITION:
+        return "no reset is pending"
+    if s.reset_unapplied == NO_POSITION:
+        return f"the reset to {ledger_entry(s.resetting)} is not persisted yet: the cursor takes it once it is"
     return None
 
 
@@ -342,6 +373,8 @@ def _explain_trim(spec: CursorSpec, s: CursorState) -> str | None:
 def _explain_lost(spec: CursorSpec, s: CursorState, ledger: int) -> str | None:
     if s.lost >= spec.MaxLedgerLoss:
         return f"{s.lost} cursor ledgers are lost; MaxLedgerLoss is {spec.MaxLedgerLoss}"
+    if s.resets > 0:
+        return "the cursor was reset: the spec loses no cursor ledger after a reset (docs/real-systems.md)"
     if ledger != s.znode.cursors_ledger or ledger == NONE:
         return f"cursor ledger {ledger} is not the one the znode names ({s.znode.cursors_ledger})"
     return None
@@ -351,6 +384,8 @@ EXPLAIN: dict[str, Explanation] = {
     "EntryPublished": _explain_publish,
     "LedgerRollsOver": _explain_roll,
     "ConsumerAcks": _explain_ack,
+    "CursorResetStarts": _explain_reset,
+    "CursorResetCompletes": _explain_reset_completes,
     "CursorCreatesLedger": _explain_create,
     "CursorSwitchesLedger": _explain_switch,
     "CursorLedgerCreationFails": _explain_creation_fails,
@@ -408,6 +443,7 @@ PROCESSES = ("consumer", "broker", "bookkeeper")
 REQUIRES = {
     "ConsumerAcks": {"acked"},
     "CursorRecovers": {"covered"},
+    "CursorResetCompletes": {"covered"},
     "CursorCloses": {"active"},
     "BrokerCrashes": {"broker_up"},
 }
