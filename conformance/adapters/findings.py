@@ -1,4 +1,5 @@
-"""What the oracle found when it judged Apache BookKeeper 4.17.2: each finding, its source, and how to spot it.
+"""What the oracle found when it judged Apache BookKeeper 4.17.2 and Pulsar's managed ledger 4.0.7: each finding,
+its source, and how to spot it.
 
 A scenario that shows one names it (``Scenario.expects``); the recorder then
 calls a violation whose explanation carries the finding's phrase *known*,
@@ -18,7 +19,8 @@ kind against it and calls a disagreement ``mislabelled``.
 
 docs/real-systems.md lists them with the reasoning; the sources are files
 of ``apache/bookkeeper`` at tag ``release-4.17.2``, with their line numbers
-there, and the upstream report where there is one.
+there, or of Pulsar's ``managed-ledger`` 4.0.7 jar, and the upstream report
+where there is one.
 """
 
 from __future__ import annotations
@@ -129,6 +131,23 @@ FINDINGS = {
                 "WriterClosesLedger is not enabled: the writer's handle is FENCED",
                 "after WriterClosesLedger: observed",
             ),
+        ),
+        Finding(
+            "reset-record-keeps-acks",
+            "bug",
+            "A cursor reset back persists the individual acks from before the reset, and a restart skips them",
+            "internalResetCursor persists the reset's mark-delete through internalAsyncMarkDelete, and the record "
+            "that persist writes (persistPositionToLedger, or persistPositionToMetaStore) takes the individually "
+            "deleted messages and batch indexes as they are in memory: the ones acknowledged before the reset. "
+            "The reset clears them only in its callback, after the record is written. Until the next persist "
+            "writes the cursor again, a broker that restores the cursor takes the reset's mark-delete with the old "
+            "individual acks: the messages after the reset's position that the consumer had acknowledged before "
+            "the reset are not delivered again, though the reset was to deliver them.",
+            (
+                "apache/pulsar managed-ledger 4.0.7: org/apache/bookkeeper/mledger/impl/ManagedCursorImpl.java "
+                "(internalResetCursor; persistPositionToLedger and buildIndividualDeletedMessageRanges)",
+            ),
+            ("was never acknowledged, but the cursor covers it",),
         ),
     )
 }

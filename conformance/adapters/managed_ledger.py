@@ -24,6 +24,9 @@ the consumer acknowledges one message               ``ConsumerAcks(ledger, entry
                                                     ``acked`` and ``covered``
 the consumer acknowledges up to a position          ``ConsumerAcks`` of each message up to it not
 (``markDelete``)                                    yet acknowledged, in order
+the cursor is reset to read from a position         ``CursorResetStarts(target)``, the position
+(``resetCursor``, which returns once persisted)     before it, then ``CursorResetCompletes``,
+                                                    observed ``acked`` and ``covered``
 the cursor is closed                                ``CursorCloses``, observed ``active``
 the broker is killed                                ``BrokerCrashes``, observed ``broker_up``
 the managed ledger is opened again                  ``ManagedLedgerOpens``
@@ -68,6 +71,7 @@ class CursorTraceMapper:
         self.published: list[tuple[int, int]] = []  # spec positions, in publish order
         self.acked: set[tuple[int, int, int]] = set()
         self.crashes = 0
+        self.resets = 0
         self._opened = False  # the managed ledger has been opened once: later opens are reopenings
         self._cursor_opened = False
         self._reopening = False
@@ -81,6 +85,7 @@ class CursorTraceMapper:
             "MaxCrashes": self.crashes,
             "MaxFaults": 0,
             "MaxLedgerLoss": 0,
+            "MaxResets": self.resets,
         }
 
     def feed_all(self, observations: Iterable[Mapping[str, Any]]) -> None:
@@ -101,6 +106,7 @@ class CursorTraceMapper:
             "published": self._published,
             "acked": self._acked,
             "mark-deleted": self._mark_deleted,
+            "reset": self._reset,
             "cursor-opened": self._cursor_opened_event,
             "cursor-closed": self._cursor_closed,
             "ml-closed": lambda _: None,  # part of a clean stop; the broker's stop follows
@@ -169,6 +175,20 @@ class CursorTraceMapper:
         new = [p for p in self.published if p <= upto and (*p, 0) not in self.acked]
         for i, p in enumerate(new):
             self._ack(obs, p, observe=i == len(new) - 1)
+
+    def _reset(self, obs: Mapping[str, Any]) -> None:
+        """The target is the position before the read position (getPreviousPosition): the message published
+        before it, or the first position when it is the first message of the managed ledger."""
+        read = self._position(obs, obs["position"])
+        if read not in self.published:
+            raise CursorMappingError(f"observation {obs['n']}: the cursor was reset to {read}, not a published entry")
+        index = self.published.index(read)
+        target = self.published[index - 1] if index > 0 else (self.published[0][0], -1)
+        self.resets += 1
+        self._emit(obs, "CursorResetStarts", {"target": list(target)})
+        self.acked = {(*p, 0) for p in self.published[:index]}
+        observed = {"acked": sorted(list(m) for m in self.acked), "covered": self._covered(obs)}
+        self._emit(obs, "CursorResetCompletes", observed=observed)
 
     def _cursor_opened_event(self, obs: Mapping[str, Any]) -> None:
         if self._cursor_opened:

@@ -100,6 +100,13 @@ class BrokerDriver:
         self._cursor_call("cursor-mark-delete", ledger=ledger, entry=entry)
         self.acknowledged |= set(self.published[: index + 1])
 
+    def reset(self, index: int) -> None:
+        """``resetCursor`` to the published message of this index: it and every message after it are to be
+        delivered again, so they are no longer acknowledged; the ones before it are."""
+        ledger, entry = self.published[index]
+        self._cursor_call("cursor-reset", ledger=ledger, entry=entry)
+        self.acknowledged = set(self.published[:index])
+
     def trim(self) -> None:
         self._call("ml-trim")
 
@@ -219,3 +226,18 @@ def _crash_twice(driver: BrokerDriver) -> None:
     driver.crash()
     driver.open()
     driver.ack(3, 5)
+
+
+@_scenario(
+    "reset-back-restart",
+    "acks with a gap, a reset back over them, a broker crash: the restored cursor must deliver again what the "
+    "reset made unacknowledged",
+    expects="reset-record-keeps-acks",
+)
+def _reset_back_restart(driver: BrokerDriver) -> None:
+    driver.open()
+    driver.publish(4)
+    driver.ack(0, 1, 3)
+    driver.reset(1)
+    driver.crash()
+    driver.open()

@@ -315,6 +315,13 @@ public final class LedgerspecHarness {
                 cursorEvent("mark-deleted", c, cursor);
                 return true;
             }
+            case "cursor-reset": {
+                // resetCursor: read again from this position; it returns once the reset's persist completed
+                ManagedCursor cursor = cursor(c);
+                cursor.resetCursor(PositionFactory.create(c.path("ledger").asLong(), c.path("entry").asLong()));
+                cursorEvent("reset", c, cursor);
+                return true;
+            }
             case "cursor-close": {
                 ManagedCursor cursor = cursor(c);
                 cursor.close();
