@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
+import shutil
 import signal
 import socket
 import subprocess
@@ -143,11 +144,19 @@ class BookKeeperCluster:
         self._status = status or (lambda _step: None)
 
     # -- processes ---------------------------------------------------------------------
+    @property
+    def _jvm_tmp(self) -> Path:
+        """The JVMs' temporary directory: RocksDB and the checksum library unpack native libraries there, which
+        a killed JVM never deletes; :meth:`stop` removes it."""
+        return self.directory / "jvm-tmp"
+
     def _java(self, log_name: str, *arguments: str) -> list[str]:
         log4j = self.directory / "log4j2.xml"
+        self._jvm_tmp.mkdir(parents=True, exist_ok=True)
         return [
             java_executable("java"),
             *_JVM_OPTIONS,
+            f"-Djava.io.tmpdir={self._jvm_tmp}",
             f"-Dlog4j.configurationFile={log4j}",
             f"-Dlog4j2.configurationFile={log4j}",
             f"-Dledgerspec.log={self.directory / log_name}",
@@ -345,6 +354,7 @@ class BookKeeperCluster:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+        shutil.rmtree(self._jvm_tmp, ignore_errors=True)
 
     def __enter__(self) -> BookKeeperCluster:
         try:
