@@ -58,7 +58,7 @@ PROMISES: dict[str, set[str]] = {
     "restore_skips_unacked": {"CursorSkipsNoUnackedMessage", "TrimKeepsUnconsumedEntries"},
     "reset_keeps_acks": {"CursorSkipsNoUnackedMessage", "TrimKeepsUnconsumedEntries"},
     "trim_deletes_needed_ledger": {"TrimKeepsUnconsumedEntries", "CursorSkipsNoUnackedMessage"},
-    "skip_unconsumed_ledger": {"TrimPositionBehindCursor", "TrimKeepsUnconsumedEntries", "CursorSkipsNoUnackedMessage"},
+    "skip_unconsumed_ledger": {"TrimPositionBehindCursor", "TrimKeepsUnconsumedEntries"},
     "failed_switch_keeps_new_ledger": set(),
     "failed_znode_write_counted_persisted": set(),
     "marks_nothing": {"LostBookiesMarked"},

@@ -191,7 +191,7 @@ BUGS = {
     ),
     "ack_persists_over_reset": (
         "an ack during a pending reset appends the state from before the reset after the reset's record "
-        "(Pulsar 4.0.7, apache/pulsar#26304)"
+        "(Pulsar 4.0.7; the outcome apache/pulsar#26304 reports on master)"
     ),
 }
 
@@ -614,8 +614,8 @@ class CursorSpec(Spec[CursorState]):
     def CursorPersistsToLedger(self, s: CursorState) -> CursorState | None:
         """persistPositionToLedger: append the state to the cursor ledger; a full ledger is then replaced. With the
         seeded bug ack_persists_over_reset, an ack during a pending reset appends the state from before the reset
-        after the reset's record, as Pulsar 4.0.7 can (asyncDelete persists while resetCursorInProgress;
-        apache/pulsar#26304)."""
+        after the reset's record, as Pulsar 4.0.7 can (asyncDelete persists while resetCursorInProgress).
+        apache/pulsar#26304 reports the same outcome on master: a mark-delete queued after a reset discards it."""
         if s.status != OPEN or not self.to_persist(s):
             return None
         records = self.records_of(s, s.cursor_ledger)
@@ -968,7 +968,7 @@ class CursorSpec(Spec[CursorState]):
 
     @reachable
     def AckedWhileResetPending(self, s: CursorState) -> bool:
-        """The consumer acknowledged a message while a reset was pending (the window of apache/pulsar#26304)."""
+        """The consumer acknowledged a message while a reset was pending: where an ack can undo the reset."""
         return s.resetting != NO_POSITION and s.dirty
 
     @reachable

@@ -375,8 +375,9 @@ CursorLedgerFirstWriteFails ==
 (* with the state again).  A ledger that is gone fails the append.  With  *)
 (* the seeded bug ack_persists_over_reset, an ack during a pending reset   *)
 (* appends the state from before the reset after the reset's record, as    *)
-(* Pulsar 4.0.7 can (asyncDelete persists while resetCursorInProgress;     *)
-(* apache/pulsar#26304).                                                   *)
+(* Pulsar 4.0.7 can (asyncDelete persists while resetCursorInProgress).    *)
+(* apache/pulsar#26304 reports the same outcome on master: a mark-delete   *)
+(* queued after a reset discards it.                                       *)
 CursorPersistsToLedger ==
     /\ status = Open
     /\ ToPersist
