@@ -418,8 +418,8 @@ class CursorSpec(Spec[CursorState]):
 
     @staticmethod
     def persist_fails(s: CursorState, **changes: Any) -> CursorState:
-        """A persist with a reset pending failed: the reset fails (internalResetCursor's operationFailed), the
-        cursor keeps its state in memory and, as after any failed mark-delete, is dirty."""
+        """A persist failed: the mark-delete fails and the cursor, its state in memory, is dirty (isDirty); a
+        pending reset fails with it (internalResetCursor's operationFailed)."""
         return evolve(s, dirty=True, resetting=NO_POSITION, **changes)
 
     @staticmethod

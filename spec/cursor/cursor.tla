@@ -166,9 +166,9 @@ PersistCompletes ==
          /\ slowest_position' = mark_delete
          /\ UNCHANGED <<mark_delete, ranges, batch, resetting, reset_unapplied, acked>>
 
-(* A persist with a reset pending failed: the reset fails                  *)
-(* (internalResetCursor's operationFailed), the cursor keeps its state in  *)
-(* memory and, as after any failed mark-delete, is dirty.                  *)
+(* A persist failed: the mark-delete fails and the cursor, its state in    *)
+(* memory, is dirty (isDirty); a pending reset fails with it               *)
+(* (internalResetCursor's operationFailed).                                *)
 PersistFails ==
     /\ dirty' = TRUE
     /\ resetting' = NoPosition
