@@ -41,6 +41,8 @@ class Finding:
     explanation: str
     sources: tuple[str, ...]
     oracle_says: tuple[str, ...]  # phrases of the oracle's explanation, one of which identifies this finding
+    # A bug's stand-alone reproduction: the main class of java/reproductions/ and its arguments (reproductions.py).
+    reproduction: tuple[str, ...] = ()
 
     def explains(self, reason: str) -> bool:
         return any(phrase in reason for phrase in self.oracle_says)
@@ -83,6 +85,7 @@ FINDINGS = {
                 "DbLedgerStorage)",
             ),
             ("observed writer_lac = 0, the spec has -1",),
+            ("FenceOfEmptyLedgerLost", "default"),
         ),
         Finding(
             "fence-lost-by-db-ledger-storage",
@@ -109,6 +112,7 @@ FINDINGS = {
                 "cache is empty",
             ),
             ("observed writer_lac = 0, the spec has -1",),
+            ("FenceOfEmptyLedgerLost", "db"),
         ),
         Finding(
             "fenced-writer-closes-ledger",
@@ -148,6 +152,7 @@ FINDINGS = {
                 "(internalResetCursor; persistPositionToLedger and buildIndividualDeletedMessageRanges)",
             ),
             ("was never acknowledged, but the cursor covers it",),
+            ("ResetRecordKeepsAcks",),
         ),
     )
 }

@@ -26,7 +26,7 @@ import attrs
 
 from ledgerspec.java import JavaNotFound, java_tool
 
-__all__ = ["ARTIFACTS", "JarSet", "JavaSetupError", "check_tools", "ensure_jars", "java_executable"]
+__all__ = ["ARTIFACTS", "JarSet", "JavaSetupError", "check_tools", "compile_java", "ensure_jars", "java_executable"]
 
 #: group:artifact:version of what is fetched, with everything they depend on.
 ARTIFACTS = (
@@ -167,29 +167,37 @@ def _fetch(artifacts: Sequence[str], root: Path) -> None:
 
 def _compile_harness(jars: JarSet, status: Callable[[str], None] | None = None) -> None:
     source = resources.files("ledgerspec.conformance.adapters").joinpath("java", f"{_HARNESS}.java")
-    text = source.read_bytes()
-    stamp = jars.classes / ".source-sha256"
-    digest = hashlib.sha256(text).hexdigest()
-    if stamp.is_file() and stamp.read_text() == digest and (jars.classes / f"{_HARNESS}.class").is_file():
+    compile_java(jars, {f"{_HARNESS}.java": source.read_bytes()}, jars.classes, "the client harness", status)
+
+
+def compile_java(
+    jars: JarSet, sources: dict[str, bytes], target: Path, what: str, status: Callable[[str], None] | None = None
+) -> None:
+    """Compile ``sources`` (file name: text) against the jars into ``target``, unless the classes there were
+    compiled from the same sources; ``what`` names them in the status and in the error."""
+    digest = hashlib.sha256(b"".join(name.encode() + b"\0" + text for name, text in sorted(sources.items())))
+    stamp = target / ".source-sha256"
+    if stamp.is_file() and stamp.read_text() == digest.hexdigest():
         return
     if status is not None:
-        status("compiling the client harness")
-    shutil.rmtree(jars.classes, ignore_errors=True)
-    jars.classes.mkdir(parents=True)
-    (jars.classes / f"{_HARNESS}.java").write_bytes(text)
+        status(f"compiling {what}")
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for name, text in sources.items():
+        (target / name).write_bytes(text)
     done = subprocess.run(
         [
             java_executable("javac"),
             "-nowarn",
             "-d",
-            str(jars.classes),
+            str(target),
             "-cp",
             str(jars.lib / "*"),
-            str(jars.classes / f"{_HARNESS}.java"),
+            *(str(target / name) for name in sorted(sources)),
         ],
         capture_output=True,
         text=True,
     )
     if done.returncode != 0:
-        raise JavaSetupError(f"the client harness did not compile against {jars.lib}:\n{done.stderr.strip()}")
-    stamp.write_text(digest)
+        raise JavaSetupError(f"{what} did not compile against {jars.lib}:\n{done.stderr.strip()}")
+    stamp.write_text(digest.hexdigest())
