@@ -35,12 +35,16 @@ def test_each_program_is_a_source_file_with_a_main_and_the_readme_shows_how_to_r
 def test_the_export_holds_the_programs_and_a_pom_of_the_pinned_jars(tmp_path: Path) -> None:
     written = export(tmp_path / "out")
     names = {p.name for p in written}
-    assert names == {*sources(), "pom.xml"} and "ReproCluster.java" in names
+    assert names == {*sources(), "pom.xml", "settings.xml"} and "ReproCluster.java" in names
     pom = (tmp_path / "out" / "pom.xml").read_text()
     for artifact in ARTIFACTS:
         group, name, version = artifact.split(":")
         assert f"<groupId>{group}</groupId><artifactId>{name}</artifactId><version>{version}</version>" in pom
     assert (tmp_path / "out" / "ReproCluster.java").read_bytes() == sources()["ReproCluster.java"]
+    assert (
+        "<mirrorOf>*</mirrorOf><url>https://repo.maven.apache.org/maven2</url>"
+        in (tmp_path / "out" / "settings.xml").read_text()
+    )
 
 
 def test_the_command_lists_exports_and_refuses_what_it_cannot_reproduce(

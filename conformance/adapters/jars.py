@@ -26,7 +26,17 @@ import attrs
 
 from ledgerspec.java import JavaNotFound, java_tool
 
-__all__ = ["ARTIFACTS", "JarSet", "JavaSetupError", "check_tools", "compile_java", "ensure_jars", "java_executable"]
+__all__ = [
+    "ARTIFACTS",
+    "MAVEN_SETTINGS",
+    "JarSet",
+    "JavaSetupError",
+    "check_tools",
+    "compile_java",
+    "ensure_jars",
+    "java_executable",
+    "maven_pom",
+]
 
 #: group:artifact:version of what is fetched, with everything they depend on.
 ARTIFACTS = (
@@ -41,7 +51,7 @@ ARTIFACTS = (
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
-  <groupId>ledgerspec</groupId><artifactId>real-systems</artifactId><version>1</version>
+  <groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>1</version>
   <packaging>pom</packaging>
   <dependencies>
 {dependencies}
@@ -49,7 +59,7 @@ _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
 </project>
 """
 _DEPENDENCY = "    <dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version></dependency>"
-_SETTINGS = """<settings>
+MAVEN_SETTINGS = """<settings>
   <mirrors>
     <mirror><id>central-only</id><mirrorOf>*</mirrorOf><url>https://repo.maven.apache.org/maven2</url></mirror>
   </mirrors>
@@ -95,6 +105,12 @@ class JarSet:
             if rest[:1].isdigit():
                 return rest
         raise JavaSetupError(f"{self.lib} holds no {artifact} jar")
+
+
+def maven_pom(group: str, artifact: str, artifacts: Sequence[str]) -> str:
+    """A pom whose only content is ``artifacts`` (``group:artifact:version``) as dependencies."""
+    dependencies = "\n".join(_DEPENDENCY.format(*a.split(":")) for a in artifacts)
+    return _POM.format(group=group, artifact=artifact, dependencies=dependencies)
 
 
 def check_tools() -> None:
@@ -148,9 +164,8 @@ def _fetch(artifacts: Sequence[str], root: Path) -> None:
     mvn = _maven()
     java_executable("java")
     root.mkdir(parents=True, exist_ok=True)
-    dependencies = "\n".join(_DEPENDENCY.format(*artifact.split(":")) for artifact in artifacts)
-    (root / "pom.xml").write_text(_POM.format(dependencies=dependencies))
-    (root / "settings.xml").write_text(_SETTINGS)
+    (root / "pom.xml").write_text(maven_pom("ledgerspec", "real-systems", artifacts))
+    (root / "settings.xml").write_text(MAVEN_SETTINGS)
     staging = root / "lib.partial"
     shutil.rmtree(staging, ignore_errors=True)
     command = [mvn, "-q", "-B", "-s", "settings.xml", "dependency:copy-dependencies", f"-DoutputDirectory={staging}"]

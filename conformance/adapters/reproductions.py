@@ -22,7 +22,14 @@ from pathlib import Path
 
 import attrs
 from ledgerspec.conformance.adapters.findings import FINDINGS, Finding
-from ledgerspec.conformance.adapters.jars import ARTIFACTS, JarSet, compile_java, java_executable
+from ledgerspec.conformance.adapters.jars import (
+    ARTIFACTS,
+    MAVEN_SETTINGS,
+    JarSet,
+    compile_java,
+    java_executable,
+    maven_pom,
+)
 
 __all__ = ["REPRODUCED", "ReproductionRun", "export", "reproducible", "run", "sources"]
 
@@ -30,17 +37,6 @@ __all__ = ["REPRODUCED", "ReproductionRun", "export", "reproducible", "run", "so
 REPRODUCED = 1
 _COULD_NOT_RUN = 2
 _TIMEOUT_S = 300.0
-
-_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>reproduction</groupId><artifactId>reproductions</artifactId><version>1</version>
-  <packaging>pom</packaging>
-  <dependencies>
-{dependencies}
-  </dependencies>
-</project>
-"""
-_DEPENDENCY = "    <dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version></dependency>"
 
 
 def sources() -> dict[str, bytes]:
@@ -55,16 +51,16 @@ def reproducible() -> list[Finding]:
 
 
 def export(directory: Path) -> list[Path]:
-    """Write the programs, their README and a ``pom.xml`` of the pinned jars into ``directory``; the files
-    written."""
+    """Write the programs, their README, a ``pom.xml`` of the pinned jars and Maven settings that fetch them
+    from Maven Central alone into ``directory``; the files written."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in sorted(sources().items()):
         (directory / name).write_bytes(text)
         written.append(directory / name)
-    dependencies = "\n".join(_DEPENDENCY.format(*artifact.split(":")) for artifact in ARTIFACTS)
-    (directory / "pom.xml").write_text(_POM.format(dependencies=dependencies))
-    written.append(directory / "pom.xml")
+    (directory / "pom.xml").write_text(maven_pom("reproduction", "reproductions", ARTIFACTS))
+    (directory / "settings.xml").write_text(MAVEN_SETTINGS)
+    written += [directory / "pom.xml", directory / "settings.xml"]
     return written
 
 
