@@ -124,3 +124,29 @@ def test_a_client_on_the_v2_protocol_writes_fences_and_recovers_as_pulsars_broke
     seen = sum((b.operations for b in served.bookies), Counter[str]()) - before
     assert seen["v2:ADDENTRY"] >= 2 * 5 and seen["v2:READENTRY"] > 0
     assert not [op for op in seen if not op.startswith("v2:")]  # not one v3 request
+
+
+def test_the_wire_benchmark_times_adds_that_all_reached_the_bookies(
+    cluster: tuple[BookKeeperCluster, ServedBookies],
+) -> None:
+    """The benchmark's measure (``tools/bench/wire.py``) on these bookies: each round's adds are acknowledged and
+    held by the bookies, so a rate counts only adds that happened."""
+    from ledgerspec.tools.bench.wire import Settings, measure
+
+    served = cluster[1]
+    before = sum((b.operations for b in served.bookies), Counter[str]())["ADD_ENTRY"]
+    rate = measure("reference", _harness(cluster), Settings(adds=300, size=64, window=20, rounds=2, quorums=(3, 3, 2)))
+    assert (rate.adds, len(rate.seconds)) == (300, 2) and rate.per_second > 0
+    after = sum((b.operations for b in served.bookies), Counter[str]())["ADD_ENTRY"]
+    # The warm-up round and two timed ones: each add acknowledged by Qa = 2 bookies, and sent to Qw = 3 (the last
+    # few may still be on their way to the third when the ledger closes).
+    assert 2 * 900 <= after - before <= 3 * 900 and after - before > 3 * 900 - 20
+
+
+def test_the_wire_benchmark_refuses_quorums_it_cannot_place(capsys: pytest.CaptureFixture[str]) -> None:
+    from ledgerspec.tools.bench.wire import main as bench
+
+    for bad in ("3,2", "4,3,2", "3,2,3", "a,b,c"):
+        with pytest.raises(SystemExit) as exited:
+            bench(["--quorums", bad])
+        assert exited.value.code == 2 and "--quorums" in capsys.readouterr().err

@@ -37,7 +37,9 @@ import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.bookkeeper.client.BKException;
 import org.apache.bookkeeper.client.BookKeeper;
 import org.apache.bookkeeper.client.BookKeeperAdmin;
@@ -255,6 +257,42 @@ public final class LedgerspecHarness {
                 reply.put("lac", handle(client, ledger).readLastConfirmed());
                 return true;
             }
+            case "timed-adds": {
+                // A benchmark's adds: a client of its own, not watched, so that nothing but BookKeeper's own
+                // work is timed; at most "window" adds in flight, each of "size" bytes. The client stays open:
+                // closed right after its ledger, while writes beyond Qa were still in flight, it failed now and
+                // then with a NullPointerException in CompletionValue.errorOutAndRunCallback (4.17.2), on an
+                // AddCompletion already released.
+                if (timedClient == null) {
+                    timedClient = new BookKeeper(clientConf());
+                }
+                LedgerHandle lh = timedClient.createLedger(c.path("ensemble").asInt(), c.path("write").asInt(),
+                        c.path("ack").asInt(), BookKeeper.DigestType.CRC32C, PASSWORD);
+                byte[] data = new byte[c.path("size").asInt()];
+                Semaphore window = new Semaphore(c.path("window").asInt());
+                AtomicInteger failed = new AtomicInteger();
+                int count = c.path("count").asInt();
+                CountDownLatch done = new CountDownLatch(count);
+                long started = System.nanoTime();
+                for (int i = 0; i < count; i++) {
+                    window.acquire();
+                    lh.asyncAddEntry(data, (rc, h, entryId, ctx) -> {
+                        if (rc != BKException.Code.OK) {
+                            failed.incrementAndGet();
+                        }
+                        window.release();
+                        done.countDown();
+                    }, null);
+                }
+                if (!done.await(WAIT_SECONDS, TimeUnit.SECONDS)) {
+                    throw new IllegalStateException(done.getCount() + " of " + count + " adds never completed");
+                }
+                reply.put("seconds", (System.nanoTime() - started) / 1e9);
+                reply.put("failed", failed.get());
+                reply.put("last_add_confirmed", lh.getLastAddConfirmed());
+                lh.close();
+                return true;
+            }
             case "metadata": {
                 Versioned<LedgerMetadata> v = client(client).getLedgerManager().readLedgerMetadata(ledger)
                         .get(WAIT_SECONDS, TimeUnit.SECONDS);
@@ -354,6 +392,7 @@ public final class LedgerspecHarness {
     private final Map<String, ManagedLedger> managedLedgers = new ConcurrentHashMap<>();
     private final Map<String, ManagedCursor> cursors = new ConcurrentHashMap<>();
     private ManagedLedgerFactory factory;
+    private BookKeeper timedClient;
 
     /** The broker's managed-ledger factory, on client ``client``'s (watched) BookKeeper and its own store. */
     private ManagedLedgerFactory factory(int client) throws Exception {
