@@ -14,11 +14,13 @@ the jars the first time it is needed, and again whenever its source changes.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -31,6 +33,7 @@ __all__ = [
     "MAVEN_SETTINGS",
     "JarSet",
     "JavaSetupError",
+    "cache_lock",
     "check_tools",
     "compile_java",
     "ensure_jars",
@@ -151,13 +154,27 @@ def ensure_jars(
     root = (cache or _cache_root()) / _pins_digest(artifacts)
     jars = JarSet(root)
     complete = root / "lib" / ".complete"
-    if not complete.is_file():
-        if status is not None:
-            status(f"fetching {', '.join(artifacts)} and their dependencies with Maven into {root}")
-        _fetch(artifacts, root)
-        complete.write_text("\n".join(artifacts) + "\n")
-    _compile_harness(jars, status)
+    with cache_lock(jars):
+        if not complete.is_file():
+            if status is not None:
+                status(f"fetching {', '.join(artifacts)} and their dependencies with Maven into {root}")
+            _fetch(artifacts, root)
+            complete.write_text("\n".join(artifacts) + "\n")
+        _compile_harness(jars, status)
     return jars
+
+
+@contextlib.contextmanager
+def cache_lock(jars: JarSet) -> Iterator[None]:
+    """Hold the cache directory's lock: two processes (two commands, two test workers) fetch and compile in turn,
+    never over each other's files."""
+    jars.root.mkdir(parents=True, exist_ok=True)
+    with open(jars.root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _fetch(artifacts: Sequence[str], root: Path) -> None:

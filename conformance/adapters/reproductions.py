@@ -26,6 +26,7 @@ from ledgerspec.conformance.adapters.jars import (
     ARTIFACTS,
     MAVEN_SETTINGS,
     JarSet,
+    cache_lock,
     compile_java,
     java_executable,
     maven_pom,
@@ -97,7 +98,8 @@ def run(
         raise ValueError(f"finding {finding.name} has no reproduction")
     classes = jars.root / "reproductions"
     java = {name: text for name, text in sources().items() if name.endswith(".java")}
-    compile_java(jars, java, classes, "the reproductions", status)
+    with cache_lock(jars):
+        compile_java(jars, java, classes, "the reproductions", status)
     directory.mkdir(parents=True, exist_ok=True)
     command = (
         java_executable("java"),
