@@ -3,11 +3,22 @@
 ``--run-slow`` also runs the tests marked ``slow``: the larger models and the
 longer Hypothesis runs (``tox -e tlc``). Without it they are skipped with that
 reason.
+
+The tests see the command line's output as a pipe sees it, at the width
+``tools/console.py`` gives piped output: a ``COLUMNS`` from the shell, or the
+one pytest-xdist's workers get (80), would wrap what they compare. A test
+that needs another width sets it itself.
 """
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.pop("COLUMNS", None)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
