@@ -186,7 +186,8 @@ def test_the_documentation_examples_leave_nothing(tmp_path: Path) -> None:
     docs = Path(__file__).parent.parent / "docs"
     pages = [str(docs / page) for page in ("bookie.md", "bookie-files.md", "message-ids.md")]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pages],
+        # One process (-n 0): xdist's controller would make a base temporary directory for its workers.
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *pages],
         env=_environment(tmp_path / "tmp"),
         cwd=docs.parent,
         capture_output=True,
