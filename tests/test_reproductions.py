@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from ledgerspec.conformance.adapters.findings import FINDINGS
 from ledgerspec.conformance.adapters.jars import ARTIFACTS
-from ledgerspec.conformance.adapters.reproductions import export, reproducible, sources
+from ledgerspec.conformance.adapters.reproductions import export, project_files, reproducible
 from ledgerspec.tools.cli.main import main
 
 
@@ -19,32 +19,37 @@ def test_every_bug_and_only_a_bug_comes_with_a_reproduction() -> None:
     assert bugs and [f.name for f in reproducible()] == bugs
 
 
-def test_each_program_is_a_source_file_with_a_main_and_the_readme_shows_how_to_run_it() -> None:
-    files = sources()
-    readme = files["README.md"].decode()
+def test_each_project_holds_its_program_a_write_up_and_a_pom_of_the_pinned_versions() -> None:
+    pinned = {artifact.rpartition(":")[0]: artifact.rpartition(":")[2] for artifact in ARTIFACTS}
     for finding in reproducible():
-        main_class, *arguments = finding.reproduction
-        source = files[f"{main_class}.java"].decode()
-        assert f"public final class {main_class}" in source and "public static void main(String[] args)" in source
-        for argument in arguments:  # an argument the program does not take would make it fail, not reproduce
-            assert f'"{argument}"' in source, (finding.name, argument)
-        assert f"java -cp 'classes:lib/*' {' '.join(finding.reproduction)}" in readme
-        assert f"`{' '.join(finding.reproduction)}`" in readme
+        reproduction = finding.reproduction
+        assert reproduction is not None
+        files = project_files(reproduction.project)
+        source = files[f"src/main/java/{reproduction.main_class}.java"].decode()
+        assert f"public final class {reproduction.main_class}" in source
+        for argument in reproduction.arguments:  # an argument the program does not take fails, not reproduces
+            assert f'case "{argument}":' in source, (finding.name, argument)
+        readme = files["README.md"].decode()
+        assert "## The steps" in readme and "## The cause" in readme and "mvn -q compile exec:exec" in readme
+        pom = files["pom.xml"].decode()
+        assert f"<argument>{reproduction.main_class}</argument>" in pom
+        # The pom's jars are the ones the tests run the program on.
+        for group, artifact, version in re.findall(
+            r"<groupId>([^<]+)</groupId>\s*<artifactId>([^<]+)</artifactId>\s*<version>([^<]+)</version>", pom
+        ):
+            if f"{group}:{artifact}" in pinned:
+                assert version == pinned[f"{group}:{artifact}"], (reproduction.project, artifact)
 
 
-def test_the_export_holds_the_programs_and_a_pom_of_the_pinned_jars(tmp_path: Path) -> None:
-    written = export(tmp_path / "out")
-    names = {p.name for p in written}
-    assert names == {*sources(), "pom.xml", "settings.xml"} and "ReproCluster.java" in names
-    pom = (tmp_path / "out" / "pom.xml").read_text()
-    for artifact in ARTIFACTS:
-        group, name, version = artifact.split(":")
-        assert f"<groupId>{group}</groupId><artifactId>{name}</artifactId><version>{version}</version>" in pom
-    assert (tmp_path / "out" / "ReproCluster.java").read_bytes() == sources()["ReproCluster.java"]
-    assert (
-        "<mirrorOf>*</mirrorOf><url>https://repo.maven.apache.org/maven2</url>"
-        in (tmp_path / "out" / "settings.xml").read_text()
-    )
+def test_the_export_writes_each_project_once_with_settings_for_maven_central(tmp_path: Path) -> None:
+    written = export(tmp_path, reproducible())
+    projects = {path.relative_to(tmp_path).parts[0] for path in written}
+    assert projects == {"fence-of-empty-ledger", "reset-record-keeps-acks"}
+    for project in projects:
+        for name, text in project_files(project).items():
+            assert (tmp_path / project / name).read_bytes() == text
+        settings = (tmp_path / project / "settings.xml").read_text()
+        assert "<mirrorOf>*</mirrorOf><url>https://repo.maven.apache.org/maven2</url>" in settings
 
 
 def test_the_command_lists_exports_and_refuses_what_it_cannot_reproduce(
@@ -53,9 +58,15 @@ def test_the_command_lists_exports_and_refuses_what_it_cannot_reproduce(
     assert main(["reproduce", "--list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [row["finding"] for row in listed] == [f.name for f in reproducible()]
-    assert main(["reproduce", "--export", str(tmp_path / "e")]) == 0
-    assert "README.md says how to run them" in capsys.readouterr().out
-    assert (tmp_path / "e" / "pom.xml").is_file()
+    assert listed[1] == {
+        "finding": "fence-lost-by-db-ledger-storage",
+        "project": "fence-of-empty-ledger",
+        "program": "FenceOfEmptyLedger db",
+        "title": FINDINGS["fence-lost-by-db-ledger-storage"].title,
+    }
+    assert main(["reproduce", "reset-record-keeps-acks", "--export", str(tmp_path / "e")]) == 0
+    assert "wrote reset-record-keeps-acks to" in capsys.readouterr().out
+    assert [p.name for p in (tmp_path / "e").iterdir()] == ["reset-record-keeps-acks"]
     assert main(["reproduce", "fenced-writer-closes-ledger"]) == 2
     assert "a finding of kind difference breaks no promise" in capsys.readouterr().err
     assert main(["reproduce", "no-such-finding"]) == 2
@@ -71,13 +82,14 @@ def test_each_program_reproduces_its_finding_on_the_pinned_jars(
     assert set(runs) == {f.name for f in reproducible()}
     for name, r in runs.items():
         assert (r["status"], r["reproduced"]) == (1, True), (name, r["output"][-2000:])
-        assert r["expected"] and r["observed"], name
     assert code == 0
     for name in ("fence-of-empty-ledger-lost", "fence-lost-by-db-ledger-storage"):
-        assert runs[name]["observed"].startswith("the add was acknowledged as entry 0")
-        assert "closed with last entry -1" in runs[name]["observed"]
+        assert runs[name]["expected"].startswith("the old writer's add fails with LedgerFencedException")
+        assert runs[name]["observed"] == "the old writer's add was acknowledged as entry 0"
+    assert "ledgerStorageClass=org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage" in "".join(
+        p.read_text() for p in (tmp_path / "fence-lost-by-db-ledger-storage").glob("*/bookie-0.conf")
+    )
     assert runs["reset-record-keeps-acks"]["expected"] == "the restored cursor delivers 0:1 0:2 1:0"
     assert runs["reset-record-keeps-acks"]["observed"] == "it delivers 0:1 0:2"
-    # The clusters were kept where asked, each JVM's log with them.
-    assert (tmp_path / "fence-lost-by-db-ledger-storage" / "bookie-1.log").is_file()
-    assert (tmp_path / "reset-record-keeps-acks" / "broker.out").is_file()
+    # Each program's cluster was kept where asked, every JVM's log with it.
+    assert list((tmp_path / "reset-record-keeps-acks").glob("*/first-broker.log"))

@@ -30,7 +30,21 @@ from typing import Protocol
 
 import attrs
 
-__all__ = ["FINDINGS", "Finding", "shown_by"]
+__all__ = ["FINDINGS", "Finding", "Reproduction", "shown_by"]
+
+
+@attrs.frozen
+class Reproduction:
+    """A bug's stand-alone Java program (``reproductions.py``): the Maven project of ``java/reproductions/``
+    that holds it, its main class, and the arguments that show this finding."""
+
+    project: str
+    main_class: str
+    arguments: tuple[str, ...] = ()
+
+    @property
+    def command(self) -> str:
+        return " ".join((self.main_class, *self.arguments))
 
 
 @attrs.frozen
@@ -41,8 +55,7 @@ class Finding:
     explanation: str
     sources: tuple[str, ...]
     oracle_says: tuple[str, ...]  # phrases of the oracle's explanation, one of which identifies this finding
-    # A bug's stand-alone reproduction: the main class of java/reproductions/ and its arguments (reproductions.py).
-    reproduction: tuple[str, ...] = ()
+    reproduction: Reproduction | None = None  # a bug's stand-alone program
 
     def explains(self, reason: str) -> bool:
         return any(phrase in reason for phrase in self.oracle_says)
@@ -85,7 +98,7 @@ FINDINGS = {
                 "DbLedgerStorage)",
             ),
             ("observed writer_lac = 0, the spec has -1",),
-            ("FenceOfEmptyLedgerLost", "default"),
+            Reproduction("fence-of-empty-ledger", "FenceOfEmptyLedger", ("default",)),
         ),
         Finding(
             "fence-lost-by-db-ledger-storage",
@@ -112,7 +125,7 @@ FINDINGS = {
                 "cache is empty",
             ),
             ("observed writer_lac = 0, the spec has -1",),
-            ("FenceOfEmptyLedgerLost", "db"),
+            Reproduction("fence-of-empty-ledger", "FenceOfEmptyLedger", ("db",)),
         ),
         Finding(
             "fenced-writer-closes-ledger",
@@ -152,7 +165,7 @@ FINDINGS = {
                 "(internalResetCursor; persistPositionToLedger and buildIndividualDeletedMessageRanges)",
             ),
             ("was never acknowledged, but the cursor covers it",),
-            ("ResetRecordKeepsAcks",),
+            Reproduction("reset-record-keeps-acks", "ResetRecordKeepsAcks"),
         ),
     )
 }

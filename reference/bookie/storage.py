@@ -163,7 +163,8 @@ class LedgerStorage:
             # key record, and a fence or explicit LAC journaled after it must find the key at the replay
             # (DbLedgerStorage queues the key in LedgerMetadataIndex.setMasterKey and writes it at the
             # checkpoint's flush; release-4.17.2). InterleavedLedgerStorage writes no index file for a key
-            # alone (FileInfo.checkOpen), one way a fence is lost (docs/findings/fence-of-empty-ledger).
+            # alone (FileInfo.checkOpen), one way a fence is lost (its reproduction:
+            # conformance/adapters/java/reproductions/fence-of-empty-ledger).
             worth_a_file = (
                 info.index_path is not None
                 or info.master_key is not None

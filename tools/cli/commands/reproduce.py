@@ -5,8 +5,8 @@ with a small Java program that shows it against the released jars without
 ledgerspec (:mod:`ledgerspec.conformance.adapters.reproductions`). This
 command fetches the pinned jars (once; cached), compiles the programs and runs
 the chosen ones (default: all), each on a cluster of its own; ``--export DIR``
-writes the programs with a ``pom.xml`` and the commands, to hand to a
-maintainer. Exit status 0 when every chosen finding was reproduced, 1 when one
+writes their Maven projects (the write-up, a ``pom.xml``, the program), to
+hand to a maintainer. Exit status 0 when every chosen finding was reproduced, 1 when one
 was not (the jars behaved as expected) or its program could not run, 2 for an
 unknown finding, 3 when Java, javac or Maven is missing.
 """
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ledgerspec.conformance.adapters.findings import FINDINGS
+from ledgerspec.conformance.adapters.findings import FINDINGS, Finding
 from ledgerspec.conformance.adapters.jars import JavaSetupError, ensure_jars
 from ledgerspec.conformance.adapters.reproductions import ReproductionRun, export, reproducible, run
 from ledgerspec.tools.cli.commands.base import (
@@ -45,7 +45,7 @@ def register(commands: Any) -> None:
     command.add_argument(
         "--export",
         metavar="DIR",
-        help="write the programs, a pom.xml of the jars and the commands into DIR; run nothing",
+        help="write the chosen findings' Maven projects (write-up, pom.xml, program) into DIR; run nothing",
     )
     command.add_argument(
         "--keep", metavar="DIR", help="keep each run's cluster files and logs in DIR/FINDING (default: removed)"
@@ -69,8 +69,12 @@ def _reproduce(args: argparse.Namespace, out: Console, err: Console) -> int:
         _print_list(out, args.json, chosen)
         return EXIT_OK
     if args.export is not None:
-        written = export(Path(args.export))
-        out.print(f"wrote {len(written)} files to {escape(args.export)}; its README.md says how to run them")
+        written = export(Path(args.export), chosen)
+        projects = sorted({path.relative_to(args.export).parts[0] for path in written})
+        out.print(
+            f"wrote {', '.join(projects)} to {escape(args.export)}: in each, README.md says how to run it",
+            highlight=False,
+        )
         return EXIT_OK
     runs: list[ReproductionRun] = []
     try:
@@ -90,22 +94,23 @@ def _reproduce(args: argparse.Namespace, out: Console, err: Console) -> int:
     return EXIT_OK if all(r.reproduced for r in runs) else EXIT_VIOLATION
 
 
-def _print_list(out: Console, as_json: bool, chosen: list[Any]) -> None:
+def _print_list(out: Console, as_json: bool, chosen: list[Finding]) -> None:
+    rows = [(f.name, f.reproduction.project, f.reproduction.command, f.title) for f in chosen if f.reproduction]
     if as_json:
-        print(json.dumps([{"finding": f.name, "program": " ".join(f.reproduction), "title": f.title} for f in chosen]))
+        print(json.dumps([dict(zip(("finding", "project", "program", "title"), row, strict=True)) for row in rows]))
         return
     table = Table(title="Stand-alone reproductions of the bugs found")
-    for column in ("finding", "program", "what it shows"):
+    for column in ("finding", "project", "program", "what it shows"):
         table.add_column(column)
-    for f in chosen:
-        table.add_row(f.name, " ".join(f.reproduction), f.title)
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
 
 
 def _to_json(r: ReproductionRun) -> dict[str, Any]:
     return {
         "finding": r.finding,
-        "program": " ".join(r.program),
+        "program": r.command,
         "status": r.status,
         "reproduced": r.reproduced,
         "could_not_run": r.could_not_run,

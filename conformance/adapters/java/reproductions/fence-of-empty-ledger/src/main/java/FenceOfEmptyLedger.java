@@ -14,7 +14,8 @@
  *               header with the fence bit is on disk before the crash, and the add is refused
  *   db          DbLedgerStorage: the add is acknowledged (the same outcome by another route, apache/bookkeeper#4843)
  * The JVM exits with status 0 when the add was refused (the promise kept), 1 when it was acknowledged (the promise
- * broken); Maven reports both as a success. Each JVM logs into the temporary directory printed at the end.
+ * broken), 2 when it could not run (it says why); Maven reports 0 and 1 as a success. Each JVM logs into the
+ * temporary directory printed at the end.
  */
 
 import java.io.IOException;
@@ -88,14 +89,17 @@ public final class FenceOfEmptyLedger {
         System.setProperty("log4j2.configurationFile", dir.resolve("log4j2.xml").toString());
         System.setProperty("repro.log", dir.resolve("client.log").toString());
         FenceOfEmptyLedger repro = new FenceOfEmptyLedger(dir, storage);
-        boolean acknowledged;
+        int status;
         try {
-            acknowledged = repro.run(variant);
+            status = repro.run(variant) ? 1 : 0;
+        } catch (Exception e) {
+            System.out.println("COULD NOT RUN: " + e);
+            status = 2;
         } finally {
             repro.stopAll();
         }
         System.out.println("files and logs: " + dir);
-        System.exit(acknowledged ? 1 : 0);
+        System.exit(status);
     }
 
     private boolean run(String variant) throws Exception {
