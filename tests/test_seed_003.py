@@ -74,7 +74,7 @@ def test_the_restore_of_seed_003(tmp_path: Path, caplog: pytest.LogCaptureFixtur
 
     states = []
     caplog.set_level(logging.INFO, logger="ledgerspec.managed_ledger")
-    caplog.clear()  # the restart's records only (the first open's are there where another test left INFO on)
+    caplog.clear()  # the restart's records only, whatever level the logger had before
     restarted = ManagedLedger(
         TOPIC, store, BookKeeperLedgers(cluster, ledgers), config, log=ManagedLedgerLog(), clock=lambda: 0
     )
