@@ -41,6 +41,7 @@ def recheck(tmp_path: Path, name: str, edit: Edit | None = None) -> ScenarioReco
 RACED_INTO_A_FINDING = {
     "recovery-races-writer-journal-latency": "fenced-writer-closes-ledger",
     "recovery-races-writer-acks-after-refusal": "fenced-writer-closes-ledger",
+    "recovery-races-writer-late-ack": "fenced-writer-closes-ledger",
 }
 
 
@@ -451,6 +452,27 @@ def test_a_refusal_goes_after_the_acks_the_handle_completed_adds_with_before_its
     monkeypatch.setattr(bookkeeper, "_refusal_where_the_handle_took_it_in", lambda order: order)
     (ledger,) = recheck(tmp_path / "b", name).ledgers
     assert "observed writer_lac = 19, the spec has 17" in ledger.verdict.reason, ledger.verdict.reason
+
+
+def test_an_ack_that_came_after_its_add_failed_observes_no_lac_of_the_handle(tmp_path: Path) -> None:
+    """Entry 39 had one ack when another bookie refused entry 40 as fenced and the handle failed every pending
+    add; the second ack of 39 came after, from a bookie that had served it before its fence, and completed
+    nothing: the handle's LAC stayed 38 where the spec's writer, taking the ack in as it is served, has 39."""
+    name = "recovery-races-writer-late-ack"
+    (ledger,) = recheck(tmp_path / "a", name).ledgers
+    assert FINDINGS["fenced-writer-closes-ledger"].explains(ledger.verdict.reason), ledger.verdict.reason
+    late = [
+        line
+        for line in map(orjson.loads, (tmp_path / "a" / name / "trace.ndjson").read_bytes().splitlines())
+        if line.get("x-late") and line["params"]["m"]["entry"] == 39
+    ]
+    assert len(late) == 1 and "writer_lac" not in late[0].get("observed", {})
+
+    def failure_unseen(obs: dict[str, Any]) -> dict[str, Any] | None:  # as if the application was not told
+        return None if obs["ev"] == "complete" and obs["rc"] != 0 else obs
+
+    (ledger,) = recheck(tmp_path / "b", name, failure_unseen).ledgers
+    assert "observed writer_lac = 38, the spec has 39" in ledger.verdict.reason, ledger.verdict.reason
 
 
 def _simulated_race(seed: int) -> list[dict[str, Any]]:

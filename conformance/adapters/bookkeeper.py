@@ -20,7 +20,8 @@ writer sends an add of an entry above every one sent    ``WriterAddsEntry(lac)``
 writer sends an add of an entry it sent before           none: a resend, part of ``WriterChangesEnsemble``
 an add's reply OK reaches client 0 or c                  ``BookieReceivesAdd(m, replied=TRUE)``, observed
                                                          ``writer_lac`` (writer) as the handle had it after,
-                                                         or as the writer's next add carried it
+                                                         or as the writer's next add carried it; none for
+                                                         an ack that came after its add failed (``x-late``)
 an add's reply "ledger fenced" reaches the writer         ``BookieReceivesAdd(m, TRUE)``, observed
                                                          ``writer_status = FENCED``; only the first: later
                                                          ones change nothing in the spec; none for an add
@@ -134,6 +135,7 @@ class LedgerTraceMapper:
         self._last_lac = -1  # the writer's LAC as last observed
         self._lac_lags = False  # after an ensemble change, until the LAC moves again
         self._completed = -1  # the highest entry the writer's application was told is written
+        self._failed_adds: set[int] = set()  # the entries whose adds the writer's application was told failed
         self._held: list[Mapping[str, Any]] = []  # the writer's acks held back while it changes its ensemble
         self._acks_since_change: set[tuple[int, int, int]] = set()  # (client, bookie, entry) acks emitted
         self._recovery_ensembles: dict[int, tuple[int, ...]] = {}  # a recovering client's ensemble, once it changed
@@ -344,6 +346,15 @@ class LedgerTraceMapper:
         if obs["op"] == "add":
             if rc == OK and client == 0 and obs.get("changing"):
                 self._held.append(obs)
+            elif rc == OK and client == 0 and entry in self._failed_adds:
+                # The handle failed the add before this ack came (a refusal as fenced fails every pending add,
+                # handleUnrecoverableErrorDuringAdd): the bookie served it, but the ack completes nothing
+                # (PendingAddOp.writeComplete returns for an add already completed). Its step keeps its place in
+                # the bookie's order, which may come before the refusal, where the spec's writer, which takes
+                # an ack in as it is served, counts it: so it observes no LAC of the handle's.
+                line = self._ack(obs, client, bookie, entry)
+                if line is not None:
+                    line["x-late"] = True
             elif rc == OK and client == 0:
                 self._release_held(obs)
                 self._flush_pending()
@@ -441,6 +452,8 @@ class LedgerTraceMapper:
         """The application's callback for an add: not a step; it tells which adds completed."""
         if int(obs["client"]) == 0 and int(obs["rc"]) == OK:
             self._completed = max(self._completed, int(obs["entry"]))
+        elif int(obs["client"]) == 0:
+            self._failed_adds.add(int(obs["entry"]))
 
     def _metadata_event(self, obs: Mapping[str, Any]) -> None:
         client = int(obs["client"])
