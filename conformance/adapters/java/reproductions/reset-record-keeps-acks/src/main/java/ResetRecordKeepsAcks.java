@@ -228,6 +228,8 @@ public final class ResetRecordKeepsAcks {
         List<String> command = new ArrayList<>(List.of(
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 "-Xmx256m", "-XX:MaxDirectMemorySize=256m",
+                // RocksDB and the checksum library unpack native libraries there, which a killed JVM leaves.
+                "-Djava.io.tmpdir=" + Files.createDirectories(dir.resolve("jvm-tmp")),
                 "-Dlog4j2.configurationFile=" + dir.resolve("log4j2.xml"),
                 "-Drepro.log=" + dir.resolve(name + ".log"),
                 "-Dzookeeper.admin.enableServer=false",
