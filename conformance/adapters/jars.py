@@ -38,7 +38,6 @@ __all__ = [
     "compile_java",
     "ensure_jars",
     "java_executable",
-    "maven_pom",
 ]
 
 #: group:artifact:version of what is fetched, with everything they depend on.
@@ -54,7 +53,7 @@ ARTIFACTS = (
 
 _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
-  <groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>1</version>
+  <groupId>ledgerspec</groupId><artifactId>real-systems</artifactId><version>1</version>
   <packaging>pom</packaging>
   <dependencies>
 {dependencies}
@@ -108,12 +107,6 @@ class JarSet:
             if rest[:1].isdigit():
                 return rest
         raise JavaSetupError(f"{self.lib} holds no {artifact} jar")
-
-
-def maven_pom(group: str, artifact: str, artifacts: Sequence[str]) -> str:
-    """A pom whose only content is ``artifacts`` (``group:artifact:version``) as dependencies."""
-    dependencies = "\n".join(_DEPENDENCY.format(*a.split(":")) for a in artifacts)
-    return _POM.format(group=group, artifact=artifact, dependencies=dependencies)
 
 
 def check_tools() -> None:
@@ -181,7 +174,8 @@ def _fetch(artifacts: Sequence[str], root: Path) -> None:
     mvn = _maven()
     java_executable("java")
     root.mkdir(parents=True, exist_ok=True)
-    (root / "pom.xml").write_text(maven_pom("ledgerspec", "real-systems", artifacts))
+    dependencies = "\n".join(_DEPENDENCY.format(*artifact.split(":")) for artifact in artifacts)
+    (root / "pom.xml").write_text(_POM.format(dependencies=dependencies))
     (root / "settings.xml").write_text(MAVEN_SETTINGS)
     staging = root / "lib.partial"
     shutil.rmtree(staging, ignore_errors=True)

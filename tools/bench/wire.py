@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
-from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, Harness
+from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, ClusterError, Harness
 from ledgerspec.conformance.adapters.jars import JavaSetupError, ensure_jars
 from ledgerspec.reference.wire import ServedBookies
 from ledgerspec.tools.console import output_console
@@ -120,6 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except JavaSetupError as exc:
         print(f"the benchmark runs the released Java client: {exc}", file=sys.stderr)
         return 3
+    except ClusterError as exc:
+        print(f"the benchmark's cluster failed: {exc}", file=sys.stderr)
+        return 1
     ensemble, write, ack = settings.quorums
     table = Table(
         title=f"The BookKeeper 4.17.2 Java client's adds on {BOOKIES} bookies: E={ensemble} Qw={write} Qa={ack}, "
