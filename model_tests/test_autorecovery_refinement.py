@@ -149,10 +149,17 @@ def _start_a_copy(run: AutorecoveryRun) -> None:
     run.worker_step(1, "WorkerStartsFragment")
 
 
+def _fail_a_pass(run: AutorecoveryRun) -> None:
+    _lose_bookie_one(run)
+    run.worker_step(1, "WorkerTakesLock")
+    run.worker_step(1, "WorkerReleasesLockAfterFailure")
+
+
 # Each mutant on the shortest road to it, and the step at which the check stops it.
 MUTANT_ROADS: dict[str, tuple[Callable[[AutorecoveryRun], object], str]] = {
     "marks_nothing": (_lose_bookie_one, "auditor_checks"),
     "metadata_before_copy": (_start_a_copy, "WorkerStartsFragment"),
+    "failed_pass_unmarks": (_fail_a_pass, "WorkerReleasesLockAfterFailure"),
 }
 
 

@@ -270,6 +270,30 @@ def test_the_worker_gives_up_when_its_new_bookie_stops(world: Cluster) -> None:
     assert UnderreplicationManager(world.admin).marked_ledgers() == [world.ledger_id]
 
 
+def test_a_failed_pass_releases_the_lock_and_keeps_the_mark_for_the_next_worker(world: Cluster) -> None:
+    world.bookie_stops("bookie-1")
+    world.auditor().check_bookies()
+    first = world.worker("bookie-2")
+    assert first.step("WorkerTakesLock")
+    # bookie-4 is there to copy to; a pass whose copy failed (a timeout) leaves the fragment and the lock
+    assert first.enabled() == ["WorkerStartsFragment", "WorkerReleasesLockAfterFailure"]
+    assert first.step("WorkerReleasesLockAfterFailure")
+    assert world.admin.exists(PATHS.lock(world.ledger_id)) is None
+    assert UnderreplicationManager(world.admin).lost_bookies(world.ledger_id) == ["bookie-1"]
+    assert not first.step("WorkerReleasesLockAfterFailure")  # it holds no lock now
+    assert world.worker("bookie-3").run()[-2:] == ["WorkerUpdatesEnsemble", "WorkerReleasesLock"]
+    assert UnderreplicationManager(world.admin).marked_ledgers() == []
+
+
+def test_the_failed_pass_unmarks_mutant_leaves_a_lost_bookie_unmarked(world: Cluster) -> None:
+    world.bookie_stops("bookie-1")
+    world.auditor().check_bookies()
+    worker = world.worker("bookie-2", mutant="failed_pass_unmarks")
+    assert worker.step("WorkerTakesLock") and worker.step("WorkerReleasesLockAfterFailure")
+    assert UnderreplicationManager(world.admin).marked_ledgers() == []
+    assert world.metadata().ensemble_for(0) == ("bookie-1", "bookie-2", "bookie-3")  # bookie-1 still named, lost
+
+
 def test_a_bookie_of_two_segments_leaves_two_fragments_each_sent_outside_its_own_ensemble(tmp_path: Path) -> None:
     run = AutorecoveryRun(str(tmp_path), RunConfig(segments=2, entries=4))
     ledgers = run.ledgers
@@ -322,7 +346,7 @@ def test_only_the_elected_auditor_checks_and_unknown_mutants_are_refused(world: 
         Auditor(world.sessions["bookie-3"], "bookie-3").check_bookies()
     with pytest.raises(ValueError, match="unknown auditor mutant 'x'; known: marks_nothing"):
         Auditor(world.admin, "bookie-1", mutant="x")
-    with pytest.raises(ValueError, match="unknown worker mutant 'x'; known: metadata_before_copy"):
+    with pytest.raises(ValueError, match="unknown worker mutant 'x'; known: metadata_before_copy, failed_pass_unmarks"):
         world.worker("bookie-1", mutant="x")
     with pytest.raises(ValueError, match="unknown worker step 'Nap'"):
         world.worker("bookie-1").step("Nap")

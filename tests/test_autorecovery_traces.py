@@ -126,6 +126,7 @@ def test_the_same_seed_gives_the_same_traces() -> None:
     [
         ("marks_nothing", "AuditorChecksBookies", "AuditorChecksBookies"),
         ("metadata_before_copy", "WorkerStartsFragment", None),
+        ("failed_pass_unmarks", "WorkerReleasesLockAfterFailure", "WorkerReleasesLockAfterFailure"),
     ],
 )
 def test_each_mutant_is_caught_in_both_modes(mutant: str, full_event: str, metadata_event: str | None) -> None:
@@ -186,7 +187,10 @@ def test_simulate_writes_traces_that_check_clean_and_a_mutants_that_do_not(
     ("argv", "message"),
     [
         (["--mode", "client"], "unknown mode 'client' for autorecovery; modes: full, metadata"),
-        (["--mutant", "nope"], "unknown autorecovery mutant 'nope'; mutants: marks_nothing, metadata_before_copy"),
+        (
+            ["--mutant", "nope"],
+            "unknown autorecovery mutant 'nope'; mutants: marks_nothing, metadata_before_copy, failed_pass_unmarks",
+        ),
         (["--const", "Segments=2"], "an autorecovery run takes the constants NumBookies, E, Qw"),
         (["--const", "Qw=5"], "need 1 <= Qw <= E <= NumBookies"),
         (["--const", "NumEntries=0"], "NumEntries must be at least 1"),

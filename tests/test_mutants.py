@@ -63,6 +63,7 @@ PROMISES: dict[str, set[str]] = {
     "failed_znode_write_counted_persisted": set(),
     "marks_nothing": {"LostBookiesMarked"},
     "metadata_before_copy": {"MetadataNamesOnlyHolders"},
+    "failed_pass_unmarks": {"LostBookiesMarked"},
 }
 
 

@@ -23,12 +23,17 @@ step                        what the worker does
 ``WorkerReleasesLock``      nothing left it can start: removes the mark if no
                             fragment is lost (``markLedgerReplicated``), and
                             releases the lock; an open ledger is left for later
+``WorkerReleasesLock-``     its pass left a fragment it could start (a copy
+``AfterFailure``            failed): releases the lock and keeps the mark, for a
+                            later pass (``deferLedgerLockReleaseOfFailedLedger``)
 ``WorkerCrashes``           its process dies: the session and its lock go; what
                             it copied stays on the new bookie
 ==========================  ===================================================
 
-``mutant="metadata_before_copy"`` replaces the bookie in the metadata when it
-starts a fragment, before copying: the mutant the oracle must catch.
+The mutants the oracle must catch: ``mutant="metadata_before_copy"`` replaces
+the bookie in the metadata when it starts a fragment, before copying;
+``mutant="failed_pass_unmarks"`` removes the mark when its pass failed, as if
+the ledger were repaired.
 """
 
 from __future__ import annotations
@@ -49,7 +54,8 @@ from ledgerspec.reference.metadata.store import BadVersionError, MetadataStore
 __all__ = ["WORKER_MUTANTS", "WORKER_STEPS", "CopyTask", "ReplicationWorker"]
 
 WORKER_MUTANTS = {
-    "metadata_before_copy": "the worker replaces the bookie in the metadata before it copies the fragment"
+    "metadata_before_copy": "the worker replaces the bookie in the metadata before it copies the fragment",
+    "failed_pass_unmarks": "a worker whose pass failed removes the ledger's mark as if it were repaired",
 }
 
 WORKER_STEPS = (
@@ -59,6 +65,7 @@ WORKER_STEPS = (
     "WorkerUpdatesEnsemble",
     "WorkerGivesUp",
     "WorkerReleasesLock",
+    "WorkerReleasesLockAfterFailure",
 )
 
 
@@ -251,6 +258,21 @@ class ReplicationWorker:
         assert self.lock is not None
         metadata = self._metadata()
         if metadata is not None and metadata.closed and not self.lost():
+            self.marks.mark_replicated(self.lock)
+        self.marks.release(self.lock)
+        self.lock = None
+        return True
+
+    def can_WorkerReleasesLockAfterFailure(self) -> bool:
+        return self.lock is not None and self.task is None and bool(self._choices())
+
+    def WorkerReleasesLockAfterFailure(self) -> bool:
+        """The pass gave up on a fragment it could start (a copy failed): the lock is released and the mark kept,
+        so that a later pass of any worker tries again."""
+        if not self.can_WorkerReleasesLockAfterFailure():
+            return False
+        assert self.lock is not None
+        if self.mutant == "failed_pass_unmarks":
             self.marks.mark_replicated(self.lock)
         self.marks.release(self.lock)
         self.lock = None

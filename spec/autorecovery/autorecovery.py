@@ -43,7 +43,12 @@ replication/ and client/, BRIEF section 5, seed 001):
   auditor extended in the meantime stays, for the next worker to check;
   the lock is released in any case;
 - a worker that crashes midway: its lock goes with its session; the entries
-  it copied stay on the new bookie, which the metadata does not name.
+  it copied stay on the new bookie, which the metadata does not name;
+- a worker whose pass leaves a fragment it could have copied (a copy failed
+  for a reason the spec does not see: a timeout, a full bookie) releases the
+  lock after a back-off and keeps the mark, for a later pass
+  (``deferLedgerLockReleaseOfFailedLedger``); starting a fragment is
+  strongly fair, so the liveness holds once such failures stop.
 
 What is left out, and why:
 
@@ -52,8 +57,13 @@ What is left out, and why:
   of a fragment's middle entry would go unnoticed (docs/real-systems.md);
 - placement policies, ``lostBookieRecoveryDelay`` and the check's period:
   they change when the auditor looks, not what it marks;
-- open ledgers (a worker defers them until they are closed): the ledger
-  here is closed, as in seed 001's recovery of closed ledgers;
+- open ledgers: a worker defers one whose last segment is open and misses a
+  bookie, and after ``openLedgerRereplicationGracePeriod`` opens it with
+  recovery, fencing the writer (``deferLedgerLockRelease``); what that
+  recovery closes the ledger at is the ledger spec's matter. The ledger here
+  is closed, as in seed 001's recovery of closed ledgers;
+- the back-off before a failed pass's lock release: it changes when the
+  ledger is tried again, not what is copied;
 - garbage collection of entries a bookie holds that the metadata no longer
   names on it: it deletes nothing a reader can reach.
 
@@ -350,7 +360,7 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
             return None
         return evolve(s, lock=w, lock_mark=s.mark)
 
-    @action(_each_fragment_choice, fairness="weak")
+    @action(_each_fragment_choice, fairness="strong")
     def WorkerStartsFragment(
         self, s: AutorecoveryState, w: int, seg: int, old: int, new: int
     ) -> AutorecoveryState | None:
@@ -419,6 +429,16 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
             return None
         repaired = not self.under_replicated(s) and s.mark == s.lock_mark
         return evolve(s, lock=NO_ONE, lock_mark=frozenset(), mark=frozenset() if repaired else s.mark)
+
+    @action(_each_worker)
+    def WorkerReleasesLockAfterFailure(self, s: AutorecoveryState, w: int) -> AutorecoveryState | None:
+        """The worker's pass left a fragment it could start: it releases the lock after a back-off and keeps the
+        mark, for a later pass of any worker (``deferLedgerLockReleaseOfFailedLedger``)."""
+        # ReplicationWorker.rereplicate (release-4.17.2) tries each lost fragment once; a copy may fail for a
+        # reason the spec does not see (a timeout, a full bookie), so this may follow any pass that leaves one.
+        if s.lock != w or s.workers[w - 1].phase != IDLE or not self._startable(s):
+            return None
+        return evolve(s, lock=NO_ONE, lock_mark=frozenset())
 
     def _startable(self, s: AutorecoveryState) -> bool:
         """Some under-replicated fragment has an available bookie outside its ensemble to be copied to."""

@@ -27,7 +27,10 @@
 (*    the segment's ensemble by compare-and-set, skipped when the old      *)
 (*    bookie is gone (updateEnsembleInfo); remove the mark when nothing is *)
 (*    left under-replicated, unless the auditor extended it since the lock *)
-(*    was taken (a delete at that version); a worker may crash midway.     *)
+(*    was taken (a delete at that version); a worker may crash midway;    *)
+(*  - a worker whose pass leaves a fragment it could have copied releases  *)
+(*    the lock and leaves the mark for a later pass (deferLedgerLock-      *)
+(*    ReleaseOfFailedLedger).                                              *)
 (* Left out, and why: see spec/autorecovery/autorecovery.py.                            *)
 (*                                                                         *)
 (* Bug selects a seeded bug ("none" for the real protocol) so that tests   *)
@@ -126,8 +129,9 @@ LiveReplicas(e) == {b \in WriteSetIn(meta_segments, e) : b \in up /\ e \in data[
 Sources(w, e) == WriteSetIn(meta_segments, e) \ {workers[w].old, workers[w].new}
 HasSource(w, e) == \E b \in Sources(w, e) : b \in up /\ e \in data[b]
 
-\* Some under-replicated fragment has an available bookie outside its ensemble to be copied to.
-Startable == \E f \in UnderReplicated : \E new \in up : new \notin Ensemble(f[1])
+\* Some under-replicated fragment has an available bookie outside its ensemble to be copied to (a set
+\* compared, not an \E, so that TLC takes it as one condition rather than one successor per witness).
+Startable == {f \in UnderReplicated : \E new \in up : new \notin Ensemble(f[1])} # {}
 
 \* The compare-and-set of updateEnsembleInfo: skipped when the old bookie is no longer in the ensemble.
 ReplaceBookie(seg, old, new) ==
@@ -289,6 +293,21 @@ WorkerReleasesLock(w) ==
     /\ UNCHANGED <<meta_segments, meta_version, auditor, lost_seen, data, up, disk_lost, stops, workers,
                    worker_crashes>>
 
+(* ReplicationWorker.rereplicate (release-4.17.2) tries each lost         *)
+(* fragment once; when the check after the pass still finds one, it       *)
+(* releases the lock after a back-off (deferLedgerLockReleaseOfFailed-     *)
+(* Ledger), keeping the mark, for a later pass of any worker.  A copy may  *)
+(* fail for a reason the spec does not see (a timeout, a full bookie), so  *)
+(* this may follow any pass that leaves a fragment to start.               *)
+WorkerReleasesLockAfterFailure(w) ==
+    /\ lock = w
+    /\ workers[w].phase = "IDLE"
+    /\ Startable
+    /\ lock' = NoOne
+    /\ lock_mark' = {}
+    /\ UNCHANGED <<meta_segments, meta_version, mark, auditor, lost_seen, data, up, disk_lost, stops, workers,
+                   worker_crashes>>
+
 \* The worker's process dies: its lock goes with its session; what it copied stays.
 WorkerCrashes(w) ==
     /\ worker_crashes < MaxWorkerCrashes
@@ -310,19 +329,23 @@ Next ==
           \/ WorkerUpdatesEnsemble(w)
           \/ WorkerGivesUp(w)
           \/ WorkerReleasesLock(w)
+          \/ WorkerReleasesLockAfterFailure(w)
           \/ WorkerCrashes(w)
 
 Spec == Init /\ [][Next]_vars
 
-(* Fairness: the Python spec's fairness="weak" actions, for each instance  *)
-(* of their parameters.                                                    *)
+(* Fairness: the Python spec's fairness="weak" and "strong" actions, for   *)
+(* each instance of their parameters.  Starting a fragment is strongly     *)
+(* fair: a worker may release the lock after a failed pass, so a fragment  *)
+(* is startable only now and then, and is started once the failures stop   *)
+(* (the back-off's later passes).                                          *)
 Fairness ==
     /\ \A b \in Bookies : WF_vars(AuditorIsElected(b))
     /\ WF_vars(AuditorChecksBookies)
     /\ WF_vars(AuditorChecksAllLedgers)
     /\ \A w \in Workers :
           /\ WF_vars(WorkerTakesLock(w))
-          /\ \A seg \in 1 .. Segments, old \in Bookies, new \in Bookies : WF_vars(WorkerStartsFragment(w, seg, old, new))
+          /\ \A seg \in 1 .. Segments, old \in Bookies, new \in Bookies : SF_vars(WorkerStartsFragment(w, seg, old, new))
           /\ \A e \in Entries : WF_vars(WorkerCopiesEntry(w, e))
           /\ WF_vars(WorkerUpdatesEnsemble(w))
           /\ WF_vars(WorkerGivesUp(w))

@@ -10,7 +10,7 @@ __all__ = ["MODELS"]
 # leaves a worker unable to finish its fragment, so that it gives up (the defaults stop one bookie once and lose
 # no disk).
 SECOND_STOP = CheckedModel(
-    {"MaxStops": 2, "MaxDiskLosses": 1}, 46_538, "a bookie stops again, or loses its disk and comes back empty"
+    {"MaxStops": 2, "MaxDiskLosses": 1}, 46_946, "a bookie stops again, or loses its disk and comes back empty"
 )
 
 MODELS = SpecModels(
@@ -18,7 +18,7 @@ MODELS = SpecModels(
         CheckedModel({}, 518, "one bookie stops: marked, re-replicated, unmarked; or it comes back"),
         SECOND_STOP,
         CheckedModel(
-            {"Segments": 2, "NumBookies": 5, "NumWorkers": 2}, 7_566, "two fragments, two workers and their lock"
+            {"Segments": 2, "NumBookies": 5, "NumWorkers": 2}, 7_734, "two fragments, two workers and their lock"
         ),
     ),
     seeded_bugs=(

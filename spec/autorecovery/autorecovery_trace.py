@@ -211,6 +211,16 @@ def _explain_releases(spec: AutorecoverySpec, s: AutorecoveryState, w: int) -> s
     return None
 
 
+def _explain_releases_after_failure(spec: AutorecoverySpec, s: AutorecoveryState, w: int) -> str | None:
+    if why := _worker(spec, s, w, copying=False):
+        return why
+    if s.lock != w:
+        return f"worker {w} does not hold the ledger's lock (held by {s.lock or 'no one'})"
+    if not spec._startable(s):
+        return "no fragment is left that could be started: the pass did not fail, and the lock is released as usual"
+    return None
+
+
 def _explain_crashes(spec: AutorecoverySpec, s: AutorecoveryState, w: int) -> str | None:
     if w not in spec.worker_ids:
         return f"there is no worker {w} (workers 1 .. {spec.NumWorkers})"
@@ -234,6 +244,7 @@ EXPLAIN: dict[str, Explanation] = {
     "WorkerUpdatesEnsemble": _explain_updates,
     "WorkerGivesUp": _explain_gives_up,
     "WorkerReleasesLock": _explain_releases,
+    "WorkerReleasesLockAfterFailure": _explain_releases_after_failure,
     "WorkerCrashes": _explain_crashes,
 }
 
