@@ -266,6 +266,14 @@ class BookKeeperClient:
         recovery.start()
         return recovery
 
+    def writers(self) -> list[LedgerHandle]:
+        """The ledgers this client created and writes, in the order created."""
+        return [op for op in self._ops.values() if isinstance(op, LedgerHandle)]
+
+    def recoveries(self) -> list[RecoveryOpen]:
+        """The opens with recovery this client started, in the order started."""
+        return [op for op in self._ops.values() if isinstance(op, RecoveryOpen)]
+
     # -- the network's calls --------------------------------------------------------------
     def awaits(self, reply: Reply) -> bool:
         """Would this reply change the client?"""

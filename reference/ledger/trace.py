@@ -20,21 +20,28 @@ Observation modes, as the trace mapping defines them:
 
 ``seq`` counts the trace's events (a Lamport clock over all processes), so
 merging by ``seq`` gives back the order of the run.
+
+:class:`ClientTraceRecorder` records the ``client`` mode of clients whose
+bookies are not the in-process cluster's (real bookies over TCP,
+:mod:`ledgerspec.reference.wire.network`): it reads only what the clients see
+(:mod:`.client_view`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ledgerspec.reference.ledger.abstraction import abstract_state
+from ledgerspec.reference.ledger.client_view import ClientView
+from ledgerspec.reference.ledger.events import EventLog
 from ledgerspec.reference.ledger.simulation import LedgerSimulation, SimulationConfig, Step
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 from ledgerspec.spec.ledger.ledger_trace import TRACE
 from ledgerspec.spec.tracing import ObservedChanges
 from ledgerspec.spec.vocabulary import EngineEvent
 
-__all__ = ["TraceRecorder", "simulate_traces"]
+__all__ = ["ClientTraceRecorder", "TraceRecorder", "simulate_traces"]
 
 
 class TraceRecorder:
@@ -62,6 +69,35 @@ class TraceRecorder:
             return  # no client sees this step
         changed = self._observed.since_last(abstract_state(self.sim), event.action)
         self.lines.append(TRACE.event_line(self.trace_id, len(self.lines) + 1, process, event, changed))
+
+
+class ClientTraceRecorder:
+    """Records the events of ``events`` that a client sees as ``client``-mode trace lines; ``view`` gives the
+    clients' view (:func:`~.client_view.client_view`), of which each line reports what changed.
+
+    A client logs a step as it takes it, before the step is over (the close
+    is logged before the metadata is written), so the events wait until
+    :meth:`step_done`, which whoever drives the clients calls at the end of
+    each step: the lines then report the view after the step, as
+    :class:`TraceRecorder` does for the in-process cluster.
+    """
+
+    def __init__(self, events: EventLog, view: Callable[[], ClientView], spec: LedgerSpec, trace_id: str) -> None:
+        self.view = view
+        self.trace_id = trace_id
+        self.lines: list[dict[str, Any]] = []
+        self._observed = ObservedChanges(TRACE, spec, TRACE.mode("client").observes)
+        self._waiting: list[EngineEvent] = []
+        events.listeners.append(self._waiting.append)
+
+    def step_done(self) -> None:
+        """A step is over: record the events it logged that a client sees."""
+        waiting, self._waiting[:] = list(self._waiting), []
+        for event in waiting:
+            if event.observer is None:
+                continue  # no client sees this step
+            changed = self._observed.since_last(self.view(), event.action)
+            self.lines.append(TRACE.event_line(self.trace_id, len(self.lines) + 1, event.observer, event, changed))
 
 
 def simulate_traces(

@@ -1,4 +1,5 @@
-"""``ledgerspec record bookkeeper|managed-ledger``: run scenarios on the real systems and check their traces.
+"""``ledgerspec record bookkeeper|managed-ledger|reference-client``: run scenarios on the real systems and check
+their traces.
 
 Fetches the pinned jars with Maven (once; cached), starts ZooKeeper and five
 bookies, each in its own JVM, and a client harness; runs the scenarios on
@@ -18,12 +19,21 @@ recordings again, after the mapping or the spec changed, without Java; it
 writes nothing under DIR, only under ``--out``. Each scenario's traces get
 a ``manifest.json`` beside them, so ``ledgerspec check OUT`` checks them
 again with the constants they were recorded under.
+
+``reference-client`` turns it round: the project's reference ledger client
+speaks BookKeeper's v3 protocol to four real bookies (``--bookies real``, the
+default) or to four reference bookies served over TCP (``--bookies
+reference``, no Java), its client-mode trace is checked against the ledger
+spec, and on real bookies the released Java client reads back every ledger
+it wrote (:mod:`ledgerspec.tools.recording.reference_client`). Its traces
+are made in-process: there is nothing to ``--recheck``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +59,25 @@ from ledgerspec.tools.recording.real_systems import (
     record_bookkeeper,
     record_managed_ledger,
 )
+from ledgerspec.tools.recording.reference_client import (
+    CLIENT_SCENARIOS,
+    real_bookies,
+    record_reference_client,
+    reference_bookies,
+)
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 __all__ = ["register"]
 
-SYSTEMS = ("bookkeeper", "managed-ledger")
-_TITLES = {"bookkeeper": "Apache BookKeeper", "managed-ledger": "Apache Pulsar's managed ledger"}
+SYSTEMS = ("bookkeeper", "managed-ledger", "reference-client")
+_TITLES = {
+    "bookkeeper": "Apache BookKeeper",
+    "managed-ledger": "Apache Pulsar's managed ledger",
+    "reference-client": "The reference client on BookKeeper's bookies",
+}
+BOOKIE_KINDS = ("real", "reference")
 _STYLE = {
     "conforms": "green",
     "known": "yellow",
@@ -87,13 +108,26 @@ def register(commands: Any) -> None:
         help="run nothing: map and check again the recordings in DIR (one, or a directory of them), without Java; "
         "the traces and verdicts go under --out, never into DIR",
     )
+    record.add_argument(
+        "--bookies",
+        choices=BOOKIE_KINDS,
+        default="real",
+        help="reference-client only: BookKeeper's bookies from the jars (real), or reference bookies over TCP",
+    )
     record.set_defaults(run=_record)
 
 
 def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
     if args.system not in SYSTEMS:
         raise UsageError(f"unknown system {args.system!r}; systems: {', '.join(SYSTEMS)}")
-    known: dict[str, Any] = SCENARIOS if args.system == "bookkeeper" else ML_SCENARIOS
+    suites: dict[str, dict[str, Any]] = {
+        "bookkeeper": SCENARIOS,
+        "managed-ledger": ML_SCENARIOS,
+        "reference-client": CLIENT_SCENARIOS,
+    }
+    known = suites[args.system]
+    if args.bookies != "real" and args.system != "reference-client":
+        raise UsageError("--bookies is an option of reference-client only")
     names = args.scenario or list(known)
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -104,6 +138,11 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
         else:
             _print_list(out, known)
         return EXIT_OK
+    if args.recheck is not None and args.system == "reference-client":
+        raise UsageError(
+            "reference-client has nothing to --recheck: its traces are made as it runs; "
+            "`ledgerspec check DIR` checks them again"
+        )
     if args.recheck is not None:
         try:
             recordings = recheck(args.system, Path(args.recheck), Path(args.out), args.scenario)
@@ -111,7 +150,6 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
             err.print(f"[bold red]{escape(str(exc))}[/]", soft_wrap=True)
             return EXIT_USAGE
         return _report(args, out, recordings, Path(args.out), f"read from {args.recheck}, checked again")
-    record = record_bookkeeper if args.system == "bookkeeper" else record_managed_ledger
 
     def progress(recording: ScenarioRecording) -> None:
         if not args.json:
@@ -120,7 +158,11 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
 
     try:
         with runs_progress(err, quiet=args.json, transient=True) as steps:
-            recordings = record(names, Path(args.out), progress=progress, status=steps.step)
+            if args.system == "reference-client":
+                recordings = _record_reference_client(args, names, progress, steps.step)
+            else:
+                record = record_bookkeeper if args.system == "bookkeeper" else record_managed_ledger
+                recordings = record(names, Path(args.out), progress=progress, status=steps.step)
     except JavaSetupError as exc:
         err.print(f"[bold red]{escape(str(exc))}[/]", soft_wrap=True)
         return EXIT_MISSING_TOOL
@@ -131,6 +173,20 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
         err.print(f"[bold red]what the harness reported cannot be mapped: {escape(str(exc))}[/]", soft_wrap=True)
         return EXIT_VIOLATION
     return _report(args, out, recordings, Path(args.out), "recorded")
+
+
+def _record_reference_client(
+    args: argparse.Namespace,
+    names: list[str],
+    progress: Callable[[ScenarioRecording], None],
+    status: Callable[[str], None],
+) -> list[ScenarioRecording]:
+    out = Path(args.out)
+    bookies = (
+        real_bookies(out / "cluster", status=status) if args.bookies == "real" else reference_bookies(out / "bookies")
+    )
+    with bookies as started:
+        return record_reference_client(names, started, out, progress=progress)
 
 
 def _report(args: argparse.Namespace, out: Console, recordings: list[ScenarioRecording], root: Path, how: str) -> int:

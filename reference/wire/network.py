@@ -1,0 +1,364 @@
+"""The reference ledger client on the wire: its requests as BookKeeper's v3 messages to bookies over TCP.
+
+:class:`WireNetwork` is a :class:`~ledgerspec.reference.ledger.client.Network`
+for :class:`~ledgerspec.reference.ledger.client.BookKeeperClient`, as the
+in-process cluster is, but the bookies are any that speak BookKeeper's v3
+protocol: the released bookie from the jars, or the reference bookies of
+:mod:`.server`. It speaks as ``PerChannelBookieClient`` (BookKeeper 4.17.2)
+does with its default settings: one connection per bookie, requests
+pipelined on it and told apart by their ``txnId``, no authentication message
+(the default ``AuthenticationDisabledAuthProviderFactory`` sends none).
+
+Each request of :mod:`ledgerspec.reference.ledger.protocol` becomes one v3
+request, and its response one reply:
+
+===============  ===========================================  ================================================
+kind             v3 request                                   reply from the response
+===============  ===========================================  ================================================
+``ADD``          ``ADD_ENTRY`` (``RECOVERY_ADD`` flag for a   the status
+                 recovery add), the entry as the client made
+                 it
+``FENCE``        ``READ_ENTRY`` of entry -1 with              the LAC in the last entry's header
+                 ``FENCE_LEDGER`` and the master key          (``ReadLastConfirmedOp``: ENOENTRY and ENOLEDGER
+                                                              are a valid answer, -1)
+``RECOVERY_``    ``READ_ENTRY`` of the entry with             the entry, or ENOENTRY / ENOLEDGER
+``READ``         ``FENCE_LEDGER``
+``READ_ENTRY``   ``READ_ENTRY``                               the entry
+``READ_LAC``     ``READ_LAC``                                 the larger of the explicit LAC and the LAC in the
+                                                              last entry's header
+``WRITE_LAC``    ``WRITE_LAC``                                the status
+===============  ===========================================  ================================================
+
+A bookie that cannot be reached, a connection that closes, a status the
+client has no reply for (``EIO``, ``EREADONLY``, ``ETOOMANYREQUESTS``) and
+a request unanswered after ``timeout`` seconds (``addEntryTimeoutSec`` and
+``readEntryTimeoutSec``, 5 s by default) all end the same way: the client is
+told no reply can come (``timeout``), as BookKeeper's client is by its
+error callbacks, and its bookie-failure handling takes over. A reply that
+arrives after that is dropped, as ``PerChannelBookieClient`` drops a
+response whose ``txnId`` it no longer waits for.
+
+Nothing here runs on its own: :meth:`WireNetwork.run_until` takes the
+client's steps (replies, timeouts, local steps) in one thread until the
+caller's condition holds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import selectors
+import socket
+import time
+from collections.abc import Callable
+
+import attrs
+from ledgerspec.reference.bookie.entry import EntryFormatError, decode_entry, decode_lac, detect_digest
+from ledgerspec.reference.ledger.client import BookKeeperClient
+from ledgerspec.reference.ledger.errors import LedgerStateError
+from ledgerspec.reference.ledger.events import EventLog
+from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
+from ledgerspec.reference.wire.codec import LENGTH, FrameError, decode_response, frame, frame_length
+from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
+
+__all__ = ["DEFAULT_TIMEOUT", "WireNetwork", "to_reply", "to_v3"]
+
+_log = logging.getLogger("ledgerspec.wire.client")
+
+#: ``addEntryTimeoutSec`` and ``readEntryTimeoutSec``'s default (``ClientConfiguration``, 4.17.2).
+DEFAULT_TIMEOUT = 5.0
+
+# The spec's bookie steps a reply stands for, as the in-process cluster logs them.
+_SERVED_ACTION = {
+    RequestKind.ADD: "BookieReceivesAdd",
+    RequestKind.FENCE: "BookieReceivesFenceRead",
+    RequestKind.RECOVERY_READ: "BookieReceivesRecoveryRead",
+}
+_CODES = {
+    pb.EOK: ReplyCode.OK,
+    pb.EFENCED: ReplyCode.FENCED,
+    pb.ENOLEDGER: ReplyCode.NO_SUCH_LEDGER,
+    pb.ENOENTRY: ReplyCode.NO_SUCH_ENTRY,
+    pb.EUA: ReplyCode.UNAUTHORIZED,
+    pb.EBADREQ: ReplyCode.REFUSED,
+}
+
+
+def to_v3(request: Request, txn: int) -> pb.Request:
+    """The v3 request for ``request``, numbered ``txn``."""
+    kind = request.kind
+    operation = {
+        RequestKind.ADD: pb.ADD_ENTRY,
+        RequestKind.WRITE_LAC: pb.WRITE_LAC,
+        RequestKind.READ_LAC: pb.READ_LAC,
+    }.get(kind, pb.READ_ENTRY)
+    message = pb.Request(header=pb.BKPacketHeader(version=pb.VERSION_THREE, operation=operation, txnId=txn))
+    if kind is RequestKind.ADD:
+        add = message.addRequest
+        add.ledgerId, add.entryId, add.masterKey, add.body = (
+            request.ledger_id,
+            request.entry_id,
+            request.master_key,
+            request.data,
+        )
+        if request.recovery:
+            add.flag = pb.AddRequest.RECOVERY_ADD
+    elif kind is RequestKind.WRITE_LAC:
+        write = message.writeLacRequest
+        write.ledgerId, write.lac, write.masterKey, write.body = (
+            request.ledger_id,
+            request.lac,
+            request.master_key,
+            request.data,
+        )
+    elif kind is RequestKind.READ_LAC:
+        message.readLacRequest.ledgerId = request.ledger_id
+    else:
+        read = message.readRequest
+        read.ledgerId = request.ledger_id
+        read.entryId = -1 if kind is RequestKind.FENCE else request.entry_id
+        if kind in (RequestKind.FENCE, RequestKind.RECOVERY_READ):
+            read.flag = pb.ReadRequest.FENCE_LEDGER
+            read.masterKey = request.master_key
+    return message
+
+
+def _header_lac(body: bytes) -> int:
+    """The LAC in an entry's header, its digest checked (either type: the bookie does not say which)."""
+    digest_type = detect_digest(body)
+    if digest_type is None:
+        raise EntryFormatError(f"{len(body)} bytes are no entry with a known digest")
+    return decode_entry(body, digest_type).lac
+
+
+def to_reply(request: Request, response: pb.Response) -> Reply | None:
+    """The reply ``response`` gives ``request``; None when the client has no reply for its status (a failure)."""
+    status = response.status
+    if request.kind is RequestKind.FENCE and status in (pb.ENOENTRY, pb.ENOLEDGER):
+        return Reply(request, ReplyCode.OK, lac=-1)  # ReadLastConfirmedOp: a valid answer, nothing written
+    code = _CODES.get(status)
+    if code is None:
+        return None
+    if code is not ReplyCode.OK:
+        return Reply(request, code)
+    if request.kind is RequestKind.FENCE:
+        return Reply(request, code, lac=_header_lac(response.readResponse.body))
+    if request.kind in (RequestKind.RECOVERY_READ, RequestKind.READ_ENTRY):
+        return Reply(request, code, data=response.readResponse.body)
+    if request.kind is RequestKind.READ_LAC:
+        read = response.readLacResponse
+        lacs = [-1]
+        if read.HasField("lacBody"):
+            lacs.append(decode_lac(read.lacBody, None)[1])
+        if read.HasField("lastEntryBody"):
+            lacs.append(_header_lac(read.lastEntryBody))
+        return Reply(request, code, lac=max(lacs))
+    return Reply(request, code)
+
+
+@attrs.define
+class _Pending:
+    request: Request
+    bookie: str
+    deadline: float
+
+
+class _Connection:
+    """One TCP connection to a bookie, and the bytes of the frame it is reading."""
+
+    def __init__(self, bookie: str, sock: socket.socket) -> None:
+        self.bookie = bookie
+        self.sock = sock
+        self.buffer = bytearray()
+
+    def frames(self) -> list[bytes]:
+        """The whole frames received so far, taken out of the buffer."""
+        out = []
+        while len(self.buffer) >= LENGTH.size:
+            length = frame_length(bytes(self.buffer[: LENGTH.size]))
+            if len(self.buffer) < LENGTH.size + length:
+                break
+            out.append(bytes(self.buffer[LENGTH.size : LENGTH.size + length]))
+            del self.buffer[: LENGTH.size + length]
+        return out
+
+
+class WireNetwork:
+    """The network of reference clients to bookies over TCP (module docstring).
+
+    ``bookies`` gives the bookies that take new ledgers now (the registrations
+    under ``/ledgers/available``, for instance); ``number`` gives a bookie id's
+    number in the ledger spec, for the events logged in ``events``.
+    """
+
+    def __init__(
+        self,
+        bookies: Callable[[], list[str]],
+        number: Callable[[str], int],
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        connect_timeout: float = 2.0,
+    ) -> None:
+        self._bookies = bookies
+        self.events = EventLog(number)
+        self.timeout_seconds = timeout
+        self.connect_timeout = connect_timeout
+        self.clients: dict[int, BookKeeperClient] = {}
+        self._connections: dict[str, _Connection] = {}
+        self._selector = selectors.DefaultSelector()
+        self._pending: dict[int, _Pending] = {}
+        self._failed: list[Request] = []  # sent to a bookie that could not be reached: no reply can come
+        self._txn = itertools.count(1)
+        self.timeouts = 0  # requests the clients gave up on: no reply, a closed connection, a failure status
+        # Bookies that refused a connection or closed one, until a connection succeeds again: a client does not
+        # choose them for an ensemble (BookKeeper's client quarantines such bookies), though a killed bookie's
+        # registration outlives it until its ZooKeeper session expires.
+        self.unreachable: set[str] = set()
+        self.observers: list[Callable[[], None]] = []  # told when each step of run_until is over
+
+    # -- the Network protocol -----------------------------------------------------------
+    def send(self, request: Request) -> None:
+        connection = self._connection(request.bookie)
+        if connection is None:
+            self._failed.append(request)
+            return
+        txn = next(self._txn)
+        self._pending[txn] = _Pending(request, request.bookie, time.monotonic() + self.timeout_seconds)
+        try:
+            connection.sock.sendall(frame(to_v3(request, txn)))
+        except OSError as exc:
+            self._lost_connection(connection, f"sending failed: {exc}")
+
+    def writable_bookies(self) -> list[str]:
+        return [b for b in self._bookies() if b not in self.unreachable]
+
+    def attach(self, client: BookKeeperClient) -> BookKeeperClient:
+        self.clients[client.client_id] = client
+        return client
+
+    # -- connections --------------------------------------------------------------------
+    def _connection(self, bookie: str) -> _Connection | None:
+        connection = self._connections.get(bookie)
+        if connection is not None:
+            return connection
+        host, _, port = bookie.rpartition(":")
+        try:
+            sock = socket.create_connection((host, int(port)), timeout=self.connect_timeout)
+        except (OSError, ValueError) as exc:
+            _log.info("bookie %s cannot be reached: %s", bookie, exc)
+            self.unreachable.add(bookie)
+            return None
+        self.unreachable.discard(bookie)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(False)
+        connection = _Connection(bookie, sock)
+        self._connections[bookie] = connection
+        self._selector.register(sock, selectors.EVENT_READ, connection)
+        return connection
+
+    def _lost_connection(self, connection: _Connection, why: str) -> None:
+        """The connection is gone: what was sent on it gets no reply."""
+        _log.info("connection to bookie %s closed: %s", connection.bookie, why)
+        self._selector.unregister(connection.sock)
+        connection.sock.close()
+        del self._connections[connection.bookie]
+        self.unreachable.add(connection.bookie)
+        for txn in [t for t, p in self._pending.items() if p.bookie == connection.bookie]:
+            self._failed.append(self._pending.pop(txn).request)
+
+    def close(self) -> None:
+        for connection in list(self._connections.values()):
+            self._selector.unregister(connection.sock)
+            connection.sock.close()
+        self._connections.clear()
+        self._selector.close()
+
+    # -- replies ------------------------------------------------------------------------
+    def poll(self, wait: float) -> int:
+        """Read what arrived within ``wait`` seconds and hand each reply to its client; the replies handed."""
+        handed = 0
+        for key, _ in self._selector.select(wait):
+            connection: _Connection = key.data
+            try:
+                data = connection.sock.recv(1 << 20)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                self._lost_connection(connection, str(exc))
+                continue
+            if not data:
+                self._lost_connection(connection, "closed by the bookie")
+                continue
+            connection.buffer += data
+            try:
+                frames = connection.frames()
+            except FrameError as exc:
+                self._lost_connection(connection, str(exc))
+                continue
+            for payload in frames:
+                if self._take(connection, payload):
+                    handed += 1
+                    self._step_done()
+        return handed
+
+    def _step_done(self) -> None:
+        for observer in self.observers:
+            observer()
+
+    def _take(self, connection: _Connection, payload: bytes) -> int:
+        try:
+            response = decode_response(payload)
+        except FrameError as exc:
+            self._lost_connection(connection, f"a response that is no v3 message: {exc}")
+            return 0
+        pending = self._pending.pop(response.header.txnId, None)
+        if pending is None:
+            return 0  # given up on already: PerChannelBookieClient drops it
+        request = pending.request
+        try:
+            reply = to_reply(request, response)
+        except EntryFormatError as exc:
+            _log.info("bookie %s: %r answered with a bad entry: %s", connection.bookie, request, exc)
+            reply = None
+        if reply is None:
+            _log.info("bookie %s: %r failed with %s", connection.bookie, request, pb.StatusCode.Name(response.status))
+            self._failed.append(request)
+            return 0
+        client = self.clients.get(request.client)
+        if client is None or not client.awaits(reply):
+            return 0
+        client.deliver(reply)
+        if request.kind in _SERVED_ACTION:
+            self.events.bookie_served(_SERVED_ACTION[request.kind], request, True)
+        return 1
+
+    # -- driving --------------------------------------------------------------------------
+    def _give_up(self) -> bool:
+        """Tell each client of the requests whose reply cannot come; whether there were any."""
+        now = time.monotonic()
+        expired = [t for t, p in self._pending.items() if p.deadline <= now]
+        gone = self._failed + [self._pending.pop(t).request for t in expired]
+        self._failed = []
+        for request in gone:
+            client = self.clients.get(request.client)
+            if client is not None:
+                self.timeouts += 1
+                client.timeout(request)
+                self._step_done()
+        return bool(gone)
+
+    def run_until(self, done: Callable[[], bool], *, within: float = 60.0) -> None:
+        """Take the clients' steps until ``done()``: replies as they arrive, the requests given up on, the clients'
+        local steps; :class:`LedgerStateError` when ``within`` seconds pass first."""
+        deadline = time.monotonic() + within
+        while not done():
+            if time.monotonic() > deadline:
+                raise LedgerStateError(f"not done within {within:g} s; {len(self._pending)} request(s) unanswered")
+            if self._give_up():
+                continue
+            local = [s for c in self.clients.values() for s in c.local_steps()]
+            if local:
+                self.clients[local[0].client].run_local(local[0])
+                self._step_done()
+                continue
+            self.poll(0.05)

@@ -1,0 +1,219 @@
+"""The reference ledger client on bookies it reaches over TCP with BookKeeper's v3 protocol
+(``reference/wire/network.py``): the messages both ways, bookies that fail in the ways a network shows, and the
+scenarios of ``ledgerspec record reference-client`` on reference bookies and on BookKeeper's own."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ledgerspec.conformance.adapters.cluster import free_port
+from ledgerspec.reference.bookie.entry import encode_entry
+from ledgerspec.reference.ledger.client import BookKeeperClient, ClientConfig, OrderedPlacement
+from ledgerspec.reference.ledger.protocol import ReplyCode, Request, RequestKind
+from ledgerspec.reference.metadata.embedded import EmbeddedMetadataStore
+from ledgerspec.reference.metadata.ledger_store import LedgerMetadataStore
+from ledgerspec.reference.wire import ServedBookies, WireService
+from ledgerspec.reference.wire.network import WireNetwork, to_reply, to_v3
+from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
+from ledgerspec.tools.cli.main import main
+from ledgerspec.tools.recording.reference_client import (
+    CLIENT_SCENARIOS,
+    real_bookies,
+    record_reference_client,
+    reference_bookies,
+)
+
+KEY = b"k" * 20
+
+
+def _request(kind: RequestKind, entry: int = -1, **fields: object) -> Request:
+    return Request(kind, 0, 1, "bookie", 7, entry, master_key=KEY, **fields)  # type: ignore[arg-type]
+
+
+# -- the messages --------------------------------------------------------------------------------
+def test_each_request_goes_out_as_the_v3_message_a_bookie_serves(tmp_path: Path) -> None:
+    """Every kind of request, encoded, is served by a reference bookie's v3 service, and its reply read back."""
+    with ServedBookies(tmp_path, 1) as served:
+        service: WireService = served.bookies[0].service
+        entry = encode_entry(7, 0, -1, 3, b"abc")
+        add = _request(RequestKind.ADD, 0, data=entry)
+        added = to_reply(add, service.respond(to_v3(add, 1)))
+        assert added is not None and added.code is ReplyCode.OK
+        fence = _request(RequestKind.FENCE, fence=True)
+        fenced = to_reply(fence, service.respond(to_v3(fence, 2)))
+        assert fenced is not None and (fenced.code, fenced.lac) == (ReplyCode.OK, -1)
+        late = _request(RequestKind.ADD, 1, data=encode_entry(7, 1, 0, 6, b"def"))
+        refused = to_reply(late, service.respond(to_v3(late, 3)))
+        assert refused is not None and refused.code is ReplyCode.FENCED  # a plain add to a fenced ledger
+        read = _request(RequestKind.RECOVERY_READ, 0, fence=True)
+        found = to_reply(read, service.respond(to_v3(read, 4)))
+        assert found is not None and found.data == entry
+        missing = _request(RequestKind.RECOVERY_READ, 1, fence=True)
+        none = to_reply(missing, service.respond(to_v3(missing, 5)))
+        assert none is not None and none.code is ReplyCode.NO_SUCH_ENTRY
+        lac = _request(RequestKind.READ_LAC)
+        read_lac = to_reply(lac, service.respond(to_v3(lac, 6)))
+        assert read_lac is not None and read_lac.lac == -1  # entry 0 carries LAC -1
+
+
+def test_a_fence_of_a_ledger_with_no_entry_is_an_answer_and_a_failure_status_is_none() -> None:
+    """ReadLastConfirmedOp takes ENOENTRY and ENOLEDGER as a valid answer; a status the client has no reply for
+    (EIO, EREADONLY) is a failure, which it treats as a bookie that did not answer."""
+    fence = _request(RequestKind.FENCE, fence=True)
+    for status in (pb.ENOENTRY, pb.ENOLEDGER):
+        reply = to_reply(fence, pb.Response(status=status, header=pb.BKPacketHeader(version=3, operation=1, txnId=1)))
+        assert reply is not None and (reply.code, reply.lac) == (ReplyCode.OK, -1)
+    add = _request(RequestKind.ADD, 0)
+    header = pb.BKPacketHeader(version=3, operation=2, txnId=1)
+    for status in (pb.EIO, pb.EREADONLY, pb.ETOOMANYREQUESTS):
+        assert to_reply(add, pb.Response(status=status, header=header)) is None
+    assert to_reply(add, pb.Response(status=pb.EFENCED, header=header)) is not None
+
+
+# -- bookies that fail -----------------------------------------------------------------------------
+@pytest.fixture
+def garbage_bookie() -> Iterator[str]:
+    """A "bookie" that answers every request with bytes that are no v3 response."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn, contextlib.suppress(OSError):
+                conn.settimeout(5)
+                conn.recv(1 << 16)
+                conn.sendall(b"\x00\x00\x00\x05hello")  # a frame of 5 bytes, no protobuf Response
+                while not stop.is_set() and conn.recv(1 << 16):
+                    pass  # read on until the client closes
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    server.close()
+
+
+@pytest.mark.parametrize("broken", ["garbage", "unreachable"])
+def test_a_bookie_that_answers_garbage_or_cannot_be_reached_is_replaced(
+    broken: str, garbage_bookie: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad = garbage_bookie if broken == "garbage" else f"127.0.0.1:{free_port()}"
+    with ServedBookies(tmp_path, 3) as served:
+        ids = [bad, *served.bookie_ids]
+        network = WireNetwork(lambda: ids, lambda b: ids.index(b) + 1)
+        ledgers = LedgerMetadataStore(EmbeddedMetadataStore())
+        writer = network.attach(
+            BookKeeperClient(0, ledgers, network, config=ClientConfig(explicit_lac=False), placement=OrderedPlacement())
+        )
+        with caplog.at_level(logging.INFO, logger="ledgerspec.wire.client"):
+            handle = writer.create_ledger(3, 3, 2)
+            adds = [handle.add_entry(f"entry {i}".encode()) for i in range(3)]
+            network.run_until(lambda: all(f.done() for f in adds), within=20)
+        assert [f.result() for f in adds] == [0, 1, 2]
+        ensemble = ledgers.read(handle.ledger_id).metadata.segments[-1].ensemble
+        assert bad not in ensemble and served.bookie_ids[2] in ensemble  # the spare took its place
+        assert bad in network.unreachable and bad not in network.writable_bookies()
+        why = "a response that is no v3 message" if broken == "garbage" else "cannot be reached"
+        assert any(why in r.getMessage() and bad in r.getMessage() for r in caplog.records)
+        network.close()
+
+
+def test_a_request_unanswered_in_time_is_given_up(tmp_path: Path) -> None:
+    """A bookie that takes the connection and never answers: after the timeout the client is told, and the late
+    reply would be dropped."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    try:
+        with ServedBookies(tmp_path, 2) as served:
+            ids = [f"127.0.0.1:{silent.getsockname()[1]}", *served.bookie_ids]
+            network = WireNetwork(lambda: ids, lambda b: ids.index(b) + 1, timeout=0.5)
+            ledgers = LedgerMetadataStore(EmbeddedMetadataStore())
+            writer = network.attach(
+                BookKeeperClient(
+                    0, ledgers, network, config=ClientConfig(explicit_lac=False), placement=OrderedPlacement()
+                )
+            )
+            handle = writer.create_ledger(2, 2, 2)
+            add = handle.add_entry(b"entry 0")
+            network.run_until(add.done, within=20)
+            assert add.result() == 0 and network.timeouts == 1
+            assert ids[0] not in ledgers.read(handle.ledger_id).metadata.segments[-1].ensemble
+            network.close()
+    finally:
+        silent.close()
+
+
+# -- the scenarios -------------------------------------------------------------------------------------------
+def _statuses(out: Path) -> dict[str, dict[str, object]]:
+    return {d.name: json.loads((d / "verdict.json").read_text()) for d in sorted(out.iterdir()) if d.is_dir()}
+
+
+def _assert_every_scenario_conforms(recorded: dict[str, dict[str, object]], *, read_back: bool) -> None:
+    assert set(recorded) == set(CLIENT_SCENARIOS)
+    for name, verdict in recorded.items():
+        assert verdict["status"] == "conforms", (name, verdict)
+        facts = verdict["facts"]
+        assert isinstance(facts, dict)
+        assert ("read_by_bookies_client" in facts) is read_back
+    facts = {name: v["facts"] for name, v in recorded.items()}
+    assert facts["write-close-read"]["last_entry"] == 5  # type: ignore[index]
+    assert facts["recover-open-ledger"] == {  # every acknowledged entry kept; the writer's next add refused
+        "late_add": "LedgerFencedError",
+        "last_entry": 3,
+        **({"read_by_bookies_client": 4} if read_back else {}),
+    }
+    assert len(facts["bookie-crashes-while-writing"]["ensembles"]) == 2  # type: ignore[index]
+    assert recorded["recover-with-bookie-down"]["bookies_crashed"] == [3]
+
+
+def test_every_scenario_conforms_on_reference_bookies(tmp_path: Path) -> None:
+    with reference_bookies(tmp_path / "bookies") as bookies:
+        recordings = record_reference_client(list(CLIENT_SCENARIOS), bookies, tmp_path / "out")
+    assert [r.status for r in recordings] == ["conforms"] * len(CLIENT_SCENARIOS)
+    recorded = {k: v for k, v in _statuses(tmp_path / "out").items()}
+    _assert_every_scenario_conforms(recorded, read_back=False)
+    # The traces take the spec's fault paths, and each checks again from its manifest.
+    actions = {
+        name: {json.loads(line)["type"] for line in (tmp_path / "out" / name / "trace.ndjson").read_text().splitlines()}
+        for name in CLIENT_SCENARIOS
+    }
+    assert "WriterChangesEnsemble" in actions["bookie-crashes-while-writing"]
+    assert "RecovererChangesEnsemble" in actions["recover-with-bookie-down"]
+    assert main(["check", str(tmp_path / "out" / "recover-with-bookie-down"), "--json"]) == 0
+
+
+def test_the_command_line_records_on_reference_bookies_and_refuses_what_it_cannot_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["record", "reference-client", "--bookies", "reference", "--out", str(tmp_path)]
+    assert main([*argv, "--scenario", "write-close-read", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [s["status"] for s in report["scenarios"]] == ["conforms"]
+    assert main([*argv, "--recheck", str(tmp_path)]) == 2
+    assert "nothing to --recheck" in capsys.readouterr().err
+    assert main(["record", "bookkeeper", "--bookies", "reference", "--list"]) == 2
+    assert "--bookies is an option of reference-client only" in capsys.readouterr().err
+
+
+@pytest.mark.real_bookkeeper
+def test_every_scenario_conforms_on_bookkeepers_bookies_and_its_client_reads_each_ledger_back(
+    tmp_path: Path,
+) -> None:
+    """The released 4.17.2 bookies serve the reference client; the released Java client opens each ledger it
+    wrote, from the metadata it wrote to ZooKeeper, and reads every entry."""
+    with real_bookies(tmp_path / "cluster") as bookies:
+        recordings = record_reference_client(list(CLIENT_SCENARIOS), bookies, tmp_path / "out")
+    assert [r.status for r in recordings] == ["conforms"] * len(CLIENT_SCENARIOS)
+    _assert_every_scenario_conforms(_statuses(tmp_path / "out"), read_back=True)
