@@ -35,14 +35,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import attrs
 import orjson
 from kazoo.client import KazooClient
 from ledgerspec.conformance.adapters.jars import JarSet, java_executable
 
-__all__ = ["BOOKIE_STORAGES", "BookKeeperCluster", "ClusterError", "Harness", "free_port"]
+__all__ = ["BOOKIE_STORAGES", "BookKeeperCluster", "ClusterError", "Harness", "ScenarioCluster", "free_port"]
 
 _LOG4J = """<Configuration status="ERROR">
   <Appenders>
@@ -109,6 +109,37 @@ class _Bookie:
     @property
     def bookie_id(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+
+class ScenarioCluster(Protocol):
+    """What a ledger scenario and its recorder use of a cluster: its harness and ZooKeeper, and its bookies by
+    number (1 ..), to kill, stop, restart and read the files of. :class:`BookKeeperCluster` is one; a cluster of
+    reference bookies is another."""
+
+    storage: str
+
+    @property
+    def harness(self) -> Harness | None: ...
+
+    @property
+    def zookeeper(self) -> KazooClient: ...
+
+    @property
+    def bookie_ids(self) -> list[str]: ...
+
+    def number_of(self, bookie_id: str) -> int: ...
+
+    def bookie_directory(self, n: int) -> Path: ...
+
+    def bookie_log(self, n: int) -> Path: ...
+
+    def wait_for_bookies(self, count: int) -> list[str]: ...
+
+    def kill_bookie(self, n: int) -> None: ...
+
+    def stop_bookie(self, n: int) -> None: ...
+
+    def restart_bookie(self, n: int) -> None: ...
 
 
 class BookKeeperCluster:

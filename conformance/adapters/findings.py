@@ -56,6 +56,9 @@ class Finding:
     sources: tuple[str, ...]
     oracle_says: tuple[str, ...]  # phrases of the oracle's explanation, one of which identifies this finding
     reproduction: Reproduction | None = None  # a bug's stand-alone program
+    # The part of the system whose code it is in: "bookie", "client" or "managed-ledger". A scenario run with
+    # reference bookies in place of BookKeeper's cannot show a finding of the bookie.
+    part: str = "client"
 
     def explains(self, reason: str) -> bool:
         return any(phrase in reason for phrase in self.oracle_says)
@@ -99,6 +102,7 @@ FINDINGS = {
             ),
             ("observed writer_lac = 0, the spec has -1",),
             Reproduction("fence-of-empty-ledger", "FenceOfEmptyLedger", ("default",)),
+            part="bookie",
         ),
         Finding(
             "fence-lost-by-db-ledger-storage",
@@ -126,6 +130,7 @@ FINDINGS = {
             ),
             ("observed writer_lac = 0, the spec has -1",),
             Reproduction("fence-of-empty-ledger", "FenceOfEmptyLedger", ("db",)),
+            part="bookie",
         ),
         Finding(
             "fenced-writer-closes-ledger",
@@ -166,6 +171,7 @@ FINDINGS = {
             ),
             ("was never acknowledged, but the cursor covers it",),
             Reproduction("reset-record-keeps-acks", "ResetRecordKeepsAcks"),
+            part="managed-ledger",
         ),
     )
 }

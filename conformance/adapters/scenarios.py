@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
-from ledgerspec.conformance.adapters.cluster import BOOKIE_STORAGES, CHECKPOINT_INTERVAL_MS, BookKeeperCluster
+from ledgerspec.conformance.adapters.cluster import BOOKIE_STORAGES, CHECKPOINT_INTERVAL_MS, ScenarioCluster
 
 __all__ = ["SCENARIOS", "BookieReader", "BrokenPromiseError", "Driver", "Ledger", "Scenario"]
 
@@ -48,7 +48,7 @@ class BrokenPromiseError(Exception):
 class Driver:
     """A scenario's hold on the cluster: ledgers it made, bookies it killed."""
 
-    def __init__(self, cluster: BookKeeperCluster, scenario: str, read_bookie: BookieReader | None = None) -> None:
+    def __init__(self, cluster: ScenarioCluster, scenario: str, read_bookie: BookieReader | None = None) -> None:
         self.cluster = cluster
         self.scenario = scenario
         self.ledgers: list[Ledger] = []

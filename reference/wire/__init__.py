@@ -6,7 +6,8 @@
 - :mod:`.service`: a reference bookie's answer to each v3 request, served by
   the same code as the in-process cluster (:mod:`ledgerspec.reference.ledger.serving`);
 - :mod:`.registration`: the znodes a BookKeeper client finds bookies by;
-- :mod:`.server`: bookies on TCP ports, served from one asyncio loop.
+- :mod:`.server`: bookies on TCP ports, served from one asyncio loop;
+- :mod:`.network`: the other side, the reference ledger client's requests to any v3 bookie.
 """
 
 from ledgerspec.reference.wire.codec import MAX_FRAME_BYTES, FrameError, decode_request, decode_response, frame

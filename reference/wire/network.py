@@ -38,6 +38,16 @@ error callbacks, and its bookie-failure handling takes over. A reply that
 arrives after that is dropped, as ``PerChannelBookieClient`` drops a
 response whose ``txnId`` it no longer waits for.
 
+An add refused as fenced (``EFENCED``) reaches its client only once the
+fencing reads this network has pending at the same bookie are answered (or
+given up). BookKeeper's bookie may send the refusal first: adds and reads
+run on different thread pools, and a fencing read is answered only once its
+fence is journaled. The client would then learn of a fence before the read
+that set it is answered, which no step of the ledger spec gives (its bookie
+fences and answers in one step); holding the refusal back is a network
+delivering the two in the order the bookie fenced and refused, which a
+network may always do.
+
 Nothing here runs on its own: :meth:`WireNetwork.run_until` takes the
 client's steps (replies, timeouts, local steps) in one thread until the
 caller's condition holds.
@@ -215,6 +225,8 @@ class WireNetwork:
         # registration outlives it until its ZooKeeper session expires.
         self.unreachable: set[str] = set()
         self.observers: list[Callable[[], None]] = []  # told when each step of run_until is over
+        self._held: dict[str, list[Reply]] = {}  # refusals as fenced, until the fencing reads at their bookie end
+        self.held_back = 0  # refusals held back so far
 
     # -- the Network protocol -----------------------------------------------------------
     def send(self, request: Request) -> None:
@@ -296,9 +308,7 @@ class WireNetwork:
                 self._lost_connection(connection, str(exc))
                 continue
             for payload in frames:
-                if self._take(connection, payload):
-                    handed += 1
-                    self._step_done()
+                handed += self._take(connection, payload)
         return handed
 
     def _step_done(self) -> None:
@@ -324,13 +334,34 @@ class WireNetwork:
             _log.info("bookie %s: %r failed with %s", connection.bookie, request, pb.StatusCode.Name(response.status))
             self._failed.append(request)
             return 0
+        if request.kind is RequestKind.ADD and reply.code is ReplyCode.FENCED and self._fencing(request.bookie):
+            self._held.setdefault(request.bookie, []).append(reply)
+            self.held_back += 1
+            return 0
+        return self._hand(reply) + self._release(request.bookie)
+
+    def _hand(self, reply: Reply) -> int:
+        """Give ``reply`` to its client, if it waits for it (a step, over once this returns); 1 if it did."""
+        request = reply.request
         client = self.clients.get(request.client)
         if client is None or not client.awaits(reply):
             return 0
         client.deliver(reply)
         if request.kind in _SERVED_ACTION:
             self.events.bookie_served(_SERVED_ACTION[request.kind], request, True)
+        self._step_done()
         return 1
+
+    def _fencing(self, bookie: str) -> bool:
+        """Does a fencing read to ``bookie`` wait for its answer?"""
+        fencing = (RequestKind.FENCE, RequestKind.RECOVERY_READ)
+        return any(p.bookie == bookie and p.request.kind in fencing for p in self._pending.values())
+
+    def _release(self, bookie: str) -> int:
+        """Hand the refusals held back for ``bookie`` once no fencing read to it waits any more; how many."""
+        if bookie not in self._held or self._fencing(bookie):
+            return 0
+        return sum(self._hand(reply) for reply in self._held.pop(bookie))
 
     # -- driving --------------------------------------------------------------------------
     def _give_up(self) -> bool:
@@ -345,6 +376,8 @@ class WireNetwork:
                 self.timeouts += 1
                 client.timeout(request)
                 self._step_done()
+        for bookie in {r.bookie for r in gone}:
+            self._release(bookie)
         return bool(gone)
 
     def run_until(self, done: Callable[[], bool], *, within: float = 60.0) -> None:

@@ -258,6 +258,12 @@ class ServedBookies:
         if self.trace is not None:
             self.trace.crashed(n)
 
+    def shut_down(self, n: int) -> None:
+        """Stop bookie ``n`` the orderly way: it leaves ZooKeeper, drops its connections, flushes and checkpoints."""
+        bookie = self.bookies[n - 1]
+        self._leave(bookie)
+        self._run(bookie.close(clean=True))
+
     def restart(self, n: int) -> None:
         """Start bookie ``n`` again on its files and its port: it replays its journal and registers again."""
         bookie = self.bookies[n - 1]

@@ -52,7 +52,7 @@ from typing import Any
 import attrs
 import orjson
 from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper, MappingError
-from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, ClusterError
+from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, ClusterError, ScenarioCluster
 from ledgerspec.conformance.adapters.findings import FINDINGS, Finding
 from ledgerspec.conformance.adapters.jars import ARTIFACTS, JarSet, ensure_jars
 from ledgerspec.conformance.adapters.managed_ledger import CursorMappingError, CursorTraceMapper
@@ -84,6 +84,7 @@ from ledgerspec.spec.codecs import short_json
 from ledgerspec.spec.cursor.cursor import CursorSpec
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 from ledgerspec.spec.vocabulary import ndjson
+from ledgerspec.tools.recording.reference_bookies import REFERENCE_STORAGE, ReferenceBookieCluster
 
 __all__ = [
     "LedgerRecording",
@@ -96,6 +97,8 @@ __all__ = [
 
 #: Bookies in the cluster: enough for E=5, and for an ensemble of 3 to lose two bookies.
 CLUSTER_BOOKIES = 5
+#: Whose bookies the ledger scenarios run on: BookKeeper's from the jars, or reference bookies over TCP.
+BOOKIES = ("bookkeeper", "reference")
 #: Late replies (the third ack of a closed ledger's last entry) reach the client within this.
 _SETTLE_SECONDS = 0.3
 #: Bounds for the hidden steps between two observed events: a crash, a restart, lost replies.
@@ -262,18 +265,24 @@ def record_bookkeeper(
     jars: JarSet | None = None,
     progress: Callable[[ScenarioRecording], None] | None = None,
     status: Callable[[str], None] | None = None,
+    bookies: str = "bookkeeper",
 ) -> list[ScenarioRecording]:
     """Run ``names`` (scenario names) on one fresh cluster; write and check their traces (module docstring).
 
     ``progress`` is given each scenario's recording as it is done; ``status`` is told of each step as it
     starts: the fetch of the jars, the start of each process of the cluster, each scenario, the reading of
-    what the cluster kept.
+    what the cluster kept. ``bookies="reference"`` runs them on reference bookies in place of BookKeeper's
+    (:mod:`.reference_bookies`), all on one cluster, in ``OUT/cluster-reference``.
     """
-    return _record_suite(names, SCENARIOS, out, jars, progress, _record_one, deleted_ok=False, status=status)
+    if bookies not in BOOKIES:
+        raise ValueError(f"unknown bookies {bookies!r}; the bookies: {', '.join(BOOKIES)}")
+    return _record_suite(
+        names, SCENARIOS, out, jars, progress, _record_one, deleted_ok=False, status=status, bookies=bookies
+    )
 
 
 #: Runs one scenario on the cluster into its directory, and adds the entries it saw acknowledged.
-_RecordOne = Callable[[BookKeeperCluster, str, Path, dict[int, list[int]]], ScenarioRecording]
+_RecordOne = Callable[[Any, str, Path, dict[int, list[int]]], ScenarioRecording]
 
 
 def _record_suite(
@@ -286,6 +295,7 @@ def _record_suite(
     *,
     deleted_ok: bool,
     status: Callable[[str], None] | None = None,
+    bookies: str = "bookkeeper",
 ) -> list[ScenarioRecording]:
     """Scenarios one after another on one fresh cluster; then the bookies' files, once it has stopped.
 
@@ -300,14 +310,20 @@ def _record_suite(
     jars = jars or ensure_jars(status=status)
     by_storage: dict[str, list[str]] = {}
     for name in names:
-        by_storage.setdefault(getattr(known[name], "storage", "default"), []).append(name)
+        storage = REFERENCE_STORAGE if bookies == "reference" else getattr(known[name], "storage", "default")
+        by_storage.setdefault(storage, []).append(name)
     recordings: dict[str, ScenarioRecording] = {}
     for storage, group in by_storage.items():
         suffix = "" if storage == "default" else f"-{storage}"
         cluster_dir = out / f"cluster{suffix}"
         shutil.rmtree(cluster_dir, ignore_errors=True)
         acknowledged: dict[int, list[int]] = {}
-        with BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES, storage, status=status) as cluster:
+        cluster_of_storage: BookKeeperCluster | ReferenceBookieCluster = (
+            ReferenceBookieCluster(jars, cluster_dir, CLUSTER_BOOKIES, status=status)
+            if storage == REFERENCE_STORAGE
+            else BookKeeperCluster(jars, cluster_dir, CLUSTER_BOOKIES, storage, status=status)
+        )
+        with cluster_of_storage as cluster:
             for name in group:
                 say(f"scenario {name} ({len(recordings) + 1} of {len(names)})")
                 started = time.monotonic()
@@ -340,7 +356,7 @@ def _record_suite(
 
 
 def _record_one(
-    cluster: BookKeeperCluster, name: str, directory: Path, acknowledged: dict[int, list[int]]
+    cluster: ScenarioCluster, name: str, directory: Path, acknowledged: dict[int, list[int]]
 ) -> ScenarioRecording:
     """Run one scenario and write what was seen (``observations.ndjson``, ``run.json``, ``metadata.json``)."""
     assert cluster.harness is not None
@@ -373,6 +389,8 @@ def _record_one(
         "failure": failure,
         "seconds": round(time.monotonic() - started, 3),
     }
+    if cluster.storage == REFERENCE_STORAGE:
+        run["bookies"] = "reference"  # the scenario cannot show a finding of BookKeeper's bookie
     (directory / "run.json").write_text(json.dumps(run, indent=2) + "\n")
     (directory / "metadata.json").write_text(json.dumps(_read_metadata(cluster, ledger_ids), indent=2) + "\n")
     if driver.inspections or driver.restart_logs:
@@ -401,7 +419,7 @@ def _one_item_a_line(value: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(parts) + "\n}\n"
 
 
-def read_bookie_now(cluster: BookKeeperCluster, n: int, ledger_ids: Sequence[int]) -> dict[str, Any]:
+def read_bookie_now(cluster: ScenarioCluster, n: int, ledger_ids: Sequence[int]) -> dict[str, Any]:
     """What bookie ``n``'s files say now about ``ledger_ids``, read with the ``inspect-bookie`` readers.
 
     The bookie may be running: a journal record it is writing reads as a torn
@@ -568,6 +586,7 @@ def _write_checked(
             system=run.get("system", "bookkeeper"),
         ),
     )
+    expects, may_show = _expectations(run, scenario)
     recording = ScenarioRecording(
         str(run["scenario"]),
         scenario.summary if scenario is not None else "",
@@ -575,12 +594,29 @@ def _write_checked(
         tuple(ledgers),
         run["failure"],
         float(run["seconds"]),
-        scenario.expects if scenario is not None else None,
-        scenario.may_show if scenario is not None else (),
+        expects,
+        may_show,
         evidence,
     )
     (directory / "verdict.json").write_text(json.dumps(_verdict_json(recording, skipped), indent=2) + "\n")
     return recording
+
+
+def _expectations(
+    run: dict[str, Any], scenario: Scenario | ManagedLedgerScenario | None
+) -> tuple[str | None, tuple[str, ...]]:
+    """The finding a recording is to show, and those it may show: the scenario's, less those of BookKeeper's
+    bookie when it ran on reference bookies."""
+    if scenario is None:
+        return None, ()
+    if run.get("bookies") != "reference":
+        return scenario.expects, scenario.may_show
+
+    def of_bookie(name: str) -> bool:
+        return FINDINGS[name].part == "bookie"
+
+    expects = None if scenario.expects is None or of_bookie(scenario.expects) else scenario.expects
+    return expects, tuple(name for name in scenario.may_show if not of_bookie(name))
 
 
 def _verdict_json(recording: ScenarioRecording, skipped: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -605,9 +641,7 @@ def _verdict_json(recording: ScenarioRecording, skipped: dict[str, list[dict[str
     }
 
 
-def _read_metadata(
-    cluster: BookKeeperCluster, ledger_ids: Sequence[int], *, deleted_ok: bool = False
-) -> dict[str, Any]:
+def _read_metadata(cluster: ScenarioCluster, ledger_ids: Sequence[int], *, deleted_ok: bool = False) -> dict[str, Any]:
     """Each ledger's znode, decoded with the project's LedgerMetadataFormat reader.
 
     With ``deleted_ok``, a ledger deleted since (a managed ledger trims the
@@ -637,11 +671,13 @@ def _read_metadata(
 
 
 def _record_bookies(
-    cluster: BookKeeperCluster, out: Path, metadata: dict[str, Any], acknowledged: dict[int, list[int]]
+    cluster: ScenarioCluster, out: Path, metadata: dict[str, Any], acknowledged: dict[int, list[int]]
 ) -> None:
-    """Each stopped bookie's files, read and checked; and where each acknowledged entry is journaled."""
+    """Each stopped bookie's files, read and checked; and where each acknowledged entry is journaled, and where it
+    is kept at all (in a journal, or in the ledger storage's index)."""
     out.mkdir(parents=True, exist_ok=True)
     journaled: dict[str, set[tuple[int, int]]] = {}
+    stored: dict[str, set[tuple[int, int]]] = {}
     for n, bookie_id in enumerate(cluster.bookie_ids, start=1):
         layout = BookieLayout.discover(str(cluster.bookie_directory(n)))
         if layout is None:
@@ -658,15 +694,23 @@ def _record_bookies(
             for record in journal.records
             if record.kind is RecordKind.ENTRY
         }
+        indexed = {(index.ledger_id, entry) for index in files.indexes for entry in index.locations}
+        stored[bookie_id] = journaled[bookie_id] | indexed
     (out / "acknowledged.json").write_text(
-        json.dumps(_acknowledged_on_journals(metadata, acknowledged, journaled), indent=2) + "\n"
+        json.dumps(_acknowledged_on_journals(metadata, acknowledged, journaled, stored), indent=2) + "\n"
     )
 
 
 def _acknowledged_on_journals(
-    metadata: dict[str, Any], acknowledged: dict[int, list[int]], journaled: dict[str, set[tuple[int, int]]]
+    metadata: dict[str, Any],
+    acknowledged: dict[int, list[int]],
+    journaled: dict[str, set[tuple[int, int]]],
+    stored: dict[str, set[tuple[int, int]]],
 ) -> dict[str, Any]:
-    """For each ledger: acknowledged entries journaled on fewer than Qa bookies of their write set.
+    """For each ledger: acknowledged entries journaled on fewer than Qa bookies of their write set
+    (``on_fewer_than_qa_journals``: BookKeeper keeps ``maxBackupJournals`` journals past the lastMark, so that
+    is where its bookies keep them; the reference bookie deletes a journal once a checkpoint passed it), and
+    those kept on fewer than Qa bookies at all, in a journal or in the index (``on_fewer_than_qa_bookies``).
 
     A ledger deleted since has no write sets left to check against: it is only counted.
     """
@@ -677,14 +721,21 @@ def _acknowledged_on_journals(
             report[str(ledger_id)] = {"acknowledged": len(entries), "ledger_deleted": True}
             continue
         e, qw, qa = m["ensemble_size"], m["write_quorum_size"], m["ack_quorum_size"]
-        short = []
+        short, lost = [], []
         for entry in entries:
             ensemble = [seg for first, seg in m["segments"] if first <= entry][-1]
             write_set = [ensemble[(entry + i) % e] for i in range(qw)]
             on = [b for b in write_set if (ledger_id, entry) in journaled.get(b, set())]
             if len(on) < qa:
                 short.append({"entry": entry, "write_set": write_set, "journaled_on": on})
-        report[str(ledger_id)] = {"acknowledged": len(entries), "on_fewer_than_qa_journals": short}
+            kept = [b for b in write_set if (ledger_id, entry) in stored.get(b, set())]
+            if len(kept) < qa:
+                lost.append({"entry": entry, "write_set": write_set, "stored_on": kept})
+        report[str(ledger_id)] = {
+            "acknowledged": len(entries),
+            "on_fewer_than_qa_journals": short,
+            "on_fewer_than_qa_bookies": lost,
+        }
     return report
 
 

@@ -42,7 +42,13 @@ from ledgerspec.conformance.adapters.jars import JarSet, ensure_jars
 from ledgerspec.conformance.checker import Bounds, check_trace
 from ledgerspec.conformance.events import events_from_json
 from ledgerspec.conformance.manifest import manifest_json, write_manifest
-from ledgerspec.reference.ledger.client import BookKeeperClient, ClientConfig, LedgerHandle, OrderedPlacement
+from ledgerspec.reference.ledger.client import (
+    BookKeeperClient,
+    ClientConfig,
+    LedgerHandle,
+    OrderedPlacement,
+    RecoveryOpen,
+)
 from ledgerspec.reference.ledger.client_view import ClientView, client_view
 from ledgerspec.reference.ledger.trace import ClientTraceRecorder
 from ledgerspec.reference.metadata.embedded import EmbeddedMetadataStore
@@ -223,9 +229,12 @@ class Run:
         closing = self._step(handle.close())
         self.wait(closing)
 
+    def start_recovery(self, client: int, ledger_id: int) -> RecoveryOpen:
+        """Recovering client ``client`` opens the ledger with recovery; the open goes on as the network runs."""
+        return self._step(self.recoverers[client].recover_ledger(ledger_id, password=PASSWORD))
+
     def recover(self, client: int, ledger_id: int) -> None:
-        recovery = self._step(self.recoverers[client].recover_ledger(ledger_id, password=PASSWORD))
-        self.wait(recovery.future)
+        self.wait(self.start_recovery(client, ledger_id).future)
 
     def wait(self, *futures: Future[Any]) -> None:
         self.network.run_until(lambda: all(f.done() for f in futures), within=_WITHIN)

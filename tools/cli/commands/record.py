@@ -20,7 +20,10 @@ writes nothing under DIR, only under ``--out``. Each scenario's traces get
 a ``manifest.json`` beside them, so ``ledgerspec check OUT`` checks them
 again with the constants they were recorded under.
 
-``reference-client`` turns it round: the project's reference ledger client
+``bookkeeper --bookies reference`` runs the same scenarios with the Java
+client on reference bookies served over TCP in place of BookKeeper's
+(:mod:`ledgerspec.tools.recording.reference_bookies`); the findings of
+BookKeeper's bookie are then not expected. ``reference-client`` turns it round: the project's reference ledger client
 speaks BookKeeper's v3 protocol to four real bookies (``--bookies real``, the
 default) or to four reference bookies served over TCP (``--bookies
 reference``, no Java), its client-mode trace is checked against the ledger
@@ -112,7 +115,8 @@ def register(commands: Any) -> None:
         "--bookies",
         choices=BOOKIE_KINDS,
         default="real",
-        help="reference-client only: BookKeeper's bookies from the jars (real), or reference bookies over TCP",
+        help="bookkeeper and reference-client: BookKeeper's bookies from the jars (real, the default), or reference "
+        "bookies served over TCP in their place",
     )
     record.set_defaults(run=_record)
 
@@ -126,8 +130,8 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
         "reference-client": CLIENT_SCENARIOS,
     }
     known = suites[args.system]
-    if args.bookies != "real" and args.system != "reference-client":
-        raise UsageError("--bookies is an option of reference-client only")
+    if args.bookies != "real" and args.system == "managed-ledger":
+        raise UsageError("--bookies is an option of bookkeeper and reference-client only")
     names = args.scenario or list(known)
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -160,9 +164,13 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
         with runs_progress(err, quiet=args.json, transient=True) as steps:
             if args.system == "reference-client":
                 recordings = _record_reference_client(args, names, progress, steps.step)
+            elif args.system == "bookkeeper":
+                bookies = "reference" if args.bookies == "reference" else "bookkeeper"
+                recordings = record_bookkeeper(
+                    names, Path(args.out), progress=progress, status=steps.step, bookies=bookies
+                )
             else:
-                record = record_bookkeeper if args.system == "bookkeeper" else record_managed_ledger
-                recordings = record(names, Path(args.out), progress=progress, status=steps.step)
+                recordings = record_managed_ledger(names, Path(args.out), progress=progress, status=steps.step)
     except JavaSetupError as exc:
         err.print(f"[bold red]{escape(str(exc))}[/]", soft_wrap=True)
         return EXIT_MISSING_TOOL
