@@ -120,7 +120,7 @@ def test_the_defaults_leave_actions_out_and_the_warning_names_the_preset_that_do
     text = " ".join(out.split())
     assert code == 0
     assert (
-        "warning: the python explorer never took 2 of 13 actions: BookieLosesDisk, WorkerGivesUp. The run checked "
+        "warning: the python explorer never took 2 of 14 actions: BookieLosesDisk, WorkerGivesUp. The run checked "
         "none of their steps; --preset faults takes every action" in text
     )
 

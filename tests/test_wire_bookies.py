@@ -14,6 +14,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,39 @@ def test_a_restarted_bookie_serves_what_its_journal_holds(tmp_path: Path) -> Non
         assert lac.readLacResponse.lacBody == encode_lac(LEDGER, 0)
         assert lac.readLacResponse.lastEntryBody == _entry(0, -1)
         again.close()
+
+
+def _long_poll(client: Client, previous_lac: int, timeout_ms: int) -> int:
+    """Send a long-poll read (``ReadLastConfirmedAndEntryOp``'s: entry -1, ``ENTRY_PIGGYBACK``); its txnId."""
+    client.txn += 1
+    read = pb.ReadRequest(
+        ledgerId=LEDGER, entryId=-1, flag=pb.ReadRequest.ENTRY_PIGGYBACK, previousLAC=previous_lac, timeOut=timeout_ms
+    )
+    header = pb.BKPacketHeader(version=pb.VERSION_THREE, operation=pb.READ_ENTRY, txnId=client.txn)
+    client.sock.sendall(frame(pb.Request(header=header, readRequest=read)))
+    return client.txn
+
+
+def test_a_long_poll_read_waits_for_the_lac_while_the_connection_serves_the_adds_that_move_it(
+    client: Client,
+) -> None:
+    """LongPollReadEntryProcessorV3: answered once the LAC passes previousLAC, with that LAC and the entry after
+    previousLAC; the adds sent after it on the same connection are served meanwhile."""
+    assert [client.add(e, e - 1).status for e in range(2)] == [pb.EOK] * 2  # the bookie's LAC is 0
+    poll = _long_poll(client, 0, 10_000)
+    assert client.add(2, 1).addResponse.status == pb.EOK  # answered before the poll: LAC 1 now
+    answered = client.receive()
+    assert answered is not None and answered.header.txnId == poll
+    read = answered.readResponse
+    assert answered.status == read.status == pb.EOK
+    assert (read.maxLAC, read.entryId, read.body) == (1, 1, _entry(1, 0))
+    # the LAC past previousLAC already: answered at once; a wait that times out: the LAC as it is, no entry
+    assert _long_poll(client, -1, 10_000) and client.receive().readResponse.body == _entry(0, -1)  # type: ignore[union-attr]
+    started = time.monotonic()
+    _long_poll(client, 1, 200)
+    timed_out = client.receive()
+    assert timed_out is not None and time.monotonic() - started >= 0.2
+    assert timed_out.readResponse.maxLAC == 1 and not timed_out.readResponse.HasField("body")
 
 
 def test_operations_not_served_get_bookkeepers_own_status_on_a_connection_that_stays_open(client: Client) -> None:

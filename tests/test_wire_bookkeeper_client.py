@@ -9,6 +9,8 @@ usual metadata and talks to them with its default v3 protocol.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -124,6 +126,39 @@ def test_a_client_on_the_v2_protocol_writes_fences_and_recovers_as_pulsars_broke
     seen = sum((b.operations for b in served.bookies), Counter[str]()) - before
     assert seen["v2:ADDENTRY"] >= 2 * 5 and seen["v2:READENTRY"] > 0
     assert not [op for op in seen if not op.startswith("v2:")]  # not one v3 request
+
+
+def test_a_tailing_reader_long_polls_the_lac_and_gets_the_next_entry_once_it_is_confirmed(
+    cluster: tuple[BookKeeperCluster, ServedBookies],
+) -> None:
+    """The Java client's long poll (``readLastAddConfirmedAndEntry``, v3 ``READ_ENTRY`` with ``previousLAC`` and
+    ``ENTRY_PIGGYBACK``) waits on the reference bookies until the writer's next add confirms the entry."""
+    bookkeeper, served = cluster
+    harness = _harness(cluster)
+    ledger = harness.call("create", client=0, ensemble=3, write=3, ack=3)["ledger"]
+    for _ in range(3):  # one at a time, each add carrying the LAC of the one before: the bookies' LAC is 1
+        assert harness.call("add", client=0, ledger=ledger, count=1)["results"] == [0]
+    before = sum((b.operations for b in served.bookies), Counter[str]())
+    reader = bookkeeper.start_harness("tailer")
+    try:
+        assert reader.call("open", client=1, ledger=ledger, recovery=False)["last_add_confirmed"] == 1
+        answers: list[dict[str, object]] = []
+        poll = threading.Thread(
+            target=lambda: answers.append(
+                reader.call("read-lac-and-entry", client=1, ledger=ledger, entry=2, timeout=20_000)
+            )
+        )
+        poll.start()
+        time.sleep(1.0)
+        assert poll.is_alive()  # entry 2 is not confirmed yet: the bookies hold the poll
+        assert harness.call("add", client=0, ledger=ledger, count=1)["results"] == [0]  # carries LAC 2
+        poll.join(20)
+        assert [(a["lac"], a["entry"]) for a in answers] == [(2, _expected(ledger, 3)[2])]
+        timed_out = reader.call("read-lac-and-entry", client=1, ledger=ledger, entry=4, timeout=300)
+        assert (timed_out["lac"], timed_out["entry"]) == (2, None)  # nothing past LAC 2: it waited, then answered
+    finally:
+        reader.close()
+    assert sum((b.operations for b in served.bookies), Counter[str]())["READ_ENTRY"] > before["READ_ENTRY"]
 
 
 def test_the_wire_benchmark_times_adds_that_all_reached_the_bookies(

@@ -103,6 +103,18 @@ class BookieRegistration:
             raise RegistrationError(f"{path} is held by another ZooKeeper session: is the bookie running?") from None
         return path
 
+    def set_read_only(self, bookie_id: str, host: str, port: int, read_only: bool) -> str:
+        """Move the bookie's registration to ``available/readonly/<bookie_id>`` or back, as a bookie that turns
+        read-only (or writable again) does (``ZKRegistrationManager.registerBookie``); the new znode's path."""
+        available = f"{self.ledgers_root}/available"
+        writable, readonly = f"{available}/{bookie_id}", f"{available}/readonly/{bookie_id}"
+        new, old = (readonly, writable) if read_only else (writable, readonly)
+        if self._zk.exists(new) is None:
+            self._zk.create(new, service_info(host, port), ephemeral=True, makepath=True)
+        if self._zk.exists(old) is not None:
+            self._zk.delete(old)
+        return new
+
     def close(self) -> None:
         """End the session: ZooKeeper removes the bookie's ephemeral znode, and clients see it leave."""
         self._zk.stop()

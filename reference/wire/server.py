@@ -19,6 +19,9 @@ crashes and restarts, in that one order (:mod:`.trace`); :meth:`ServedBookies.st
 writes them as ledger-spec traces in the ``bookies`` observation mode, one
 per ledger, in that file, with a ``manifest.json`` beside it.
 
+Given a fault plan or a control port (:mod:`.faults`), the bookies crash,
+restart, lose or delay answers, fsync slowly, or turn read-only on command.
+
 A frame the bookie cannot take (:class:`~.codec.FrameError`: a negative or
 too long length, bytes that are neither a v3 nor a v2 request, a stream cut in the middle
 of a frame) is logged with its reason, on the logger ``ledgerspec.wire``,
@@ -32,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import logging
 import os
 import threading
@@ -47,6 +51,7 @@ from ledgerspec.reference.metadata.ledger_metadata_format import decode_ledger_m
 from ledgerspec.reference.metadata.ledger_paths import ledger_path
 from ledgerspec.reference.wire import v2 as v2_protocol
 from ledgerspec.reference.wire.codec import LENGTH, FrameError, decode_request, frame_length
+from ledgerspec.reference.wire.faults import BookieFaults, FaultCommand, FaultError, parse_command
 from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
 from ledgerspec.reference.wire.registration import BookieRegistration, connect
 from ledgerspec.reference.wire.service import WireService
@@ -57,6 +62,8 @@ __all__ = ["ServedBookie", "ServedBookies"]
 _log = logging.getLogger("ledgerspec.wire")
 _T = TypeVar("_T")
 _LOOP_TIMEOUT = 60.0
+#: How often a waiting long-poll read looks at the bookie's LAC again: the adds that move it run on the same loop.
+_LONG_POLL_STEP = 0.002
 
 
 class ServedBookie:
@@ -81,6 +88,14 @@ class ServedBookie:
         self.connections = 0  # connections accepted
         self.operations: collections.Counter[str] = collections.Counter()  # requests answered, by operation
         self.closed_for_bad_frames = 0  # connections closed because of a frame the bookie could not take
+        self.faults = BookieFaults()  # what it is told to do wrong (:mod:`.faults`)
+        self.replies_dropped = 0  # requests served whose answer a fault kept back
+        self.on_answered: Callable[[], None] | None = None  # told after each request answered (a fault plan)
+
+    @property
+    def running(self) -> bool:
+        """Is it listening (started, and not crashed or stopped since)?"""
+        return self._server is not None
 
     @property
     def bookie_id(self) -> str:
@@ -127,11 +142,25 @@ class ServedBookie:
         assert task is not None
         self._open[task] = writer
         v2 = False  # the connection speaks v2 from its first frame that is not v3 on (RequestDecoder.channelRead)
+        polls: set[asyncio.Task[None]] = set()  # long-poll reads waiting, each answered on its own
         try:
             while (payload := await self._read_payload(reader)) is not None:
-                answer, v2 = self._answer(payload, v2, peer)
-                writer.write(LENGTH.pack(len(answer)) + answer)
-                await writer.drain()
+                if not v2 and (waiting := self._long_poll(payload)) is not None:
+                    polls.add(asyncio.create_task(self._answer_long_poll(*waiting, writer)))
+                    polls = {p for p in polls if not p.done()}
+                    continue
+                answer, v2, operation, changes = self._answer(payload, v2, peer)
+                send, wait = self.faults.answer(operation, changes)
+                if wait:
+                    await asyncio.sleep(wait)
+                if send:
+                    writer.write(LENGTH.pack(len(answer)) + answer)
+                    await writer.drain()
+                else:
+                    self.replies_dropped += 1
+                    _log.info("bookie %s: the answer to a %s request is dropped (a fault)", self.bookie_id, operation)
+                if self.on_answered is not None:
+                    self.on_answered()
         except FrameError as exc:
             self.closed_for_bad_frames += 1
             _log.warning("bookie %s: closing the connection from %s: %s", self.bookie_id, peer, exc)
@@ -140,13 +169,37 @@ class ServedBookie:
         except Exception:
             _log.exception("bookie %s: closing the connection from %s after an error", self.bookie_id, peer)
         finally:
+            for poll in polls:
+                poll.cancel()
             self._open.pop(task, None)
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    def _answer(self, payload: bytes, v2: bool, peer: object) -> tuple[bytes, bool]:
-        """The answer to one frame, and whether the connection speaks v2 from now on."""
+    def _long_poll(self, payload: bytes) -> tuple[pb.Request, float] | None:
+        """The v3 long-poll read in ``payload`` and how long it may wait, when it must wait; None otherwise."""
+        assert self.service is not None
+        try:
+            request = decode_request(payload)
+        except FrameError:
+            return None
+        wait = self.service.long_poll(request)
+        return None if wait is None else (request, wait)
+
+    async def _answer_long_poll(self, request: pb.Request, wait: float, writer: asyncio.StreamWriter) -> None:
+        """Answer a long-poll read once the LAC passed its ``previousLAC`` or ``wait`` seconds went by; the requests
+        after it on the connection are served meanwhile (``LongPollReadEntryProcessorV3`` waits on a watcher)."""
+        assert self.service is not None
+        deadline = asyncio.get_running_loop().time() + wait
+        while not self.service.long_poll_done(request) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(_LONG_POLL_STEP)
+        self.operations[pb.OperationType.Name(request.header.operation)] += 1
+        answer = self.service.respond(request).SerializeToString()
+        writer.write(LENGTH.pack(len(answer)) + answer)
+
+    def _answer(self, payload: bytes, v2: bool, peer: object) -> tuple[bytes, bool, str, bool]:
+        """The answer to one frame; whether the connection speaks v2 from now on; the request's operation (a v2
+        one by its v3 name) and whether it changed the bookie (an add, a fencing read, an explicit LAC)."""
         assert self.service is not None
         if not v2:
             try:
@@ -157,10 +210,17 @@ class ServedBookie:
                 except FrameError as not_v2:
                     raise FrameError(f"{not_v3}; nor is it v2: {not_v2}") from None
                 _log.info("bookie %s: the connection from %s speaks the v2 protocol", self.bookie_id, peer)
-                return self._answer_v2(decoded), True
-            self.operations[pb.OperationType.Name(request.header.operation)] += 1
-            return self.service.respond(request).SerializeToString(), False
-        return self._answer_v2(v2_protocol.decode(payload)), True
+                return (self._answer_v2(decoded), True, *_v2_operation(decoded))
+            operation = pb.OperationType.Name(request.header.operation)
+            self.operations[operation] += 1
+            read = request.readRequest
+            fencing = (
+                request.HasField("readRequest") and read.HasField("flag") and read.flag == pb.ReadRequest.FENCE_LEDGER
+            )
+            changes = operation in ("ADD_ENTRY", "WRITE_LAC") or fencing
+            return self.service.respond(request).SerializeToString(), False, operation, changes
+        decoded = v2_protocol.decode(payload)
+        return (self._answer_v2(decoded), True, *_v2_operation(decoded))
 
     def _answer_v2(self, request: v2_protocol.V2Request) -> bytes:
         assert self.service is not None
@@ -184,6 +244,15 @@ class ServedBookie:
         return payload
 
 
+def _v2_operation(request: v2_protocol.V2Request) -> tuple[str, bool]:
+    """A v2 request's operation by its v3 name, and whether it changes the bookie."""
+    if request.op == v2_protocol.ADDENTRY:
+        return "ADD_ENTRY", True
+    if request.op == v2_protocol.READENTRY:
+        return "READ_ENTRY", bool(request.flags & v2_protocol.FLAG_DO_FENCING)
+    return v2_protocol.OP_NAMES.get(request.op, str(request.op)), False
+
+
 class ServedBookies:
     """``count`` reference bookies under ``root`` (``bookie-1`` ..), served on ``host``; a context manager.
 
@@ -191,7 +260,9 @@ class ServedBookies:
     With ``zookeeper`` (``host:port``), each bookie registers under
     ``ledgers_root`` there, in a ZooKeeper session of its own. With
     ``trace``, a file, the bookies record what they serve and :meth:`stop`
-    writes it there (module docstring).
+    writes it there (module docstring). ``plan`` is a fault plan
+    (:mod:`.faults`); with ``control`` (a port, 0 for any), a control port
+    takes fault commands as the bookies run (:attr:`control_port`).
     """
 
     def __init__(
@@ -205,6 +276,8 @@ class ServedBookies:
         ledgers_root: str = "/ledgers",
         config: BookieConfig | None = None,
         trace: Path | None = None,
+        plan: Sequence[FaultCommand] = (),
+        control: int | None = None,
     ) -> None:
         if count < 1:
             raise ValueError(f"serve at least one bookie, not {count}")
@@ -218,19 +291,107 @@ class ServedBookies:
         self.bookies = [ServedBookie(n, root / f"bookie-{n}", host, config, self.trace) for n in range(1, count + 1)]
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="ledgerspec-bookies", daemon=True)
+        bad = [c for c in plan if not 1 <= c.bookie <= count]
+        if bad:
+            raise FaultError(f"the fault plan names bookie {bad[0].bookie}; the bookies are 1 .. {count}")
+        self._plan = list(plan)  # commands not applied yet
+        self.answered = 0  # requests the bookies answered in all: a plan's clock
+        self.applied: list[FaultCommand] = []  # fault commands applied so far, in order
+        self._control = control
+        self._control_server: asyncio.Server | None = None
+        self.control_port: int | None = None
+        for bookie in self.bookies:
+            bookie.on_answered = self._answered
 
     def _run(self, coroutine: Coroutine[Any, Any, _T]) -> _T:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(_LOOP_TIMEOUT)
 
     def start(self) -> ServedBookies:
-        """Start every bookie (each replays its journal), listen, then register each with ZooKeeper."""
+        """Start every bookie (each replays its journal), listen, then register each with ZooKeeper; then apply
+        the plan's first commands and open the control port."""
         self._thread.start()
         for bookie, port in zip(self.bookies, self.ports, strict=True):
             self._run(bookie.listen(port))
             _log.info("bookie %d serving on %s, files in %s", bookie.number, bookie.bookie_id, bookie.directory)
         for bookie in self.bookies:
             self._register(bookie)
+        self._run(self._apply_due())
+        if self._control is not None:
+            self._run(self._open_control(self._control))
         return self
+
+    # -- faults ---------------------------------------------------------------------------------
+    def apply(self, command: FaultCommand) -> None:
+        """Apply a fault command now (:mod:`.faults`); :class:`FaultError` when it cannot be (a restart of a
+        bookie that runs)."""
+        self._run(self._apply(command))
+
+    async def _apply(self, command: FaultCommand) -> None:
+        bookie = self.bookies[command.bookie - 1]
+        running = bookie.running
+        if command.fault == "crash":
+            if not running:
+                raise FaultError(f"bookie {command.bookie} is not running: it cannot crash")
+            self._leave(bookie)
+            await bookie.close(clean=False)
+            if self.trace is not None:
+                self.trace.crashed(command.bookie)
+        elif command.fault == "restart":
+            if running:
+                raise FaultError(f"bookie {command.bookie} is running: crash it first")
+            await bookie.listen(bookie.port)
+            self._register(bookie)
+        else:
+            bookie.faults.apply(command)
+            if command.fault in ("read-only", "writable"):
+                assert bookie.service is not None
+                bookie.service.read_only = bookie.faults.read_only
+                if bookie.registration is not None:
+                    bookie.registration.set_read_only(
+                        bookie.bookie_id, bookie.host, bookie.port, bookie.faults.read_only
+                    )
+        self.applied.append(command)
+        _log.info("bookie %d: fault %s", command.bookie, command.to_json())
+
+    def _answered(self) -> None:
+        self.answered += 1
+        if any(c.after <= self.answered for c in self._plan):
+            self._loop.create_task(self._apply_due())
+
+    async def _apply_due(self) -> None:
+        """Apply the plan's commands whose time has come, in the plan's order."""
+        due = [c for c in self._plan if c.after <= self.answered]
+        self._plan = [c for c in self._plan if c.after > self.answered]
+        for command in due:
+            try:
+                await self._apply(command)
+            except FaultError as exc:
+                _log.warning("the fault plan's %s cannot be applied: %s", command.to_json(), exc)
+
+    async def _open_control(self, port: int) -> None:
+        self._control_server = await asyncio.start_server(self._serve_control, "127.0.0.1", port)
+        self.control_port = int(self._control_server.sockets[0].getsockname()[1])
+        _log.info("fault control port on 127.0.0.1:%d", self.control_port)
+
+    async def _serve_control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One JSON command a line, answered with one JSON line; a bad one is answered with what is wrong."""
+        line_number = 0
+        with contextlib.suppress(ConnectionError):
+            while line := await reader.readline():
+                line_number += 1
+                try:
+                    try:
+                        value = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise FaultError(f"control line {line_number}: not JSON: {exc.msg}") from None
+                    command = parse_command(value, f"control line {line_number}", len(self.bookies))
+                    await self._apply(command)
+                    answer = {"ok": True, "applied": command.to_json()}
+                except FaultError as exc:
+                    answer = {"ok": False, "error": str(exc)}
+                writer.write(json.dumps(answer).encode() + b"\n")
+                await writer.drain()
+        writer.close()
 
     def _register(self, bookie: ServedBookie) -> None:
         if self.zookeeper is not None:
@@ -252,11 +413,7 @@ class ServedBookies:
         until the session times out, and a restart waits for that
         (``ZKRegistrationManager.checkRegNodeAndWaitExpired``).
         """
-        bookie = self.bookies[n - 1]
-        self._leave(bookie)
-        self._run(bookie.close(clean=False))
-        if self.trace is not None:
-            self.trace.crashed(n)
+        self.apply(FaultCommand("crash", n))
 
     def shut_down(self, n: int) -> None:
         """Stop bookie ``n`` the orderly way: it leaves ZooKeeper, drops its connections, flushes and checkpoints."""
@@ -266,9 +423,7 @@ class ServedBookies:
 
     def restart(self, n: int) -> None:
         """Start bookie ``n`` again on its files and its port: it replays its journal and registers again."""
-        bookie = self.bookies[n - 1]
-        self._run(bookie.listen(bookie.port))
-        self._register(bookie)
+        self.apply(FaultCommand("restart", n))
 
     def on_bookie(self, n: int, look: Callable[[Bookie], _T]) -> _T:
         """``look(bookie)`` for bookie ``n``'s reference bookie, on the loop's thread, between two requests."""
@@ -317,6 +472,8 @@ class ServedBookies:
         for bookie in self.bookies:
             self._leave(bookie)
         if self._thread.is_alive():
+            if self._control_server is not None:
+                self._control_server.close()
             for bookie in self.bookies:
                 self._run(bookie.close())
             self._loop.call_soon_threadsafe(self._loop.stop)

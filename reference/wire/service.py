@@ -24,9 +24,14 @@ operation                the reference bookie                            BookKee
 anything else            EBADREQ, the request's header echoed             ``processRequest``, ``default``
 =======================  ==============================================  ======================================
 
-Left out, each answered EBADREQ and logged: long-poll reads (a read with
-``previousLAC``, ``LongPollReadEntryProcessorV3``) and
-``GET_LIST_OF_ENTRIES_OF_LEDGER``, which BookKeeper's bookie serves.
+A long-poll read (a ``READ_ENTRY`` with ``previousLAC``,
+``LongPollReadEntryProcessorV3``) is answered once the bookie's LAC passes
+``previousLAC`` or its ``timeOut`` ends: :meth:`WireService.long_poll` says
+how long to wait, and the server (:mod:`.server`) waits without holding up
+the other requests of the connection, then asks :meth:`WireService.respond`.
+
+Left out, answered EBADREQ and logged: ``GET_LIST_OF_ENTRIES_OF_LEDGER``,
+which BookKeeper's bookie serves.
 An operation whose request body is missing (an ``ADD_ENTRY`` without
 ``addRequest``) is EBADREQ too: BookKeeper's would read the body's default
 instance, ledger 0 entry 0.
@@ -81,6 +86,7 @@ class WireService:
         self.bookie_id = bookie_id
         self.disk = disk  # a directory on the bookie's disk, for GET_BOOKIE_INFO
         self.on_served = on_served  # told of each request of :mod:`.protocol` served, and its reply (a trace)
+        self.read_only = False  # a fault (:mod:`.faults`): normal adds are refused EREADONLY
         # Each takes the request's header, its body and the response body to fill, status included.
         self._handlers: dict[int, Callable[[pb.BKPacketHeader, Any, Any], None]] = {
             pb.ADD_ENTRY: self._add,
@@ -152,6 +158,11 @@ class WireService:
     def _add(self, header: pb.BKPacketHeader, add: pb.AddRequest, out: pb.AddResponse) -> None:
         # DEFERRED_SYNC in writeFlags lets BookKeeper answer before the fsync; the reference bookie always waits.
         recovery = add.HasField("flag") and add.flag == pb.AddRequest.RECOVERY_ADD
+        if self.read_only and header.priority <= 0:
+            # WriteEntryProcessorV3.processPacket: a read-only bookie refuses all but high-priority writes (the
+            # Java client sends a recovery's write-backs with priority); this one has room left for those.
+            out.status = pb.EREADONLY
+            return
         reply = self._serve(
             RequestKind.ADD,
             header,
@@ -163,11 +174,29 @@ class WireService:
         )
         out.status = _STATUS[reply.code]
 
+    def long_poll(self, request: pb.Request) -> float | None:
+        """Seconds a long-poll read waits for the bookie's LAC to pass its ``previousLAC`` (its ``timeOut``); None
+        when it is not one, or is answered at once: the LAC is past already, the ledger is unknown, no ``timeOut``
+        (``LongPollReadEntryProcessorV3.getLongPollReadResponse``)."""
+        read = request.readRequest
+        if request.header.operation != pb.READ_ENTRY or not _is_long_poll(read) or not read.HasField("timeOut"):
+            return None
+        if self.long_poll_done(request):
+            return None
+        return max(read.timeOut, 0) / 1000
+
+    def long_poll_done(self, request: pb.Request) -> bool:
+        """Has the bookie's LAC passed the long-poll read's ``previousLAC`` (or is the ledger unknown to it)?"""
+        read = request.readRequest
+        try:
+            return self.bookie.read_last_add_confirmed(read.ledgerId) > read.previousLAC
+        except NoSuchLedgerError:
+            return True
+
     def _read(self, header: pb.BKPacketHeader, read: pb.ReadRequest, out: pb.ReadResponse) -> None:
         fence = read.HasField("flag") and read.flag == pb.ReadRequest.FENCE_LEDGER
-        if not fence and read.HasField("previousLAC"):  # RequestUtils.isLongPollReadRequest
-            _log.info("bookie %s: long-poll read of ledger %d is not served: EBADREQ", self.bookie_id, read.ledgerId)
-            out.status = pb.EBADREQ
+        if _is_long_poll(read) and read.HasField("flag") and read.flag == pb.ReadRequest.ENTRY_PIGGYBACK:
+            self._long_poll_read(header, read, out)
             return
         if fence and not read.HasField("masterKey"):  # ReadEntryProcessorV3: a fence needs the key
             out.status = pb.EUA
@@ -181,6 +210,30 @@ class WireService:
             # client asked for ENTRY_PIGGYBACK; a fencing read (sendFenceResponse) sends the body alone.
             if not fence and not (read.HasField("flag") and read.flag == pb.ReadRequest.ENTRY_PIGGYBACK):
                 out.maxLAC = self.bookie.read_last_add_confirmed(read.ledgerId)
+
+    def _long_poll_read(self, header: pb.BKPacketHeader, read: pb.ReadRequest, out: pb.ReadResponse) -> None:
+        """``LongPollReadEntryProcessorV3.readEntry`` with ``ENTRY_PIGGYBACK``, once the wait is over: the LAC
+        the bookie knows, and the entry after ``previousLAC`` when the LAC passed it (none when the bookie does
+        not hold it: piggyback is best effort, the entries are striped)."""
+        if read.entryId != LAST_ADD_CONFIRMED:  # a client bug, BookKeeper's bookie says
+            _log.info(
+                "bookie %s: entry piggyback asked for entry %d, not the LAC: EBADREQ", self.bookie_id, read.entryId
+            )
+            out.status = pb.EBADREQ
+            return
+        try:
+            known = self.bookie.read_last_add_confirmed(read.ledgerId)
+        except NoSuchLedgerError:
+            out.status = pb.ENOLEDGER
+            return
+        out.maxLAC = known
+        out.status = pb.EOK
+        if known <= read.previousLAC:
+            return
+        reply = self._serve(RequestKind.READ_ENTRY, header, read.ledgerId, entry_id=read.previousLAC + 1)
+        if reply.ok:  # ReadEntryProcessorV3.readEntry with readLACPiggyBack: the entry, under its own id
+            out.body = reply.data
+            out.entryId = read.previousLAC + 1
 
     def _write_lac(self, header: pb.BKPacketHeader, write: pb.WriteLacRequest, out: pb.WriteLacResponse) -> None:
         reply = self._serve(
@@ -216,6 +269,12 @@ class WireService:
     def _force_ledger(self, _: pb.BKPacketHeader, __: pb.ForceLedgerRequest, out: pb.ForceLedgerResponse) -> None:
         self.bookie.force_write()  # Journal.forceLedger: answered once the journal is fsynced
         out.status = pb.EOK
+
+
+def _is_long_poll(read: pb.ReadRequest) -> bool:
+    """``RequestUtils.isLongPollReadRequest``: not a fencing read, and a ``previousLAC``."""
+    fence = read.HasField("flag") and read.flag == pb.ReadRequest.FENCE_LEDGER
+    return not fence and read.HasField("previousLAC")
 
 
 def _name(request: pb.Request) -> str:

@@ -257,6 +257,17 @@ public final class LedgerspecHarness {
                 reply.put("lac", handle(client, ledger).readLastConfirmed());
                 return true;
             }
+            case "read-lac-and-entry": {
+                // A tailing reader's long poll (ReadHandle.readLastAddConfirmedAndEntry): the bookies answer once
+                // their LAC passes entry - 1, or the timeout ends.
+                try (org.apache.bookkeeper.client.api.LastConfirmedAndEntry found = handle(client, ledger)
+                        .readLastAddConfirmedAndEntry(c.path("entry").asLong(), c.path("timeout").asLong(), false)) {
+                    reply.put("lac", found.getLastAddConfirmed());
+                    reply.put("entry", found.hasEntry()
+                            ? new String(found.getEntry().getEntryBytes(), StandardCharsets.UTF_8) : null);
+                }
+                return true;
+            }
             case "timed-adds": {
                 // A benchmark's adds: a client of its own, not watched, so that nothing but BookKeeper's own
                 // work is timed; at most "window" adds in flight, each of "size" bytes. The client stays open:

@@ -12,8 +12,12 @@ serves until SIGINT or SIGTERM, and stops the bookies the clean way (exit
 status 0). With ``--trace FILE``, the bookies record every request they
 serve, and at the stop write it to ``FILE`` as ledger-spec traces in the
 ``bookies`` observation mode, one per ledger, with a ``manifest.json``
-beside it, for ``ledgerspec check FILE``. Exit status 2 for bad options or
-a cluster it cannot register in.
+beside it, for ``ledgerspec check FILE``. ``--faults PLAN`` (a JSON list of
+fault commands) and ``--control PORT`` (one JSON fault command a line, on
+loopback) make the bookies crash, restart, drop or delay answers, fsync
+slowly or turn read-only (:mod:`ledgerspec.reference.wire.faults`). Exit
+status 2 for bad options, a bad fault plan, or a cluster it cannot register
+in.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ledgerspec.reference.wire import RegistrationError, ServedBookies
+from ledgerspec.reference.wire.faults import FaultError, read_plan
 from ledgerspec.tools.cli.commands.base import EXIT_OK, UsageError
 from rich.console import Console
 
@@ -51,6 +56,10 @@ def register(commands: Any) -> None:
         metavar="FILE",
         help="record what the bookies serve; at the stop write it to FILE as traces (manifest.json beside it)",
     )
+    serve.add_argument("--faults", metavar="PLAN", help="a fault plan: a JSON list of fault commands")
+    serve.add_argument(
+        "--control", type=int, metavar="PORT", help="take fault commands on this loopback port (0: any free one)"
+    )
     serve.set_defaults(run=_serve)
 
 
@@ -61,6 +70,10 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UsageError(f"--count must be at least 1, got {args.count}")
     if args.port is not None and len(args.port) != args.count:
         raise UsageError(f"{len(args.port)} --port given for {args.count} bookies: give one for each, or none")
+    try:
+        plan = read_plan(Path(args.faults), args.count) if args.faults else []
+    except FaultError as exc:
+        raise UsageError(str(exc)) from None
     served = ServedBookies(
         Path(args.dir),
         args.count,
@@ -69,6 +82,8 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
         zookeeper=args.zookeeper,
         ledgers_root=args.ledgers_root,
         trace=Path(args.trace) if args.trace else None,
+        plan=plan,
+        control=args.control,
     )
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -95,10 +110,21 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
 def _report(served: ServedBookies, args: argparse.Namespace, out: Console) -> None:
     bookies = [{"id": b.bookie_id, "dir": str(b.directory)} for b in served.bookies]
     if args.json:
-        print(json.dumps({"bookies": bookies, "zookeeper": args.zookeeper, "ledgers_root": args.ledgers_root}))
+        print(
+            json.dumps(
+                {
+                    "bookies": bookies,
+                    "zookeeper": args.zookeeper,
+                    "ledgers_root": args.ledgers_root,
+                    "control_port": served.control_port,
+                }
+            )
+        )
     else:
         for bookie in bookies:
             out.print(f"bookie {bookie['id']} serving, files in {bookie['dir']}", highlight=False)
         where = f"registered in {args.zookeeper}{args.ledgers_root}" if args.zookeeper else "not registered anywhere"
         out.print(f"{len(bookies)} bookies {where}; Ctrl-C stops them", highlight=False)
+        if served.control_port is not None:
+            out.print(f"fault commands on 127.0.0.1:{served.control_port}, one JSON object a line", highlight=False)
     out.file.flush()
