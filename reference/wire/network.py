@@ -219,7 +219,7 @@ class WireNetwork:
         self._pending: dict[int, _Pending] = {}
         self._failed: list[Request] = []  # sent to a bookie that could not be reached: no reply can come
         self._txn = itertools.count(1)
-        self.timeouts = 0  # requests the clients gave up on: no reply, a closed connection, a failure status
+        self.given_up: list[Request] = []  # requests the clients gave up on: no reply, a closed connection, ...
         # Bookies that refused a connection or closed one, until a connection succeeds again: a client does not
         # choose them for an ensemble (BookKeeper's client quarantines such bookies), though a killed bookie's
         # registration outlives it until its ZooKeeper session expires.
@@ -373,6 +373,11 @@ class WireNetwork:
             return 0
         return sum(self._hand(reply) for reply in self._held.pop(bookie))
 
+    @property
+    def timeouts(self) -> int:
+        """How many requests the clients gave up on."""
+        return len(self.given_up)
+
     # -- driving --------------------------------------------------------------------------
     def _give_up(self) -> bool:
         """Tell each client of the requests whose reply cannot come; whether there were any."""
@@ -383,7 +388,7 @@ class WireNetwork:
         for request in gone:
             client = self.clients.get(request.client)
             if client is not None:
-                self.timeouts += 1
+                self.given_up.append(request)
                 client.timeout(request)
                 self._step_done()
         for bookie in {r.bookie for r in gone}:

@@ -373,6 +373,11 @@ class ServedBookies:
         self.control_port = int(self._control_server.sockets[0].getsockname()[1])
         _log.info("fault control port on 127.0.0.1:%d", self.control_port)
 
+    @staticmethod
+    async def _close_control(server: asyncio.Server) -> None:
+        server.close()  # on the loop's thread: an asyncio server is not thread-safe
+        await server.wait_closed()
+
     async def _serve_control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One JSON command a line, answered with one JSON line; a bad one is answered with what is wrong."""
         line_number = 0
@@ -473,7 +478,7 @@ class ServedBookies:
             self._leave(bookie)
         if self._thread.is_alive():
             if self._control_server is not None:
-                self._control_server.close()
+                self._run(self._close_control(self._control_server))
             for bookie in self.bookies:
                 self._run(bookie.close())
             self._loop.call_soon_threadsafe(self._loop.stop)

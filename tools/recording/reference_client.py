@@ -409,6 +409,9 @@ def _record_one(scenario: ClientScenario, bookies: ScenarioBookies, directory: P
         run.close()
     seconds = time.monotonic() - started
     assert run.recorder is not None
+    # A request given up on at a bookie that did not crash is, for the spec, a message the network lost.
+    crashed = {bookies.ids[n - 1] for n in run.crashed}
+    run.constants["MaxLoss"] = sum(1 for r in run.network.given_up if r.bookie not in crashed)
     lines = run.recorder.lines
     trace_id = run.recorder.trace_id
     verdict = check_trace(
