@@ -92,7 +92,8 @@ class ClientTraceRecorder:
 
     def step_done(self) -> None:
         """A step is over: record the events it logged that a client sees."""
-        waiting, self._waiting[:] = list(self._waiting), []
+        waiting = list(self._waiting)
+        self._waiting.clear()  # in place: the event log's listener appends to this list
         for event in waiting:
             if event.observer is None:
                 continue  # no client sees this step

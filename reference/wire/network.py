@@ -169,7 +169,6 @@ def to_reply(request: Request, response: pb.Response) -> Reply | None:
 @attrs.define
 class _Pending:
     request: Request
-    bookie: str
     deadline: float
 
 
@@ -235,7 +234,7 @@ class WireNetwork:
             self._failed.append(request)
             return
         txn = next(self._txn)
-        self._pending[txn] = _Pending(request, request.bookie, time.monotonic() + self.timeout_seconds)
+        self._pending[txn] = _Pending(request, time.monotonic() + self.timeout_seconds)
         try:
             connection.sock.sendall(frame(to_v3(request, txn)))
         except OSError as exc:
@@ -275,7 +274,7 @@ class WireNetwork:
         connection.sock.close()
         del self._connections[connection.bookie]
         self.unreachable.add(connection.bookie)
-        for txn in [t for t, p in self._pending.items() if p.bookie == connection.bookie]:
+        for txn in [t for t, p in self._pending.items() if p.request.bookie == connection.bookie]:
             self._failed.append(self._pending.pop(txn).request)
 
     def close(self) -> None:
@@ -351,21 +350,20 @@ class WireNetwork:
         client = self.clients.get(request.client)
         if client is None:
             return 0
-        if not client.awaits(reply):
-            if reply.ok and request.kind in _SERVED_ACTION:
-                self.events.bookie_served(_SERVED_ACTION[request.kind], request, True)
-                self._step_done()
+        awaited = client.awaits(reply)
+        if awaited:
+            client.deliver(reply)
+        elif not (reply.ok and request.kind in _SERVED_ACTION):
             return 0
-        client.deliver(reply)
         if request.kind in _SERVED_ACTION:
             self.events.bookie_served(_SERVED_ACTION[request.kind], request, True)
         self._step_done()
-        return 1
+        return int(awaited)
 
     def _fencing(self, bookie: str) -> bool:
         """Does a fencing read to ``bookie`` wait for its answer?"""
         fencing = (RequestKind.FENCE, RequestKind.RECOVERY_READ)
-        return any(p.bookie == bookie and p.request.kind in fencing for p in self._pending.values())
+        return any(p.request.bookie == bookie and p.request.kind in fencing for p in self._pending.values())
 
     def _release(self, bookie: str) -> int:
         """Hand the refusals held back for ``bookie`` once no fencing read to it waits any more; how many."""

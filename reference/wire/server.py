@@ -145,11 +145,14 @@ class ServedBookie:
         polls: set[asyncio.Task[None]] = set()  # long-poll reads waiting, each answered on its own
         try:
             while (payload := await self._read_payload(reader)) is not None:
-                if not v2 and (waiting := self._long_poll(payload)) is not None:
-                    polls.add(asyncio.create_task(self._answer_long_poll(*waiting, writer)))
+                request = self._decode(payload, v2, peer)
+                v2 = isinstance(request, v2_protocol.V2Request)
+                assert self.service is not None  # set before the bookie listens
+                if isinstance(request, pb.Request) and (wait := self.service.long_poll(request)) is not None:
+                    polls.add(asyncio.create_task(self._answer_long_poll(request, wait, writer)))
                     polls = {p for p in polls if not p.done()}
                     continue
-                answer, v2, operation, changes = self._answer(payload, v2, peer)
+                answer, operation, changes = self._answer(request)
                 send, wait = self.faults.answer(operation, changes)
                 if wait:
                     await asyncio.sleep(wait)
@@ -176,16 +179,6 @@ class ServedBookie:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    def _long_poll(self, payload: bytes) -> tuple[pb.Request, float] | None:
-        """The v3 long-poll read in ``payload`` and how long it may wait, when it must wait; None otherwise."""
-        assert self.service is not None
-        try:
-            request = decode_request(payload)
-        except FrameError:
-            return None
-        wait = self.service.long_poll(request)
-        return None if wait is None else (request, wait)
-
     async def _answer_long_poll(self, request: pb.Request, wait: float, writer: asyncio.StreamWriter) -> None:
         """Answer a long-poll read once the LAC passed its ``previousLAC`` or ``wait`` seconds went by; the requests
         after it on the connection are served meanwhile (``LongPollReadEntryProcessorV3`` waits on a watcher)."""
@@ -197,30 +190,32 @@ class ServedBookie:
         answer = self.service.respond(request).SerializeToString()
         writer.write(LENGTH.pack(len(answer)) + answer)
 
-    def _answer(self, payload: bytes, v2: bool, peer: object) -> tuple[bytes, bool, str, bool]:
-        """The answer to one frame; whether the connection speaks v2 from now on; the request's operation (a v2
-        one by its v3 name) and whether it changed the bookie (an add, a fencing read, an explicit LAC)."""
-        assert self.service is not None
+    def _decode(self, payload: bytes, v2: bool, peer: object) -> pb.Request | v2_protocol.V2Request:
+        """The request in one frame: a v3 one, until the first frame that is not (then v2 from there on)."""
         if not v2:
             try:
-                request = decode_request(payload)
+                return decode_request(payload)
             except FrameError as not_v3:
                 try:
                     decoded = v2_protocol.decode(payload)
                 except FrameError as not_v2:
                     raise FrameError(f"{not_v3}; nor is it v2: {not_v2}") from None
                 _log.info("bookie %s: the connection from %s speaks the v2 protocol", self.bookie_id, peer)
-                return (self._answer_v2(decoded), True, *_v2_operation(decoded))
-            operation = pb.OperationType.Name(request.header.operation)
-            self.operations[operation] += 1
-            read = request.readRequest
-            fencing = (
-                request.HasField("readRequest") and read.HasField("flag") and read.flag == pb.ReadRequest.FENCE_LEDGER
-            )
-            changes = operation in ("ADD_ENTRY", "WRITE_LAC") or fencing
-            return self.service.respond(request).SerializeToString(), False, operation, changes
-        decoded = v2_protocol.decode(payload)
-        return (self._answer_v2(decoded), True, *_v2_operation(decoded))
+                return decoded
+        return v2_protocol.decode(payload)
+
+    def _answer(self, request: pb.Request | v2_protocol.V2Request) -> tuple[bytes, str, bool]:
+        """The answer to one request; its operation (a v2 one by its v3 name), and whether it changed the bookie
+        (an add, a fencing read, an explicit LAC)."""
+        assert self.service is not None
+        if isinstance(request, v2_protocol.V2Request):
+            return (self._answer_v2(request), *_v2_operation(request))
+        operation = pb.OperationType.Name(request.header.operation)
+        self.operations[operation] += 1
+        read = request.readRequest
+        fencing = request.HasField("readRequest") and read.HasField("flag") and read.flag == pb.ReadRequest.FENCE_LEDGER
+        changes = operation in ("ADD_ENTRY", "WRITE_LAC") or fencing
+        return self.service.respond(request).SerializeToString(), operation, changes
 
     def _answer_v2(self, request: v2_protocol.V2Request) -> bytes:
         assert self.service is not None

@@ -215,7 +215,7 @@ class Run:
             handle.ledger_id,
             handle.writer,
             recoveries,
-            number=lambda b: self.bookies.ids.index(b) + 1,
+            number=self.network.events.number,
             added=self.network.events.added,
             max_entries=self.constants["MaxEntries"],
             recoverers=self.constants["NumRecoverers"],
