@@ -103,6 +103,7 @@ MUTANT_MODELS = {
     "resend_with_current_lac": PIPELINED,
     "resend_reused_buffer": PIPELINED,
     "close_at_last_add_pushed": STRIPED,
+    "explicit_lac_sends_lap": STRIPED,
 }
 
 

@@ -60,6 +60,11 @@ SEEDED: dict[tuple[str, str], dict[str, Expected]] = {
         "client": {"ReaderSeesOnlyConfirmed"},
         "bookies": "conforms",
     },
+    ("ledger", "explicit_lac_sends_lap"): {
+        "full": {"ExplicitLacIsDurable"},
+        "client": "difference",
+        "bookies": {"ExplicitLacIsDurable"},
+    },
     ("bookie", "ack_before_fsync"): {
         "full": {"AckedEntriesSurvive"},
         "client": ("undecided", "AckedEntriesSurvive", "last_marks"),

@@ -142,6 +142,72 @@ def test_a_reader_that_reads_past_its_lac_sees_an_entry_not_yet_acknowledged() -
     assert [name for name, _ in buggy.invariant_failures(t)] == ["ReaderSeesOnlyConfirmed"]
 
 
+def lac_req(bookie: int, lac: int) -> Msg:
+    return Msg("LacReq", WRITER, bookie, lac=lac)
+
+
+def test_an_explicit_lac_lets_a_reader_learn_the_lac_no_add_piggybacked() -> None:
+    # E=2, Qw=1, Qa=1, one entry: its add carries LAC -1, so only the explicit LAC tells a reader entry 0 is there.
+    constants = {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 1, "NumReaders": 1, "NumRecoverers": 0}
+    spec = LedgerSpec(ExplicitLac=1, **constants)
+    s = _run(spec, None, ("WriterAddsEntry", -1), ("BookieReceivesAdd", add(1, 0), True))
+    assert s.writer_lac == 0 and spec.ReaderReadsLac(s, 1, 0) is None
+    assert LedgerSpec(**constants).WriterSendsExplicitLac(s, 0) is None  # ExplicitLac=0: explicitLacInterval 0
+    sent = _run(spec, s, ("WriterSendsExplicitLac", 0))
+    assert sent.net == {lac_req(1, 0)} and sent.writer_explicit_lac == 0  # the write set of entry 0
+    assert spec.WriterSendsExplicitLac(sent, 0) is None  # nothing new to send
+    t = _run(
+        spec, sent, ("BookieReceivesWriteLac", lac_req(1, 0)), ("ReaderReadsLac", 1, 0), ("ReaderReadsEntry", 1, 0, 1)
+    )
+    assert (t.bookie_explicit_lac, t.reader_lac, t.reader_read) == ((0, -1, -1), (0,), ({(0, payload(0))},))
+    # the explicit LAC is journaled: a crash and a restart keep it
+    crashing = LedgerSpec(ExplicitLac=1, MaxCrashes=1, **constants)
+    assert _run(crashing, t, ("BookieCrashes", 1), ("BookieRestarts", 1)).bookie_explicit_lac == (0, -1, -1)
+
+
+def test_an_older_explicit_lac_arriving_later_replaces_the_newer_one() -> None:
+    # E=2, Qw=2, Qa=1: each entry goes to bookies 1 and 2. FileInfo.setExplicitLac keeps the last, not the highest.
+    spec = LedgerSpec(NumBookies=2, E=2, Qw=2, Qa=1, MaxEntries=2, NumRecoverers=0, ExplicitLac=1)
+    s = _run(spec, None, ("WriterAddsEntry", -1), ("BookieReceivesAdd", add(1, 0), True), ("WriterSendsExplicitLac", 0))
+    s = _run(
+        spec, s, ("WriterAddsEntry", 0), ("BookieReceivesAdd", add(2, 1, lac=0), True), ("WriterSendsExplicitLac", 1)
+    )
+    assert s.net >= {lac_req(1, 0), lac_req(1, 1)}
+    t = _run(spec, s, ("BookieReceivesWriteLac", lac_req(1, 1)), ("BookieReceivesWriteLac", lac_req(1, 0)))
+    assert t.bookie_explicit_lac[0] == 0
+
+
+def test_the_timer_sends_the_lac_of_when_it_packages_to_the_write_set_of_when_it_fired() -> None:
+    # E=3, Qw=2, Qa=1: entry 0 -> bookies 1, 2; entry 1 -> bookies 2, 3. The timer fires at LAC 0 and packages LAC 1.
+    spec = LedgerSpec(MaxEntries=2, Qa=1, NumRecoverers=0, ExplicitLac=1)
+    s = _run(spec, None, ("WriterAddsEntry", -1), ("WriterAddsEntry", -1), ("BookieReceivesAdd", add(1, 0), True))
+    s = _run(spec, s, ("BookieReceivesAdd", add(2, 1), True))
+    assert s.writer_lac == 1
+    t = _run(spec, s, ("WriterSendsExplicitLac", 0))
+    assert t.net - s.net == {lac_req(1, 1), lac_req(2, 1)} and t.writer_explicit_lac == 0
+    assert _run(spec, t, ("WriterSendsExplicitLac", 1)).writer_explicit_lac == 1
+
+
+def test_a_closed_writer_sends_no_explicit_lac_and_a_fenced_bookie_takes_one() -> None:
+    spec = LedgerSpec(NumBookies=3, E=2, Qw=1, Qa=1, MaxEntries=1, ExplicitLac=1)
+    s = _run(spec, None, ("WriterAddsEntry", -1), ("BookieReceivesAdd", add(1, 0), True))
+    assert spec.WriterSendsExplicitLac(_run(spec, s, ("WriterClosesLedger",)), 0) is None
+    s = _run(spec, s, ("WriterSendsExplicitLac", 0), ("RecovererStartsRecovery", 1))
+    s = _run(spec, s, ("BookieReceivesFenceRead", Msg("FenceReq", 1, 1, fence=True), True))
+    assert s.bookie_fenced[0]
+    assert _run(spec, s, ("BookieReceivesWriteLac", lac_req(1, 0))).bookie_explicit_lac[0] == 0
+
+
+def test_an_explicit_lac_of_lastaddpushed_breaks_durability() -> None:
+    constants = {"MaxEntries": 1, "NumReaders": 1, "NumRecoverers": 0, "ExplicitLac": 1}
+    s = _run(LedgerSpec(**constants), None, ("WriterAddsEntry", -1))
+    assert LedgerSpec(**constants).WriterSendsExplicitLac(s, 0) is None  # LAC -1: nothing to send
+    buggy = LedgerSpec(Bug="explicit_lac_sends_lap", **constants)
+    t = buggy.BookieReceivesWriteLac(buggy.WriterSendsExplicitLac(s, 0), lac_req(1, 0))
+    assert t is not None and [name for name, _ in buggy.invariant_failures(t)] == ["ExplicitLacIsDurable"]
+    assert buggy.ReaderReadsLac(t, 1, 0) is not None  # a reader would learn LAC 0 of an entry no bookie stored
+
+
 def test_the_writer_closes_at_its_lac_with_adds_pending_and_late_acks_move_nothing() -> None:
     spec = LedgerSpec(MaxEntries=2)  # E=3, Qw=2, Qa=2: entry 0 -> bookies 1, 2; entry 1 -> bookies 2, 3
     s = _run(
@@ -191,6 +257,10 @@ SEEDED = {
         "ReadersAgreeOnContent",
     ),
     "reader_reads_unconfirmed": ({"MaxEntries": 1, "NumReaders": 1, "NumRecoverers": 0}, "ReaderSeesOnlyConfirmed"),
+    "explicit_lac_sends_lap": (
+        {"MaxEntries": 1, "NumReaders": 1, "NumRecoverers": 0, "ExplicitLac": 1},
+        "ExplicitLacIsDurable",
+    ),
 }
 # A different rule that is not unsafe: BP-46's ensemble coverage for fencing (docs/quorum.md).
 STRICTER = {"fence_ensemble_coverage"}

@@ -333,3 +333,34 @@ def test_every_scenario_conforms_on_bookkeepers_bookies_and_its_client_reads_eac
     why = {r.name: (r.failure, [x.verdict.reason for x in r.ledgers]) for r in recordings if r.status != "conforms"}
     assert not why
     _assert_every_scenario_conforms(_statuses(tmp_path / "out"), read_back=True)
+
+
+def test_served_bookies_record_the_writers_explicit_lac_and_the_bookies_mode_judges_it(tmp_path: Path) -> None:
+    """The reference client with its explicit LAC on: the served bookies log each ``BookieReceivesWriteLac`` with
+    the explicit LAC they then hold, the ledger's trace is checked with ``ExplicitLac = 1``, and it conforms."""
+    trace = tmp_path / "trace" / "bookies.ndjson"
+    with ServedBookies(tmp_path / "bookies", 3, trace=trace) as served:
+        ids = served.bookie_ids
+        network = WireNetwork(lambda: ids, lambda b: ids.index(b) + 1)
+        ledgers = LedgerMetadataStore(EmbeddedMetadataStore())
+        writer = network.attach(BookKeeperClient(0, ledgers, network, placement=OrderedPlacement()))
+        handle = writer.create_ledger(3, 2, 2)
+        adds = [handle.add_entry(f"entry {i}".encode()) for i in range(2)]
+        # once nothing is pending, LAC 1, which no add carried, is due as an explicit LAC (a local step)
+        network.run_until(lambda: handle.writer.explicit_lac_at == 1 and not network.unanswered, within=20)
+        assert [f.result() for f in adds] == [0, 1]
+        network.close()
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    sent = [line for line in lines if line["type"] == "BookieReceivesWriteLac"]
+    # the write set of LAC 1 in the ensemble 1, 2, 3 (E=3, Qw=2): bookies 2 and 3
+    assert sorted(line["params"]["m"]["bookie"] for line in sent) == [2, 3]
+    assert all(line["params"]["m"]["lac"] == 1 for line in sent)
+    assert sent[-1]["observed"]["bookie_explicit_lac"] == [-1, 1, 1]
+    manifest = json.loads((trace.parent / "manifest.json").read_text())
+    (constants,) = [t["constants"] for t in manifest["traces"]]
+    assert constants["ExplicitLac"] == 1
+    small = {"NumBookies": 3, "E": 3, "Qw": 2, "Qa": 2, "NumRecoverers": 0, "MaxEntries": 2}
+    verdict = check_trace(events_from_json(lines), LedgerSpec(ExplicitLac=1, **small), "bookies")
+    assert verdict.status == "conforms", verdict.reason
+    # without the explicit LAC the same trace leaves the spec at the first of those steps
+    assert check_trace(events_from_json(lines), LedgerSpec(**small), "bookies").status != "conforms"

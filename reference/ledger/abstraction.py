@@ -9,8 +9,9 @@ spec variables       read from
 ``writer_*``,        znode, the writer's and each recovery's core, the
 ``rec``,             simulation's reader
 ``reader_*``
-``bookie_*``         each bookie (``BookieNode.view``): entries and fence from
-                     its memory state, LAC from ``read_piggybacked_lac``, the
+``bookie_*``         each bookie (``BookieNode.view``): entries, fence and
+                     explicit LAC from its memory state, LAC from
+                     ``read_piggybacked_lac``, the
                      data of each entry from its payload; a down bookie as it
                      was when it stopped
 ``crashed``,         the cluster: bookies down, crashes so far
@@ -61,6 +62,7 @@ def abstract_state(sim: LedgerSimulation) -> LedgerState:
         bookie_data=tuple(frozenset((e, spec_data(p, added)) for e, p in v.payloads) for v in views),
         bookie_lac=tuple(v.lac for v in views),
         bookie_fenced=tuple(v.fenced for v in views),
+        bookie_explicit_lac=tuple(v.explicit_lac for v in views),
         crashed=frozenset(node.number for node in cluster.nodes.values() if not node.up),
         crashes=cluster.crashes,
         net=frozenset(to_msg(r, cluster.number, added) for r in requests if r.in_spec and r.ledger_id == lid),

@@ -83,6 +83,9 @@ MUTANTS = {
         "early), not the bytes it was packaged with"
     ),
     "close_at_last_add_pushed": "the writer closes the ledger at lastAddPushed with adds still pending, not at its LAC",
+    "explicit_lac_sends_lap": (
+        "the writer's explicit LAC is its lastAddPushed, sent while adds are pending, not its lastAddConfirmed"
+    ),
 }
 
 
@@ -449,8 +452,11 @@ class LedgerHandle(_Operation):
         self._close.set_result(None)
 
     def send_explicit_lac(self) -> None:
-        """Tell the bookies the LAC on its own (no spec step: the spec has no explicit LAC)."""
-        self.client._send(self._with_key(self.writer.explicit_lac()))
+        """Tell the bookies the LAC on its own (WriterSendsExplicitLac)."""
+        requests = self.writer.explicit_lac()
+        if self.client.events is not None:
+            self.client.events.writer_sent_explicit_lac(self.writer.explicit_lac_at)
+        self.client._send(self._with_key(requests))
 
     def local_steps(self) -> list[StepKind]:
         steps = []

@@ -13,7 +13,8 @@ spec variables       read from
                      znode's plus one (the spec's ledger starts at version 1)
 ``writer_*``         the writer's core (``LedgerWriter``): status, version,
                      lastAddPushed, LAC, acks, the LAC each add was packaged
-                     with (-1 for the entries not pushed)
+                     with (-1 for the entries not pushed), the LAC its last
+                     explicit LAC was sent for
 ``rec``              each recovery's core (``LedgerRecovery``), field by field;
                      a client that has not started is IDLE
 ``reader_*``         the spec's reader 1, when there is one: the highest LAC it
@@ -53,6 +54,7 @@ class ClientView:
     rec: tuple[Recoverer, ...]
     reader_lac: tuple[int, ...] = ()
     reader_read: tuple[frozenset[tuple[int, int]], ...] = ()
+    writer_explicit_lac: int = -1
 
 
 def _recoverer(recovery: LedgerRecovery, number: Callable[[str], int], added: Mapping[bytes, int]) -> Recoverer:
@@ -105,4 +107,5 @@ def client_view(
         ),
         reader_lac=(reader[0],) if reader is not None else (),
         reader_read=(reader[1],) if reader is not None else (),
+        writer_explicit_lac=writer.explicit_lac_at,
     )

@@ -72,6 +72,7 @@ class BookieView:
     lac: int  # highest LAC piggybacked on an entry it stored
     fenced: bool
     payloads: frozenset[tuple[int, bytes | None]] = frozenset()  # (entry, the payload a read of it returns)
+    explicit_lac: int = -1  # the explicit LAC it was sent last (-1: none)
 
 
 class BookieNode:
@@ -138,7 +139,8 @@ class BookieNode:
         self._stop(durable, power_loss=True)
 
     def _views(self, bookie: Bookie) -> dict[int, BookieView]:
-        ledgers = {lid for lid, _ in bookie.memory_state().memtable} | bookie.memory_state().fenced
+        state = bookie.memory_state()
+        ledgers = {lid for lid, _ in state.memtable} | state.fenced | {lid for lid, _ in state.lac}
         return {lid: self._view(bookie, lid) for lid in ledgers}
 
     def close(self) -> None:
@@ -176,7 +178,8 @@ class BookieNode:
         except NoSuchLedgerError:
             lac = -1
         payloads = frozenset((e, entry_payload(bookie.read_entry(ledger_id, e))) for e in entries)
-        return BookieView(entries, lac, ledger_id in state.fenced, payloads)
+        explicit = dict(state.lac).get(ledger_id, -1)
+        return BookieView(entries, lac, ledger_id in state.fenced, payloads, explicit)
 
     def serve(self, request: Request) -> tuple[Reply, bool]:
         """Serve one request, durably; the reply, and whether what the spec sees of the bookie changed."""
@@ -272,7 +275,9 @@ class InProcessCluster:
             replied = True  # a reply nobody waits for is not lost: it arrives and is ignored
             if client is not None:
                 client.deliver(reply)
-        if request.in_spec:
+        if request.kind is RequestKind.WRITE_LAC:
+            self.events.bookie_took_lac(request)  # the spec's bookie takes every explicit LAC it is sent
+        elif request.in_spec:
             if changed or awaited:
                 self.events.bookie_served(_SERVED_ACTION[request.kind], request, replied)
             else:

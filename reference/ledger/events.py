@@ -1,11 +1,13 @@
 """The engine's log, in the ledger spec's words: one event per step, named by the spec action it takes.
 
 Each part of the engine reports its own steps as it takes them: the writer
-handle (``WriterAddsEntry``, ``WriterChangesEnsemble``, ``WriterClosesLedger``),
+handle (``WriterAddsEntry``, ``WriterChangesEnsemble``, ``WriterClosesLedger``,
+``WriterSendsExplicitLac``),
 a recovery (``RecovererStartsRecovery``, ``RecovererClosesLedger``,
 ``RecovererResends*``), a bookie of the in-process cluster serving a request
 (``BookieReceivesAdd``, ``BookieReceivesFenceRead``,
-``BookieReceivesRecoveryRead``, with ``replied``), crashing or restarting
+``BookieReceivesRecoveryRead``, with ``replied``; ``BookieReceivesWriteLac``,
+whose reply no client awaits), crashing or restarting
 (``BookieCrashes``, ``BookieRestarts``), and the network losing a request
 (``NetworkLosesMessage``). The ledger's creation is ``Init``.
 
@@ -16,8 +18,8 @@ records) with the cluster's numbering, and of an entry's bytes by the spec's
 data (``payload(e)`` for the bytes the writer's application added as entry
 ``e``, -1 for bytes it never added), so that the translation lives here
 only; an event is the trace vocabulary's
-:class:`~ledgerspec.spec.vocabulary.EngineEvent`. Steps the spec leaves out are not events: plain reads, the explicit
-LAC, a timeout that changes nothing, and serving a request to no effect
+:class:`~ledgerspec.spec.vocabulary.EngineEvent`. Steps the spec leaves out are not events: a
+timeout that changes nothing, and serving a request to no effect
 (the spec never serves a request whose serving changes nothing, and never
 spends a loss on a reply nobody awaits).
 
@@ -99,6 +101,10 @@ class EventLog:
         self.added.setdefault(bytes(payload), entry_id)
         self._emit("WriterAddsEntry", (lac,), "writer", "writer")
 
+    def writer_sent_explicit_lac(self, at: int) -> None:
+        """WriterSendsExplicitLac(at): the explicit LAC, sent for the writer's LAC ``at``."""
+        self._emit("WriterSendsExplicitLac", (at,), "writer", "writer")
+
     def writer(self, action: str, *bookies: str) -> None:
         """WriterClosesLedger (no parameters), WriterChangesEnsemble(b, nb)."""
         self._emit(action, tuple(self.number(b) for b in bookies), "writer", "writer")
@@ -134,6 +140,11 @@ class EventLog:
         """BookieReceivesAdd/FenceRead/RecoveryRead(m, replied): the reply reaches its client, or is lost."""
         m = to_msg(request, self.number, self.added)
         self._emit(action, (m, replied), f"bookie-{m.bookie}", client_process(request.client) if replied else None)
+
+    def bookie_took_lac(self, request: Request) -> None:
+        """BookieReceivesWriteLac(m): the bookie keeps the explicit LAC; no client awaits the reply."""
+        m = to_msg(request, self.number, self.added)
+        self._emit("BookieReceivesWriteLac", (m,), f"bookie-{m.bookie}", None)
 
     def bookie(self, action: str, bookie: str) -> None:
         """BookieCrashes(b), BookieRestarts(b)."""

@@ -10,7 +10,7 @@ kind                BookKeeper                              spec message (``ledg
 ``FENCE``           readEntry(-1, ``FLAG_DO_FENCING``):     ``FenceReq``
                     the fencing read of the LAC
 ``RECOVERY_READ``   readEntry(e, ``FLAG_DO_FENCING``)       ``ReadReq``
-``WRITE_LAC``       writeLac: the explicit LAC              none: the spec has no explicit LAC
+``WRITE_LAC``       writeLac: the explicit LAC              ``LacReq``
 ``READ_LAC``        readLac / readEntry(-1) of a reader     none: plain reads are not steps
 ``READ_ENTRY``      readEntry(e) of a reader                none
 ==================  ======================================  =============================
@@ -40,7 +40,12 @@ class RequestKind(enum.Enum):
 
 
 # The kinds the ledger spec has messages for, with the spec's names.
-SPEC_KINDS = {RequestKind.ADD: "AddReq", RequestKind.FENCE: "FenceReq", RequestKind.RECOVERY_READ: "ReadReq"}
+SPEC_KINDS = {
+    RequestKind.ADD: "AddReq",
+    RequestKind.FENCE: "FenceReq",
+    RequestKind.RECOVERY_READ: "ReadReq",
+    RequestKind.WRITE_LAC: "LacReq",
+}
 
 # (kind, client, bookie, entry): requests the spec cannot tell apart when it asks
 # whether a client still waits for a reply (its ``_timed_out``).

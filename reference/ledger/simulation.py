@@ -34,9 +34,8 @@ run is a behaviour the spec's model can take.
 The reader checks what it reads: every entry up to the LAC it learned must
 be the payload the writer added (``read_problems`` lists any that is not).
 With ``readers=1`` the reader is the spec's plain reader 1: it logs
-``ReaderReadsLac`` when it learns a higher LAC and ``ReaderReadsEntry`` when
-a bookie gives it an entry it had not read so; the spec reads piggybacked
-LACs only, so such a run sends no explicit LAC (``explicit_lac=False``).
+``ReaderReadsLac`` when it learns a higher LAC, piggybacked or explicit, and
+``ReaderReadsEntry`` when a bookie gives it an entry it had not read so.
 """
 
 from __future__ import annotations
@@ -97,22 +96,19 @@ class SimulationConfig:
     faults: frozenset[str] = attrs.field(default=frozenset(FAULTS), converter=_faults)
     power_loss: bool = True  # a crash loses power (else only the bookie's process dies)
     sync_to_disk: bool = False  # pass the bookies' fsyncs to the disk (the crash model decides what survives)
-    explicit_lac: bool = True  # the writer sends its LAC on its own when idle
+    explicit_lac: bool = attrs.field(default=True, converter=bool)  # ExplicitLac: the writer sends its LAC when idle
     mutant: str | None = None  # a client mutant (client.MUTANTS)
     bookie_mutant: str | None = None  # a mutant of every bookie (bookie.MUTANTS, checked by BookieConfig)
-    readers: int = 0  # NumReaders: 1 makes the reader the spec's plain reader (then explicit_lac must be off)
+    readers: int = 0  # NumReaders: 1 makes the reader the spec's plain reader
 
     def __attrs_post_init__(self) -> None:
         if self.readers not in (0, 1):
             raise ValueError(f"readers={self.readers}: a simulation has one reader, followed by the spec or not")
-        if self.readers and self.explicit_lac:
-            raise ValueError(
-                "readers=1 needs explicit_lac=False: the ledger spec's reader learns piggybacked LACs only"
-            )
 
     def spec_constants(self) -> dict[str, int]:
         """The ledger spec's constants for runs of this configuration: a fault left out is a bound of 0."""
         constants: dict[str, int] = SPEC_CONSTANTS.constants(self)
+        constants["ExplicitLac"] = int(self.explicit_lac)
         if "crash" not in self.faults:
             constants["MaxCrashes"] = 0
         if "loss" not in self.faults:
@@ -131,6 +127,7 @@ SPEC_CONSTANTS = ConstantsTable(
         "NumReaders": "readers",
         "MaxEntries": "max_entries",
         "Throttle": "throttle",
+        "ExplicitLac": "explicit_lac",
         "MaxCrashes": "max_crashes",
         "MaxLoss": "max_loss",
     }

@@ -23,7 +23,9 @@ metadata compare-and-sets this object asks for, and tells it the outcome.
   lastAddPushed drops to the LAC, and the metadata is closed at the LAC
   (compare-and-set). Their late acks find no pending add and move nothing.
 - explicit LAC: when nothing is pending and the LAC has moved past the last
-  one sent, the LAC goes to the bookies on its own (``ExplicitLacFlushPolicy``).
+  one sent, piggybacked or explicit, the LAC goes on its own to its write set
+  in the current ensemble (``ExplicitLacFlushPolicy``, ``PendingWriteLacOp``):
+  the spec's ``WriterSendsExplicitLac``, for the LAC it sends.
 
 The writer keeps the acks of completed adds too, until it closes: they are the spec's
 ``writer_acks`` (BookKeeper forgets an add once it completes); likewise the
@@ -92,6 +94,7 @@ class LedgerWriter:
         self.sent: dict[tuple[int, str], Request] = {}  # (entry, bookie) -> the last add sent there
         self.add_lacs: list[int] = []  # entry -> the LAC its add was packaged with, completed adds too
         self.lac_sent = -1  # highest LAC sent to bookies, piggybacked or explicit
+        self.explicit_lac_at = -1  # the LAC the last explicit LAC was sent for: the spec's writer_explicit_lac
 
     # -- reading the state -----------------------------------------------------------
     def write_set(self, entry_id: int) -> tuple[str, ...]:
@@ -263,13 +266,18 @@ class LedgerWriter:
     # -- explicit LAC ----------------------------------------------------------------
     def explicit_lac_due(self) -> bool:
         """Nothing pending, and the bookies have not been told the current LAC."""
-        return self.status is WriterStatus.WRITING and self.lac == self.lap and self.lac > self.lac_sent
+        if self.status is not WriterStatus.WRITING:
+            return False
+        if self.mutant == "explicit_lac_sends_lap":  # MUTANT: the timer reads lastAddPushed, adds pending or not
+            return self.lap > self.lac_sent
+        return self.lac == self.lap and self.lac > self.lac_sent
 
     def explicit_lac(self) -> list[Request]:
-        """The explicit LAC, to the write set of the last confirmed entry."""
-        buffer = encode_lac(self.ledger_id, self.lac, self.digest_type)
-        self.lac_sent = self.lac
+        """The explicit LAC, to the write set of the LAC in the current ensemble (``PendingWriteLacOp.initiate``)."""
+        lac = self.lap if self.mutant == "explicit_lac_sends_lap" else self.lac  # MUTANT: lastAddPushed
+        buffer = encode_lac(self.ledger_id, lac, self.digest_type)
+        self.lac_sent = self.explicit_lac_at = lac
         return [
-            Request(RequestKind.WRITE_LAC, self.client, self.op, b, self.ledger_id, lac=self.lac, data=buffer)
-            for b in self.write_set(self.lac)
+            Request(RequestKind.WRITE_LAC, self.client, self.op, b, self.ledger_id, lac=lac, data=buffer)
+            for b in self.schedule.write_set(self.metadata.last_ensemble, lac)
         ]

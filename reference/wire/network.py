@@ -393,6 +393,11 @@ class WireNetwork:
             self._release(bookie)
         return bool(gone)
 
+    @property
+    def unanswered(self) -> int:
+        """Requests sent and neither answered nor given up on."""
+        return len(self._pending)
+
     def run_until(self, done: Callable[[], bool], *, within: float = 60.0) -> None:
         """Take the clients' steps until ``done()``: replies as they arrive, the requests given up on, the clients'
         local steps; :class:`LedgerStateError` when ``within`` seconds pass first."""

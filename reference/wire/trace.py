@@ -19,14 +19,18 @@ another master key)                                    from the writer (client 0
 answers a fencing read of entry -1 (the LAC)           ``BookieReceivesFenceRead(m)``, a ``FenceReq``
 answers a fencing read of entry e >= 0                 ``BookieReceivesRecoveryRead(m)``, a
                                                        ``ReadReq`` with ``fence``
+answers a write of the explicit LAC                    ``BookieReceivesWriteLac(m)``, a ``LacReq``
+                                                       from the writer with the LAC in the body
 crashes (``ServedBookies.crash``)                      ``BookieCrashes(b)``, in every ledger's trace
 restarts (``ServedBookies.restart``)                   ``BookieRestarts(b)``, in every ledger's trace
-a plain read, a read or write of the explicit LAC      none: no step of the ledger spec
+a plain read, a read of the LAC                        none: no step of the ledger spec
 =====================================================  ============================================
 
 ``replied`` is left out: a bookie does not know whether its reply arrived.
-Each event observes ``bookie_entries`` and ``bookie_fenced`` as the bookies
-hold the ledger after it, and ``crashed``; the bookie's answer is in the
+Each event observes ``bookie_entries``, ``bookie_fenced`` and
+``bookie_explicit_lac`` as the bookies hold the ledger after it, and
+``crashed``; a ledger whose trace has an explicit LAC is checked with
+``ExplicitLac = 1``; the bookie's answer is in the
 extension field ``x-reply``. A request the spec has no message for (a
 malformed entry, another master key: the bookie changes nothing) is left
 out, and counted in the manifest's ``unmodelled``.
@@ -57,6 +61,8 @@ __all__ = ["ServedTrace"]
 
 #: An entry's header as a client sends it: ledger id, entry id, the LAC it piggybacks (``encode_entry``).
 _HEADER = struct.Struct(">qqq")
+#: An explicit LAC's body as a client sends it: ledger id, the LAC (``encode_lac``), then its digest.
+_LAC_BODY = struct.Struct(">qq")
 _UNMODELLED = frozenset({ReplyCode.REFUSED, ReplyCode.UNAUTHORIZED})
 _CRASH, _RESTART = "BookieCrashes", "BookieRestarts"
 
@@ -67,6 +73,7 @@ class _Held:
 
     entries: frozenset[int]
     fenced: bool
+    explicit_lac: int = -1
 
 
 @attrs.frozen
@@ -86,7 +93,8 @@ def _held(bookie: Bookie, ledger: int) -> _Held:
     if info is None:
         return _Held(frozenset(), False)
     memtable = (e for (lid, e) in bookie.storage.memtable if lid == ledger)
-    return _Held(frozenset(info.flushed).union(memtable), info.fenced)
+    lac = _LAC_BODY.unpack_from(info.explicit_lac)[1] if info.explicit_lac is not None else -1
+    return _Held(frozenset(info.flushed).union(memtable), info.fenced, lac)
 
 
 def _request_record(request: Request) -> tuple[str, dict[str, Any]] | None:
@@ -97,6 +105,8 @@ def _request_record(request: Request) -> tuple[str, dict[str, Any]] | None:
             m["client"] = 0  # only the writer sends normal adds
             m["lac"] = _HEADER.unpack_from(request.data)[2]
         return "BookieReceivesAdd", m
+    if request.kind is RequestKind.WRITE_LAC and len(request.data) >= _LAC_BODY.size:
+        return "BookieReceivesWriteLac", {"type": "LacReq", "client": 0, "lac": _LAC_BODY.unpack_from(request.data)[1]}
     if request.kind in (RequestKind.FENCE, RequestKind.RECOVERY_READ) and request.fence:
         if request.kind is RequestKind.FENCE or request.entry_id < 0:
             return "BookieReceivesFenceRead", {"type": "FenceReq", "fence": True}
@@ -161,7 +171,10 @@ class ServedTrace:
             trace_id = f"{stem}-L{ledger}"
             ledger_lines = self._ledger_lines(trace_id, ledger, first)
             entries = [m["entry"] for line in ledger_lines if (m := line["params"].get("m")) and m["type"] == "AddReq"]
-            traces.append({"trace": trace_id, "constants": {**quorums, "MaxEntries": max(entries, default=0) + 1}})
+            constants = {**quorums, "MaxEntries": max(entries, default=0) + 1}
+            if any(line["type"] == "BookieReceivesWriteLac" for line in ledger_lines):
+                constants["ExplicitLac"] = 1
+            traces.append({"trace": trace_id, "constants": constants})
             lines += ledger_lines
         lines.sort(key=lambda line: line["seq"])
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -205,6 +218,7 @@ class ServedTrace:
             observed = {
                 "bookie_entries": [sorted(held[n].entries) for n in order],
                 "bookie_fenced": [held[n].fenced for n in order],
+                "bookie_explicit_lac": [held[n].explicit_lac for n in order],
                 "crashed": sorted(crashed),
             }
             line = trace_line(trace_id, f"bookie-{b}", seq, step.action, params, observed)

@@ -32,6 +32,10 @@ What is modelled (BookKeeper's ``client/`` package, BRIEF sections 1 and 2):
 - plain readers ``1 .. NumReaders`` that open the ledger without recovery
   (``LedgerOpenOp``, ``doRecovery = false``), learn a LAC and read entries up
   to it while the writer may still be writing;
+- with ``ExplicitLac = 1`` (``explicitLacInterval > 0``), the writer's
+  explicit LAC: a timer sends its LAC to the bookies, which keep the last one
+  they were sent (journaled, so a restart keeps it) and serve it to readers
+  beside the piggybacked one;
 - bookie crashes (the bookie stops; what it stored stays stored) and
   restarts (its journal replay brings back what it stored, fenced and the
   LACs it saw: it journals each of them before it replies), and the loss of
@@ -48,7 +52,15 @@ What is left out, and why that is sound here:
   ledger) and ``ReadersAgreeOnContent`` (every copy of it is the data the
   application added) speak of every read that could happen, the readers'
   own invariants of the reads they did;
-- the explicit LAC (``WriteLacOp``): a reader learns piggybacked LACs only;
+- the explicit-LAC flush policy's skip when adds piggybacked a newer LAC
+  since its last send (``ExplicitLacFlushPolicyImpl``): the spec's writer may
+  send whenever its LAC is past the last it sent for, and a skip sends nothing;
+- the window between a bookie taking an explicit LAC in memory and its
+  journal write: a crash there forgets a LAC that no reply confirmed, and
+  readers learn no more than they might have before;
+- a reader's long poll (``ReadLastConfirmedAndEntryOp``): the bookie answers
+  once its LAC passes the reader's, with the next entry; that is
+  ``ReaderReadsLac`` followed by ``ReaderReadsEntry``;
 - the bookie's journal: a bookie stores an add durably before it replies
   (the bookie spec models the journal);
 - replies in flight: a bookie's step serves a request and delivers its reply
@@ -147,6 +159,10 @@ BUGS = {
         "a plain reader reads entries past the LAC it learned, as readUnconfirmedEntries does, and takes them for "
         "confirmed ones"
     ),
+    "explicit_lac_sends_lap": (
+        "the writer's explicit-LAC timer sends lastAddPushed instead of lastAddConfirmed, so bookies serve readers "
+        "a LAC past what Qa bookies stored"
+    ),
     "fence_ensemble_coverage": (
         "fencing counted complete after E - Qa + 1 replies in total (BP-46's ensemble coverage): not a safety "
         "bug, as the rule is stricter than BookKeeper's; recovery waits for replies it does not need"
@@ -167,6 +183,7 @@ class Msg:
     ``AddReq``    writer, or recovering client         entry, lac, data, recovery
     ``FenceReq``  recovering client (read of the LAC)  fence
     ``ReadReq``   recovering client                    entry, fence
+    ``LacReq``    writer (its explicit LAC)            lac
     ============  ===================================  ======================
 
     Replies are not messages: the bookie's step delivers (or loses) its reply. ``data`` is -1 but for an add,
@@ -184,8 +201,10 @@ class Msg:
 
     def __repr__(self) -> str:
         parts = [f"c{self.client}", f"b{self.bookie}"]
-        if self.type != "FenceReq":
+        if self.type not in ("FenceReq", "LacReq"):
             parts.append(f"e{self.entry}")
+        if self.type == "LacReq":
+            parts.append(f"lac={self.lac}")
         if self.type == "AddReq":
             parts.append(f"lac={self.lac}")
             if self.data != payload(self.entry):
@@ -250,6 +269,9 @@ class LedgerState:
     # -- plain readers 1 .. NumReaders, indexed by reader - 1
     reader_lac: tuple[int, ...] = ()  # the LAC each learned (-1 before any)
     reader_read: tuple[frozenset[tuple[int, int]], ...] = ()  # (entry, data) of each entry it read
+    # -- the explicit LAC (ExplicitLac = 1)
+    bookie_explicit_lac: tuple[int, ...] = ()  # the explicit LAC each bookie was sent last (-1: none)
+    writer_explicit_lac: int = -1  # the LAC the writer's explicit-LAC timer last sent for (-1: none)
 
 
 # -- parameter generators: the \E in front of each TLA+ action ---------------------------
@@ -315,6 +337,14 @@ def _recovery_replacements(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[i
                         yield (c, b, nb)
 
 
+def _explicit_lacs(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int]]:
+    return ((at,) for at in range(s.writer_explicit_lac + 1, spec.explicit_lac_bound(s) + 1))
+
+
+def _write_lacs(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[Msg]]:
+    return ((m,) for m in sorted((m for m in s.net if m.type == "LacReq"), key=_MSG_ORDER))
+
+
 def _reader_lacs(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int, int]]:
     return ((r, lac) for r in spec.readers for lac in spec.entries)
 
@@ -345,6 +375,11 @@ class LedgerSpec(Spec[LedgerState]):
             "1: an add may carry a LAC behind the writer's, down to the one its last add carried "
             "(BookKeeper's handle takes acks in one by one); 0: every add carries the writer's LAC",
         ),
+        int_constant(
+            "ExplicitLac",
+            0,
+            "1: the writer sends its LAC to the bookies on a timer (explicitLacInterval > 0); 0: never (the default)",
+        ),
         int_constant("MaxCrashes", 0, "bookie crashes in all (a bookie that restarted may crash again)"),
         int_constant("MaxLoss", 0, "messages the network may lose"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
@@ -362,6 +397,7 @@ class LedgerSpec(Spec[LedgerState]):
     MaxEntries: int
     Throttle: int
     LacLag: int
+    ExplicitLac: int
     MaxCrashes: int
     MaxLoss: int
     Bug: str
@@ -376,8 +412,9 @@ class LedgerSpec(Spec[LedgerState]):
         for name in ("NumRecoverers", "NumReaders", "MaxEntries", "Throttle", "MaxCrashes", "MaxLoss"):
             if getattr(self, name) < 0:
                 raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
-        if self.LacLag not in (0, 1):
-            raise ConstantError(f"LacLag is 0 or 1, got {self.LacLag}")
+        for name in ("LacLag", "ExplicitLac"):
+            if getattr(self, name) not in (0, 1):
+                raise ConstantError(f"{name} is 0 or 1, got {getattr(self, name)}")
         # Precomputed tables; the TLA+ text computes the same with operators.
         self.bookies = tuple(range(1, self.NumBookies + 1))
         self.recoverers = tuple(range(1, self.NumRecoverers + 1))
@@ -506,6 +543,7 @@ class LedgerSpec(Spec[LedgerState]):
             rec=tuple(IDLE_RECOVERER for _ in self.recoverers),
             reader_lac=tuple(-1 for _ in self.readers),
             reader_read=tuple(frozenset() for _ in self.readers),
+            bookie_explicit_lac=tuple(-1 for _ in self.bookies),
         )
 
     # -- the writer ------------------------------------------------------------------
@@ -604,6 +642,28 @@ class LedgerSpec(Spec[LedgerState]):
             writer_version=s.meta_version + 1,
         )
 
+    def explicit_lac_bound(self, s: LedgerState) -> int:
+        """The highest LAC the explicit-LAC timer may send: the writer's (the seeded bug: its lastAddPushed)."""
+        return s.writer_lap if self.Bug == "explicit_lac_sends_lap" else s.writer_lac
+
+    @action(_explicit_lacs)
+    def WriterSendsExplicitLac(self, s: LedgerState, at: int) -> LedgerState | None:
+        """The explicit-LAC timer sends the writer's LAC to the write set of ``at`` in the current ensemble.
+
+        ExplicitLacFlushPolicyImpl (4.17.2), with ``explicitLacInterval > 0``: a timer, finding the writer's LAC
+        ``at`` past the one it last sent for, sends a WriteLac to the write set of ``at`` in the current ensemble
+        (PendingWriteLacOp.initiate). The bytes are packaged later, on a worker thread, with the handle's LAC of
+        that moment: they carry ``writer_lac``, which may have moved past ``at``. The replies change nothing (the
+        callback only logs). A close stops the timer (tearDownWriteHandleState); a writer fenced while the ledger
+        is in recovery keeps it.
+        """
+        bound = self.explicit_lac_bound(s)
+        if self.ExplicitLac != 1 or s.writer_status == WRITER_CLOSED or not s.writer_explicit_lac < at <= bound:
+            return None
+        ensemble = self.writer_segments(s)[-1][1]
+        sends = {Msg("LacReq", WRITER, ensemble[i], lac=bound) for i in self.windows[at % self.E]}
+        return evolve(s, net=s.net | sends, writer_explicit_lac=at)
+
     def _timed_out(self, s: LedgerState, request: str, c: int, b: int, e: int) -> bool:
         """Client c gives up waiting on bookie b about entry e: b crashed, or the request is gone
         (lost, or served with its reply lost). Replies already received are in the client's state."""
@@ -656,6 +716,18 @@ class LedgerSpec(Spec[LedgerState]):
         fenced = _replace(s.bookie_fenced, b - 1, True) if m.fence else s.bookie_fenced
         served = evolve(s, net=s.net - {m}, bookie_fenced=fenced)
         return self._reply(s, served, self._read_replied(served, m, data_on(s, b, m.entry)), replied)
+
+    @action(_write_lacs)
+    def BookieReceivesWriteLac(self, s: LedgerState, m: Msg) -> LedgerState | None:
+        """The bookie replaces its explicit LAC with the one sent, and journals it; the writer ignores the reply.
+
+        BookieImpl.setExplicitLac (4.17.2) replaces the ledger's explicit LAC with the bytes sent
+        (FileInfo.setExplicitLac keeps no maximum: an older one arriving later wins) and journals them before it
+        replies; a fenced bookie takes it too, as that path checks no fence. The reply has nothing to lose.
+        """
+        if m.bookie in s.crashed:
+            return None
+        return evolve(s, net=s.net - {m}, bookie_explicit_lac=_replace(s.bookie_explicit_lac, m.bookie - 1, m.lac))
 
     def _reply(self, s: LedgerState, served: LedgerState, answered: LedgerState, replied: bool) -> LedgerState | None:
         """The bookie's step: ``served`` is the bookie's side, ``answered`` adds the client's reaction.
@@ -883,17 +955,23 @@ class LedgerSpec(Spec[LedgerState]):
         return evolve(s, net=s.net | {Msg("AddReq", c, b, e, -1, recovery=True, data=_recovered_data(r, e))})
 
     # -- plain readers ---------------------------------------------------------------
+    def max_bookie_lac(self, s: LedgerState) -> int:
+        """The highest LAC a bookie serves: piggybacked on the last entry it stored, or its explicit LAC."""
+        return max(max(s.bookie_lac), max(s.bookie_explicit_lac))
+
     @action(_reader_lacs)
     def ReaderReadsLac(self, s: LedgerState, r: int, lac: int) -> LedgerState | None:
         """The reader learns LAC lac: a closed ledger's lastEntryId, or a LAC bookies serve.
 
         LedgerOpenOp.openWithMetadata (release-4.17.2), doRecovery = false: a closed ledger's LAC is its
         lastEntryId; an open one's comes from LedgerHandle.asyncReadLastConfirmed (PendingReadLacOp with the v3
-        wire protocol: the highest LAC among the replies, once they cover every write set). A reader learns a
-        higher LAC by reading it again. Replies carry a LAC a bookie held when it answered: any LAC up to the
-        highest a bookie serves now. The bookies here serve piggybacked LACs only.
+        wire protocol: the highest LAC among the replies, once they cover every write set), each reply the higher
+        of the bookie's explicit LAC and the one piggybacked on its last entry (ReadLacProcessorV3). A reader
+        learns a higher LAC by reading it again. Replies carry a LAC a bookie held when it answered: any LAC up to
+        the highest a bookie serves now. A long poll (ReadLastConfirmedAndEntryOp) is this step, then
+        ReaderReadsEntry.
         """
-        if not s.reader_lac[r - 1] < lac <= max(max(s.bookie_lac), s.meta_last_entry):
+        if not s.reader_lac[r - 1] < lac <= max(self.max_bookie_lac(s), s.meta_last_entry):
             return None
         return evolve(s, reader_lac=_replace(s.reader_lac, r - 1, lac))
 
@@ -942,6 +1020,9 @@ class LedgerSpec(Spec[LedgerState]):
         for lac in s.reader_lac:
             if not -1 <= lac < self.MaxEntries:
                 return f"a reader learned LAC {lac}, not one in -1 .. {self.MaxEntries - 1}"
+        for lac in (s.writer_explicit_lac, *s.bookie_explicit_lac):
+            if not -1 <= lac < self.MaxEntries:
+                return f"an explicit LAC is {lac}, not one in -1 .. {self.MaxEntries - 1}"
         return None
 
     @invariant
@@ -960,11 +1041,25 @@ class LedgerSpec(Spec[LedgerState]):
         if s.meta_status != CLOSED:
             return None
         for b in self.bookies:
-            if s.bookie_lac[b - 1] > s.meta_last_entry:
+            served = max(s.bookie_lac[b - 1], s.bookie_explicit_lac[b - 1])
+            if served > s.meta_last_entry:
                 return (
-                    f"bookie {b} serves LAC {s.bookie_lac[b - 1]}, so readers may have read entry "
-                    f"{s.bookie_lac[b - 1]}, but the ledger was closed at lastEntryId {s.meta_last_entry}"
+                    f"bookie {b} serves LAC {served}, so readers may have read entry "
+                    f"{served}, but the ledger was closed at lastEntryId {s.meta_last_entry}"
                 )
+        return None
+
+    @invariant
+    def ExplicitLacIsDurable(self, s: LedgerState) -> str | None:
+        """No bookie serves an explicit LAC past what is durable: every entry up to it is stored on Qa bookies."""
+        for b in self.bookies:
+            for e in range(s.bookie_explicit_lac[b - 1] + 1):
+                holders = sorted(x for x in self.bookies if e in s.bookie_entries[x - 1])
+                if len(holders) < self.Qa:
+                    return (
+                        f"bookie {b} serves explicit LAC {s.bookie_explicit_lac[b - 1]}, but entry {e} is stored "
+                        f"on bookies {holders} only, fewer than Qa={self.Qa}: a reader may read past what is durable"
+                    )
         return None
 
     @invariant

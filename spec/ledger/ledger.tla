@@ -33,6 +33,10 @@
 (*    (LedgerOpenOp, doRecovery = false), learn a LAC and read entries up  *)
 (*    to it while the writer may still be writing;                         *)
 (*  - the client's throttle on pending adds (Throttle, 0 for none);       *)
+(*  - with ExplicitLac = 1 (explicitLacInterval > 0), the writer's explicit *)
+(*    LAC: a timer sends its LAC to the bookies, which keep the last one   *)
+(*    they were sent (journaled, so a restart keeps it) and serve it to    *)
+(*    readers beside the piggybacked one;                                  *)
 (*  - with LacLag = 1, adds that carry a LAC behind the writer's: its      *)
 (*    handle takes acks in one at a time (sendAddSuccessCallbacks);        *)
 (*  - bookie crashes and restarts (the journal replay brings back what a  *)
@@ -46,7 +50,15 @@
 (*    each one step, served at once by bookies that are up;                *)
 (*    ReadersAgreeUpToLac and ReadersAgreeOnContent speak of every read    *)
 (*    that could happen, the reader's steps of the reads it did;           *)
-(*  - the explicit LAC (WriteLacOp): a reader learns piggybacked LACs.     *)
+(*  - the flush policy's skip when adds piggybacked a newer LAC since its *)
+(*    last send (ExplicitLacFlushPolicyImpl): the spec's writer may send   *)
+(*    whenever its LAC is past the last it sent; a skip sends nothing;     *)
+(*  - the window between a bookie taking an explicit LAC in memory and its *)
+(*    journal write: a crash there forgets a LAC no reply confirmed, and   *)
+(*    readers learn no more than they might have before;                   *)
+(*  - a reader's long poll (ReadLastConfirmedAndEntryOp): the bookie       *)
+(*    answers once its LAC passes the reader's, with the next entry; that  *)
+(*    is ReaderReadsLac followed by ReaderReadsEntry;                      *)
 (*  - the bookie journal: a bookie stores an add durably before replying;  *)
 (*  - replies in flight: a bookie's step serves a request and delivers its *)
 (*    reply, or loses it.  A reply that comes too late acts as a lost one; *)
@@ -81,6 +93,7 @@ CONSTANTS
     MaxEntries,     \* entries the writer pushes, ids 0 .. MaxEntries-1
     Throttle,       \* adds the writer keeps pending at most (the client's throttle); 0: no limit
     LacLag,         \* 1: an add may carry a LAC behind the writer's; 0: it carries the writer's
+    ExplicitLac,    \* 1: the writer sends its LAC on a timer (explicitLacInterval > 0); 0: never
     MaxCrashes,     \* bookie crashes in all (a bookie that restarted may crash again)
     MaxLoss,        \* messages (requests and replies) the network may lose
     Bug             \* "none" or a seeded bug: see Bugs
@@ -89,11 +102,11 @@ CONSTANTS
 \* rule) is stricter than BookKeeper's: safe, but it waits for more replies.
 Bugs == {"none", "recovery_read_no_fence", "fence_qa_total", "lac_before_qa",
          "missing_after_qa_no_such", "recovery_change_ends_at_lac", "fence_ensemble_coverage",
-         "resend_reused_buffer", "reader_reads_unconfirmed"}
+         "resend_reused_buffer", "reader_reads_unconfirmed", "explicit_lac_sends_lap"}
 
 ASSUME /\ E >= 1 /\ Qa >= 1 /\ Qw <= E /\ Qa <= Qw /\ NumBookies >= E
        /\ \A k \in {NumRecoverers, NumReaders, MaxEntries, Throttle, MaxCrashes, MaxLoss} : k \in Nat
-       /\ LacLag \in {0, 1}
+       /\ LacLag \in {0, 1} /\ ExplicitLac \in {0, 1}
        /\ Bug \in Bugs
 
 VARIABLES
@@ -106,6 +119,7 @@ VARIABLES
     bookie_entries,   \* bookie -> entries it stored (durably)
     bookie_data,      \* bookie -> <<entry, data>> of each entry it stored: the bytes a read of it returns
     bookie_lac,       \* bookie -> highest LAC piggybacked on an add it stored
+    bookie_explicit_lac, \* bookie -> the explicit LAC it was sent last (-1: none)
     bookie_fenced,    \* bookie -> fenced? fenced bookies reject normal adds, accept recovery adds
     crashed,          \* bookies that are down; they answer nothing until they restart
     crashes,          \* bookie crashes so far (at most MaxCrashes)
@@ -119,6 +133,7 @@ VARIABLES
     writer_lac,       \* LastAddConfirmed: every entry <= it has Qa acks, completed in order
     writer_acks,      \* <<entry, bookie>> acks of pending and completed adds; none after a close
     writer_add_lac,   \* entry e -> (at e + 1) the LAC its add carries, fixed when the writer pushed it; -1 before
+    writer_explicit_lac, \* the LAC the writer's explicit-LAC timer last sent for (-1: none)
     \* -- recovering clients
     rec,              \* client -> [phase, version, fence_replies, max_lac, start, next, no_such, last, wb_acks,
                       \*            segments, ensembles, data]
@@ -129,7 +144,7 @@ VARIABLES
 vars == <<meta_status, meta_segments, meta_last_entry, meta_version,
           bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
           writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
-          reader_lac, reader_read>>
+          reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 -----------------------------------------------------------------------------
 Bookies == 1 .. NumBookies
@@ -152,6 +167,7 @@ Msg(type, c, b, e, l, d, recovery, fence) ==
 
 AddReq(c, b, e, l, d, recovery) == Msg("AddReq", c, b, e, l, d, recovery, FALSE)
 FenceReq(c, b) == Msg("FenceReq", c, b, -1, -1, -1, FALSE, TRUE)
+LacReq(c, b, l) == Msg("LacReq", c, b, -1, l, -1, FALSE, FALSE)
 \* Recovery reads carry the fencing flag (#2614), unless the seeded bug drops it.
 ReadReq(c, b, e) == Msg("ReadReq", c, b, e, -1, -1, FALSE, Bug # "recovery_read_no_fence")
 
@@ -261,6 +277,7 @@ Init ==
     /\ bookie_entries = [b \in Bookies |-> {}]
     /\ bookie_data = [b \in Bookies |-> {}]
     /\ bookie_lac = [b \in Bookies |-> -1]
+    /\ bookie_explicit_lac = [b \in Bookies |-> -1]
     /\ bookie_fenced = [b \in Bookies |-> FALSE]
     /\ crashed = {}
     /\ crashes = 0
@@ -272,6 +289,7 @@ Init ==
     /\ writer_lac = -1
     /\ writer_acks = {}
     /\ writer_add_lac = [i \in 1 .. MaxEntries |-> -1]
+    /\ writer_explicit_lac = -1
     /\ rec = [c \in Recoverers |-> Idle]
     /\ reader_lac = [r \in Readers |-> -1]
     /\ reader_read = [r \in Readers |-> {}]
@@ -306,7 +324,7 @@ WriterAddsEntry(lac) ==
     /\ writer_add_lac' = [writer_add_lac EXCEPT ![writer_lap + 2] = lac]
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
-                   writer_status, writer_version, writer_lac, writer_acks, rec, reader_lac, reader_read>>
+                   writer_status, writer_version, writer_lac, writer_acks, rec, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 (* ensembleChangeLoop: bookie b will not ack a pending add, so the writer  *)
 (* replaces it by nb in a new segment from LAC + 1 (replacing a last       *)
@@ -325,7 +343,7 @@ WriterChangesEnsemble(b, nb) ==
             /\ writer_version' = meta_version
             /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                            bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-                           writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
+                           writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
        ELSE LET first == writer_lac + 1
                 ens == [i \in 1 .. E |-> IF LastEnsemble[i] = b THEN nb ELSE LastEnsemble[i]]
                 segs == Append(SelectSeq(meta_segments, LAMBDA s : s[1] < first), <<first, ens>>)
@@ -342,7 +360,29 @@ WriterChangesEnsemble(b, nb) ==
                                      e \in {x \in first .. writer_lap : nb \in WriteSetIn(segs, x)}}
                /\ UNCHANGED <<meta_status, meta_last_entry, bookie_entries, bookie_data, bookie_lac,
                               bookie_fenced, crashed, crashes, lost, writer_status, writer_lap,
-                              writer_lac, writer_add_lac, rec, reader_lac, reader_read>>
+                              writer_lac, writer_add_lac, rec, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
+
+(* ExplicitLacFlushPolicyImpl (4.17.2), with explicitLacInterval > 0: a   *)
+(* timer, finding the writer's LAC past the one it last sent for, sends a  *)
+(* WriteLac to the write set of that LAC, at, in the current ensemble      *)
+(* (PendingWriteLacOp.initiate).  The bytes are packaged later, on a       *)
+(* worker thread, with the handle's LAC of that moment: they carry         *)
+(* writer_lac, which may have moved past at.  The replies change nothing   *)
+(* (the callback only logs).  A close stops the timer                      *)
+(* (tearDownWriteHandleState); a writer fenced while the ledger is in      *)
+(* recovery keeps it.  The seeded bug sends lastAddPushed.                 *)
+ExplicitLacBound == IF Bug = "explicit_lac_sends_lap" THEN writer_lap ELSE writer_lac
+
+WriterSendsExplicitLac(at) ==
+    /\ ExplicitLac = 1
+    /\ writer_status # "CLOSED"
+    /\ writer_explicit_lac < at /\ at <= ExplicitLacBound
+    /\ net' = net \cup {LacReq(Writer, WriterEnsemble[((at + k) % E) + 1], ExplicitLacBound) : k \in 0 .. Qw - 1}
+    /\ writer_explicit_lac' = at
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
+                   reader_lac, reader_read, bookie_explicit_lac>>
 
 (* The writer closes the ledger at its LAC with a compare-and-set, and    *)
 (* the adds still pending fail; when the compare-and-set fails it learns   *)
@@ -368,7 +408,7 @@ WriterClosesLedger ==
             /\ writer_version' = meta_version + 1
             /\ UNCHANGED <<meta_segments>>
     /\ UNCHANGED <<bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-                   writer_lac, writer_add_lac, rec, reader_lac, reader_read>>
+                   writer_lac, writer_add_lac, rec, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 -----------------------------------------------------------------------------
 (* Bookies.  A step serves one request and delivers its reply (replied) or *)
@@ -386,7 +426,7 @@ AddRejected(m, replied) ==
        ELSE lost' = lost + 1 /\ UNCHANGED writer_status
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
-                   writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
+                   writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 (* The bookie stores the entry, its data and the piggybacked LAC, then    *)
 (* acks; an entry added again replaces the data a read returns (the entry *)
@@ -413,7 +453,22 @@ AddStoredForWriter(m, replied) ==
           ELSE lost' = lost + 1 /\ UNCHANGED <<writer_acks, writer_lac>>
        /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                       bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap,
-                      writer_add_lac, rec, reader_lac, reader_read>>
+                      writer_add_lac, rec, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
+
+(* BookieImpl.setExplicitLac (4.17.2) replaces the ledger's explicit LAC  *)
+(* with the bytes sent (FileInfo.setExplicitLac: no maximum, an older one  *)
+(* arriving later wins) and journals them before it replies; a fenced      *)
+(* bookie takes it too (no fence check on that path).  The writer ignores  *)
+(* the reply, so there is no reply to lose.                                *)
+BookieReceivesWriteLac(m) ==
+    /\ m.type = "LacReq"
+    /\ m.bookie \notin crashed
+    /\ net' = net \ {m}
+    /\ bookie_explicit_lac' = [bookie_explicit_lac EXCEPT ![m.bookie] = m.lac]
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
+                   reader_lac, reader_read, writer_explicit_lac>>
 
 \* A recovering client collects the acks of its write-back while it reads or writes back.
 AddStoredForRecoverer(m, replied) ==
@@ -429,7 +484,7 @@ AddStoredForRecoverer(m, replied) ==
           ELSE lost' = lost + 1 /\ UNCHANGED rec
        /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                       bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap,
-                      writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
+                      writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 (* A fenced bookie rejects normal adds (EFENCED) and accepts recovery      *)
 (* adds; it stores an add durably, then acks.                              *)
@@ -475,7 +530,7 @@ BookieReceivesFenceRead(m, replied) ==
                   /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                          bookie_entries, bookie_data, bookie_lac, crashed, crashes, writer_status,
-                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
+                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 (* A recovery read fences the bookie when its flag is set, then answers    *)
 (* found or NoSuchEntry.  A found entry is written back with recovery adds *)
@@ -515,7 +570,7 @@ BookieReceivesRecoveryRead(m, replied) ==
                   /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                          bookie_entries, bookie_data, bookie_lac, crashed, crashes, writer_status,
-                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
+                         writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 \* The bookie stops; what it stored stays on its disk, unreachable until it restarts.
 BookieCrashes(b) ==
@@ -526,7 +581,7 @@ BookieCrashes(b) ==
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, net, lost,
                    writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
-                   reader_lac, reader_read>>
+                   reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 \* A crashed bookie starts again: its journal replay restores every entry, fence and LAC it had.
 BookieRestarts(b) ==
@@ -534,7 +589,7 @@ BookieRestarts(b) ==
     /\ crashed' = crashed \ {b}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashes, net, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 -----------------------------------------------------------------------------
 (* The network. *)
@@ -546,7 +601,7 @@ NetworkLosesMessage(m) ==
     /\ lost' = lost + 1
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 -----------------------------------------------------------------------------
 (* Recovering clients. *)
@@ -569,7 +624,7 @@ RecovererStartsRecovery(c) ==
                                                         !.segments = meta_segments]]
     /\ UNCHANGED <<meta_segments, meta_last_entry, bookie_entries, bookie_data, bookie_lac,
                    bookie_fenced, crashed, crashes, lost, writer_status, writer_version,
-                   writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
+                   writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 (* With every recovered entry on Qa bookies, CAS IN_RECOVERY -> CLOSED at  *)
 (* the last entry, with the ensembles the write-back changed              *)
@@ -590,7 +645,7 @@ RecovererClosesLedger(c) ==
             /\ meta_version' = meta_version + 1
             /\ rec' = [rec EXCEPT ![c].phase = "DONE", ![c].version = meta_version + 1]
     /\ UNCHANGED <<bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
-                   net, lost, writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
+                   net, lost, writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 (* ReadOnlyLedgerHandle.handleBookieFailure (release-4.17.2): bookie b     *)
 (* will not ack a pending write-back, so the recovering handle replaces it *)
@@ -625,7 +680,7 @@ RecovererChangesEnsemble(c, b, nb) ==
                                   e \in {x \in first .. r.last : nb \in WriteSetIn(newsegs, x)}}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 (* Every bookie asked has answered or timed out, and neither fencing nor   *)
 (* the entry read is decided.  In release-4.17.2 ReadLastConfirmedOp fails *)
@@ -647,14 +702,14 @@ RecovererGivesUp(c) ==
                           ![c].fence_replies = IF r.phase = "READING" THEN @ ELSE {}]
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 \* Retries after a timeout: a lost request or reply is asked for again.
 Resend(m) ==
     /\ net' = net \cup {m}
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
-                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read>>
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 \* No fencing reply from b, and none can come: ask again.
 RecovererResendsFenceRead(c, b) ==
@@ -687,16 +742,21 @@ RecovererResendsWriteBack(c, e, b) ==
 -----------------------------------------------------------------------------
 (* Plain readers. *)
 
-\* The highest LAC a bookie serves: piggybacked on the last entry it stored.
-MaxBookieLac == LET lacs == {bookie_lac[b] : b \in Bookies} IN CHOOSE m \in lacs : \A x \in lacs : x <= m
+(* The highest LAC a bookie serves: piggybacked on the last entry it      *)
+(* stored, or its explicit LAC (ReadLacProcessorV3 answers both).          *)
+MaxBookieLac ==
+    LET lacs == {Max(bookie_lac[b], bookie_explicit_lac[b]) : b \in Bookies}
+    IN CHOOSE m \in lacs : \A x \in lacs : x <= m
 
 (* LedgerOpenOp.openWithMetadata (release-4.17.2), doRecovery = false: a    *)
 (* closed ledger's LAC is its lastEntryId; an open one's comes from         *)
 (* LedgerHandle.asyncReadLastConfirmed (PendingReadLacOp with the v3 wire   *)
 (* protocol: the highest LAC among the replies, once they cover every write *)
-(* set).  A reader learns a higher LAC by reading it again.  Replies carry  *)
-(* a LAC a bookie held when it answered: any LAC up to the highest a bookie *)
-(* serves now.  The bookies here serve piggybacked LACs only.               *)
+(* set), each reply the higher of the bookie's explicit LAC and the one    *)
+(* piggybacked on its last entry.  A reader learns a higher LAC by reading *)
+(* it again.  Replies carry a LAC a bookie held when it answered: any LAC  *)
+(* up to the highest a bookie serves now.  A long poll                      *)
+(* (ReadLastConfirmedAndEntryOp) is this step, then ReaderReadsEntry.       *)
 ReaderReadsLac(r, lac) ==
     /\ reader_lac[r] < lac
     /\ lac <= Max(MaxBookieLac, meta_last_entry)
@@ -704,7 +764,7 @@ ReaderReadsLac(r, lac) ==
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
                    writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
-                   reader_read>>
+                   reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 (* LedgerHandle.asyncReadEntries (release-4.17.2; a ReadOnlyLedgerHandle   *)
 (* inherits it) refuses entries past the handle's LAC; PendingReadOp reads  *)
@@ -721,7 +781,7 @@ ReaderReadsEntry(r, e, b) ==
     /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, net, lost,
                    writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
-                   reader_lac>>
+                   reader_lac, bookie_explicit_lac, writer_explicit_lac>>
 
 ReaderSteps ==
     \E r \in Readers :
@@ -733,11 +793,13 @@ WriterSteps ==
     \/ \E lac \in PackagedLacs : WriterAddsEntry(lac)
     \/ \E b, nb \in Bookies : WriterChangesEnsemble(b, nb)
     \/ WriterClosesLedger
+    \/ \E at \in Entries : WriterSendsExplicitLac(at)
 
 BookieSteps ==
     \/ \E m \in net, replied \in Replies : BookieReceivesAdd(m, replied)
     \/ \E m \in net, replied \in Replies : BookieReceivesFenceRead(m, replied)
     \/ \E m \in net, replied \in Replies : BookieReceivesRecoveryRead(m, replied)
+    \/ \E m \in net : BookieReceivesWriteLac(m)
     \/ \E b \in Bookies : BookieCrashes(b)
     \/ \E b \in Bookies : BookieRestarts(b)
 
@@ -790,7 +852,7 @@ Renamed(p) ==
          bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
          {[m EXCEPT !.client = name(m.client)] : m \in net}, lost,
          writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac,
-         [d \in Recoverers |-> rec[was(d)]], reader_lac, reader_read>>
+         [d \in Recoverers |-> rec[was(d)]], reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 RecovererOrbit == {Renamed(p) : p \in Permutations(Recoverers)}
 
@@ -814,6 +876,8 @@ TypeOK ==
              /\ 0 <= seg[1] /\ seg[1] <= MaxEntries
     /\ \A c \in Recoverers : rec[c].phase \in Phases
     /\ \A r \in Readers : -1 <= reader_lac[r] /\ reader_lac[r] < MaxEntries
+    /\ -1 <= writer_explicit_lac /\ writer_explicit_lac < MaxEntries
+    /\ \A b \in Bookies : -1 <= bookie_explicit_lac[b] /\ bookie_explicit_lac[b] < MaxEntries
 
 \* Every entry acknowledged to the writer's application is in the closed ledger.
 NoAckedEntryLost ==
@@ -821,7 +885,13 @@ NoAckedEntryLost ==
 
 \* A reader may read any entry up to a LAC a bookie serves: all of them are in the closed ledger.
 ReadersAgreeUpToLac ==
-    meta_status = "CLOSED" => \A b \in Bookies : bookie_lac[b] <= meta_last_entry
+    meta_status = "CLOSED" => \A b \in Bookies : Max(bookie_lac[b], bookie_explicit_lac[b]) <= meta_last_entry
+
+(* No bookie serves an explicit LAC past what is durable: every entry up   *)
+(* to it is stored on Qa bookies.                                          *)
+ExplicitLacIsDurable ==
+    \A b \in Bookies : \A e \in 0 .. bookie_explicit_lac[b] :
+        Cardinality({x \in Bookies : e \in bookie_entries[x]}) >= Qa
 
 (* Readers agree on the content of every entry up to the LAC, the ledger  *)
 (* open or closed: every copy a bookie holds of an entry a reader may read *)

@@ -8,7 +8,8 @@ __all__ = ["MODELS"]
 
 # Every action, each fault among them: a crash and a restart, a lost message and the resends it calls for, an
 # ensemble change to the spare bookie by the writer and by a recovery's write-back, a recovery that fails for want
-# of replies and is started again, a plain reader. One copy of each entry keeps it small.
+# of replies and is started again, a plain reader, the writer's explicit LAC (with one entry and Qa = 1 the only
+# way a reader of the open ledger learns its LAC). One copy of each entry keeps it small.
 FAULTS_CONSTANTS = {
     "NumBookies": 3,
     "E": 2,
@@ -18,15 +19,18 @@ FAULTS_CONSTANTS = {
     "MaxCrashes": 1,
     "MaxLoss": 1,
     "NumReaders": 1,
+    "ExplicitLac": 1,
 }
 FAULTS = CheckedModel(
     FAULTS_CONSTANTS,
-    6_334,
+    15_538,
     "every action: a crash and a restart, a lost message and its resends, ensemble changes, a failed recovery, "
-    "a plain reader",
+    "a plain reader, the explicit LAC",
 )
 # A plain reader reading up to the LAC while the writer writes (the second entry carries the LAC of the first).
 READER_CONSTANTS = {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 2, "NumReaders": 1}
+# The same reader learning the LAC from the writer's explicit LAC as well.
+EXPLICIT_LAC_CONSTANTS = {**READER_CONSTANTS, "ExplicitLac": 1}
 
 MODELS = SpecModels(
     checked=(
@@ -60,6 +64,7 @@ MODELS = SpecModels(
             "BP-46's fencing rule: no violation with one entry",
         ),
         CheckedModel(READER_CONSTANTS, 470, "a plain reader while the writer writes"),
+        CheckedModel(EXPLICIT_LAC_CONSTANTS, 4_890, "a plain reader and the writer's explicit LAC"),
         FAULTS,
     ),
     seeded_bugs=(
@@ -91,6 +96,13 @@ MODELS = SpecModels(
             4,
             {"MaxEntries": 1, "NumReaders": 1, "NumRecoverers": 0},
         ),
+        # An explicit LAC sent before its entry has Qa acks, served by a bookie.
+        SeededBug(
+            "explicit_lac_sends_lap",
+            "ExplicitLacIsDurable",
+            4,
+            {"MaxEntries": 1, "NumReaders": 1, "NumRecoverers": 0, "ExplicitLac": 1},
+        ),
     ),
     same_steps=True,
     # Between them they enable every action and every guard of the spec.
@@ -100,6 +112,7 @@ MODELS = SpecModels(
         "throttle": {"MaxEntries": 2, "Throttle": 1},
         "failed recoveries and recovery ensemble changes": FAULTS_CONSTANTS,
         "a plain reader": READER_CONSTANTS,
+        "the explicit LAC": EXPLICIT_LAC_CONSTANTS,
     },
     explored_with_bugs=False,
     presets={"faults": FAULTS},

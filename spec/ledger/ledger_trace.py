@@ -30,7 +30,8 @@ Three observation modes:
     recovery's start, resends and close, a reader's reads) and the loss of a
     request, which no bookie sees. Observable: what each bookie holds of the
     ledger (``bookie_entries``), whether it is fenced (``bookie_fenced``),
-    and which bookies are down. Not ``bookie_data``: the spec's data is a
+    the explicit LAC it was sent last (``bookie_explicit_lac``), and which
+    bookies are down. Not ``bookie_data``: the spec's data is a
     number, a bookie's is bytes. Not ``bookie_lac`` either: a recovery add
     of the spec carries no LAC, BookKeeper's carries the recovering client's
     (docs/real-systems.md), which the bookie then holds. A bookie cannot
@@ -72,8 +73,10 @@ of an add is not drawn: ``WriterAddsEntry`` has no params naming bookies.
 Left out: a client's timeouts are not events (in the spec a timeout is the
 guard of the step that follows it, such as ``WriterChangesEnsemble``); a
 recovering client reports ``rec`` whole or the ``recoverer_phases``
-projection, not a record of its own; reads by plain readers are not steps
-of the spec, so they are not events either.
+projection, not a record of its own; a plain reader's requests are not
+messages of the spec (its read of a LAC or of an entry is one step,
+``ReaderReadsLac`` or ``ReaderReadsEntry``), nor is the reply to an
+explicit LAC, which the writer ignores.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ from ledgerspec.spec.ledger.ledger import (
     IDLE,
     READING,
     WRITER,
+    WRITER_CLOSED,
     WRITING,
     WRITING_BACK,
     LedgerSpec,
@@ -190,6 +194,7 @@ CLIENT_OBSERVES = frozenset(
         "writer_lac",
         "writer_acks",
         "writer_add_lac",
+        "writer_explicit_lac",
         "rec",
         "reader_lac",
         "reader_read",
@@ -206,6 +211,7 @@ CLIENT = ObservationMode(
         "BookieReceivesAdd": _reply_lost,
         "BookieReceivesFenceRead": _reply_lost,
         "BookieReceivesRecoveryRead": _reply_lost,
+        "BookieReceivesWriteLac": None,
         "BookieCrashes": None,
         "BookieRestarts": None,
         "NetworkLosesMessage": None,
@@ -213,7 +219,7 @@ CLIENT = ObservationMode(
     logged_by=_observer,
 )
 
-BOOKIES_OBSERVE = frozenset({"bookie_entries", "bookie_fenced", "crashed"})
+BOOKIES_OBSERVE = frozenset({"bookie_entries", "bookie_fenced", "bookie_explicit_lac", "crashed"})
 
 BOOKIES = ObservationMode(
     "bookies",
@@ -343,6 +349,28 @@ def _explain_change_ensemble(spec: LedgerSpec, s: LedgerState, b: Any, nb: Any) 
 
 def _explain_close(spec: LedgerSpec, s: LedgerState) -> str | None:
     return _writer_status(s)
+
+
+def _explain_explicit_lac(spec: LedgerSpec, s: LedgerState, at: Any) -> str | None:
+    if spec.ExplicitLac != 1:
+        return "the writer sends no explicit LAC (ExplicitLac=0: explicitLacInterval is 0)"
+    if s.writer_status == WRITER_CLOSED:
+        return "the writer closed the ledger, which stops its explicit-LAC timer"
+    bound = spec.explicit_lac_bound(s)
+    if not isinstance(at, int) or not s.writer_explicit_lac < at <= bound:
+        return (
+            f"the timer sends for a LAC past the one it last sent for ({s.writer_explicit_lac}) and at most the "
+            f"writer's ({bound}), not {at!r}"
+        )
+    return None
+
+
+def _explain_write_lac(spec: LedgerSpec, s: LedgerState, m: Any) -> str | None:
+    if (why := _in_flight(s, m, "LacReq")) is not None:
+        return why
+    if m.bookie in s.crashed:
+        return f"bookie {m.bookie} has crashed"
+    return None
 
 
 def _explain_crash(spec: LedgerSpec, s: LedgerState, b: Any) -> str | None:
@@ -510,7 +538,7 @@ def _explain_reader_lac(spec: LedgerSpec, s: LedgerState, r: Any, lac: Any) -> s
         return why
     if lac <= s.reader_lac[r - 1]:
         return f"reader {r} has learned LAC {s.reader_lac[r - 1]} already"
-    served = max(max(s.bookie_lac), s.meta_last_entry)
+    served = max(spec.max_bookie_lac(s), s.meta_last_entry)
     if lac > served:
         return f"no bookie serves LAC {lac} and the ledger is not closed past it: the highest is {served}"
     return None
@@ -537,9 +565,11 @@ EXPLAIN: dict[str, Explanation] = {
     "WriterAddsEntry": _explain_add,
     "WriterChangesEnsemble": _explain_change_ensemble,
     "WriterClosesLedger": _explain_close,
+    "WriterSendsExplicitLac": _explain_explicit_lac,
     "BookieReceivesAdd": _bookie_step("AddReq", "BookieReceivesAdd"),
     "BookieReceivesFenceRead": _bookie_step("FenceReq", "BookieReceivesFenceRead"),
     "BookieReceivesRecoveryRead": _bookie_step("ReadReq", "BookieReceivesRecoveryRead"),
+    "BookieReceivesWriteLac": _explain_write_lac,
     "BookieCrashes": _explain_crash,
     "BookieRestarts": _explain_restart,
     "NetworkLosesMessage": _explain_loss,
@@ -565,7 +595,11 @@ def _closed_after_acks(spec: LedgerSpec, s: LedgerState) -> bool:
 
 
 def _closed_while_a_bookie_serves_a_lac(spec: LedgerSpec, s: LedgerState) -> bool:
-    return s.meta_status == CLOSED and any(lac >= 0 for lac in s.bookie_lac)
+    return s.meta_status == CLOSED and spec.max_bookie_lac(s) >= 0
+
+
+def _explicit_lac_served(spec: LedgerSpec, s: LedgerState) -> bool:
+    return any(lac >= 0 for lac in s.bookie_explicit_lac)
 
 
 def _closed_with_entries(spec: LedgerSpec, s: LedgerState) -> bool:
@@ -584,7 +618,14 @@ GUARDS: dict[str, tuple[Guard, ...]] = {
     ),
     "ReadersAgreeUpToLac": (
         CLOSED_GUARD,
-        Guard("closed while a bookie serves a LAC", _closed_while_a_bookie_serves_a_lac, "some bookie_lac >= 0"),
+        Guard(
+            "closed while a bookie serves a LAC",
+            _closed_while_a_bookie_serves_a_lac,
+            "some bookie_lac or bookie_explicit_lac >= 0",
+        ),
+    ),
+    "ExplicitLacIsDurable": (
+        Guard("a bookie serves an explicit LAC", _explicit_lac_served, "some bookie_explicit_lac >= 0"),
     ),
     "ClosedLedgerIsReadable": (Guard("closed with entries", _closed_with_entries, "CLOSED with meta_last_entry >= 0"),),
     "NoNewAcksToFencedWriter": (
@@ -596,7 +637,7 @@ GUARDS: dict[str, tuple[Guard, ...]] = {
 
 # -- drawings: lanes and messages ---------------------------------------------------------
 PROCESSES = ("writer", "recoverer", "reader", "bookie", "network")
-_REPLY = {"AddReq": "ack", "FenceReq": "fenced, LAC", "ReadReq": "entry or NoSuchEntry"}
+_REPLY = {"AddReq": "ack", "FenceReq": "fenced, LAC", "ReadReq": "entry or NoSuchEntry", "LacReq": "ack"}
 
 
 def _request_label(m: Mapping[str, Any]) -> str:
