@@ -104,6 +104,7 @@ MUTANT_MODELS = {
     "resend_reused_buffer": PIPELINED,
     "close_at_last_add_pushed": STRIPED,
     "explicit_lac_sends_lap": STRIPED,
+    "recovery_change_ends_at_lac": RECOVERY_FAULTS,
 }
 
 

@@ -59,7 +59,7 @@ def test_each_recording_checks_as_it_did_when_recorded(tmp_path: Path, name: str
     _, expected = scenario_and_status(name)
     assert recording.status == expected, [r.verdict.reason for r in recording.ledgers]
     written = [orjson.loads(line) for line in (tmp_path / name / "trace.ndjson").read_bytes().splitlines()]
-    assert written and all(line["process"] in ("writer", "recoverer-1", "recoverer-2") for line in written)
+    assert written and all(line["process"] in ("writer", "recoverer-1", "recoverer-2", "reader-1") for line in written)
     assert [line["seq"] for line in written] == sorted(line["seq"] for line in written)
     verdict = json.loads((tmp_path / name / "verdict.json").read_text())
     assert verdict["status"] == expected and verdict["traces"][0]["constants"]["NumBookies"] == 5
@@ -304,6 +304,69 @@ def test_an_add_sent_twice_to_one_bookie_is_served_once(tmp_path: Path, monkeypa
     (ledger,) = recheck(tmp_path, "crash-restart").ledgers
     assert ledger.verdict.status == "violates"
     assert "no instance of BookieReceivesAdd matches" in ledger.verdict.reason
+
+
+def test_the_writers_explicit_lac_is_what_lets_the_reader_learn_a_lac_no_add_carried(tmp_path: Path) -> None:
+    """explicit-lac-reader: three adds packaged before any ack carry LAC -1, so the reader's LAC 2 at its open can
+    only come from the explicit LAC; without the writer's WriteLac requests the same run leaves the spec there."""
+    (ledger,) = recheck(tmp_path / "as-recorded", "explicit-lac-reader").ledgers
+    assert ledger.verdict.status == "conforms", ledger.verdict.reason
+    lines = [
+        orjson.loads(line)
+        for line in (tmp_path / "as-recorded" / "explicit-lac-reader" / "trace.ndjson").read_bytes().splitlines()
+    ]
+    steps = [(line["type"], line.get("params")) for line in lines if line["type"] != "BookieReceivesAdd"]
+    assert steps[3:5] == [("WriterSendsExplicitLac", {"at": 2}), ("ReaderReadsLac", {"r": 1, "lac": 2})]
+    assert [p["lac"] for kind, p in steps if kind == "WriterAddsEntry"][:3] == [-1, -1, -1]
+    assert {p["e"] for kind, p in steps if kind == "ReaderReadsEntry"} == set(range(6))
+    constants = json.loads((tmp_path / "as-recorded" / "explicit-lac-reader" / "verdict.json").read_text())["traces"][
+        0
+    ]["constants"]
+    assert (constants["ExplicitLac"], constants["NumReaders"]) == (1, 1)
+
+    def drop_explicit_lac(obs: dict[str, Any]) -> dict[str, Any] | None:
+        return None if obs.get("op") == "write-lac" else obs
+
+    (ledger,) = recheck(tmp_path / "without", "explicit-lac-reader", drop_explicit_lac).ledgers
+    assert ledger.verdict.status == "violates" and "ReaderReadsLac" in ledger.verdict.reason
+
+
+def test_a_close_with_adds_pending_is_placed_where_it_drained_them(tmp_path: Path) -> None:
+    """close-with-adds-pending: 164 adds pending at the close fail with LedgerClosedException before its metadata
+    write; acks that arrive in between complete nothing. Without those failures reported, the acks would move the
+    spec's writer past the 140 the handle stayed at."""
+    (ledger,) = recheck(tmp_path / "as-recorded", "close-with-adds-pending").ledgers
+    assert ledger.verdict.status == "conforms", ledger.verdict.reason
+    lines = [
+        orjson.loads(line)
+        for line in (tmp_path / "as-recorded" / "close-with-adds-pending" / "trace.ndjson").read_bytes().splitlines()
+    ]
+    (close,) = [i for i, line in enumerate(lines) if line["type"] == "WriterClosesLedger"]
+    assert lines[close]["observed"]["meta_last_entry"] == 140
+    late = [line for line in lines[close:] if line["type"] == "BookieReceivesAdd"]
+    assert late and all(line["params"]["m"]["entry"] > 140 for line in late)
+
+    def no_drain_reported(obs: dict[str, Any]) -> dict[str, Any] | None:
+        return None if obs["ev"] == "complete" and obs["rc"] == -11 else obs
+
+    (ledger,) = recheck(tmp_path / "without", "close-with-adds-pending", no_drain_reported).ledgers
+    assert ledger.verdict.status == "violates" and "observed writer_lac = 140" in ledger.verdict.reason
+
+
+def test_a_long_poll_gives_the_reader_the_lac_and_the_next_entry(tmp_path: Path) -> None:
+    (ledger,) = recheck(tmp_path, "long-poll-reader").ledgers
+    assert ledger.verdict.status == "conforms", ledger.verdict.reason
+    lines = [orjson.loads(line) for line in (tmp_path / "long-poll-reader" / "trace.ndjson").read_bytes().splitlines()]
+    reader = [(line["type"], line["params"]) for line in lines if line["process"] == "reader-1"]
+    assert reader == [("ReaderReadsLac", {"r": 1, "lac": 2}), ("ReaderReadsEntry", {"r": 1, "e": 0, "b": 1})]
+
+
+def test_a_reader_told_a_lac_past_the_acknowledged_entries_is_caught(tmp_path: Path) -> None:
+    def inflate(obs: dict[str, Any]) -> dict[str, Any]:
+        return {**obs, "lac": 6} if obs["ev"] == "lac-read" else obs
+
+    (ledger,) = recheck(tmp_path, "explicit-lac-reader", inflate).ledgers
+    assert ledger.verdict.status == "violates" and "ReaderReadsLac" in ledger.verdict.reason
 
 
 def test_a_lac_the_writer_never_had_is_caught(tmp_path: Path) -> None:

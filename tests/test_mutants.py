@@ -47,6 +47,8 @@ PROMISES: dict[str, set[str]] = {
     "resend_with_current_lac": set(),  # a later LAC on a resend is still a confirmed one
     "resend_reused_buffer": {"ReadersAgreeOnContent"},
     "close_at_last_add_pushed": {"ClosedLedgerIsReadable"},
+    "explicit_lac_sends_lap": {"ExplicitLacIsDurable", "ReadersAgreeUpToLac"},
+    "recovery_change_ends_at_lac": set(),  # the change itself leaves the spec: it drops the pending write-backs
     "ack_before_fsync": {"ClosedLedgerIsReadable"},
     "mark_before_flush": {"MarkNeverPassesUnflushedData"},
     "fence_not_journaled": {"NoNewAcksToFencedWriter"},

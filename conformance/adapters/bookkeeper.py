@@ -10,7 +10,8 @@ client takes and every reply that reaches it; bookie crashes, restarts and
 lost messages stay hidden, for the checker to find.
 
 How each observation maps (``client`` is 0 for the writer, ``c`` >= 1 for a
-client that opens the ledger with recovery):
+client that opens the ledger with recovery, ``r`` the number of a client that
+opens it without, a plain reader, in the order they opened it):
 
 =====================================================  =============================================
 observation                                            event
@@ -36,13 +37,23 @@ writer's metadata write, ensemble changed                ``WriterChangesEnsemble
 client c sends a write-back to a bookie outside its       ``RecovererChangesEnsemble(c, b, nb)``: b the
 ensemble                                                 last bookie of its ensemble whose write-back
                                                          failed, nb the new one
-writer's metadata write, CLOSED                          ``WriterClosesLedger``
+writer's metadata write, CLOSED                          ``WriterClosesLedger``, placed where the close
+                                                         failed the adds it drained, if it drained any
 client c's metadata write, IN_RECOVERY                   ``RecovererStartsRecovery(c)``
 client c's first fencing read, no write seen before      ``RecovererStartsRecovery(c)`` (joins a recovery)
 client c's open done with neither (the ledger was        ``RecovererStartsRecovery(c)``
 closed)
 client c's metadata write, CLOSED                        ``RecovererClosesLedger(c)``
-reads without the fencing flag (plain readers)           none: reads by readers are not spec steps
+writer sends an explicit LAC for a LAC above every one   ``WriterSendsExplicitLac(at)``, ``at`` the LAC
+sent for before                                          the flush policy read, observed
+                                                         ``writer_explicit_lac``; the bookie's step is
+                                                         hidden (no client awaits its reply)
+client r's open without recovery, or its read of the     ``ReaderReadsLac(r, lac)`` for a LAC above every
+LAC, done                                                one it learned
+client r's read of entry e answered OK, the first        ``ReaderReadsEntry(r, e, b)``
+client r's long poll answered                            ``ReaderReadsLac(r, lac)`` for the bookie's LAC
+                                                         if above, then ``ReaderReadsEntry(r, e, b)`` for
+                                                         the entry returned, if any
 =====================================================  =============================================
 
 Every metadata event observes ``meta_status``, ``meta_last_entry`` and
@@ -76,7 +87,7 @@ __all__ = ["FENCING_FLAG", "RECOVERY_ADD_FLAG", "LedgerTraceMapper", "MappingErr
 #: BookieProtocol.FLAG_DO_FENCING and FLAG_RECOVERY_ADD.
 FENCING_FLAG, RECOVERY_ADD_FLAG = 0x1, 0x2
 #: BKException.Code values the mapping tells apart.
-OK, NO_SUCH_ENTRY, NO_SUCH_LEDGER, BOOKIE_UNAVAILABLE, LEDGER_FENCED = 0, -13, -7, -8, -101
+OK, NO_SUCH_ENTRY, NO_SUCH_LEDGER, BOOKIE_UNAVAILABLE, LEDGER_FENCED, LEDGER_CLOSED = 0, -13, -7, -8, -101, -11
 _ANSWERED_READ = frozenset({OK, NO_SUCH_ENTRY, NO_SUCH_LEDGER})
 #: Room in ``seq`` for the events one observation gives: an ensemble change, with the acks held back during it.
 _EVENTS_PER_OBSERVATION = 4096
@@ -143,6 +154,11 @@ class LedgerTraceMapper:
         self.unreachable: set[int] = set()  # bookies a client could not reach: each, a crash for the spec
         self.lost = 0  # other failed requests (timeouts): each, a lost request or reply for the spec
         self._events_at: dict[int, int] = {}  # observation -> events placed at it so far
+        self._explicit_at = -1  # the LAC the writer's last explicit LAC was sent for
+        self._drained: Mapping[str, Any] | None = None  # where the writer's close failed the adds it drained
+        self._readers: dict[int, int] = {}  # client -> reader number, for the clients that opened without recovery
+        self._reader_lac: dict[int, int] = {}  # reader -> the LAC it learned
+        self._reader_read: dict[int, set[int]] = {}  # reader -> the entries it read
 
     # -- what the checker needs besides the lines -------------------------------------
     def constants(self, max_crashes: int = 0, max_loss: int = 0) -> dict[str, int]:
@@ -168,6 +184,8 @@ class LedgerTraceMapper:
             "MaxEntries": max(self._highest_entry + 1, 1),
             "Throttle": 0,
             "LacLag": int(self._adds_name_their_lac()),
+            "NumReaders": len(self._readers),
+            "ExplicitLac": int(any(line["type"] == "WriterSendsExplicitLac" for line in self.lines)),
             "MaxCrashes": max_crashes + len(self.unreachable) + self._changes(),
             "MaxLoss": max(max_loss, self.lost),
         }
@@ -206,6 +224,7 @@ class LedgerTraceMapper:
             "opened": self._opened,
             "complete": self._complete,
             "unwatched": self._unwatched,
+            "lac-read": self._lac_read,
         }.get(str(kind))
         if handler is None:
             raise MappingError(f"observation {obs.get('obs')}: unknown kind {kind!r}")
@@ -225,7 +244,8 @@ class LedgerTraceMapper:
         at: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """A trace line for ``obs``, placed in the order at observation ``at`` (default: ``obs`` itself)."""
-        line = trace_line(self.trace_id, _process(client), self._seq(int((at or obs)["obs"])), action, params, observed)
+        process = f"reader-{params['r']}" if action.startswith("Reader") and params else _process(client)
+        line = trace_line(self.trace_id, process, self._seq(int((at or obs)["obs"])), action, params, observed)
         line["x-obs"] = int(obs["obs"])
         self.lines.append(line)
         return line
@@ -269,6 +289,12 @@ class LedgerTraceMapper:
 
     # -- the observations ----------------------------------------------------------------
     def _send(self, obs: Mapping[str, Any]) -> None:
+        if obs["op"] == "write-lac":
+            self._explicit_lac_sent(obs)
+            return
+        if obs["op"] == "long-poll":
+            self._skip(obs, "a reader's long poll sent: its reply is the step")
+            return
         client, entry, flags = int(obs["client"]), int(obs["entry"]), int(obs["flags"])
         self._sent_at[(client, str(obs["bookie"]), entry)] = int(obs["obs"])
         if obs["op"] == "read":
@@ -294,6 +320,34 @@ class LedgerTraceMapper:
             self._highest_entry = max(self._highest_entry, entry)
             params = None if packaged is None else {"lac": int(packaged)}
             self._emit(obs, client, "WriterAddsEntry", params, {"writer_lap": entry})
+
+    def _explicit_lac_sent(self, obs: Mapping[str, Any]) -> None:
+        """The first WriteLac request of a flush is the writer's step; the others, to its write set, are part of it."""
+        at = int(obs["lac"])
+        if int(obs["client"]) != 0 or at <= self._explicit_at:
+            self._skip(obs, "an explicit LAC of a flush already mapped")
+            return
+        self._flush_pending()  # the timer read the handle's LAC after the replies that moved it
+        self._explicit_at = at
+        self._emit(obs, 0, "WriterSendsExplicitLac", {"at": at}, {"writer_explicit_lac": at})
+
+    def _reader(self, obs: Mapping[str, Any]) -> int | None:
+        return self._readers.get(int(obs["client"]))
+
+    def _learned(self, obs: Mapping[str, Any], r: int, lac: int) -> None:
+        """Reader r learned ``lac``: a step when it is above every LAC it learned before."""
+        if lac <= self._reader_lac[r]:
+            self._skip(obs, f"reader {r} learned LAC {lac}, no higher than the {self._reader_lac[r]} it had")
+            return
+        self._reader_lac[r] = lac
+        self._emit(obs, int(obs["client"]), "ReaderReadsLac", {"r": r, "lac": lac})
+
+    def _lac_read(self, obs: Mapping[str, Any]) -> None:
+        r = self._reader(obs)
+        if r is None:
+            self._skip(obs, f"client {obs['client']} read the LAC but did not open the ledger as a plain reader")
+            return
+        self._learned(obs, r, int(obs["lac"]))
 
     def _write_back_sent(self, obs: Mapping[str, Any], client: int) -> None:
         """A write-back to a bookie outside the recovering client's ensemble: the client replaced a bookie.
@@ -343,6 +397,12 @@ class LedgerTraceMapper:
     def _reply_event(self, obs: Mapping[str, Any]) -> None:
         client, entry, rc = int(obs["client"]), int(obs["entry"]), int(obs["rc"])
         bookie = self._bookie(obs, str(obs["bookie"]))
+        if obs["op"] == "write-lac":
+            self._skip(obs, "the reply to an explicit LAC: the writer ignores it (PendingWriteLacOp only logs)")
+            return
+        if obs["op"] == "long-poll":
+            self._long_poll_answered(obs, bookie, entry, rc)
+            return
         if obs["op"] == "add":
             if rc == OK and client == 0 and obs.get("changing"):
                 self._held.append(obs)
@@ -383,7 +443,7 @@ class LedgerTraceMapper:
         if flags is None:
             raise MappingError(f"observation {obs['obs']}: a read reply for a request that was never sent")
         if not flags & FENCING_FLAG:
-            self._skip(obs, "a plain read: reads by readers are not steps of the spec")
+            self._plain_read(obs, bookie, entry, rc)
         elif rc not in _ANSWERED_READ:
             self._failed(bookie, rc)
             self._skip(obs, f"a read failed with {obs.get('rc_name', rc)}: the client gives up on the bookie")
@@ -393,6 +453,28 @@ class LedgerTraceMapper:
         else:
             m = self._request("ReadReq", client, bookie, entry, recovery=False, fence=True)
             self._emit(obs, client, "BookieReceivesRecoveryRead", {"m": m, "replied": True})
+
+    def _long_poll_answered(self, obs: Mapping[str, Any], bookie: int, entry: int, rc: int) -> None:
+        """A long poll's reply: the bookie's LAC, which the reader learns, then the entry it returned, if any."""
+        r = self._reader(obs)
+        if r is None or rc != OK or "lac" not in obs:
+            self._skip(obs, "a long poll of no plain reader, failed, or without the bookie's LAC")
+            return
+        self._learned(obs, r, int(obs["lac"]))
+        if obs.get("has_entry") and entry >= 0:
+            self._plain_read(obs, bookie, entry, rc)
+
+    def _plain_read(self, obs: Mapping[str, Any], bookie: int, entry: int, rc: int) -> None:
+        r = self._reader(obs)
+        if r is None or entry < 0:
+            self._skip(obs, "a plain read by a client that is no plain reader of the ledger, or of its LAC")
+        elif rc != OK:
+            self._skip(obs, f"a plain read failed with {obs.get('rc_name', rc)}: the reader asks another bookie")
+        elif entry in self._reader_read[r]:
+            self._skip(obs, f"reader {r} read entry {entry} before: the same data, no step")
+        else:
+            self._reader_read[r].add(entry)
+            self._emit(obs, int(obs["client"]), "ReaderReadsEntry", {"r": r, "e": entry, "b": bookie})
 
     def _failed(self, bookie: int, rc: int) -> None:
         if rc == BOOKIE_UNAVAILABLE:
@@ -454,6 +536,12 @@ class LedgerTraceMapper:
             self._completed = max(self._completed, int(obs["entry"]))
         elif int(obs["client"]) == 0:
             self._failed_adds.add(int(obs["entry"]))
+            if int(obs["rc"]) == LEDGER_CLOSED and self._drained is None:
+                # LedgerHandle.doAsyncCloseInternal drains the pending adds and fails them with
+                # LedgerClosedException, at the LAC, before it writes the metadata: the close is the spec's step
+                # here, and the acks that come after it complete nothing.
+                self._flush_pending()
+                self._drained = obs
 
     def _metadata_event(self, obs: Mapping[str, Any]) -> None:
         client = int(obs["client"])
@@ -476,7 +564,8 @@ class LedgerTraceMapper:
         observed = self._observed_metadata(after)
         if client == 0:
             if after.state == CLOSED:
-                self._emit(obs, client, "WriterClosesLedger", observed={**observed, "writer_status": WRITER_CLOSED})
+                closed = {**observed, "writer_status": WRITER_CLOSED}
+                self._emit(obs, client, "WriterClosesLedger", observed=closed, at=self._drained)
                 return
             for b, nb in _replaced(before.segments[-1][1], after.segments[-1][1]):
                 self._emit(obs, client, "WriterChangesEnsemble", {"b": b, "nb": nb})
@@ -560,6 +649,13 @@ class LedgerTraceMapper:
         if client != 0 and obs.get("recovery") and client not in self._started:
             self._started.add(client)
             self._emit(obs, client, "RecovererStartsRecovery", {"c": client})
+        elif client != 0 and not obs.get("recovery") and "lac" in obs:
+            # LedgerOpenOp without recovery: the handle's LAC is the closed ledger's last entry, or the one read.
+            # (A harness that did not report it leaves the client's reads unmapped.)
+            r = self._readers.setdefault(client, len(self._readers) + 1)
+            self._reader_lac.setdefault(r, -1)
+            self._reader_read.setdefault(r, set())
+            self._learned(obs, r, int(obs["lac"]))
 
 
 def _replaced(old: Sequence[int], new: Sequence[int]) -> list[tuple[int, int]]:

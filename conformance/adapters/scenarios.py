@@ -243,6 +243,67 @@ def _reader_lac(driver: Driver) -> None:
     ledger.close()
 
 
+#: The writer's explicitLacInterval in the scenario that turns it on: short, so that a pause of a few sends it.
+EXPLICIT_LAC_INTERVAL_MS = 100
+
+
+@_scenario(
+    "explicit-lac-reader",
+    "the writer sends its LAC on a timer (explicitLacInterval); a reader learns the LAC no add carried",
+)
+def _explicit_lac_reader(driver: Driver) -> None:
+    driver.call("configure-client", client=0, explicit_lac_interval=EXPLICIT_LAC_INTERVAL_MS)
+    ledger = driver.create(3, 2, 2)
+    for round_ in range(2):
+        ledger.add(3)
+        # the flush policy's first tick after the adds takes their piggybacked LAC, the next sends the LAC
+        time.sleep(5 * EXPLICIT_LAC_INTERVAL_MS / 1000)
+        if round_ == 0:
+            lac = int(driver.call("open", client=1, ledger=ledger.ledger_id, recovery=False)["last_add_confirmed"])
+        else:
+            lac = int(driver.call("read-lac", client=1, ledger=ledger.ledger_id)["lac"])
+        if lac > max(ledger.acknowledged):
+            raise BrokenPromiseError(f"explicit-lac-reader: a reader saw LAC {lac} past the last acknowledged entry")
+        ledger.read_back(1, lac)
+    ledger.close()
+    driver.call("configure-client", client=0, explicit_lac_interval=0)  # the default, for the scenarios after
+
+
+@_scenario("long-poll-reader", "a tailing reader long-polls the LAC and the next entry while the writer adds")
+def _long_poll_reader(driver: Driver) -> None:
+    ledger = driver.create(3, 2, 2)
+    ledger.add(3)
+    lac = int(driver.call("open", client=1, ledger=ledger.ledger_id, recovery=False)["last_add_confirmed"])
+    ledger.add(3, wait=False)
+    # ReadHandle.readLastAddConfirmedAndEntry: the bookies answer once their LAC passes the entry before it
+    polled = driver.call("read-lac-and-entry", client=1, ledger=ledger.ledger_id, entry=lac + 1, timeout=5000)
+    ledger.wait_adds()
+    if int(polled["lac"]) > max(ledger.acknowledged):
+        raise BrokenPromiseError(f"long-poll-reader: a long poll saw LAC {polled['lac']} past the acknowledged")
+    expected = f"entry {lac + 1} of ledger {ledger.ledger_id}"
+    if int(polled["lac"]) > lac and polled["entry"] != expected:
+        raise BrokenPromiseError(f"long-poll-reader: the long poll returned {polled['entry']!r}, not {expected!r}")
+    ledger.close()
+
+
+@_scenario(
+    "close-with-adds-pending",
+    "the writer closes with adds in flight: the ledger is closed at its LAC, the adds still pending fail",
+)
+def _close_with_adds_pending(driver: Driver) -> None:
+    ledger = driver.create(3, 2, 2)
+    ledger.add(5)
+    ledger.add(300, wait=False)  # the close comes while most of them are still pending
+    ledger.close()
+    ledger.wait_adds()  # LedgerHandle.doAsyncCloseInternal fails the adds it drained
+    last = int(driver.call("metadata", client=0, ledger=ledger.ledger_id)["metadata"]["last_entry"])
+    if last < max(ledger.acknowledged):
+        raise BrokenPromiseError(
+            f"close-with-adds-pending: closed at entry {last}, but entry {max(ledger.acknowledged)} was acknowledged"
+        )
+    ledger.read_back(0, last)
+
+
 # -- recovery and fencing -------------------------------------------------------------------
 @_scenario("recover-closed", "a second client opens a closed ledger with recovery: nothing to recover")
 def _recover_closed(driver: Driver) -> None:

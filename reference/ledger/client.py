@@ -83,6 +83,10 @@ MUTANTS = {
         "early), not the bytes it was packaged with"
     ),
     "close_at_last_add_pushed": "the writer closes the ledger at lastAddPushed with adds still pending, not at its LAC",
+    "recovery_change_ends_at_lac": (
+        "a recovery that replaces a bookie of its write-back drops the write-backs still pending and closes at its "
+        "handle's LAC"
+    ),
     "explicit_lac_sends_lap": (
         "the writer's explicit LAC is its lastAddPushed, sent while adds are pending, not its lastAddConfirmed"
     ),

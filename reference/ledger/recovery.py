@@ -348,6 +348,9 @@ class LedgerRecovery:
         ensemble = tuple(replacement if b == failed else b for b in self.current_ensemble)
         self.ensembles = [(f, ens) for f, ens in self.ensembles if f < first] + [(first, ensemble)]
         self.wb_acks = {(e, b) for e, b in self.wb_acks if not (b == failed and e >= first)}
+        if self.mutant == "recovery_change_ends_at_lac":  # MUTANT: the pending write-backs dropped, closed at the LAC
+            self.last, self.phase = first - 1, RecoveryPhase.WRITING_BACK
+            return []
         return [
             self._write_back(self.recovered[e], replacement)
             for e in range(first, self.last + 1)

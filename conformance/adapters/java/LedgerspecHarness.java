@@ -12,6 +12,9 @@
  *   - its LedgerManager: every ledger metadata create or compare-and-set
  *     write, with its outcome ("metadata"), before the client acts on it.
  *
+ * A plain reader's handle also reports the LAC it learned: at its open
+ * ("opened") and at each read of the LAC ("lac-read").
+ *
  * Both are interfaces; the client's own instances are wrapped in place. The
  * harness turns nothing into spec events: the adapter in Python does that.
  */
@@ -60,7 +63,9 @@ import org.apache.bookkeeper.mledger.impl.ManagedLedgerFactoryImpl;
 import org.apache.bookkeeper.net.BookieId;
 import org.apache.bookkeeper.proto.BookieClient;
 import org.apache.bookkeeper.proto.BookkeeperInternalCallbacks.ReadEntryCallback;
+import org.apache.bookkeeper.proto.ReadLastConfirmedAndEntryContext;
 import org.apache.bookkeeper.proto.BookkeeperInternalCallbacks.WriteCallback;
+import org.apache.bookkeeper.proto.BookkeeperInternalCallbacks.WriteLacCallback;
 import org.apache.bookkeeper.util.ByteBufList;
 import org.apache.bookkeeper.versioning.LongVersion;
 import org.apache.bookkeeper.versioning.Version;
@@ -76,6 +81,8 @@ public final class LedgerspecHarness {
 
     private final String metadataUri;
     private final Map<Integer, BookKeeper> clients = new ConcurrentHashMap<>();
+    /** explicitLacInterval (ms) of each client configured with one before its first use. */
+    private final Map<Integer, Integer> explicitLacIntervals = new ConcurrentHashMap<>();
     /** (client, ledger) -> the handle the client holds; its LAC is reported after each reply. */
     private final Map<String, LedgerHandle> handles = new ConcurrentHashMap<>();
     /** (client, ledger) -> adds issued whose callback has not come. */
@@ -181,6 +188,17 @@ public final class LedgerspecHarness {
                 }
                 return true;
             }
+            case "configure-client": {
+                // Settings a client takes at its start: a client running already is closed, with its handles,
+                // and the next command that names it starts it afresh.
+                BookKeeper running = clients.remove(client);
+                if (running != null) {
+                    handles.keySet().removeIf(k -> k.startsWith(client + "/"));
+                    running.close();
+                }
+                explicitLacIntervals.put(client, c.path("explicit_lac_interval").asInt(0));
+                return true;
+            }
             case "create": {
                 LedgerHandle lh = client(client).createLedger(
                         c.path("ensemble").asInt(), c.path("write").asInt(), c.path("ack").asInt(),
@@ -238,6 +256,7 @@ public final class LedgerspecHarness {
                 opened.put("client", client);
                 opened.put("ledger", ledger);
                 opened.put("recovery", c.path("recovery").asBoolean(true));
+                opened.put("lac", lh.getLastAddConfirmed());
                 observe(opened);
                 reply.put("last_add_confirmed", lh.getLastAddConfirmed());
                 reply.put("metadata", metadata(lh.getLedgerMetadata(), null));
@@ -254,7 +273,14 @@ public final class LedgerspecHarness {
                 return true;
             }
             case "read-lac": {
-                reply.put("lac", handle(client, ledger).readLastConfirmed());
+                long lac = handle(client, ledger).readLastConfirmed();
+                Map<String, Object> learned = new LinkedHashMap<>();
+                learned.put("ev", "lac-read");
+                learned.put("client", client);
+                learned.put("ledger", ledger);
+                learned.put("lac", lac);
+                observe(learned);
+                reply.put("lac", lac);
                 return true;
             }
             case "read-lac-and-entry": {
@@ -262,6 +288,12 @@ public final class LedgerspecHarness {
                 // their LAC passes entry - 1, or the timeout ends.
                 try (org.apache.bookkeeper.client.api.LastConfirmedAndEntry found = handle(client, ledger)
                         .readLastAddConfirmedAndEntry(c.path("entry").asLong(), c.path("timeout").asLong(), false)) {
+                    Map<String, Object> learned = new LinkedHashMap<>();
+                    learned.put("ev", "lac-read");
+                    learned.put("client", client);
+                    learned.put("ledger", ledger);
+                    learned.put("lac", found.getLastAddConfirmed());
+                    observe(learned);
                     reply.put("lac", found.getLastAddConfirmed());
                     reply.put("entry", found.hasEntry()
                             ? new String(found.getEntry().getEntryBytes(), StandardCharsets.UTF_8) : null);
@@ -503,7 +535,10 @@ public final class LedgerspecHarness {
     private BookKeeper client(int id) throws Exception {
         BookKeeper bk = clients.get(id);
         if (bk == null) {
-            bk = new BookKeeper(clientConf());
+            ClientConfiguration conf = clientConf();
+            // 0, the default, sends no explicit LAC (LedgerHandle.initializeWriteHandleState).
+            conf.setExplictLacInterval(explicitLacIntervals.getOrDefault(id, 0));
+            bk = new BookKeeper(conf);
             watch(bk, id);
             clients.put(id, bk);
         }
@@ -659,6 +694,47 @@ public final class LedgerspecHarness {
                     observe(event);
                     cb.readEntryComplete(rc, ledgerId, entryId, buffer, ctx);
                 };
+            } else if (name.equals("writeLac")) {
+                // (bookie, ledger, masterKey, lac, toSend, callback, ctx): lac is the LAC the flush policy read,
+                // whose write set the request goes to; toSend the LAC packaged later (ledger, LAC, digest).
+                BookieId bookie = (BookieId) args[0];
+                long ledger = (Long) args[1];
+                WriteLacCallback cb = (WriteLacCallback) args[5];
+                Map<String, Object> send = request("send", client, "write-lac", bookie, ledger, -1);
+                send.put("lac", args[3]);
+                ByteBufList toSend = (ByteBufList) args[4];
+                if (toSend.size() > 0 && toSend.getBuffer(0).readableBytes() >= 16) {
+                    ByteBuf body = toSend.getBuffer(0);
+                    send.put("packaged", body.getLong(body.readerIndex() + 8));
+                }
+                observe(send);
+                args[5] = (WriteLacCallback) (rc, ledgerId, addr, ctx) -> {
+                    Map<String, Object> event = request("reply", client, "write-lac", addr, ledgerId, -1);
+                    event.put("rc", rc);
+                    event.put("rc_name", BKException.getMessage(rc));
+                    observe(event);
+                    cb.writeLacComplete(rc, ledgerId, addr, ctx);
+                };
+            } else if (name.equals("readEntryWaitForLACUpdate")) {
+                // A long poll: (bookie, ledger, entry, previousLAC, timeout, piggyBackEntry, callback, ctx). The
+                // reply carries the bookie's LAC in its context, and the entry when the bookie returned one.
+                BookieId bookie = (BookieId) args[0];
+                long ledger = (Long) args[1];
+                ReadEntryCallback cb = (ReadEntryCallback) args[6];
+                Map<String, Object> send = request("send", client, "long-poll", bookie, ledger, (Long) args[2]);
+                send.put("previous_lac", args[3]);
+                observe(send);
+                args[6] = (ReadEntryCallback) (rc, ledgerId, entryId, buffer, ctx) -> {
+                    Map<String, Object> event = request("reply", client, "long-poll", bookie, ledgerId, entryId);
+                    event.put("rc", rc);
+                    event.put("rc_name", BKException.getMessage(rc));
+                    if (ctx instanceof ReadLastConfirmedAndEntryContext) {
+                        event.put("lac", ((ReadLastConfirmedAndEntryContext) ctx).getLastAddConfirmed());
+                    }
+                    event.put("has_entry", buffer != null && buffer.readableBytes() > 0);
+                    observe(event);
+                    cb.readEntryComplete(rc, ledgerId, entryId, buffer, ctx);
+                };
             } else if (REQUESTS.contains(name)) {
                 Map<String, Object> event = request("unwatched", client, name, (BookieId) args[0], (Long) args[1], -1);
                 observe(event);
@@ -669,7 +745,7 @@ public final class LedgerspecHarness {
 
     /** The other requests a client sends to bookies: reported, so that a trace never leaves one out unnoticed. */
     private static final java.util.Set<String> REQUESTS = java.util.Set.of(
-            "batchReadEntries", "readLac", "writeLac", "forceLedger", "readEntryWaitForLACUpdate");
+            "batchReadEntries", "readLac", "forceLedger");
 
     private Map<String, Object> metadata(LedgerMetadata m, Version version) {
         Map<String, Object> out = new LinkedHashMap<>();
