@@ -165,20 +165,26 @@ class Run:
         self.constants: dict[str, int] = {}
         self.recorder: ClientTraceRecorder | None = None
 
-    def _client(self, client_id: int) -> BookKeeperClient:
+    def _client(self, client_id: int, *, explicit_lac: bool = False) -> BookKeeperClient:
         client = BookKeeperClient(
             client_id,
             self.ledgers,
             self.network,
-            config=ClientConfig(explicit_lac=False),  # explicitLacInterval's default: 0, no explicit LAC
+            # explicitLacInterval's default is 0: no explicit LAC
+            config=ClientConfig(explicit_lac=explicit_lac),
             placement=OrderedPlacement(),
             events=self.network.events,
         )
         return self.network.attach(client)
 
     # -- what a scenario does -----------------------------------------------------------
-    def create(self, ensemble: int, write: int, ack: int, *, entries: int, recoverers: int = 0) -> LedgerHandle:
-        """A ledger of ``entries`` entries at most, with ``recoverers`` recovering clients; recorded from here."""
+    def create(
+        self, ensemble: int, write: int, ack: int, *, entries: int, recoverers: int = 0, explicit_lac: bool = False
+    ) -> LedgerHandle:
+        """A ledger of ``entries`` entries at most, with ``recoverers`` recovering clients and the writer's explicit
+        LAC on or off; recorded from here."""
+        if explicit_lac:
+            self.writer = self._client(0, explicit_lac=True)
         self.constants = {
             "NumBookies": len(self.bookies.ids),
             "E": ensemble,
@@ -189,6 +195,7 @@ class Run:
             "MaxEntries": entries,
             "Throttle": 0,
             "LacLag": 0,
+            "ExplicitLac": int(explicit_lac),
             "MaxCrashes": 0,
             "MaxLoss": 0,
         }
@@ -224,6 +231,14 @@ class Run:
     def add(self, handle: LedgerHandle, count: int) -> list[Future[int]]:
         first = handle.last_add_pushed + 1
         return [self._step(handle.add_entry(_payload(handle.ledger_id, first + i))) for i in range(count)]
+
+    def wait_explicit_lac(self, handle: LedgerHandle) -> None:
+        """Until the writer has sent its LAC on its own and the bookies answered."""
+        self.network.run_until(
+            lambda: handle.writer.explicit_lac_at == handle.last_add_confirmed and not self.network.unanswered,
+            within=_WITHIN,
+        )
+        self._step(None)
 
     def close_ledger(self, handle: LedgerHandle) -> None:
         closing = self._step(handle.close())
@@ -317,6 +332,23 @@ def _bookie_crashes_while_writing(run: Run) -> None:
     run.check_read_back(handle.ledger_id, run.acknowledged([*first, *rest]))
 
 
+def _explicit_lac_read_while_open(run: Run) -> None:
+    handle = run.create(3, 2, 2, entries=3, explicit_lac=True)
+    adds = run.add(handle, 3)  # packaged before any ack: each carries LAC -1
+    run.wait(*adds)
+    run.wait_explicit_lac(handle)
+    # a reader of the open ledger: its LAC comes from the bookies' explicit LAC, which no add carried
+    reader = run.network.attach(BookKeeperClient(50, run.ledgers, run.network))  # no spec client: no events
+    lac = reader.open_ledger(handle.ledger_id, password=PASSWORD).read_last_add_confirmed()
+    run.wait(lac)
+    run.facts["lac_read_while_open"] = lac.result()
+    if lac.result() != max(run.acknowledged(adds)):
+        run.failure = f"a reader of the open ledger learned LAC {lac.result()}, not {max(run.acknowledged(adds))}"
+        return
+    run.close_ledger(handle)
+    run.check_read_back(handle.ledger_id, run.acknowledged(adds))
+
+
 def _recover_with_bookie_down(run: Run) -> None:
     handle = run.create(3, 3, 2, entries=4, recoverers=1)
     adds = run.add(handle, 4)
@@ -351,6 +383,11 @@ CLIENT_SCENARIOS = {
             "bookie-crashes-while-writing",
             "E=3 Qw=3 Qa=2: three adds, a bookie of the ensemble killed, three more (an ensemble change), close",
             _bookie_crashes_while_writing,
+        ),
+        ClientScenario(
+            "explicit-lac-read-while-open",
+            "E=3 Qw=2 Qa=2, the explicit LAC on: three adds carrying LAC -1; a reader of the open ledger learns LAC 2",
+            _explicit_lac_read_while_open,
         ),
         ClientScenario(
             "recover-with-bookie-down",
