@@ -50,6 +50,7 @@ CONFIGS = {
     ),
     "limits of 0": TopicRunConfig(producers=2, messages=2, max_entries_per_ledger=0, maximum_rollover=0, cursors=1),
     "no deduplication": TopicRunConfig(producers=1, messages=3, cursors=1, deduplication=False, disconnects=1),
+    "a takeover": TopicRunConfig(producers=1, messages=3, cursors=1, takeovers=2),
 }
 
 
@@ -129,6 +130,17 @@ class TopicRefinementMachine(RuleBasedStateMachine):
     def crash(self) -> None:
         self.run.crash()
         note("crash")
+
+    @precondition(lambda self: self.enabled("TopicMovesToAnotherBroker", 0))
+    @rule()
+    def take_over(self) -> None:
+        self.run.take_over()
+        note("take_over")
+
+    @precondition(lambda self: self.run.old_broker is not None)
+    @rule()
+    def old_broker_rolls_over(self) -> None:
+        note(f"old_broker_rolls_over: written {self.run.old_broker_rolls_over()}")
 
     @precondition(lambda self: not self.run.up)
     @rule()

@@ -92,7 +92,7 @@ def test_a_preset_takes_every_action_and_a_constant_on_top_of_it_can_leave_some_
 ) -> None:
     code, out, _ = run(capsys, "model-check", "ledger", "--engine", "python", "--preset", "faults", "--json")
     data = json.loads(out)
-    assert code == 0 and data["preset"] == "faults" and data["python"]["distinct_states"] == 6_334
+    assert code == 0 and data["preset"] == "faults" and data["python"]["distinct_states"] == 15_538
     assert data["constants"]["MaxLoss"] == 1 and data["python"]["never_taken"] == []
     assert data["python"]["actions"]["NetworkLosesMessage"]["transitions"] > 0
     # without losses, nothing is resent: a vacuous run for those actions, pointed out
@@ -101,7 +101,7 @@ def test_a_preset_takes_every_action_and_a_constant_on_top_of_it_can_leave_some_
     text = " ".join(out.split())
     assert code == 0 and "(preset faults)" in text and "MaxLoss=0" in text
     assert (
-        "warning: the python explorer never took 4 of 18 actions: NetworkLosesMessage, RecovererResendsFenceRead, "
+        "warning: the python explorer never took 4 of 20 actions: NetworkLosesMessage, RecovererResendsFenceRead, "
         "RecovererResendsRead, RecovererResendsWriteBack. The run checked none of their steps" in text
     )
     code, out, _ = run(capsys, *argv, "--json")
@@ -133,7 +133,7 @@ def test_both_engines_count_the_actions_they_take_and_agree_on_them(capsys: pyte
     assert (
         data["python"]["never_taken"]
         == data["tlc"]["never_taken"]
-        == ["ConnectionDrops", "LedgerCreationFails", "ClockTicks"]
+        == ["ConnectionDrops", "LedgerCreationFails", "ClockTicks", "TopicMovesToAnotherBroker", "OldBrokerRollsOver"]
     )
     assert (
         data["tlc"]["actions"]["BrokerCrashes"]["transitions"]
@@ -141,7 +141,10 @@ def test_both_engines_count_the_actions_they_take_and_agree_on_them(capsys: pyte
     )
     code, out, _ = run(capsys, "model-check", "managed-ledger", "--engine", "both")
     text = " ".join(out.split())
-    assert "warning: neither engine took 3 of 13 actions: ConnectionDrops, LedgerCreationFails, ClockTicks" in text
+    assert (
+        "warning: neither engine took 5 of 15 actions: ConnectionDrops, LedgerCreationFails, ClockTicks, "
+        "TopicMovesToAnotherBroker, OldBrokerRollsOver" in text
+    )
     assert "The engines agree: the same states, the same actions taken." in text
     code, out, _ = run(capsys, "model-check", "managed-ledger", "--engine", "tlc", "--no-coverage", "--json")
     assert code == 0 and "actions" not in json.loads(out)["tlc"]
@@ -167,7 +170,7 @@ def test_specs_json_gives_every_spec_and_its_constants(capsys: pytest.CaptureFix
     assert bug["type"] == "str" and "none" in bug["choices"]
     defaults, faults = ledger["presets"]
     assert defaults == {"name": "defaults", "constants": {}}
-    assert faults["name"] == "faults" and faults["constants"]["MaxLoss"] == 1 and faults["distinct_states"] == 6_334
+    assert faults["name"] == "faults" and faults["constants"]["MaxLoss"] == 1 and faults["distinct_states"] == 15_538
 
 
 @pytest.mark.parametrize("argv", [["specs", "--json"], ["mutants", "--list", "--json"]])

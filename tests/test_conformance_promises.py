@@ -140,6 +140,7 @@ SEEDED: dict[tuple[str, str], dict[str, Expected]] = {
     ("managed_ledger", "closing_ledger_takes_adds"): {"full": {"LedgerHoldsItsLimit"}},
     ("managed_ledger", "unknown_answered_as_duplicate"): {"full": {"NoAcknowledgedMessageLost"}},
     ("managed_ledger", "failed_creation_acks_queued"): {"full": {"NoAcknowledgedMessageLost"}},
+    ("managed_ledger", "blind_ledger_list_write"): {"full": {"WritesGoToLastLedger"}},
 }
 
 

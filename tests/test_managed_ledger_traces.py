@@ -25,7 +25,7 @@ from ledgerspec.tools.cli.main import main
 # Two producers and two subscriptions, with every fault the spec bounds: a dropped connection, a failed ledger
 # creation, ledgers rolled over by age as well as by size.
 CONFIG = TopicRunConfig(
-    producers=2, messages=4, cursors=2, disconnects=1, creation_failures=1, maximum_rollover=2, ticks=2
+    producers=2, messages=4, cursors=2, disconnects=1, creation_failures=1, maximum_rollover=2, ticks=2, takeovers=1
 )
 CRASHES = 2
 
@@ -68,6 +68,10 @@ def test_every_guard_holds_in_each_state_that_breaks_its_invariant() -> None:
         "DedupPersistsNoDuplicate",
         "LastConfirmedIsLastEntry",
         "LedgerHoldsItsLimit",
+        # the old broker's list written without compare-and-set (blind_ledger_list_write), in the takeover model
+        "WritesGoToLastLedger",
+        "ListedLedgersExist",
+        "TrimPositionBehindCursor",
     }
 
 
@@ -110,6 +114,65 @@ def test_the_closed_ledger_is_kept_when_consumed_ledgers_are_trimmed_after_a_fai
             assert run.consume(1)
         assert len(run.trim()) == 1
         assert check.state.ledgers == (2,) and check.state.current == NO_LEDGER
+        run.close()
+
+
+def _steps(spec: ManagedLedgerSpec, state: Any, *steps: tuple[str, tuple[Any, ...]]) -> Any:
+    for name, args in steps:
+        after = getattr(spec, name)(state, *args)
+        assert after is not None, (name, TRACE.explain[name](spec, state, *args))
+        state = after
+    return state
+
+
+PUBLISH = (("ProducerSends", (1,)), ("BrokerReceives", (1,)), ("BookKeeperCompletesAdd", ()))
+
+
+def test_a_broker_that_lost_the_topic_cannot_write_the_list_once_the_new_owner_has() -> None:
+    """The old broker's rollover writes its list by compare-and-set: after the new owner's open the version it holds
+    is old, its write fails and the ledger it created is deleted. Written blindly (the seeded bug), its list drops
+    the new owner's ledger, and the batch the new owner acknowledged there with it."""
+    spec = ManagedLedgerSpec(MaxTakeovers=1)
+    [state] = spec.init_states()
+    state = _steps(spec, state, *PUBLISH, ("TopicMovesToAnotherBroker", (0,)), ("ManagedLedgerOpens", ()))
+    assert (state.ledgers, state.old_broker, state.old_broker_stale) == ((1, 2), (1,), True)
+    assert TRACE.explain["TopicMovesToAnotherBroker"](spec, state, 0) == "1 takeovers have happened; MaxTakeovers is 1"
+    state = _steps(spec, state, *PUBLISH)
+    assert state.acked == (1,) and state.last_id[0] == 2  # acknowledged in the new owner's ledger
+    refused = _steps(spec, state, ("OldBrokerRollsOver", ()))
+    assert (refused.ledgers, refused.deleted, refused.old_broker) == ((1, 2), {3}, ())
+    assert spec.invariant_failures(refused) == []
+    blind = ManagedLedgerSpec(MaxTakeovers=1, Bug="blind_ledger_list_write")
+    overwritten = _steps(blind, state, ("OldBrokerRollsOver", ()))
+    assert overwritten.ledgers == (1, 3)
+    broken = [name for name, _ in blind.invariant_failures(overwritten)]
+    assert "WritesGoToLastLedger" in broken and "NoAcknowledgedMessageLost" in broken
+
+
+def test_before_the_new_owners_open_the_old_broker_writes_and_the_open_drops_its_empty_ledger() -> None:
+    spec = ManagedLedgerSpec(MaxTakeovers=1)
+    [state] = spec.init_states()
+    state = _steps(spec, state, *PUBLISH, ("TopicMovesToAnotherBroker", (0,)), ("OldBrokerRollsOver", ()))
+    assert (state.ledgers, state.deleted) == ((1, 2), frozenset())
+    opened = _steps(spec, state, ("ManagedLedgerOpens", ()))
+    assert (opened.ledgers, opened.deleted, opened.current) == ((1, 3), {2}, 3)
+    # The engine does the same, under the refinement check, and refuses the write once the new owner has opened.
+    with tempfile.TemporaryDirectory() as root:
+        run = TopicRun(root, TopicRunConfig(takeovers=2))
+        check = TopicRefinement(run)
+        run.send(1)
+        run.receive(1)
+        run.complete_add()
+        run.take_over()
+        assert run.old_broker_rolls_over()
+        run.restart()
+        assert check.state.ledgers == (1, 3) and check.state.deleted == {2}
+        run.take_over()
+        run.restart()
+        assert not run.old_broker_rolls_over()
+        (abandoned,) = run.abandoned
+        assert not run.ledger_metadata_exists(abandoned)  # the ledger it created is deleted
+        assert check.state.old_broker == () and check.state.takeovers == 2
         run.close()
 
 

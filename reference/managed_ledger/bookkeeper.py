@@ -139,7 +139,10 @@ class BookKeeperLedgers:
             raise BookKeeperError(f"adding to ledger {handle.ledger_id} failed: {e}") from e
 
     def close(self, handle: LedgerHandle) -> None:
-        future = handle.close()
+        try:
+            future = handle.close()
+        except NoSuchLedgerError as e:  # deleted under this handle (by a broker that took the topic over)
+            raise BookKeeperError(f"closing ledger {handle.ledger_id} failed: {e}") from e
         self._run(future.done, f"closing ledger {handle.ledger_id}")
         try:
             future.result()

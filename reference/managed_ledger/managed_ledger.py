@@ -41,11 +41,12 @@ from collections.abc import Callable
 
 import attrs
 from ledgerspec.reference.ledger import LedgerHandle
-from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperLedgers, NoSuchLedgerError
+from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperError, BookKeeperLedgers, NoSuchLedgerError
 from ledgerspec.reference.managed_ledger.cursor import ACTIVE, CursorStatus, ManagedCursor
 from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
 from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore, StoredLedger
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
+from ledgerspec.reference.metadata import BadVersionError
 from ledgerspec.spec.cursor.cursor import NO_MESSAGES_AFTER, ZNODE_FALLBACKS
 from ledgerspec.spec.positions import NO_POSITION, Position, no_messages_after, recovered_position
 
@@ -113,6 +114,10 @@ class ManagedLedgerError(Exception):
     """The managed ledger cannot do what was asked: the message says what, and which ledger."""
 
 
+class ManagedLedgerFencedError(ManagedLedgerError):
+    """Another broker wrote the ledger list since this one read it (``handleBadVersion``): it is fenced."""
+
+
 @attrs.define
 class _Ledger:
     ledger_id: int
@@ -155,6 +160,8 @@ class ManagedLedger:
         self.cursors: dict[str, ManagedCursor] = {}
         self.positions: dict[str, Position] = {}  # ManagedCursorContainer: each cursor's position for trimming
         self.closed = False
+        self.abandoned: list[int] = []  # ledgers created and deleted, as the list could not name them
+        self._discarded: list[int] = []  # closed with no entry, left out of the list: deleted once it is written
 
     # -- opening ---------------------------------------------------------------------
     @classmethod
@@ -222,7 +229,22 @@ class ManagedLedger:
         LOG.info("[%s] Created ledger %d", self.name, handle.ledger_id)
         self.ledgers.append(_Ledger(handle.ledger_id, 0, 0, 0))
         self.current, self.created_ms = handle, self.clock()
-        self._write_ledgers()
+        try:
+            self._write_ledgers()
+        except BadVersionError as e:
+            # createComplete's operationFailed (ManagedLedgerImpl, Pulsar 4.0.7): handleBadVersion fences the
+            # managed ledger, and the ledger just created is deleted.
+            self.ledgers.pop()
+            self.current, self.closed = None, True
+            self.bookkeeper.delete(handle.ledger_id)
+            self.abandoned.append(handle.ledger_id)
+            raise ManagedLedgerFencedError(
+                f"managed ledger {self.name}: the ledger list changed since version {self.version} was read; "
+                f"ledger {handle.ledger_id} deleted"
+            ) from e
+        for ledger_id in self._discarded:
+            self.bookkeeper.delete(ledger_id)
+        self._discarded.clear()
 
     def _write_ledgers(self) -> None:
         listed = [
@@ -315,9 +337,18 @@ class ManagedLedger:
         if self.current is None:
             return
         self.crash_point("ledger-rollover")
-        self.bookkeeper.close(self.current)
+        try:
+            self.bookkeeper.close(self.current)
+        except BookKeeperError as e:
+            # closeComplete with an error is logged, and ledgerClosed goes on (rollCurrentLedgerIfFull): another
+            # broker recovered and closed the ledger under this one.
+            LOG.warning("[%s] Error when closing ledger %d: %s", self.name, self.current.ledger_id, e)
         self.ledgers[-1].timestamp = self.clock()
         self.current = None
+        if self.ledgers[-1].entries == 0:
+            # The last ledger was empty, so we can discard it (ledgerClosed); it is deleted once the list without
+            # it is written (updateLedgersIdsComplete).
+            self._discarded.append(self.ledgers.pop().ledger_id)
 
     # -- cursors ---------------------------------------------------------------------
     def open_cursor(self, name: str, *, earliest: bool = False) -> ManagedCursor:

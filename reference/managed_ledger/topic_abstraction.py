@@ -66,10 +66,11 @@ class TopicAbstraction:
         run = self.run
         stored = run.store.read_ledgers(TOPIC)
         ids = [x.ledger_id for x in stored[0]] if stored is not None else []
-        self.listed += [x for x in ids if x not in self.listed]
+        # in the order created: an old broker's ledger that its refused list write deleted is one of them
+        self.listed += [x for x in (*ids, *run.abandoned) if x not in self.listed]
         for ledger in ids:
             self.entries[ledger] = self._entries(ledger)
-        counts = {ledger: len(self.entries[ledger]) for ledger in self.listed}
+        counts = {ledger: len(self.entries.get(ledger, ())) for ledger in self.listed}
         topic = run.topic
         current, age, highest = NO_LEDGER, 0, tuple(-1 for _ in run.producers)
         persisted = highest
@@ -118,6 +119,9 @@ class TopicAbstraction:
             last_id=NO_MESSAGE_ID
             if last.ledger_id == -1
             else (self.number(last.ledger_id), last.entry_id, last.partition, last.batch_index),
+            takeovers=run.takeovers,
+            old_broker=tuple(self.number(x) for x in old.ids()) if (old := run.old_broker) is not None else (),
+            old_broker_stale=old is not None and stored is not None and stored[1] != old.version,
         )
 
     def _entries(self, ledger: int) -> tuple[tuple[int, int], ...]:

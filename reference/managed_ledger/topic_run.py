@@ -43,7 +43,11 @@ from ledgerspec.reference.constants import ConstantsTable
 from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperLedgers
 from ledgerspec.reference.managed_ledger.cursor import ManagedCursor
 from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
-from ledgerspec.reference.managed_ledger.managed_ledger import ManagedLedger, ManagedLedgerConfig
+from ledgerspec.reference.managed_ledger.managed_ledger import (
+    ManagedLedger,
+    ManagedLedgerConfig,
+    ManagedLedgerFencedError,
+)
 from ledgerspec.reference.managed_ledger.message_id import MessageId
 from ledgerspec.reference.managed_ledger.run import BrokerCrashed, BrokerHarness
 from ledgerspec.reference.managed_ledger.topic import DUPLICATE, Topic
@@ -73,6 +77,7 @@ class TopicRunConfig:
     deduplication: bool = True  # Dedup
     disconnects: int = 0  # MaxDisconnects: producer connections dropped in all
     creation_failures: int = 0  # MaxCreateFailures: ledger creations that fail, in all
+    takeovers: int = 0  # MaxTakeovers: times another broker takes the topic over while the old one runs
 
     def managed_ledger_config(self) -> ManagedLedgerConfig:
         return ManagedLedgerConfig(
@@ -101,6 +106,7 @@ SPEC_CONSTANTS = ConstantsTable(
         "Dedup": "deduplication",
         "MaxDisconnects": "disconnects",
         "MaxCreateFailures": "creation_failures",
+        "MaxTakeovers": "takeovers",
         "NumCursors": "cursors",
     }
 )
@@ -128,6 +134,9 @@ class TopicRun(BrokerHarness):
         self.crashes = 0
         self.disconnects = 0
         self.create_failures = 0
+        self.takeovers = 0
+        self.old_broker: ManagedLedger | None = None  # a broker that lost the topic and still runs: its managed ledger
+        self.abandoned: list[int] = []  # ledgers an old broker created and deleted, its list write refused
         self.producers = [Producer(f"producer-{p}") for p in range(1, self.config.producers + 1)]
         self.last_id = MessageId(-1, -1, -1, -1)
         self.topic: Topic | None = None
@@ -176,12 +185,42 @@ class TopicRun(BrokerHarness):
 
     def crash(self, written: int = 0) -> None:
         """The broker dies; ``written`` of the adds it had accepted reached the bookies (``BrokerCrashes(k)``)."""
+        self._stop()
+        self.crashes += 1
+        self.log.emit("BrokerCrashes", written)
+
+    def take_over(self) -> None:
+        """Another broker takes the topic over while this one runs on (``TopicMovesToAnotherBroker(0)``): the
+        producers' connections are gone, the next :meth:`restart` is the new owner's open, and the old broker
+        keeps its managed ledger, with the ledger list and the version it read."""
+        if self.old_broker is not None:
+            raise ValueError("a broker that lost the topic still runs")
+        self.old_broker = self._topic().ml
+        self._stop()
+        self.takeovers += 1
+        self.log.emit("TopicMovesToAnotherBroker", 0)
+
+    def old_broker_rolls_over(self) -> bool:
+        """The old broker's current ledger is closed under it and it rolls over (``OldBrokerRollsOver``): its list
+        write by compare-and-set fails once the new owner wrote the list; whether it was written."""
+        old = self.old_broker
+        if old is None:
+            raise ValueError("no broker that lost the topic runs")
+        self.old_broker = None
+        try:
+            old.roll_over()
+        except ManagedLedgerFencedError:
+            self.abandoned += old.abandoned
+            self.log.emit("OldBrokerRollsOver")
+            return False
+        self.log.emit("OldBrokerRollsOver")
+        return True
+
+    def _stop(self) -> None:
         self.topic = None
         self.crash_at = None
         for producer in self.producers:
             producer.net.clear()  # the connections are gone
-        self.crashes += 1
-        self.log.emit("BrokerCrashes", written)
 
     def restart(self) -> None:
         if self.topic is not None:

@@ -92,7 +92,10 @@ def random_steps(run: TopicRun, rng: random.Random, steps: int, *, max_age: int,
     config = run.config
     for _ in range(steps):
         if not run.up:
-            run.restart()
+            if run.old_broker is not None and rng.random() < 0.3:
+                run.old_broker_rolls_over()  # before the new owner opens the managed ledger: its write succeeds
+            else:
+                run.restart()
             continue
         topic, ml = run.topic, run.ml
         assert topic is not None and ml is not None
@@ -120,6 +123,10 @@ def random_steps(run: TopicRun, rng: random.Random, steps: int, *, max_age: int,
             choices.append((0.3, run.tick))
         if can_crash:
             choices.append((0.05, run.crash))
+        if run.takeovers < config.takeovers and run.old_broker is None:
+            choices.append((0.05, run.take_over))
+        if run.old_broker is not None:
+            choices.append((0.3, run.old_broker_rolls_over))
         for c in range(1, config.cursors + 1):
             choices.append((1.0, partial(run.consume, c)))
         choices.append((0.3, run.skip_consumed))

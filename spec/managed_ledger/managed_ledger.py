@@ -54,6 +54,15 @@ the broker's ``MessageDeduplication``; BRIEF section 4, seeds 002 and 003):
   from the list if it is empty, create a new ledger, and rebuild the dedup
   state from the entries written (standing for Pulsar's dedup cursor snapshot
   and the replay of the entries after it);
+- another broker taking the topic over while the old one still runs
+  (``TopicMovesToAnotherBroker``, at most ``MaxTakeovers`` times): to the
+  producers the old one is gone as in a crash, and ``ManagedLedgerOpens`` is
+  the new owner's open; the old broker keeps the ledger list it read and its
+  version, and when its current ledger is closed under it, it rolls over
+  (``OldBrokerRollsOver``): it writes its list with a new ledger by
+  compare-and-set, which fails once the new owner has written the list
+  (``BadVersionException``, ``handleBadVersion``: the old managed ledger is
+  fenced, its new ledger deleted);
 - ``lastConfirmedEntry`` (``last_confirmed``), the last entry readers are
   shown: each add sets it; reopening sets it to the new ledger's ``(l, -1)``
   stepped back to the last entry of the latest ledger of the list that holds
@@ -90,10 +99,11 @@ What is left out, and why that is sound here:
 - the replies lost with a dropped connection: the acks of the adds in
   flight still reach the producer (it would learn them as duplicates of
   what it sends again);
-- several brokers and ownership changes of the topic: one broker, which
-  crashes and opens the managed ledger again, so no compare-and-set of the
-  ledger list is lost (``BadVersionException`` would fence the managed
-  ledger, ``handleBadVersion``);
+- what else an old broker does after a takeover: its adds in flight end as
+  in a crash (none acknowledged, though BookKeeper may have completed some
+  before the new owner fenced the ledger; their entries are in the ledger
+  either way), and its one further write of the list is the rollover (a
+  trim writes by the same compare-and-set, and fails the same way);
 - retention, offloading, the ledger-creation timeout and the fencing of the
   previous owner's last ledger (recover-open in BookKeeper; ``ledger.py``);
 - the dedup cursor: trimming here never asks for it. Its snapshot is assumed
@@ -140,6 +150,10 @@ BUGS = {
     "unknown_answered_as_duplicate": "a batch pushed but not yet persisted, sent again, is answered as a duplicate",
     "failed_creation_acks_queued": "the adds queued for a ledger whose creation failed are answered as written",
     "closing_ledger_takes_adds": "a ledger whose last add is sent still takes the adds that arrive while it closes",
+    "blind_ledger_list_write": (
+        "the ledger list is written without compare-and-set: a broker that lost the topic overwrites the list of "
+        "the broker that took it over"
+    ),
     "reopen_confirms_new_ledger": (
         "reopening the managed ledger sets lastConfirmedEntry to the new ledger's (l, -1) without stepping back "
         "to the last entry written"
@@ -179,6 +193,10 @@ class ManagedLedgerState:
     reconnecting: tuple[bool, ...]  # producer -> its connection closed: it sends every batch not acked again
     disconnects: int  # producer connections dropped so far (at most MaxDisconnects)
     last_id: MessageId  # the last message id handed to a producer
+    # -- a broker that lost the topic to another and still runs
+    takeovers: int = 0  # takeovers so far (at most MaxTakeovers)
+    old_broker: tuple[int, ...] = ()  # the ledger list that broker holds; () when there is none
+    old_broker_stale: bool = False  # the list in the store was written since that broker read it (its version is old)
 
 
 # -- parameter generators: the \E in front of each TLA+ action ---------------------------
@@ -221,6 +239,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         Constant("Dedup", bool, True, "brokerDeduplicationEnabled for the topic"),
         int_constant("MaxDisconnects", 0, "producer connections dropped in all"),
         int_constant("MaxCreateFailures", 0, "ledger creations that fail, in all"),
+        int_constant("MaxTakeovers", 0, "times another broker takes the topic over while the old one still runs"),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
     )
 
@@ -238,6 +257,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
     Dedup: bool
     MaxDisconnects: int
     MaxCreateFailures: int
+    MaxTakeovers: int
     Bug: str
 
     def check_constants(self) -> None:
@@ -249,6 +269,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             "MaxEntriesPerLedger",
             "MaxDisconnects",
             "MaxCreateFailures",
+            "MaxTakeovers",
         ):
             if getattr(self, name) < 0:
                 raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
@@ -450,6 +471,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             pending=s.queued[:k],
             queued=s.queued[k:],
             closing=k > 0 and self.ledger_is_full(k, 0),
+            old_broker_stale=bool(s.old_broker),
         )
 
     def to_close(self, s: ManagedLedgerState) -> bool:
@@ -503,11 +525,9 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             return None
         return evolve(s, age=s.age + 1)
 
-    @action(_crash_cuts)
-    def BrokerCrashes(self, s: ManagedLedgerState, k: int) -> ManagedLedgerState | None:
-        """The broker dies: its memory and connections are gone; the first k adds in flight reached the bookies."""
-        if not s.broker_up or s.crashes >= self.MaxCrashes:
-            return None
+    def _broker_stops(self, s: ManagedLedgerState, k: int) -> ManagedLedgerState:
+        """The broker stops serving the topic: its memory and connections are gone; the first k adds in flight
+        reached the bookies."""
         entries = s.entries
         if k > 0:
             entries = _replace(entries, s.current - 1, (*entries[s.current - 1], *s.pending[:k]))
@@ -524,9 +544,49 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             highest_persisted=tuple(-1 for _ in self.producers),
             last_confirmed=NO_POSITION,
             slowest_position=tuple(NO_POSITION for _ in self.cursors),
-            crashes=s.crashes + 1,
             net=tuple(() for _ in self.producers),
         )
+
+    @action(_crash_cuts)
+    def BrokerCrashes(self, s: ManagedLedgerState, k: int) -> ManagedLedgerState | None:
+        """The broker dies: its memory and connections are gone; the first k adds in flight reached the bookies."""
+        if not s.broker_up or s.crashes >= self.MaxCrashes:
+            return None
+        return evolve(self._broker_stops(s, k), crashes=s.crashes + 1)
+
+    @action(_crash_cuts)
+    def TopicMovesToAnotherBroker(self, s: ManagedLedgerState, k: int) -> ManagedLedgerState | None:
+        """Another broker takes the topic over (the bundle is unloaded, or the broker's metadata session expired)
+        while this one still runs: to the producers it is gone as in a crash, and ``ManagedLedgerOpens`` is the new
+        owner's open; the old broker keeps the ledger list it read, with its version (``ledgersStat``)."""
+        if not s.broker_up or s.takeovers >= self.MaxTakeovers or s.old_broker:
+            return None
+        stopped = self._broker_stops(s, k)
+        return evolve(stopped, takeovers=s.takeovers + 1, old_broker=s.ledgers, old_broker_stale=False)
+
+    @action()
+    def OldBrokerRollsOver(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
+        """The old broker's current ledger is closed under it and it rolls over: it creates a ledger and writes the
+        list it holds with it, by compare-and-set on the version it read (``updateLedgersListAfterRollover``,
+        ``asyncUpdateLedgerIds``). After the new owner wrote the list the version is old: BadVersionException,
+        ``handleBadVersion`` fences the old managed ledger and the new ledger is deleted (``createComplete``'s
+        ``operationFailed``, ManagedLedgerImpl, Pulsar 4.0.7). Its last ledger, closed with no entry, leaves its
+        list, and is deleted once the list is written (``ledgerClosed``, ``updateLedgersIdsComplete``); a
+        mark-delete at (that ledger, -1) is restored at the next one (``recoveredCursor``), as the stored cursors
+        are read from then on. The seeded bug writes without the compare."""
+        if not s.old_broker:
+            return None
+        new = len(s.entries) + 1
+        entries = (*s.entries, ())
+        done = evolve(s, entries=entries, old_broker=(), old_broker_stale=False)
+        if s.old_broker_stale and self.Bug != "blind_ledger_list_write":
+            return evolve(done, deleted=s.deleted | {new})
+        last, deleted = s.old_broker[-1], s.deleted
+        listed = (*s.old_broker, new)
+        if not s.entries[last - 1]:
+            listed, deleted = (*s.old_broker[:-1], new), deleted | {last}
+        marks = tuple(recovered_position(listed, lambda x: len(entries[x - 1]), md) for md in s.mark_delete)
+        return evolve(done, ledgers=listed, deleted=deleted, mark_delete=marks)
 
     @action()
     def ManagedLedgerOpens(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
@@ -559,6 +619,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             highest_persisted=dedup,
             last_confirmed=last,
             slowest_position=marks,  # addCursor: the managed ledger holds each cursor at its restored mark-delete
+            old_broker_stale=bool(s.old_broker),
         )
 
     # -- cursors and trimming ----------------------------------------------------------
@@ -617,7 +678,12 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         gone = frozenset(x for x in s.ledgers if x < slowest and x != last)
         if not gone:
             return None
-        return evolve(s, ledgers=tuple(x for x in s.ledgers if x not in gone), deleted=s.deleted | gone)
+        return evolve(
+            s,
+            ledgers=tuple(x for x in s.ledgers if x not in gone),
+            deleted=s.deleted | gone,
+            old_broker_stale=bool(s.old_broker),
+        )
 
     # -- invariants ------------------------------------------------------------------
     @invariant
@@ -625,10 +691,8 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         """Every variable holds a value of its type, within the model's bounds."""
         if list(s.ledgers) != sorted(set(s.ledgers)) or any(not 1 <= x <= len(s.entries) for x in s.ledgers):
             return f"ledgers {list(s.ledgers)} is not an increasing list of created ledgers"
-        if s.deleted & set(s.ledgers):
-            return f"ledgers {sorted(s.deleted & set(s.ledgers))} are both deleted and in the list"
-        if s.crashes > self.MaxCrashes:
-            return f"{s.crashes} crashes exceed MaxCrashes={self.MaxCrashes}"
+        if s.crashes > self.MaxCrashes or s.takeovers > self.MaxTakeovers:
+            return f"{s.crashes} crashes and {s.takeovers} takeovers exceed the bounds"
         if any(not -1 <= a < n <= self.MaxMessages for a, n in zip(s.acked, s.sent, strict=True)):
             return f"acked {list(s.acked)} and sent {list(s.sent)} are out of bounds"
         return None
@@ -638,6 +702,13 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         """Only the last ledger of the list is open: the broker writes to no other."""
         if s.current != NO_LEDGER and (not s.ledgers or s.current != s.ledgers[-1]):
             return f"the broker writes to ledger {s.current}, but the last ledger of the list is {s.ledgers[-1:]}"
+        return None
+
+    @invariant
+    def ListedLedgersExist(self, s: ManagedLedgerState) -> str | None:
+        """Every ledger the list names exists: a reader, or the next owner's open, can open it."""
+        if s.deleted & set(s.ledgers):
+            return f"the list names ledgers {sorted(s.deleted & set(s.ledgers))}, which were deleted"
         return None
 
     @invariant

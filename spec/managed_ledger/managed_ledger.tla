@@ -35,6 +35,11 @@
 (*  - a broker crash (a prefix of the adds in flight may have reached the  *)
 (*    bookies) and the reopen: recover the last ledger, drop it if empty,  *)
 (*    create a new one, rebuild the dedup state from the entries;          *)
+(*  - another broker taking the topic over while the old one still runs    *)
+(*    (at most MaxTakeovers times): the old broker keeps the ledger list   *)
+(*    it read and its version, and its rollover writes that list by        *)
+(*    compare-and-set, which fails once the new owner wrote the list       *)
+(*    (BadVersionException: the old managed ledger is fenced);             *)
 (*  - lastConfirmedEntry, what readers are shown: set by each add, and on  *)
 (*    reopen stepped back from the new ledger to the last entry written;   *)
 (*  - durable cursors reduced to their persisted mark-delete position      *)
@@ -52,8 +57,9 @@
 (* its <<producer, sequence id>>, its size its message count); time beyond *)
 (* Ticks and what the rollover rules can tell apart; the replies lost with *)
 (* a dropped connection (acks reach the producer, which would learn them   *)
-(* as duplicates); several brokers, so no compare-and-set of the ledger    *)
-(* list is lost (BadVersionException fences the managed ledger);           *)
+(* as duplicates); an old broker's adds after a takeover end as in a crash *)
+(* and its one further list write is the rollover (a trim's compare-and-   *)
+(* set fails the same way);                                                *)
 (* retention and offloading; the dedup cursor, whose snapshot is assumed   *)
 (* to cover every entry trimmed.                                           *)
 (***************************************************************************)
@@ -74,17 +80,18 @@ CONSTANTS
     Dedup,                \* brokerDeduplicationEnabled for the topic
     MaxDisconnects,       \* producer connections dropped in all
     MaxCreateFailures,    \* ledger creations that fail, in all
+    MaxTakeovers,         \* times another broker takes the topic over while the old one still runs
     Bug                   \* "none" or a seeded bug, as in managed_ledger.py's BUGS
 
 ASSUME /\ BatchSize >= 1 /\ Partitioned \in BOOLEAN /\ Dedup \in BOOLEAN /\ MaxDisconnects \in Nat
-       /\ MaxCreateFailures \in Nat
+       /\ MaxCreateFailures \in Nat /\ MaxTakeovers \in Nat
        /\ \A k \in {NumProducers, MaxMessages, NumCursors, MaxCrashes, MaxEntriesPerLedger, MaxSizePerLedger,
                     MaximumRolloverTime, MinimumRolloverTime, Ticks} : k \in Nat
        \* ManagedLedgerConfig.setMaximumRolloverTime: the maximum is not below the minimum.
        /\ MaximumRolloverTime >= MinimumRolloverTime
        /\ Bug \in {"none", "trim_deletes_needed_ledger", "dedup_forgets_on_reopen", "reopen_confirms_new_ledger",
                   "closing_ledger_takes_adds", "unknown_answered_as_duplicate",
-                  "failed_creation_acks_queued"}
+                  "failed_creation_acks_queued", "blind_ledger_list_write"}
 
 VARIABLES
     \* -- the metadata store and the bookies
@@ -111,13 +118,18 @@ VARIABLES
     net,             \* producer -> sequence ids in flight to the broker, in order
     reconnecting,    \* producer -> its connection closed: it sends every batch not acknowledged again
     disconnects,     \* producer connections dropped so far
-    last_id          \* the last message id handed to a producer
+    last_id,         \* the last message id handed to a producer
+    \* -- a broker that lost the topic to another and still runs
+    takeovers,       \* takeovers so far
+    old_broker,      \* the ledger list that broker holds, <<>> when there is none
+    old_broker_stale \* the list in the store was written since that broker read it (its version is old)
 
 store_vars == <<ledgers, entries, deleted, mark_delete>>
 broker_vars == <<broker_up, current, age, pending, closing, queued, highest_pushed, highest_persisted, last_confirmed,
                   slowest_position, crashes, create_failures>>
 producer_vars == <<sent, acked, net, reconnecting, disconnects, last_id>>
-vars == <<store_vars, broker_vars, producer_vars>>
+takeover_vars == <<takeovers, old_broker, old_broker_stale>>
+vars == <<store_vars, broker_vars, producer_vars, takeover_vars>>
 
 -----------------------------------------------------------------------------
 Producers == 1 .. NumProducers
@@ -202,6 +214,9 @@ Init ==
     /\ reconnecting = [p \in Producers |-> FALSE]
     /\ disconnects = 0
     /\ last_id = <<-1, -1, -1, -1>>
+    /\ takeovers = 0
+    /\ old_broker = <<>>
+    /\ old_broker_stale = FALSE
 
 -----------------------------------------------------------------------------
 (* Producers. *)
@@ -214,6 +229,7 @@ ProducerSends(p) ==
     /\ sent' = [sent EXCEPT ![p] = @ + 1]
     /\ net' = [net EXCEPT ![p] = Append(@, sent[p])]
     /\ UNCHANGED <<store_vars, broker_vars, acked, reconnecting, disconnects, last_id>>
+    /\ UNCHANGED takeover_vars
 
 (* Reconnected, the producer sends again, in order, every batch not        *)
 (* acknowledged (ProducerImpl.resendMessages, Pulsar client 4.0.7).        *)
@@ -223,6 +239,7 @@ ProducerResends(p) ==
     /\ net' = [net EXCEPT ![p] = [i \in 1 .. sent[p] - acked[p] - 1 |-> acked[p] + i]]
     /\ reconnecting' = [reconnecting EXCEPT ![p] = FALSE]
     /\ UNCHANGED <<store_vars, broker_vars, sent, acked, disconnects, last_id>>
+    /\ UNCHANGED takeover_vars
 
 (* The producer's connection drops while a batch is not acknowledged: the  *)
 (* batches on it are lost; the broker keeps the adds it accepted.          *)
@@ -235,6 +252,7 @@ ConnectionDrops(p) ==
     /\ reconnecting' = [reconnecting EXCEPT ![p] = TRUE]
     /\ disconnects' = disconnects + 1
     /\ UNCHANGED <<store_vars, broker_vars, sent, acked, last_id>>
+    /\ UNCHANGED takeover_vars
 
 -----------------------------------------------------------------------------
 (* The broker. *)
@@ -274,6 +292,7 @@ BrokerReceives(p) ==
                /\ UNCHANGED acked
     /\ UNCHANGED <<store_vars, broker_up, current, age, highest_persisted, last_confirmed, slowest_position, crashes,
                    create_failures, sent, disconnects, last_id>>
+    /\ UNCHANGED takeover_vars
 
 (* The oldest add in flight reaches its ack quorum; the producer gets its *)
 (* message ids, readers the entry (OpAddEntry.run sets lastConfirmedEntry, *)
@@ -292,6 +311,7 @@ BookKeeperCompletesAdd ==
     /\ pending' = Tail(pending)
     /\ UNCHANGED <<ledgers, deleted, mark_delete, broker_up, current, age, closing, queued, highest_pushed,
                    slowest_position, crashes, create_failures, sent, net, reconnecting, disconnects>>
+    /\ UNCHANGED takeover_vars
 
 \* How many of the queued adds the new ledger takes: up to the one that fills it, or all.
 Taken(q) == LET fills == {i \in 1 .. Len(q) : LedgerIsFull(i, 0)}
@@ -305,6 +325,12 @@ ToClose ==
     /\ pending = <<>>
     /\ Len(entries[current]) > 0
     /\ closing \/ LedgerIsFull(Len(entries[current]), age)
+
+(* The serving broker writes the ledger list: the version a broker that   *)
+(* lost the topic holds is old from then on.                               *)
+ListWritten ==
+    /\ old_broker_stale' = (old_broker # <<>>)
+    /\ UNCHANGED <<takeovers, old_broker>>
 
 \* A ledger is being created for the adds that came with none open (internalAsyncAddEntry in ClosedLedger).
 Creating == current = NoLedger /\ queued # <<>>
@@ -325,6 +351,7 @@ LedgerRollsOver ==
           /\ pending' = SubSeq(queued, 1, k)
           /\ queued' = SubSeq(queued, k + 1, Len(queued))
           /\ closing' = (k > 0 /\ LedgerIsFull(k, 0))
+    /\ ListWritten
     /\ UNCHANGED <<deleted, mark_delete, broker_up, highest_pushed, highest_persisted, last_confirmed,
                    slowest_position, crashes, create_failures, producer_vars>>
 
@@ -355,6 +382,7 @@ LedgerCreationFails ==
     /\ create_failures' = create_failures + 1
     /\ UNCHANGED <<store_vars, broker_up, pending, highest_persisted, last_confirmed, slowest_position, crashes, sent,
                    disconnects, last_id>>
+    /\ UNCHANGED takeover_vars
 
 \* Time passes for the current ledger (only as far as the rollover rules can tell).
 ClockTicks ==
@@ -364,12 +392,12 @@ ClockTicks ==
     /\ age' = age + 1
     /\ UNCHANGED <<store_vars, broker_up, current, pending, closing, queued, highest_pushed, highest_persisted,
                    last_confirmed, slowest_position, crashes, create_failures, producer_vars>>
+    /\ UNCHANGED takeover_vars
 
-(* The broker dies: its memory and connections are gone; the first k adds  *)
-(* in flight reached the bookies.                                          *)
-BrokerCrashes(k) ==
+(* The broker stops serving the topic: its memory and connections are     *)
+(* gone; the first k adds in flight reached the bookies.                   *)
+BrokerStops(k) ==
     /\ broker_up
-    /\ crashes < MaxCrashes
     /\ entries' = IF k > 0 THEN [entries EXCEPT ![current] = @ \o SubSeq(pending, 1, k)] ELSE entries
     /\ broker_up' = FALSE
     /\ current' = NoLedger
@@ -381,9 +409,59 @@ BrokerCrashes(k) ==
     /\ highest_persisted' = [p \in Producers |-> -1]
     /\ last_confirmed' = NoPosition
     /\ slowest_position' = [c \in Cursors |-> NoPosition]
-    /\ crashes' = crashes + 1
     /\ net' = [p \in Producers |-> <<>>]
     /\ UNCHANGED <<ledgers, deleted, mark_delete, create_failures, sent, acked, reconnecting, disconnects, last_id>>
+
+\* The broker dies.
+BrokerCrashes(k) ==
+    /\ crashes < MaxCrashes
+    /\ BrokerStops(k)
+    /\ crashes' = crashes + 1
+    /\ UNCHANGED takeover_vars
+
+(* Another broker takes the topic over (the bundle is unloaded, or the    *)
+(* broker's metadata session expired) while this one still runs: to the   *)
+(* producers it is gone as in a crash, and ManagedLedgerOpens is the new   *)
+(* owner's open; the old broker keeps the ledger list it read, with its    *)
+(* version (ledgersStat).                                                  *)
+TopicMovesToAnotherBroker(k) ==
+    /\ takeovers < MaxTakeovers
+    /\ old_broker = <<>>
+    /\ BrokerStops(k)
+    /\ takeovers' = takeovers + 1
+    /\ old_broker' = ledgers
+    /\ old_broker_stale' = FALSE
+    /\ UNCHANGED crashes
+
+(* The old broker's current ledger is closed under it (the new owner      *)
+(* recovered it, so its adds fail) and it rolls over: it creates a ledger *)
+(* and writes the list it holds with it by compare-and-set on the version  *)
+(* it read (updateLedgersListAfterRollover, asyncUpdateLedgerIds).  After *)
+(* the new owner wrote the list the version is old: BadVersionException,  *)
+(* handleBadVersion fences the old managed ledger and the new ledger is   *)
+(* deleted (createComplete's operationFailed, ManagedLedgerImpl, Pulsar    *)
+(* 4.0.7).  Its last ledger, closed with no entry, leaves its list, and is *)
+(* deleted once the list is written (ledgerClosed, updateLedgersIdsComplete); *)
+(* a mark-delete at <<that ledger, -1>> is restored at the next one       *)
+(* (recoveredCursor), as the stored cursors are read from then on.        *)
+(* The seeded bug writes without the compare.                              *)
+OldBrokerRollsOver ==
+    /\ old_broker # <<>>
+    /\ LET new == Len(entries) + 1
+           last == old_broker[Len(old_broker)]
+           empty == entries[last] = <<>>
+           kept == IF empty THEN SubSeq(old_broker, 1, Len(old_broker) - 1) ELSE old_broker
+       IN /\ entries' = Append(entries, <<>>)
+          /\ IF old_broker_stale /\ Bug # "blind_ledger_list_write"
+             THEN /\ deleted' = deleted \cup {new}
+                  /\ UNCHANGED ledgers
+             ELSE /\ ledgers' = Append(kept, new)
+                  /\ deleted' = IF empty THEN deleted \cup {last} ELSE deleted
+          /\ mark_delete' = [c \in Cursors |->
+                                RecoveredPosition(ledgers', LAMBDA l : Len(entries'[l]), mark_delete[c])]
+    /\ old_broker' = <<>>
+    /\ old_broker_stale' = FALSE
+    /\ UNCHANGED <<broker_vars, producer_vars, takeovers>>
 
 (* initialize: recover-open the last ledger, drop it if empty, create a    *)
 (* new one, rebuild the dedup state from the entries, restore the cursors  *)
@@ -413,6 +491,7 @@ ManagedLedgerOpens ==
     /\ LET dedup == IF Bug = "dedup_forgets_on_reopen" \/ ~Dedup THEN [p \in Producers |-> -1] ELSE RecoveredDedup
        IN /\ highest_pushed' = dedup
           /\ highest_persisted' = dedup
+    /\ ListWritten
     /\ UNCHANGED <<age, pending, closing, queued, crashes, create_failures, producer_vars>>
 
 -----------------------------------------------------------------------------
@@ -430,6 +509,7 @@ ConsumerAcks(c) ==
           /\ slowest_position' = [slowest_position EXCEPT ![c] = nxt]
     /\ UNCHANGED <<ledgers, entries, deleted, broker_up, current, age, pending, closing, queued, highest_pushed,
                    highest_persisted, last_confirmed, crashes, create_failures, producer_vars>>
+    /\ UNCHANGED takeover_vars
 
 Skipped(md) ==
     IF /\ md[1] \in Range(ledgers)
@@ -452,6 +532,7 @@ CursorsSkipConsumedLedgers ==
           /\ slowest_position' = held
     /\ UNCHANGED <<store_vars, broker_up, current, age, pending, closing, queued, highest_pushed, highest_persisted,
                    last_confirmed, crashes, create_failures, producer_vars>>
+    /\ UNCHANGED takeover_vars
 
 \* The slowest of the positions the managed ledger holds for its cursors.
 SlowestPosition ==
@@ -471,6 +552,7 @@ TrimConsumedLedgers ==
        IN /\ gone # {}
           /\ ledgers' = SelectSeq(ledgers, LAMBDA x : x \notin gone)
           /\ deleted' = deleted \cup gone
+    /\ ListWritten
     /\ UNCHANGED <<entries, mark_delete, broker_vars, producer_vars>>
 
 -----------------------------------------------------------------------------
@@ -481,6 +563,8 @@ Next ==
     \/ LedgerCreationFails
     \/ ClockTicks
     \/ \E k \in 0 .. Len(pending) : BrokerCrashes(k)
+    \/ \E k \in 0 .. Len(pending) : TopicMovesToAnotherBroker(k)
+    \/ OldBrokerRollsOver
     \/ ManagedLedgerOpens
     \/ \E c \in Cursors : ConsumerAcks(c)
     \/ CursorsSkipConsumedLedgers
@@ -494,13 +578,15 @@ Spec == Init /\ [][Next]_vars
 \* Every variable holds a value of its type, within the model's bounds.
 TypeOK ==
     /\ \A i \in 1 .. Len(ledgers) : ledgers[i] \in 1 .. Len(entries) /\ (i > 1 => ledgers[i - 1] < ledgers[i])
-    /\ deleted \cap Range(ledgers) = {}
-    /\ crashes <= MaxCrashes
+    /\ crashes <= MaxCrashes /\ takeovers <= MaxTakeovers
     /\ \A p \in Producers : -1 <= acked[p] /\ acked[p] < sent[p] /\ sent[p] <= MaxMessages
 
 \* Only the last ledger of the list is open: the broker writes to no other.
 WritesGoToLastLedger ==
     current # NoLedger => Len(ledgers) > 0 /\ current = ledgers[Len(ledgers)]
+
+\* Every ledger the list names exists: a reader, or the next owner's open, can open it.
+ListedLedgersExist == deleted \cap Range(ledgers) = {}
 
 \* Every batch acknowledged to its producer is in a ledger of the list, or every cursor consumed it.
 NoAcknowledgedMessageLost ==

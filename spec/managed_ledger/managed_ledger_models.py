@@ -6,25 +6,32 @@ from ledgerspec.spec.models import CheckedModel, SeededBug, SpecModels
 
 __all__ = ["MODELS"]
 
-# Every action: the clock ticks only where the model lets ledgers age (Ticks), connections drop and ledger
-# creations fail only where MaxDisconnects and MaxCreateFailures let them, which the defaults do not.
+# The clock ticks only where the model lets ledgers age (Ticks), connections drop, ledger creations fail and
+# another broker takes the topic over only where MaxDisconnects, MaxCreateFailures and MaxTakeovers let them,
+# which the defaults do not.
+TIMED = {"MaximumRolloverTime": 2, "MinimumRolloverTime": 1, "Ticks": 2, "MaxDisconnects": 1, "MaxCreateFailures": 1}
+# Every action, with one batch to keep it small.
 FAULTS = CheckedModel(
-    {
-        "MaximumRolloverTime": 2,
-        "MinimumRolloverTime": 1,
-        "Ticks": 2,
-        "MaxDisconnects": 1,
-        "MaxCreateFailures": 1,
-        "MaxMessages": 2,
-    },
-    5_938,
-    "rollover by time, a dropped connection and the dedup check's Unknown, a failed ledger creation",
+    {**TIMED, "MaxMessages": 1, "MaxTakeovers": 1},
+    5_068,
+    "every action: rollover by time, a dropped connection and the dedup check's Unknown, a failed ledger creation, "
+    "a takeover by another broker",
 )
 
 MODELS = SpecModels(
     checked=(
         CheckedModel({}, 515),
         FAULTS,
+        CheckedModel(
+            {**TIMED, "MaxMessages": 2},
+            5_938,
+            "two batches: rollover by time, a dropped connection and the dedup check's Unknown, a failed creation",
+        ),
+        CheckedModel(
+            {"MaxTakeovers": 1},
+            9_876,
+            "another broker takes the topic over: the old one's rollover fails its compare-and-set, or comes first",
+        ),
         CheckedModel(
             {"BatchSize": 2, "MaxSizePerLedger": 3, "Partitioned": True, "NumCursors": 2},
             1_627,
@@ -44,6 +51,8 @@ MODELS = SpecModels(
         SeededBug("closing_ledger_takes_adds", "LedgerHoldsItsLimit", 7),
         SeededBug("unknown_answered_as_duplicate", "NoAcknowledgedMessageLost", 6, {"MaxDisconnects": 1}),
         SeededBug("failed_creation_acks_queued", "NoAcknowledgedMessageLost", 10, {"MaxCreateFailures": 1}),
+        # The old broker's list overwrites the new owner's, which no longer names the ledger the new owner writes.
+        SeededBug("blind_ledger_list_write", "WritesGoToLastLedger", 4, {"MaxTakeovers": 1}),
     ),
     presets={"faults": FAULTS},
     # Small enough to explore whole under each seeded bug, for the trace mapping's explanations
@@ -51,5 +60,6 @@ MODELS = SpecModels(
     explored={
         "default": {"NumCursors": 2},
         "faults": {"MaxMessages": 2, "MaxDisconnects": 1, "MaxCreateFailures": 1},
+        "takeover": {"MaxTakeovers": 1},
     },
 )

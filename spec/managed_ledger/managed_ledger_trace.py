@@ -14,7 +14,8 @@ One observation mode:
     store and the bookies (an abstraction function): every step is logged,
     by the producer that sends, sends again or loses its connection
     (``producer-<p>``), the consumer that acknowledges (``consumer-<c>``),
-    ``bookkeeper`` for a completed add, or the ``broker``; every variable is
+    ``bookkeeper`` for a completed add, the broker that lost the topic to
+    another and still runs (``old-broker``), or the ``broker``; every variable is
     reported at every event, so that a step that should have changed one and
     did not is seen as well as one that changed it wrongly.
 
@@ -45,6 +46,8 @@ def _process(action: str, args: tuple[Any, ...]) -> str:
         return f"consumer-{args[0]}"
     if action == "BookKeeperCompletesAdd":
         return "bookkeeper"
+    if action == "OldBrokerRollsOver":
+        return "old-broker"
     return "broker"
 
 
@@ -166,6 +169,20 @@ def _explain_crashes(spec: ManagedLedgerSpec, s: ManagedLedgerState, k: int) -> 
     return None
 
 
+def _explain_takeover(spec: ManagedLedgerSpec, s: ManagedLedgerState, k: int) -> str | None:
+    if not s.broker_up:
+        return "no broker serves the topic, so none can lose it"
+    if s.takeovers >= spec.MaxTakeovers:
+        return f"{s.takeovers} takeovers have happened; MaxTakeovers is {spec.MaxTakeovers}"
+    if s.old_broker:
+        return "a broker that lost the topic still runs, and the spec keeps one at a time"
+    return None
+
+
+def _explain_old_rollover(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> str | None:
+    return None if s.old_broker else "no broker that lost the topic still runs"
+
+
 def _explain_opens(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> str | None:
     return "the broker is up: the managed ledger is open" if s.broker_up else None
 
@@ -214,6 +231,8 @@ EXPLAIN: dict[str, Explanation] = {
     "LedgerCreationFails": _explain_creation_fails,
     "ClockTicks": _explain_ticks,
     "BrokerCrashes": _explain_crashes,
+    "TopicMovesToAnotherBroker": _explain_takeover,
+    "OldBrokerRollsOver": _explain_old_rollover,
     "ManagedLedgerOpens": _explain_opens,
     "ConsumerAcks": _explain_acks,
     "CursorsSkipConsumedLedgers": _explain_skips,
@@ -255,7 +274,7 @@ GUARDS: dict[str, Sequence[Guard]] = {
     ),
 }
 
-PROCESSES = ("producer", "broker", "bookkeeper", "consumer")
+PROCESSES = ("producer", "broker", "old-broker", "bookkeeper", "consumer")
 
 # What an event says nothing without: the entry a completed add wrote and the id its producer got, where the
 # consumer's mark-delete went, what a crash left on the bookies, the ledger list after a rollover, a reopen or a
@@ -264,6 +283,8 @@ REQUIRES = {
     "BookKeeperCompletesAdd": {"entries", "acked", "last_id", "last_confirmed"},
     "ConsumerAcks": {"mark_delete", "slowest_position"},
     "BrokerCrashes": {"broker_up", "entries"},
+    "TopicMovesToAnotherBroker": {"broker_up", "entries", "old_broker"},
+    "OldBrokerRollsOver": {"ledgers", "deleted", "old_broker"},
     "LedgerRollsOver": {"ledgers", "current"},
     "ManagedLedgerOpens": {"ledgers", "mark_delete", "highest_persisted", "last_confirmed"},
     "TrimConsumedLedgers": {"ledgers", "deleted"},
