@@ -45,6 +45,7 @@ read keeps the served bookies' numbers, and its quorums are left for
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +55,7 @@ from typing import Any
 import attrs
 import orjson
 from ledgerspec.reference.bookie import Bookie
+from ledgerspec.reference.bookie.entry import EntryFormatError, decode_lac
 from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
 from ledgerspec.spec.vocabulary import manifest_json, trace_line, write_manifest
 
@@ -61,8 +63,6 @@ __all__ = ["ServedTrace"]
 
 #: An entry's header as a client sends it: ledger id, entry id, the LAC it piggybacks (``encode_entry``).
 _HEADER = struct.Struct(">qqq")
-#: An explicit LAC's body as a client sends it: ledger id, the LAC (``encode_lac``), then its digest.
-_LAC_BODY = struct.Struct(">qq")
 _UNMODELLED = frozenset({ReplyCode.REFUSED, ReplyCode.UNAUTHORIZED})
 _CRASH, _RESTART = "BookieCrashes", "BookieRestarts"
 
@@ -93,7 +93,7 @@ def _held(bookie: Bookie, ledger: int) -> _Held:
     if info is None:
         return _Held(frozenset(), False)
     memtable = (e for (lid, e) in bookie.storage.memtable if lid == ledger)
-    lac = _LAC_BODY.unpack_from(info.explicit_lac)[1] if info.explicit_lac is not None else -1
+    lac = decode_lac(info.explicit_lac, None)[1] if info.explicit_lac is not None else -1
     return _Held(frozenset(info.flushed).union(memtable), info.fenced, lac)
 
 
@@ -105,8 +105,11 @@ def _request_record(request: Request) -> tuple[str, dict[str, Any]] | None:
             m["client"] = 0  # only the writer sends normal adds
             m["lac"] = _HEADER.unpack_from(request.data)[2]
         return "BookieReceivesAdd", m
-    if request.kind is RequestKind.WRITE_LAC and len(request.data) >= _LAC_BODY.size:
-        return "BookieReceivesWriteLac", {"type": "LacReq", "client": 0, "lac": _LAC_BODY.unpack_from(request.data)[1]}
+    if request.kind is RequestKind.WRITE_LAC:
+        m = {"type": "LacReq", "client": 0}
+        with contextlib.suppress(EntryFormatError):  # a malformed one is refused (EBADREQ): counted as unmodelled
+            m["lac"] = decode_lac(request.data, None)[1]
+        return "BookieReceivesWriteLac", m
     if request.kind in (RequestKind.FENCE, RequestKind.RECOVERY_READ) and request.fence:
         if request.kind is RequestKind.FENCE or request.entry_id < 0:
             return "BookieReceivesFenceRead", {"type": "FenceReq", "fence": True}
