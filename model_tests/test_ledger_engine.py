@@ -105,6 +105,10 @@ MUTANT_MODELS = {
     "close_at_last_add_pushed": STRIPED,
     "explicit_lac_sends_lap": STRIPED,
     "recovery_change_ends_at_lac": RECOVERY_FAULTS,
+    # fencing hears from all three bookies (Qw = E, Qa = 1); two then down leave a recovery read undecided
+    "undecided_read_ends_ledger": SimulationConfig(
+        bookies=3, ensemble=3, write_quorum=3, ack_quorum=1, recoverers=1, max_entries=2, max_crashes=2, max_loss=1
+    ),
 }
 
 

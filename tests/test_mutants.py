@@ -51,6 +51,7 @@ PROMISES: dict[str, set[str]] = {
     "close_at_last_add_pushed": {"ClosedLedgerIsReadable"},
     "explicit_lac_sends_lap": {"ExplicitLacIsDurable", "ReadersAgreeUpToLac"},
     "recovery_change_ends_at_lac": set(),  # the change itself leaves the spec: it drops the pending write-backs
+    "undecided_read_ends_ledger": set(),  # the close before an undecided entry leaves the spec
     "ack_before_fsync": {
         "ExplicitLacIsDurable"
     },  # the entry acked before its fsync is lost; the explicit LAC passes it

@@ -29,7 +29,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
-from ledgerspec.conformance.adapters.cluster import BOOKIE_STORAGES, CHECKPOINT_INTERVAL_MS, ScenarioCluster
+from ledgerspec.conformance.adapters.cluster import (
+    BOOKIE_STORAGES,
+    CHECKPOINT_INTERVAL_MS,
+    ClusterError,
+    ScenarioCluster,
+)
 
 __all__ = ["SCENARIOS", "BookieReader", "BrokenPromiseError", "Driver", "Ledger", "Scenario"]
 
@@ -214,6 +219,53 @@ for _e, _w, _a, _n in ((3, 2, 2, 12), (3, 3, 2, 10), (4, 3, 2, 10), (5, 2, 2, 10
     _scenario(f"stripe-e{_e}-w{_w}-a{_a}", f"{_n} entries on E={_e} Qw={_w} Qa={_a}, closed, read back")(
         _write_close_read(_e, _w, _a, _n)
     )
+
+
+#: How long a create waits for the client to see a restarted bookie (its BookieWatcher follows the available
+#: znodes by a ZooKeeper watch, a little after the restart registered it).
+_WATCHER_CATCH_UP_S = 10.0
+
+
+def _refused_for_too_few_bookies(error: ClusterError) -> bool:
+    return "BKNotEnoughBookiesException" in str(error)
+
+
+@_scenario(
+    "create-with-too-few-bookies",
+    "with two bookies up, a create of E=3 fails (BKNotEnoughBookiesException) and writes no metadata; with a "
+    "third back, it succeeds, and the ledger is written, closed and read back",
+)
+def _create_with_too_few_bookies(driver: Driver) -> None:
+    # LedgerCreateOp.initiate (release-4.17.2) asks BookieWatcher.newEnsemble for E writable bookies before it
+    # writes any metadata; with fewer it fails with BKNotEnoughBookiesException.
+    for n in range(3, len(driver.cluster.bookie_ids) + 1):
+        driver.stop(n)
+    registered = driver.call("bookies", wait_for=2, at_most=2)["bookies"]
+    if len(registered) != 2:
+        raise ClusterError(f"create-with-too-few-bookies: bookies {registered} are registered, not two")
+    try:
+        ledger = driver.create(3, 2, 2)
+    except ClusterError as error:
+        if not _refused_for_too_few_bookies(error):
+            raise
+    else:
+        raise BrokenPromiseError(
+            f"create-with-too-few-bookies: ledger {ledger.ledger_id} was created for E=3 with two bookies up, "
+            f"on {list(ledger.first_ensemble)}"
+        )
+    driver.restart(3)
+    deadline = time.monotonic() + _WATCHER_CATCH_UP_S
+    while True:
+        try:
+            ledger = driver.create(3, 2, 2)
+            break
+        except ClusterError as error:
+            if not _refused_for_too_few_bookies(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    ledger.add(5)
+    ledger.close()
+    ledger.read_back(0, 4)
 
 
 @_scenario("empty-ledger", "a ledger created and closed with no entry")

@@ -90,6 +90,10 @@ MUTANTS = {
     "explicit_lac_sends_lap": (
         "the writer's explicit LAC is its lastAddPushed, sent while adds are pending, not its lastAddConfirmed"
     ),
+    "undecided_read_ends_ledger": (
+        "a recovery read left undecided by bookies that are down takes the entry for missing and closes the ledger "
+        "before it, instead of failing the recovery"
+    ),
 }
 
 
@@ -564,6 +568,9 @@ class RecoveryOpen(_Operation):
             return True
         undecided = request.kind in (RequestKind.FENCE, RequestKind.RECOVERY_READ) and request in recovery.awaited()
         if undecided and recovery.give_up_if_undecided(set(writable)):
+            if recovery.phase is not RecoveryPhase.FAILED:  # the mutant undecided_read_ends_ledger ends the ledger
+                self._send(recovery.length_requests_to_close())
+                return True
             self._log("RecovererGivesUp")
             self._finish()
             return True

@@ -191,6 +191,13 @@ class LedgerRecovery:
             RequestKind.ADD, self.client, self.op, bookie, self.ledger_id, entry.entry_id, -1, recovery=True, data=data
         )
 
+    def length_requests_to_close(self) -> list[Request]:
+        """The reads that tell the ledger's length, when the recovery ends with no entry recovered and does not
+        know it yet (none otherwise)."""
+        if self.phase is RecoveryPhase.WRITING_BACK and self.last == self.start and self.start_length is None:
+            return self._length_requests()
+        return []
+
     def _length_requests(self) -> list[Request]:
         """Plain reads of entry ``start`` for the ledger's length, when no entry after it was found."""
         return [
@@ -283,11 +290,13 @@ class LedgerRecovery:
             if len(self.no_such) >= self.schedule.missing_quorum:
                 # Entry e cannot have reached Qa acks: the ledger ends at e - 1.
                 self.phase = RecoveryPhase.WRITING_BACK
-                if self.last == self.start and self.start_length is None:
-                    return self._length_requests()
+                return self.length_requests_to_close()
             return []
         self.refused.add(request.bookie)
         if self.no_such | self.refused >= set(self.write_set(e)):
+            if self.mutant == "undecided_read_ends_ledger":  # MUTANT: the undecided entry taken for missing
+                self.phase = RecoveryPhase.WRITING_BACK
+                return self.length_requests_to_close()
             self.phase = RecoveryPhase.FAILED
             self.problem = (
                 f"entry {e} of ledger {self.ledger_id}: every bookie of its write set answered, "
@@ -374,6 +383,10 @@ class LedgerRecovery:
             return False
         if unheard & up:
             return False
+        if self.mutant == "undecided_read_ends_ledger" and self.phase is RecoveryPhase.READING:
+            # MUTANT: the entry no reply decided is taken for missing, and the ledger ends before it
+            self.phase = RecoveryPhase.WRITING_BACK
+            return True
         what = "the fencing read" if self.phase is RecoveryPhase.FENCING else f"the read of entry {self.next}"
         if self.phase is RecoveryPhase.FENCING:
             self.fence_replies = set()  # a fencing that never completed leaves no replies behind, as in the spec

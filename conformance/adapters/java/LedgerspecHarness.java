@@ -168,8 +168,12 @@ public final class LedgerspecHarness {
                 try (BookKeeperAdmin admin = new BookKeeperAdmin(clientConf())) {
                     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
                     int wanted = c.path("wait_for").asInt(0);
+                    // at_most: also wait until no more are registered, and no client sees more (a stopped bookie's
+                    // registration goes with its session; a client's view follows it by a watch)
+                    int atMost = c.path("at_most").asInt(Integer.MAX_VALUE);
                     Collection<BookieId> available = admin.getAvailableBookies();
-                    while (available.size() < wanted && System.nanoTime() < deadline) {
+                    while ((available.size() < wanted || available.size() > atMost)
+                            && System.nanoTime() < deadline) {
                         Thread.sleep(100);
                         available = admin.getAvailableBookies();
                     }
@@ -181,7 +185,8 @@ public final class LedgerspecHarness {
                     watcherOf.setAccessible(true);
                     for (BookKeeper bk : clients.values()) {
                         BookieWatcher watcher = (BookieWatcher) watcherOf.invoke(bk);
-                        while (watcher.getBookies().size() < wanted && System.nanoTime() < deadline) {
+                        while ((watcher.getBookies().size() < wanted || watcher.getBookies().size() > atMost)
+                                && System.nanoTime() < deadline) {
                             Thread.sleep(50);
                         }
                     }
