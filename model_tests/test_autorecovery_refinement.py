@@ -1,5 +1,6 @@
 """The reference auditor and replication workers refine the autorecovery spec: random runs with bookies stopping,
-coming back and losing their disks, and workers crashing midway.
+coming back and losing their disks, and workers crashing midway; of a closed ledger, and of an open one whose writer
+may close it, whose passes defer it to a grace period and whose grace periods end in the recovery that closes it.
 
 Each rule takes one step of an :class:`~ledgerspec.reference.autorecovery.AutorecoveryRun`;
 :class:`~ledgerspec.reference.autorecovery.AutorecoveryRefinement` checks the events it logs against the spec,
@@ -74,6 +75,16 @@ class AutorecoveryRefinementMachine(RuleBasedStateMachine):
     def auditor_checks(self) -> None:
         self._did("auditor checks", self.run.auditor_checks())
 
+    @precondition(lambda self: self.run.auditor is not None)
+    @rule()
+    def auditor_checks_all_ledgers(self) -> None:
+        self._did("auditor checks all ledgers", self.run.auditor_checks_all_ledgers())
+
+    @precondition(lambda self: self.run.can_writer_close())
+    @rule()
+    def writer_closes_ledger(self) -> None:
+        self._did("writer closes the ledger", self.run.writer_closes_ledger())
+
     def busy_workers(self) -> list[int]:
         return [w for w in (1, 2) if self.run.enabled_worker_steps(w)]
 
@@ -97,6 +108,7 @@ class AutorecoveryRefinementMachine(RuleBasedStateMachine):
             or run.can_come_back()
             or run.can_elect()
             or run.auditor_has_news()
+            or run.can_writer_close()
             or self.busy_workers()
             or run.can_crash()
         )
@@ -130,6 +142,20 @@ def test_a_ledger_of_two_segments_refines_the_spec() -> None:
         {"config": RunConfig(workers=2, segments=2, entries=4)},
     )
     run_state_machine_as_test(machine, settings=_settings(80, STEPS))
+
+
+# Open ledgers: the default one (Qw=Qa=2, two stops, a disk lost once it is closed), whose recovery replaces a
+# bookie that is down, and one of two segments on Qw=3, Qa=2, whose recovery closes with its ensembles as they are.
+OPEN_CONFIGS = {
+    "default": RunConfig(workers=2, open_ledger=True),
+    "two-segments-qw3": RunConfig(workers=2, open_ledger=True, segments=2, write_quorum=3, ack_quorum=2),
+}
+
+
+@pytest.mark.parametrize("config", sorted(OPEN_CONFIGS))
+def test_an_open_ledger_refines_the_spec(config: str) -> None:
+    machine = type("OpenLedgerRefinement", (AutorecoveryRefinementMachine,), {"config": OPEN_CONFIGS[config]})
+    run_state_machine_as_test(machine, settings=_settings(100, STEPS))
 
 
 @pytest.mark.slow

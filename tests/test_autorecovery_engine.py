@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import attrs
 import pytest
 from ledgerspec.reference.autorecovery import (
     Auditor,
@@ -27,10 +28,12 @@ from ledgerspec.reference.autorecovery import (
     fragments,
     lost_fragments,
 )
-from ledgerspec.reference.autorecovery.fragments import write_set
+from ledgerspec.reference.autorecovery.bookies import read_last_add_confirmed
+from ledgerspec.reference.autorecovery.fragments import last_segment_open_and_missing, write_set
 from ledgerspec.reference.autorecovery.trace import random_steps
 from ledgerspec.reference.autorecovery.znodes import decode_lock, decode_underreplicated, encode_underreplicated
 from ledgerspec.reference.ledger import BookKeeperClient, OrderedPlacement
+from ledgerspec.reference.ledger.errors import LedgerFencedError
 from ledgerspec.reference.metadata import LedgerMetadata, LedgerState, Segment
 from metadata_backends import MetadataBackend
 
@@ -321,6 +324,8 @@ def test_a_run_refuses_a_ledger_the_spec_cannot_model() -> None:
         RunConfig(bookies=3, segments=2, entries=4)
     with pytest.raises(ValueError, match="unknown autorecovery mutant"):
         RunConfig(mutant="nope")
+    with pytest.raises(ValueError, match="an open ledger of two segments needs write_quorum == ensemble"):
+        RunConfig(open_ledger=True, segments=2, entries=2)
 
 
 # -- the mutants -----------------------------------------------------------------------------
@@ -399,3 +404,318 @@ def test_a_bookie_that_comes_back_empty_is_found_by_the_check_of_all_ledgers_alo
         assert UnderreplicationManager(run.admin).marked_ledgers() == []
     finally:
         run.close()
+
+
+# -- an open ledger --------------------------------------------------------------------------
+# The default ledger (E=3, Qw=2, Qa=2, on four bookies), open: one bookie of an entry's write set down leaves the
+# write-back of a recovery one ack short, and the recovery replaces it by the spare bookie 4; two bookies of the
+# ensemble down leave a write set without a reply, and the ledger cannot be opened.
+DEFAULT_OPEN = RunConfig(workers=2, open_ledger=True)
+# Every entry on the three bookies of the ensemble, an add acknowledged by two: one bookie down at a time leaves the
+# LAC readable and the ledger recoverable without an ensemble change.
+OPEN = RunConfig(write_quorum=3, ack_quorum=2, entries=3, workers=2, max_stops=1, max_disk_losses=0, open_ledger=True)
+# Two segments (bookie 4 took bookie 1's place from entry 1), the last starting past the LAC: a recovery's ensemble
+# change would replace it in place.
+OPEN_TWO_SEGMENTS = RunConfig(write_quorum=3, ack_quorum=2, segments=2, workers=2, open_ledger=True)
+OPEN_CONFIGS = {"default": DEFAULT_OPEN, "qw3": OPEN, "two-segments": OPEN_TWO_SEGMENTS}
+
+
+def test_an_open_ledger_run_is_the_spec_with_open_ledger_and_its_bookies_hold_the_lac_of_the_last_add(
+    tmp_path: Path,
+) -> None:
+    assert OPEN.spec_constants()["OpenLedger"] == 1 and RunConfig().spec_constants()["OpenLedger"] == 0
+    assert (OPEN.spec_constants()["Qw"], OPEN.spec_constants()["Qa"]) == (3, 2)
+    assert (DEFAULT_OPEN.spec_constants()["Qw"], DEFAULT_OPEN.spec_constants()["Qa"]) == (2, 2)  # Qa: Qw by default
+    run = AutorecoveryRun(str(tmp_path), OPEN)
+    try:
+        metadata = run.ledgers.read(run.ledger_id).metadata
+        assert metadata.state is LedgerState.OPEN and run.can_writer_close()
+        assert {node.view(run.ledger_id).lac for node in run.cluster.nodes.values()} == {1, -1}  # bookie-4: none
+        assert read_last_add_confirmed(metadata, run.bookies) == 1
+        # The last segment is open: its fragments end at the LAC, and none is closed.
+        assert [(f.bookie, f.entries, f.closed) for f in fragments(metadata, 1)] == [
+            ("bookie-1", (0, 1), False),
+            ("bookie-2", (0, 1), False),
+            ("bookie-3", (0, 1), False),
+        ]
+    finally:
+        run.close()
+
+
+def test_an_open_ledgers_closed_fragments_are_those_before_the_last_segment_once_the_lac_reaches_it() -> None:
+    metadata = LedgerMetadata(7, 3, 2, 2, [Segment(0, ("a", "b", "c")), Segment(3, ("d", "b", "c"))])
+    assert [(f.first_entry_id, f.bookie, f.entries, f.closed) for f in fragments(metadata, 3)] == [
+        (0, "a", (0, 2), True),
+        (0, "b", (0, 1), True),
+        (0, "c", (1, 2), True),
+        (3, "d", (3,), False),
+        (3, "b", (3,), False),
+        (3, "c", (), False),
+    ]
+    assert [f.closed for f in fragments(metadata, 1)] == [False] * 6  # entry 2 may still be written
+    assert last_segment_open_and_missing(metadata, 3, {"a", "b", "c", "d"}) is False
+    assert last_segment_open_and_missing(metadata, 3, {"b", "c", "d"}) is False  # bookie a: a closed segment
+    assert last_segment_open_and_missing(metadata, 1, {"b", "c", "d"}) is True  # the segment before is open too
+
+
+def _open_run(tmp_path: Path, config: RunConfig = OPEN) -> AutorecoveryRun:
+    run = AutorecoveryRun(str(tmp_path), config)
+    AutorecoveryRefinement(run)  # every step below is checked against the spec as it is taken
+    return run
+
+
+def _pass(run: AutorecoveryRun, w: int) -> list[str]:
+    """Worker w's pass, each step taken through the run (and so checked): the first enabled step, from taking
+    the lock to releasing it."""
+    taken: list[str] = []
+    while steps := run.enabled_worker_steps(w):
+        assert run.worker_step(w, steps[0])
+        taken.append(steps[0])
+        if run.workers[w - 1].lock is None:
+            break
+    return taken
+
+
+def _defer(run: AutorecoveryRun, w: int = 1) -> None:
+    """The auditor marks the ledger (unless it did already), and worker w's pass defers it to the grace period."""
+    assert run.auditor is not None or run.elect_auditor()
+    assert not run.auditor_has_news() or run.auditor_checks()
+    assert run.worker_step(w, "WorkerTakesLock")
+    assert run.enabled_worker_steps(w) == ["WorkerDefersLock"]  # nothing closed to copy, nothing to release
+    assert run.worker_step(w, "WorkerDefersLock")
+    assert run.enabled_worker_steps(w) == ["WorkerEndsGracePeriod"]
+
+
+def test_the_grace_period_ends_in_a_recovery_that_closes_the_ledger_and_fences_its_writer(tmp_path: Path) -> None:
+    """Qw=3, Qa=2: the write-back of entry 2 gets its Qa acks from bookies 1 and 3, and the recovery closes the
+    ledger with its ensemble as it was (the event's nb is NO_ONE)."""
+    run = _open_run(tmp_path)
+    try:
+        assert run.bookie_stops("bookie-2")
+        _defer(run)
+        assert run.worker_step(1, "WorkerEndsGracePeriod")
+        assert run.events[-1].args == (1, 0)
+        metadata = run.ledgers.read(run.ledger_id).metadata
+        assert metadata.state is LedgerState.CLOSED and metadata.last_entry_id == 2
+        assert metadata.segments == (Segment(0, ("bookie-1", "bookie-2", "bookie-3")),)  # no ensemble change
+        marks = UnderreplicationManager(run.admin)
+        assert marks.lost_bookies(run.ledger_id) == ["bookie-2"] and marks.holder(run.ledger_id) is None
+        # The writer was fenced: its close fails, a refused step that logs nothing; so does an add.
+        logged = len(run.events)
+        assert not run.writer_closes_ledger()
+        assert len(run.events) == logged and not run.can_writer_close()
+        assert run.writer is not None
+        with pytest.raises(LedgerFencedError):
+            run.writer.close().result(timeout=0)
+        # The closed ledger's fragment on bookie-2 is copied by the next pass.
+        assert _pass(run, 2)[-2:] == ["WorkerUpdatesEnsemble", "WorkerReleasesLock"]
+        assert marks.marked_ledgers() == []
+        assert [e.action for e in run.events].count("WorkerEndsGracePeriod") == 1
+    finally:
+        run.close()
+
+
+def test_a_recovery_one_ack_short_replaces_the_bookie_that_is_down_in_a_new_segment(tmp_path: Path) -> None:
+    """Qw=Qa=2: bookie 2, of entry 1's write set, is down; the write-back of entry 1 (past the LAC 0) gets one ack,
+    and the recovery replaces bookie 2 by bookie 4 from entry 1 on (ReadOnlyLedgerHandle.handleBookieFailure).
+    The event names bookie 4; the spec's meta_version counts the change, not the close."""
+    run = AutorecoveryRun(str(tmp_path), DEFAULT_OPEN)
+    check = AutorecoveryRefinement(run)
+    try:
+        assert run.bookie_stops("bookie-2")
+        _defer(run)
+        assert run.worker_step(1, "WorkerEndsGracePeriod")
+        assert run.events[-1].action == "WorkerEndsGracePeriod" and run.events[-1].args == (1, 4)
+        metadata = run.ledgers.read(run.ledger_id).metadata
+        assert metadata.state is LedgerState.CLOSED and metadata.last_entry_id == 1
+        assert metadata.segments == (
+            Segment(0, ("bookie-1", "bookie-2", "bookie-3")),
+            Segment(1, ("bookie-1", "bookie-4", "bookie-3")),
+        )
+        assert sorted(run.cluster.nodes["bookie-4"].view(run.ledger_id).entries) == [1]
+        assert check.state.meta_version == 2 and check.state.closed
+        # The next pass copies what bookie 2 holds of the first segment, entry 0, to bookie 4 (outside that
+        # segment's ensemble), and the mark goes.
+        assert UnderreplicationManager(run.admin).lost_bookies(run.ledger_id) == ["bookie-2"]
+        assert _pass(run, 2)[-2:] == ["WorkerUpdatesEnsemble", "WorkerReleasesLock"]
+        assert run.ledgers.read(run.ledger_id).metadata.segments == (
+            Segment(0, ("bookie-1", "bookie-4", "bookie-3")),
+            Segment(1, ("bookie-1", "bookie-4", "bookie-3")),
+        )
+        assert UnderreplicationManager(run.admin).marked_ledgers() == [] and check.state.meta_version == 3
+    finally:
+        run.close()
+
+
+def test_a_recovery_one_ack_short_with_no_spare_bookie_fails_and_a_later_one_replaces(tmp_path: Path) -> None:
+    """Bookie 4, the only bookie outside the ensemble, and bookie 2 are down: the write-back cannot get Qa acks nor
+    change the ensemble, and the recovery fails (the ledger stays open, in recovery, and the writer fenced). Once
+    bookie 4 is back, the next grace period's recovery replaces bookie 2 by it."""
+    run = _open_run(tmp_path, DEFAULT_OPEN)
+    try:
+        assert run.bookie_stops("bookie-4") and run.bookie_stops("bookie-2")
+        _defer(run)
+        assert run.worker_step(1, "WorkerEndsGracePeriod")
+        assert run.events[-1].args == (1, 0)
+        metadata = run.ledgers.read(run.ledger_id).metadata
+        assert not metadata.closed and metadata.segments == (Segment(0, ("bookie-1", "bookie-2", "bookie-3")),)
+        marks = UnderreplicationManager(run.admin)
+        assert marks.lost_bookies(run.ledger_id) == ["bookie-2"] and marks.holder(run.ledger_id) is None
+        logged = len(run.events)
+        assert not run.writer_closes_ledger() and len(run.events) == logged  # in recovery: the writer's close fails
+        assert run.bookie_comes_back("bookie-4")
+        _defer(run, 2)
+        assert run.worker_step(2, "WorkerEndsGracePeriod") and run.events[-1].args == (2, 4)
+        assert run.ledgers.read(run.ledger_id).metadata.closed
+    finally:
+        run.close()
+
+
+def test_a_worker_that_cannot_open_the_ledger_releases_the_lock_and_keeps_the_mark(tmp_path: Path) -> None:
+    """Bookies 2 and 3 down: entry 1's write set has no reply to the LAC read, openLedgerNoRecovery fails, and the
+    pass releases the lock (logBKExceptionAndReleaseLedger), the mark kept; the auditor's check of all ledgers
+    cannot open it either, and changes nothing."""
+    run = _open_run(tmp_path, DEFAULT_OPEN)
+    try:
+        assert run.bookie_stops("bookie-2") and run.elect_auditor() and run.auditor_checks()
+        assert run.worker_step(1, "WorkerTakesLock") and run.bookie_stops("bookie-3")
+        metadata = run.ledgers.read(run.ledger_id).metadata
+        assert read_last_add_confirmed(metadata, run.bookies) is None
+        assert run.enabled_worker_steps(1) == ["WorkerReleasesLockAfterFailure"]
+        assert run.worker_step(1, "WorkerReleasesLockAfterFailure")
+        marks = UnderreplicationManager(run.admin)
+        assert marks.lost_bookies(run.ledger_id) == ["bookie-2"] and marks.holder(run.ledger_id) is None
+        assert run.auditor_checks()  # bookie 3 is found lost
+        assert not run.auditor_checks_all_ledgers()
+        assert not run.ledgers.read(run.ledger_id).metadata.closed
+    finally:
+        run.close()
+
+
+def test_a_disk_is_lost_only_once_the_ledger_is_closed(tmp_path: Path) -> None:
+    run = _open_run(tmp_path, DEFAULT_OPEN)
+    try:
+        assert run.bookie_stops("bookie-1")
+        logged = len(run.events)
+        assert run.can_lose_disk() == [] and not run.bookie_loses_disk("bookie-1") and len(run.events) == logged
+        assert run.writer_closes_ledger()
+        assert run.can_lose_disk() == ["bookie-1"] and run.bookie_loses_disk("bookie-1")
+        assert run.events[-1].action == "BookieLosesDisk"
+    finally:
+        run.close()
+
+
+def test_a_writer_fenced_by_the_grace_periods_recovery_fails_its_next_add(tmp_path: Path) -> None:
+    run = _open_run(tmp_path)
+    try:
+        assert run.bookie_stops("bookie-3")
+        _defer(run)
+        assert run.worker_step(1, "WorkerEndsGracePeriod")
+        assert run.writer is not None
+        adding = run.writer.add_entry(b"entry 3")
+        run.cluster.run_until(lambda: adding.done())
+        with pytest.raises(LedgerFencedError):
+            adding.result()
+        assert all(3 not in node.view(run.ledger_id).entries for node in run.cluster.nodes.values())
+    finally:
+        run.close()
+
+
+def test_a_writer_that_closes_in_the_grace_period_leaves_the_worker_nothing_to_recover(tmp_path: Path) -> None:
+    run = _open_run(tmp_path)
+    try:
+        assert run.bookie_stops("bookie-1")
+        _defer(run)
+        assert run.writer_closes_ledger()
+        assert run.events[-1].action == "WriterClosesLedger" and run.events[-1].process == "writer"
+        version = run.ledgers.read(run.ledger_id).version
+        assert run.worker_step(1, "WorkerEndsGracePeriod") and run.events[-1].args == (1, 0)
+        assert run.ledgers.read(run.ledger_id).version == version  # no recovery: the writer closed it
+        assert _pass(run, 1)[-2:] == ["WorkerUpdatesEnsemble", "WorkerReleasesLock"]
+        assert run.ledgers.read(run.ledger_id).metadata.segments == (Segment(0, ("bookie-4", "bookie-2", "bookie-3")),)
+    finally:
+        run.close()
+
+
+def test_a_grace_period_that_cannot_open_the_ledger_ends_in_no_recovery(tmp_path: Path) -> None:
+    """Every bookie of the ensemble down: no LAC read, no fencing, no recovery; the lock is released, the ledger
+    stays open and marked."""
+    run = _open_run(tmp_path, attrs.evolve(OPEN, max_stops=3))
+    try:
+        assert run.bookie_stops("bookie-1")
+        _defer(run)
+        assert run.bookie_stops("bookie-2") and run.bookie_stops("bookie-3")
+        assert run.worker_step(1, "WorkerEndsGracePeriod")
+        assert run.ledgers.read(run.ledger_id).metadata.state is LedgerState.OPEN
+        marks = UnderreplicationManager(run.admin)
+        assert marks.lost_bookies(run.ledger_id) == ["bookie-1"] and marks.holder(run.ledger_id) is None
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("config", sorted(OPEN_CONFIGS))
+def test_random_runs_of_an_open_ledger_refine_the_spec(config: str, seed: int, tmp_path: Path) -> None:
+    """Bookies stop (two in the default ledger and with two segments), come back, and lose their disks once the
+    ledger is closed; every step checked against the spec."""
+    run = _open_run(tmp_path, OPEN_CONFIGS[config])
+    try:
+        random_steps(run, random.Random(seed), 100)
+        assert {"AuditorIsElected", "BookieStops"} <= {e.action for e in run.events}
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize(
+    ("config", "seeds", "wanted"),
+    [
+        (
+            "default",
+            range(0, 20),
+            {
+                "BookieStops",
+                "BookieLosesDisk",
+                "WorkerCrashes",
+                "WriterClosesLedger",
+                "WorkerDefersLock",
+                "WorkerReleasesLockAfterFailure",
+                "WorkerUpdatesEnsemble",
+                "WorkerEndsGracePeriod(nb=0)",
+                "WorkerEndsGracePeriod(nb=4)",
+            },
+        ),
+        (
+            "qw3",
+            range(12, 30),
+            {
+                "BookieStops",
+                "WorkerCrashes",
+                "WriterClosesLedger",
+                "WorkerDefersLock",
+                "WorkerEndsGracePeriod(nb=0)",
+                "WorkerUpdatesEnsemble",
+            },
+        ),
+    ],
+)
+def test_random_runs_of_an_open_ledger_take_each_of_its_steps(
+    config: str, seeds: range, wanted: set[str], tmp_path: Path
+) -> None:
+    """Bookies stop and come back, workers crash, writers close, passes defer or fail to open the ledger, and grace
+    periods end in recoveries, with an ensemble change or without: each in some run, every step checked against
+    the spec."""
+    taken: set[str] = set()
+    recovered = 0
+    for seed in seeds:
+        run = _open_run(tmp_path / str(seed), OPEN_CONFIGS[config])
+        try:
+            random_steps(run, random.Random(seed), 100)
+            actions = [e.action for e in run.events]
+            taken.update(actions)
+            taken.update(f"{e.action}(nb={e.args[1]})" for e in run.events if e.action == "WorkerEndsGracePeriod")
+            closed = run.ledgers.read(run.ledger_id).metadata.state is LedgerState.CLOSED
+            recovered += closed and "WriterClosesLedger" not in actions
+        finally:
+            run.close()
+    assert wanted <= taken, wanted - taken
+    assert recovered >= 1  # a grace period ended in a recovery that closed the ledger

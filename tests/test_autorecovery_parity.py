@@ -20,6 +20,13 @@ pytestmark = pytest.mark.tlc
         ({"NumBookies": 4, "MaxStops": 1, "MaxDiskLosses": 1}, True),
         # the bookie check marks nothing: the periodic check finds the lost fragment in its place
         ({"NumBookies": 4, "MaxStops": 1, "Bug": "auditor_marks_nothing"}, True),
+        # an open ledger whose writer may be gone: after the grace period a worker recovers it, then repairs it
+        ({"NumBookies": 4, "MaxStops": 1, "OpenLedger": 1}, True),
+        # the grace period ends with the lock released and no recovery: the open ledger is never repaired
+        ({"NumBookies": 4, "MaxStops": 1, "OpenLedger": 1, "Bug": "grace_ends_without_recovery"}, False),
+        # a copy of an open fragment up to the LAC names a bookie without the last entry; no check reads past the
+        # LAC, so nothing waits for a close and the entry stays on one replica
+        ({"NumBookies": 4, "MaxStops": 1, "OpenLedger": 1, "Bug": "copies_open_fragment"}, False),
     ],
     ids=str,
 )

@@ -21,6 +21,8 @@ from ledgerspec.spec.tracing import mapping_for
 from ledgerspec.tools.cli.main import main
 
 CONFIG = RunConfig(workers=2)
+# The default ledger left open, its writer alive: closes, grace periods and recoveries, failed opens.
+OPEN_CONFIG = RunConfig(workers=2, open_ledger=True)
 
 
 # -- the mapping --------------------------------------------------------------------------
@@ -91,19 +93,38 @@ def _traces(mutant: str | None = None) -> list[tuple[str, dict[str, list[dict[st
         )
 
 
-def _spec() -> AutorecoverySpec:
-    return AutorecoverySpec(**CONFIG.spec_constants())
+@functools.cache
+def _open_traces() -> list[tuple[str, dict[str, list[dict[str, Any]]]]]:
+    with tempfile.TemporaryDirectory() as root:
+        return list(
+            simulate_autorecovery_traces(OPEN_CONFIG, root, seed=5, steps=100, traces=12, modes=("full", "metadata"))
+        )
+
+
+def _spec(config: RunConfig = CONFIG) -> AutorecoverySpec:
+    return AutorecoverySpec(**config.spec_constants())
 
 
 def test_the_correct_engine_conforms_in_both_modes_and_takes_every_action() -> None:
+    """Closed-ledger runs and open-ledger runs, each checked against the spec of its own configuration: between
+    them, every action of the spec is taken."""
     actions: set[str] = set()
-    for mode in ("full", "metadata"):
-        checker = TraceChecker(_spec(), mode)
-        for trace_id, lines in _traces():
-            verdict = checker.check(events_from_json(lines[mode]))
-            assert verdict.status == "conforms", (trace_id, mode, verdict.reason)
-            actions |= {line["type"] for line in lines[mode]}
+    for config, traces in ((CONFIG, _traces()), (OPEN_CONFIG, _open_traces())):
+        for mode in ("full", "metadata"):
+            checker = TraceChecker(_spec(config), mode)
+            for trace_id, lines in traces:
+                verdict = checker.check(events_from_json(lines[mode]))
+                assert verdict.status == "conforms", (config.open_ledger, trace_id, mode, verdict.reason)
+                actions |= {line["type"] for line in lines[mode]}
     assert actions == {"Init", *TRACE.actions}
+
+
+def test_open_ledger_traces_close_the_ledger_both_ways_and_end_grace_periods_with_and_without_a_replacement() -> None:
+    lines = [line for _, trace in _open_traces() for line in trace["full"]]
+    types = {line["type"] for line in lines}
+    assert {"WriterClosesLedger", "WorkerDefersLock", "WorkerReleasesLockAfterFailure", "BookieLosesDisk"} <= types
+    grace = {line["params"]["nb"] for line in lines if line["type"] == "WorkerEndsGracePeriod"}
+    assert grace == {0, 4}  # NO_ONE, and the spare bookie the recovery put in place of one that was down
 
 
 def test_metadata_lines_carry_what_a_watcher_of_the_store_sees() -> None:

@@ -120,8 +120,9 @@ def test_the_defaults_leave_actions_out_and_the_warning_names_the_preset_that_do
     text = " ".join(out.split())
     assert code == 0
     assert (
-        "warning: the python explorer never took 2 of 14 actions: BookieLosesDisk, WorkerGivesUp. The run checked "
-        "none of their steps; --preset faults takes every action" in text
+        "warning: the python explorer never took 5 of 17 actions: BookieLosesDisk, WriterClosesLedger, WorkerGivesUp, "
+        "WorkerDefersLock, WorkerEndsGracePeriod. The run checked none of their steps; --preset faults takes every "
+        "action" in text
     )
 
 
@@ -154,7 +155,10 @@ def test_specs_lists_constants(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "specs")
     assert code == 0 and "ledger" in out and "MaxEntries" in out
     text = " ".join(out.split())
-    assert "presets (model-check --preset): defaults; faults (MaxStops=2 MaxDiskLosses=1): takes every action" in text
+    assert (
+        "presets (model-check --preset): defaults; faults (OpenLedger=1 MaxStops=2 MaxDiskLosses=1): takes every action"
+        in text
+    )
 
 
 def test_specs_json_gives_every_spec_and_its_constants(capsys: pytest.CaptureFixture[str]) -> None:

@@ -134,6 +134,12 @@ SEEDED: dict[tuple[str, str], dict[str, Expected]] = {
         "full": {"LostBookiesMarked"},
         "metadata": ("undecided", "LostBookiesMarked", "lost_seen"),
     },
+    # The watcher sees an open segment's ensemble change, which no worker makes: a difference; the bookies' data
+    # would decide whether the new bookie lacks what it is named for.
+    ("autorecovery", "copies_open_fragment"): {
+        "full": {"MetadataNamesOnlyHolders"},
+        "metadata": ("undecided", "MetadataNamesOnlyHolders", "data"),
+    },
     ("managed_ledger", "trim_deletes_needed_ledger"): {"full": {"TrimKeepsUnconsumedEntries"}},
     ("managed_ledger", "dedup_forgets_on_reopen"): {"full": {"DedupPersistsNoDuplicate"}},
     ("managed_ledger", "reopen_confirms_new_ledger"): {"full": {"LastConfirmedIsLastEntry"}},

@@ -8,10 +8,17 @@ rest from the run's own bookkeeping of what its processes did:
 spec variable        read from
 ===================  ===========================================================
 ``meta_segments``    the ledger's znode: each segment's first entry and ensemble
-``meta_version``     the znode's version since the ledger was closed, from 1
+``meta_version``     the znode's version since the ledger was written, from 1,
+                     less the versions its closes wrote (the writer's, a
+                     recovery's, its IN_RECOVERY mark), plus one for a
+                     recovery's close that changed the ensemble: the spec
+                     counts the ensembles' changes
+``closed``           the ledger's znode: its state is CLOSED
 ``mark``             the ``urL`` znode's replica list (empty: no znode)
 ``lock``             the worker whose session owns the ephemeral lock znode
 ``lock_mark``        the replica list the lock holder read when it took the lock
+``workers``          each worker's fragment and what it has left to copy, or
+                     its grace period (DEFERRED)
 ``auditor``          the bookie whose auditor runs
 ``lost_seen``        the bookies the auditor's last check found lost, less those
                      back since
@@ -25,7 +32,14 @@ from __future__ import annotations
 
 from ledgerspec.reference.autorecovery.run import AutorecoveryRun
 from ledgerspec.reference.autorecovery.underreplication import UnderreplicationManager
-from ledgerspec.spec.autorecovery.autorecovery import IDLE_WORKER, NO_ONE, REPLICATING, AutorecoveryState, Worker
+from ledgerspec.spec.autorecovery.autorecovery import (
+    DEFERRED,
+    IDLE_WORKER,
+    NO_ONE,
+    REPLICATING,
+    AutorecoveryState,
+    Worker,
+)
 
 __all__ = ["abstract_state"]
 
@@ -44,7 +58,9 @@ def abstract_state(run: AutorecoveryRun) -> AutorecoveryState:
     workers = []
     for worker in run.workers:
         task = worker.task
-        if task is None:
+        if worker.deferred:
+            workers.append(Worker(DEFERRED, 0, 0, 0))
+        elif task is None:
             workers.append(IDLE_WORKER)
         else:
             seg = 1 + firsts.index(task.fragment.first_entry_id)
@@ -53,6 +69,7 @@ def abstract_state(run: AutorecoveryRun) -> AutorecoveryState:
     return AutorecoveryState(
         meta_segments=tuple((s.first_entry_id, tuple(number(b) for b in s.ensemble)) for s in metadata.segments),
         meta_version=current.version - run.base_version + 1,
+        closed=metadata.closed,
         mark=frozenset(number(b) for b in marks.lost_bookies(run.ledger_id) or ()),
         lock=lock,
         lock_mark=lock_mark,

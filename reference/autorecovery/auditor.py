@@ -9,7 +9,10 @@ naming that bookie. Only the elected auditor runs the check.
 The check of all ledgers runs ``LedgerChecker`` on each ledger (the lost
 fragments of :func:`~.fragments.lost_fragments`, read from the bookies) and
 marks each ledger with the bookies of its lost fragments: it alone finds a
-bookie that is available and lacks what the metadata names it for.
+bookie that is available and lacks what the metadata names it for. An open
+ledger is checked as a handle opened without recovery sees it, up to the LAC
+its bookies report; one whose bookies do not answer enough to be opened is
+left for the next check.
 ``mutant="marks_nothing"`` is the auditor that finds the lost bookies and
 marks no ledger: the mutant the oracle must catch.
 """
@@ -19,7 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from ledgerspec.reference.autorecovery.bookies import BookieAccess, serves_entry
+from ledgerspec.reference.autorecovery.bookies import BookieAccess, read_last_add_confirmed, serves_entry
 from ledgerspec.reference.autorecovery.election import available_bookies, current_auditor
 from ledgerspec.reference.autorecovery.fragments import lost_fragments
 from ledgerspec.reference.autorecovery.underreplication import UnderreplicationManager
@@ -93,9 +96,12 @@ class Auditor:
         available = available_bookies(self.store, self.paths)
         found: dict[int, set[str]] = {}
         for metadata in self._ledgers():
-            if not metadata.closed:
-                continue  # open ledgers are left out, as in the spec
-            lost = {f.bookie for f in lost_fragments(metadata, available, serves_entry(bookies))}
+            # AuditorCheckAllLedgersTask.checkAllLedgers (release-4.17.2) opens each ledger with
+            # openLedgerNoRecovery and runs LedgerChecker.checkLedger on the handle; a failed open skips it.
+            lac = metadata.last_entry_id if metadata.closed else read_last_add_confirmed(metadata, bookies)
+            if lac is None:
+                continue
+            lost = {f.bookie for f in lost_fragments(metadata, available, serves_entry(bookies), lac)}
             if lost:
                 self.marks.mark(metadata.ledger_id, sorted(lost))
                 found[metadata.ledger_id] = lost

@@ -22,13 +22,32 @@ step                        what the worker does
                             readable replica: drops the fragment
 ``WorkerReleasesLock``      nothing left it can start: removes the mark if no
                             fragment is lost (``markLedgerReplicated``), and
-                            releases the lock; an open ledger is left for later
+                            releases the lock
 ``WorkerReleasesLock-``     its pass left a fragment it could start (a copy
-``AfterFailure``            failed): releases the lock and keeps the mark, for a
-                            later pass (``deferLedgerLockReleaseOfFailedLedger``)
+``AfterFailure``            failed), or could not open the ledger: releases the
+                            lock and keeps the mark, for a later pass
+                            (``deferLedgerLockReleaseOfFailedLedger``,
+                            ``logBKExceptionAndReleaseLedger``)
+``WorkerDefersLock``        the ledger is open, and an open fragment is lost or
+                            its last segment misses a bookie: keeps the lock for
+                            the grace period (``deferLedgerLockRelease``)
+``WorkerEndsGracePeriod``   the grace period is over: if the ledger still waits
+                            for a close, opens it with recovery (fencing its
+                            writer), which closes it, replacing a bookie of the
+                            write-back that is down when the others give fewer
+                            than Qa acks (and failing, the ledger left open, when
+                            no bookie can replace it); releases the lock,
+                            keeping the mark
 ``WorkerCrashes``           its process dies: the session and its lock go; what
                             it copied stays on the new bookie
 ==========================  ===================================================
+
+A worker sees an open ledger through a handle opened without recovery: the
+LAC the bookies report (:func:`~.bookies.read_last_add_confirmed`) bounds its
+last fragments, and only closed fragments are copied (:mod:`.fragments`).
+When the bookies' replies do not cover the last ensemble the open fails, and
+the pass releases the lock, keeping the mark; a grace period that ends so
+recovers nothing.
 
 The mutants the oracle must catch: ``mutant="metadata_before_copy"`` replaces
 the bookie in the metadata when it starts a fragment, before copying;
@@ -41,9 +60,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
-from ledgerspec.reference.autorecovery.bookies import BookieAccess, serves_entry
+from ledgerspec.reference.autorecovery.bookies import BookieAccess, read_last_add_confirmed, serves_entry
 from ledgerspec.reference.autorecovery.election import available_bookies
-from ledgerspec.reference.autorecovery.fragments import Fragment, lost_fragments, write_set
+from ledgerspec.reference.autorecovery.fragments import (
+    Fragment,
+    last_segment_open_and_missing,
+    lost_fragments,
+    write_set,
+)
 from ledgerspec.reference.autorecovery.underreplication import ReplicationLock, UnderreplicationManager
 from ledgerspec.reference.autorecovery.znodes import UnderreplicationPaths
 from ledgerspec.reference.ledger.client import master_key
@@ -51,7 +75,7 @@ from ledgerspec.reference.metadata.ledger_metadata import LedgerMetadata
 from ledgerspec.reference.metadata.ledger_store import LedgerMetadataStore, NoSuchLedgerError
 from ledgerspec.reference.metadata.store import BadVersionError, MetadataStore
 
-__all__ = ["WORKER_MUTANTS", "WORKER_STEPS", "CopyTask", "ReplicationWorker"]
+__all__ = ["WORKER_MUTANTS", "WORKER_STEPS", "CopyTask", "LedgerView", "ReplicationWorker"]
 
 WORKER_MUTANTS = {
     "metadata_before_copy": "the worker replaces the bookie in the metadata before it copies the fragment",
@@ -66,6 +90,8 @@ WORKER_STEPS = (
     "WorkerGivesUp",
     "WorkerReleasesLock",
     "WorkerReleasesLockAfterFailure",
+    "WorkerDefersLock",
+    "WorkerEndsGracePeriod",
 )
 
 
@@ -79,6 +105,31 @@ class CopyTask:
     @property
     def old(self) -> str:
         return self.fragment.bookie
+
+
+@attrs.frozen
+class LedgerView:
+    """What a pass sees of the locked ledger: its metadata, the LAC its handle knows (None: the bookies did not
+    answer enough to open it), its lost fragments, and the bookies available."""
+
+    metadata: LedgerMetadata
+    lac: int | None
+    lost: tuple[Fragment, ...]
+    available: frozenset[str]
+
+    @property
+    def opened(self) -> bool:
+        return self.lac is not None
+
+    def waits_for_close(self) -> bool:
+        """The ledger is open, and a lost fragment is open or its last segment misses a bookie: the pass defers
+        it to the grace period."""
+        # ReplicationWorker.rereplicate (release-4.17.2): foundOpenFragments || isLastSegmentOpenAndMissingBookies.
+        if self.lac is None or self.metadata.closed:
+            return False
+        return any(not f.closed for f in self.lost) or last_segment_open_and_missing(
+            self.metadata, self.lac, self.available
+        )
 
 
 class ReplicationWorker:
@@ -102,6 +153,7 @@ class ReplicationWorker:
         self.mutant = mutant
         self.lock: ReplicationLock | None = None
         self.task: CopyTask | None = None
+        self.deferred = False  # it keeps the lock of an open ledger through the grace period
         self._left: list[int] = []  # the entries of the task the new bookie lacks
         self.crashes = 0
         self._connect()
@@ -123,26 +175,37 @@ class ReplicationWorker:
             return None
 
     def lost(self) -> list[Fragment]:
-        """The lost fragments of the locked ledger (none while it is open)."""
-        return self._survey()[1]
+        """The lost fragments of the locked ledger."""
+        view = self.view()
+        return [] if view is None else list(view.lost)
 
-    def _choices(self) -> list[CopyTask]:
-        """Each lost fragment with each available bookie outside its segment's ensemble."""
-        metadata, lost, available = self._survey()
+    def _choices(self, view: LedgerView | None = None) -> list[CopyTask]:
+        """Each lost closed fragment with each available bookie outside its segment's ensemble."""
+        # ReplicationWorker.rereplicate (release-4.17.2) skips the fragments that are not closed.
+        view = view or self.view()
+        if view is None:
+            return []
         return [
             CopyTask(f, new)
-            for f in lost
-            for new in sorted(available)
-            if metadata is not None and new not in metadata.ensemble_for(f.first_entry_id)
+            for f in view.lost
+            if f.closed
+            for new in sorted(view.available)
+            if new not in view.metadata.ensemble_for(f.first_entry_id)
         ]
 
-    def _survey(self) -> tuple[LedgerMetadata | None, list[Fragment], set[str]]:
-        """The locked ledger's metadata, its lost fragments (none while it is open), and the bookies available."""
+    def view(self) -> LedgerView | None:
+        """The locked ledger as a pass sees it (``admin.openLedgerNoRecovery``, then ``LedgerChecker``); None once
+        it is deleted."""
         metadata = self._metadata()
-        available = available_bookies(self.store, self.paths)
-        if metadata is None or not metadata.closed:
-            return metadata, [], available
-        return metadata, lost_fragments(metadata, available, self._has_entry), available
+        if metadata is None:
+            return None
+        available = frozenset(available_bookies(self.store, self.paths))
+        if metadata.closed:
+            lac: int | None = metadata.last_entry_id
+        else:
+            lac = read_last_add_confirmed(metadata, self.bookies)
+        lost = () if lac is None else tuple(lost_fragments(metadata, available, self._has_entry, lac))
+        return LedgerView(metadata, lac, lost, available)
 
     def missing(self) -> list[int]:
         """The entries of the task's fragment the new bookie does not hold yet: those it lacked when the task
@@ -164,17 +227,8 @@ class ReplicationWorker:
 
     # -- steps: each a guard (``can_<step>``) and the step itself, which does nothing unless it is enabled ----
     def _lockable(self) -> list[int]:
-        """Marked closed ledgers whose lock nobody holds (an open ledger waits until it is closed)."""
-        found = []
-        for ledger_id in self.marks.marked_ledgers():
-            if self.marks.holder(ledger_id) is not None:
-                continue
-            try:
-                if self.ledgers.read(ledger_id).metadata.closed:
-                    found.append(ledger_id)
-            except NoSuchLedgerError:
-                continue
-        return found
+        """Marked ledgers whose lock nobody holds."""
+        return [ledger_id for ledger_id in self.marks.marked_ledgers() if self.marks.holder(ledger_id) is None]
 
     def can_WorkerTakesLock(self) -> bool:
         return self.lock is None and bool(self._lockable())
@@ -188,11 +242,15 @@ class ReplicationWorker:
                 return True
         return False
 
+    def _idle_holder(self) -> bool:
+        """It holds a lock, copies no fragment and does not wait out a grace period."""
+        return self.lock is not None and self.task is None and not self.deferred
+
     def can_WorkerStartsFragment(self) -> bool:
-        return self.lock is not None and self.task is None and bool(self._choices())
+        return self._idle_holder() and bool(self._choices())
 
     def WorkerStartsFragment(self) -> bool:
-        if self.lock is None or self.task is not None:
+        if not self._idle_holder():
             return False
         choices = self._choices()
         if not choices:
@@ -250,25 +308,36 @@ class ReplicationWorker:
         return True
 
     def can_WorkerReleasesLock(self) -> bool:
-        return self.lock is not None and self.task is None and not self._choices()
+        if not self._idle_holder():
+            return False
+        view = self.view()
+        return view is None or (view.opened and not view.waits_for_close() and not self._choices(view))
 
     def WorkerReleasesLock(self) -> bool:
         if not self.can_WorkerReleasesLock():
             return False
         assert self.lock is not None
-        metadata = self._metadata()
-        if metadata is not None and metadata.closed and not self.lost():
+        view = self.view()
+        if view is not None and not view.lost:
             self.marks.mark_replicated(self.lock)
         self.marks.release(self.lock)
         self.lock = None
         return True
 
     def can_WorkerReleasesLockAfterFailure(self) -> bool:
-        return self.lock is not None and self.task is None and bool(self._choices())
+        if not self._idle_holder():
+            return False
+        view = self.view()
+        if view is None:
+            return False
+        return not view.opened or (not view.waits_for_close() and bool(self._choices(view)))
 
     def WorkerReleasesLockAfterFailure(self) -> bool:
-        """The pass gave up on a fragment it could start (a copy failed): the lock is released and the mark kept,
-        so that a later pass of any worker tries again."""
+        """The pass gave up on a fragment it could start (a copy failed), or could not open the ledger (the LAC
+        read of an open ledger not covered): the lock is released and the mark kept, so that a later pass of any
+        worker tries again."""
+        # ReplicationWorker.rereplicate (release-4.17.2): openLedgerNoRecovery throws a BKException when its
+        # ReadLastConfirmedOp is not covered; logBKExceptionAndReleaseLedger catches it and releases the lock.
         if not self.can_WorkerReleasesLockAfterFailure():
             return False
         assert self.lock is not None
@@ -278,11 +347,54 @@ class ReplicationWorker:
         self.lock = None
         return True
 
+    def can_WorkerDefersLock(self) -> bool:
+        if not self._idle_holder():
+            return False
+        view = self.view()
+        return view is not None and view.waits_for_close()
+
+    def WorkerDefersLock(self) -> bool:
+        """The pass ends on an open ledger a close would let it repair: the lock is kept for the grace period
+        (``openLedgerRereplicationGracePeriod``), in which the writer may close the ledger itself."""
+        # ReplicationWorker.rereplicate (release-4.17.2) calls deferLedgerLockRelease and skips the release in its
+        # finally block.
+        if not self.can_WorkerDefersLock():
+            return False
+        self.deferred = True
+        return True
+
+    def can_WorkerEndsGracePeriod(self) -> bool:
+        return self.lock is not None and self.deferred
+
+    def WorkerEndsGracePeriod(self) -> bool:
+        """The grace period is over: a ledger that still waits for a close is opened with recovery, which fences
+        its writer and closes it; the lock is released, the mark kept for the next pass. The recovery is the
+        reference client's: its write-back replaces a bookie that is down (an ensemble change from the LAC + 1,
+        written with the close) once the others cannot give Qa acks, and it fails, leaving the ledger open (in
+        recovery), when no available bookie outside the ensemble can take its place."""
+        # PendingAddOp.writeComplete (release-4.17.2) counts the acks; a failed write before Qa of them is
+        # ReadOnlyLedgerHandle.handleBookieFailure, which keeps the new ensemble for the close, and fails the
+        # recovery with BKNotEnoughBookiesException when the placement finds no bookie.
+        # The timer task of ReplicationWorker.deferLedgerLockRelease (release-4.17.2): openLedgerNoRecovery (a
+        # failure is logged), then admin.openLedger when isLastSegmentOpenAndMissingBookies or a lost fragment is
+        # not closed; releaseUnderreplicatedLedger in its finally block, never markLedgerReplicated.
+        if not self.can_WorkerEndsGracePeriod():
+            return False
+        assert self.lock is not None
+        view = self.view()
+        if view is not None and view.waits_for_close():
+            self.bookies.recover(self.ledgers, self.lock.ledger_id)
+        self.marks.release(self.lock)
+        self.lock = None
+        self.deferred = False
+        return True
+
     def WorkerCrashes(self) -> None:
         """The worker's process dies: its session ends, with the lock; it comes back idle, on a new session."""
         self.store.close()
         self.lock = None
         self.task = None
+        self.deferred = False
         self.crashes += 1
         self._connect()
 
@@ -317,8 +429,9 @@ class ReplicationWorker:
         return bool(getattr(self, name)())
 
     def run(self, max_steps: int = 10_000) -> list[str]:
-        """One pass: take the first enabled step until the lock is released or no step is enabled; the steps
-        taken. (A ledger left marked, with no bookie to copy to, would be locked and released again forever.)"""
+        """One pass: take the first enabled step until the lock is released (or the grace period ends) or no step
+        is enabled; the steps taken. (A ledger left marked, with no bookie to copy to, would be locked and released
+        again forever.)"""
         taken: list[str] = []
         for _ in range(max_steps):
             for name in WORKER_STEPS:
@@ -327,6 +440,6 @@ class ReplicationWorker:
                     break
             else:
                 return taken
-            if taken[-1] == "WorkerReleasesLock":
+            if taken[-1] in ("WorkerReleasesLock", "WorkerEndsGracePeriod"):
                 return taken
         raise RuntimeError(f"worker {self.bookie_id} still busy after {max_steps} steps")

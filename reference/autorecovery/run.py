@@ -1,8 +1,10 @@
-"""One closed ledger under autorecovery, on the reference engine, one spec step at a time.
+"""One ledger under autorecovery, on the reference engine, one spec step at a time.
 
-:class:`AutorecoveryRun` writes a closed ledger with the reference client
-(bookies ``bookie-1 ..``, the first ensemble ``bookie-1 .. bookie-E``), then
-lets bookies register and vote in metadata sessions of their own. Each method
+:class:`AutorecoveryRun` writes a ledger with the reference client (bookies
+``bookie-1 ..``, the first ensemble ``bookie-1 .. bookie-E``), and closes it;
+with ``open_ledger`` it leaves it open, its writer's handle kept, the bookies
+holding the LAC each add carried. It then lets bookies register and vote in
+metadata sessions of their own. Each method
 is one step of ``spec/autorecovery/autorecovery.py`` and logs it as an
 :class:`~ledgerspec.reference.ledger.events.EngineEvent` named by the spec
 action, with the spec's values (bookie numbers 1 .., worker numbers 1 ..):
@@ -13,7 +15,7 @@ action, with the spec's values (bookie numbers 1 .., worker numbers 1 ..):
   again (``BookieComesBack``); one whose disk was lost starts formatted, on
   an empty disk, under the same id;
 - ``bookie_loses_disk(b)``: a stopped bookie's disk is replaced by an empty
-  one (``BookieLosesDisk``);
+  one (``BookieLosesDisk``); refused while the ledger is open, as in the spec;
 - ``elect_auditor()``: with no auditor running, the bookie whose vote is now
   the lowest starts one (``AuditorIsElected``);
 - ``auditor_checks()``: the auditor's bookie check (``AuditorChecksBookies``,
@@ -21,7 +23,11 @@ action, with the spec's values (bookie numbers 1 .., worker numbers 1 ..):
 - ``auditor_checks_all_ledgers()``: its periodic check of all ledgers
   (``AuditorChecksAllLedgers``, or nothing when it changes nothing);
 - ``worker_step(w, name)``: one step of worker ``w`` by its spec name;
-- ``worker_crashes(w)``: the worker's process dies (``WorkerCrashes``).
+  ``WorkerEndsGracePeriod`` is logged with the bookie the recovery put in
+  place of one that was down (``nb``), ``NO_ONE`` when it replaced none;
+- ``worker_crashes(w)``: the worker's process dies (``WorkerCrashes``);
+- ``writer_closes_ledger()``: the open ledger's writer closes its handle
+  (``WriterClosesLedger``); refused once a worker's recovery fenced it.
 
 Steps a run refuses (a bound reached, a step not enabled) log nothing and
 return False. The metadata sessions come from ``open_session``: the embedded
@@ -32,7 +38,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Concatenate, ParamSpec
+from typing import Concatenate, ParamSpec, TypeVar
 
 import attrs
 from ledgerspec.reference.autorecovery.auditor import AUDITOR_MUTANTS, Auditor
@@ -45,12 +51,13 @@ from ledgerspec.reference.autorecovery.election import (
 )
 from ledgerspec.reference.autorecovery.replication import WORKER_MUTANTS, WORKER_STEPS, ReplicationWorker
 from ledgerspec.reference.constants import ConstantsTable
-from ledgerspec.reference.ledger.client import BookKeeperClient, ClientConfig, OrderedPlacement
+from ledgerspec.reference.ledger.client import BookKeeperClient, ClientConfig, LedgerHandle, OrderedPlacement
 from ledgerspec.reference.ledger.cluster import InProcessCluster
+from ledgerspec.reference.ledger.writer import WriterStatus
 from ledgerspec.reference.metadata.embedded import EmbeddedMetadataStore
 from ledgerspec.reference.metadata.ledger_store import LedgerMetadataStore
 from ledgerspec.reference.metadata.store import MetadataStore
-from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
+from ledgerspec.spec.autorecovery.autorecovery import NO_ONE, AutorecoverySpec
 from ledgerspec.spec.vocabulary import EngineEvent
 
 __all__ = ["MUTANTS", "SPEC_CONSTANTS", "AutorecoveryRun", "RunConfig", "embedded_sessions"]
@@ -58,6 +65,7 @@ __all__ = ["MUTANTS", "SPEC_CONSTANTS", "AutorecoveryRun", "RunConfig", "embedde
 MUTANTS = {**AUDITOR_MUTANTS, **WORKER_MUTANTS}
 
 P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def _step(method: Callable[Concatenate[AutorecoveryRun, P], bool]) -> Callable[Concatenate[AutorecoveryRun, P], bool]:
@@ -88,6 +96,10 @@ class RunConfig:
     max_disk_losses: int = 1
     max_worker_crashes: int = 1
     mutant: str | None = None
+    open_ledger: bool = attrs.field(default=False, converter=bool)  # the writer leaves the ledger open
+    # The acks an add waits for (the spec's Qa); None: the write quorum. A recovery whose write-back gets Qa acks
+    # from the bookies of the write set that are up closes the ledger without replacing the one that is down.
+    ack_quorum: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.mutant is not None and self.mutant not in MUTANTS:
@@ -97,16 +109,26 @@ class RunConfig:
                 f"need 1 <= write_quorum <= ensemble <= bookies, got {self.write_quorum}, {self.ensemble}, "
                 f"{self.bookies}"
             )
+        if self.ack_quorum is not None and not 1 <= self.ack_quorum <= self.write_quorum:
+            raise ValueError(f"need 1 <= ack_quorum <= write_quorum, got {self.ack_quorum}, {self.write_quorum}")
         if self.segments not in (1, 2):
             raise ValueError(f"segments must be 1 or 2, got {self.segments}")
         if self.segments == 2 and self.bookies <= self.ensemble:
             raise ValueError("two segments need a bookie outside the first ensemble to replace bookie 1")
+        if self.open_ledger and self.segments == 2 and self.write_quorum != self.ensemble:
+            # the open ledger's second segment comes from entry 1's failed write to bookie 1, which only a write
+            # set of the whole ensemble names; a later change would start at a later entry than the spec's
+            raise ValueError("an open ledger of two segments needs write_quorum == ensemble")
         if self.entries < self.segments:
             raise ValueError(f"{self.segments} segments need at least {self.segments} entries, got {self.entries}")
 
     def spec_constants(self) -> dict[str, int | str]:
         """The autorecovery spec's constants for runs of this configuration."""
-        return SPEC_CONSTANTS.constants(self)
+        return {
+            **SPEC_CONSTANTS.constants(self),
+            "Qa": self.ack_quorum or self.write_quorum,
+            "OpenLedger": int(self.open_ledger),
+        }
 
 
 #: The autorecovery spec's constants a run sets, with their :class:`RunConfig` fields.
@@ -115,12 +137,14 @@ SPEC_CONSTANTS = ConstantsTable(
         "NumBookies": "bookies",
         "E": "ensemble",
         "Qw": "write_quorum",
+        "Qa": "ack_quorum",
         "NumEntries": "entries",
         "Segments": "segments",
         "NumWorkers": "workers",
         "MaxStops": "max_stops",
         "MaxDiskLosses": "max_disk_losses",
         "MaxWorkerCrashes": "max_worker_crashes",
+        "OpenLedger": "open_ledger",
     }
 )
 
@@ -139,7 +163,7 @@ def embedded_sessions(directory: str | None = None) -> Callable[[], MetadataStor
 
 
 class AutorecoveryRun:
-    """A cluster with one closed ledger, its bookies' sessions, an auditor and replication workers."""
+    """A cluster with one ledger, closed or open, its bookies' sessions, an auditor and replication workers."""
 
     def __init__(
         self,
@@ -154,7 +178,8 @@ class AutorecoveryRun:
         self.cluster = InProcessCluster(directory, config.bookies, sync_to_disk=sync_to_disk)
         self.admin = self.open_session()
         self.ledgers = LedgerMetadataStore(self.admin)
-        self.ledger_id, self.base_version = self._write_closed_ledger()
+        self.writer: LedgerHandle | None = None  # the open ledger's writer, until it closes it
+        self.ledger_id, self.base_version = self._write_ledger()
         self.sessions: dict[str, MetadataStore] = {}
         for address in self.cluster.nodes:
             self._join(address)
@@ -173,15 +198,19 @@ class AutorecoveryRun:
         self.events: list[EngineEvent] = [EngineEvent("Init", (), "cluster", None)]
         self.observers: list[Callable[[str], None]] = []
 
-    def _write_closed_ledger(self) -> tuple[int, int]:
+    def _write_ledger(self) -> tuple[int, int]:
+        """The ledger as the spec's initial state has it: its id, and the version of its metadata then."""
         client = BookKeeperClient(
             0, self.ledgers, self.cluster, config=ClientConfig(explicit_lac=False), placement=OrderedPlacement()
         )
         self.cluster.attach(client)
         c = self.config
-        handle = client.create_ledger(c.ensemble, c.write_quorum, c.write_quorum)
+        handle = client.create_ledger(c.ensemble, c.write_quorum, c.ack_quorum or c.write_quorum)
         settle = functools.partial(self.cluster.run_until, lambda: not self.cluster.deliverable())
-        if c.segments == 2:
+        if c.open_ledger:
+            self._write_open(handle, settle)
+            self.writer = handle
+        elif c.segments == 2:
             # Entry 0 is confirmed; bookie 1 stops with the other adds in flight, and the writer gives up on it:
             # the ensemble change replaces it by the first bookie outside the ensemble, from entry 1 on.
             handle.add_entry(b"entry 0")
@@ -199,15 +228,33 @@ class AutorecoveryRun:
             for i in range(c.entries):
                 handle.add_entry(f"entry {i}".encode())
             settle()
-        closing = handle.close()
-        settle()
-        closing.result()
+        if not c.open_ledger:
+            closing = handle.close()
+            settle()
+            closing.result()
         written = self.ledgers.read(handle.ledger_id)
         expected = AutorecoverySpec(**c.spec_constants()).initial_segments()
         actual = tuple((s.first_entry_id, tuple(self.number(b) for b in s.ensemble)) for s in written.metadata.segments)
         if actual != expected:
             raise RuntimeError(f"the client wrote the segments {actual}, not the spec's initial {expected}")
         return handle.ledger_id, written.version
+
+    def _write_open(self, handle: LedgerHandle, settle: Callable[[], object]) -> None:
+        """Each add confirmed before the next is sent, so that the last one carries the LAC just below it; with
+        two segments, bookie 1 stops while entry 1 is written, and the writer replaces it from entry 1 on."""
+        for i in range(self.config.entries):
+            if i == 1 and self.config.segments == 2:
+                self.cluster.crash("bookie-1", power_loss=False)
+                handle.add_entry(b"entry 1")
+                for request in self.cluster.timeouts():
+                    self.cluster.timeout(request)
+                settle()
+                for request in [r for r in self.cluster.in_flight if r.bookie == "bookie-1"]:
+                    self.cluster.lose(request)
+                self.cluster.restart("bookie-1")
+            else:
+                handle.add_entry(f"entry {i}".encode())
+                settle()
 
     def _join(self, address: str) -> None:
         session = self.open_session()
@@ -232,14 +279,20 @@ class AutorecoveryRun:
         return [b for b in self.cluster.nodes if b not in self.sessions]
 
     def can_lose_disk(self) -> list[str]:
-        """The stopped bookies whose disk is still theirs, while the bound on lost disks is not reached."""
-        if len(self.disk_lost) >= self.config.max_disk_losses:
+        """The stopped bookies whose disk is still theirs, while the bound on lost disks is not reached and once
+        the ledger is closed (the spec leaves out a disk lost while the ledger is open: its LAC read and its
+        recovery would then need more than the replies of the bookies that are up)."""
+        if len(self.disk_lost) >= self.config.max_disk_losses or not self.ledgers.read(self.ledger_id).metadata.closed:
             return []
         return [b for b in self.can_come_back() if b not in self.disk_lost]
 
     def can_elect(self) -> bool:
         """No auditor runs, and some bookie votes."""
         return self.auditor is None and bool(self.sessions)
+
+    def can_writer_close(self) -> bool:
+        """The open ledger's writer still writes: it has not closed the ledger, nor learnt it was fenced."""
+        return self.writer is not None and self.writer.status is WriterStatus.WRITING
 
     def can_crash(self) -> list[int]:
         """The workers whose crash loses something (a lock, a fragment), while the bound on crashes is not
@@ -323,6 +376,34 @@ class AutorecoveryRun:
         named = set(self.auditor.marks.lost_bookies(self.ledger_id) or ())
         return lost != self.lost_seen or not lost <= named
 
+    # -- the open ledger's writer ---------------------------------------------------------
+    @_step
+    def writer_closes_ledger(self) -> bool:
+        """The writer closes its handle at its LAC; refused when the close fails (a recovery fenced the ledger)."""
+        if not self.can_writer_close():
+            return False
+        assert self.writer is not None
+        closing, _ = self._closing_ledger(self.writer.close)  # a metadata write: no bookie is asked
+        if not closing.done() or closing.exception() is not None:
+            return False
+        return self._log("WriterClosesLedger", (), "writer")
+
+    def _closing_ledger(self, close: Callable[[], T]) -> tuple[T, str | None]:
+        """Run ``close``, a step that may close the ledger's metadata: what it returned, and the bookie its
+        recovery's write-back put in the last ensemble in place of one that was down (None: no ensemble change).
+        The spec's ``meta_version`` counts the ensembles' changes, not the closes: the versions a close or a
+        recovery writes are left out of it, less one for the ensemble change a recovery's close writes."""
+        before = self.ledgers.read(self.ledger_id)
+        result = close()
+        after = self.ledgers.read(self.ledger_id)
+        replacement: str | None = None
+        if after.metadata.segments != before.metadata.segments:
+            # ReadOnlyLedgerHandle.handleBookieFailure (release-4.17.2): the recovery replaces one bookie, and its
+            # close writes the new ensemble (newEnsemblesFromRecovery) with the closed state, in one version.
+            (replacement,) = set(after.metadata.last_ensemble) - set(before.metadata.last_ensemble)
+        self.base_version += after.version - before.version - (replacement is not None)
+        return result, replacement
+
     # -- the workers -------------------------------------------------------------------
     @_step
     def worker_step(self, w: int, name: str) -> bool:
@@ -331,9 +412,15 @@ class AutorecoveryRun:
         worker = self.workers[w - 1]
         task = worker.task
         copied = worker.missing() if name == "WorkerCopiesEntry" and task is not None else []
+        process = f"worker-{w}"
+        if name == "WorkerEndsGracePeriod":
+            # the spec's nb: the bookie the recovery's write-back put in place of one that was down, or NO_ONE
+            ended, replacement = self._closing_ledger(functools.partial(worker.step, name))
+            if not ended:
+                return False
+            return self._log(name, (w, NO_ONE if replacement is None else self.number(replacement)), process)
         if not worker.step(name):
             return False
-        process = f"worker-{w}"
         if name == "WorkerStartsFragment":
             assert worker.task is not None
             metadata = self.ledgers.read(self.ledger_id).metadata

@@ -3,7 +3,7 @@
 :func:`random_steps` drives an :class:`~.run.AutorecoveryRun` by a seeded
 ``random.Random``: bookies stop, come back and lose their disks, an auditor
 is elected and checks the bookies and all ledgers, workers take their enabled steps and now and then
-crash. The same seed gives the same run on every machine.
+crash, and an open ledger's writer may close it. The same seed gives the same run on every machine.
 
 :class:`AutorecoveryTraceRecorder` turns each event the run logs into one
 line of the trace format (docs/trace-format.md): ``type`` the spec's action,
@@ -58,6 +58,11 @@ class AutorecoveryTraceRecorder:
         self.lines.append(TRACE.event_line(self.trace_id, len(self.lines) + 1, process, event, observed))
 
 
+# A pass that fails is rarer than one that copies what it can; a grace period lasts, giving the writer and the
+# bookies time to act.
+_WORKER_STEP_WEIGHTS = {"WorkerReleasesLockAfterFailure": 0.5, "WorkerEndsGracePeriod": 0.7}
+
+
 def _one_of(step: Callable[[str], object], rng: random.Random, bookies: Sequence[str]) -> object:
     """The step on one of the bookies, drawn when the step is chosen."""
     return step(rng.choice(bookies))
@@ -79,11 +84,12 @@ def random_steps(run: AutorecoveryRun, rng: random.Random, steps: int) -> None:
             choices.append((2.0, run.auditor_checks))
         if run.auditor is not None:
             choices.append((0.5, run.auditor_checks_all_ledgers))
+        if run.can_writer_close():
+            choices.append((0.05, run.writer_closes_ledger))  # a writer may be gone: its close is not due
         crashable = run.can_crash()
         for w in range(1, run.config.workers + 1):
             for name in run.enabled_worker_steps(w):
-                # a pass that fails is rarer than one that copies what it can
-                weight = 0.5 if name == "WorkerReleasesLockAfterFailure" else 2.0
+                weight = _WORKER_STEP_WEIGHTS.get(name, 2.0)
                 choices.append((weight, partial(run.worker_step, w, name)))
             if w in crashable:
                 choices.append((0.2, partial(run.worker_crashes, w)))

@@ -12,17 +12,19 @@ Two observation modes:
     A harness that sees the bookies' disks, the workers' memory and the
     metadata store: every step is logged, by the bookie that stops, comes
     back, loses its disk or is elected (``bookie-<b>``), by the ``auditor``,
-    or by the worker (``worker-<w>``); every variable may be reported.
+    by the worker (``worker-<w>``), or by the open ledger's ``writer``;
+    every variable may be reported.
 ``metadata``
     A watcher of the metadata store (ZooKeeper): it sees the ledger's
     znode, the under-replication mark and its lock, the auditor's vote and
     the bookies' registrations, so it logs the steps that change one of
     them, as the ``zookeeper`` process. Hidden, so allowed between two
-    logged events: a lost disk, and a worker starting, copying or dropping
-    a fragment; none of them changes what the watcher sees, so a worker
-    that writes the metadata before its copy is seen doing what no hidden
-    step can. Observable: ``meta_segments``, ``meta_version``, ``mark``,
-    ``lock``, ``auditor``, ``up``.
+    logged events: a lost disk, a worker starting, copying or dropping a
+    fragment, and a worker deferring an open ledger to the grace period
+    (it keeps the lock it holds); none of them changes what the watcher
+    sees, so a worker that writes the metadata before its copy is seen
+    doing what no hidden step can. Observable: ``meta_segments``,
+    ``meta_version``, ``closed``, ``mark``, ``lock``, ``auditor``, ``up``.
 
 A trace is the autorecovery of one ledger (no partition key).
 """
@@ -33,7 +35,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-from ledgerspec.spec.autorecovery.autorecovery import NO_ONE, REPLICATING, AutorecoverySpec, AutorecoveryState
+from ledgerspec.spec.autorecovery.autorecovery import (
+    DEFERRED,
+    IDLE,
+    NO_ONE,
+    REPLICATING,
+    AutorecoverySpec,
+    AutorecoveryState,
+)
 from ledgerspec.spec.tracing import Explanation, Guard, ObservationMode, TraceMapping
 
 __all__ = ["FULL", "GUARDS", "METADATA", "METADATA_OBSERVES", "TRACE"]
@@ -41,6 +50,8 @@ __all__ = ["FULL", "GUARDS", "METADATA", "METADATA_OBSERVES", "TRACE"]
 
 # -- who logs a step ---------------------------------------------------------------------
 def _process(action: str, args: tuple[Any, ...]) -> str:
+    if action == "WriterClosesLedger":
+        return "writer"
     if action.startswith("Worker"):
         return f"worker-{args[0]}"
     if action in ("AuditorChecksBookies", "AuditorChecksAllLedgers"):
@@ -61,14 +72,16 @@ FULL = ObservationMode(
     logged_by=_process,
 )
 
-METADATA_OBSERVES = frozenset({"meta_segments", "meta_version", "mark", "lock", "auditor", "up"})
+METADATA_OBSERVES = frozenset({"meta_segments", "meta_version", "closed", "mark", "lock", "auditor", "up"})
 
 METADATA = ObservationMode(
     "metadata",
     "what a watcher of the metadata store sees: the ledger's znode, the mark and its lock, the auditor's vote, "
     "the bookies' registrations",
     METADATA_OBSERVES,
-    hidden=dict.fromkeys(("BookieLosesDisk", "WorkerStartsFragment", "WorkerCopiesEntry", "WorkerGivesUp")),
+    hidden=dict.fromkeys(
+        ("BookieLosesDisk", "WorkerStartsFragment", "WorkerCopiesEntry", "WorkerGivesUp", "WorkerDefersLock")
+    ),
     logged_by=_zookeeper,
 )
 
@@ -86,7 +99,22 @@ def _worker(spec: AutorecoverySpec, s: AutorecoveryState, w: int, *, copying: bo
         return f"worker {w} copies no fragment"
     if not copying and phase == REPLICATING:
         return f"worker {w} is copying a fragment of segment {s.workers[w - 1].seg}"
+    if not copying and phase == DEFERRED:
+        return f"worker {w} keeps the open ledger's lock for the grace period"
     return None
+
+
+def _holds_lock(s: AutorecoveryState, w: int) -> str | None:
+    if s.lock != w:
+        return f"worker {w} does not hold the ledger's lock (held by {s.lock or 'no one'})"
+    return None
+
+
+def _waits_for_close(spec: AutorecoverySpec, s: AutorecoveryState) -> str:
+    """Why the pass defers the ledger: what is lost in it while it is open."""
+    if spec.last_segment_open_and_missing(s):
+        return "the ledger is open and its last segment names a bookie that is not available"
+    return "the ledger is open and a fragment no worker copies while it is open (an open one) is lost"
 
 
 def _explain_stops(spec: AutorecoverySpec, s: AutorecoveryState, b: int) -> str | None:
@@ -160,10 +188,15 @@ def _explain_takes_lock(spec: AutorecoverySpec, s: AutorecoveryState, w: int) ->
 def _explain_starts(spec: AutorecoverySpec, s: AutorecoveryState, w: int, seg: int, old: int, new: int) -> str | None:
     if why := _worker(spec, s, w, copying=False):
         return why
-    if s.lock != w:
-        return f"worker {w} does not hold the ledger's lock (held by {s.lock or 'no one'})"
+    if why := _holds_lock(s, w):
+        return why
     if (seg, old) not in spec.under_replicated(s):
         return f"the fragment of bookie {old} in segment {seg} is not under-replicated"
+    if not spec.copyable(s, seg):
+        return (
+            f"segment {seg} is open (the ledger is open, and the LAC {spec.lac(s)} does not close it): a worker "
+            "copies no fragment a writer may still change"
+        )
     if new not in s.up:
         return f"bookie {new} is not available"
     if new in s.meta_segments[seg - 1][1]:
@@ -204,8 +237,10 @@ def _explain_gives_up(spec: AutorecoverySpec, s: AutorecoveryState, w: int) -> s
 def _explain_releases(spec: AutorecoverySpec, s: AutorecoveryState, w: int) -> str | None:
     if why := _worker(spec, s, w, copying=False):
         return why
-    if s.lock != w:
-        return f"worker {w} does not hold the ledger's lock (held by {s.lock or 'no one'})"
+    if why := _holds_lock(s, w):
+        return why
+    if spec.waits_for_close(s):
+        return _waits_for_close(spec, s) + ": the pass keeps the lock for the grace period"
     if spec._startable(s):
         return "a fragment can still be started: it has an available bookie outside its ensemble to go to"
     return None
@@ -214,10 +249,50 @@ def _explain_releases(spec: AutorecoverySpec, s: AutorecoveryState, w: int) -> s
 def _explain_releases_after_failure(spec: AutorecoverySpec, s: AutorecoveryState, w: int) -> str | None:
     if why := _worker(spec, s, w, copying=False):
         return why
-    if s.lock != w:
-        return f"worker {w} does not hold the ledger's lock (held by {s.lock or 'no one'})"
+    if why := _holds_lock(s, w):
+        return why
+    if spec.waits_for_close(s):
+        return _waits_for_close(spec, s) + ": the pass keeps the lock for the grace period"
     if not spec._startable(s):
         return "no fragment is left that could be started: the pass did not fail, and the lock is released as usual"
+    return None
+
+
+def _explain_defers(spec: AutorecoverySpec, s: AutorecoveryState, w: int) -> str | None:
+    if why := _worker(spec, s, w, copying=False):
+        return why
+    if why := _holds_lock(s, w):
+        return why
+    if s.closed:
+        return "the ledger is closed: every fragment is closed, and a worker copies it without waiting"
+    if not spec.waits_for_close(s):
+        return "no fragment of the open ledger is lost and its last segment misses no bookie: nothing waits for a close"
+    return None
+
+
+def _explain_ends_grace(spec: AutorecoverySpec, s: AutorecoveryState, w: int, nb: int) -> str | None:
+    if w not in spec.worker_ids:
+        return f"there is no worker {w} (workers 1 .. {spec.NumWorkers})"
+    if s.workers[w - 1].phase != DEFERRED:
+        return f"worker {w} keeps no lock for a grace period"
+    if spec.WorkerEndsGracePeriod(s, w, nb) is not None:
+        return None
+    if not (spec.waits_for_close(s) and spec.covered(s)) or spec.Bug == "grace_ends_without_recovery":
+        return f"no recovery follows the grace period, so its write-back replaces no bookie (nb {nb}, not 0)"
+    down = sorted(spec.write_back_set(s) - s.up)
+    if nb == NO_ONE:
+        return (
+            f"the recovery's write-back to bookies {sorted(spec.write_back_set(s))} has fewer than Qa={spec.Qa} "
+            f"of them available: it replaces bookie {down[0]}, by a bookie outside the ensemble"
+        )
+    if not down:
+        return "every bookie the recovery writes back to is available: it replaces none"
+    return f"bookie {nb} cannot take bookie {down[0]}'s place: it is not available, or in the ensemble already"
+
+
+def _explain_writer_closes(spec: AutorecoverySpec, s: AutorecoveryState) -> str | None:
+    if s.closed:
+        return "the ledger is closed already (by its writer, or by a worker's recovery that fenced the writer)"
     return None
 
 
@@ -226,7 +301,7 @@ def _explain_crashes(spec: AutorecoverySpec, s: AutorecoveryState, w: int) -> st
         return f"there is no worker {w} (workers 1 .. {spec.NumWorkers})"
     if s.worker_crashes >= spec.MaxWorkerCrashes:
         return f"{s.worker_crashes} workers have crashed; MaxWorkerCrashes is {spec.MaxWorkerCrashes}"
-    if s.lock != w and s.workers[w - 1].phase != REPLICATING:
+    if s.lock != w and s.workers[w - 1].phase == IDLE:
         return f"worker {w} holds no lock and copies nothing: its crash changes nothing"
     return None
 
@@ -235,6 +310,7 @@ EXPLAIN: dict[str, Explanation] = {
     "BookieStops": _explain_stops,
     "BookieComesBack": _explain_comes_back,
     "BookieLosesDisk": _explain_loses_disk,
+    "WriterClosesLedger": _explain_writer_closes,
     "AuditorIsElected": _explain_elected,
     "AuditorChecksBookies": _explain_checks,
     "AuditorChecksAllLedgers": _explain_checks_all,
@@ -245,6 +321,8 @@ EXPLAIN: dict[str, Explanation] = {
     "WorkerGivesUp": _explain_gives_up,
     "WorkerReleasesLock": _explain_releases,
     "WorkerReleasesLockAfterFailure": _explain_releases_after_failure,
+    "WorkerDefersLock": _explain_defers,
+    "WorkerEndsGracePeriod": _explain_ends_grace,
     "WorkerCrashes": _explain_crashes,
 }
 
@@ -269,11 +347,15 @@ GUARDS: dict[str, Sequence[Guard]] = {
         ),
     ),
     "LockHeldByOneWorker": (
-        Guard("WorkerCopying", lambda spec, s: any(t.phase == REPLICATING for t in s.workers), "a worker copies"),
+        Guard(
+            "WorkerBusy",
+            lambda spec, s: any(t.phase != IDLE for t in s.workers),
+            "a worker copies, or keeps an open ledger's lock for the grace period",
+        ),
     ),
 }
 
-PROCESSES = ("bookie", "auditor", "worker", "zookeeper")
+PROCESSES = ("bookie", "auditor", "worker", "writer", "zookeeper")
 
 # What an event says nothing without: the mark an audit leaves, the ensemble a worker's update writes.
 REQUIRES = {

@@ -22,7 +22,8 @@ no recovery and no reordering, so that its writer keeps adding through ensemble 
   calls, failed cursor-znode writes and lost cursor ledgers; long runs
   checked in both modes (client mode hides every persistence step), long
   runs with batches in full observation, and short runs in both;
-- autorecovery: the mutation score's configuration.
+- autorecovery: the mutation score's configurations, the ledger closed and
+  left open by its writer.
 
 A :class:`SoakProfile` says how many traces each spec and mode gets at least,
 and over which seeds; :func:`soak_workloads` spreads them over the spec's
@@ -50,6 +51,7 @@ from ledgerspec.reference.bookie.workloads import WORKLOAD_CONFIG
 from ledgerspec.reference.managed_ledger import RunConfig
 from ledgerspec.spec.vocabulary import ndjson
 from ledgerspec.tools.harness.workloads import (
+    AUTORECOVERY_OPEN_WORKLOAD,
     AUTORECOVERY_WORKLOAD,
     BOOKIE_STORAGE,
     CURSOR_WORKLOAD,
@@ -130,7 +132,7 @@ SOAK_WORKLOADS: dict[str, tuple[AnyWorkload, ...]] = {
             doc="short runs, also checked in client observation, where every persistence step is hidden",
         ),
     ),
-    "autorecovery": (AUTORECOVERY_WORKLOAD,),
+    "autorecovery": (AUTORECOVERY_WORKLOAD, AUTORECOVERY_OPEN_WORKLOAD),
 }
 
 

@@ -49,6 +49,7 @@ from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 
 __all__ = [
+    "AUTORECOVERY_OPEN_WORKLOAD",
     "AUTORECOVERY_WORKLOAD",
     "BOOKIE_STORAGE",
     "CURSOR_WORKLOAD",
@@ -331,10 +332,27 @@ AUTORECOVERY_WORKLOAD = AutorecoveryWorkload(
     "two workers that crash",
 )
 
+#: The same ledger left open by its writer: workers that wait for its close, then recover it (OpenLedger=1).
+AUTORECOVERY_OPEN_WORKLOAD = AutorecoveryWorkload(
+    "autorecovery-open",
+    AutorecoveryConfig(workers=2, open_ledger=True),
+    traces=10,
+    steps=80,
+    seed=1,
+    doc="the same ledger left open by its writer (E=3 Qw=2 Qa=2): workers that wait the grace period for its "
+    "close, then recover it, fencing the writer, and replace a bookie its write-back cannot reach",
+)
+
 AnyWorkload = Workload | BookieWorkload | RandomBookieWorkload | CursorWorkload | AutorecoveryWorkload
 
 #: Every workload, in the order they run.
-WORKLOADS: tuple[AnyWorkload, ...] = (*LEDGER_WORKLOADS, BOOKIE_STORAGE, CURSOR_WORKLOAD, AUTORECOVERY_WORKLOAD)
+WORKLOADS: tuple[AnyWorkload, ...] = (
+    *LEDGER_WORKLOADS,
+    BOOKIE_STORAGE,
+    CURSOR_WORKLOAD,
+    AUTORECOVERY_WORKLOAD,
+    AUTORECOVERY_OPEN_WORKLOAD,
+)
 
 
 def workload_traces(
