@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, note, settings
 from hypothesis import strategies as st
@@ -181,31 +182,48 @@ def _fail_a_pass(run: AutorecoveryRun) -> None:
     run.worker_step(1, "WorkerReleasesLockAfterFailure")
 
 
+def _copy_an_open_fragment(run: AutorecoveryRun) -> None:
+    # bookie 3 holds entry 1 alone, past the LAC (0): its fragment of the open ledger is open, and lost
+    run.bookie_stops("bookie-3")
+    run.elect_auditor()
+    run.auditor_checks()
+    run.worker_step(1, "WorkerTakesLock")
+    run.worker_step(1, "WorkerStartsFragment")
+
+
 # Each mutant on the shortest road to it, and the step at which the check stops it.
 MUTANT_ROADS: dict[str, tuple[Callable[[AutorecoveryRun], object], str]] = {
     "marks_nothing": (_lose_bookie_one, "auditor_checks"),
     "metadata_before_copy": (_start_a_copy, "WorkerStartsFragment"),
     "failed_pass_unmarks": (_fail_a_pass, "WorkerReleasesLockAfterFailure"),
+    "copies_open_fragment": (_copy_an_open_fragment, "WorkerStartsFragment"),
 }
+
+# The ledger each mutant shows on: closed, but for the copy of an open fragment.
+MUTANT_CONFIGS = {"copies_open_fragment": RunConfig(open_ledger=True)}
 
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_each_mutant_leaves_the_spec_at_its_own_step(mutant: str, tmp_path: Path) -> None:
     """Each seeded bug of the engine is a step the spec does not take; without it, the same steps refine."""
     road, step = MUTANT_ROADS[mutant]
-    correct = AutorecoveryRun(str(tmp_path / "correct"), RunConfig())
+    config = MUTANT_CONFIGS.get(mutant, RunConfig())
+    correct = AutorecoveryRun(str(tmp_path / "correct"), config)
     AutorecoveryRefinement(correct)
     road(correct)
-    run = AutorecoveryRun(str(tmp_path / "mutant"), RunConfig(mutant=mutant))
+    run = AutorecoveryRun(str(tmp_path / "mutant"), attrs.evolve(config, mutant=mutant))
     AutorecoveryRefinement(run)
     with pytest.raises(RefinementError, match=step):
         road(run)
 
 
+# The copy of an open fragment needs the worker to start it before the writer closes or the grace period ends, which
+# the random machine draws only now and then (minutes, and not always within its examples); its road above and the
+# seeded traces of tests/test_autorecovery_traces.py catch it every time.
 @pytest.mark.slow
-@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+@pytest.mark.parametrize("mutant", sorted(set(MUTANTS) - set(MUTANT_CONFIGS)))
 def test_the_machine_finds_each_mutant(mutant: str) -> None:
-    """The random machine finds each seeded bug on its own."""
+    """The random machine finds each seeded bug of a closed ledger on its own."""
     machine = type(
         f"AutorecoveryRefinement_{mutant}",
         (AutorecoveryRefinementMachine,),

@@ -351,7 +351,8 @@ def test_only_the_elected_auditor_checks_and_unknown_mutants_are_refused(world: 
         Auditor(world.sessions["bookie-3"], "bookie-3").check_bookies()
     with pytest.raises(ValueError, match="unknown auditor mutant 'x'; known: marks_nothing"):
         Auditor(world.admin, "bookie-1", mutant="x")
-    with pytest.raises(ValueError, match="unknown worker mutant 'x'; known: metadata_before_copy, failed_pass_unmarks"):
+    known = "metadata_before_copy, failed_pass_unmarks, copies_open_fragment"
+    with pytest.raises(ValueError, match=f"unknown worker mutant 'x'; known: {known}"):
         world.worker("bookie-1", mutant="x")
     with pytest.raises(ValueError, match="unknown worker step 'Nap'"):
         world.worker("bookie-1").step("Nap")

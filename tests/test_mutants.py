@@ -71,6 +71,7 @@ PROMISES: dict[str, set[str]] = {
     "marks_nothing": {"LostBookiesMarked"},
     "metadata_before_copy": {"MetadataNamesOnlyHolders"},
     "failed_pass_unmarks": {"LostBookiesMarked"},
+    "copies_open_fragment": {"MetadataNamesOnlyHolders"},
 }
 
 
@@ -240,9 +241,10 @@ def test_autorecovery_mutants_are_killed_in_both_modes_by_its_traces(score: dict
     """Full observation and a watcher of the metadata store (the score's client column) both catch each one."""
     [result] = [r for r in score["mutants"] if r["mutant"] == name]
     assert MUTANTS[name].specs == ("autorecovery",)
+    workload = "autorecovery-open" if name == "copies_open_fragment" else "autorecovery"  # it needs an open ledger
     for mode in ("full", "client"):
         assert result[mode]["killed"], mode
-        assert result[mode]["by"]["workload"] == "autorecovery"
+        assert result[mode]["by"]["workload"] == workload
 
 
 def test_list_json_names_every_mutant_and_workload(capsys: pytest.CaptureFixture[str]) -> None:

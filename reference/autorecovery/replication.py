@@ -52,7 +52,9 @@ recovers nothing.
 The mutants the oracle must catch: ``mutant="metadata_before_copy"`` replaces
 the bookie in the metadata when it starts a fragment, before copying;
 ``mutant="failed_pass_unmarks"`` removes the mark when its pass failed, as if
-the ledger were repaired.
+the ledger were repaired; ``mutant="copies_open_fragment"`` copies a fragment
+of the open ledger's last segment up to the LAC it read, and names the new
+bookie in its place.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ __all__ = ["WORKER_MUTANTS", "WORKER_STEPS", "CopyTask", "LedgerView", "Replicat
 WORKER_MUTANTS = {
     "metadata_before_copy": "the worker replaces the bookie in the metadata before it copies the fragment",
     "failed_pass_unmarks": "a worker whose pass failed removes the ledger's mark as if it were repaired",
+    "copies_open_fragment": "the worker copies a fragment of the open ledger's last segment, up to the LAC it read",
 }
 
 WORKER_STEPS = (
@@ -188,7 +191,7 @@ class ReplicationWorker:
         return [
             CopyTask(f, new)
             for f in view.lost
-            if f.closed
+            if f.closed or self.mutant == "copies_open_fragment"  # MUTANT: an open fragment copied up to the LAC
             for new in sorted(view.available)
             if new not in view.metadata.ensemble_for(f.first_entry_id)
         ]
