@@ -58,6 +58,8 @@ MODELS = SpecModels(
         "stops": {"MaxStops": 2, "MaxDiskLosses": 1, "MaxWorkerCrashes": 0},
         "two-workers": {"Segments": 2, "NumBookies": 5, "NumWorkers": 2},
         "open-ledger": {"OpenLedger": 1},
+        # two stops: the open ledger's LAC read uncovered, a recovery with no spare bookie
+        "open-ledger-two-stops": {"OpenLedger": 1, "MaxStops": 2, "MaxWorkerCrashes": 0},
     },
     presets={"faults": OPEN_LEDGER_FAULTS},
     # Under metadata_before_copy each fragment a worker starts again writes the metadata again: past 400,000

@@ -110,6 +110,15 @@ def _holds_lock(s: AutorecoveryState, w: int) -> str | None:
     return None
 
 
+def _cannot_open(spec: AutorecoverySpec, s: AutorecoveryState) -> str | None:
+    if spec.opens(s):
+        return None
+    return (
+        f"the ledger is open and its LAC read is not covered (a write set of its last ensemble has fewer than "
+        f"Qw - Qa + 1 = {spec.Qw - spec.Qa + 1} available bookies): openLedgerNoRecovery fails"
+    )
+
+
 def _waits_for_close(spec: AutorecoverySpec, s: AutorecoveryState) -> str:
     """Why the pass defers the ledger: what is lost in it while it is open."""
     if spec.last_segment_open_and_missing(s):
@@ -144,6 +153,8 @@ def _explain_loses_disk(spec: AutorecoverySpec, s: AutorecoveryState, b: int) ->
         return f"bookie {b} lost its disk already"
     if len(s.disk_lost) >= spec.MaxDiskLosses:
         return f"{len(s.disk_lost)} disks are lost; MaxDiskLosses is {spec.MaxDiskLosses}"
+    if not s.closed:
+        return "the ledger is open: the spec loses a disk only once it is closed"
     return None
 
 
@@ -169,6 +180,8 @@ def _explain_checks(spec: AutorecoverySpec, s: AutorecoveryState) -> str | None:
 def _explain_checks_all(spec: AutorecoverySpec, s: AutorecoveryState) -> str | None:
     if s.auditor == NO_ONE:
         return "no auditor is elected"
+    if why := _cannot_open(spec, s):
+        return why + ": the check leaves the ledger for its next round"
     if spec.AuditorChecksAllLedgers(s) is None:
         found = sorted({b for _, b in spec.under_replicated(s)})
         return f"the ledger's mark names every bookie of a lost fragment already ({found}): it is not a step"
@@ -192,6 +205,8 @@ def _explain_starts(spec: AutorecoverySpec, s: AutorecoveryState, w: int, seg: i
         return why
     if (seg, old) not in spec.under_replicated(s):
         return f"the fragment of bookie {old} in segment {seg} is not under-replicated"
+    if why := _cannot_open(spec, s):
+        return why
     if not spec.copyable(s, seg):
         return (
             f"segment {seg} is open (the ledger is open, and the LAC {spec.lac(s)} does not close it): a worker "
@@ -239,6 +254,8 @@ def _explain_releases(spec: AutorecoverySpec, s: AutorecoveryState, w: int) -> s
         return why
     if why := _holds_lock(s, w):
         return why
+    if why := _cannot_open(spec, s):
+        return why + ", and the pass releases the lock as after a failure"
     if spec.waits_for_close(s):
         return _waits_for_close(spec, s) + ": the pass keeps the lock for the grace period"
     if spec._startable(s):
@@ -251,6 +268,8 @@ def _explain_releases_after_failure(spec: AutorecoverySpec, s: AutorecoveryState
         return why
     if why := _holds_lock(s, w):
         return why
+    if not spec.opens(s):
+        return None
     if spec.waits_for_close(s):
         return _waits_for_close(spec, s) + ": the pass keeps the lock for the grace period"
     if not spec._startable(s):
@@ -265,6 +284,8 @@ def _explain_defers(spec: AutorecoverySpec, s: AutorecoveryState, w: int) -> str
         return why
     if s.closed:
         return "the ledger is closed: every fragment is closed, and a worker copies it without waiting"
+    if why := _cannot_open(spec, s):
+        return why
     if not spec.waits_for_close(s):
         return "no fragment of the open ledger is lost and its last segment misses no bookie: nothing waits for a close"
     return None
