@@ -100,3 +100,32 @@ def test_the_same_reset_conforms_where_the_record_drops_the_acks(tmp_path: Path)
     recording = recheck(tmp_path, "reset-back-restart", record_without_acks)
     (ledger,) = recording.ledgers
     assert ledger.verdict.status == "conforms", ledger.verdict.reason
+
+
+def test_a_rollover_waits_for_the_publish_of_the_entry_that_filled_the_ledger() -> None:
+    """The broker may create the next ledger before the producer is told of the entry that filled the last one: the
+    rollover goes after that publish, where the spec's ledger is full."""
+    from ledgerspec.conformance.adapters.managed_ledger import _MANAGED_LEDGER_KEY
+
+    def created(ledger: int, n: int) -> dict[str, object]:
+        written = {"custom": {_MANAGED_LEDGER_KEY: MANAGED_LEDGER}}
+        return {"ev": "metadata", "op": "create", "ok": True, "ledger": ledger, "written": written, "n": n}
+
+    def published(ledger: int, entry: int, n: int) -> dict[str, object]:
+        return {"ev": "published", "name": MANAGED_LEDGER, "position": [ledger, entry], "n": n}
+
+    mapper = CursorTraceMapper("t", MANAGED_LEDGER, "subscription")
+    mapper.feed_all(
+        [created(7, 1), published(7, 0, 2), published(7, 1, 3), created(8, 4), published(7, 2, 5), published(8, 0, 6)]
+    )
+    assert [(line["type"], line["x-obs"]) for line in mapper.lines] == [
+        ("EntryPublished", 2),
+        ("EntryPublished", 3),
+        ("EntryPublished", 5),
+        ("LedgerRollsOver", 4),
+        ("EntryPublished", 6),
+    ]
+    # a creation with nothing after it still rolls over, at the end of the observations
+    mapper = CursorTraceMapper("t", MANAGED_LEDGER, "subscription")
+    mapper.feed_all([created(7, 1), published(7, 0, 2), created(8, 3)])
+    assert [line["type"] for line in mapper.lines] == ["EntryPublished", "LedgerRollsOver"]

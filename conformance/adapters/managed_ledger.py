@@ -16,7 +16,9 @@ observation                                        event
 the broker's client creates a data ledger of the    none for the first (the spec's initial
 managed ledger                                      ledger), part of ``ManagedLedgerOpens``
                                                     when the managed ledger is opening again,
-                                                    ``LedgerRollsOver`` otherwise
+                                                    ``LedgerRollsOver`` otherwise, after the
+                                                    publishes of older ledgers' entries that
+                                                    follow it (the filling entry's callback may)
 the broker's client creates a cursor ledger         none: ``CursorCreatesLedger`` is hidden
 an entry is published                               ``EntryPublished``, observed ``published``:
                                                     every position published so far, renamed
@@ -75,6 +77,9 @@ class CursorTraceMapper:
         self._opened = False  # the managed ledger has been opened once: later opens are reopenings
         self._cursor_opened = False
         self._reopening = False
+        # A data ledger's creation, as LedgerRollsOver: it waits for the publishes of entries of older ledgers
+        # (the entry that filled a ledger may be acknowledged to the producer after its successor was created)
+        self._rollover: tuple[Mapping[str, Any], int] | None = None
 
     def constants(self, max_entries_per_ledger: int, metadata_max_entries_per_ledger: int) -> dict[str, int]:
         return {
@@ -91,6 +96,13 @@ class CursorTraceMapper:
     def feed_all(self, observations: Iterable[Mapping[str, Any]]) -> None:
         for obs in observations:
             self.feed(obs)
+        self._roll_over()
+
+    def _roll_over(self) -> None:
+        """Emit the pending LedgerRollsOver, if any."""
+        if self._rollover is not None:
+            obs, self._rollover = self._rollover[0], None
+            self._emit(obs, "LedgerRollsOver")
 
     def feed(self, obs: Mapping[str, Any]) -> None:
         kind = obs.get("ev")
@@ -114,6 +126,8 @@ class CursorTraceMapper:
         }.get(str(kind))
         if handler is None:
             raise CursorMappingError(f"observation {obs.get('n')}: unknown kind {kind!r}")
+        if kind != "published":
+            self._roll_over()
         handler(obs)
 
     def _emit(
@@ -144,7 +158,8 @@ class CursorTraceMapper:
         self.ids[int(obs["ledger"])] = spec_id
         if _CURSOR_KEY in custom or spec_id == 0 or self._reopening:
             return  # a cursor ledger (hidden), the initial ledger, or the reopening's new ledger
-        self._emit(obs, "LedgerRollsOver")
+        self._roll_over()
+        self._rollover = (obs, spec_id)
 
     def _ml_opened(self, obs: Mapping[str, Any]) -> None:
         if self._opened:
@@ -152,7 +167,10 @@ class CursorTraceMapper:
         self._opened, self._reopening = True, False
 
     def _published(self, obs: Mapping[str, Any]) -> None:
-        self.published.append(self._position(obs, obs["position"]))
+        position = self._position(obs, obs["position"])
+        if self._rollover is not None and position[0] >= self._rollover[1]:
+            self._roll_over()
+        self.published.append(position)
         # the message ids the producer was given: they tell how many cursor ledgers took an id before each ledger
         self._emit(obs, "EntryPublished", observed={"published": sorted(list(p) for p in self.published)})
 
