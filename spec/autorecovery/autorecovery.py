@@ -636,15 +636,17 @@ class AutorecoverySpec(Spec[AutorecoveryState]):
         recovers = self.waits_for_close(s) and self.covered(s) and self.Bug != "grace_ends_without_recovery"
         if not recovers:
             return released if nb == NO_ONE else None
-        down = self.write_back_set(s) - s.up  # at most one: coverage leaves Qw - Qa + 1 >= Qw - 1 of it up
+        write_back = self.write_back_set(s)
+        down = write_back - s.up  # at most one: coverage leaves Qw - Qa + 1 >= Qw - 1 of it up
+        last = len(s.meta_segments)
         if nb == NO_ONE:
-            if len(self.write_back_set(s) & s.up) >= self.Qa:
+            if len(write_back & s.up) >= self.Qa:
                 return evolve(released, closed=True)
-            spare = any(b in s.up and b not in s.meta_segments[-1][1] for b in self.bookies)
+            spare = any(self._spare(s, last, b) for b in self.bookies)
             # without a replacement the write-back cannot complete; with no bookie to replace it, the recovery's
             # ensemble change fails (BKNotEnoughBookiesException) and so does the recovery
             return None if spare else released
-        if not down or nb not in s.up or nb in s.meta_segments[-1][1]:
+        if not down or not self._spare(s, last, nb):
             return None
         (old,) = down
         first = self.lac(s) + 1
