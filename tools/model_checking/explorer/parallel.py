@@ -22,6 +22,7 @@ import gc
 import multiprocessing
 import pickle
 import signal
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -36,8 +37,10 @@ _AHEAD_STATES = 32  # states expanded ahead between two looks for a request: a f
 
 def _serve(explorer: Explorer[Any], conn: Connection, spill_above: int | None) -> None:
     """A worker process: answer the search's requests with its :class:`LevelWorker` until told to stop."""
-    # Ctrl-C goes to the whole process group: the main process handles it and ends the workers.
+    # Ctrl-C goes to the whole process group: the main process handles it and ends the workers. The worker
+    # was forked with SIGINT blocked (see ParallelExplorer.run), so one sent before this line is dropped here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     # Spec states are immutable values without cycles: the cyclic collector would only walk them, again and
     # again, as each level's successors pile up.
     gc.disable()
@@ -96,22 +99,39 @@ class ParallelExplorer(Explorer[Any]):
         processes = [
             context.Process(target=_serve, args=(self, child, spill_above), daemon=True) for _parent, child in pipes
         ]
-        for process in processes:
-            process.start()
-        links = [_Remote(parent, process.pid) for (parent, _child), process in zip(pipes, processes, strict=True)]
+        links = [_Remote(parent, None) for parent, _child in pipes]
         try:
+            # A Ctrl-C between a fork and the worker's own handler would raise KeyboardInterrupt in the child,
+            # in the fork's own hooks, where it runs on as a copy of this process. SIGINT stays blocked while
+            # the workers are forked; one sent meanwhile is raised here once it is unblocked.
+            with _sigint_blocked():
+                for link, process in zip(links, processes, strict=True):
+                    process.start()
+                    link.pid = process.pid
             return LevelSearch(self, list(links), self.directory).run()
         except BaseException:  # (Ctrl-C, an error): the workers' answers are not wanted any more
             for process in processes:
-                process.terminate()
+                if process.pid is not None:
+                    process.terminate()
             raise
         finally:
             for link, process in zip(links, processes, strict=True):
-                if process.is_alive():
+                if process.pid is not None and process.is_alive():
                     with contextlib.suppress(OSError):
                         link.ask("stop")
             for process in processes:
-                process.join(timeout=5)
+                if process.pid is not None:
+                    process.join(timeout=5)
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT held back from this thread (and from the processes it forks) until the block ends."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def explore_in_parallel(spec: Any, workers: int, **options: Any) -> Exploration[Any]:
