@@ -8,7 +8,10 @@ gets the same checks by being listed:
   must reach the very same states with no violation (and, where the spec
   says so, generate the same number of successors); the count of distinct
   states is pinned, so that a change to either text shows at once
-  (tlaplus Examples keep such counts in a manifest beside the specs);
+  (tlaplus Examples keep such counts in a manifest beside the specs); a
+  ``larger`` one is checked by both engines only in the longer runs
+  (``--run-slow``, tox -e tlc), and the models checked in every run must
+  then take every action of the spec between them;
 - :class:`SeededBug`: a seeded bug (the spec's ``Bug`` constant) that both
   engines must report as the same broken property, with counterexamples of
   the same, pinned, length (both search breadth-first);
@@ -42,6 +45,7 @@ class CheckedModel:
     constants: Mapping[str, Any]
     distinct_states: int
     why: str = ""  # what the model exercises
+    larger: bool = False  # TLC's side checked only in the longer runs (--run-slow)
 
     @property
     def name(self) -> str:

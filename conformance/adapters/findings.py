@@ -173,24 +173,6 @@ FINDINGS = {
             Reproduction("reset-record-keeps-acks", "ResetRecordKeepsAcks"),
             part="managed-ledger",
         ),
-        Finding(
-            "cursor-ledger-fills-one-ack-early",
-            "difference",
-            "The cursor's first ack can write two records to its new ledger, so the ledger fills one ack early",
-            "A cursor with no ledger creates one on its first persist (createNewMetadataLedger): the new ledger "
-            "gets the position of that moment, and a mark-delete queued while it was created is written again "
-            "once the cursor switches to it (switchToNewLedger, then the pending mark-deletes). The spec's "
-            "creation writes one record. With MetadataMaxEntriesPerLedger records past the first the ledger is "
-            "full (shouldCloseLedger), so the real cursor ledger can fill, and the next one take a ledger id, one "
-            "ack before the spec's does; a broker that crashes then gives its next data ledger an id one past the "
-            "spec's. Nothing is lost or skipped: the id of a ledger is all that differs.",
-            (
-                "apache/pulsar managed-ledger 4.0.7: org/apache/bookkeeper/mledger/impl/ManagedCursorImpl.java "
-                "(createNewMetadataLedger, switchToNewLedger, shouldCloseLedger)",
-            ),
-            ("after EntryPublished: observed published",),
-            part="managed-ledger",
-        ),
     )
 }
 

@@ -216,7 +216,6 @@ def _trim(driver: BrokerDriver) -> None:
 @_scenario(
     "crash-twice",
     "two crashes with acks between: the cursor ledger is switched and restored twice",
-    may_show=("cursor-ledger-fills-one-ack-early",),
 )
 def _crash_twice(driver: BrokerDriver) -> None:
     driver.open()

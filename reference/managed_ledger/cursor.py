@@ -217,10 +217,11 @@ class ManagedCursor:
 
     # -- persisting ------------------------------------------------------------------
     def flush(self) -> None:
-        """Persist the acknowledgements not persisted yet: to the cursor ledger, or to the znode."""
+        """Persist the acknowledgements not persisted yet: to the cursor ledger, or to the znode. A full cursor
+        ledger's successor is created at once, whether or not anything waits to be persisted."""
         self._require_active("flush")
-        while self.dirty or self.resetting is not None:
-            if self.status == CursorStatus.NO_LEDGER:
+        while self._pending() or self._rolling_over():
+            if self.status == CursorStatus.NO_LEDGER or self._rolling_over():
                 persisted = self._create_ledger() and self._switch_ledger()
             else:
                 persisted = self._append()
@@ -228,19 +229,37 @@ class ManagedCursor:
             if not persisted:
                 return
 
+    def _pending(self) -> bool:
+        """A mark-delete waits to be persisted: acknowledgements, or a reset (``pendingMarkDeleteOps``)."""
+        return self.dirty or self.resetting is not None
+
+    def _rolling_over(self) -> bool:
+        """A full cursor ledger's successor is to be created (SwitchingLedger, no new ledger yet)."""
+        return self.status == CursorStatus.SWITCHING and self.switching_to is None
+
+    def _creation_fails(self) -> None:
+        """createNewMetadataLedger's operationFailed: NoLedger, and the mark-deletes waiting fail with it."""
+        self.status = CursorStatus.NO_LEDGER
+        if self._pending():
+            self._persist_failed()
+
     def _create_ledger(self) -> bool:
-        """createNewMetadataLedger: a new ledger whose first record is the state. On failure the pending
-        mark-delete runs in NoLedger (internalMarkDelete, Pulsar 4.0.7): the state goes to the znode where the
-        configuration falls back (``cursor_znode_fallback``), else the mark-delete fails and stays dirty."""
+        """createNewMetadataLedger: a new ledger and its first record, ``lastMarkDeleteEntry`` (the state, or a
+        reset's record once written). What waits to be persisted stays pending: the flush writes it after the
+        switch (flushPendingMarkDeletes). On failure the pending mark-delete runs in NoLedger (internalMarkDelete,
+        Pulsar 4.0.7): the state goes to the znode where the configuration falls back
+        (``cursor_znode_fallback``), else the mark-delete fails and stays dirty."""
         bk, snapshot = self.ml.bookkeeper, self._to_persist()
+        first = snapshot if self.reset_written else self.snapshot()
         self.ml.crash_point("cursor-ledger-create")
         try:
             handle = bk.create("cursor")
         except BookKeeperError:
-            if not self._falls_back_to_znode(snapshot):  # "Switch new cursor ledger failed"
-                self._persist_failed()
+            if not self._pending() or not self._falls_back_to_znode(snapshot):  # "Switch new cursor ledger failed"
+                self._creation_fails()
                 self.ml.log.emit("CursorLedgerCreationFails")
                 return False
+            self.status = CursorStatus.NO_LEDGER
             skips_store = self.ml.config.mutant == "no_store_fallback"  # MUTANT: reported done, not stored
             if not skips_store and not self._fall_back_to_znode(snapshot):
                 return False
@@ -249,13 +268,12 @@ class ManagedCursor:
             self.ml.log.emit("CursorLedgerCreationFails")
             return False
         try:
-            bk.append(handle, self.ml.store.encode_position_info(snapshot), "cursor", call="first_appends")
+            bk.append(handle, self.ml.store.encode_position_info(first), "cursor", call="first_appends")
         except BookKeeperError:
-            self._first_write_fails(handle.ledger_id, snapshot)
+            self._first_write_fails(handle.ledger_id, first)
             return False
-        self.switching_to, self.switching_mark = handle, snapshot.mark_delete
+        self.switching_to, self.switching_mark = handle, first.mark_delete
         self.status = CursorStatus.SWITCHING
-        self.dirty = False
         self.ml.log.emit("CursorCreatesLedger")
         return True
 
@@ -270,7 +288,7 @@ class ManagedCursor:
             self._write_znode(NO_LEDGER_ID, snapshot, injectable=True)
         except MetaStoreError:
             self.ml.bookkeeper.delete(ledger_id)
-            self._persist_failed()
+            self._creation_fails()
             self.ml.log.emit("CursorLedgerFirstWriteFails")
             return
         raise CursorStateError(
@@ -283,7 +301,8 @@ class ManagedCursor:
 
         When the znode write fails, the new ledger is deleted and the cursor keeps the one it held, NoLedger,
         with its state unpersisted (createNewMetadataLedger's operationFailed fails the pending mark-deletes on
-        a MetaStoreException; ManagedCursorImpl, Pulsar 4.0.7). Whether the switch was made.
+        a MetaStoreException; ManagedCursorImpl, Pulsar 4.0.7). Whether the switch was made. No mark-delete
+        completes here: what is pending is written next (flushPendingMarkDeletes).
         """
         new = self.switching_to
         assert new is not None
@@ -294,17 +313,16 @@ class ManagedCursor:
             self.switching_to = None
             if self.ml.config.mutant == "failed_switch_keeps_new_ledger":  # MUTANT: the new ledger is kept
                 self.ledger, self.ledger_id, self.records = new, new.ledger_id, 1
+                self._creation_fails()
                 self.status = CursorStatus.OPEN
             else:
                 self.ml.bookkeeper.delete(new.ledger_id)
-                self.status = CursorStatus.NO_LEDGER
-            self._persist_failed()
+                self._creation_fails()
             self.ml.log.emit("CursorLedgerSwitchFails")
             return False
         old = self._retire()
         self.ledger, self.ledger_id, self.records, self.switching_to = new, new.ledger_id, 1, None
         self.status = CursorStatus.OPEN
-        self._persisted(self.switching_mark)
         self.ml.log.emit("CursorSwitchesLedger")
         self._delete_retired(old)
         return True
@@ -328,10 +346,10 @@ class ManagedCursor:
         self.records += 1
         # shouldCloseLedger (ManagedCursorImpl, Pulsar 4.0.7): the ledger's LAC (records - 1) reached the limit.
         full = self.records - 1 >= self.ml.config.metadata_max_entries_per_ledger
-        if full:  # rolloverLedgerIfNeeded: a new ledger, which starts with the state again
-            self.status = CursorStatus.NO_LEDGER
+        if full:  # rolloverLedgerIfNeeded: SwitchingLedger; the flush creates the successor next
+            self.status = CursorStatus.SWITCHING
         self._persisted(snapshot.mark_delete)
-        self.dirty = full
+        self.dirty = False
         self.ml.log.emit("CursorPersistsToLedger")
         return True
 

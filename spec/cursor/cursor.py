@@ -25,11 +25,15 @@ seed 003):
   ``persistPositionMetaStore``): a ``PositionInfo`` record appended to the
   cursor's own ledger, and ``ManagedCursorInfo`` in the cursor's znode, which
   names the cursor ledger (``cursorsLedgerId``). A new cursor ledger is
-  created when there is none to write to, or when the current one's LAC
-  reaches ``MetadataMaxEntriesPerLedger`` (it then holds one record more,
-  ``shouldCloseLedger`` in ManagedCursorImpl, 4.0.7): the record goes into the new
-  ledger first, then the znode is switched to it (with the mark-delete
-  position but not the individual acks), then the old ledger is deleted.
+  created when a mark-delete finds none to write to, or at once when the
+  current one's LAC reaches ``MetadataMaxEntriesPerLedger`` (it then holds
+  one record more, ``shouldCloseLedger`` in ManagedCursorImpl, 4.0.7): a
+  first record goes into the new ledger, then the znode is switched to it
+  (with the mark-delete position but not the individual acks), then the old
+  ledger is deleted. The mark-deletes queued meanwhile
+  (``pendingMarkDeleteOps``: the one that found no ledger among them) are
+  written after the switch as one more record, and complete only then
+  (``flushPendingMarkDeletes``); a rollover with none queued writes one.
   When the cursor ledger cannot be created, or an append to it fails, the
   state goes to the znode instead with ``cursorsLedgerId = -1``
   (apache/pulsar#1461, #20935). A clean close writes the znode with
@@ -96,10 +100,15 @@ What is left out, and why that is sound here:
   to the entry after the mark-delete, and reads pass over the individually
   acknowledged entries (``isMessageDeleted``), so it follows from the state
   modelled; a reset sets it with the mark-delete;
-- properties, ``lastActive``, rate limiting of
-  mark-deletes and the queue of pending mark-delete operations: each persist
-  writes the cursor's whole current state, which covers every acknowledgement
-  queued before it;
+- properties, ``lastActive`` and rate limiting of mark-deletes; of the queue
+  of pending mark-delete operations, only whether it is empty (``dirty``):
+  each persist writes the cursor's whole current state, which covers every
+  acknowledgement queued before it;
+- the mark-delete of a new cursor ledger's first record: Pulsar 4.0.7 writes
+  the one of ``lastMarkDeleteEntry`` (the last mark-delete submitted) with
+  the individual acks in memory, here the mark-delete in memory; the two
+  differ only until the record that follows the switch, and only a restore
+  in between tells them apart (docs/real-systems.md);
 - ``maxUnackedRangesToPersist`` (a cap on the individual acks persisted, which
   gives up their durability past the cap) and closes that write the ranges to
   the cursor ledger because there are too many for the znode;
@@ -428,6 +437,30 @@ class CursorSpec(Spec[CursorState]):
         reset waits to take effect (Pulsar 4.0.7 may write then: the seeded bug ack_persists_over_reset)."""
         return s.reset_unapplied == NO_POSITION and (s.dirty or s.resetting != NO_POSITION)
 
+    @staticmethod
+    def rolling_over(s: CursorState) -> bool:
+        """A full cursor ledger's successor is being created (rolloverLedgerIfNeeded: SwitchingLedger at once, the
+        creation once the persist that filled it completed), no new ledger written yet."""
+        return s.status == SWITCHING and s.switching_to == NONE
+
+    def creates(self, s: CursorState) -> bool:
+        """Is a cursor ledger to be created: a mark-delete found no ledger (internalAsyncMarkDelete in NoLedger
+        queues itself and starts the creation), or a rollover's creation is under way?"""
+        return (s.status == NO_LEDGER and self.to_persist(s)) or self.rolling_over(s)
+
+    def first_record(self, s: CursorState) -> PositionInfo:
+        """A new cursor ledger's first record: Pulsar writes ``lastMarkDeleteEntry``, the last mark-delete
+        submitted: a reset's once its record is written, else the state in memory (a reset still queued is not
+        in it)."""
+        return self.persisted(s) if s.reset_unapplied != NO_POSITION else self.snapshot(s)
+
+    def creation_fails(self, s: CursorState, **changes: Any) -> CursorState:
+        """createNewMetadataLedger's operationFailed: NoLedger, and the mark-deletes queued fail with the
+        creation; with none queued (a rollover no ack followed), nothing else changes."""
+        if not self.to_persist(s):
+            return evolve(s, status=NO_LEDGER, **changes)
+        return self.persist_fails(s, status=NO_LEDGER, **changes)
+
     def durable_covers(self, s: CursorState) -> frozenset[Message]:
         """The messages the durable state covers: the znode's state when it names no cursor ledger, else the last
         record of the ledger it names, or the znode's mark-delete when that ledger holds none."""
@@ -543,30 +576,31 @@ class CursorSpec(Spec[CursorState]):
     # -- persisting the cursor -------------------------------------------------------
     @action()
     def CursorCreatesLedger(self, s: CursorState) -> CursorState | None:
-        """With no cursor ledger to write to, create one and append what is to persist as its first record."""
-        if s.status != NO_LEDGER or not self.to_persist(s):
+        """createNewMetadataLedger (Pulsar 4.0.7): create the cursor ledger and append a first record
+        (``first_record``). The mark-deletes queued stay queued (``dirty``, a pending reset):
+        flushPendingMarkDeletes writes them after the switch."""
+        if not self.creates(s):
             return None
         new = s.next_id
         return evolve(
             s,
             next_id=new + 1,
-            cursor_ledgers=(*s.cursor_ledgers, (new, (self.persisted(s),))),
+            cursor_ledgers=(*s.cursor_ledgers, (new, (self.first_record(s),))),
             status=SWITCHING,
             switching_to=new,
-            dirty=False,
         )
 
     @action()
     def CursorSwitchesLedger(self, s: CursorState) -> CursorState | None:
-        """switchToNewLedger: the znode names the new ledger (mark-delete only); the old one is retired. The
-        mark-delete is done: the managed ledger holds the persisted position (internalMarkDelete's
-        operationComplete, onCursorMarkDeletePositionUpdated, Pulsar 4.0.7). A reset pending wrote the new
-        ledger's record (a reset starts only in NoLedger or Open)."""
-        if s.status != SWITCHING:
+        """switchToNewLedger: the znode names the new ledger (mark-delete only); the old one is retired. No
+        mark-delete completes here: the queued ones are written next, from Open (createNewMetadataLedger's
+        operationComplete calls flushPendingMarkDeletes, whose internalMarkDelete completes them; Pulsar
+        4.0.7)."""
+        if s.status != SWITCHING or s.switching_to == NONE:
             return None
         first = (self.records_of(s, s.switching_to) or ())[-1]
         retired = s.retired | {s.cursor_ledger} if s.cursor_ledger != NONE else s.retired
-        switched = evolve(
+        return evolve(
             s,
             znode=CursorInfo(s.switching_to, first.mark_delete, frozenset(), frozenset()),
             status=OPEN,
@@ -574,29 +608,23 @@ class CursorSpec(Spec[CursorState]):
             switching_to=NONE,
             retired=retired,
         )
-        if s.resetting != NO_POSITION:
-            return self.persist_completes(switched)
-        return evolve(
-            switched,
-            slowest_position=first.mark_delete,
-            durable=s.durable | self.covered(s, first.mark_delete, first.ranges, first.batch),
-        )
 
     @action()
     def CursorLedgerCreationFails(self, s: CursorState) -> CursorState | None:
         """BookKeeper cannot create the cursor ledger (createNewMetadataLedger's operationFailed, Pulsar 4.0.7): the
         cursor is NoLedger and the pending mark-delete runs there (internalMarkDelete). Where it falls back
         (``falls_back_to_znode``) the state goes to the znode (persistPositionToMetaStore, #20935); elsewhere the
-        mark-delete fails ("Switch new cursor ledger failed"): isDirty, the znode keeps what it held."""
-        if s.status != NO_LEDGER or not self.to_persist(s) or s.faults >= self.MaxFaults:
+        mark-delete fails ("Switch new cursor ledger failed"): isDirty, the znode keeps what it held. A rollover's
+        creation with no mark-delete queued only leaves the cursor NoLedger."""
+        if not self.creates(s) or s.faults >= self.MaxFaults:
             return None
-        if not self.falls_back_to_znode(s):
-            return self.persist_fails(s, faults=s.faults + 1)
+        if not self.to_persist(s) or not self.falls_back_to_znode(s):
+            return self.creation_fails(s, faults=s.faults + 1)
         znode = s.znode
         if self.Bug != "no_store_fallback":
             record = self.persisted(s)
             znode = CursorInfo(NONE, record.mark_delete, record.ranges, record.batch)
-        return self.persist_completes(s, znode=znode, dirty=False, faults=s.faults + 1)
+        return self.persist_completes(s, znode=znode, status=NO_LEDGER, dirty=False, faults=s.faults + 1)
 
     @action()
     def CursorLedgerFirstWriteFails(self, s: CursorState) -> CursorState | None:
@@ -606,9 +634,9 @@ class CursorSpec(Spec[CursorState]):
         read) and operationFailed, seeing a MetaStoreException, fails the pending mark-deletes: NoLedger, the state
         in memory only. Two failed calls, as CursorZnodeWriteFails. When the fallback write succeeds instead,
         Pulsar names the new ledger, which holds no record, in the znode: left out (docs/real-systems.md)."""
-        if s.status != NO_LEDGER or not self.to_persist(s) or s.faults + 2 > self.MaxFaults:
+        if not self.creates(s) or s.faults + 2 > self.MaxFaults:
             return None
-        return self.persist_fails(s, next_id=s.next_id + 1, faults=s.faults + 2)
+        return self.creation_fails(s, next_id=s.next_id + 1, faults=s.faults + 2)
 
     @action()
     def CursorPersistsToLedger(self, s: CursorState) -> CursorState | None:
@@ -628,12 +656,8 @@ class CursorSpec(Spec[CursorState]):
         # shouldCloseLedger (ManagedCursorImpl, Pulsar 4.0.7): lh.getLastAddConfirmed() >= MetadataMaxEntriesPerLedger,
         # so a ledger holds M+1 records. Its other condition, a rollover timeout, is not modelled.
         full = len(records) - 1 >= self.MetadataMaxEntriesPerLedger
-        return self.persist_completes(
-            s,
-            cursor_ledgers=ledgers,
-            status=NO_LEDGER if full else OPEN,
-            dirty=full,  # rolloverLedgerIfNeeded: the next ledger starts with the state again
-        )
+        # rolloverLedgerIfNeeded: SwitchingLedger, and the successor's creation starts once this persist completed.
+        return self.persist_completes(s, cursor_ledgers=ledgers, status=SWITCHING if full else OPEN, dirty=False)
 
     @action()
     def CursorLedgerWriteFails(self, s: CursorState) -> CursorState | None:
@@ -659,12 +683,11 @@ class CursorSpec(Spec[CursorState]):
         fails. The new ledger is deleted (deleteLedgerAsync), the cursor keeps the ledger it held, and
         createNewMetadataLedger's operationFailed, seeing a MetaStoreException, sets NoLedger and fails the
         pending mark-deletes: the state stays in memory only, to persist again (isDirty)."""
-        if s.status != SWITCHING or s.faults >= self.MaxFaults:
+        if s.status != SWITCHING or s.switching_to == NONE or s.faults >= self.MaxFaults:
             return None
-        return self.persist_fails(
+        return self.creation_fails(
             s,
             cursor_ledgers=tuple(x for x in s.cursor_ledgers if x[0] != s.switching_to),
-            status=NO_LEDGER,
             switching_to=NONE,
             faults=s.faults + 1,
         )
@@ -862,6 +885,8 @@ class CursorSpec(Spec[CursorState]):
             return f"{s.resets} resets exceed the bound {self.MaxResets}"
         if s.resetting != NO_POSITION and s.status not in ACTIVE:
             return f"a reset to {ledger_entry(s.resetting)} is pending while the cursor is {s.status}"
+        if s.switching_to != NONE and s.status != SWITCHING:
+            return f"cursor ledger {s.switching_to} is written but not switched to, while the cursor is {s.status}"
         if s.reset_unapplied not in (NO_POSITION, s.resetting) and s.status != UNINITIALIZED:
             return f"the reset to {ledger_entry(s.reset_unapplied)} is persisted, but not the one pending"
         if any(p <= s.mark_delete for p in s.ranges) or any((m[0], m[1]) <= s.mark_delete for m in s.batch):

@@ -174,6 +174,23 @@ PersistFails ==
     /\ resetting' = NoPosition
     /\ UNCHANGED reset_unapplied
 
+(* A full cursor ledger's successor is being created (rolloverLedgerIfNeeded: *)
+(* SwitchingLedger at once, the creation once the persist that filled it    *)
+(* completed), no new ledger written yet.                                   *)
+RollingOver == status = SwitchingLedger /\ switching_to = None
+
+(* Is a cursor ledger to be created: a mark-delete found no ledger         *)
+(* (internalAsyncMarkDelete in NoLedger queues itself and starts the       *)
+(* creation), or a rollover's creation is under way?                       *)
+Creates == (status = NoLedger /\ ToPersist) \/ RollingOver
+
+(* createNewMetadataLedger's operationFailed: NoLedger, and the mark-deletes *)
+(* queued fail with the creation; with none queued (a rollover no ack      *)
+(* followed), nothing else changes.                                        *)
+CreationFails ==
+    /\ status' = NoLedger
+    /\ IF ToPersist THEN PersistFails ELSE UNCHANGED <<dirty, resetting, reset_unapplied>>
+
 (* The positions a reset may move the read position to are the entries of  *)
 (* the list (asyncResetCursor moves any other to the next valid one); its  *)
 (* mark-delete is the position before (getPreviousPosition): an entry of   *)
@@ -293,38 +310,41 @@ CursorResetCompletes ==
 -----------------------------------------------------------------------------
 (* Persisting the cursor. *)
 
-\* With no cursor ledger to write to, create one and append the cursor's state as its first record.
+(* A new cursor ledger's first record: Pulsar writes lastMarkDeleteEntry,  *)
+(* the last mark-delete submitted: a reset's once its record is written,   *)
+(* else the state in memory (a reset still queued is not in it).           *)
+FirstRecord == IF reset_unapplied # NoPosition THEN Persisted ELSE Snapshot
+
+(* createNewMetadataLedger (Pulsar 4.0.7): create the cursor ledger and    *)
+(* append a first record.  The mark-deletes queued stay queued (dirty, a   *)
+(* pending reset): flushPendingMarkDeletes writes them after the switch.   *)
 CursorCreatesLedger ==
-    /\ status = NoLedger
-    /\ ToPersist
+    /\ Creates
     /\ next_id' = next_id + 1
-    /\ cursor_ledgers' = Append(cursor_ledgers, <<next_id, <<Persisted>> >>)
+    /\ cursor_ledgers' = Append(cursor_ledgers, <<next_id, <<FirstRecord>> >>)
     /\ status' = SwitchingLedger
     /\ switching_to' = next_id
-    /\ dirty' = FALSE
     /\ UNCHANGED <<ledgers, deleted, znode, broker_up, crashes, mark_delete, ranges, batch, cursor_ledger,
-                   retired, slowest_position, resetting, reset_unapplied, resets, faults, lost, acked, durable>>
+                   retired, dirty, slowest_position, resetting, reset_unapplied, resets, faults, lost, acked,
+                   durable>>
 
 (* switchToNewLedger: the znode names the new ledger (mark-delete only);  *)
-(* the old one is retired.  The mark-delete is done: the managed ledger    *)
-(* holds the persisted position (internalMarkDelete's operationComplete,   *)
-(* onCursorMarkDeletePositionUpdated, Pulsar 4.0.7).  A reset pending wrote *)
-(* the new ledger's record (a reset starts only in NoLedger or Open).      *)
+(* the old one is retired.  No mark-delete completes here: the queued ones *)
+(* are written next, from Open (createNewMetadataLedger's                  *)
+(* operationComplete calls flushPendingMarkDeletes, whose                  *)
+(* internalMarkDelete completes them; Pulsar 4.0.7).                       *)
 CursorSwitchesLedger ==
     /\ status = SwitchingLedger
+    /\ switching_to # None
     /\ LET records == RecordsOf(switching_to)
            record == records[Len(records)]
-       IN /\ znode' = CursorInfo(switching_to, record.mark_delete, {}, {})
-          /\ IF ResetPending
-             THEN PersistCompletes
-             ELSE /\ durable' = durable \cup Covered(record.mark_delete, record.ranges, record.batch)
-                  /\ slowest_position' = record.mark_delete
-                  /\ UNCHANGED <<mark_delete, ranges, batch, resetting, reset_unapplied, acked>>
+       IN znode' = CursorInfo(switching_to, record.mark_delete, {}, {})
     /\ status' = Open
     /\ cursor_ledger' = switching_to
     /\ switching_to' = None
     /\ retired' = IF cursor_ledger # None THEN retired \cup {cursor_ledger} ELSE retired
-    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, dirty, resets, faults, lost>>
+    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, mark_delete, ranges, batch,
+                   dirty, slowest_position, resetting, reset_unapplied, resets, faults, lost, acked, durable>>
 
 (* Does a failed cursor-ledger creation write the state to the znode?    *)
 (* Pulsar 4.0.7 does only when no message follows the mark-delete          *)
@@ -335,20 +355,22 @@ FallsBackToZnode == ZnodeFallback = "always" \/ NoMessagesAfter(Ids, CountOf, Pe
 (* operationFailed, Pulsar 4.0.7): the cursor is NoLedger and the pending  *)
 (* mark-delete runs there.  Where it falls back, the state goes to the     *)
 (* znode (persistPositionToMetaStore, apache/pulsar#20935); elsewhere the  *)
-(* mark-delete fails: isDirty, the znode keeps what it held.               *)
+(* mark-delete fails: isDirty, the znode keeps what it held.  A          *)
+(* rollover's creation with no mark-delete queued only leaves the cursor   *)
+(* NoLedger.                                                               *)
 CursorLedgerCreationFails ==
-    /\ status = NoLedger
-    /\ ToPersist
+    /\ Creates
     /\ faults < MaxFaults
-    /\ IF FallsBackToZnode
+    /\ IF ToPersist /\ FallsBackToZnode
        THEN /\ znode' = IF Bug = "no_store_fallback" THEN znode
                         ELSE CursorInfo(None, Persisted.mark_delete, Persisted.ranges, Persisted.batch)
+            /\ status' = NoLedger
             /\ dirty' = FALSE
             /\ PersistCompletes
-       ELSE /\ PersistFails
+       ELSE /\ CreationFails
             /\ UNCHANGED <<znode, mark_delete, ranges, batch, slowest_position, acked, durable>>
     /\ faults' = faults + 1
-    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, status, cursor_ledger,
+    /\ UNCHANGED <<ledgers, deleted, next_id, cursor_ledgers, broker_up, crashes, cursor_ledger,
                    switching_to, retired, resets, lost>>
 
 (* ManagedCursorImpl.createNewMetadataLedger (Pulsar 4.0.7): BookKeeper    *)
@@ -361,18 +383,18 @@ CursorLedgerCreationFails ==
 (* When the fallback write succeeds instead, Pulsar names the new ledger,  *)
 (* which holds no record, in the znode: left out (docs/real-systems.md).   *)
 CursorLedgerFirstWriteFails ==
-    /\ status = NoLedger
-    /\ ToPersist
+    /\ Creates
     /\ faults + 2 <= MaxFaults
     /\ next_id' = next_id + 1
     /\ faults' = faults + 2
-    /\ PersistFails
-    /\ UNCHANGED <<ledgers, deleted, cursor_ledgers, znode, broker_up, crashes, status, mark_delete, ranges, batch,
+    /\ CreationFails
+    /\ UNCHANGED <<ledgers, deleted, cursor_ledgers, znode, broker_up, crashes, mark_delete, ranges, batch,
                    cursor_ledger, switching_to, retired, slowest_position, resets, lost, acked, durable>>
 
 (* persistPositionToLedger: append the state to the cursor ledger; a full  *)
-(* ledger is then replaced (rolloverLedgerIfNeeded: the next ledger starts *)
-(* with the state again).  A ledger that is gone fails the append.  With  *)
+(* ledger is then replaced (rolloverLedgerIfNeeded: SwitchingLedger, the   *)
+(* successor's creation starts once this persist completed).  A ledger     *)
+(* that is gone fails the append.  With                                    *)
 (* the seeded bug ack_persists_over_reset, an ack during a pending reset   *)
 (* appends the state from before the reset after the reset's record, as    *)
 (* Pulsar 4.0.7 can (asyncDelete persists while resetCursorInProgress).    *)
@@ -390,8 +412,8 @@ CursorPersistsToLedger ==
        IN /\ cursor_ledgers' = [i \in DOMAIN cursor_ledgers |->
                                    IF cursor_ledgers[i][1] = cursor_ledger THEN <<cursor_ledger, records>>
                                    ELSE cursor_ledgers[i]]
-          /\ status' = IF full THEN NoLedger ELSE Open
-          /\ dirty' = full
+          /\ status' = IF full THEN SwitchingLedger ELSE Open
+          /\ dirty' = FALSE
     /\ PersistCompletes
     /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, cursor_ledger, switching_to, retired,
                    resets, faults, lost>>
@@ -420,11 +442,11 @@ CursorLedgerWriteFails ==
 (* memory only, to persist again (isDirty).                                *)
 CursorLedgerSwitchFails ==
     /\ status = SwitchingLedger
+    /\ switching_to # None
     /\ faults < MaxFaults
     /\ cursor_ledgers' = WithoutCursorLedger(switching_to)
-    /\ status' = NoLedger
     /\ switching_to' = None
-    /\ PersistFails
+    /\ CreationFails
     /\ faults' = faults + 1
     /\ UNCHANGED <<ledgers, deleted, next_id, znode, broker_up, crashes, mark_delete, ranges, batch,
                    cursor_ledger, retired, slowest_position, resets, lost, acked, durable>>
@@ -639,6 +661,7 @@ TypeOK ==
     /\ status \in {Uninitialized, NoLedger, Open, SwitchingLedger, Closed}
     /\ crashes <= MaxCrashes /\ faults <= MaxFaults /\ lost <= MaxLedgerLoss /\ resets <= MaxResets
     /\ ResetPending => status \in {NoLedger, Open, SwitchingLedger}
+    /\ switching_to # None => status = SwitchingLedger
     /\ reset_unapplied # NoPosition /\ status # Uninitialized => resetting = reset_unapplied
     /\ \A p \in ranges : PosLess(mark_delete, p)
     /\ \A m \in batch : PosLess(mark_delete, <<m[1], m[2]>>)

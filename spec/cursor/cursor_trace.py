@@ -240,11 +240,21 @@ def _need(s: CursorState, status: str, what: str, *, dirty: bool = True) -> str 
 
 
 def _explain_create(spec: CursorSpec, s: CursorState) -> str | None:
-    return _need(s, NO_LEDGER, "it creates a cursor ledger only when it has none to write to")
+    if spec.rolling_over(s):
+        return None
+    if s.status == SWITCHING:
+        return f"cursor ledger {s.switching_to} is created already: it waits to be named in the znode"
+    return _need(
+        s, NO_LEDGER, "it creates a cursor ledger when a mark-delete finds none to write to, or a full one rolls over"
+    )
 
 
 def _explain_switch(spec: CursorSpec, s: CursorState) -> str | None:
-    return _need(s, SWITCHING, "no new cursor ledger waits to be named in the znode", dirty=False)
+    if why := _need(s, SWITCHING, "no new cursor ledger waits to be named in the znode", dirty=False):
+        return why
+    if spec.rolling_over(s):
+        return "the full cursor ledger's successor is not created yet: nothing waits to be named in the znode"
+    return None
 
 
 def _faults(spec: CursorSpec, s: CursorState, cost: int = 1) -> str | None:
@@ -255,11 +265,11 @@ def _faults(spec: CursorSpec, s: CursorState, cost: int = 1) -> str | None:
 
 
 def _explain_creation_fails(spec: CursorSpec, s: CursorState) -> str | None:
-    return _need(s, NO_LEDGER, "only a cursor ledger's creation can fail") or _faults(spec, s)
+    return _explain_create(spec, s) or _faults(spec, s)
 
 
 def _explain_first_write_fails(spec: CursorSpec, s: CursorState) -> str | None:
-    return _need(s, NO_LEDGER, "only a new cursor ledger's first record can fail") or _faults(spec, s, 2)
+    return _explain_create(spec, s) or _faults(spec, s, 2)
 
 
 def _explain_persist(spec: CursorSpec, s: CursorState) -> str | None:
