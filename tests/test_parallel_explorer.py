@@ -82,7 +82,7 @@ def test_whole_states_are_one_process_work() -> None:
 def test_workers_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["model-check", "cursor", "--engine", "python", "--const", "MaxEntries=2", "--json"]
     assert main([*args, "--workers", "2"]) == 0
-    assert json.loads(capsys.readouterr().out)["python"]["distinct_states"] == 9298
+    assert json.loads(capsys.readouterr().out)["python"]["distinct_states"] == 22_282
     assert main([*args, "--workers", "0"]) == 2
     assert "--workers must be at least 1" in capsys.readouterr().err
 

@@ -312,7 +312,9 @@ CURSOR_WORKLOAD = CursorWorkload(
     # The fallback to the znode after every failed creation (ZnodeFallback=always), so that its path is taken
     # often; the soak's other cursor workloads run Pulsar 4.0.7's condition.
     RunConfig(max_entries_per_ledger=2, metadata_max_entries_per_ledger=2, znode_fallback="always"),
-    traces=10,
+    # 20 runs: a reset whose record keeps the old acks, restored before the next persist, shows first in run 19
+    # (the mutant reset_keeps_acks, in client mode)
+    traces=20,
     steps=120,
     seed=1,
     modes=MODES,
