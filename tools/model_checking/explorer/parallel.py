@@ -126,12 +126,13 @@ class ParallelExplorer(Explorer[Any]):
 
 @contextlib.contextmanager
 def _sigint_blocked() -> Iterator[None]:
-    """SIGINT held back from this thread (and from the processes it forks) until the block ends."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    """SIGINT held back from this thread (and from the processes it forks) until the block ends, when the mask
+    is as it was before."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def explore_in_parallel(spec: Any, workers: int, **options: Any) -> Exploration[Any]:
