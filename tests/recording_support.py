@@ -22,3 +22,20 @@ def edited_copy(recording: Path, tmp_path: Path, edit: Edit | None = None) -> Pa
         edited = [o for o in (edit(dict(x)) for x in observations) if o is not None]
         (copy / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in edited))
     return copy
+
+
+def moved_copy(recording: Path, tmp_path: Path, moved: set[int], before: int) -> Path:
+    """A copy of ``recording`` with the observations numbered ``moved`` taken to just before observation
+    ``before``, as if they had reached the harness first; the observations are numbered again in the new order."""
+    copy = tmp_path / recording.name
+    shutil.copytree(recording, copy)
+    observations = [orjson.loads(line) for line in (copy / "observations.ndjson").read_bytes().splitlines()]
+    taken = [o for o in observations if o["obs"] in moved]
+    rest = [o for o in observations if o["obs"] not in moved]
+    assert len(taken) == len(moved), f"no observations {sorted(moved - {o['obs'] for o in taken})}"
+    at = next(i for i, o in enumerate(rest) if o["obs"] == before)
+    reordered = rest[:at] + taken + rest[at:]
+    for number, o in enumerate(reordered):
+        o["obs"] = number
+    (copy / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in reordered))
+    return copy

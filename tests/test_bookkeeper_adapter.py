@@ -22,7 +22,7 @@ from ledgerspec.tools.cli.main import main
 from ledgerspec.tools.recording import real_systems
 from ledgerspec.tools.recording.real_systems import RecordingError, ScenarioRecording, check_recording
 from raced_replies import raced_lines
-from recording_support import Edit, edited_copy
+from recording_support import Edit, edited_copy, moved_copy
 
 RECORDINGS = Path(__file__).parent / "data" / "bookkeeper-4.17.2"
 
@@ -359,6 +359,49 @@ def test_a_long_poll_gives_the_reader_the_lac_and_the_next_entry(tmp_path: Path)
     lines = [orjson.loads(line) for line in (tmp_path / "long-poll-reader" / "trace.ndjson").read_bytes().splitlines()]
     reader = [(line["type"], line["params"]) for line in lines if line["process"] == "reader-1"]
     assert reader == [("ReaderReadsLac", {"r": 1, "lac": 2}), ("ReaderReadsEntry", {"r": 1, "e": 0, "b": 1})]
+
+
+@pytest.mark.parametrize("bookie_named", [True, False], ids=["long-poll", "lac-read"])
+def test_a_lac_read_before_the_writer_has_the_ack_conforms(tmp_path: Path, bookie_named: bool) -> None:
+    """The bookie sets its LAC before it journals the add (BookieImpl.addEntryInternal): the long poll that
+    reports LAC 2 may reach the reader before any ack of entry 3, the first add that carried LAC 2. Without
+    the poll's reply, the client's report of the LAC it read names no bookie: the first add sent with LAC 2
+    is the one stored, bookie 1's here too."""
+    copy = moved_copy(RECORDINGS / "long-poll-reader", tmp_path, {48, 49}, before=33)
+    if not bookie_named:
+        observations = [orjson.loads(line) for line in (copy / "observations.ndjson").read_bytes().splitlines()]
+        kept = [o for o in observations if not (o["ev"] == "reply" and o["client"] == 1)]
+        assert len(kept) == len(observations) - 1
+        (copy / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in kept))
+    recording = check_recording(copy)
+    (ledger,) = recording.ledgers
+    assert ledger.verdict.status == "conforms", ledger.verdict.reason
+    lines = [orjson.loads(line) for line in (copy / "trace.ndjson").read_bytes().splitlines()]
+    steps = [(line["type"], line.get("params", {})) for line in lines]
+    read = steps.index(("ReaderReadsLac", {"r": 1, "lac": 2}))
+    stored = [
+        i
+        for i, (kind, params) in enumerate(steps)
+        if kind == "BookieReceivesAdd" and params["m"]["bookie"] == 1 and params["m"]["entry"] == 3
+    ]
+    assert stored == [read - 1]  # bookie 1 (the one polled) stores entry 3 first, once: its ack is no second step
+    # The writer's LAC is not compared while the ack is on its way: the handle's stays 2 meanwhile.
+    acked = next(
+        i for i, (kind, params) in enumerate(steps) if kind == "BookieReceivesAdd" and params["m"]["entry"] == 4
+    )
+    assert all("writer_lac" not in lines[i].get("observed", {}) for i in range(read, acked + 1))
+
+
+def test_a_long_poll_no_add_explains_is_caught(tmp_path: Path) -> None:
+    """The same early reply with a LAC no add to the polled bookie carried (3): the reader could not have it."""
+    copy = moved_copy(RECORDINGS / "long-poll-reader", tmp_path, {48, 49}, before=33)
+    observations = [orjson.loads(line) for line in (copy / "observations.ndjson").read_bytes().splitlines()]
+    observations = [
+        {**o, "lac": 3} if o["ev"] in ("reply", "lac-read") and o["client"] == 1 else o for o in observations
+    ]
+    (copy / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in observations))
+    (ledger,) = check_recording(copy).ledgers
+    assert ledger.verdict.status == "violates" and "ReaderReadsLac(r=1, lac=3)" in ledger.verdict.reason
 
 
 def test_a_reader_told_a_lac_past_the_acknowledged_entries_is_caught(tmp_path: Path) -> None:

@@ -49,7 +49,9 @@ sent for before                                          the flush policy read, 
                                                          ``writer_explicit_lac``; the bookie's step is
                                                          hidden (no client awaits its reply)
 client r's open without recovery, or its read of the     ``ReaderReadsLac(r, lac)`` for a LAC above every
-LAC, done                                                one it learned
+LAC, done                                                one it learned; first ``BookieReceivesAdd`` of
+                                                         the add that carried that LAC, if its ack has not
+                                                         reached the writer yet (below)
 client r's read of entry e answered OK, the first        ``ReaderReadsEntry(r, e, b)``
 client r's long poll answered                            ``ReaderReadsLac(r, lac)`` for the bookie's LAC
                                                          if above, then ``ReaderReadsEntry(r, e, b)`` for
@@ -71,6 +73,16 @@ checked with ``LacLag = 1`` when every add names its LAC: the handle takes
 acks in one at a time and runs each add's callback in between
 (``sendAddSuccessCallbacks``), so an add issued from a callback may carry a
 LAC behind the acks the bookies sent.
+
+A bookie's LAC moves before its ack goes out: ``BookieImpl.addEntryInternal``
+(4.17.2) writes the entry to the ledger storage, which sets the ledger's LAC
+and answers the long polls waiting on it, and only then to the journal,
+whose fsync sends the ack. A reader's read of the LAC, a long poll most of
+all, may thus report a LAC carried by an add whose ack is still to come.
+The spec's bookie stores and replies in one step, so that step is placed
+before the reader's: at the read, the polled bookie's add for a long poll. The
+writer's LAC is then ahead of its handle's until the ack arrives, and is not
+compared meanwhile; the ack, when it comes, is no step.
 """
 
 from __future__ import annotations
@@ -148,6 +160,8 @@ class LedgerTraceMapper:
         self._completed = -1  # the highest entry the writer's application was told is written
         self._failed_adds: set[int] = set()  # the entries whose adds the writer's application was told failed
         self._held: list[Mapping[str, Any]] = []  # the writer's acks held back while it changes its ensemble
+        self._packaged: dict[int, int] = {}  # entry -> the LAC its add carried
+        self._stored_early: set[tuple[int, int]] = set()  # (bookie, entry): stepped at a reader's read, ack to come
         self._acks_since_change: set[tuple[int, int, int]] = set()  # (client, bookie, entry) acks emitted
         self._recovery_ensembles: dict[int, tuple[int, ...]] = {}  # a recovering client's ensemble, once it changed
         self._failed_write_backs: dict[int, list[int]] = {}  # client -> bookies that failed its write-backs
@@ -318,6 +332,8 @@ class LedgerTraceMapper:
                 self._placed_early = self._place_pending(obs, None)
             self._lap = entry
             self._highest_entry = max(self._highest_entry, entry)
+            if packaged is not None:
+                self._packaged[entry] = int(packaged)
             params = None if packaged is None else {"lac": int(packaged)}
             self._emit(obs, client, "WriterAddsEntry", params, {"writer_lap": entry})
 
@@ -334,11 +350,12 @@ class LedgerTraceMapper:
     def _reader(self, obs: Mapping[str, Any]) -> int | None:
         return self._readers.get(int(obs["client"]))
 
-    def _learned(self, obs: Mapping[str, Any], r: int, lac: int) -> None:
-        """Reader r learned ``lac``: a step when it is above every LAC it learned before."""
+    def _learned(self, obs: Mapping[str, Any], r: int, lac: int, bookie: int | None = None) -> None:
+        """Reader r learned ``lac`` (from ``bookie``, if known): a step when it is above every LAC it learned before."""
         if lac <= self._reader_lac[r]:
             self._skip(obs, f"reader {r} learned LAC {lac}, no higher than the {self._reader_lac[r]} it had")
             return
+        self._stored_before_reply(obs, lac, bookie)
         self._reader_lac[r] = lac
         self._emit(obs, int(obs["client"]), "ReaderReadsLac", {"r": r, "lac": lac})
 
@@ -404,7 +421,15 @@ class LedgerTraceMapper:
             self._long_poll_answered(obs, bookie, entry, rc)
             return
         if obs["op"] == "add":
-            if rc == OK and client == 0 and obs.get("changing"):
+            if client == 0 and (bookie, entry) in self._stored_early:
+                self._stored_early.discard((bookie, entry))
+                if rc != OK:
+                    raise MappingError(
+                        f"observation {obs['obs']}: bookie {bookie} gave a reader the LAC its add of "
+                        f"entry {entry} carried, then failed that add ({obs.get('rc_name', rc)})"
+                    )
+                self._skip(obs, "an ack whose add's step went before a reader's read of the LAC it set")
+            elif rc == OK and client == 0 and obs.get("changing"):
                 self._held.append(obs)
             elif rc == OK and client == 0 and entry in self._failed_adds:
                 # The handle failed the add before this ack came (a refusal as fenced fails every pending add,
@@ -460,9 +485,36 @@ class LedgerTraceMapper:
         if r is None or rc != OK or "lac" not in obs:
             self._skip(obs, "a long poll of no plain reader, failed, or without the bookie's LAC")
             return
-        self._learned(obs, r, int(obs["lac"]))
+        self._learned(obs, r, int(obs["lac"]), bookie)
         if obs.get("has_entry") and entry >= 0:
             self._plain_read(obs, bookie, entry, rc)
+
+    def _stored_before_reply(self, obs: Mapping[str, Any], lac: int, bookie: int | None) -> None:
+        """The add that gave a bookie the LAC ``lac`` a reader learned from it: its step goes first.
+
+        ``bookie`` is the one that answered, if the observation names it (a long poll), else any. Only
+        when no add acked so far carried that LAC, and no explicit LAC as high was sent: the first add
+        the writer sent with such a LAC, whose ack has not come, is the one stored (module docstring).
+        """
+        if lac <= self._explicit_at:
+            return  # the bookie may have it from the explicit LAC: its step is hidden, for the checker
+        acked = [(b, e) for c, b, e in self._acks_since_change if c == 0 and bookie in (None, b)]
+        if any(self._packaged.get(e, -1) >= lac for _, e in acked):
+            return
+        waiting = sorted(
+            (sent, address, e)
+            for (c, address, e), sent in self._sent_at.items()
+            if c == 0
+            and self._packaged.get(e, -1) >= lac
+            and bookie in (None, self.numbers.get(address))
+            and (0, self.numbers.get(address), e) not in self._acks_since_change
+        )
+        if not waiting:
+            return  # no add explains the LAC: the checker says what the reader could not have learned
+        _, address, entry = waiting[0]
+        b = self._bookie(obs, address)
+        if self._ack({"obs": obs["obs"], "client": 0, "bookie": address, "entry": entry}, 0, b, entry) is not None:
+            self._stored_early.add((b, entry))
 
     def _plain_read(self, obs: Mapping[str, Any], bookie: int, entry: int, rc: int) -> None:
         r = self._reader(obs)
@@ -507,6 +559,9 @@ class LedgerTraceMapper:
 
     def _observes_lac(self, lac: int) -> bool:
         """Whether the handle's LAC after a reply is the spec's to compare; it is then the last known."""
+        if self._stored_early:
+            # An add's step went before a reader's read (module docstring): the handle has not had its ack yet.
+            return False
         if self._lac_lags and lac <= self._last_lac:
             # After an ensemble change, adds that reached Qa during it complete only when some add's ack next
             # calls sendAddSuccessCallbacks: until the LAC moves, it lags behind the spec's, which is not seen.
