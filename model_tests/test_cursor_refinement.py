@@ -262,6 +262,10 @@ MUTANT_ROADS: dict[str, tuple[Callable[[CursorRun], object], str]] = {
         lambda run: (_publish_and_consume(run), run.fail_next("creates"), run.fail_next("znode_writes"), run.flush()),
         "CursorZnodeWriteFails",
     ),
+    "switch_before_first_record": (
+        lambda run: (_publish_and_ack(run, 0), run.flush()),
+        "CursorCreatesLedger",  # the new ledger holds no record when the znode names it
+    ),
     "reset_keeps_acks": (
         lambda run: (_publish_and_ack(run, 1), run.reset((0, -1)), run.flush()),
         "CursorPersistsToLedger",  # the reset's record follows the new ledger's first (flushPendingMarkDeletes)

@@ -68,6 +68,8 @@ PROMISES: dict[str, set[str]] = {
     "skip_unconsumed_ledger": {"TrimPositionBehindCursor", "TrimKeepsUnconsumedEntries"},
     "failed_switch_keeps_new_ledger": set(),
     "failed_znode_write_counted_persisted": set(),
+    # The empty ledger shows at its creation; the acks it then loses need a crash before the next record.
+    "switch_before_first_record": set(),
     "marks_nothing": {"LostBookiesMarked"},
     "metadata_before_copy": {"MetadataNamesOnlyHolders"},
     "failed_pass_unmarks": {"LostBookiesMarked"},

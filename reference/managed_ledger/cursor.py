@@ -268,7 +268,8 @@ class ManagedCursor:
             self.ml.log.emit("CursorLedgerCreationFails")
             return False
         try:
-            bk.append(handle, self.ml.store.encode_position_info(first), "cursor", call="first_appends")
+            if self.ml.config.mutant != "switch_before_first_record":  # MUTANT: the first record is left out
+                bk.append(handle, self.ml.store.encode_position_info(first), "cursor", call="first_appends")
         except BookKeeperError:
             self._first_write_fails(handle.ledger_id, first)
             return False
@@ -321,7 +322,8 @@ class ManagedCursor:
             self.ml.log.emit("CursorLedgerSwitchFails")
             return False
         old = self._retire()
-        self.ledger, self.ledger_id, self.records, self.switching_to = new, new.ledger_id, 1, None
+        records = 0 if self.ml.config.mutant == "switch_before_first_record" else 1
+        self.ledger, self.ledger_id, self.records, self.switching_to = new, new.ledger_id, records, None
         self.status = CursorStatus.OPEN
         self.ml.log.emit("CursorSwitchesLedger")
         self._delete_retired(old)

@@ -77,6 +77,10 @@ MUTANTS = {
         "when the znode write standing in for a failed BookKeeper call fails too, the cursor counts its state as "
         "persisted"
     ),
+    "switch_before_first_record": (
+        "a new cursor ledger is named in the znode before its first record is written (createNewMetadataLedger "
+        "writes it first), so a crash in between restores from an empty ledger"
+    ),
     "reset_keeps_acks": (
         "a reset's record keeps the individual acks from before the reset, as Pulsar 4.0.7 writes it "
         "(internalResetCursor)"
