@@ -392,6 +392,38 @@ def test_a_lac_read_before_the_writer_has_the_ack_conforms(tmp_path: Path, booki
     assert all("writer_lac" not in lines[i].get("observed", {}) for i in range(read, acked + 1))
 
 
+def test_adds_a_killed_bookie_stored_unanswered_are_replies_lost_with_it(tmp_path: Path) -> None:
+    """write-cache-pressure-then-crash: bookie 1, throttled by its full write cache, had journaled entries 21 to 27
+    without acknowledging them when it was killed; the writer saw those adds fail. After its restart its fencing
+    reply names entry 27 as the last it holds, and the recovery reads entry 21 from it."""
+    name = "write-cache-pressure-then-crash"
+    (ledger,) = recheck(tmp_path, name).ledgers
+    assert ledger.verdict.status == "conforms", ledger.verdict.reason
+    lines = [orjson.loads(line) for line in (tmp_path / name / "trace.ndjson").read_bytes().splitlines()]
+    lost = [
+        (line["params"]["m"]["bookie"], line["params"]["m"]["entry"])
+        for line in lines
+        if line["type"] == "BookieReceivesAdd" and line["params"]["replied"] is False
+    ]
+    assert sorted(lost) == [(1, e) for e in range(21, 28)]
+    verdict = json.loads((tmp_path / name / "verdict.json").read_text())
+    assert verdict["traces"][0]["constants"]["MaxLoss"] == 7  # one lost reply each, and no more
+
+    observations = [
+        orjson.loads(line) for line in (RECORDINGS / name / "observations.ndjson").read_bytes().splitlines()
+    ]
+    (created,) = [o for o in observations if o["ev"] == "metadata" and o["op"] == "create"]
+    bookie_1 = created["written"]["ensembles"]["0"][0]  # the spec's bookie 1: the first of the first ensemble
+
+    def holds_less(obs: dict[str, Any]) -> dict[str, Any]:
+        fencing_reply = obs["ev"] == "reply" and obs["client"] == 1 and obs["entry"] == -1
+        return {**obs, "returned_entry": 20} if fencing_reply and obs["bookie"] == bookie_1 else obs
+
+    # Told that bookie 1 holds nothing past entry 20, the spec's bookie cannot serve the read of entry 21 it served.
+    (ledger,) = recheck(tmp_path / "less", name, holds_less).ledgers
+    assert ledger.verdict.status != "conforms" and "BookieReceivesRecoveryRead" in ledger.verdict.reason
+
+
 def test_a_long_poll_no_add_explains_is_caught(tmp_path: Path) -> None:
     """The same early reply with a LAC no add to the polled bookie carried (3): the reader could not have it."""
     copy = moved_copy(RECORDINGS / "long-poll-reader", tmp_path, {48, 49}, before=33)

@@ -28,7 +28,10 @@ an add's reply "ledger fenced" reaches the writer         ``BookieReceivesAdd(m,
                                                          ones change nothing in the spec; none for an add
                                                          that had completed (the writer ignores those)
 a reply to a request sent twice, after the first         none: the spec's network holds one copy
-a fencing read of the LAC (entry -1) answered            ``BookieReceivesFenceRead(m, TRUE)``
+a fencing read of the LAC (entry -1) answered            ``BookieReceivesFenceRead(m, TRUE)``; first, for
+                                                         each add of the writer up to the last entry the
+                                                         bookie returned that failed as it went down,
+                                                         ``BookieReceivesAdd(m, FALSE)`` where it failed
 a fencing read of entry e answered, found or NoSuch      ``BookieReceivesRecoveryRead(m, TRUE)``
 any other error reply (bookie down, timeout)             none: the spec's crash or loss, left hidden,
                                                          is what the client's timeout stands for
@@ -161,6 +164,8 @@ class LedgerTraceMapper:
         self._failed_adds: set[int] = set()  # the entries whose adds the writer's application was told failed
         self._held: list[Mapping[str, Any]] = []  # the writer's acks held back while it changes its ensemble
         self._packaged: dict[int, int] = {}  # entry -> the LAC its add carried
+        # (observation, bookie, entry): the writer's adds that failed as their bookie went down, not known stored
+        self._unanswered_adds: list[tuple[Mapping[str, Any], int, int]] = []
         self._stored_early: set[tuple[int, int]] = set()  # (bookie, entry): stepped at a reader's read, ack to come
         self._acks_since_change: set[tuple[int, int, int]] = set()  # (client, bookie, entry) acks emitted
         self._recovery_ensembles: dict[int, tuple[int, ...]] = {}  # a recovering client's ensemble, once it changed
@@ -460,6 +465,8 @@ class LedgerTraceMapper:
                 self._skip(obs, "a fenced bookie rejects another add: the writer is already fenced")
             else:
                 self._failed(bookie, rc)
+                if client == 0 and rc == BOOKIE_UNAVAILABLE:
+                    self._unanswered_adds.append((obs, bookie, entry))
                 if client != 0:
                     self._failed_write_backs.setdefault(client, []).append(bookie)
                 self._skip(obs, f"an add failed with {obs.get('rc_name', rc)}: the client gives up on the bookie")
@@ -473,6 +480,8 @@ class LedgerTraceMapper:
             self._failed(bookie, rc)
             self._skip(obs, f"a read failed with {obs.get('rc_name', rc)}: the client gives up on the bookie")
         elif entry == -1:
+            if "returned_entry" in obs:
+                self._stored_before_going_down(bookie, int(obs["returned_entry"]))
             m = self._request("FenceReq", client, bookie, -1, recovery=False, fence=True)
             self._emit(obs, client, "BookieReceivesFenceRead", {"m": m, "replied": True})
         else:
@@ -527,6 +536,22 @@ class LedgerTraceMapper:
         else:
             self._reader_read[r].add(entry)
             self._emit(obs, int(obs["client"]), "ReaderReadsEntry", {"r": r, "e": entry, "b": bookie})
+
+    def _stored_before_going_down(self, bookie: int, last: int) -> None:
+        """A fencing read's reply names the last entry ``bookie`` holds: the writer's adds up to it that failed as
+        the bookie went down were stored, their replies lost with it.
+
+        The bookie writes an entry and journals it before it replies (``BookieImpl.addEntryInternal``, 4.17.2);
+        one killed in between has the entry after its restart, from the journal, and the writer saw the add fail
+        (``BookieHandleNotAvailable``). The spec's step is ``BookieReceivesAdd(m, replied=FALSE)``, placed where
+        the failure reached the writer, before the crash it stands for, and counted as a loss (``MaxLoss``).
+        """
+        stored = [(obs, entry) for obs, b, entry in self._unanswered_adds if b == bookie and entry <= last]
+        self._unanswered_adds = [x for x in self._unanswered_adds if x[1] != bookie or x[2] > last]
+        for obs, entry in stored:
+            m = self._request("AddReq", 0, bookie, entry, recovery=False, fence=False)
+            self._emit(obs, 0, "BookieReceivesAdd", {"m": m, "replied": False})
+            self.lost += 1
 
     def _failed(self, bookie: int, rc: int) -> None:
         if rc == BOOKIE_UNAVAILABLE:

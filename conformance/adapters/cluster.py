@@ -42,7 +42,15 @@ import orjson
 from kazoo.client import KazooClient
 from ledgerspec.conformance.adapters.jars import JarSet, java_executable
 
-__all__ = ["BOOKIE_STORAGES", "BookKeeperCluster", "ClusterError", "Harness", "ScenarioCluster", "free_port"]
+__all__ = [
+    "BOOKIE_STORAGES",
+    "WRITE_CACHE_PRESSURE_STORAGE",
+    "BookKeeperCluster",
+    "ClusterError",
+    "Harness",
+    "ScenarioCluster",
+    "free_port",
+]
 
 _LOG4J = """<Configuration status="ERROR">
   <Appenders>
@@ -66,11 +74,19 @@ _BOOKIE_SESSION_MS = 1500
 #: constructor starts a periodic SyncThread then); the default storage checkpoints when its memtable fills or its
 #: entry log rotates, which no scenario makes happen, and when a bookie starts, after its journal replay.
 CHECKPOINT_INTERVAL_MS = 1000
+#: DbLedgerStorage with a write cache small enough for a scenario's adds to fill it.
+WRITE_CACHE_PRESSURE_STORAGE = "db-small-write-cache"
 #: The bookies' ledger storage, by name: the settings added to every bookie's configuration.
 BOOKIE_STORAGES: dict[str, tuple[tuple[str, str], ...]] = {
     "default": (),  # SortedLedgerStorage over InterleavedLedgerStorage: journal, entry logs, .idx index files
     "entry-log-per-ledger": (("entryLogPerLedgerEnabled", "true"),),  # the same, checkpointed every flushInterval
     "db": (("ledgerStorageClass", "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage"),),  # index in RocksDB
+    # DbLedgerStorage with its smallest write cache: 1 MB, two caches of 512 KB, one taking adds while the other is
+    # flushed (SingleDirectoryDbLedgerStorage); an add that finds the cache full triggers a flush, a checkpoint.
+    WRITE_CACHE_PRESSURE_STORAGE: (
+        ("ledgerStorageClass", "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage"),
+        ("dbStorage_writeCacheMaxSizeMb", "1"),
+    ),
 }
 _REPLY_TIMEOUT = 120.0
 _LEDGERS_ROOT = "/ledgers"

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 from ledgerspec.conformance.adapters.cluster import (
     BOOKIE_STORAGES,
     CHECKPOINT_INTERVAL_MS,
+    WRITE_CACHE_PRESSURE_STORAGE,
     ClusterError,
     ScenarioCluster,
 )
@@ -133,9 +135,11 @@ class Ledger:
         outside = [b for b in self.driver.cluster.bookie_ids if b not in self.first_ensemble]
         return self.driver.cluster.number_of(outside[k - 1])
 
-    def add(self, count: int, *, wait: bool = True) -> list[int]:
-        """Add ``count`` entries; with ``wait``, return each add's return code (0: acknowledged)."""
-        reply = self.driver.call("add", client=0, ledger=self.ledger_id, count=count, wait=wait)
+    def add(self, count: int, *, wait: bool = True, size: int = 0) -> list[int]:
+        """Add ``count`` entries, each padded to ``size`` bytes if longer than its text; with ``wait``, return each
+        add's return code (0: acknowledged)."""
+        arguments: dict[str, Any] = {"size": size} if size else {}
+        reply = self.driver.call("add", client=0, ledger=self.ledger_id, count=count, wait=wait, **arguments)
         first = self.added
         self.added += count
         results: list[int] = reply.get("results", [])
@@ -162,15 +166,18 @@ class Ledger:
             )
         return reply
 
-    def read_back(self, client: int, last: int) -> None:
-        """Read entries 0 .. last as ``client`` (which holds a handle) and check each is the one added."""
+    def read_back(self, client: int, last: int, *, size: int = 0) -> None:
+        """Read entries 0 .. last as ``client`` (which holds a handle) and check each is the one added, of ``size``
+        bytes if it was padded to that."""
         if last < 0:
             return
-        entries = self.driver.call("read", client=client, ledger=self.ledger_id, first=0, last=last)["entries"]
-        for i, data in enumerate(entries):
-            if data != f"entry {i} of ledger {self.ledger_id}":
+        reply = self.driver.call("read", client=client, ledger=self.ledger_id, first=0, last=last)
+        entries, sizes = reply["entries"], reply["sizes"]
+        for i, (data, length) in enumerate(zip(entries, sizes, strict=True)):
+            if data != f"entry {i} of ledger {self.ledger_id}" or (size and length != size):
                 raise BrokenPromiseError(
-                    f"{self.driver.scenario}: entry {i} of ledger {self.ledger_id} read back as {data!r}"
+                    f"{self.driver.scenario}: entry {i} of ledger {self.ledger_id} read back as {data!r} "
+                    f"({length} bytes)"
                 )
         if len(entries) != last + 1:
             raise BrokenPromiseError(f"{self.driver.scenario}: read {len(entries)} entries of {last + 1}")
@@ -492,6 +499,50 @@ def _crash_restart_recover(driver: Driver) -> None:
     driver.restart(ledger.bookie(2))
     ledger.recover(1)
     ledger.read_back(1, 3)
+
+
+#: What SingleDirectoryDbLedgerStorage.triggerFlushAndAddEntry (4.17.2) logs when an add finds the write cache full.
+_WRITE_CACHE_FULL = "Write cache is full, triggering flush"
+#: 40 entries of 64 KB: 2.5 MB to each bookie (Qw = E = 3), five times the 512 KB cache that takes adds.
+_PRESSURE_ENTRIES, _PRESSURE_ENTRY_BYTES = 40, 64 * 1024
+
+
+@_scenario(
+    "write-cache-pressure-then-crash",
+    "on DbLedgerStorage with a 1 MB write cache, 64 KB adds fill it, so the add path flushes it and checkpoints; "
+    "the ledger's bookies are killed and restarted, and a second client recovers every acknowledged entry",
+    storage=WRITE_CACHE_PRESSURE_STORAGE,
+)
+def _write_cache_pressure_then_crash(driver: Driver) -> None:
+    """An add that finds the write cache full triggers a flush (``triggerFlushAndAddEntry``), whose checkpoint
+    moves the lastMark to the journal position taken before the caches are swapped (``flush``,
+    SingleDirectoryDbLedgerStorage, 4.17.2): an entry journaled before that mark must be in the flushed cache, the
+    rest replayed from the journal after a crash."""
+    ledger = driver.create(3, 3, 2)
+    pressured = driver.cluster.storage == WRITE_CACHE_PRESSURE_STORAGE  # not on reference bookies
+    logs = [driver.cluster.bookie_log(ledger.bookie(n)) for n in (1, 2, 3)] if pressured else []
+    start = [log.stat().st_size if log.exists() else 0 for log in logs]
+    ledger.add(_PRESSURE_ENTRIES, size=_PRESSURE_ENTRY_BYTES)
+    if pressured and not any(_WRITE_CACHE_FULL in _read_from(log, at) for log, at in zip(logs, start, strict=True)):
+        raise ClusterError(
+            f"{driver.scenario}: no bookie of the ledger logged {_WRITE_CACHE_FULL!r} during the adds: the write "
+            "cache never filled, so the scenario did not test what it is for"
+        )
+    for n in (1, 2, 3):  # at once: the adds since the last flush are in the journal and the lost write cache only
+        driver.kill(ledger.bookie(n))
+    driver.inspect("after the kill", ledger, (1, 2, 3))
+    for n in (1, 2, 3):
+        driver.restart(ledger.bookie(n))
+    driver.cluster.wait_for_bookies(len(driver.cluster.bookie_ids))
+    ledger.recover(1)
+    ledger.read_back(1, _PRESSURE_ENTRIES - 1, size=_PRESSURE_ENTRY_BYTES)
+
+
+def _read_from(path: Path, offset: int) -> str:
+    """What a log gained since it was ``offset`` bytes long."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read().decode(errors="replace")
 
 
 # -- a fence of a ledger that has no entry on the bookie, across a crash ------------------------------

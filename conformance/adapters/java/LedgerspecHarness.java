@@ -32,6 +32,7 @@ import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -152,6 +153,26 @@ public final class LedgerspecHarness {
         return client + "/" + ledger;
     }
 
+    /** An entry's bytes: its text, then as many '.' as make it {@code size} bytes (none when it is longer). */
+    private static byte[] padded(String text, int size) {
+        byte[] head = text.getBytes(StandardCharsets.UTF_8);
+        if (size <= head.length) {
+            return head;
+        }
+        byte[] data = Arrays.copyOf(head, size);
+        Arrays.fill(data, head.length, size, (byte) '.');
+        return data;
+    }
+
+    /** An entry's text, without the padding {@link #padded} added (no text ends with '.'). */
+    private static String unpadded(byte[] data) {
+        int end = data.length;
+        while (end > 0 && data[end - 1] == '.') {
+            end--;
+        }
+        return new String(data, 0, end, StandardCharsets.UTF_8);
+    }
+
     // -- commands ------------------------------------------------------------------------
     private boolean run(JsonNode c, Map<String, Object> reply) throws Exception {
         String cmd = c.path("cmd").asText();
@@ -220,7 +241,7 @@ public final class LedgerspecHarness {
                 for (int i = 0; i < c.path("count").asInt(1); i++) {
                     CompletableFuture<Integer> done = new CompletableFuture<>();
                     long n = added.merge(key(client, ledger), 1L, Long::sum) - 1;
-                    byte[] data = ("entry " + n + " of ledger " + ledger).getBytes(StandardCharsets.UTF_8);
+                    byte[] data = padded("entry " + n + " of ledger " + ledger, c.path("size").asInt(0));
                     lh.asyncAddEntry(data, (rc, h, entryId, ctx) -> {
                         Map<String, Object> event = new LinkedHashMap<>();
                         event.put("ev", "complete");
@@ -270,11 +291,15 @@ public final class LedgerspecHarness {
             case "read": {
                 LedgerHandle lh = handle(client, ledger);
                 List<String> entries = new ArrayList<>();
+                List<Integer> sizes = new ArrayList<>();
                 for (LedgerEntry e : java.util.Collections.list(
                         lh.readEntries(c.path("first").asLong(), c.path("last").asLong()))) {
-                    entries.add(new String(e.getEntry(), StandardCharsets.UTF_8));
+                    byte[] data = e.getEntry();
+                    entries.add(unpadded(data));
+                    sizes.add(data.length);
                 }
                 reply.put("entries", entries);
+                reply.put("sizes", sizes);
                 return true;
             }
             case "read-lac": {
