@@ -129,3 +129,29 @@ def test_a_rollover_waits_for_the_publish_of_the_entry_that_filled_the_ledger() 
     mapper = CursorTraceMapper("t", MANAGED_LEDGER, "subscription")
     mapper.feed_all([created(7, 1), published(7, 0, 2), created(8, 3)])
     assert [line["type"] for line in mapper.lines] == ["EntryPublished", "LedgerRollsOver"]
+
+
+def test_a_cursor_ledger_closed_short_of_a_record_it_sent_is_a_fault(tmp_path: Path) -> None:
+    """cursor-ledger-write-fails: four of five bookies killed, the cursor ledger's third record failed and the broker
+    closed the ledger at its second (the state went to the znode); a broker that recovers a ledger after a crash
+    closes it short of what the dead broker sent, which is no fault."""
+    name = "cursor-ledger-write-fails"
+    observations = [
+        orjson.loads(line) for line in (RECORDINGS / name / "observations.ndjson").read_bytes().splitlines()
+    ]
+    run = orjson.loads((RECORDINGS / name / "run.json").read_bytes())
+    mapper = CursorTraceMapper("t", run["managed_ledger"], run["cursor"])
+    mapper.feed_all(observations)
+    assert mapper.failed_appends == 1 and mapper.constants(3, 2)["MaxFaults"] == 1
+    assert [line["type"] for line in mapper.lines].count("BrokerCrashes") == 1  # the bookies' outage is no step
+
+    def closed_whole(obs: dict[str, Any]) -> dict[str, Any]:
+        written = obs.get("written", {})
+        if obs["ev"] == "metadata" and written.get("state") == "CLOSED" and "pulsar/cursor" in written["custom"]:
+            return {**obs, "written": {**written, "last_entry": 2}}
+        return obs
+
+    whole = CursorTraceMapper("t", run["managed_ledger"], run["cursor"])
+    whole.feed_all(o for o in (closed_whole(dict(x)) for x in observations))
+    assert whole.failed_appends == 0
+    assert recheck(tmp_path, name).status == "conforms"

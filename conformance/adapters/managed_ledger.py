@@ -30,6 +30,10 @@ the cursor is reset to read from a position         ``CursorResetStarts(target)`
 (``resetCursor``, which returns once persisted)     before it, then ``CursorResetCompletes``,
                                                     observed ``acked`` and ``covered``
 the cursor is closed                                ``CursorCloses``, observed ``active``
+the broker closes a cursor ledger short of records  none: each is a failed append
+it sent                                             (``CursorLedgerWriteFails``, hidden), counted in
+                                                    ``MaxFaults``
+bookies killed, or restarted                        none: the calls they fail are the faults above
 the broker is killed                                ``BrokerCrashes``, observed ``broker_up``
 the managed ledger is opened again                  ``ManagedLedgerOpens``
 the cursor is opened again                          ``CursorRecovers``, observed ``covered``
@@ -80,6 +84,9 @@ class CursorTraceMapper:
         # A data ledger's creation, as LedgerRollsOver: it waits for the publishes of entries of older ledgers
         # (the entry that filled a ledger may be acknowledged to the producer after its successor was created)
         self._rollover: tuple[Mapping[str, Any], int] | None = None
+        self._cursor_ledgers: set[int] = set()  # the BookKeeper ids of the cursor's ledgers
+        self._appends_sent: dict[int, set[int]] = {}  # cursor ledger -> entries this broker sent to its bookies
+        self.failed_appends = 0  # records of a cursor ledger that its broker closed it without: each one fault
 
     def constants(self, max_entries_per_ledger: int, metadata_max_entries_per_ledger: int) -> dict[str, int]:
         return {
@@ -88,7 +95,7 @@ class CursorTraceMapper:
             "BatchSize": 1,
             "MetadataMaxEntriesPerLedger": metadata_max_entries_per_ledger,
             "MaxCrashes": self.crashes,
-            "MaxFaults": 0,
+            "MaxFaults": self.failed_appends,
             "MaxLedgerLoss": 0,
             "MaxResets": self.resets,
         }
@@ -108,9 +115,15 @@ class CursorTraceMapper:
         kind = obs.get("ev")
         if kind == "metadata":
             self._ledger_created(obs)
+            self._ledger_closed(obs)
+            return
+        if kind == "send" and obs.get("op") == "add" and int(obs["ledger"]) in self._cursor_ledgers:
+            self._appends_sent.setdefault(int(obs["ledger"]), set()).add(int(obs["entry"]))
             return
         if kind in ("send", "reply", "after", "complete", "opened", "unwatched"):
             return  # the BookKeeper client's own traffic: what the mapping needs of it is the ledgers created
+        if kind in ("bookies-killed", "bookies-restarted"):
+            return  # bookies down, then back: no step of the cursor spec; the calls they failed are its faults
         if obs.get("name") not in (None, self.managed_ledger) or obs.get("cursor") not in (None, self.cursor):
             return
         handler = {
@@ -156,10 +169,24 @@ class CursorTraceMapper:
             return
         spec_id = len(self.ids)
         self.ids[int(obs["ledger"])] = spec_id
+        if _CURSOR_KEY in custom:
+            self._cursor_ledgers.add(int(obs["ledger"]))
         if _CURSOR_KEY in custom or spec_id == 0 or self._reopening:
             return  # a cursor ledger (hidden), the initial ledger, or the reopening's new ledger
         self._roll_over()
         self._rollover = (obs, spec_id)
+
+    def _ledger_closed(self, obs: Mapping[str, Any]) -> None:
+        """A cursor ledger closed by the broker that wrote it, short of records it sent: each is an append that
+        failed (``persistPositionToLedger``'s failure closes the ledger, the state goes to the znode), one of the
+        spec's faults (``CursorLedgerWriteFails``, hidden). A ledger another broker recovers is not counted: the
+        crash explains what its writer left unwritten."""
+        ledger = int(obs["ledger"])
+        if obs.get("op") != "write" or not obs.get("ok") or ledger not in self._appends_sent:
+            return
+        if obs["written"].get("state") == "CLOSED":
+            last = int(obs["written"]["last_entry"])
+            self.failed_appends += len({e for e in self._appends_sent.pop(ledger) if e > last})
 
     def _ml_opened(self, obs: Mapping[str, Any]) -> None:
         if self._opened:
@@ -218,5 +245,6 @@ class CursorTraceMapper:
 
     def _broker_killed(self, obs: Mapping[str, Any]) -> None:
         self.crashes += 1
+        self._appends_sent.clear()  # what the killed broker sent: a recovery by the next one closes its ledger
         self._reopening = True
         self._emit(obs, "BrokerCrashes", observed={"broker_up": False})

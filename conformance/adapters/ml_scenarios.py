@@ -110,6 +110,21 @@ class BrokerDriver:
     def trim(self) -> None:
         self._call("ml-trim")
 
+    # -- the bookies -------------------------------------------------------------------
+    def kill_bookies(self, count: int) -> list[int]:
+        """SIGKILL the cluster's first ``count`` bookies; their numbers."""
+        killed = list(range(1, count + 1))
+        for n in killed:
+            self.cluster.kill_bookie(n)
+        self._note({"ev": "bookies-killed", "bookies": killed})
+        return killed
+
+    def restart_bookies(self, numbers: list[int]) -> None:
+        for n in numbers:
+            self.cluster.restart_bookie(n)
+        self.cluster.wait_for_bookies(len(self.cluster.bookie_ids))
+        self._note({"ev": "bookies-restarted", "bookies": numbers})
+
     # -- plumbing ----------------------------------------------------------------------
     def _call(self, cmd: str, **arguments: Any) -> dict[str, Any]:
         assert self._broker is not None
@@ -244,3 +259,22 @@ def _reset_back_restart(driver: BrokerDriver) -> None:
     driver.reset(1)
     driver.crash()
     driver.open()
+
+
+@_scenario(
+    "cursor-ledger-write-fails",
+    "four of the five bookies killed: the cursor ledger's next record fails, and the mark-delete goes to the "
+    "cursor's znode instead; the bookies back, a broker crash, a restore from the znode",
+)
+def _cursor_ledger_write_fails(driver: BrokerDriver) -> None:
+    """persistPositionToLedger's failure falls back to persistPositionToMetaStore (ManagedCursorImpl, Pulsar 4.0.7):
+    the znode gets the state with cursorsLedgerId = -1, the cursor goes NoLedger, the mark-delete completes."""
+    driver.open()
+    driver.publish(3)
+    driver.ack(0)  # the cursor's first ledger: two records
+    killed = driver.kill_bookies(4)  # no write set of the cursor ledger is whole, and no bookie to replace one
+    driver.ack(1)
+    driver.restart_bookies(killed)
+    driver.crash()
+    driver.open()
+    driver.ack(2)
