@@ -393,9 +393,9 @@ def test_a_lac_read_before_the_writer_has_the_ack_conforms(tmp_path: Path, booki
 
 
 def test_adds_a_killed_bookie_stored_unanswered_are_replies_lost_with_it(tmp_path: Path) -> None:
-    """write-cache-pressure-then-crash: bookie 1, throttled by its full write cache, had journaled entries 21 to 27
+    """write-cache-pressure-then-crash: bookie 1, throttled by its full write cache, had journaled entries 30 to 34
     without acknowledging them when it was killed; the writer saw those adds fail. After its restart its fencing
-    reply names entry 27 as the last it holds, and the recovery reads entry 21 from it."""
+    reply names entry 34 as the last it holds, and the recovery reads entries from it up to there."""
     name = "write-cache-pressure-then-crash"
     (ledger,) = recheck(tmp_path, name).ledgers
     assert ledger.verdict.status == "conforms", ledger.verdict.reason
@@ -405,9 +405,9 @@ def test_adds_a_killed_bookie_stored_unanswered_are_replies_lost_with_it(tmp_pat
         for line in lines
         if line["type"] == "BookieReceivesAdd" and line["params"]["replied"] is False
     ]
-    assert sorted(lost) == [(1, e) for e in range(21, 28)]
+    assert sorted(lost) == [(1, e) for e in range(30, 35)]
     verdict = json.loads((tmp_path / name / "verdict.json").read_text())
-    assert verdict["traces"][0]["constants"]["MaxLoss"] == 7  # one lost reply each, and no more
+    assert verdict["traces"][0]["constants"]["MaxLoss"] == 5  # one lost reply each, and no more
 
     observations = [
         orjson.loads(line) for line in (RECORDINGS / name / "observations.ndjson").read_bytes().splitlines()
@@ -417,9 +417,9 @@ def test_adds_a_killed_bookie_stored_unanswered_are_replies_lost_with_it(tmp_pat
 
     def holds_less(obs: dict[str, Any]) -> dict[str, Any]:
         fencing_reply = obs["ev"] == "reply" and obs["client"] == 1 and obs["entry"] == -1
-        return {**obs, "returned_entry": 20} if fencing_reply and obs["bookie"] == bookie_1 else obs
+        return {**obs, "returned_entry": 29} if fencing_reply and obs["bookie"] == bookie_1 else obs
 
-    # Told that bookie 1 holds nothing past entry 20, the spec's bookie cannot serve the read of entry 21 it served.
+    # Told that bookie 1 holds nothing past entry 29, the spec's bookie cannot serve the read of entry 30 it served.
     (ledger,) = recheck(tmp_path / "less", name, holds_less).ledgers
     assert ledger.verdict.status != "conforms" and "BookieReceivesRecoveryRead" in ledger.verdict.reason
 

@@ -83,9 +83,11 @@ BOOKIE_STORAGES: dict[str, tuple[tuple[str, str], ...]] = {
     "db": (("ledgerStorageClass", "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage"),),  # index in RocksDB
     # DbLedgerStorage with its smallest write cache: 1 MB, two caches of 512 KB, one taking adds while the other is
     # flushed (SingleDirectoryDbLedgerStorage); an add that finds the cache full triggers a flush, a checkpoint.
+    # Its timer checkpoints at BookKeeper's default interval, 60 s, so that the full cache is what flushes it.
     WRITE_CACHE_PRESSURE_STORAGE: (
         ("ledgerStorageClass", "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage"),
         ("dbStorage_writeCacheMaxSizeMb", "1"),
+        ("flushInterval", "60000"),
     ),
 }
 _REPLY_TIMEOUT = 120.0
@@ -222,27 +224,23 @@ class BookKeeperCluster:
         port = free_port()
         home = self.directory / f"bookie-{n}"
         conf = self.directory / f"bookie-{n}.conf"
-        conf.write_text(
-            "\n".join(
-                (
-                    f"bookiePort={port}",
-                    "advertisedAddress=127.0.0.1",
-                    "allowLoopback=true",
-                    f"journalDirectories={home / 'journal'}",
-                    f"ledgerDirectories={home / 'ledgers'}",
-                    f"metadataServiceUri={self.metadata_uri}",
-                    "httpServerEnabled=false",
-                    f"zkTimeout={_BOOKIE_SESSION_MS}",
-                    # 60 s by default; it matters only to the storages that checkpoint on a timer (see above).
-                    f"flushInterval={CHECKPOINT_INTERVAL_MS}",
-                    # The bookie's disk checker stops it when the disk is 95% full; test machines often are.
-                    "diskUsageThreshold=0.999",
-                    "diskUsageWarnThreshold=0.998",
-                    *(f"{key}={value}" for key, value in BOOKIE_STORAGES[self.storage]),
-                )
-            )
-            + "\n"
-        )
+        settings = {
+            "bookiePort": str(port),
+            "advertisedAddress": "127.0.0.1",
+            "allowLoopback": "true",
+            "journalDirectories": str(home / "journal"),
+            "ledgerDirectories": str(home / "ledgers"),
+            "metadataServiceUri": self.metadata_uri,
+            "httpServerEnabled": "false",
+            "zkTimeout": str(_BOOKIE_SESSION_MS),
+            # 60 s by default; it matters only to the storages that checkpoint on a timer (see above).
+            "flushInterval": str(CHECKPOINT_INTERVAL_MS),
+            # The bookie's disk checker stops it when the disk is 95% full; test machines often are.
+            "diskUsageThreshold": "0.999",
+            "diskUsageWarnThreshold": "0.998",
+        }
+        settings.update(BOOKIE_STORAGES[self.storage])  # a storage's own settings win
+        conf.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         return _Bookie(n, port, conf)
 
     def start(self) -> BookKeeperCluster:
