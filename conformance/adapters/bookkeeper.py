@@ -167,6 +167,7 @@ class LedgerTraceMapper:
         # (observation, bookie, entry): the writer's adds that failed as their bookie went down, not known stored
         self._unanswered_adds: list[tuple[Mapping[str, Any], int, int]] = []
         self._stored_early: set[tuple[int, int]] = set()  # (bookie, entry): stepped at a reader's read, ack to come
+        self._add_answered: set[tuple[int, int]] = set()  # (bookie, entry): a reply to the writer's add came
         self._acks_since_change: set[tuple[int, int, int]] = set()  # (client, bookie, entry) acks emitted
         self._recovery_ensembles: dict[int, tuple[int, ...]] = {}  # a recovering client's ensemble, once it changed
         self._failed_write_backs: dict[int, list[int]] = {}  # client -> bookies that failed its write-backs
@@ -426,6 +427,8 @@ class LedgerTraceMapper:
             self._long_poll_answered(obs, bookie, entry, rc)
             return
         if obs["op"] == "add":
+            if client == 0:
+                self._add_answered.add((bookie, entry))
             if client == 0 and (bookie, entry) in self._stored_early:
                 self._stored_early.discard((bookie, entry))
                 if rc != OK:
@@ -503,7 +506,7 @@ class LedgerTraceMapper:
 
         ``bookie`` is the one that answered, if the observation names it (a long poll), else any. Only
         when no add acked so far carried that LAC, and no explicit LAC as high was sent: the first add
-        the writer sent with such a LAC, whose ack has not come, is the one stored (module docstring).
+        the writer sent with such a LAC, whose reply has not come, is the one stored (module docstring).
         """
         if lac <= self._explicit_at:
             return  # the bookie may have it from the explicit LAC: its step is hidden, for the checker
@@ -516,7 +519,7 @@ class LedgerTraceMapper:
             if c == 0
             and self._packaged.get(e, -1) >= lac
             and bookie in (None, self.numbers.get(address))
-            and (0, self.numbers.get(address), e) not in self._acks_since_change
+            and (self.numbers.get(address), e) not in self._add_answered
         )
         if not waiting:
             return  # no add explains the LAC: the checker says what the reader could not have learned
