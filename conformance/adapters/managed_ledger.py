@@ -178,9 +178,10 @@ class CursorTraceMapper:
 
     def _ledger_closed(self, obs: Mapping[str, Any]) -> None:
         """A cursor ledger closed by the broker that wrote it, short of records it sent: each is an append that
-        failed (``persistPositionToLedger``'s failure closes the ledger, the state goes to the znode), one of the
-        spec's faults (``CursorLedgerWriteFails``, hidden). A ledger another broker recovers is not counted: the
-        crash explains what its writer left unwritten."""
+        failed, one of the spec's faults (``CursorLedgerWriteFails``, hidden). The broker's BookKeeper client closes
+        a ledger whose add failed for good (``LedgerHandle.handleUnrecoverableErrorDuringAdd``, 4.17.2), and the
+        cursor sends its state to the znode (``persistPositionToLedger``'s failure, Pulsar 4.0.7). A ledger another
+        broker recovers is not counted: the crash explains what its writer left unwritten."""
         ledger = int(obs["ledger"])
         if obs.get("op") != "write" or not obs.get("ok") or ledger not in self._appends_sent:
             return
