@@ -24,9 +24,10 @@ def edited_copy(recording: Path, tmp_path: Path, edit: Edit | None = None) -> Pa
     return copy
 
 
-def moved_copy(recording: Path, tmp_path: Path, moved: set[int], before: int) -> Path:
+def moved_copy(recording: Path, tmp_path: Path, moved: set[int], before: int, edit: Edit | None = None) -> Path:
     """A copy of ``recording`` with the observations numbered ``moved`` taken to just before observation
-    ``before``, as if they had reached the harness first; the observations are numbered again in the new order."""
+    ``before``, as if they had reached the harness first; the observations are numbered again in the new order,
+    then each passed through ``edit``, if given."""
     copy = tmp_path / recording.name
     shutil.copytree(recording, copy)
     observations = [orjson.loads(line) for line in (copy / "observations.ndjson").read_bytes().splitlines()]
@@ -37,5 +38,7 @@ def moved_copy(recording: Path, tmp_path: Path, moved: set[int], before: int) ->
     reordered = rest[:at] + taken + rest[at:]
     for number, o in enumerate(reordered):
         o["obs"] = number
+    if edit is not None:
+        reordered = [o for o in (edit(x) for x in reordered) if o is not None]
     (copy / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in reordered))
     return copy

@@ -510,8 +510,8 @@ class LedgerTraceMapper:
         """
         if lac <= self._explicit_at:
             return  # the bookie may have it from the explicit LAC: its step is hidden, for the checker
-        acked = [(b, e) for c, b, e in self._acks_since_change if c == 0 and bookie in (None, b)]
-        if any(self._packaged.get(e, -1) >= lac for _, e in acked):
+        acked = (e for c, b, e in self._acks_since_change if c == 0 and bookie in (None, b))
+        if any(self._packaged.get(e, -1) >= lac for e in acked):
             return
         waiting = sorted(
             (sent, address, e)

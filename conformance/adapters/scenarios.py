@@ -101,12 +101,10 @@ class Driver:
     def restart(self, cluster_number: int) -> None:
         """Start the bookie again; keep what its log gained meanwhile (its journal replay)."""
         log = self.cluster.bookie_log(cluster_number)
-        start = log.stat().st_size if log.exists() else 0
+        start = _size_of(log)
         self.cluster.restart_bookie(cluster_number)
         self._killed.discard(cluster_number)
-        with open(log, "rb") as f:
-            f.seek(start)
-            self.restart_logs.append((cluster_number, f.read().decode(errors="replace")))
+        self.restart_logs.append((cluster_number, _read_from(log, start)))
 
     def finish(self) -> None:
         """Bring back every bookie the scenario killed, and wait until all are registered."""
@@ -114,6 +112,18 @@ class Driver:
             self.cluster.restart_bookie(n)
         self._killed.clear()
         self.cluster.wait_for_bookies(len(self.cluster.bookie_ids))
+
+
+def _size_of(log: Path) -> int:
+    """A log's length now (0 before it exists): where what it gains from now on starts."""
+    return log.stat().st_size if log.exists() else 0
+
+
+def _read_from(log: Path, offset: int) -> str:
+    """What a log gained since it was ``offset`` bytes long."""
+    with open(log, "rb") as f:
+        f.seek(offset)
+        return f.read().decode(errors="replace")
 
 
 @attrs.define
@@ -521,7 +531,7 @@ def _write_cache_pressure_then_crash(driver: Driver) -> None:
     ledger = driver.create(3, 3, 2)
     pressured = driver.cluster.storage == WRITE_CACHE_PRESSURE_STORAGE  # not on reference bookies
     logs = [driver.cluster.bookie_log(ledger.bookie(n)) for n in (1, 2, 3)] if pressured else []
-    start = [log.stat().st_size if log.exists() else 0 for log in logs]
+    start = [_size_of(log) for log in logs]
     ledger.add(_PRESSURE_ENTRIES, size=_PRESSURE_ENTRY_BYTES)
     if pressured and not any(_WRITE_CACHE_FULL in _read_from(log, at) for log, at in zip(logs, start, strict=True)):
         raise ClusterError(
@@ -536,13 +546,6 @@ def _write_cache_pressure_then_crash(driver: Driver) -> None:
     driver.cluster.wait_for_bookies(len(driver.cluster.bookie_ids))
     ledger.recover(1)
     ledger.read_back(1, _PRESSURE_ENTRIES - 1, size=_PRESSURE_ENTRY_BYTES)
-
-
-def _read_from(path: Path, offset: int) -> str:
-    """What a log gained since it was ``offset`` bytes long."""
-    with open(path, "rb") as f:
-        f.seek(offset)
-        return f.read().decode(errors="replace")
 
 
 # -- a fence of a ledger that has no entry on the bookie, across a crash ------------------------------
