@@ -506,6 +506,12 @@ def test_bookies_are_numbered_from_the_first_ensemble_and_bad_observations_are_n
     with pytest.raises(MappingError, match="observation 5: a read reply for a request that was never sent"):
         mapper.feed({"obs": 5, "ev": "reply", "client": 1, "op": "read", "bookie": "127.0.0.1:1", "ledger": 7,
                      "entry": 0, "rc": 0})  # fmt: skip
+    with pytest.raises(MappingError, match=r"observation 6: a reply observation with a field missing .*'x'"):
+        mapper.feed({"obs": 6, "ev": "reply", "client": 0, "op": "add", "bookie": "127.0.0.1:1", "ledger": 7,
+                     "entry": "x", "rc": 0})  # fmt: skip
+    with pytest.raises(MappingError, match=r"observation 7: a send observation with a field missing .*'flags'"):
+        mapper.feed({"obs": 7, "ev": "send", "client": 0, "op": "add", "bookie": "127.0.0.1:1", "ledger": 7,
+                     "entry": 1})  # fmt: skip
     with pytest.raises(MappingError, match="ledger 9: no creation of its metadata was observed"):
         LedgerTraceMapper("t", 9, ["127.0.0.1:1"]).constants()
 

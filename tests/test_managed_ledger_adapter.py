@@ -56,6 +56,10 @@ def test_bad_observations_are_named() -> None:
         mapper.feed({"ev": "gossip", "name": MANAGED_LEDGER, "n": 5})
     with pytest.raises(CursorMappingError, match="observation 6: ledger 99 was never created by the broker"):
         mapper.feed({"ev": "published", "name": MANAGED_LEDGER, "position": [99, 0], "n": 6})
+    with pytest.raises(CursorMappingError, match=r"observation 8: a published observation with a field missing"):
+        mapper.feed({"ev": "published", "name": MANAGED_LEDGER, "n": 8})
+    with pytest.raises(CursorMappingError, match=r"observation 9: a send observation .*'x'"):
+        mapper.feed({"ev": "send", "op": "add", "ledger": "x", "entry": 0, "n": 9})
     mapper.feed({"ev": "published", "name": "another/managed-ledger", "position": [99, 0], "n": 7})
     assert mapper.lines == []
 

@@ -248,7 +248,13 @@ class LedgerTraceMapper:
         }.get(str(kind))
         if handler is None:
             raise MappingError(f"observation {obs.get('obs')}: unknown kind {kind!r}")
-        handler(obs)
+        try:
+            handler(obs)
+        except (KeyError, ValueError, TypeError) as exc:
+            raise MappingError(
+                f"observation {obs.get('obs')}: a {kind} observation with a field missing or of the wrong kind "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
 
     def _skip(self, obs: Mapping[str, Any], why: str) -> None:
         self.skipped.append(Skipped(int(obs["obs"]), why))

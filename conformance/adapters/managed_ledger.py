@@ -112,6 +112,15 @@ class CursorTraceMapper:
             self._emit(obs, "LedgerRollsOver")
 
     def feed(self, obs: Mapping[str, Any]) -> None:
+        try:
+            self._feed(obs)
+        except (KeyError, ValueError, TypeError) as exc:
+            raise CursorMappingError(
+                f"observation {obs.get('n')}: a {obs.get('ev')} observation with a field missing or of the wrong "
+                f"kind ({type(exc).__name__}: {exc})"
+            ) from None
+
+    def _feed(self, obs: Mapping[str, Any]) -> None:
         kind = obs.get("ev")
         if kind == "metadata":
             self._ledger_created(obs)
