@@ -710,9 +710,56 @@ def test_record_lists_as_json_the_scenarios_and_the_findings_they_can_show(
         "summary": SCENARIOS["fence-empty-ledger-then-restart"].summary,
         "expects": "fence-of-empty-ledger-lost",
         "may_show": [],
+        "storages": ["default"],
     }
     shown = [f for f in FINDINGS.values() if f.part != "managed-ledger"]
-    assert listed["findings"] == [{"name": f.name, "kind": f.kind, "title": f.title} for f in shown]
+    assert [{k: f[k] for k in ("name", "kind", "title")} for f in listed["findings"]] == [
+        {"name": f.name, "kind": f.kind, "title": f.title} for f in shown
+    ]
+
+
+def test_the_list_says_which_storages_each_scenario_runs_on_and_each_finding_shows_on(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["record", "bookkeeper", "--list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    runs_on = {s["name"]: s["storages"] for s in listed["scenarios"]}
+    # A scenario about no storage in particular runs on each one the suite runs on; the others on theirs.
+    assert runs_on["recover-open"] == runs_on["recovery-races-writer"] == ["default", "db"]
+    assert runs_on["write-cache-pressure-then-crash"] == ["db-small-write-cache"]
+    assert runs_on["memtable-pressure-then-crash"] == ["default-small-memtable"]
+    assert runs_on["fence-empty-ledger-checkpoint-then-restart"] == ["entry-log-per-ledger"]
+    assert {f["name"]: f["storages"] for f in listed["findings"]} == {
+        "fence-of-empty-ledger-lost": ["default"],
+        "fence-lost-by-db-ledger-storage": ["db"],
+        "fenced-writer-closes-ledger": ["default", "db"],  # the client's: whatever the bookies' storage
+    }
+    assert main(["record", "bookkeeper", "--list"]) == 0
+    printed = capsys.readouterr().out
+    assert "shows on" in printed and "default, db" in printed
+    assert main(["record", "managed-ledger", "--list", "--json"]) == 0
+    assert all("storages" not in s for s in json.loads(capsys.readouterr().out)["scenarios"])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["managed-ledger", "--storage", "db"],
+        ["reference-client", "--storage", "db"],
+        ["bookkeeper", "--bookies", "reference", "--storage", "db"],
+        ["bookkeeper", "--storage", "db", "--recheck", str(RECORDINGS)],
+    ],
+    ids=["managed-ledger", "reference-client", "reference-bookies", "recheck"],
+)
+def test_the_suite_storage_is_refused_where_it_means_nothing(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["record", *argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "--storage is an option of bookkeeper on BookKeeper's bookies only" in err or "names the storage" in err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="the suite runs on default, db"):
+        real_systems.record_bookkeeper(["recover-open"], tmp_path / "out", storage="entry-log-per-ledger")
 
 
 def test_the_managed_ledger_list_names_only_its_own_findings(capsys: pytest.CaptureFixture[str]) -> None:
@@ -778,6 +825,16 @@ def test_stored_recordings_are_checked_again_from_the_command_line(
     assert "no recording of empty-ledger" in capsys.readouterr().err
     assert _recheck(tmp_path, "managed-ledger", str(tmp_path / "all" / "recover-open")) == 2
     assert "a recording of bookkeeper, not of managed-ledger" in capsys.readouterr().err
+
+
+def test_a_recording_says_which_ledger_storage_its_bookies_kept(tmp_path: Path) -> None:
+    """run.json names it; one recorded before it did ran on the storage its scenario needs, else the default."""
+    assert recheck(tmp_path / "a", "recover-open").storage == "default"
+    assert recheck(tmp_path / "b", "fence-empty-ledger-db-storage-then-restart").storage == "db"
+    assert recheck(tmp_path / "c", "write-cache-pressure-then-crash").storage == "db-small-write-cache"
+    on_db = recheck(tmp_path / "d", "explicit-lac-reader-on-db")  # recorded with --storage db
+    assert (on_db.name, on_db.storage, on_db.status) == ("explicit-lac-reader", "db", "conforms")
+    assert json.loads((on_db.directory / "verdict.json").read_text())["storage"] == "db"
 
 
 def test_a_damaged_recording_is_refused_with_the_file_and_line(

@@ -219,3 +219,15 @@ def test_a_scenario_that_cannot_be_mapped_is_reported_and_the_others_still_run(
     assert (tmp_path / "recover-open" / "observations.ndjson").stat().st_size > 0  # kept, for --recheck
     monkeypatch.setattr(real_systems, "check_recording", checked)
     assert real_systems.check_recording(tmp_path / "recover-open").status == "conforms"
+
+
+def test_the_suite_runs_on_db_ledger_storage_as_pulsar_deploys_it(tmp_path: Path) -> None:
+    """``--storage db``: the scenarios about no storage run on one cluster with the one about DbLedgerStorage, which
+    then follows a recovery's write-back: the fence is lost all the same (the scenario waits for the write cache
+    to be flushed before it fences)."""
+    names = ["explicit-lac-reader", "long-poll-reader", "crash-restart-recover"]
+    recordings = record_bookkeeper([*names, "fence-empty-ledger-db-storage-then-restart"], tmp_path, storage="db")
+    outcome = [(r.name, r.storage, r.status, [x.verdict.reason for x in r.ledgers]) for r in recordings]
+    assert [(r.storage, r.status) for r in recordings] == [("db", "conforms")] * 3 + [("db", "known")], outcome
+    assert all(json.loads((tmp_path / n / "run.json").read_text())["storage"] == "db" for n in names)
+    assert (tmp_path / "bookies-db" / "bookie-1.json").exists() and not (tmp_path / "bookies").exists()

@@ -44,6 +44,7 @@ from ledgerspec.conformance.adapters.jars import JarSet, java_executable
 
 __all__ = [
     "BOOKIE_STORAGES",
+    "MEMTABLE_PRESSURE_STORAGE",
     "WRITE_CACHE_PRESSURE_STORAGE",
     "BookKeeperCluster",
     "ClusterError",
@@ -74,12 +75,19 @@ _BOOKIE_SESSION_MS = 1500
 #: constructor starts a periodic SyncThread then); the default storage checkpoints when its memtable fills or its
 #: entry log rotates, which no scenario makes happen, and when a bookie starts, after its journal replay.
 CHECKPOINT_INTERVAL_MS = 1000
+#: The default storage with a memtable small enough for a scenario's adds to fill it.
+MEMTABLE_PRESSURE_STORAGE = "default-small-memtable"
 #: DbLedgerStorage with a write cache small enough for a scenario's adds to fill it.
 WRITE_CACHE_PRESSURE_STORAGE = "db-small-write-cache"
 #: The bookies' ledger storage, by name: the settings added to every bookie's configuration.
 BOOKIE_STORAGES: dict[str, tuple[tuple[str, str], ...]] = {
     "default": (),  # SortedLedgerStorage over InterleavedLedgerStorage: journal, entry logs, .idx index files
     "entry-log-per-ledger": (("entryLogPerLedgerEnabled", "true"),),  # the same, checkpointed every flushInterval
+    # The default storage with a memtable of 1 MB and entry logs of 1 MB (64 MB and 1 GB by default): an add that
+    # fills the memtable makes the bookie flush it to the entry log (SortedLedgerStorage.onSizeLimitReached), and
+    # a flush that takes the entry log past its limit rolls it and checkpoints (commitEntryMemTableFlush of
+    # EntryLogManagerForSingleEntryLog; no checkpoint without the roll).
+    MEMTABLE_PRESSURE_STORAGE: (("skipListSizeLimit", str(1024 * 1024)), ("logSizeLimit", str(1024 * 1024))),
     "db": (("ledgerStorageClass", "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage"),),  # index in RocksDB
     # DbLedgerStorage with its smallest write cache: 1 MB, two caches of 512 KB, one taking adds while the other is
     # flushed (SingleDirectoryDbLedgerStorage); an add that finds the cache full triggers a flush, a checkpoint.
@@ -90,6 +98,9 @@ BOOKIE_STORAGES: dict[str, tuple[tuple[str, str], ...]] = {
         ("flushInterval", "60000"),
     ),
 }
+#: The ledger storages users deploy, on which the whole suite runs (``record bookkeeper --storage``): BookKeeper's
+#: default, and DbLedgerStorage, which Pulsar deploys. The others serve the scenarios that need them.
+SUITE_STORAGES = ("default", "db")
 _REPLY_TIMEOUT = 120.0
 _LEDGERS_ROOT = "/ledgers"
 

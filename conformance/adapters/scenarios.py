@@ -18,14 +18,16 @@ read by the recorder, which passes the reader in), and the log each bookie
 wrote while it restarted, its journal replay.
 
 A scenario runs on a cluster whose bookies keep their ledgers in the storage
-it names (``Scenario.storage``, one of ``cluster.BOOKIE_STORAGES``); the
-recorder starts one cluster for each storage the scenarios it runs need.
+it needs (``Scenario.storage``, one of ``cluster.BOOKIE_STORAGES``), or, when
+it needs none, in the storage the suite runs on (one of
+``cluster.SUITE_STORAGES``); the recorder starts one cluster for each storage
+the scenarios it runs need.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +35,14 @@ import attrs
 from ledgerspec.conformance.adapters.cluster import (
     BOOKIE_STORAGES,
     CHECKPOINT_INTERVAL_MS,
+    MEMTABLE_PRESSURE_STORAGE,
+    SUITE_STORAGES,
     WRITE_CACHE_PRESSURE_STORAGE,
     ClusterError,
     ScenarioCluster,
 )
 
-__all__ = ["SCENARIOS", "BookieReader", "BrokenPromiseError", "Driver", "Ledger", "Scenario"]
+__all__ = ["SCENARIOS", "BookieReader", "BrokenPromiseError", "Driver", "Ledger", "Scenario", "storages_showing"]
 
 #: Reads what bookie ``n``'s files say now about the given ledgers: a JSON object with ``bookie`` (its id),
 #: ``last_mark`` ([journal id, offset] of its lastMark file, or null when it has none), ``index_files`` (how
@@ -200,19 +204,39 @@ class Scenario:
     run: Callable[[Driver], None]
     expects: str | None = None  # a finding (findings.py) the scenario shows, or None: it must conform
     may_show: tuple[str, ...] = ()  # findings a race in the scenario may or may not bring about
-    storage: str = "default"  # the bookies' ledger storage (cluster.BOOKIE_STORAGES)
+    # The bookies' ledger storage the scenario is about (cluster.BOOKIE_STORAGES), or None: the suite's.
+    storage: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        if self.storage not in BOOKIE_STORAGES:
+        if self.storage is not None and self.storage not in BOOKIE_STORAGES:
             raise ValueError(f"{self.name}: unknown bookie storage {self.storage!r}; the storages: "
                              f"{', '.join(BOOKIE_STORAGES)}")  # fmt: skip
+
+    def storage_in(self, suite_storage: str) -> str:
+        """The storage the scenario runs on in a suite run on ``suite_storage``."""
+        return self.storage or suite_storage
+
+    def storages(self) -> tuple[str, ...]:
+        """The storages the scenario can run on."""
+        return (self.storage,) if self.storage is not None else SUITE_STORAGES
 
 
 SCENARIOS: dict[str, Scenario] = {}
 
 
+def storages_showing(finding: str, scenarios: Iterable[Scenario]) -> tuple[str, ...]:
+    """The ledger storages on which ``finding`` can show: those each scenario that expects it, or may show it,
+    runs on, in the order of ``cluster.BOOKIE_STORAGES``."""
+    on = {storage for s in scenarios if finding in (s.expects, *s.may_show) for storage in s.storages()}
+    return tuple(storage for storage in BOOKIE_STORAGES if storage in on)
+
+
 def _scenario(
-    name: str, summary: str, expects: str | None = None, may_show: tuple[str, ...] = (), storage: str = "default"
+    name: str,
+    summary: str,
+    expects: str | None = None,
+    may_show: tuple[str, ...] = (),
+    storage: str | None = None,
 ) -> Callable[[Callable[[Driver], None]], Callable[[Driver], None]]:
     def register(run: Callable[[Driver], None]) -> Callable[[Driver], None]:
         SCENARIOS[name] = Scenario(name, summary, run, expects, may_show, storage)
@@ -511,34 +535,34 @@ def _crash_restart_recover(driver: Driver) -> None:
     ledger.read_back(1, 3)
 
 
-#: What SingleDirectoryDbLedgerStorage.triggerFlushAndAddEntry (4.17.2) logs when an add finds the write cache full.
-_WRITE_CACHE_FULL = "Write cache is full, triggering flush"
-#: 40 entries of 64 KB: 2.5 MB to each bookie (Qw = E = 3), five times the 512 KB cache that takes adds.
+#: What a bookie logs when adds that fill its buffer of entries make it checkpoint, in each storage with a small
+#: buffer (4.17.2): the flush of a full memtable that rolls the entry log (EntryLogManagerForSingleEntryLog.
+#: commitEntryMemTableFlush), a full write cache (SingleDirectoryDbLedgerStorage.triggerFlushAndAddEntry).
+_BUFFER_FULL = {
+    MEMTABLE_PRESSURE_STORAGE: "Rolling entry logger since it reached size limitation",
+    WRITE_CACHE_PRESSURE_STORAGE: "Write cache is full, triggering flush",
+}
+#: 40 entries of 64 KB: 2.5 MB to each bookie (Qw = E = 3), more than twice the 1 MB memtable, five times the
+#: 512 KB write cache that takes adds.
 _PRESSURE_ENTRIES, _PRESSURE_ENTRY_BYTES = 40, 64 * 1024
 
 
-@_scenario(
-    "write-cache-pressure-then-crash",
-    "on DbLedgerStorage with a 1 MB write cache, 64 KB adds fill it, so the add path flushes it and checkpoints; "
-    "the ledger's bookies are killed and restarted, and a second client recovers every acknowledged entry",
-    storage=WRITE_CACHE_PRESSURE_STORAGE,
-)
-def _write_cache_pressure_then_crash(driver: Driver) -> None:
-    """An add that finds the write cache full triggers a flush (``triggerFlushAndAddEntry``), whose checkpoint
-    moves the lastMark to the journal position taken before the caches are swapped (``flush``,
-    SingleDirectoryDbLedgerStorage, 4.17.2): an entry journaled before that mark must be in the flushed cache, the
-    rest replayed from the journal after a crash."""
+def _pressure_then_crash(driver: Driver) -> None:
+    """Fill the bookies' buffer of entries with adds, so that the add path flushes it and checkpoints; kill the
+    ledger's bookies at once, restart them, recover the ledger and read every entry back. The checkpoint moves
+    the lastMark to the journal position taken before the flush: an entry journaled before that mark must be in
+    the flushed buffer, the rest replayed from the journal after the crash."""
     ledger = driver.create(3, 3, 2)
-    pressured = driver.cluster.storage == WRITE_CACHE_PRESSURE_STORAGE  # not on reference bookies
-    logs = [driver.cluster.bookie_log(ledger.bookie(n)) for n in (1, 2, 3)] if pressured else []
+    full = _BUFFER_FULL.get(driver.cluster.storage)  # none on reference bookies
+    logs = [driver.cluster.bookie_log(ledger.bookie(n)) for n in (1, 2, 3)] if full else []
     start = [_size_of(log) for log in logs]
     ledger.add(_PRESSURE_ENTRIES, size=_PRESSURE_ENTRY_BYTES)
-    if pressured and not any(_WRITE_CACHE_FULL in _read_from(log, at) for log, at in zip(logs, start, strict=True)):
+    if full and not any(full in _read_from(log, at) for log, at in zip(logs, start, strict=True)):
         raise ClusterError(
-            f"{driver.scenario}: no bookie of the ledger logged {_WRITE_CACHE_FULL!r} during the adds: the write "
-            "cache never filled, so the scenario did not test what it is for"
+            f"{driver.scenario}: no bookie of the ledger logged {full!r} during the adds: its buffer of entries "
+            "never filled, so the scenario did not test what it is for"
         )
-    for n in (1, 2, 3):  # at once: the adds since the last flush are in the journal and the lost write cache only
+    for n in (1, 2, 3):  # at once: the adds since the last flush are in the journal and the lost buffer only
         driver.kill(ledger.bookie(n))
     driver.inspect("after the kill", ledger, (1, 2, 3))
     for n in (1, 2, 3):
@@ -546,6 +570,22 @@ def _write_cache_pressure_then_crash(driver: Driver) -> None:
     driver.cluster.wait_for_bookies(len(driver.cluster.bookie_ids))
     ledger.recover(1)
     ledger.read_back(1, _PRESSURE_ENTRIES - 1, size=_PRESSURE_ENTRY_BYTES)
+
+
+_scenario(
+    "memtable-pressure-then-crash",
+    "on the default storage with a 1 MB memtable and 1 MB entry logs, 64 KB adds fill the memtable, so the add "
+    "path flushes it, rolls the entry log and checkpoints; the ledger's bookies are killed and restarted, and a "
+    "second client recovers every acknowledged entry",
+    storage=MEMTABLE_PRESSURE_STORAGE,
+)(_pressure_then_crash)  # SortedLedgerStorage.onSizeLimitReached: memTable.flush, the roll, startCheckpoint
+
+_scenario(
+    "write-cache-pressure-then-crash",
+    "on DbLedgerStorage with a 1 MB write cache, 64 KB adds fill it, so the add path flushes it and checkpoints; "
+    "the ledger's bookies are killed and restarted, and a second client recovers every acknowledged entry",
+    storage=WRITE_CACHE_PRESSURE_STORAGE,
+)(_pressure_then_crash)  # SingleDirectoryDbLedgerStorage.triggerFlushAndAddEntry: flush, checkpoint, checkpointComplete
 
 
 # -- a fence of a ledger that has no entry on the bookie, across a crash ------------------------------
@@ -582,6 +622,10 @@ def _fence_empty_ledger_then_restart(checkpointed: _Checkpointed | None) -> Call
     """
 
     def run(driver: Driver) -> None:
+        # A DbLedgerStorage checkpoint writes the fence only along with entries it flushes (checkpoint returns
+        # when the write cache is empty): an earlier scenario's last writes, a recovery's write-back, may still be
+        # in the cache. Two of the SyncThread's intervals flush them before the fence is set.
+        time.sleep(2 * CHECKPOINT_INTERVAL_MS / 1000)
         ledger = driver.create(3, 3, 2)
         ledger.recover(1)
         if checkpointed is None:
@@ -611,8 +655,10 @@ def _fence_empty_ledger_then_restart(checkpointed: _Checkpointed | None) -> Call
 
 _scenario(
     "fence-empty-ledger-then-restart",
-    "an empty ledger is recovered; its bookies crash before any checkpoint and restart; the old writer adds",
+    "on the default storage, an empty ledger is recovered; its bookies crash before any checkpoint and restart; "
+    "the old writer adds",
     expects="fence-of-empty-ledger-lost",
+    storage="default",  # DbLedgerStorage checkpoints on a timer: fence-empty-ledger-db-storage-then-restart
 )(_fence_empty_ledger_then_restart(None))
 
 _scenario(

@@ -33,10 +33,12 @@ with the problems those readers find. Every entry the writer saw
 acknowledged must be in the journal of enough bookies of its write set: a
 summary of that is ``OUT/bookies/acknowledged.json``.
 
-The scenarios run on one cluster per bookie storage they name
-(``Scenario.storage``): BookKeeper's default storage in ``OUT/cluster``, its
-files in ``OUT/bookies``; another storage S in ``OUT/cluster-S`` and
-``OUT/bookies-S``.
+The scenarios run on one cluster per bookie storage: the suite's storage
+(``storage``, one of ``cluster.SUITE_STORAGES``) for those that need none in
+particular, and each storage a scenario needs (``Scenario.storage``).
+BookKeeper's default storage runs in ``OUT/cluster``, its files in
+``OUT/bookies``; another storage S in ``OUT/cluster-S`` and ``OUT/bookies-S``.
+Each ``run.json`` names the storage its scenario ran on.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from typing import Any
 import attrs
 import orjson
 from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper, MappingError
-from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, ClusterError, ScenarioCluster
+from ledgerspec.conformance.adapters.cluster import SUITE_STORAGES, BookKeeperCluster, ClusterError, ScenarioCluster
 from ledgerspec.conformance.adapters.findings import FINDINGS, Finding
 from ledgerspec.conformance.adapters.jars import ARTIFACTS, JarSet, ensure_jars
 from ledgerspec.conformance.adapters.managed_ledger import CursorMappingError, CursorTraceMapper
@@ -219,6 +221,7 @@ class ScenarioRecording:
     may_show: tuple[str, ...] = ()  # findings a race in the scenario may bring about
     evidence: tuple[str, ...] = ()  # what the bookies' files and replay logs said (evidence.json), line by line
     unmapped: str | None = None  # why the observations could not be mapped to traces (they stay on disk)
+    storage: str | None = None  # the ledger storage of BookKeeper's bookies it ran on (cluster.BOOKIE_STORAGES)
 
     def labels(self) -> list[tuple[Verdict, Finding | None]]:
         """Each violation, with the finding (of those the scenario expects or may show) that explains it. The
@@ -266,18 +269,32 @@ def record_bookkeeper(
     progress: Callable[[ScenarioRecording], None] | None = None,
     status: Callable[[str], None] | None = None,
     bookies: str = "bookkeeper",
+    storage: str = "default",
 ) -> list[ScenarioRecording]:
     """Run ``names`` (scenario names) on one fresh cluster; write and check their traces (module docstring).
 
     ``progress`` is given each scenario's recording as it is done; ``status`` is told of each step as it
     starts: the fetch of the jars, the start of each process of the cluster, each scenario, the reading of
-    what the cluster kept. ``bookies="reference"`` runs them on reference bookies in place of BookKeeper's
-    (:mod:`.reference_bookies`), all on one cluster, in ``OUT/cluster-reference``.
+    what the cluster kept. ``storage`` (one of ``cluster.SUITE_STORAGES``) is the bookies' ledger storage for
+    the scenarios that need none in particular. ``bookies="reference"`` runs them on reference bookies in place
+    of BookKeeper's (:mod:`.reference_bookies`), all on one cluster, in ``OUT/cluster-reference``.
     """
     if bookies not in BOOKIES:
         raise ValueError(f"unknown bookies {bookies!r}; the bookies: {', '.join(BOOKIES)}")
+    if storage not in SUITE_STORAGES:
+        raise ValueError(f"unknown suite storage {storage!r}; the suite runs on {', '.join(SUITE_STORAGES)}")
+    if bookies == "reference" and storage != "default":
+        raise ValueError("reference bookies keep their own storage: the suite storage is BookKeeper's bookies'")
     return _record_suite(
-        names, SCENARIOS, out, jars, progress, _record_one, deleted_ok=False, status=status, bookies=bookies
+        names,
+        SCENARIOS,
+        out,
+        jars,
+        progress,
+        _record_one,
+        deleted_ok=False,
+        status=status,
+        storage_of=lambda name: REFERENCE_STORAGE if bookies == "reference" else SCENARIOS[name].storage_in(storage),
     )
 
 
@@ -295,9 +312,10 @@ def _record_suite(
     *,
     deleted_ok: bool,
     status: Callable[[str], None] | None = None,
-    bookies: str = "bookkeeper",
+    storage_of: Callable[[str], str] = lambda _name: "default",
 ) -> list[ScenarioRecording]:
-    """Scenarios one after another on one fresh cluster; then the bookies' files, once it has stopped.
+    """Scenarios one after another on one fresh cluster per storage (``storage_of`` a scenario's name); then the
+    bookies' files, once it has stopped.
 
     ``deleted_ok``: a ledger with acknowledged entries may have been deleted
     since (trimmed), and is then only counted in ``acknowledged.json``.
@@ -310,8 +328,7 @@ def _record_suite(
     jars = jars or ensure_jars(status=status)
     by_storage: dict[str, list[str]] = {}
     for name in names:
-        storage = REFERENCE_STORAGE if bookies == "reference" else getattr(known[name], "storage", "default")
-        by_storage.setdefault(storage, []).append(name)
+        by_storage.setdefault(storage_of(name), []).append(name)
     recordings: dict[str, ScenarioRecording] = {}
     for storage, group in by_storage.items():
         suffix = "" if storage == "default" else f"-{storage}"
@@ -343,6 +360,7 @@ def _record_suite(
                         getattr(scenario, "expects", None),
                         tuple(getattr(scenario, "may_show", ())),
                         unmapped=str(exc),
+                        storage=storage if isinstance(scenario, Scenario) and storage != REFERENCE_STORAGE else None,
                     )
                 recordings[name] = recording
                 if progress is not None:
@@ -391,6 +409,8 @@ def _record_one(
     }
     if cluster.storage == REFERENCE_STORAGE:
         run["bookies"] = "reference"  # the scenario cannot show a finding of BookKeeper's bookie
+    else:
+        run["storage"] = cluster.storage
     (directory / "run.json").write_text(json.dumps(run, indent=2) + "\n")
     (directory / "metadata.json").write_text(json.dumps(_read_metadata(cluster, ledger_ids), indent=2) + "\n")
     if driver.inspections or driver.restart_logs:
@@ -597,9 +617,20 @@ def _write_checked(
         expects,
         may_show,
         evidence,
+        storage=_storage_of(run, scenario),
     )
     (directory / "verdict.json").write_text(json.dumps(_verdict_json(recording, skipped), indent=2) + "\n")
     return recording
+
+
+def _storage_of(run: dict[str, Any], scenario: Scenario | ManagedLedgerScenario | None) -> str | None:
+    """The ledger storage of BookKeeper's bookies a ledger scenario ran on; a recording made before run.json named
+    it ran on the one its scenario needs, else on the default."""
+    if run.get("system", "bookkeeper") != "bookkeeper" or run.get("bookies") == "reference":
+        return None
+    if "storage" in run:
+        return str(run["storage"])
+    return scenario.storage if isinstance(scenario, Scenario) and scenario.storage is not None else "default"
 
 
 def _expectations(
@@ -624,6 +655,7 @@ def _verdict_json(recording: ScenarioRecording, skipped: dict[str, list[dict[str
         "scenario": recording.name,
         "summary": recording.summary,
         "status": recording.status,
+        "storage": recording.storage,
         "expects": recording.expects,
         "failure": recording.failure,
         "evidence": list(recording.evidence),

@@ -20,6 +20,11 @@ writes nothing under DIR, only under ``--out``. Each scenario's traces get
 a ``manifest.json`` beside them, so ``ledgerspec check OUT`` checks them
 again with the constants they were recorded under.
 
+``bookkeeper --storage db`` runs the scenarios that need no storage in
+particular on bookies that keep their ledgers in ``DbLedgerStorage``, as
+Pulsar deploys them, in place of BookKeeper's default storage; the scenarios
+about one storage run on theirs. ``--list`` says which findings show on which.
+
 ``bookkeeper --bookies reference`` runs the same scenarios with the Java
 client on reference bookies served over TCP in place of BookKeeper's
 (:mod:`ledgerspec.tools.recording.reference_bookies`); the findings of
@@ -40,11 +45,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ledgerspec.conformance.adapters.cluster import ClusterError
+from ledgerspec.conformance.adapters.cluster import SUITE_STORAGES, ClusterError
 from ledgerspec.conformance.adapters.findings import shown_by
 from ledgerspec.conformance.adapters.jars import ARTIFACTS, JavaSetupError
 from ledgerspec.conformance.adapters.ml_scenarios import ML_SCENARIOS
-from ledgerspec.conformance.adapters.scenarios import SCENARIOS
+from ledgerspec.conformance.adapters.scenarios import SCENARIOS, Scenario, storages_showing
 from ledgerspec.conformance.verdict import Verdict
 from ledgerspec.tools.cli.commands.base import (
     EXIT_INCONCLUSIVE,
@@ -118,6 +123,12 @@ def register(commands: Any) -> None:
         help="bookkeeper and reference-client: BookKeeper's bookies from the jars (real, the default), or reference "
         "bookies served over TCP in their place",
     )
+    record.add_argument(
+        "--storage",
+        choices=SUITE_STORAGES,
+        help="bookkeeper: the ledger storage of the bookies for the scenarios that need none in particular: "
+        "BookKeeper's default (SortedLedgerStorage) or db (DbLedgerStorage, as Pulsar deploys it); default: default",
+    )
     record.set_defaults(run=_record)
 
 
@@ -132,6 +143,10 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
     known = suites[args.system]
     if args.bookies != "real" and args.system == "managed-ledger":
         raise UsageError("--bookies is an option of bookkeeper and reference-client only")
+    if args.storage is not None and (args.system != "bookkeeper" or args.bookies != "real"):
+        raise UsageError("--storage is an option of bookkeeper on BookKeeper's bookies only")
+    if args.storage is not None and args.recheck is not None:
+        raise UsageError("--recheck runs nothing: each recording's run.json names the storage it ran on")
     names = args.scenario or list(known)
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -140,7 +155,7 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
         if args.json:
             print(json.dumps(_list_json(args.system, known), indent=2))
         else:
-            _print_list(out, known)
+            _print_list(out, args.system, known)
         return EXIT_OK
     if args.recheck is not None and args.system == "reference-client":
         raise UsageError(
@@ -167,7 +182,12 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
             elif args.system == "bookkeeper":
                 bookies = "reference" if args.bookies == "reference" else "bookkeeper"
                 recordings = record_bookkeeper(
-                    names, Path(args.out), progress=progress, status=steps.step, bookies=bookies
+                    names,
+                    Path(args.out),
+                    progress=progress,
+                    status=steps.step,
+                    bookies=bookies,
+                    storage=args.storage or "default",
                 )
             else:
                 recordings = record_managed_ledger(names, Path(args.out), progress=progress, status=steps.step)
@@ -238,11 +258,14 @@ def _note(recording: ScenarioRecording) -> str:
 
 def _print(out: Console, system: str, recordings: list[ScenarioRecording], root: Path, how: str) -> None:
     table = Table(title=f"{_TITLES[system]}, {how} under {root}")
-    for column in ("scenario", "status", "traces", "events", "s", "note"):
+    with_storage = any(r.storage is not None for r in recordings)  # BookKeeper's bookies: their ledger storage
+    columns = ("scenario", *(("storage",) if with_storage else ()), "status", "traces", "events", "s", "note")
+    for column in columns:
         table.add_column(column, justify="right" if column in ("traces", "events", "s") else "left")
     for r in recordings:
         table.add_row(
             escape(r.name),
+            *((r.storage or "",) if with_storage else ()),
             f"[{_STYLE[r.status]}]{r.status}[/]",
             str(len(r.ledgers)),
             str(sum(x.events for x in r.ledgers)),
@@ -267,6 +290,7 @@ def _to_json(system: str, recordings: list[ScenarioRecording], root: Path) -> di
         "scenarios": [
             {
                 "scenario": r.name,
+                "storage": r.storage,
                 "status": r.status,
                 "expects": r.expects,
                 "failure": r.failure,
@@ -299,35 +323,58 @@ def _to_json(system: str, recordings: list[ScenarioRecording], root: Path) -> di
     }
 
 
-def _print_list(out: Console, scenarios: dict[str, Any]) -> None:
+def _storages(scenario: Any) -> tuple[str, ...]:
+    """The ledger storages a BookKeeper scenario runs on; none for the other systems'."""
+    return scenario.storages() if isinstance(scenario, Scenario) else ()
+
+
+def _print_list(out: Console, system: str, scenarios: dict[str, Any]) -> None:
+    on_storages = system == "bookkeeper"
     table = Table(title="scenarios")
-    table.add_column("name")
-    table.add_column("what it does")
-    table.add_column("expects")
+    for column in ("name", "what it does", *(("storage",) if on_storages else ()), "expects"):
+        table.add_column(column)
     for s in scenarios.values():
-        table.add_row(escape(s.name), escape(s.summary), escape(s.expects or ""))
+        storage = (", ".join(_storages(s)),) if on_storages else ()
+        table.add_row(escape(s.name), escape(s.summary), *storage, escape(s.expects or ""))
     out.print(table)
     shown = shown_by(scenarios.values())
     if not shown:
         out.print("findings: none (each scenario must conform)")
         return
     findings = Table(title="findings")
-    for column in ("name", "kind", "what"):
+    for column in ("name", "kind", *(("shows on",) if on_storages else ()), "what"):
         findings.add_column(column)
     for f in shown:
-        findings.add_row(escape(f.name), f.kind, escape(f.title))
+        storages = (", ".join(storages_showing(f.name, scenarios.values())),) if on_storages else ()
+        findings.add_row(escape(f.name), f.kind, *storages, escape(f.title))
     out.print(findings)
 
 
 def _list_json(system: str, scenarios: dict[str, Any]) -> dict[str, Any]:
     """``--list --json``: the ``system``, its ``scenarios`` (each ``name``, ``summary``, ``expects``: the finding
-    it is there to show, or null, and ``may_show``: the findings a race in it may bring about) and the
-    ``findings`` they can show (each ``name``, ``kind``: bug or difference, ``title``)."""
+    it is there to show, or null, ``may_show``: the findings a race in it may bring about, and, for bookkeeper,
+    ``storages``: the ledger storages it runs on) and the ``findings`` they can show (each ``name``, ``kind``: bug
+    or difference, ``title``, and, for bookkeeper, ``storages``: those on which a scenario can show it)."""
+    on_storages = system == "bookkeeper"
     return {
         "system": system,
         "scenarios": [
-            {"name": s.name, "summary": s.summary, "expects": s.expects, "may_show": list(s.may_show)}
+            {
+                "name": s.name,
+                "summary": s.summary,
+                "expects": s.expects,
+                "may_show": list(s.may_show),
+                **({"storages": list(_storages(s))} if on_storages else {}),
+            }
             for s in scenarios.values()
         ],
-        "findings": [{"name": f.name, "kind": f.kind, "title": f.title} for f in shown_by(scenarios.values())],
+        "findings": [
+            {
+                "name": f.name,
+                "kind": f.kind,
+                "title": f.title,
+                **({"storages": list(storages_showing(f.name, scenarios.values()))} if on_storages else {}),
+            }
+            for f in shown_by(scenarios.values())
+        ],
     }
