@@ -757,8 +757,10 @@ class TraceChecker:
                 if hides is not None and not hides(*args):
                     continue
                 t = act.fn(spec, state, *args)
-                if t is not None and self._broken_step(state, t) is None:
-                    t = self._state(t)
+                if t is None:
+                    continue
+                t = self._state(t)  # interned first: the caches below then find it by identity
+                if self._broken_step(state, t) is None:
                     serial = self._tally.serial(act.name, state, t, hidden=True) if self._tally is not None else -1
                     steps.append((act.name, args, t, serial))
         found = self._hidden[state] = tuple(steps)

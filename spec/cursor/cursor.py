@@ -144,6 +144,7 @@ that tests can show the checkers catch each one.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -218,6 +219,30 @@ NONE = -1  # no ledger (cursorsLedgerId = -1)
 
 #: A message: (ledger id, entry id, batch index); the batch index is 0 for a message that is not batched.
 Message = tuple[int, int, int]
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _ledger_ids(ledgers: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    """``CursorSpec.ids``, kept: the actions and invariants ask it of every state."""
+    return tuple(ledger for ledger, _ in ledgers)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _covered(
+    ledgers: tuple[tuple[int, int], ...],
+    deleted: frozenset[tuple[int, int]],
+    md: Position,
+    ranges: frozenset[Position],
+    batch: frozenset[Message],
+    batch_size: int,
+) -> frozenset[Message]:
+    """``CursorSpec.covered``, kept for the states that ask it again: every invariant asks it of every state."""
+    covered = set(batch)
+    for ledger, count in (*ledgers, *deleted):
+        for e in range(count):
+            if (ledger, e) <= md or (ledger, e) in ranges:
+                covered.update((ledger, e, i) for i in range(batch_size))
+    return frozenset(covered)
 
 
 @attrs.frozen(cache_hash=True)
@@ -348,7 +373,7 @@ class CursorSpec(Spec[CursorState]):
     # -- operators ------------------------------------------------------------------
     @staticmethod
     def ids(s: CursorState) -> tuple[int, ...]:
-        return tuple(ledger for ledger, _ in s.ledgers)
+        return _ledger_ids(s.ledgers)
 
     @staticmethod
     def counter(s: CursorState) -> Any:
@@ -363,12 +388,7 @@ class CursorSpec(Spec[CursorState]):
         self, s: CursorState, md: Position, ranges: frozenset[Position], batch: frozenset[Message]
     ) -> frozenset[Message]:
         """The messages a cursor state acknowledges: up to the mark-delete, the ranges, the batch indexes."""
-        covered = set(batch)
-        for ledger, count in (*s.ledgers, *s.deleted):
-            for e in range(count):
-                if (ledger, e) <= md or (ledger, e) in ranges:
-                    covered |= self.entry_messages(ledger, e)
-        return frozenset(covered)
+        return _covered(s.ledgers, s.deleted, md, ranges, batch, self.BatchSize)
 
     def cursor_covers(self, s: CursorState) -> frozenset[Message]:
         return self.covered(s, s.mark_delete, s.ranges, s.batch)
