@@ -730,7 +730,7 @@ def test_the_list_says_which_storages_each_scenario_runs_on_and_each_finding_sho
     assert runs_on["memtable-pressure-then-crash"] == ["default-small-memtable"]
     assert runs_on["fence-empty-ledger-checkpoint-then-restart"] == ["entry-log-per-ledger"]
     assert {f["name"]: f["storages"] for f in listed["findings"]} == {
-        "fence-of-empty-ledger-lost": ["default"],
+        "fence-of-empty-ledger-lost": ["default", "db-hourly-checkpoints"],  # the replay's, on either storage
         "fence-lost-by-db-ledger-storage": ["db"],
         "fenced-writer-closes-ledger": ["default", "db"],  # the client's: whatever the bookies' storage
     }

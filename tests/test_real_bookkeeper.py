@@ -106,6 +106,7 @@ def test_the_fence_of_an_empty_ledger_survives_a_crash_only_if_a_checkpoint_wrot
     assert statuses == {
         "fence-empty-ledger-then-restart": "known",
         "fence-empty-ledger-checkpoint-then-restart": "conforms",
+        "fence-empty-ledger-db-storage-before-checkpoint-then-restart": "known",
         "fence-empty-ledger-db-storage-then-restart": "known",
     }
     lost = recordings["fence-empty-ledger-then-restart"]
@@ -117,6 +118,11 @@ def test_the_fence_of_an_empty_ledger_survives_a_crash_only_if_a_checkpoint_wrot
     assert sum(f"Skip replaying entries of ledger {ledger.ledger} since" in line for line in lost.evidence) == 3
     kept = recordings["fence-empty-ledger-checkpoint-then-restart"]
     assert all(mark > fence and index["fenced"] for mark, fence, index in _before_the_kill(out, kept))
+    # DbLedgerStorage before its first checkpoint: the same route, the replay skipping the fence record.
+    early = recordings["fence-empty-ledger-db-storage-before-checkpoint-then-restart"]
+    assert [(mark < fence, index) for mark, fence, index in _before_the_kill(out, early)] == [(True, None)] * 3
+    (ledger,) = early.ledgers
+    assert sum(f"Skip replaying entries of ledger {ledger.ledger} since" in line for line in early.evidence) == 3
     db = recordings["fence-empty-ledger-db-storage-then-restart"]
     assert all(mark > fence and index is None for mark, fence, index in _before_the_kill(out, db))
     assert (out / "bookies-entry-log-per-ledger" / "bookie-1.json").exists() and (out / "bookies-db").is_dir()

@@ -89,6 +89,11 @@ BOOKIE_STORAGES: dict[str, tuple[tuple[str, str], ...]] = {
     # EntryLogManagerForSingleEntryLog; no checkpoint without the roll).
     MEMTABLE_PRESSURE_STORAGE: (("skipListSizeLimit", str(1024 * 1024)), ("logSizeLimit", str(1024 * 1024))),
     "db": (("ledgerStorageClass", "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage"),),  # index in RocksDB
+    # DbLedgerStorage whose SyncThread checkpoints once an hour: a scenario crashes its bookies before the first.
+    "db-hourly-checkpoints": (
+        ("ledgerStorageClass", "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage"),
+        ("flushInterval", "3600000"),
+    ),
     # DbLedgerStorage with its smallest write cache: 1 MB, two caches of 512 KB, one taking adds while the other is
     # flushed (SingleDirectoryDbLedgerStorage); an add that finds the cache full triggers a flush, a checkpoint.
     # Its timer checkpoints at BookKeeper's default interval, 60 s, so that the full cache is what flushes it.

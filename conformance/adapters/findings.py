@@ -99,6 +99,10 @@ FINDINGS = {
                 "bookkeeper-server/src/main/java/org/apache/bookkeeper/bookie/BookieImpl.java "
                 "(constructor 460-481: flushInterval drives checkpoints only with an entry log per ledger or "
                 "DbLedgerStorage)",
+                "bookkeeper-server/src/main/java/org/apache/bookkeeper/bookie/storage/ldb/"
+                "SingleDirectoryDbLedgerStorage.java (readMasterKey 464-468, through LedgerMetadataIndex.get "
+                "111-121: NoLedgerException for a ledger RocksDB does not hold; DbLedgerStorage before its first "
+                "checkpoint)",
             ),
             ("observed writer_lac = 0, the spec has -1",),
             Reproduction("fence-of-empty-ledger", "FenceOfEmptyLedger", ("default",)),

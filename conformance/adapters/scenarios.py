@@ -669,6 +669,14 @@ _scenario(
 )(_fence_empty_ledger_then_restart(_fence_on_disk))
 
 _scenario(
+    "fence-empty-ledger-db-storage-before-checkpoint-then-restart",
+    "as fence-empty-ledger-then-restart, on DbLedgerStorage before its first checkpoint: the replay finds no "
+    "master key for the fence record, as on the default storage",
+    expects="fence-of-empty-ledger-lost",
+    storage="db-hourly-checkpoints",  # SingleDirectoryDbLedgerStorage.readMasterKey: NoLedgerException
+)(_fence_empty_ledger_then_restart(None))
+
+_scenario(
     "fence-empty-ledger-db-storage-then-restart",
     "as fence-empty-ledger-then-restart, on DbLedgerStorage: a checkpoint moves the lastMark past the fence "
     "record without writing the ledger's metadata",
