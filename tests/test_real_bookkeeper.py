@@ -44,8 +44,15 @@ def test_every_scenario_conforms_or_shows_the_finding_it_expects(
         expected = {"known"} if SCENARIOS[name].expects else {"conforms"}
         if SCENARIOS[name].may_show:
             expected.add("known")
+        if name in _MAY_BE_UNDECIDED:
+            expected.add("inconclusive")
         assert recording.status in expected, outcome[name]
     assert sum(x.events for r in recordings.values() for x in r.ledgers) > 1000
+
+
+#: Scenarios whose trace the default bounds have once left undecided (never rejected): the recovery of 40 entries
+#: after three bookies crashed at once, one of them throttled with 26 adds unanswered (docs/real-systems.md).
+_MAY_BE_UNDECIDED = {"write-cache-pressure-then-crash", "memtable-pressure-then-crash"}
 
 
 def test_a_recorded_trace_is_checked_the_same_by_the_command_line(
