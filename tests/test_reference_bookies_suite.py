@@ -19,8 +19,13 @@ FENCE_SCENARIOS = [name for name, s in SCENARIOS.items() if s.expects and FINDIN
 
 
 def test_the_suite_expects_findings_of_bookkeepers_bookie_that_reference_bookies_cannot_show() -> None:
-    # the default storage and DbLedgerStorage (with a checkpoint before the crash, BookKeeper keeps the fence too)
-    assert FENCE_SCENARIOS == ["fence-empty-ledger-then-restart", "fence-empty-ledger-db-storage-then-restart"]
+    # the default storage, DbLedgerStorage before its first checkpoint, and DbLedgerStorage after one (with a
+    # checkpoint before the crash, BookKeeper's default storage keeps the fence)
+    assert FENCE_SCENARIOS == [
+        "fence-empty-ledger-then-restart",
+        "fence-empty-ledger-db-storage-before-checkpoint-then-restart",
+        "fence-empty-ledger-db-storage-then-restart",
+    ]
     assert {FINDINGS[name].part for name in FINDINGS} == {"bookie", "client", "managed-ledger"}
 
 
