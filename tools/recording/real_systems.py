@@ -630,7 +630,7 @@ def _storage_of(run: dict[str, Any], scenario: Scenario | ManagedLedgerScenario 
         return None
     if "storage" in run:
         return str(run["storage"])
-    return scenario.storage if isinstance(scenario, Scenario) and scenario.storage is not None else "default"
+    return scenario.storage_in("default") if isinstance(scenario, Scenario) else "default"
 
 
 def _expectations(
