@@ -110,7 +110,11 @@ def trace_events(
         previous = values
         process = obs_mode.logged_by(step.action, step.args)
         counts[process] = counts.get(process, 0) + 1
-        params = mapping.encode_params(step.action, step.args) if step.action != INIT and step.args else None
+        params = (
+            (mapping.encode_params(step.action, step.args, obs_mode) or None)
+            if step.action != INIT and step.args
+            else None
+        )
         kept = [n for n in shown if n not in required and not (omit and chance.random() < omit)]
         observed = {n: orjson.loads(values[n]) for n in sorted({*kept, *required})}
         seq = counts[process] if clocks else len(events) + 1

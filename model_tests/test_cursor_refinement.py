@@ -31,6 +31,7 @@ from ledgerspec.reference.managed_ledger import MUTANTS, CursorRefinement, Curso
 from ledgerspec.reference.managed_ledger.cursor import CursorStatus
 from ledgerspec.reference.managed_ledger.simulation import CRASH_POINTS
 from ledgerspec.reference.refinement import RefinementError
+from ledgerspec.spec.cursor.cursor import CursorSpec
 
 MAX_ENTRIES = 8  # entries published in a run, at most
 STEPS = 40
@@ -167,6 +168,11 @@ class CursorRefinementMachine(RuleBasedStateMachine):
         self.run.fail_next("first_appends")
         note("the next cursor ledger's first record and its znode fallback fail")
 
+    @precondition(lambda self: self.active() and self.config.rollover_by_time)
+    @rule()
+    def age_ledger(self) -> None:
+        note(f"the ledger ages past maximumRolloverTimeMs: rolled over {self.run.age_ledger()}")
+
     # Not while a failure is armed: the append to a lost ledger falls back to the znode, and that write would take
     # the znode failure armed with a first record's, leaving that record's fallback to succeed (a step the cursor
     # spec leaves out, which the engine refuses).
@@ -192,6 +198,34 @@ def test_the_reference_cursor_refines_the_spec() -> None:
 def test_batched_acks_refine_the_spec() -> None:
     machine = type("BatchedCursorRefinement", (CursorRefinementMachine,), {"config": RunConfig(batch_size=3)})
     run_state_machine_as_test(machine, settings=_settings(40, STEPS))
+
+
+def test_ledgers_rolled_over_by_age_refine_the_spec() -> None:
+    """maximumRolloverTimeMs reached: the managed ledger's timer rolls a ledger over after one entry as well as
+    after its maxEntriesPerLedger (the cursor spec's RolloverByTime)."""
+    config = RunConfig(max_entries_per_ledger=3, rollover_by_time=True)
+    machine = type("AgingLedgersRefinement", (CursorRefinementMachine,), {"config": config})
+    run_state_machine_as_test(machine, settings=_settings(40, STEPS))
+
+
+def test_an_aged_ledger_rolls_over_once_it_holds_an_entry(tmp_path: Path) -> None:
+    """The timer finds the first ledger empty and leaves it; the next add finds it aged and is its last; the timer
+    rolls the next one over after one entry. The spec, with RolloverByTime, takes each step; without it, the same
+    run leaves the spec at the timer's rollover."""
+    run = CursorRun(str(tmp_path / "aging"), RunConfig(max_entries_per_ledger=3, rollover_by_time=True))
+    CursorRefinement(run)
+    assert not run.age_ledger()
+    run.publish()
+    assert run.log.actions()[-2:] == ["EntryPublished", "LedgerRollsOver"]
+    run.publish()
+    assert run.age_ledger()
+    assert run.log.actions()[-2:] == ["EntryPublished", "LedgerRollsOver"]
+    config = RunConfig(max_entries_per_ledger=3, rollover_by_time=True)
+    narrow = CursorRun(str(tmp_path / "narrow"), config)
+    CursorRefinement(narrow, spec=CursorSpec(**{**config.spec_constants(), "RolloverByTime": False}))
+    narrow.publish()
+    with pytest.raises(RefinementError, match="LedgerRollsOver"):
+        narrow.age_ledger()
 
 
 def test_the_fallback_after_every_failed_creation_refines_the_spec() -> None:

@@ -179,6 +179,9 @@ class ObservationMode:
     # only in having spent less (a simulation; the tests check it on explored models). A checker files states
     # with it set aside and keeps the candidate that spent least. None: no such variable.
     spent: str | None = None
+    # action -> the parameters this observer cannot see (how many adds in flight a crash left on the bookies, say):
+    # events of it leave them out of their params, and a checker tries every instance that matches the rest.
+    unseen: Mapping[str, frozenset[str]] = attrs.field(factory=dict)
 
     def hides(self, action: str, args: tuple[Any, ...]) -> bool:
         """Is this action instance invisible to the observer?"""
@@ -244,6 +247,9 @@ class TraceMapping:
             unknown = sorted(set(mode.hidden) - set(self.actions))
             if unknown:
                 raise ValueError(f"mode {mode.name} hides unknown actions {', '.join(unknown)}")
+            for action_name, params in mode.unseen.items():
+                if not params <= set(self.param_codecs.get(action_name, ())):
+                    raise ValueError(f"mode {mode.name} leaves out parameters of {action_name} it does not have")
         for name in [*self.explain, *self.stutters]:
             if name not in self.actions:
                 raise ValueError(f"explanation for unknown action {name}")
@@ -297,17 +303,24 @@ class TraceMapping:
         place = self.processes.index(kind) if kind in self.processes else len(self.processes)
         return (place, int(number) if number else -1, process)
 
-    def encode_params(self, action: str, args: tuple[Any, ...]) -> dict[str, Any]:
-        """An action instance's arguments as the JSON ``params`` of an event."""
+    def encode_params(self, action: str, args: tuple[Any, ...], mode: ObservationMode | None = None) -> dict[str, Any]:
+        """An action instance's arguments as the JSON ``params`` of an event, without those ``mode`` cannot see."""
         codecs = self.param_codecs[action]
-        return {name: codecs[name].encode(v) for name, v in zip(codecs, args, strict=True)}
+        unseen = mode.unseen.get(action, frozenset()) if mode is not None else frozenset()
+        return {name: codecs[name].encode(v) for name, v in zip(codecs, args, strict=True) if name not in unseen}
 
     def event_line(
-        self, trace: str, seq: int, process: str, event: EngineEvent, observed: dict[str, Any]
+        self,
+        trace: str,
+        seq: int,
+        process: str,
+        event: EngineEvent,
+        observed: dict[str, Any],
+        mode: ObservationMode | None = None,
     ) -> dict[str, Any]:
-        """The line of the trace format that logs ``event`` as this mapping's spec names it, with the values
-        ``observed``."""
-        params = self.encode_params(event.action, event.args) if event.args else None
+        """The line of the trace format that logs ``event`` as this mapping's spec names it, as ``mode`` sees it,
+        with the values ``observed``."""
+        params = (self.encode_params(event.action, event.args, mode) or None) if event.args else None
         return trace_line(trace, process, seq, event.action, params, observed)
 
 

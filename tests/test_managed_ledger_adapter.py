@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 from ledgerspec.conformance.adapters.managed_ledger import CursorMappingError, CursorTraceMapper
+from ledgerspec.conformance.adapters.managed_ledger_topic import TopicMappingError, TopicTraceMapper
 from ledgerspec.tools.cli.main import main
 from ledgerspec.tools.recording.real_systems import ScenarioRecording, check_cursor_recording
 from recording_support import Edit, edited_copy
@@ -45,9 +46,62 @@ def test_a_cursor_restored_past_an_unacknowledged_message_is_caught(tmp_path: Pa
             obs["covered"] = sorted([*obs["covered"], [35, 0]])
         return obs
 
-    (ledger,) = recheck(tmp_path, "crash-twice", skip_a_message).ledgers
+    recording = recheck(tmp_path, "crash-twice", skip_a_message)
+    (ledger,) = [r for r in recording.ledgers if r.spec == "cursor"]
     assert restores == 2 and ledger.verdict.status == "violates"
     assert "CursorRecovers" in ledger.verdict.reason and "covered" in ledger.verdict.reason
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in RECORDINGS.iterdir()))
+def test_each_recording_is_checked_against_the_managed_ledger_spec_too(
+    tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As the topic's clients see it: the harness is one producer without deduplication, the cursor one
+    subscription. A reset is no step of that spec, so that recording is checked against the cursor spec only, and
+    says why."""
+    recording = recheck(tmp_path, name)
+    if name == "reset-back-restart":
+        assert [r.spec for r in recording.ledgers] == ["cursor"] and not (tmp_path / name / "topic").exists()
+        assert "the cursor is reset" in recording.not_checked["managed_ledger"]
+        return
+    (topic,) = [r for r in recording.ledgers if r.spec == "managed_ledger"]
+    assert topic.verdict.status == "conforms", topic.verdict.reason
+    assert topic.constants["Dedup"] is False and topic.constants["MaxCrashes"] >= 1
+    lines = [orjson.loads(line) for line in (tmp_path / name / "topic" / "trace.ndjson").read_bytes().splitlines()]
+    assert {line["type"] for line in lines} >= {"Init", "ProducerSends", "BookKeeperCompletesAdd", "ConsumerAcks"}
+    assert main(["check", str(tmp_path / name / "topic"), "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["spec"] == "managed_ledger"
+
+
+def test_a_restore_past_an_unconsumed_message_leaves_the_managed_ledger_spec(tmp_path: Path) -> None:
+    """The second restore of crash-twice, moved one entry on (to 38:0, past 35:0, which nobody acknowledged yet):
+    the reopen's consumer resumes where no behaviour of the spec puts it."""
+
+    def skip_35_0(obs: dict[str, Any]) -> dict[str, Any]:
+        if obs["ev"] == "cursor-opened" and obs["mark_delete"] == [34, 2]:
+            obs["mark_delete"], obs["covered"] = [38, 0], sorted([*obs["covered"], [35, 0]])
+        return obs
+
+    recording = recheck(tmp_path, "crash-twice", skip_35_0)
+    (topic,) = [r for r in recording.ledgers if r.spec == "managed_ledger"]
+    failure = topic.verdict.failure
+    assert topic.verdict.status == "violates" and failure is not None
+    assert failure.event_type == "ManagedLedgerOpens" and "observed consumed = [[3,0]]" in failure.reason
+
+
+def test_bad_observations_are_named_in_the_managed_ledger_mapping_too() -> None:
+    mapper = TopicTraceMapper("t", MANAGED_LEDGER, "subscription", 3)
+    with pytest.raises(TopicMappingError, match="observation 5: unknown kind 'gossip'"):
+        mapper.feed_all([{"ev": "gossip", "name": MANAGED_LEDGER, "n": 5}])
+    with pytest.raises(TopicMappingError, match="observation 6: ledger 99 is no data ledger the broker created"):
+        mapper.feed_all([{"ev": "published", "name": MANAGED_LEDGER, "position": [99, 0], "n": 6}])
+    with pytest.raises(TopicMappingError, match="observation 8: a published observation with a field missing"):
+        mapper.feed_all([{"ev": "published", "name": MANAGED_LEDGER, "n": 8}])
+    created = {"custom": {"pulsar/managed-ledger": MANAGED_LEDGER}}
+    mapper.feed_all([{"ev": "metadata", "op": "create", "ok": True, "ledger": 7, "written": created, "n": 9}])
+    with pytest.raises(TopicMappingError, match="observation 10: entry 1 of ledger 7 published, but it held 0"):
+        mapper.feed_all([{"ev": "published", "name": MANAGED_LEDGER, "position": [7, 1], "n": 10}])
+    assert [line["type"] for line in mapper.lines] == ["Init"]
 
 
 def test_bad_observations_are_named() -> None:
@@ -159,3 +213,24 @@ def test_a_cursor_ledger_closed_short_of_a_record_it_sent_is_a_fault(tmp_path: P
     whole.feed_all(o for o in (closed_whole(dict(x)) for x in observations))
     assert whole.failed_appends == 0
     assert recheck(tmp_path, name).status == "conforms"
+
+
+def test_ledgers_rolled_over_by_age_conform_where_the_specs_let_ledgers_age(tmp_path: Path) -> None:
+    """Pulsar 4.0.7 with maximumRolloverTimeMs = 2 s and ledgers of up to 10 entries: the first ledger rolled over
+    after two entries, the others after one. With RolloverByTime (cursor spec) and an age limit the hidden clock
+    reaches (managed-ledger spec) both traces conform; without it the cursor spec rejects the first rollover."""
+    recording = recheck(tmp_path / "aging", "time-rollover")
+    assert recording.status == "conforms", [r.verdict.reason for r in recording.ledgers]
+    cursor, topic = recording.ledgers
+    assert cursor.constants["RolloverByTime"] is True and topic.constants["MaximumRolloverTime"] == 1
+    trace = (tmp_path / "aging" / "time-rollover" / "trace.ndjson").read_bytes().splitlines()
+    published = [orjson.loads(line)["observed"]["published"] for line in trace if b'"EntryPublished"' in line]
+    assert published[-1] == [[0, 0], [0, 1], [1, 0], [2, 0], [3, 0]]  # ledgers of two entries, then of one
+    copy = edited_copy(RECORDINGS / "time-rollover", tmp_path / "not-aging")
+    run = orjson.loads((copy / "run.json").read_bytes())
+    del run["maximum_rollover_ms"]  # as a recording made before run.json named it
+    (copy / "run.json").write_bytes(orjson.dumps(run))
+    (cursor, _) = check_cursor_recording(copy).ledgers
+    failure = cursor.verdict.failure
+    assert cursor.verdict.status == "violates" and failure is not None and failure.event_type == "LedgerRollsOver"
+    assert "holds 2 of 10 entries: it is not full" in failure.reason

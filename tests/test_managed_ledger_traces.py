@@ -18,7 +18,7 @@ from ledgerspec.reference.managed_ledger.topic_run import TopicRun, TopicRunConf
 from ledgerspec.reference.managed_ledger.topic_simulation import simulate_topic_traces, spec_for, with_mutant
 from ledgerspec.spec import catalog
 from ledgerspec.spec.managed_ledger.managed_ledger import NO_LEDGER, ManagedLedgerSpec
-from ledgerspec.spec.managed_ledger.managed_ledger_trace import FULL, GUARDS, TRACE
+from ledgerspec.spec.managed_ledger.managed_ledger_trace import CLIENT, FULL, GUARDS, TRACE
 from ledgerspec.spec.tracing import mapping_for
 from ledgerspec.tools.cli.main import main
 
@@ -178,10 +178,15 @@ def test_before_the_new_owners_open_the_old_broker_writes_and_the_open_drops_its
 
 # -- traces of the reference topic ---------------------------------------------------------
 @functools.cache
+@functools.cache
 def _traces(mutant: str | None = None) -> list[tuple[str, dict[str, list[dict[str, Any]]]]]:
     with tempfile.TemporaryDirectory() as root:
         config = with_mutant(CONFIG, mutant)
-        return list(simulate_topic_traces(config, root, seed=5, steps=80, traces=12, max_crashes=CRASHES))
+        return list(
+            simulate_topic_traces(
+                config, root, seed=5, steps=80, traces=12, max_crashes=CRASHES, modes=("full", "client")
+            )
+        )
 
 
 def _checker() -> TraceChecker:
@@ -209,8 +214,45 @@ def test_every_line_carries_every_variable_and_the_process_that_took_the_step() 
 
 def test_the_same_seed_gives_the_same_traces() -> None:
     with tempfile.TemporaryDirectory() as root:
-        again = list(simulate_topic_traces(CONFIG, root, seed=5, steps=80, traces=12, max_crashes=CRASHES))
+        again = list(
+            simulate_topic_traces(
+                CONFIG, root, seed=5, steps=80, traces=12, max_crashes=CRASHES, modes=("full", "client")
+            )
+        )
     assert again == _traces()
+
+
+def test_client_mode_logs_what_the_clients_see_and_the_correct_topic_conforms() -> None:
+    """Sends, acknowledgements received and given, the broker going and the topic served again, by the client that
+    sees each; a crash without how many adds in flight reached the bookies; and no hidden step is logged."""
+    checker = TraceChecker(spec_for(CONFIG, CRASHES), "client")
+    lines = [line for _, trace in _traces() for line in trace["client"]]
+    assert {line["type"] for line in lines} == {"Init", *TRACE.actions} - set(CLIENT.hidden)
+    assert all(set(line["observed"]) == CLIENT.observes for line in lines)
+    assert {line["process"] for line in lines} == {
+        "producer-1",
+        "producer-2",
+        "producer",
+        "consumer-1",
+        "consumer-2",
+        "clients",
+    }
+    assert all("params" not in line for line in lines if line["type"] in ("BrokerCrashes", "TopicMovesToAnotherBroker"))
+    for trace_id, trace in _traces():
+        assert len(trace["client"]) < len(trace["full"]), trace_id
+        verdict = checker.check(events_from_json(trace["client"]))
+        assert verdict.status == "conforms", (trace_id, verdict.reason)
+
+
+def test_a_duplicate_a_consumer_reads_breaks_the_dedup_promise_in_client_mode() -> None:
+    """The reopen that forgets the dedup state writes a batch sent again twice: the producer's view does not show
+    it, the slowest subscription's backlog does, and the verdict names the promise from it."""
+    checker = TraceChecker(spec_for(CONFIG, CRASHES), "client")
+    verdicts = [checker.check(events_from_json(trace["client"])) for _, trace in _traces("forget_dedup_on_open")]
+    caught = [v for v in verdicts if v.status == "violates"]
+    assert caught and all(v.status != "inconclusive" for v in verdicts)
+    assert any("DedupPersistsNoDuplicate" in {b.name for b in v.broken_promises} for v in caught)
+    assert all(v.failure is not None and "backlog" in v.failure.reason for v in caught if not v.broken_promises)
 
 
 @pytest.mark.parametrize(
@@ -273,7 +315,7 @@ def test_simulate_writes_traces_that_check_clean_and_a_mutants_that_do_not(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--mode", "client"], "unknown mode 'client' for topic; modes: full"),
+        (["--mode", "metadata"], "unknown mode 'metadata' for topic; modes: full, client"),
         (["--mutant", "nope"], "unknown topic mutant 'nope'; mutants: trim_deletes_needed_ledger"),
         (["--const", "E=2"], "a topic run takes the constants NumProducers"),
         (["--const", "BatchSize=0"], "BatchSize must be at least 1"),

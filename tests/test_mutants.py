@@ -14,6 +14,7 @@ from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
 from ledgerspec.reference.bookie import MUTANTS as BOOKIE_MUTANTS
 from ledgerspec.reference.ledger import MUTANTS as CLIENT_MUTANTS
 from ledgerspec.reference.managed_ledger import MUTANTS as MANAGED_LEDGER_MUTANTS
+from ledgerspec.reference.managed_ledger.topic_simulation import MUTANTS as TOPIC_MUTANTS
 from ledgerspec.tools.cli.main import main
 from ledgerspec.tools.harness.mutants import MUTANTS
 from ledgerspec.tools.harness.soak import PROFILES, SOAK_WORKLOADS, soak_workloads
@@ -66,6 +67,7 @@ PROMISES: dict[str, set[str]] = {
     "reset_keeps_acks": {"CursorSkipsNoUnackedMessage", "TrimKeepsUnconsumedEntries"},
     "trim_deletes_needed_ledger": {"TrimKeepsUnconsumedEntries", "CursorSkipsNoUnackedMessage"},
     "skip_unconsumed_ledger": {"TrimPositionBehindCursor", "TrimKeepsUnconsumedEntries"},
+    "forget_dedup_on_open": {"DedupPersistsNoDuplicate"},  # the batch sent again after the reopen, written twice
     "failed_switch_keeps_new_ledger": set(),
     "failed_znode_write_counted_persisted": set(),
     # The empty ledger shows at its creation; the acks it then loses need a crash before the next record.
@@ -86,8 +88,14 @@ def score() -> dict[str, Any]:
     return {"status": status, **json.loads(buffer.getvalue())}
 
 
-def test_every_client_bookie_managed_ledger_and_autorecovery_mutant_is_in_the_score() -> None:
-    engine = set(CLIENT_MUTANTS) | set(BOOKIE_MUTANTS) | set(MANAGED_LEDGER_MUTANTS) | set(AUTORECOVERY_MUTANTS)
+def test_every_client_bookie_managed_ledger_topic_and_autorecovery_mutant_is_in_the_score() -> None:
+    engine = (
+        set(CLIENT_MUTANTS)
+        | set(BOOKIE_MUTANTS)
+        | set(MANAGED_LEDGER_MUTANTS)
+        | set(TOPIC_MUTANTS)
+        | set(AUTORECOVERY_MUTANTS)
+    )
     assert engine == set(MUTANTS)
     assert set(MUTANTS) >= REQUIRED
 
@@ -212,7 +220,19 @@ def test_a_mutant_no_chosen_workload_can_show_is_a_usage_error(capsys: pytest.Ca
 def test_managed_ledger_mutants_are_killed_by_the_cursor_specs_traces(score: dict[str, Any], name: str) -> None:
     [result] = [r for r in score["mutants"] if r["mutant"] == name]
     assert result["full"]["by"]["workload"] == "cursor-restore"
-    assert MUTANTS[name].specs == ("cursor",)
+    assert MUTANTS[name].specs == (("cursor", "managed_ledger") if name in TOPIC_MUTANTS else ("cursor",))
+
+
+def test_the_topics_own_mutant_is_killed_by_the_managed_ledger_specs_traces_in_both_modes(
+    score: dict[str, Any],
+) -> None:
+    """A reopen that forgets the dedup state writes a batch sent again twice: full observation sees the dedup state
+    reset at the reopen, the clients the duplicate in the backlog, and both name the promise."""
+    [result] = [r for r in score["mutants"] if r["mutant"] == "forget_dedup_on_open"]
+    assert MUTANTS["forget_dedup_on_open"].specs == ("managed_ledger",)
+    for mode in ("full", "client"):
+        assert result[mode]["killed"] and result[mode]["by"]["workload"] == "topic", mode
+    assert result["client"]["promise_by"]["promises"] == ["DedupPersistsNoDuplicate"]
 
 
 #: The cursor mutants a consumer sees break a promise: the restored cursor skips a message it never acknowledged.

@@ -142,7 +142,7 @@ def recorded_cursors(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, di
     return out, {r.name: r for r in recordings}
 
 
-def test_every_managed_ledger_scenario_conforms_to_the_cursor_spec(
+def test_every_managed_ledger_scenario_conforms_to_the_cursor_and_managed_ledger_specs(
     recorded_cursors: tuple[Path, dict[str, ScenarioRecording]],
 ) -> None:
     out, recordings = recorded_cursors
@@ -155,6 +155,15 @@ def test_every_managed_ledger_scenario_conforms_to_the_cursor_spec(
     trace = [orjson.loads(line) for line in (out / "crash-twice" / "trace.ndjson").read_bytes().splitlines()]
     kinds = [line["type"] for line in trace]
     assert kinds.count("BrokerCrashes") == 2 and kinds.count("CursorRecovers") == 2 and "LedgerRollsOver" in kinds
+    # The same runs as the managed-ledger spec's clients see them, but where the cursor is reset (no step of it).
+    for name, recording in recordings.items():
+        specs = [x.spec for x in recording.ledgers]
+        assert specs == (["cursor"] if "reset" in recording.not_checked.get("managed_ledger", "") else
+                         ["cursor", "managed_ledger"]), (name, recording.not_checked)  # fmt: skip
+    assert [r.name for r in recordings.values() if r.not_checked] == ["reset-back-restart"]
+    topic = [orjson.loads(line) for line in (out / "crash-twice" / "topic" / "trace.ndjson").read_bytes().splitlines()]
+    kinds = [line["type"] for line in topic]
+    assert kinds.count("BrokerCrashes") == 2 and kinds.count("ManagedLedgerOpens") == 2 and "ConsumerAcks" in kinds
 
 
 def test_the_cursor_znode_is_decoded_with_the_projects_format(

@@ -88,10 +88,15 @@ class CursorTraceMapper:
         self._appends_sent: dict[int, set[int]] = {}  # cursor ledger -> entries this broker sent to its bookies
         self.failed_appends = 0  # records of a cursor ledger that its broker closed it without: each one fault
 
-    def constants(self, max_entries_per_ledger: int, metadata_max_entries_per_ledger: int) -> dict[str, int]:
+    def constants(
+        self, max_entries_per_ledger: int, metadata_max_entries_per_ledger: int, *, rollover_by_time: bool = False
+    ) -> dict[str, int | bool]:
+        """The cursor spec's constants for the run: its sizes, and ``RolloverByTime`` where the managed ledger's
+        ``maximumRolloverTimeMs`` was set low enough for a scenario to reach it."""
         return {
             "MaxEntries": max(len(self.published), 1),
             "MaxEntriesPerLedger": max_entries_per_ledger,
+            "RolloverByTime": rollover_by_time,
             "BatchSize": 1,
             "MetadataMaxEntriesPerLedger": metadata_max_entries_per_ledger,
             "MaxCrashes": self.crashes,

@@ -12,6 +12,7 @@ message the consumer did not acknowledge.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -36,12 +37,14 @@ class BrokerDriver:
         scenario: str,
         max_entries_per_ledger: int,
         metadata_max_entries_per_ledger: int,
+        maximum_rollover_ms: int = 0,
     ) -> None:
         self.cluster = cluster
         self.scenario = scenario
         self.name = f"ledgerspec/real/persistent/{scenario}"  # tenant/namespace/persistent/topic, as Pulsar names it
         self.max_entries_per_ledger = max_entries_per_ledger
         self.metadata_max_entries_per_ledger = metadata_max_entries_per_ledger
+        self.maximum_rollover_ms = maximum_rollover_ms  # 0: Pulsar's default (four hours), which no scenario reaches
         self.log: list[dict[str, Any]] = []  # every broker process's observations, numbered in order ("n")
         self.published: list[tuple[int, int]] = []
         self.acknowledged: set[tuple[int, int]] = set()
@@ -57,6 +60,7 @@ class BrokerDriver:
             "ml-open",
             max_entries_per_ledger=self.max_entries_per_ledger,
             metadata_max_entries_per_ledger=self.metadata_max_entries_per_ledger,
+            maximum_rollover_ms=self.maximum_rollover_ms,
         )
         self._cursor_call("cursor-open")
         if self.brokers > 1:
@@ -163,6 +167,7 @@ class ManagedLedgerScenario:
     run: Callable[[BrokerDriver], None]
     max_entries_per_ledger: int = 3
     metadata_max_entries_per_ledger: int = 2
+    maximum_rollover_ms: int = 0  # maximumRolloverTimeMs; 0: Pulsar's default, four hours
     expects: str | None = None  # a finding (findings.py) the scenario shows, or None: it must conform
     may_show: tuple[str, ...] = ()  # findings a race in the scenario may or may not bring about
 
@@ -244,6 +249,30 @@ def _crash_twice(driver: BrokerDriver) -> None:
     driver.crash()
     driver.open()
     driver.ack(3, 5)
+
+
+@_scenario(
+    "time-rollover",
+    "ledgers of up to 10 entries that roll over at 2 s old: by the timer after two entries and after one, and by "
+    "the add that finds its ledger aged; a crash, a restore, more acks",
+    max_entries_per_ledger=10,
+    maximum_rollover_ms=2_000,
+)
+def _time_rollover(driver: BrokerDriver) -> None:
+    """``currentLedgerIsFull`` (ManagedLedgerImpl, Pulsar 4.0.7) counts a ledger's age too: the timer set when a
+    ledger is created (``rollCurrentLedgerIfFull``, ``maximumRolloverTimeMs`` later) rolls it over if it holds an
+    entry, and an add that finds its ledger aged is that ledger's last. The sleeps only make each way likely; any
+    order of them is a behaviour of the cursor spec with ``RolloverByTime``."""
+    driver.open()
+    driver.publish(2)
+    time.sleep(3.0)  # the first ledger's timer: two entries, rolled over
+    driver.publish(1)
+    time.sleep(4.0)  # the second ledger's timer: one entry; the third's fires while it is empty
+    driver.publish(2)  # the first finds the third ledger aged: it is its last
+    driver.ack(0, 1, 2)
+    driver.crash()
+    driver.open()
+    driver.ack(3, 4)
 
 
 @_scenario(

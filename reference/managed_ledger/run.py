@@ -27,6 +27,9 @@ call                       steps (the cursor spec's actions)
                            a new cursor ledger's first record and its fallback
 ``lose_cursor_ledger()``   ``CursorLedgerLost``: the ledger the znode names is
                            gone from BookKeeper
+``age_ledger()``           ``LedgerRollsOver`` of a ledger holding an entry,
+                           once it is ``maximumRolloverTimeMs`` old (the
+                           managed ledger's timer; with ``rollover_by_time``)
 =========================  ===================================================
 
 ``crash_at`` names a crash point (``reference/managed_ledger/cursor.py`` lists
@@ -83,12 +86,15 @@ class RunConfig:
     metadata_max_entries_per_ledger: int = 2  # MetadataMaxEntriesPerLedger
     batch_size: int = 1  # BatchSize: messages in an entry
     znode_fallback: str = NO_MESSAGES_AFTER  # ZnodeFallback: when a failed cursor-ledger creation writes the znode
+    rollover_by_time: bool = False  # RolloverByTime: ledgers age past maximumRolloverTimeMs (age_ledger)
     bookies: int = 2
     mutant: str | None = None
 
     def managed_ledger_config(self) -> ManagedLedgerConfig:
+        aging = {"maximum_rollover_ms": ROLLOVER_MS} if self.rollover_by_time else {}
         return ManagedLedgerConfig(
             max_entries_per_ledger=self.max_entries_per_ledger,
+            **aging,
             minimum_rollover_ms=0,
             metadata_max_entries_per_ledger=self.metadata_max_entries_per_ledger,
             cursor_znode_fallback=self.znode_fallback,
@@ -106,10 +112,13 @@ SPEC_CONSTANTS = ConstantsTable(
         "MaxEntriesPerLedger": "max_entries_per_ledger",
         "MetadataMaxEntriesPerLedger": "metadata_max_entries_per_ledger",
         "BatchSize": "batch_size",
+        "RolloverByTime": "rollover_by_time",
         "ZnodeFallback": "znode_fallback",
     }
 )
 UNBOUNDED = 1_000_000  # a bound of the spec that no run reaches
+#: maximumRolloverTimeMs of a run whose ledgers age (``rollover_by_time``); the clock moves only by it.
+ROLLOVER_MS = 1_000
 #: The cursor spec's bounds on what a run does: entries, crashes, failed writes, lost cursor ledgers.
 UNBOUNDED_BOUNDS = {
     "MaxEntries": UNBOUNDED,
@@ -159,6 +168,7 @@ class CursorRun(BrokerHarness):
         self.reset_unapplied: Position | None = None  # a reset whose record is written, not yet taken
         self.acked: set[tuple[int, int, int]] = set()  # (ledger, entry, batch index) the consumer acknowledged
         self.ml: ManagedLedger | None = None
+        self.now = 0  # the broker's clock, in milliseconds: it moves only when a ledger is let age (age_ledger)
         self._start()
         assert self.ml is not None
         self.ml.open_cursor(SUBSCRIPTION, earliest=True)
@@ -174,7 +184,7 @@ class CursorRun(BrokerHarness):
             bookkeeper,
             self.config.managed_ledger_config(),
             log=self.log,
-            clock=lambda: 0,
+            clock=lambda: self.now,
             crash_point=self._crash_point,
         )
         self.ml.initialize()
@@ -216,6 +226,16 @@ class CursorRun(BrokerHarness):
             self.crash()
             return True
         return False
+
+    def age_ledger(self) -> bool:
+        """Time passes until the ledger being written is ``maximumRolloverTimeMs`` old, and the timer the managed
+        ledger set at its creation fires (``rollCurrentLedgerIfFull``): it rolls the ledger over if it holds an
+        entry (the cursor spec's ``LedgerRollsOver`` with ``RolloverByTime``). Whether it rolled."""
+        ml, _ = self._live()
+        self.now = ml.created_ms + ml.config.maximum_rollover_ms
+        rolled: list[bool] = []
+        self._guarded(lambda: rolled.append(ml.roll_over_if_full()))
+        return bool(rolled and rolled[0])
 
     # -- the producer and the consumer -------------------------------------------------
     def publish(self) -> Position | None:

@@ -94,6 +94,9 @@ def random_steps(run: CursorRun, rng: random.Random, steps: int, *, max_entries:
         if cursor is None or cursor.status not in (CursorStatus.NO_LEDGER, CursorStatus.OPEN):
             run.crash()  # a closed cursor: the broker stops, and comes back at the next step
             continue
+        if run.config.rollover_by_time and rng.random() < 0.08:  # drawn only where ledgers age: other runs keep theirs
+            run.age_ledger()
+            continue
         choice = rng.random()
         ml = run.ml
         assert ml is not None

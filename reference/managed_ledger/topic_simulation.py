@@ -29,12 +29,20 @@ import attrs
 from ledgerspec.reference.managed_ledger.managed_ledger import MUTANTS as ML_MUTANTS
 from ledgerspec.reference.managed_ledger.topic_abstraction import TopicAbstraction
 from ledgerspec.reference.managed_ledger.topic_run import TopicRun, TopicRunConfig
-from ledgerspec.spec.managed_ledger.managed_ledger import BUGS, ManagedLedgerSpec
+from ledgerspec.spec.managed_ledger.managed_ledger import BUGS, ManagedLedgerSpec, ManagedLedgerState
 from ledgerspec.spec.managed_ledger.managed_ledger_trace import TRACE
 from ledgerspec.spec.tracing import INIT, ObservedChanges
 from ledgerspec.spec.vocabulary import EngineEvent
 
-__all__ = ["MUTANTS", "TopicTraceRecorder", "random_steps", "simulate_topic_traces", "spec_for", "with_mutant"]
+__all__ = [
+    "MUTANTS",
+    "StateAfterEvent",
+    "TopicTraceRecorder",
+    "random_steps",
+    "simulate_topic_traces",
+    "spec_for",
+    "with_mutant",
+]
 
 #: The seeded bugs a topic run takes: the managed ledger's that touch its trimming, and the topic's own.
 MUTANTS = {
@@ -60,14 +68,36 @@ def spec_for(config: TopicRunConfig, max_crashes: int) -> ManagedLedgerSpec:
     return ManagedLedgerSpec(**config.spec_constants(), MaxCrashes=max_crashes)
 
 
+class StateAfterEvent:
+    """The spec state of a run after each of its events, read through the abstraction once however many
+    recorders ask (each mode's recorder asks after the same event)."""
+
+    def __init__(self, abstraction: TopicAbstraction) -> None:
+        self.abstraction = abstraction
+        self._event: EngineEvent | None = None
+        self._state: ManagedLedgerState | None = None
+
+    def __call__(self, event: EngineEvent) -> ManagedLedgerState:
+        if event is not self._event or self._state is None:
+            self._event, self._state = event, self.abstraction()
+        return self._state
+
+
 class TopicTraceRecorder:
     """Records a run's events as trace lines in one observation mode (module docstring)."""
 
-    def __init__(self, run: TopicRun, spec: ManagedLedgerSpec, mode: str, trace_id: str) -> None:
+    def __init__(
+        self,
+        run: TopicRun,
+        spec: ManagedLedgerSpec,
+        mode: str,
+        trace_id: str,
+        states: StateAfterEvent | None = None,
+    ) -> None:
         self.run = run
         self.mode = TRACE.mode(mode)
         self.trace_id = trace_id
-        self.abstraction = TopicAbstraction(run, spec)
+        self.states = states or StateAfterEvent(TopicAbstraction(run, spec))
         self.lines: list[dict[str, Any]] = []
         self._observed = ObservedChanges(TRACE, spec, self.mode.observes)
         self.on_event(EngineEvent(INIT, (), self.mode.logged_by(INIT, ()), None))
@@ -77,8 +107,8 @@ class TopicTraceRecorder:
         if self.mode.hides(event.action, event.args):
             return
         process = self.mode.logged_by(event.action, event.args)
-        observed = self._observed.every(self.abstraction())
-        self.lines.append(TRACE.event_line(self.trace_id, len(self.lines) + 1, process, event, observed))
+        observed = self._observed.every(self.states(event))
+        self.lines.append(TRACE.event_line(self.trace_id, len(self.lines) + 1, process, event, observed, self.mode))
 
 
 def _complete_add(run: TopicRun, crash_at: str | None) -> None:
@@ -152,7 +182,8 @@ def simulate_topic_traces(
         trace_id = f"topic-{seed}-{i}"
         run = TopicRun(f"{root}/{trace_id}", config)
         try:
-            recorders = {mode: TopicTraceRecorder(run, spec, mode, trace_id) for mode in modes}
+            states = StateAfterEvent(TopicAbstraction(run, spec))
+            recorders = {mode: TopicTraceRecorder(run, spec, mode, trace_id, states) for mode in modes}
             random_steps(run, random.Random(seed * 1_000_003 + i), steps, max_age=spec.max_age, max_crashes=max_crashes)
             yield trace_id, {mode: r.lines for mode, r in recorders.items()}
         finally:

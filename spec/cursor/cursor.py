@@ -10,7 +10,9 @@ seed 003):
 
 - the managed ledger the cursor reads, reduced to its ledger list
   ``(ledger id, entries)``: entries are published to the last ledger, which
-  rolls over after ``MaxEntriesPerLedger`` entries; each entry holds a batch
+  rolls over after ``MaxEntriesPerLedger`` entries or, with
+  ``RolloverByTime``, once it holds an entry and has aged (time is not
+  modelled: it may roll at any such moment); each entry holds a batch
   of ``BatchSize`` messages. Data ledgers and cursor ledgers take their ids
   from one counter, as BookKeeper hands them out;
 - the consumer's acknowledgements: an individual ack of one message
@@ -341,6 +343,12 @@ class CursorSpec(Spec[CursorState]):
         int_constant("MaxLedgerLoss", 0, "cursor ledgers lost (unreadable) in all"),
         int_constant("MaxResets", 0, "cursor resets (resetCursor) in all"),
         Constant(
+            "RolloverByTime",
+            bool,
+            False,
+            "maximumRolloverTimeMs can pass: a data ledger that holds an entry rolls over however few it holds",
+        ),
+        Constant(
             "ZnodeFallback",
             str,
             NO_MESSAGES_AFTER,
@@ -359,6 +367,7 @@ class CursorSpec(Spec[CursorState]):
     MaxFaults: int
     MaxLedgerLoss: int
     MaxResets: int
+    RolloverByTime: bool
     ZnodeFallback: str
     Bug: str
 
@@ -539,8 +548,12 @@ class CursorSpec(Spec[CursorState]):
 
     @action()
     def LedgerRollsOver(self, s: CursorState) -> CursorState | None:
-        """The last ledger is full: a new ledger is created and added to the list."""
-        if s.status not in ACTIVE or s.ledgers[-1][1] < self.MaxEntriesPerLedger:
+        """The last ledger is full: a new ledger is created and added to the list. ``currentLedgerIsFull``
+        (ManagedLedgerImpl, Pulsar 4.0.7) counts its entries, its size and its age; with ``RolloverByTime`` the age
+        may pass ``maximumRolloverTimeMs`` at any moment, and then a ledger that holds an entry is rolled over, by
+        the timer (``rollCurrentLedgerIfFull``, ``currentLedgerEntries > 0``) or by the next add."""
+        count = s.ledgers[-1][1]
+        if s.status not in ACTIVE or (count < self.MaxEntriesPerLedger and not (self.RolloverByTime and count > 0)):
             return None
         return evolve(s, ledgers=(*s.ledgers, (s.next_id, 0)), next_id=s.next_id + 1)
 

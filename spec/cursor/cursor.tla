@@ -35,11 +35,13 @@ CONSTANTS
     MaxFaults,                    \* failed writes to BookKeeper (ledger creations, appends) and the znode
     MaxLedgerLoss,                \* cursor ledgers lost (unreadable) in all
     MaxResets,                    \* cursor resets in all
+    RolloverByTime,               \* maximumRolloverTimeMs can pass: a ledger holding an entry rolls over
     ZnodeFallback,                \* "no_messages_after" (Pulsar 4.0.7) or "always": cursor.py's ZNODE_FALLBACKS
     Bug                           \* "none" or a seeded bug, as in cursor.py's BUGS
 
 ASSUME /\ \A k \in {MaxEntries, MaxCrashes, MaxFaults, MaxLedgerLoss, MaxResets} : k \in Nat
        /\ \A k \in {MaxEntriesPerLedger, BatchSize, MetadataMaxEntriesPerLedger} : k \in Nat \ {0}
+       /\ RolloverByTime \in BOOLEAN
        /\ ZnodeFallback \in {"no_messages_after", "always"}
        /\ Bug \in {"none", "restore_ignores_no_ledger", "no_store_fallback", "restore_skips_unacked",
                    "trim_deletes_needed_ledger", "skip_unconsumed_ledger", "reset_keeps_acks",
@@ -237,10 +239,12 @@ EntryPublished ==
     /\ UNCHANGED <<deleted, next_id, cursor_ledgers, znode, broker_up, crashes, cursor_vars, resets,
                    faults, lost, acked, durable, reset_unapplied>>
 
-\* The last ledger is full: a new ledger is created and added to the list.
+\* The last ledger is full: a new ledger is created and added to the list; with
+\* RolloverByTime a ledger holding an entry may have aged past the maximum.
 LedgerRollsOver ==
     /\ status \in Active
-    /\ ledgers[Len(ledgers)][2] >= MaxEntriesPerLedger
+    /\ \/ ledgers[Len(ledgers)][2] >= MaxEntriesPerLedger
+       \/ RolloverByTime /\ ledgers[Len(ledgers)][2] > 0
     /\ ledgers' = Append(ledgers, <<next_id, 0>>)
     /\ next_id' = next_id + 1
     /\ UNCHANGED <<deleted, cursor_ledgers, znode, broker_up, crashes, cursor_vars, resets, faults, lost, acked,

@@ -29,6 +29,11 @@ MODELS = SpecModels(
         CheckedModel({"MaxEntries": 1, "MaxResets": 1}, 12_319, "a reset, its persist failing or taking effect"),
         CheckedModel({"MaxEntries": 1, "BatchSize": 2}, 5_387, "batch acks"),
         CheckedModel(
+            {"MaxEntries": 2, "MaxEntriesPerLedger": 3, "RolloverByTime": True, "MaxFaults": 0},
+            18_831,
+            "rollover by age only (ledgers of three, two entries): after one entry or two",
+        ),
+        CheckedModel(
             {"MaxEntries": 1, "BatchSize": 2, "ZnodeFallback": "always"},
             4_705,
             "the znode fallback after every failed creation (apache/pulsar#20935)",

@@ -210,7 +210,9 @@ def _explain_roll(spec: CursorSpec, s: CursorState) -> str | None:
     if why := _inactive(s):
         return why
     ledger, count = s.ledgers[-1]
-    if count < spec.MaxEntriesPerLedger:
+    if spec.RolloverByTime and count == 0:
+        return f"ledger {ledger} holds no entry: neither its size nor its age rolls it over"
+    if count < spec.MaxEntriesPerLedger and not spec.RolloverByTime:
         return f"ledger {ledger} holds {count} of {spec.MaxEntriesPerLedger} entries: it is not full"
     return None
 

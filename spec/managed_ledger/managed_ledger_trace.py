@@ -19,6 +19,26 @@ One observation mode:
     reported at every event, so that a step that should have changed one and
     did not is seen as well as one that changed it wrongly.
 
+``client``
+    What the topic's clients see: a producer's sends, resends and dropped
+    connections (``producer-<p>``) and each acknowledgement it receives
+    (``BookKeeperCompletesAdd``, logged by the ``producer``: the step does not
+    name whose batch it completes), a consumer's acknowledgements
+    (``consumer-<c>``), and the broker going away and the topic being served
+    again (``BrokerCrashes``, ``TopicMovesToAnotherBroker``,
+    ``ManagedLedgerOpens``, by the ``clients``), without how many adds in
+    flight reached the bookies (``k``: every value is tried). The broker's
+    receipt of a batch, rollovers, failed ledger creations, the clock, the old
+    broker's rollover, the skip and the trim of consumed ledgers are hidden.
+    It observes how many batches each producer sent, the last message id a
+    producer was given, the last message each subscription consumed (where a
+    consumer resumes after a restore), and ``backlog``: every message the
+    slowest subscription has yet to consume, at its position. None of them
+    changes in a hidden step (the premise of the trace format), so a
+    producer's ``acked`` and ``reconnecting``, which the broker's answers to a
+    duplicate or an ``Unknown`` send change in ``BrokerReceives``, are not
+    observed: what was acknowledged shows in the message ids and the backlog.
+
 A trace is one partition of one topic (no partition key).
 """
 
@@ -29,10 +49,10 @@ from typing import Any
 
 import attrs
 from ledgerspec.spec.managed_ledger.managed_ledger import NO_LEDGER, ManagedLedgerSpec, ManagedLedgerState
-from ledgerspec.spec.positions import next_position
-from ledgerspec.spec.tracing import Explanation, Guard, ObservationMode, TraceMapping
+from ledgerspec.spec.positions import NO_POSITION, Position, next_position
+from ledgerspec.spec.tracing import Explanation, Guard, ObservationMode, ObservedPromise, Projection, TraceMapping
 
-__all__ = ["FULL", "GUARDS", "TRACE"]
+__all__ = ["CLIENT", "FULL", "GUARDS", "TRACE", "backlog", "consumed"]
 
 
 # -- who logs a step ---------------------------------------------------------------------
@@ -57,6 +77,101 @@ FULL = ObservationMode(
     frozenset(a.name for a in attrs.fields(ManagedLedgerState)),
     logged_by=_process,
 )
+
+
+# -- projections ------------------------------------------------------------------------
+#: A message as a reader gets it: its position (ledger, entry) and its content (producer, sequence id).
+ReadableMessage = tuple[int, int, int, int]
+
+
+def consumed(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> tuple[Position, ...]:
+    """Cursor c -> the position of the last message it consumed: the last entry at or before its mark-delete
+    position, or ``(-1, -1)`` before the first. A consumer resumes after it. A mark-delete ``(l, -1)`` names the
+    same place as the last entry before ``l``, and the broker moves it over an empty ledger it drops (the reopen,
+    the old broker's rollover), which no consumer sees."""
+    written = [(ledger, e) for ledger, es in enumerate(s.entries, 1) for e in range(len(es))]
+    return tuple(max((pos for pos in written if pos <= md), default=NO_POSITION) for md in s.mark_delete)
+
+
+def backlog(spec: ManagedLedgerSpec, s: ManagedLedgerState) -> frozenset[ReadableMessage]:
+    """The slowest subscription's backlog: every message after the last one it consumed, up to
+    ``lastConfirmedEntry``, each at its position, as a consumer reads them (none while the broker is down).
+    Trimming takes none of them, so no hidden step changes it; an acknowledgement, a completed add and the reopen
+    do."""
+    if not s.broker_up:
+        return frozenset()
+    slowest = min(consumed(spec, s))
+    return frozenset(
+        (ledger, e, p, seq)
+        for ledger in s.ledgers
+        for e, (p, seq) in enumerate(s.entries[ledger - 1])
+        if slowest < (ledger, e) <= s.last_confirmed
+    )
+
+
+PROJECTIONS = (
+    Projection(
+        "consumed",
+        consumed,
+        tuple[Position, ...],
+        "cursor c -> the position of the last message it consumed, (-1, -1) before the first",
+    ),
+    Projection(
+        "backlog",
+        backlog,
+        frozenset[ReadableMessage],
+        "the slowest subscription's backlog as a consumer reads it: (ledger, entry, producer, sequence id)",
+    ),
+)
+
+
+# -- client: what the producers and consumers see ------------------------------------------
+#: Steps inside the broker, BookKeeper and the metadata store that no client takes part in.
+_INSIDE = (
+    "BrokerReceives",
+    "LedgerRollsOver",
+    "LedgerCreationFails",
+    "ClockTicks",
+    "OldBrokerRollsOver",
+    "CursorsSkipConsumedLedgers",
+    "TrimConsumedLedgers",
+)
+
+
+def _client(action: str, args: tuple[Any, ...]) -> str:
+    if action in _PRODUCERS:
+        return f"producer-{args[0]}"
+    if action == "ConsumerAcks":
+        return f"consumer-{args[0]}"
+    if action == "BookKeeperCompletesAdd":
+        return "producer"
+    return "clients"
+
+
+CLIENT = ObservationMode(
+    "client",
+    "sends, acknowledgements received and given, the broker's crashes and takeovers and the topic's reopening",
+    frozenset({"broker_up", "sent", "last_id", "consumed", "backlog"}),
+    hidden=dict.fromkeys(_INSIDE),
+    logged_by=_client,
+    unseen={"BrokerCrashes": frozenset({"k"}), "TopicMovesToAnotherBroker": frozenset({"k"})},
+)
+
+
+def _read_twice(spec: ManagedLedgerSpec, values: Any) -> str | None:
+    """Dedup on, one (producer, sequence id) in the backlog at two positions: it is written twice."""
+    if not spec.Dedup:
+        return None
+    seen: dict[tuple[int, int], tuple[int, int]] = {}
+    for ledger, e, p, seq in sorted(values["backlog"]):
+        if (p, seq) in seen:
+            first = seen[(p, seq)]
+            return f"producer {p}'s batch {seq} is read at {first[0]}:{first[1]} and again at {ledger}:{e}"
+        seen[(p, seq)] = (ledger, e)
+    return None
+
+
+OBSERVED_PROMISES = (ObservedPromise("DedupPersistsNoDuplicate", ("backlog",), _read_twice),)
 
 
 # -- explanations: which guard of a disabled action fails -------------------------------------
@@ -274,26 +389,28 @@ GUARDS: dict[str, Sequence[Guard]] = {
     ),
 }
 
-PROCESSES = ("producer", "broker", "old-broker", "bookkeeper", "consumer")
+PROCESSES = ("producer", "clients", "broker", "old-broker", "bookkeeper", "consumer")
 
 # What an event says nothing without: the entry a completed add wrote and the id its producer got, where the
 # consumer's mark-delete went, what a crash left on the bookies, the ledger list after a rollover, a reopen or a
 # trim.
 REQUIRES = {
-    "BookKeeperCompletesAdd": {"entries", "acked", "last_id", "last_confirmed"},
-    "ConsumerAcks": {"mark_delete", "slowest_position"},
+    "BookKeeperCompletesAdd": {"entries", "acked", "last_id", "last_confirmed", "consumed", "backlog"},
+    "ConsumerAcks": {"mark_delete", "slowest_position", "consumed"},
     "BrokerCrashes": {"broker_up", "entries"},
     "TopicMovesToAnotherBroker": {"broker_up", "entries", "old_broker"},
     "OldBrokerRollsOver": {"ledgers", "deleted", "old_broker"},
     "LedgerRollsOver": {"ledgers", "current"},
-    "ManagedLedgerOpens": {"ledgers", "mark_delete", "highest_persisted", "last_confirmed"},
+    "ManagedLedgerOpens": {"ledgers", "mark_delete", "highest_persisted", "last_confirmed", "consumed", "backlog"},
     "TrimConsumedLedgers": {"ledgers", "deleted"},
 }
 
 TRACE = TraceMapping(
     ManagedLedgerSpec,
-    (FULL,),
+    (FULL, CLIENT),
     requires=REQUIRES,
+    observed_promises=OBSERVED_PROMISES,
+    projections=PROJECTIONS,
     explain=EXPLAIN,
     guards=GUARDS,
     processes=PROCESSES,

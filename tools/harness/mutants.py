@@ -35,6 +35,15 @@ steps hidden), under the faults the run injected. The runs are short (120
 steps): on longer ones the client-mode search for the hidden persistence
 steps may reach the checker's bounds.
 
+The managed ledger's trimming mutants and the topic's own
+(``reference/managed_ledger/topic_simulation.py``, ``MUTANTS``: a reopen
+that forgets the deduplication state) run under a fourth: seeded random runs
+of a topic partition with two producers and two subscriptions on a broker
+that crashes and loses the topic to another
+(:mod:`ledgerspec.reference.managed_ledger.topic_simulation`), checked
+against the managed-ledger spec (``spec/managed_ledger/managed_ledger_trace.py``)
+in full observation and as the producers and consumers see it.
+
 Autorecovery mutants (``reference/autorecovery/``, ``MUTANTS``: an auditor
 that marks nothing, a worker that writes the metadata before its copy) run
 under seeded random runs of one closed ledger whose bookies stop, come back
@@ -69,6 +78,7 @@ from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
 from ledgerspec.reference.bookie import MUTANTS as BOOKIE_MUTANTS
 from ledgerspec.reference.ledger import MUTANTS as CLIENT_MUTANTS
 from ledgerspec.reference.managed_ledger import MUTANTS as MANAGED_LEDGER_MUTANTS
+from ledgerspec.reference.managed_ledger.topic_simulation import MUTANTS as TOPIC_MUTANTS
 from ledgerspec.tools.harness.soak import PROFILES, SoakRun, run_soak, soak_workloads
 from ledgerspec.tools.harness.workloads import MODES, WORKLOADS, AnyWorkload, Checkers, Mutant
 
@@ -78,7 +88,7 @@ __all__ = ["MUTANTS", "Kill", "MutantResult", "MutationRun", "run_mutants"]
 # Bookie mutants whose effect the ledger spec's traces can show too: what a bookie acknowledged is gone after a crash.
 _BOOKIE_MUTANTS_SEEN_BY_LEDGER = ("ack_before_fsync", "fence_not_journaled")
 
-#: The mutants of the score, by name: every client mutant and every bookie mutant.
+#: The mutants of the score, by name: every client, bookie, managed-ledger, topic and autorecovery mutant.
 MUTANTS: dict[str, Mutant] = {
     **{name: Mutant(name, "client", text) for name, text in CLIENT_MUTANTS.items()},
     **{
@@ -87,7 +97,17 @@ MUTANTS: dict[str, Mutant] = {
         )
         for name, text in BOOKIE_MUTANTS.items()
     },
-    **{name: Mutant(name, "managed-ledger", text, ("cursor",)) for name, text in MANAGED_LEDGER_MUTANTS.items()},
+    **{
+        name: Mutant(
+            name, "managed-ledger", text, ("cursor", "managed_ledger") if name in TOPIC_MUTANTS else ("cursor",)
+        )
+        for name, text in MANAGED_LEDGER_MUTANTS.items()
+    },
+    **{
+        name: Mutant(name, "topic", text, ("managed_ledger",))
+        for name, text in TOPIC_MUTANTS.items()
+        if name not in MANAGED_LEDGER_MUTANTS
+    },
     **{name: Mutant(name, "autorecovery", text, ("autorecovery",)) for name, text in AUTORECOVERY_MUTANTS.items()},
 }
 

@@ -21,7 +21,12 @@ no recovery and no reordering, so that its writer keeps adding through ensemble 
 - cursor: runs with crashes at every persistence step, failed BookKeeper
   calls, failed cursor-znode writes and lost cursor ledgers; long runs
   checked in both modes (client mode hides every persistence step), long
-  runs with batches in full observation, and short runs in both;
+  runs with batches and ledgers rolled over by age in full observation, and
+  short runs in both;
+- managed_ledger: the mutation score's topic runs (two producers with
+  deduplication, two subscriptions, crashes, a takeover, a failed ledger
+  creation, dropped connections) in both modes, and the same with ledgers
+  that age and roll over by age, in full observation;
 - autorecovery: the mutation score's configurations, the ledger closed and
   left open by its writer.
 
@@ -57,11 +62,13 @@ from ledgerspec.tools.harness.workloads import (
     CURSOR_WORKLOAD,
     LEDGER_WORKLOADS,
     MODES,
+    TOPIC_WORKLOAD,
     AnyWorkload,
     Checkers,
     CursorWorkload,
     RandomBookieWorkload,
     SeededWorkload,
+    TopicWorkload,
     WorkloadRun,
 )
 
@@ -118,10 +125,11 @@ SOAK_WORKLOADS: dict[str, tuple[AnyWorkload, ...]] = {
         CURSOR_WORKLOAD,
         CursorWorkload(
             "cursor-batches",
-            RunConfig(batch_size=3),
+            RunConfig(batch_size=3, rollover_by_time=True),
             traces=1,
             steps=120,
-            doc="the same with batches of three messages, acknowledged by batch index",
+            doc="the same with batches of three messages, acknowledged by batch index, and ledgers that also roll "
+            "over by age (RolloverByTime)",
         ),
         CursorWorkload(
             "cursor-short",
@@ -130,6 +138,19 @@ SOAK_WORKLOADS: dict[str, tuple[AnyWorkload, ...]] = {
             steps=30,
             modes=MODES,
             doc="short runs, also checked in client observation, where every persistence step is hidden",
+        ),
+    ),
+    "managed_ledger": (
+        TOPIC_WORKLOAD,
+        TopicWorkload(
+            "topic-aging",
+            attrs.evolve(TOPIC_WORKLOAD.config, ticks=3),
+            traces=1,
+            steps=120,
+            modes=("full",),
+            doc="the same with ledgers that age three ticks, so that a ledger rolls over by age too; in full "
+            "observation (with the clock hidden, the client-mode search meets runs of hidden steps longer than its "
+            "default bound)",
         ),
     ),
     "autorecovery": (AUTORECOVERY_WORKLOAD, AUTORECOVERY_OPEN_WORKLOAD),

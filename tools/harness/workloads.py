@@ -12,6 +12,9 @@ observation mode of its spec's trace mapping and checked against that spec:
   and restarts; both checked against the bookie spec;
 - :class:`CursorWorkload`: seeded random runs of a topic and its durable cursor
   on a crashing broker, checked against the cursor spec;
+- :class:`TopicWorkload`: seeded random runs of a topic partition, its producers
+  (with deduplication) and subscriptions on a crashing broker that loses the
+  topic to another now and then, checked against the managed-ledger spec;
 - :class:`AutorecoveryWorkload`: seeded random runs of one closed ledger under
   autorecovery, checked against the autorecovery spec (its ``client`` mode is
   the mapping's ``metadata`` mode, a watcher of the metadata store).
@@ -44,6 +47,8 @@ from ledgerspec.reference.ledger.trace import TraceRecorder
 from ledgerspec.reference.managed_ledger import RunConfig
 from ledgerspec.reference.managed_ledger.refinement import spec_for_config
 from ledgerspec.reference.managed_ledger.simulation import simulate_cursor_traces
+from ledgerspec.reference.managed_ledger.topic_run import TopicRunConfig
+from ledgerspec.reference.managed_ledger.topic_simulation import simulate_topic_traces, spec_for, with_mutant
 from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
 from ledgerspec.spec.kernel import Spec
 from ledgerspec.spec.ledger.ledger import LedgerSpec
@@ -55,6 +60,7 @@ __all__ = [
     "CURSOR_WORKLOAD",
     "LEDGER_WORKLOADS",
     "MODES",
+    "TOPIC_WORKLOAD",
     "WORKLOADS",
     "AnyWorkload",
     "AutorecoveryWorkload",
@@ -64,6 +70,7 @@ __all__ = [
     "Mutant",
     "RandomBookieWorkload",
     "SeededWorkload",
+    "TopicWorkload",
     "Workload",
     "WorkloadRun",
     "workload_traces",
@@ -78,7 +85,7 @@ class Mutant:
     """A seeded bug of the engine: where it lives, what it breaks, and the specs whose traces can show it."""
 
     name: str
-    layer: str  # "client", "bookie", "managed-ledger" or "autorecovery"
+    layer: str  # "client", "bookie", "managed-ledger", "topic" or "autorecovery"
     description: str
     specs: tuple[str, ...] = ("ledger",)  # it runs under the workloads of these specs
 
@@ -92,6 +99,9 @@ class Mutant:
 
     def configure_cursor(self, config: RunConfig) -> RunConfig:
         return attrs.evolve(config, mutant=self.name)
+
+    def configure_topic(self, config: TopicRunConfig) -> TopicRunConfig:
+        return with_mutant(config, self.name)
 
     def configure_autorecovery(self, config: AutorecoveryConfig) -> AutorecoveryConfig:
         return attrs.evolve(config, mutant=self.name)
@@ -220,6 +230,31 @@ class CursorWorkload(SeededWorkload[RunConfig]):
 
 
 @attrs.frozen
+class TopicWorkload(SeededWorkload[TopicRunConfig]):
+    """Seeded random runs of a topic partition, its producers and subscriptions on a crashing broker, checked
+    against the managed-ledger spec."""
+
+    spec: ClassVar[str] = "managed_ledger"
+    max_crashes: int = 2  # the spec's MaxCrashes
+
+    def recorded(self, mutant: Mutant | None, modes: Sequence[str]) -> Iterator[WorkloadRun]:
+        config = self.config if mutant is None else mutant.configure_topic(self.config)
+        spec = spec_for(self.config, self.max_crashes)
+        chosen = tuple(m for m in modes if m in self.modes)
+        with tempfile.TemporaryDirectory(prefix="ledgerspec-topic-") as root:
+            for trace_id, lines in simulate_topic_traces(
+                config,
+                root,
+                seed=self.seed,
+                steps=self.steps,
+                traces=self.traces,
+                max_crashes=self.max_crashes,
+                modes=chosen,
+            ):
+                yield WorkloadRun(trace_id, lines, spec, 0)
+
+
+@attrs.frozen
 class AutorecoveryWorkload(SeededWorkload[AutorecoveryConfig]):
     """Seeded random runs of one closed ledger under autorecovery, checked against the autorecovery spec."""
 
@@ -323,6 +358,20 @@ CURSOR_WORKLOAD = CursorWorkload(
     "failed creation; checked in full observation and as its producer and consumer see it",
 )
 
+#: A topic partition with two producers and two subscriptions, checked against the managed-ledger spec.
+TOPIC_WORKLOAD = TopicWorkload(
+    "topic",
+    # Ledgers do not age (Ticks=0): with ticks hidden, the client-mode search meets runs of hidden steps longer
+    # than its default bound; rollover by age is the spec's and the soak's (topic-aging).
+    TopicRunConfig(producers=2, messages=4, cursors=2, disconnects=2, creation_failures=1, takeovers=1),
+    traces=40,
+    steps=120,
+    seed=1,
+    doc="a topic with two producers (deduplication on) and two subscriptions on a broker that crashes, also "
+    "between an add's write and its acknowledgement, loses the topic to another broker, fails to create a "
+    "ledger, with dropped producer connections; checked in full observation and as its clients see it",
+)
+
 #: One closed ledger under autorecovery, checked against the autorecovery spec.
 AUTORECOVERY_WORKLOAD = AutorecoveryWorkload(
     "autorecovery",
@@ -345,13 +394,14 @@ AUTORECOVERY_OPEN_WORKLOAD = AutorecoveryWorkload(
     "close, then recover it, fencing the writer, and replace a bookie its write-back cannot reach",
 )
 
-AnyWorkload = Workload | BookieWorkload | RandomBookieWorkload | CursorWorkload | AutorecoveryWorkload
+AnyWorkload = Workload | BookieWorkload | RandomBookieWorkload | CursorWorkload | TopicWorkload | AutorecoveryWorkload
 
 #: Every workload, in the order they run.
 WORKLOADS: tuple[AnyWorkload, ...] = (
     *LEDGER_WORKLOADS,
     BOOKIE_STORAGE,
     CURSOR_WORKLOAD,
+    TOPIC_WORKLOAD,
     AUTORECOVERY_WORKLOAD,
     AUTORECOVERY_OPEN_WORKLOAD,
 )

@@ -58,6 +58,7 @@ from ledgerspec.conformance.adapters.cluster import SUITE_STORAGES, BookKeeperCl
 from ledgerspec.conformance.adapters.findings import FINDINGS, Finding
 from ledgerspec.conformance.adapters.jars import ARTIFACTS, JarSet, ensure_jars
 from ledgerspec.conformance.adapters.managed_ledger import CursorMappingError, CursorTraceMapper
+from ledgerspec.conformance.adapters.managed_ledger_topic import TopicMappingError, TopicTraceMapper
 from ledgerspec.conformance.adapters.ml_scenarios import (
     CURSOR,
     ML_SCENARIOS,
@@ -85,6 +86,7 @@ from ledgerspec.reference.metadata.managed_ledger_paths import cursor_path, mana
 from ledgerspec.spec.codecs import short_json
 from ledgerspec.spec.cursor.cursor import CursorSpec
 from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerSpec
 from ledgerspec.spec.vocabulary import ndjson
 from ledgerspec.tools.recording.reference_bookies import REFERENCE_STORAGE, ReferenceBookieCluster
 
@@ -206,6 +208,7 @@ class LedgerRecording:
     events: int
     skipped: int
     verdict: Verdict
+    spec: str = "ledger"  # the spec it was checked against
 
 
 @attrs.frozen
@@ -222,6 +225,7 @@ class ScenarioRecording:
     evidence: tuple[str, ...] = ()  # what the bookies' files and replay logs said (evidence.json), line by line
     unmapped: str | None = None  # why the observations could not be mapped to traces (they stay on disk)
     storage: str | None = None  # the ledger storage of BookKeeper's bookies it ran on (cluster.BOOKIE_STORAGES)
+    not_checked: dict[str, str] = attrs.field(factory=dict)  # spec -> why the recording is not checked against it
 
     def labels(self) -> list[tuple[Verdict, Finding | None]]:
         """Each violation, with the finding (of those the scenario expects or may show) that explains it. The
@@ -585,27 +589,19 @@ def _write_checked(
     trace_lines: Sequence[dict[str, Any]],
     skipped: dict[str, list[dict[str, Any]]],
     evidence: tuple[str, ...] = (),
+    *,
+    topic_lines: Sequence[dict[str, Any]] = (),
+    not_checked: dict[str, str] | None = None,
 ) -> ScenarioRecording:
-    """Write a checked recording's traces (``trace.ndjson``), their ``manifest.json`` and the verdicts
-    (``verdict.json``); the recording."""
-    (directory / "trace.ndjson").write_bytes(ndjson(trace_lines))
+    """Write a checked recording's traces (``trace.ndjson``; a managed ledger's trace of the managed-ledger spec
+    in ``topic/trace.ndjson``), their ``manifest.json`` and the verdicts (``verdict.json``); the recording."""
     spec = "cursor" if run.get("system") == "managed-ledger" else "ledger"
-    write_manifest(
-        directory,
-        manifest_json(
-            spec=spec,
-            mode="client",
-            constants={},
-            files=["trace.ndjson"],
-            traces=[{"trace": r.trace_id, "constants": r.constants} for r in ledgers],
-            not_traces={
-                "observations.ndjson": "what the harness reported, unmapped; `ledgerspec record --recheck` maps it to "
-                "trace.ndjson"
-            },
-            scenario=str(run["scenario"]),
-            system=run.get("system", "bookkeeper"),
-        ),
-    )
+    _write_traces(directory, run, spec, [r for r in ledgers if r.spec == spec], trace_lines)
+    shutil.rmtree(directory / "topic", ignore_errors=True)
+    if topic_lines:
+        (directory / "topic").mkdir()
+        topic = [r for r in ledgers if r.spec == "managed_ledger"]
+        _write_traces(directory / "topic", run, "managed_ledger", topic, topic_lines)
     expects, may_show = _expectations(run, scenario)
     recording = ScenarioRecording(
         str(run["scenario"]),
@@ -618,9 +614,36 @@ def _write_checked(
         may_show,
         evidence,
         storage=_storage_of(run, scenario),
+        not_checked=dict(not_checked or {}),
     )
     (directory / "verdict.json").write_text(json.dumps(_verdict_json(recording, skipped), indent=2) + "\n")
     return recording
+
+
+def _write_traces(
+    directory: Path, run: dict[str, Any], spec: str, ledgers: Sequence[LedgerRecording], lines: Sequence[dict[str, Any]]
+) -> None:
+    """One spec's traces of a recording, ``trace.ndjson``, and the ``manifest.json`` that ``ledgerspec check``
+    reads their spec and constants from."""
+    (directory / "trace.ndjson").write_bytes(ndjson(lines))
+    write_manifest(
+        directory,
+        manifest_json(
+            spec=spec,
+            mode="client",
+            constants={},
+            files=["trace.ndjson"],
+            traces=[{"trace": r.trace_id, "constants": r.constants} for r in ledgers],
+            not_traces={
+                "observations.ndjson": "what the harness reported, unmapped; `ledgerspec record --recheck` maps it to "
+                "trace.ndjson"
+            }
+            if spec != "managed_ledger"
+            else {},
+            scenario=str(run["scenario"]),
+            system=run.get("system", "bookkeeper"),
+        ),
+    )
 
 
 def _storage_of(run: dict[str, Any], scenario: Scenario | ManagedLedgerScenario | None) -> str | None:
@@ -659,9 +682,11 @@ def _verdict_json(recording: ScenarioRecording, skipped: dict[str, list[dict[str
         "expects": recording.expects,
         "failure": recording.failure,
         "evidence": list(recording.evidence),
+        "not_checked": recording.not_checked,
         "traces": [
             {
                 "trace": r.trace_id,
+                "spec": r.spec,
                 "ledger": r.ledger,
                 "constants": r.constants,
                 "events": r.events,
@@ -785,7 +810,9 @@ def record_managed_ledger(
     Each scenario directory holds ``observations.ndjson`` (every broker
     process's observations, in order), ``run.json``, ``metadata.json`` (the
     managed ledger's and the cursor's znodes, decoded with the project's
-    ``MLDataFormats`` reader), ``trace.ndjson`` (one cursor-spec trace) and
+    ``MLDataFormats`` reader), ``trace.ndjson`` (one cursor-spec trace),
+    ``topic/trace.ndjson`` (the same run as the managed-ledger spec's clients
+    see it, where that spec models every step: not with a reset) and
     ``verdict.json``. As for ``record_bookkeeper``, ``OUT/bookies/`` holds the
     bookies' files once the cluster stops, and ``acknowledged.json`` where
     each published message's entry is journaled. ``progress`` and ``status``
@@ -802,7 +829,13 @@ def _record_cursor(
     directory.mkdir(parents=True)
     scenario = ML_SCENARIOS[name]
     started = time.monotonic()
-    driver = BrokerDriver(cluster, name, scenario.max_entries_per_ledger, scenario.metadata_max_entries_per_ledger)
+    driver = BrokerDriver(
+        cluster,
+        name,
+        scenario.max_entries_per_ledger,
+        scenario.metadata_max_entries_per_ledger,
+        scenario.maximum_rollover_ms,
+    )
     failure = None
     try:
         scenario.run(driver)
@@ -821,6 +854,7 @@ def _record_cursor(
         "cursor": CURSOR,
         "max_entries_per_ledger": scenario.max_entries_per_ledger,
         "metadata_max_entries_per_ledger": scenario.metadata_max_entries_per_ledger,
+        "maximum_rollover_ms": scenario.maximum_rollover_ms,
         "published": [list(p) for p in driver.published],
         "acknowledged": sorted(list(p) for p in driver.acknowledged),
         "failure": failure,
@@ -842,11 +876,29 @@ def check_cursor_recording(directory: Path) -> ScenarioRecording:
         mapper.feed_all(observations)
     except CursorMappingError as exc:
         raise RecordingError(f"{directory / 'observations.ndjson'}: {exc}") from None
-    constants = mapper.constants(int(run["max_entries_per_ledger"]), int(run["metadata_max_entries_per_ledger"]))
+    aging = int(run.get("maximum_rollover_ms", 0)) > 0  # a recording made before run.json named it: no aging
+    constants = mapper.constants(
+        int(run["max_entries_per_ledger"]), int(run["metadata_max_entries_per_ledger"]), rollover_by_time=aging
+    )
     events = events_from_json(mapper.lines, str(directory / "trace.ndjson"))
     verdict = check_trace(events, CursorSpec(**constants), "client", BOUNDS)
-    ledger = LedgerRecording(name, -1, constants, len(mapper.lines), 0, verdict)
-    return _write_checked(directory, run, scenario, [ledger], mapper.lines, {name: []})
+    traces = [LedgerRecording(name, -1, constants, len(mapper.lines), 0, verdict, "cursor")]
+    topic_id, topic_lines, not_checked = f"{name}-topic", [], {}
+    max_entries = int(run["max_entries_per_ledger"])
+    topic = TopicTraceMapper(topic_id, str(run["managed_ledger"]), str(run["cursor"]), max_entries, aging=aging)
+    try:
+        topic.feed_all(observations)
+    except TopicMappingError as exc:
+        not_checked["managed_ledger"] = str(exc)
+    else:
+        topic_lines = topic.lines
+        events = events_from_json(topic_lines, str(directory / "topic" / "trace.ndjson"))
+        verdict = check_trace(events, ManagedLedgerSpec(**topic.constants()), "client", BOUNDS)
+        traces.append(LedgerRecording(topic_id, -1, topic.constants(), len(topic_lines), 0, verdict, "managed_ledger"))
+    skipped: dict[str, list[dict[str, Any]]] = {r.trace_id: [] for r in traces}
+    return _write_checked(
+        directory, run, scenario, traces, mapper.lines, skipped, topic_lines=topic_lines, not_checked=not_checked
+    )
 
 
 def _read_cursor_znodes(cluster: BookKeeperCluster, managed_ledger: str) -> dict[str, Any]:

@@ -376,6 +376,9 @@ public final class LedgerspecHarness {
                 ManagedLedgerConfig config = new ManagedLedgerConfig();
                 config.setMaxEntriesPerLedger(c.path("max_entries_per_ledger").asInt());
                 config.setMinimumRolloverTime(0, TimeUnit.MILLISECONDS);
+                if (c.path("maximum_rollover_ms").asInt() > 0) {  // else Pulsar's default, four hours
+                    config.setMaximumRolloverTime(c.path("maximum_rollover_ms").asInt(), TimeUnit.MILLISECONDS);
+                }
                 config.setMetadataMaxEntriesPerLedger(c.path("metadata_max_entries_per_ledger").asInt());
                 config.setEnsembleSize(3).setWriteQuorumSize(2).setAckQuorumSize(2);
                 config.setMetadataEnsembleSize(3).setMetadataWriteQuorumSize(2).setMetadataAckQuorumSize(2);

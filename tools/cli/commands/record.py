@@ -295,6 +295,7 @@ def _to_json(system: str, recordings: list[ScenarioRecording], root: Path) -> di
                 "expects": r.expects,
                 "failure": r.failure,
                 "unmapped": r.unmapped,
+                "not_checked": r.not_checked,
                 "seconds": round(r.seconds, 3),
                 "evidence": list(r.evidence),
                 "findings": [
@@ -310,6 +311,7 @@ def _to_json(system: str, recordings: list[ScenarioRecording], root: Path) -> di
                 "traces": [
                     {
                         "trace": x.trace_id,
+                        "spec": x.spec,
                         "events": x.events,
                         "skipped": x.skipped,
                         "constants": x.constants,

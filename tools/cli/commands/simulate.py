@@ -21,7 +21,8 @@ and durable subscriptions on a broker that crashes (also before an add is
 written and after) and restarts, with dropped producer connections, failed
 ledger creations, rollovers by size and age, and the skip and trim of
 consumed ledgers (:mod:`ledgerspec.reference.managed_ledger.topic_simulation`),
-checked against the managed-ledger spec (``--spec managed_ledger``). Its
+checked against the managed-ledger spec (``--spec managed_ledger``), in full
+observation or as its producers and consumers see it (``--mode client``). Its
 sizes and bounds are the managed-ledger spec's constants that a topic run
 sets, and ``MaxCrashes``; its mutants the managed ledger's trimming and the
 topic's deduplication.
@@ -67,6 +68,7 @@ from ledgerspec.reference.managed_ledger.topic_simulation import MUTANTS as TOPI
 from ledgerspec.reference.managed_ledger.topic_simulation import simulate_topic_traces, spec_for, with_mutant
 from ledgerspec.spec.autorecovery.autorecovery import AutorecoverySpec
 from ledgerspec.spec.ledger.ledger import LedgerSpec
+from ledgerspec.spec.managed_ledger.managed_ledger_trace import TRACE as TOPIC_TRACE
 from ledgerspec.spec.values import format_value
 from ledgerspec.spec.vocabulary import ndjson
 from ledgerspec.tools.cli.commands.base import EXIT_OK, EXIT_VIOLATION, UsageError, parse_constants, runs_progress
@@ -85,7 +87,7 @@ SIMULATIONS = ("ledger", "managed-ledger", "topic", "autorecovery")
 MODES = {
     "ledger": ("full", "client"),
     "managed-ledger": ("full", "client"),
-    "topic": ("full",),
+    "topic": ("full", "client"),
     "autorecovery": ("full", "metadata"),
 }
 
@@ -116,7 +118,7 @@ def register(commands: Any) -> None:
     simulate.add_argument(
         "--mode",
         default="full",
-        help="observation mode of the traces: full (default), or client (ledger, managed-ledger) or metadata "
+        help="observation mode of the traces: full (default), or client (ledger, managed-ledger, topic) or metadata "
         "(autorecovery)",
     )
     simulate.add_argument(
@@ -431,6 +433,8 @@ def _simulate_topic(args: argparse.Namespace, out: Console, err: Console) -> int
         "crashes": "BrokerCrashes",
         "trims": "TrimConsumedLedgers",
     }
+    mode = TOPIC_TRACE.mode(args.mode)
+    counts = {column: action for column, action in counts.items() if action not in mode.hidden}  # none logged
     return _write_runs(
         args,
         out,
