@@ -255,6 +255,16 @@ def test_a_duplicate_a_consumer_reads_breaks_the_dedup_promise_in_client_mode() 
     assert all(v.failure is not None and "backlog" in v.failure.reason for v in caught if not v.broken_promises)
 
 
+def test_a_lost_acknowledged_message_a_consumer_misses_is_named_in_client_mode() -> None:
+    """Trimming that deletes a ledger a subscription still reads: where it holds the last message a producer was
+    acknowledged, the backlog shows it gone, and the verdict names NoAcknowledgedMessageLost."""
+    checker = TraceChecker(spec_for(CONFIG, CRASHES), "client")
+    verdicts = [checker.check(events_from_json(t["client"])) for _, t in _traces("trim_deletes_needed_ledger")]
+    named = [v for v in verdicts if "NoAcknowledgedMessageLost" in {b.name for b in v.broken_promises}]
+    assert named, [v.reason for v in verdicts]
+    assert all("was acknowledged to its producer and no subscription consumed it" in v.reason for v in named)
+
+
 @pytest.mark.parametrize(
     ("mutant", "event", "promises", "words"),
     [

@@ -171,7 +171,24 @@ def _read_twice(spec: ManagedLedgerSpec, values: Any) -> str | None:
     return None
 
 
-OBSERVED_PROMISES = (ObservedPromise("DedupPersistsNoDuplicate", ("backlog",), _read_twice),)
+def _last_acked_missing(spec: ManagedLedgerSpec, values: Any) -> str | None:
+    """The last message a producer was acknowledged, after what the slowest subscription consumed, is not in its
+    backlog while the broker serves the topic: its ledger left the list before every cursor consumed it."""
+    ledger, entry, _, _ = values["last_id"]
+    if not values["broker_up"] or ledger < 0 or (ledger, entry) <= min(map(tuple, values["consumed"])):
+        return None
+    if any((x, e) == (ledger, entry) for x, e, _, _ in values["backlog"]):
+        return None
+    return (
+        f"message {ledger}:{entry} was acknowledged to its producer and no subscription consumed it, but it is not "
+        "in the backlog: it is lost"
+    )
+
+
+OBSERVED_PROMISES = (
+    ObservedPromise("DedupPersistsNoDuplicate", ("backlog",), _read_twice),
+    ObservedPromise("NoAcknowledgedMessageLost", ("broker_up", "last_id", "consumed", "backlog"), _last_acked_missing),
+)
 
 
 # -- explanations: which guard of a disabled action fails -------------------------------------
