@@ -163,10 +163,10 @@ def test_the_same_reset_conforms_where_the_record_drops_the_acks(tmp_path: Path)
 def test_a_rollover_waits_for_the_publish_of_the_entry_that_filled_the_ledger() -> None:
     """The broker may create the next ledger before the producer is told of the entry that filled the last one: the
     rollover goes after that publish, where the spec's ledger is full."""
-    from ledgerspec.conformance.adapters.managed_ledger import _MANAGED_LEDGER_KEY
+    from ledgerspec.conformance.adapters.managed_ledger import MANAGED_LEDGER_KEY
 
     def created(ledger: int, n: int) -> dict[str, object]:
-        written = {"custom": {_MANAGED_LEDGER_KEY: MANAGED_LEDGER}}
+        written = {"custom": {MANAGED_LEDGER_KEY: MANAGED_LEDGER}}
         return {"ev": "metadata", "op": "create", "ok": True, "ledger": ledger, "written": written, "n": n}
 
     def published(ledger: int, entry: int, n: int) -> dict[str, object]:

@@ -56,9 +56,18 @@ from typing import Any
 
 from ledgerspec.spec.vocabulary import trace_line
 
-__all__ = ["CursorMappingError", "CursorTraceMapper"]
+__all__ = ["CURSOR_KEY", "MANAGED_LEDGER_KEY", "CursorMappingError", "CursorTraceMapper", "malformed"]
 
-_MANAGED_LEDGER_KEY, _CURSOR_KEY = "pulsar/managed-ledger", "pulsar/cursor"
+#: The custom metadata keys with which the broker names a ledger's managed ledger, and a cursor ledger's cursor.
+MANAGED_LEDGER_KEY, CURSOR_KEY = "pulsar/managed-ledger", "pulsar/cursor"
+
+
+def malformed(obs: Mapping[str, Any], exc: Exception) -> str:
+    """What is wrong with an observation whose field is missing or of the wrong kind, and which one it is."""
+    return (
+        f"observation {obs.get('n')}: a {obs.get('ev')} observation with a field missing or of the wrong kind "
+        f"({type(exc).__name__}: {exc})"
+    )
 
 
 class CursorMappingError(Exception):
@@ -120,10 +129,7 @@ class CursorTraceMapper:
         try:
             self._feed(obs)
         except (KeyError, ValueError, TypeError) as exc:
-            raise CursorMappingError(
-                f"observation {obs.get('n')}: a {obs.get('ev')} observation with a field missing or of the wrong "
-                f"kind ({type(exc).__name__}: {exc})"
-            ) from None
+            raise CursorMappingError(malformed(obs, exc)) from None
 
     def _feed(self, obs: Mapping[str, Any]) -> None:
         kind = obs.get("ev")
@@ -179,13 +185,13 @@ class CursorTraceMapper:
         if obs.get("op") != "create" or not obs.get("ok"):
             return
         custom = obs["written"].get("custom", {})
-        if custom.get(_MANAGED_LEDGER_KEY) != self.managed_ledger:
+        if custom.get(MANAGED_LEDGER_KEY) != self.managed_ledger:
             return
         spec_id = len(self.ids)
         self.ids[int(obs["ledger"])] = spec_id
-        if _CURSOR_KEY in custom:
+        if CURSOR_KEY in custom:
             self._cursor_ledgers.add(int(obs["ledger"]))
-        if _CURSOR_KEY in custom or spec_id == 0 or self._reopening:
+        if CURSOR_KEY in custom or spec_id == 0 or self._reopening:
             return  # a cursor ledger (hidden), the initial ledger, or the reopening's new ledger
         self._roll_over()
         self._rollover = (obs, spec_id)

@@ -40,13 +40,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ledgerspec.conformance.adapters.managed_ledger import CURSOR_KEY, MANAGED_LEDGER_KEY, malformed
 from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerSpec
 from ledgerspec.spec.positions import NO_POSITION, Position, next_position
 from ledgerspec.spec.vocabulary import trace_line
 
 __all__ = ["TopicMappingError", "TopicTraceMapper"]
 
-_MANAGED_LEDGER_KEY, _CURSOR_KEY = "pulsar/managed-ledger", "pulsar/cursor"
 _PRODUCER, _CURSOR = 1, 1
 
 
@@ -94,10 +94,7 @@ class TopicTraceMapper:
             try:
                 self._feed(obs)
             except (KeyError, ValueError, TypeError) as exc:
-                raise TopicMappingError(
-                    f"observation {obs.get('n')}: a {obs.get('ev')} observation with a field missing or of the "
-                    f"wrong kind ({type(exc).__name__}: {exc})"
-                ) from None
+                raise TopicMappingError(malformed(obs, exc)) from None
 
     def _feed(self, obs: Mapping[str, Any]) -> None:
         kind = obs.get("ev")
@@ -168,7 +165,7 @@ class TopicTraceMapper:
         if obs.get("op") != "create" or not obs.get("ok"):
             return
         custom = obs["written"].get("custom", {})
-        if custom.get(_MANAGED_LEDGER_KEY) != self.managed_ledger or _CURSOR_KEY in custom:
+        if custom.get(MANAGED_LEDGER_KEY) != self.managed_ledger or CURSOR_KEY in custom:
             return
         number = len(self.ids) + 1
         self.ids[int(obs["ledger"])] = number

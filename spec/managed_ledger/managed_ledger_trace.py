@@ -59,16 +59,18 @@ __all__ = ["CLIENT", "FULL", "GUARDS", "TRACE", "backlog", "consumed"]
 _PRODUCERS = ("ProducerSends", "ProducerResends", "ConnectionDrops")
 
 
-def _process(action: str, args: tuple[Any, ...]) -> str:
+def _producer_or_consumer(action: str, args: tuple[Any, ...]) -> str | None:
+    """The producer or consumer whose own step this is, or None."""
     if action in _PRODUCERS:
         return f"producer-{args[0]}"
     if action == "ConsumerAcks":
         return f"consumer-{args[0]}"
-    if action == "BookKeeperCompletesAdd":
-        return "bookkeeper"
-    if action == "OldBrokerRollsOver":
-        return "old-broker"
-    return "broker"
+    return None
+
+
+def _process(action: str, args: tuple[Any, ...]) -> str:
+    others = {"BookKeeperCompletesAdd": "bookkeeper", "OldBrokerRollsOver": "old-broker"}
+    return _producer_or_consumer(action, args) or others.get(action, "broker")
 
 
 FULL = ObservationMode(
@@ -139,13 +141,8 @@ _INSIDE = (
 
 
 def _client(action: str, args: tuple[Any, ...]) -> str:
-    if action in _PRODUCERS:
-        return f"producer-{args[0]}"
-    if action == "ConsumerAcks":
-        return f"consumer-{args[0]}"
-    if action == "BookKeeperCompletesAdd":
-        return "producer"
-    return "clients"
+    default = "producer" if action == "BookKeeperCompletesAdd" else "clients"  # whose batch: the step does not say
+    return _producer_or_consumer(action, args) or default
 
 
 CLIENT = ObservationMode(
