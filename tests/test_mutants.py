@@ -227,12 +227,13 @@ def test_the_topics_own_mutant_is_killed_by_the_managed_ledger_specs_traces_in_b
     score: dict[str, Any],
 ) -> None:
     """A reopen that forgets the dedup state writes a batch sent again twice: full observation sees the dedup state
-    reset at the reopen, the clients the duplicate in the backlog, and both name the promise."""
+    reset at the reopen and names the promise, the clients see the trace leave the spec (where the duplicate is in
+    the backlog they report, they name it too: tests/test_managed_ledger_traces.py)."""
     [result] = [r for r in score["mutants"] if r["mutant"] == "forget_dedup_on_open"]
     assert MUTANTS["forget_dedup_on_open"].specs == ("managed_ledger",)
     for mode in ("full", "client"):
         assert result[mode]["killed"] and result[mode]["by"]["workload"] == "topic", mode
-    assert result["client"]["promise_by"]["promises"] == ["DedupPersistsNoDuplicate"]
+    assert result["full"]["promises"] == ["DedupPersistsNoDuplicate"]
 
 
 #: The cursor mutants a consumer sees break a promise: the restored cursor skips a message it never acknowledged.
