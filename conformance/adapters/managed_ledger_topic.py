@@ -42,6 +42,7 @@ from typing import Any
 
 from ledgerspec.conformance.adapters.managed_ledger import CURSOR_KEY, MANAGED_LEDGER_KEY, malformed
 from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerSpec
+from ledgerspec.spec.managed_ledger.managed_ledger_trace import CLIENT
 from ledgerspec.spec.positions import NO_POSITION, Position, next_position
 from ledgerspec.spec.vocabulary import trace_line
 
@@ -62,6 +63,7 @@ class TopicTraceMapper:
     ) -> None:
         self.trace_id = trace_id
         self.aging = aging  # maximumRolloverTimeMs set low enough for the run to reach it
+        self._spec = ManagedLedgerSpec(BatchSize=1)  # its message ids: one batch of one message an entry
         self.managed_ledger = managed_ledger
         self.cursor = cursor
         self.max_entries_per_ledger = max_entries_per_ledger
@@ -148,15 +150,8 @@ class TopicTraceMapper:
             "consumed": [list(self._consumed())],
             "backlog": self._backlog(),
         }
-        process = {"Init": "clients", "ProducerSends": f"producer-{_PRODUCER}", "ConsumerAcks": f"consumer-{_CURSOR}"}
-        line = trace_line(
-            self.trace_id,
-            process.get(action, "producer" if action == "BookKeeperCompletesAdd" else "clients"),
-            len(self.lines) + 1,
-            action,
-            params,
-            observed,
-        )
+        process = CLIENT.logged_by(action, tuple(params.values()) if params else ())
+        line = trace_line(self.trace_id, process, len(self.lines) + 1, action, params, observed)
         if obs is not None:
             line["x-obs"] = int(obs["n"])
         self.lines.append(line)
@@ -182,7 +177,7 @@ class TopicTraceMapper:
         seq, self.sent = self.sent, self.sent + 1
         self._emit(obs, "ProducerSends", {"p": _PRODUCER})
         self.entries[ledger].append((_PRODUCER, seq))
-        self.last_id = ManagedLedgerSpec(BatchSize=1).message_ids((ledger, entry))[-1]
+        self.last_id = self._spec.message_ids((ledger, entry))[-1]
         self._emit(obs, "BookKeeperCompletesAdd")
 
     def _mark_delete_moves(self, obs: Mapping[str, Any], real: Any) -> None:
