@@ -1,5 +1,7 @@
 """The autorecovery spec beyond the models every spec is checked on (tests/test_parity.py): TLC checks the
-liveness the Python explorer cannot, that under fairness every entry is again on Qw available bookies."""
+liveness the Python explorer cannot, that under fairness every entry is again on Qw available bookies. Where it
+holds with a disk lost or with an open ledger, TLC searches the whole graph under fairness for minutes: those two
+run with --run-slow (tox -e tlc); the open ledger's seeded bugs, which TLC refutes early, run every time."""
 
 from __future__ import annotations
 
@@ -17,11 +19,11 @@ pytestmark = pytest.mark.tlc
         ({"NumBookies": 3, "MaxStops": 1}, False),  # no spare: a stopped bookie that stays away is never replaced
         ({"NumBookies": 4, "MaxStops": 1, "Bug": "metadata_before_copy"}, False),  # a crash leaves an empty replica
         # a bookie that comes back empty under its id: only the periodic check of all ledgers finds it
-        ({"NumBookies": 4, "MaxStops": 1, "MaxDiskLosses": 1}, True),
+        pytest.param({"NumBookies": 4, "MaxStops": 1, "MaxDiskLosses": 1}, True, marks=pytest.mark.slow),
         # the bookie check marks nothing: the periodic check finds the lost fragment in its place
         ({"NumBookies": 4, "MaxStops": 1, "Bug": "auditor_marks_nothing"}, True),
         # an open ledger whose writer may be gone: after the grace period a worker recovers it, then repairs it
-        ({"NumBookies": 4, "MaxStops": 1, "OpenLedger": 1}, True),
+        pytest.param({"NumBookies": 4, "MaxStops": 1, "OpenLedger": 1}, True, marks=pytest.mark.slow),
         # the grace period ends with the lock released and no recovery: the open ledger is never repaired
         ({"NumBookies": 4, "MaxStops": 1, "OpenLedger": 1, "Bug": "grace_ends_without_recovery"}, False),
         # a copy of an open fragment up to the LAC names a bookie without the last entry; no check reads past the

@@ -1,8 +1,9 @@
 """``ledgerspec soak``: the unmutated engine over many seeded runs of every spec, checked in every mode.
 
-The ``ci`` profile itself runs as the mutation score's baseline (tests/test_mutants.py); the ``slow`` one with
-``--run-slow``. Here: that the profiles reach what they promise, that the command reports, writes and
-re-checks what it flags, and that the result does not depend on the number of processes."""
+The ``ci`` profile is the mutation score's default baseline, of which the tests run a fifth
+(tests/test_mutants.py); the ``slow`` one runs with ``--run-slow``. Here: that the profiles reach what they
+promise, that the command reports, writes and re-checks what it flags, and that the result does not depend on the
+number of processes."""
 
 from __future__ import annotations
 

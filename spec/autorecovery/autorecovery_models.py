@@ -10,7 +10,10 @@ __all__ = ["MODELS"]
 # leaves a worker unable to finish its fragment, so that it gives up (the defaults stop one bookie once and lose
 # no disk).
 SECOND_STOP = CheckedModel(
-    {"MaxStops": 2, "MaxDiskLosses": 1}, 46_946, "a bookie stops again, or loses its disk and comes back empty"
+    {"MaxStops": 2, "MaxDiskLosses": 1},
+    46_946,
+    "a bookie stops again, or loses its disk and comes back empty",
+    larger=True,
 )
 
 # Every action, the open ledger's too: the writer's close, and a worker that defers the ledger for the grace

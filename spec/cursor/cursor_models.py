@@ -19,7 +19,9 @@ EVERY_ACTION = CheckedModel(
 MODELS = SpecModels(
     checked=(
         CheckedModel({"MaxEntries": 2}, 22_282),
-        CheckedModel({"MaxEntries": 2, "MaxFaults": 1, "MaxLedgerLoss": 1}, 60_188, "a failed write, a lost ledger"),
+        CheckedModel(
+            {"MaxEntries": 2, "MaxFaults": 1, "MaxLedgerLoss": 1}, 60_188, "a failed write, a lost ledger", larger=True
+        ),
         EVERY_ACTION,
         CheckedModel(
             {"MaxEntries": 1, "MaxEntriesPerLedger": 1, "MaxFaults": 2, "MaxLedgerLoss": 1},
