@@ -90,20 +90,24 @@ from ledgerspec.spec.codecs import Codec, CodecError, canonical_bytes
 from ledgerspec.spec.kernel import Action, Spec, evolve
 from ledgerspec.spec.tracing import INIT, NEXT, ObservationMode, TraceMapping, mapping_for
 
-__all__ = ["Bounds", "TraceChecker", "check_trace"]
+__all__ = ["DEFAULT_HIDDEN_STEPS", "Bounds", "TraceChecker", "check_trace"]
 
 _SORT = orjson.OPT_SORT_KEYS
 _UNSEEN = object()
 _NEVER = float("inf")  # a budget no state spends: a class not met yet
 _EXAMINED_PER_EVENT = 1_000  # the depth-first search's allowance of states per event, beyond max_candidates
 REPLAY, DEPTH_FIRST, BREADTH_FIRST = "replay", "depth-first", "breadth-first"  # Verdict.search
+#: Hidden steps allowed in a row between two events, in a mode that does not say.
+DEFAULT_HIDDEN_STEPS = 6
 
 
 @attrs.frozen
 class Bounds:
     """Search bounds for partially observed traces."""
 
-    max_hidden_steps: int = 6  # hidden steps taken in a row between two events
+    # Hidden steps taken in a row between two events; None: the observation mode's own (``hidden_steps``), else
+    # DEFAULT_HIDDEN_STEPS.
+    max_hidden_steps: int | None = None
     max_candidates: int = 10_000  # candidate states kept at once
     max_divergences: int = 10  # divergences of one trace told; after the first, the check goes on from the reports
     # States the depth-first search examines before it leaves the trace to the breadth-first one; None:
@@ -111,12 +115,19 @@ class Bounds:
     max_examined: int | None = None
 
     def __attrs_post_init__(self) -> None:
-        if self.max_hidden_steps < 0 or self.max_candidates < 1 or self.max_divergences < 1:
+        hidden = self.max_hidden_steps
+        if (hidden is not None and hidden < 0) or self.max_candidates < 1 or self.max_divergences < 1:
             raise ValueError(
                 f"bounds must be max_hidden_steps >= 0, max_candidates >= 1 and max_divergences >= 1, got {self}"
             )
         if self.max_examined is not None and self.max_examined < 1:
             raise ValueError(f"max_examined must be at least 1, got {self.max_examined}")
+
+    def for_mode(self, mode: ObservationMode) -> Bounds:
+        """These bounds, with the hidden steps in a row set where they are left to the observation mode."""
+        if self.max_hidden_steps is not None:
+            return self
+        return attrs.evolve(self, max_hidden_steps=mode.hidden_steps or DEFAULT_HIDDEN_STEPS)
 
     def examined(self, events: int) -> int:
         """The states the depth-first search may examine on a trace of ``events`` events."""
@@ -191,7 +202,8 @@ class TraceChecker:
         if not isinstance(spec, self.mapping.spec_type):
             raise TypeError(f"the trace mapping is for spec {self.mapping.spec_type.name}, not {spec.name}")
         self.mode = mode if isinstance(mode, ObservationMode) else self.mapping.mode(mode)
-        self.bounds = bounds or Bounds()
+        self.bounds = (bounds or Bounds()).for_mode(self.mode)
+        self._hidden_limit = self.bounds.max_hidden_steps or 0
         self.cache_limit = cache_limit
         self._actions: dict[str, Action] = self.mapping.actions
         self._hidden_actions = tuple(a for a in spec.actions if a.name in self.mode.hidden)
@@ -610,7 +622,7 @@ class TraceChecker:
         most = self.bounds.max_candidates
         visited = {key(state): spent(state)}
         layer = [(state, node, direct)]
-        for _ in range(self.bounds.max_hidden_steps):
+        for _ in range(self._hidden_limit):
             deeper: list[tuple[Any, Node, Sequence[Transition]]] = []
             for before, before_node, before_ways in layer:
                 for step in self._hidden_steps(before):
@@ -721,7 +733,7 @@ class TraceChecker:
 
     def _closure(self, frontier: dict[Any, Node], index: int) -> tuple[dict[Any, Node], BoundHit | None]:
         """The frontier and every state hidden steps reach from it, breadth first (shortest paths)."""
-        limit, most = self.bounds.max_hidden_steps, self.bounds.max_candidates
+        limit, most = self._hidden_limit, self.bounds.max_candidates
         seen = dict(frontier)
         layer = list(frontier.values())
         key = self._class

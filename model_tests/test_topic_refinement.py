@@ -156,6 +156,13 @@ class TopicRefinementMachine(RuleBasedStateMachine):
             assert self.run.consume(c)
             note(f"consume({c})")
 
+    @rule(data=st.data())
+    def persist(self, data: st.DataObject) -> None:
+        """Also a subscription with nothing to persist: the engine must then persist nothing either."""
+        if self.run.up:
+            c = data.draw(st.sampled_from(self.spec.cursors), label="subscription")
+            note(f"persist({c}): {self.run.persist(c)}")
+
     @precondition(lambda self: self.run.up)
     @rule()
     def skip_consumed(self) -> None:

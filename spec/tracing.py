@@ -182,6 +182,10 @@ class ObservationMode:
     # action -> the parameters this observer cannot see (how many adds in flight a crash left on the bookies, say):
     # events of it leave them out of their params, and a checker tries every instance that matches the rest.
     unseen: Mapping[str, frozenset[str]] = attrs.field(factory=dict)
+    # How many hidden steps in a row a checker of this mode allows between two events, unless told otherwise: where
+    # hidden steps can follow one another longer than the checker's default (a rollover, persists, a skip and a
+    # trim between two acknowledgements), a bound below that leaves some traces undecided. None: the default.
+    hidden_steps: int | None = None
 
     def hides(self, action: str, args: tuple[Any, ...]) -> bool:
         """Is this action instance invisible to the observer?"""

@@ -143,7 +143,7 @@ def test_both_engines_count_the_actions_they_take_and_agree_on_them(capsys: pyte
     code, out, _ = run(capsys, "model-check", "managed-ledger", "--engine", "both")
     text = " ".join(out.split())
     assert (
-        "warning: neither engine took 5 of 15 actions: ConnectionDrops, LedgerCreationFails, ClockTicks, "
+        "warning: neither engine took 5 of 16 actions: ConnectionDrops, LedgerCreationFails, ClockTicks, "
         "TopicMovesToAnotherBroker, OldBrokerRollsOver" in text
     )
     assert "The engines agree: the same states, the same actions taken." in text

@@ -103,7 +103,9 @@ def test_model_check_keeps_tlc_files_where_asked(tmp_path: Path) -> None:
     assert sorted(p.name for p in keep.iterdir()) == ["MCledger.cfg", "tlc.dump", "tlc.log"]
     assert f"TLC's config, output and state dump are kept in {keep}" in " ".join(done.stderr.split())
     assert _left(tmp_path / "tmp") == []
-    done = _run(tmp_path / "tmp2", "model-check", "ledger", "--engine", "tlc", "--keep-work", str(keep), "--json")
+    done = _run(
+        tmp_path / "tmp2", "model-check", "ledger", "--engine", "tlc", "--keep-work", str(keep), "--json", *SMALL
+    )
     assert json.loads(done.stdout)["tlc"]["log"] == str(keep / "tlc.log")
 
 

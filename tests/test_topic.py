@@ -110,17 +110,38 @@ def test_a_reopened_topic_confirms_the_last_entry_written_and_holds_a_cursor_at_
     run = TopicRun(str(tmp_path), TopicRunConfig(max_entries_per_ledger=1, messages=2))
     check = TopicRefinement(run)
     _publish(run)
-    assert run.roll_over() and run.consume(1) and run.skip_consumed()
+    assert run.roll_over() and run.consume(1) and run.persist(1) and run.skip_consumed()
     assert run.ml is not None
     first, dropped = run.ml.ids()
     assert run.subscription(1).mark_delete == (first, 0) and run.ml.positions["sub-1"] == (dropped, -1)
-    assert check.state.mark_delete == ((1, 0),) and check.state.slowest_position == ((2, -1),)
+    assert check.state.mark_delete == check.state.persistent_mark_delete == ((1, 0),)
+    assert check.state.slowest_position == ((2, -1),)
     run.crash()
     assert check.state.slowest_position == ((-1, -1),)
     run.restart()
     assert run.ml is not None and run.ml.ids()[0] == first and dropped not in run.ml.ids()
     assert run.ml.last_confirmed() == (first, 0) == run.subscription(1).mark_delete == run.ml.positions["sub-1"]
     assert check.state.last_confirmed == (1, 0) and check.state.mark_delete == check.state.slowest_position == ((1, 0),)
+
+
+def test_an_acknowledgement_not_persisted_before_a_crash_is_lost_and_comes_again(tmp_path: Path) -> None:
+    """The mark-delete moves in memory when the consumer acknowledges, and in the durable state when the persist
+    completes (persistentMarkDeletePosition); the managed ledger holds the cursor at the persisted one. A crash in
+    between loses the acknowledgement: the restored cursor resumes before it."""
+    run = TopicRun(str(tmp_path), TopicRunConfig(messages=2, max_entries_per_ledger=10))
+    check = TopicRefinement(run)
+    _publish(run)
+    _publish(run)
+    assert run.consume(1) and run.persist(1) and run.consume(1)
+    assert run.ml is not None
+    (ledger,) = run.ml.ids()
+    assert run.subscription(1).mark_delete == (ledger, 1) and run.ml.positions["sub-1"] == (ledger, 0)
+    assert check.state.mark_delete == check.state.acknowledged == ((1, 1),)
+    assert check.state.persistent_mark_delete == check.state.slowest_position == ((1, 0),)
+    run.crash()
+    run.restart()
+    assert run.subscription(1).mark_delete == (ledger, 0)
+    assert check.state.mark_delete == ((1, 0),) and check.state.acknowledged == ((1, 1),)
 
 
 def test_the_batch_that_fills_the_ledger_is_its_last_and_later_ones_wait_for_the_next(tmp_path: Path) -> None:

@@ -15,16 +15,18 @@ an entry is published (``addEntry`` completes)      ``ProducerSends(p=1)``, then
                                                     ``BookKeeperCompletesAdd``, observed
                                                     ``last_id`` and ``backlog``
 the cursor's mark-delete position moves             ``ConsumerAcks(c=1)`` once per entry it
-(an acknowledgement, individual or cumulative)      passes, in order, observed ``consumed``
-                                                    and ``backlog``; an acknowledgement that
-                                                    leaves it where it was is no step here
+(an acknowledgement, individual or cumulative)      passes, in order, observed ``consumed``,
+                                                    ``acknowledged`` and ``backlog``; an
+                                                    acknowledgement that leaves it where it
+                                                    was is no step here
 the broker is killed, or closes the managed         ``BrokerCrashes``, without ``k``: a clean
 ledger cleanly                                      close is, to this spec, a stop with
                                                     nothing in flight
 the managed ledger and the cursor are opened        ``ManagedLedgerOpens``, at the cursor's
 again                                               open, observed ``consumed`` (where the
                                                     restored cursor resumes) and ``backlog``
-rollovers, trims, the cursor's ledgers              none: hidden, or not of this spec
+rollovers, trims, the cursor's persists and         none: hidden, or not of this spec
+ledgers
 =================================================  ==========================================
 
 Ledger ids: the spec numbers the topic's data ledgers 1, 2, ... in the
@@ -71,6 +73,7 @@ class TopicTraceMapper:
         self.ids: dict[int, int] = {}  # BookKeeper id of a data ledger -> the spec's number
         self.entries: dict[int, list[tuple[int, int]]] = {}  # spec ledger -> its entries (producer, sequence id)
         self.mark_delete: Position = (1, -1)
+        self.acknowledged: Position = (1, -1)  # the furthest entry the subscription acknowledged
         self.broker_up = True
         self.crashes = 0
         self.last_id: tuple[int, int, int, int] = (-1, -1, -1, -1)
@@ -148,6 +151,7 @@ class TopicTraceMapper:
             "sent": [self.sent],
             "last_id": list(self.last_id),
             "consumed": [list(self._consumed())],
+            "acknowledged": [list(self.acknowledged)],
             "backlog": self._backlog(),
         }
         process = CLIENT.logged_by(action, tuple(params.values()) if params else ())
@@ -188,6 +192,7 @@ class TopicTraceMapper:
                 self.mark_delete = target  # (l, -1), or past the last entry: the same place to a consumer
                 return
             self.mark_delete = nxt
+            self.acknowledged = max(self.acknowledged, nxt)
             self._emit(obs, "ConsumerAcks", {"c": _CURSOR})
 
     def _broker_stops(self, obs: Mapping[str, Any]) -> None:

@@ -14,10 +14,14 @@ spec variables           read from
 ``entries``              each ledger's entries, read from the bookies and
                          decoded (``MessageMetadata``: producer, sequence id);
                          a deleted ledger's as they were when last read
-``mark_delete``          each subscription's mark-delete position as a restore
-                         finds it: its znode's, or with ``cursorsLedgerId``
-                         set, the last record of that cursor ledger (from the
-                         bookies), moved on as ``recoveredCursor`` moves it
+``persistent_mark_delete`` each subscription's mark-delete position as its
+                         durable state holds it: its znode's, or with
+                         ``cursorsLedgerId`` set, the last record of that
+                         cursor ledger (from the bookies)
+``mark_delete``          each subscription's mark-delete in the broker's memory;
+                         while the broker is down, where it was when it went
+``acknowledged``         the furthest entry each subscription acknowledged
+                         (the run's consumers)
 ``broker_up`` ...        the topic and its managed ledger: the ledger written,
 ``highest_pushed``,      its age, the adds waiting, whether the ledger closes,
 ``closing``, ``queued``, the adds queued for the next, the deduplication state
@@ -45,7 +49,7 @@ from ledgerspec.spec.managed_ledger.managed_ledger import (
     ManagedLedgerSpec,
     ManagedLedgerState,
 )
-from ledgerspec.spec.positions import NO_POSITION, Position, recovered_position
+from ledgerspec.spec.positions import NO_POSITION, Position
 
 __all__ = ["TopicAbstraction"]
 
@@ -79,6 +83,7 @@ class TopicAbstraction:
         closing = False
         last_confirmed: Position = NO_POSITION
         slowest = tuple(NO_POSITION for _ in self.spec.cursors)
+        marks = run.marks_at_stop
         if topic is not None:
             ml = topic.ml
             if ml.current is not None:
@@ -93,12 +98,13 @@ class TopicAbstraction:
             last_confirmed = (self.number(ledger), entry)
             held = [ml.positions[f"sub-{c}"] for c in self.spec.cursors]
             slowest = tuple((self.number(x), e) for x, e in held)
+            marks = [run.subscription(c).mark_delete for c in self.spec.cursors]
         last = run.last_id
         return ManagedLedgerState(
             ledgers=tuple(self.number(x) for x in ids),
             entries=tuple(self.entries.get(x, ()) for x in self.listed),
             deleted=frozenset(self.number(x) for x in self.listed if x not in ids),
-            mark_delete=tuple(self._mark_delete(f"sub-{c}", ids, counts) for c in self.spec.cursors),
+            persistent_mark_delete=tuple(self._mark_delete(f"sub-{c}", ids, counts) for c in self.spec.cursors),
             broker_up=run.up,
             current=current,
             age=age,
@@ -109,6 +115,7 @@ class TopicAbstraction:
             highest_persisted=persisted,
             last_confirmed=last_confirmed,
             slowest_position=slowest,
+            mark_delete=tuple((self.number(x), e) for x, e in marks),
             crashes=run.crashes,
             create_failures=run.create_failures,
             sent=tuple(p.sent for p in run.producers),
@@ -119,6 +126,7 @@ class TopicAbstraction:
             last_id=NO_MESSAGE_ID
             if last.ledger_id == -1
             else (self.number(last.ledger_id), last.entry_id, last.partition, last.batch_index),
+            acknowledged=tuple((self.number(x), e) for x, e in run.acknowledged),
             takeovers=run.takeovers,
             old_broker=tuple(self.number(x) for x in old.ids()) if (old := run.old_broker) is not None else (),
             old_broker_stale=old is not None and stored is not None and stored[1] != old.version,
@@ -130,15 +138,13 @@ class TopicAbstraction:
         return tuple((int(m.producer.rpartition("-")[2]), m.sequence_id) for m in messages)
 
     def _mark_delete(self, cursor: str, ids: list[int], counts: dict[int, int]) -> Position:
-        """The subscription's mark-delete position as a restore would find it, in the spec's numbering."""
+        """The subscription's mark-delete position as its durable state holds it, in the spec's numbering."""
         cursors_ledger, snapshot, _ = self.run.store.read_cursor(TOPIC, cursor, ids, lambda x: counts.get(x, 0))
         md = snapshot.mark_delete
         if cursors_ledger >= 0 and self.run.ledger_metadata_exists(cursors_ledger):
             records = self._records(cursors_ledger, ids, counts)
             if records:
                 md = records[-1]
-        # What the restore makes of it (recoveredCursor), which the spec's cursor is: a flush may persist that later.
-        md = recovered_position(ids, lambda x: counts.get(x, 0), md)
         return (self.number(md[0]), md[1])
 
     def _records(self, ledger: int, ids: list[int], counts: dict[int, int]) -> list[Position]:

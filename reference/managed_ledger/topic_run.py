@@ -23,7 +23,9 @@ call                               the managed-ledger spec's action
 ``crash()``                        ``BrokerCrashes(k)``: k adds were written
 ``restart()``                      ``ManagedLedgerOpens`` (the topic)
 ``consume(c)``                     ``ConsumerAcks(c)``: ``sub-c`` acknowledges
-                                   its next entry, and persists it
+                                   its next entry, in memory
+``persist(c)``                     ``CursorPersists(c)``: ``sub-c`` persists
+                                   its mark-delete (``flush``)
 ``skip_consumed()``                ``CursorsSkipConsumedLedgers``
 ``trim()``                         ``TrimConsumedLedgers`` (the topic)
 =================================  ==========================================
@@ -31,7 +33,9 @@ call                               the managed-ledger spec's action
 ``crash_at`` names a crash point of the topic (``add-write``, ``add-ack``)
 at which the next ``complete_add`` stops the broker. The producers' side
 (what each sent, what it got answered, what is in flight on its connection,
-the last message id it was given) is kept here: it is the spec's producers.
+the last message id it was given) is kept here: it is the spec's producers;
+so is each consumer's side: the furthest entry it acknowledged, and where
+the broker's memory held its cursor when the broker went away.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from ledgerspec.reference.managed_ledger.message_id import MessageId
 from ledgerspec.reference.managed_ledger.run import BrokerCrashed, BrokerHarness
 from ledgerspec.reference.managed_ledger.topic import DUPLICATE, Topic
 from ledgerspec.reference.metadata import MetadataStore
-from ledgerspec.spec.positions import next_position
+from ledgerspec.spec.positions import Position, next_position
 
 __all__ = ["SPEC_CONSTANTS", "TOPIC", "TopicRun", "TopicRunConfig"]
 
@@ -144,6 +148,11 @@ class TopicRun(BrokerHarness):
         assert self.ml is not None
         for c in range(1, self.config.cursors + 1):
             self.ml.open_cursor(f"sub-{c}", earliest=True)
+        first = (self.ml.ids()[0], -1)
+        # cursor c -> the furthest entry its consumer acknowledged; and its mark-delete in the memory of the
+        # broker that went away, until the next open restores it
+        self.acknowledged: list[Position] = [first for _ in range(self.config.cursors)]
+        self.marks_at_stop: list[Position] = list(self.acknowledged)
 
     # -- the broker ------------------------------------------------------------------
     def _start(self) -> None:
@@ -217,6 +226,8 @@ class TopicRun(BrokerHarness):
         return True
 
     def _stop(self) -> None:
+        if self.topic is not None:
+            self.marks_at_stop = [self.subscription(c).mark_delete for c in range(1, self.config.cursors + 1)]
         self.topic = None
         self.crash_at = None
         for producer in self.producers:
@@ -310,15 +321,25 @@ class TopicRun(BrokerHarness):
 
     # -- subscriptions ---------------------------------------------------------------
     def consume(self, c: int) -> bool:
-        """``sub-c`` acknowledges its next entry and persists the new mark-delete position (``ConsumerAcks``)."""
+        """``sub-c`` acknowledges its next entry: its mark-delete moves in memory (``ConsumerAcks``)."""
         topic = self._topic()
         cursor = self.subscription(c)
         nxt = next_position(topic.ml.ids(), topic.ml.entries_of, cursor.mark_delete)
         if nxt is None:
             return False
         cursor.ack(nxt)
-        cursor.flush()
+        self.acknowledged[c - 1] = max(self.acknowledged[c - 1], nxt)
         self.log.emit("ConsumerAcks", c)
+        return True
+
+    def persist(self, c: int) -> bool:
+        """``sub-c`` persists its mark-delete, and the managed ledger holds it there (``CursorPersists``); whether
+        it had acknowledgements to persist."""
+        cursor = self.subscription(c)
+        if not cursor.dirty:
+            return False
+        cursor.flush()
+        self.log.emit("CursorPersists", c)
         return True
 
     def skip_consumed(self) -> bool:

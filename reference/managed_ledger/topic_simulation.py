@@ -6,8 +6,8 @@ the producers, the broker, BookKeeper, the clock and the consumers take
 them: sends, sends again after a crash or a dropped connection, the
 broker's receipt of a batch, completed adds (now and then with a crash
 armed before the add is written or after), rollovers, failed ledger
-creations, ticks, crashes and restarts, acknowledgements, the skip and the
-trim of consumed ledgers. The run's bounds (``TopicRunConfig``, and
+creations, ticks, crashes and restarts, acknowledgements and their
+persists, the skip and the trim of consumed ledgers. The run's bounds (``TopicRunConfig``, and
 ``max_crashes``) are the spec's; the driver keeps within them. The same seed
 gives the same run on every machine.
 
@@ -159,6 +159,8 @@ def random_steps(run: TopicRun, rng: random.Random, steps: int, *, max_age: int,
             choices.append((0.3, run.old_broker_rolls_over))
         for c in range(1, config.cursors + 1):
             choices.append((1.0, partial(run.consume, c)))
+            if run.subscription(c).dirty:
+                choices.append((1.0, partial(run.persist, c)))
         choices.append((0.3, run.skip_consumed))
         choices.append((0.3, run.trim))
         rng.choices([step for _, step in choices], [weight for weight, _ in choices])[0]()

@@ -67,20 +67,29 @@ the broker's ``MessageDeduplication``; BRIEF section 4, seeds 002 and 003):
   shown: each add sets it; reopening sets it to the new ledger's ``(l, -1)``
   stepped back to the last entry of the latest ledger of the list that holds
   one (``initializeBookKeeper``), and a rollover leaves it be;
-- durable cursors ``1 .. NumCursors``, reduced to their mark-delete position,
-  which a consumer moves forward one entry at a time; it is persisted at
-  once (the cursor spec, ``cursor.py``, models how it is persisted and
-  restored). Reopening restores it as ``recoveredCursor`` does: a position
-  ``(l, -1)`` of the empty ledger just dropped moves to the next ledger, and
-  none passes ``lastConfirmedEntry``, so it may step back over no entry
-  (``MarkDeleteNeverMovesBackwards`` allows that: the same entries consumed);
+- durable cursors ``1 .. NumCursors``, reduced to two mark-delete positions,
+  as ``ManagedCursorImpl`` keeps them (Pulsar 4.0.7): the one in the broker's
+  memory (``markDeletePosition``, ``mark_delete``), which a consumer's
+  acknowledgement moves forward one entry at a time, and the one its durable
+  state holds (``persistentMarkDeletePosition``, ``persistent_mark_delete``),
+  which a completed persist sets to the one in memory (``internalMarkDelete``'s
+  callback; the cursor spec, ``cursor.py``, models the cursor ledger and the
+  znode that hold it, and how their writes fail). A crash loses the
+  acknowledgements not persisted: reopening restores the cursor from the
+  durable one as ``recoveredCursor`` does: a position ``(l, -1)`` of the empty
+  ledger just dropped moves to the next ledger, and none passes
+  ``lastConfirmedEntry``, so it may step back over no entry
+  (``MarkDeleteNeverMovesBackwards`` allows that: the same entries consumed).
+  ``acknowledged`` is each consumer's own record of the furthest entry it
+  acknowledged, which a crash does not take back: the promises are said of it;
 - trimming by the position the managed ledger holds for each cursor
   (``slowest_position``, its entry in ``ManagedCursorContainer``; Pulsar
-  4.0.7), as the cursor spec has it: each persisted mark-delete sets it
-  (``onCursorMarkDeletePositionUpdated``), and so does the reopen
-  (``addCursor``); ``maybeUpdateCursorBeforeTrimmingConsumedLedger`` holds a
-  cursor whose mark-delete is the last entry of a ledger at
-  ``(next ledger, -1)``, leaving its mark-delete where it is; then
+  4.0.7), as the cursor spec has it: each completed persist sets it to the
+  persisted mark-delete (``onCursorMarkDeletePositionUpdated``), and so does
+  the reopen (``addCursor``); ``maybeUpdateCursorBeforeTrimmingConsumedLedger``
+  holds a cursor whose mark-delete in memory is the last entry of a ledger at
+  ``(next ledger, -1)``, persisted or not, leaving its mark-delete where it
+  is; then
   ``internalTrimLedgers`` deletes the ledgers before the slowest reader's
   ledger ``x``, and ``x`` too when that position is at the last entry of
   ``x`` and ``x`` is not the last ledger, but never the last ledger of the
@@ -158,6 +167,10 @@ BUGS = {
         "reopening the managed ledger sets lastConfirmedEntry to the new ledger's (l, -1) without stepping back "
         "to the last entry written"
     ),
+    "persists_read_position": (
+        "the cursor persists the position it reads next instead of its mark-delete: a restore skips the entry "
+        "read and not acknowledged"
+    ),
 }
 
 NO_LEDGER = -1  # the broker writes to no ledger: it is down, or between two ledgers
@@ -172,7 +185,7 @@ class ManagedLedgerState:
     ledgers: tuple[int, ...]  # the ledger list in ManagedLedgerInfo, increasing ids
     entries: tuple[tuple[tuple[int, int], ...], ...]  # ledger l -> its entries (producer, sequence id); all ledgers
     deleted: frozenset[int]  # ledgers taken out of the list and deleted
-    mark_delete: tuple[Position, ...]  # cursor c -> its mark-delete position, as persisted and restored
+    persistent_mark_delete: tuple[Position, ...]  # cursor c -> the mark-delete its durable state holds
     # -- the broker
     broker_up: bool
     current: int  # the ledger being written, or -1 (NO_LEDGER)
@@ -184,6 +197,7 @@ class ManagedLedgerState:
     highest_persisted: tuple[int, ...]  # producer -> highest sequence id written (highestSequencedPersisted)
     last_confirmed: Position  # lastConfirmedEntry: the last entry readers are shown; NO_POSITION while down
     slowest_position: tuple[Position, ...]  # cursor c -> the position trimming goes by (ManagedCursorContainer)
+    mark_delete: tuple[Position, ...]  # cursor c -> its mark-delete in memory; kept while down, until the reopen
     crashes: int  # broker crashes so far (at most MaxCrashes)
     create_failures: int  # ledger creations failed so far (at most MaxCreateFailures)
     # -- producers
@@ -193,6 +207,8 @@ class ManagedLedgerState:
     reconnecting: tuple[bool, ...]  # producer -> its connection closed: it sends every batch not acked again
     disconnects: int  # producer connections dropped so far (at most MaxDisconnects)
     last_id: MessageId  # the last message id handed to a producer
+    # -- consumers
+    acknowledged: tuple[Position, ...]  # cursor c -> the furthest entry its consumer acknowledged (a crash keeps it)
     # -- a broker that lost the topic to another and still runs
     takeovers: int = 0  # takeovers so far (at most MaxTakeovers)
     old_broker: tuple[int, ...] = ()  # the ledger list that broker holds; () when there is none
@@ -340,7 +356,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             ledgers=(1,),
             entries=((),),
             deleted=frozenset(),
-            mark_delete=tuple((1, -1) for _ in self.cursors),
+            persistent_mark_delete=tuple((1, -1) for _ in self.cursors),
             broker_up=True,
             current=1,
             age=0,
@@ -351,6 +367,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             highest_persisted=tuple(-1 for _ in self.producers),
             last_confirmed=(1, -1),
             slowest_position=tuple((1, -1) for _ in self.cursors),
+            mark_delete=tuple((1, -1) for _ in self.cursors),
             crashes=0,
             create_failures=0,
             sent=tuple(0 for _ in self.producers),
@@ -359,6 +376,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             reconnecting=tuple(False for _ in self.producers),
             disconnects=0,
             last_id=NO_MESSAGE_ID,
+            acknowledged=tuple((1, -1) for _ in self.cursors),
         )
 
     # -- producers -------------------------------------------------------------------
@@ -571,9 +589,9 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         ``asyncUpdateLedgerIds``). After the new owner wrote the list the version is old: BadVersionException,
         ``handleBadVersion`` fences the old managed ledger and the new ledger is deleted (``createComplete``'s
         ``operationFailed``, ManagedLedgerImpl, Pulsar 4.0.7). Its last ledger, closed with no entry, leaves its
-        list, and is deleted once the list is written (``ledgerClosed``, ``updateLedgersIdsComplete``); a
-        mark-delete at (that ledger, -1) is restored at the next one (``recoveredCursor``), as the stored cursors
-        are read from then on. The seeded bug writes without the compare."""
+        list, and is deleted once the list is written (``ledgerClosed``, ``updateLedgersIdsComplete``); a durable
+        mark-delete at (that ledger, -1) stays, and the next open restores it at the next ledger
+        (``recoveredCursor``). The seeded bug writes without the compare."""
         if not s.old_broker:
             return None
         new = len(s.entries) + 1
@@ -585,8 +603,7 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         listed = (*s.old_broker, new)
         if not s.entries[last - 1]:
             listed, deleted = (*s.old_broker[:-1], new), deleted | {last}
-        marks = tuple(recovered_position(listed, lambda x: len(entries[x - 1]), md) for md in s.mark_delete)
-        return evolve(done, ledgers=listed, deleted=deleted, mark_delete=marks)
+        return evolve(done, ledgers=listed, deleted=deleted)
 
     @action()
     def ManagedLedgerOpens(self, s: ManagedLedgerState) -> ManagedLedgerState | None:
@@ -604,14 +621,17 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
             dedup = self.recovered_dedup(s.entries)  # replayCursor: both the pushed and the persisted ids
         listed, entries = (*ledgers, new), (*s.entries, ())
         last = self.opened_last_confirmed(s, ledgers, new)
-        # The cursors are restored (recoveredCursor): a mark at (l, -1) of the ledger dropped moves on, and none
-        # passes lastConfirmedEntry.
-        marks = tuple(min(recovered_position(listed, lambda x: len(entries[x - 1]), md), last) for md in s.mark_delete)
+        # The cursors are restored from their durable state (recoveredCursor): a mark at (l, -1) of the ledger
+        # dropped moves on, and none passes lastConfirmedEntry. The acknowledgements not persisted are lost.
+        marks = tuple(
+            min(recovered_position(listed, lambda x: len(entries[x - 1]), md), last) for md in s.persistent_mark_delete
+        )
         return evolve(
             s,
             ledgers=listed,
             entries=entries,
             deleted=deleted,
+            persistent_mark_delete=marks,
             mark_delete=marks,
             broker_up=True,
             current=new,
@@ -625,9 +645,9 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
     # -- cursors and trimming ----------------------------------------------------------
     @action(_each_cursor)
     def ConsumerAcks(self, s: ManagedLedgerState, c: int) -> ManagedLedgerState | None:
-        """The subscription acknowledges the next entry cumulatively, and the mark-delete is persisted: the managed
-        ledger holds the cursor there (``onCursorMarkDeletePositionUpdated`` in ``internalMarkDelete``'s callback,
-        ManagedCursorImpl, Pulsar 4.0.7)."""
+        """The subscription acknowledges the next entry cumulatively: the mark-delete in memory moves there
+        (``setAcknowledgedPosition`` in ``asyncMarkDelete``); its persist is ``CursorPersists`` (ManagedCursorImpl,
+        Pulsar 4.0.7)."""
         if not s.broker_up:
             return None
         nxt = next_position(s.ledgers, lambda x: len(s.entries[x - 1]), s.mark_delete[c - 1])
@@ -636,7 +656,25 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         return evolve(
             s,
             mark_delete=_replace(s.mark_delete, c - 1, nxt),
-            slowest_position=_replace(s.slowest_position, c - 1, nxt),
+            acknowledged=_replace(s.acknowledged, c - 1, max(s.acknowledged[c - 1], nxt)),
+        )
+
+    @action(_each_cursor)
+    def CursorPersists(self, s: ManagedLedgerState, c: int) -> ManagedLedgerState | None:
+        """The cursor's latest mark-delete is persisted (``internalMarkDelete``: ``persistPositionToLedger``, or the
+        znode): its callback sets ``persistentMarkDeletePosition`` (``MarkDeleteEntry``), and the managed ledger
+        holds the cursor there (``onCursorMarkDeletePositionUpdated``; ManagedCursorImpl, Pulsar 4.0.7).
+        Mark-deletes persist in order and a later one supersedes those queued before it, so the latest one is what
+        a restore can find."""
+        if not s.broker_up or s.persistent_mark_delete[c - 1] == s.mark_delete[c - 1]:
+            return None
+        md = durable = s.mark_delete[c - 1]
+        if self.Bug == "persists_read_position":
+            durable = next_position(s.ledgers, lambda x: len(s.entries[x - 1]), md) or md
+        return evolve(
+            s,
+            persistent_mark_delete=_replace(s.persistent_mark_delete, c - 1, durable),
+            slowest_position=_replace(s.slowest_position, c - 1, md),
         )
 
     @action()
@@ -714,18 +752,20 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
     @invariant
     def NoAcknowledgedMessageLost(self, s: ManagedLedgerState) -> str | None:
         """Every batch acknowledged to its producer is in a ledger of the list, or every cursor consumed it."""
+        where: dict[tuple[int, int], list[Position]] = {}  # (producer, sequence id) -> its positions
+        for ledger, es in enumerate(s.entries, 1):
+            for e, m in enumerate(es):
+                where.setdefault(m, []).append((ledger, e))
         for p in self.producers:
             for seq in range(s.acked[p - 1] + 1):
-                places = [
-                    (ledger, e) for ledger, es in enumerate(s.entries, 1) for e, m in enumerate(es) if m == (p, seq)
-                ]
+                places = where.get((p, seq), [])
                 if not places:
                     return f"producer {p}'s batch {seq} was acknowledged but is in no ledger"
-                if not any(pos[0] in s.ledgers or all(pos <= md for md in s.mark_delete) for pos in places):
+                if not any(pos[0] in s.ledgers or all(pos <= a for a in s.acknowledged) for pos in places):
                     pos = places[0]
                     return (
                         f"producer {p}'s batch {seq} was acknowledged at {pos[0]}:{pos[1]}, whose ledger was "
-                        f"deleted before every cursor consumed it (mark-deletes {_positions(s.mark_delete)})"
+                        f"deleted before every cursor consumed it (acknowledged {_positions(s.acknowledged)})"
                     )
         return None
 
@@ -781,15 +821,28 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
 
     @invariant
     def TrimKeepsUnconsumedEntries(self, s: ManagedLedgerState) -> str | None:
-        """No deleted ledger holds an entry some durable cursor has not consumed."""
+        """No deleted ledger holds an entry some durable cursor's consumer has not acknowledged. (A ledger whose
+        entries were acknowledged and not yet persisted may go: a restore then resumes after it.)"""
         for ledger in sorted(s.deleted):
             count = len(s.entries[ledger - 1])
-            for c, md in zip(self.cursors, s.mark_delete, strict=True):
-                if count > 0 and md < (ledger, count - 1):
+            for c, a in zip(self.cursors, s.acknowledged, strict=True):
+                if count > 0 and a < (ledger, count - 1):
                     return (
-                        f"ledger {ledger} was deleted, but cursor {c} (mark-delete {md[0]}:{md[1]}) has not "
-                        f"consumed its entry {ledger}:{count - 1}"
+                        f"ledger {ledger} was deleted, but cursor {c}'s consumer (acknowledged up to {a[0]}:{a[1]}) "
+                        f"has not acknowledged its entry {ledger}:{count - 1}"
                     )
+        return None
+
+    @invariant
+    def DurableMarkDeleteAcknowledged(self, s: ManagedLedgerState) -> str | None:
+        """A cursor's durable mark-delete passes no entry its consumer has not acknowledged: a restore never skips
+        an unacknowledged message."""
+        for c, durable, a in zip(self.cursors, s.persistent_mark_delete, s.acknowledged, strict=True):
+            if passed := _first_entry_between(s, a, durable):
+                return (
+                    f"cursor {c}'s durable mark-delete {durable[0]}:{durable[1]} passes entry {passed[0]}:"
+                    f"{passed[1]}, which its consumer has not acknowledged (up to {a[0]}:{a[1]})"
+                )
         return None
 
     @invariant
@@ -797,11 +850,10 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         """The position the managed ledger holds for a cursor passes no entry the cursor has not consumed: trimming
         never goes past what the cursor acknowledged."""
         for c, md, held in zip(self.cursors, s.mark_delete, s.slowest_position, strict=True):
-            passed = [(x, e) for x, es in enumerate(s.entries, 1) for e in range(len(es)) if md < (x, e) <= held]
-            if passed:
+            if passed := _first_entry_between(s, md, held):
                 return (
-                    f"the managed ledger holds cursor {c} at {held[0]}:{held[1]}, past entry {passed[0][0]}:"
-                    f"{passed[0][1]}, which it has not consumed (mark-delete {md[0]}:{md[1]})"
+                    f"the managed ledger holds cursor {c} at {held[0]}:{held[1]}, past entry {passed[0]}:"
+                    f"{passed[1]}, which it has not consumed (mark-delete {md[0]}:{md[1]})"
                 )
         return None
 
@@ -814,11 +866,13 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
 
     @action_property
     def MarkDeleteNeverMovesBackwards(self, s: ManagedLedgerState, t: ManagedLedgerState) -> str | None:
-        """A cursor's persisted mark-delete position only moves forward, or back over no entry: recoveredCursor
-        caps (l, -1) of a ledger dropped at the last entry before it, the same entries consumed."""
-        for c, before, after in zip(self.cursors, s.mark_delete, t.mark_delete, strict=True):
-            passed = any(after < (x, e) <= before for x, es in enumerate(t.entries, 1) for e in range(len(es)))
-            if after < before and passed:
+        """A cursor's durable mark-delete position only moves forward, or back over no entry: recoveredCursor
+        caps (l, -1) of a ledger dropped at the last entry before it, the same entries consumed. (The one in memory
+        moves back on a restore, over the acknowledgements not persisted.)"""
+        for c, before, after in zip(self.cursors, s.persistent_mark_delete, t.persistent_mark_delete, strict=True):
+            if after < before and any(
+                after < (x, e) <= before for x, es in enumerate(t.entries, 1) for e in range(len(es))
+            ):
                 return f"cursor {c}'s mark-delete moved back from {before[0]}:{before[1]} to {after[0]}:{after[1]}"
         return None
 
@@ -839,9 +893,22 @@ class ManagedLedgerSpec(Spec[ManagedLedgerState]):
         return any(r and any(q == p for q, _ in s.pending) for p, r in zip(self.producers, s.reconnecting, strict=True))
 
     @reachable
+    def UnpersistedAckLost(self, s: ManagedLedgerState) -> bool:
+        """After a crash, a cursor resumes before an entry its consumer acknowledged: the ack was not persisted."""
+        written = [(x, e) for x, es in enumerate(s.entries, 1) for e in range(len(es))]
+        return s.broker_up and any(
+            md < pos <= a for md, a in zip(s.mark_delete, s.acknowledged, strict=True) for pos in written
+        )
+
+    @reachable
     def UnacknowledgedEntryRecovered(self, s: ManagedLedgerState) -> bool:
         """After a crash, the log holds a batch its producer was never told about."""
         return s.broker_up and any(seq > s.acked[p - 1] for es in s.entries for p, seq in es)
+
+
+def _first_entry_between(s: ManagedLedgerState, after: Position, upto: Position) -> Position | None:
+    """The first entry written (in any ledger, deleted ones too) after ``after`` and at or before ``upto``."""
+    return next(((x, e) for x, es in enumerate(s.entries, 1) for e in range(len(es)) if after < (x, e) <= upto), None)
 
 
 def _replace(values: tuple[Any, ...], i: int, value: Any) -> tuple[Any, ...]:

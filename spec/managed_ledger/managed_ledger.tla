@@ -42,14 +42,19 @@
 (*    (BadVersionException: the old managed ledger is fenced);             *)
 (*  - lastConfirmedEntry, what readers are shown: set by each add, and on  *)
 (*    reopen stepped back from the new ledger to the last entry written;   *)
-(*  - durable cursors reduced to their persisted mark-delete position      *)
-(*    (cursor.tla models their persistence), restored on reopen as         *)
-(*    recoveredCursor does (never past lastConfirmedEntry: a step back     *)
-(*    over no entry), and trimming by the position the managed ledger      *)
-(*    holds for each cursor (slowest_position, ManagedCursorContainer):    *)
-(*    each persisted mark-delete and the reopen set it; a cursor at a      *)
-(*    ledger's last entry is held at <<next ledger, -1>>, its own          *)
-(*    mark-delete staying; then the ledgers before the slowest reader's    *)
+(*  - durable cursors reduced to two mark-delete positions: the one in     *)
+(*    memory (markDeletePosition), which an acknowledgement moves, and the *)
+(*    one their durable state holds (persistentMarkDeletePosition), which  *)
+(*    a completed persist sets (cursor.tla models the cursor ledger and    *)
+(*    the znode); a crash loses what was not persisted: the reopen         *)
+(*    restores the durable one as recoveredCursor does (never past         *)
+(*    lastConfirmedEntry: a step back over no entry). acknowledged is each *)
+(*    consumer's own record of what it acknowledged, kept over a crash;   *)
+(*  - trimming by the position the managed ledger holds for each cursor    *)
+(*    (slowest_position, ManagedCursorContainer): each completed persist   *)
+(*    and the reopen set it; a cursor at a ledger's last entry in memory   *)
+(*    is held at <<next ledger, -1>>, its own mark-delete staying; then    *)
+(*    the ledgers before the slowest reader's    *)
 (*    ledger x go (x too when that position is x's last entry and x is not *)
 (*    the last ledger), never the current one.                             *)
 (*                                                                         *)
@@ -91,14 +96,14 @@ ASSUME /\ BatchSize >= 1 /\ Partitioned \in BOOLEAN /\ Dedup \in BOOLEAN /\ MaxD
        /\ MaximumRolloverTime >= MinimumRolloverTime
        /\ Bug \in {"none", "trim_deletes_needed_ledger", "dedup_forgets_on_reopen", "reopen_confirms_new_ledger",
                   "closing_ledger_takes_adds", "unknown_answered_as_duplicate",
-                  "failed_creation_acks_queued", "blind_ledger_list_write"}
+                  "failed_creation_acks_queued", "blind_ledger_list_write", "persists_read_position"}
 
 VARIABLES
     \* -- the metadata store and the bookies
     ledgers,         \* the ledger list in ManagedLedgerInfo, increasing ids
     entries,         \* ledger l -> its entries <<producer, sequence id>>; every ledger ever created
     deleted,         \* ledgers taken out of the list and deleted
-    mark_delete,     \* cursor -> its mark-delete position, as persisted and restored
+    persistent_mark_delete, \* cursor -> the mark-delete its durable state holds
     \* -- the broker
     broker_up,
     current,         \* the ledger being written, or -1
@@ -110,6 +115,7 @@ VARIABLES
     highest_persisted, \* producer -> highest sequence id written (highestSequencedPersisted)
     last_confirmed,  \* lastConfirmedEntry: the last entry readers are shown, or NoPosition while down
     slowest_position, \* cursor -> the position trimming goes by (ManagedCursorContainer)
+    mark_delete,     \* cursor -> its mark-delete in memory; kept while down, until the reopen
     crashes,         \* broker crashes so far
     create_failures, \* ledger creations failed so far
     \* -- producers
@@ -119,17 +125,20 @@ VARIABLES
     reconnecting,    \* producer -> its connection closed: it sends every batch not acknowledged again
     disconnects,     \* producer connections dropped so far
     last_id,         \* the last message id handed to a producer
+    \* -- consumers
+    acknowledged,    \* cursor -> the furthest entry its consumer acknowledged (a crash keeps it)
     \* -- a broker that lost the topic to another and still runs
     takeovers,       \* takeovers so far
     old_broker,      \* the ledger list that broker holds, <<>> when there is none
     old_broker_stale \* the list in the store was written since that broker read it (its version is old)
 
-store_vars == <<ledgers, entries, deleted, mark_delete>>
+store_vars == <<ledgers, entries, deleted, persistent_mark_delete>>
 broker_vars == <<broker_up, current, age, pending, closing, queued, highest_pushed, highest_persisted, last_confirmed,
-                  slowest_position, crashes, create_failures>>
+                  slowest_position, mark_delete, crashes, create_failures>>
+consumer_vars == <<acknowledged>>
 producer_vars == <<sent, acked, net, reconnecting, disconnects, last_id>>
 takeover_vars == <<takeovers, old_broker, old_broker_stale>>
-vars == <<store_vars, broker_vars, producer_vars, takeover_vars>>
+vars == <<store_vars, broker_vars, producer_vars, consumer_vars, takeover_vars>>
 
 -----------------------------------------------------------------------------
 Producers == 1 .. NumProducers
@@ -195,7 +204,9 @@ Init ==
     /\ ledgers = <<1>>
     /\ entries = << <<>> >>
     /\ deleted = {}
+    /\ persistent_mark_delete = [c \in Cursors |-> <<1, -1>>]
     /\ mark_delete = [c \in Cursors |-> <<1, -1>>]
+    /\ acknowledged = [c \in Cursors |-> <<1, -1>>]
     /\ broker_up = TRUE
     /\ current = 1
     /\ age = 0
@@ -229,7 +240,7 @@ ProducerSends(p) ==
     /\ sent' = [sent EXCEPT ![p] = @ + 1]
     /\ net' = [net EXCEPT ![p] = Append(@, sent[p])]
     /\ UNCHANGED <<store_vars, broker_vars, acked, reconnecting, disconnects, last_id>>
-    /\ UNCHANGED takeover_vars
+    /\ UNCHANGED <<takeover_vars, consumer_vars>>
 
 (* Reconnected, the producer sends again, in order, every batch not        *)
 (* acknowledged (ProducerImpl.resendMessages, Pulsar client 4.0.7).        *)
@@ -239,7 +250,7 @@ ProducerResends(p) ==
     /\ net' = [net EXCEPT ![p] = [i \in 1 .. sent[p] - acked[p] - 1 |-> acked[p] + i]]
     /\ reconnecting' = [reconnecting EXCEPT ![p] = FALSE]
     /\ UNCHANGED <<store_vars, broker_vars, sent, acked, disconnects, last_id>>
-    /\ UNCHANGED takeover_vars
+    /\ UNCHANGED <<takeover_vars, consumer_vars>>
 
 (* The producer's connection drops while a batch is not acknowledged: the  *)
 (* batches on it are lost; the broker keeps the adds it accepted.          *)
@@ -252,7 +263,7 @@ ConnectionDrops(p) ==
     /\ reconnecting' = [reconnecting EXCEPT ![p] = TRUE]
     /\ disconnects' = disconnects + 1
     /\ UNCHANGED <<store_vars, broker_vars, sent, acked, last_id>>
-    /\ UNCHANGED takeover_vars
+    /\ UNCHANGED <<takeover_vars, consumer_vars>>
 
 -----------------------------------------------------------------------------
 (* The broker. *)
@@ -290,9 +301,10 @@ BrokerReceives(p) ==
                        /\ closing' = (closing \/ LedgerIsFull(Written + 1, age))
                        /\ UNCHANGED queued
                /\ UNCHANGED acked
-    /\ UNCHANGED <<store_vars, broker_up, current, age, highest_persisted, last_confirmed, slowest_position, crashes,
+    /\ UNCHANGED <<store_vars, broker_up, current, age, highest_persisted, last_confirmed, slowest_position, mark_delete,
+                   crashes,
                    create_failures, sent, disconnects, last_id>>
-    /\ UNCHANGED takeover_vars
+    /\ UNCHANGED <<takeover_vars, consumer_vars>>
 
 (* The oldest add in flight reaches its ack quorum; the producer gets its *)
 (* message ids, readers the entry (OpAddEntry.run sets lastConfirmedEntry, *)
@@ -309,9 +321,9 @@ BookKeeperCompletesAdd ==
           /\ last_id' = LastMessageId(<<current, Len(entries[current])>>)
           /\ last_confirmed' = <<current, Len(entries[current])>>
     /\ pending' = Tail(pending)
-    /\ UNCHANGED <<ledgers, deleted, mark_delete, broker_up, current, age, closing, queued, highest_pushed,
-                   slowest_position, crashes, create_failures, sent, net, reconnecting, disconnects>>
-    /\ UNCHANGED takeover_vars
+    /\ UNCHANGED <<ledgers, deleted, persistent_mark_delete, mark_delete, broker_up, current, age, closing, queued,
+                   highest_pushed, slowest_position, crashes, create_failures, sent, net, reconnecting, disconnects>>
+    /\ UNCHANGED <<takeover_vars, consumer_vars>>
 
 \* How many of the queued adds the new ledger takes: up to the one that fills it, or all.
 Taken(q) == LET fills == {i \in 1 .. Len(q) : LedgerIsFull(i, 0)}
@@ -331,6 +343,7 @@ ToClose ==
 ListWritten ==
     /\ old_broker_stale' = (old_broker # <<>>)
     /\ UNCHANGED <<takeovers, old_broker>>
+    /\ UNCHANGED consumer_vars
 
 \* A ledger is being created for the adds that came with none open (internalAsyncAddEntry in ClosedLedger).
 Creating == current = NoLedger /\ queued # <<>>
@@ -352,7 +365,8 @@ LedgerRollsOver ==
           /\ queued' = SubSeq(queued, k + 1, Len(queued))
           /\ closing' = (k > 0 /\ LedgerIsFull(k, 0))
     /\ ListWritten
-    /\ UNCHANGED <<deleted, mark_delete, broker_up, highest_pushed, highest_persisted, last_confirmed,
+    /\ UNCHANGED <<deleted, persistent_mark_delete, mark_delete, broker_up, highest_pushed, highest_persisted,
+                   last_confirmed,
                    slowest_position, crashes, create_failures, producer_vars>>
 
 (* Creating the next ledger fails (createComplete with an error,           *)
@@ -380,9 +394,10 @@ LedgerCreationFails ==
     /\ queued' = <<>>
     /\ highest_pushed' = highest_persisted
     /\ create_failures' = create_failures + 1
-    /\ UNCHANGED <<store_vars, broker_up, pending, highest_persisted, last_confirmed, slowest_position, crashes, sent,
+    /\ UNCHANGED <<store_vars, broker_up, pending, highest_persisted, last_confirmed, slowest_position, mark_delete,
+                   crashes, sent,
                    disconnects, last_id>>
-    /\ UNCHANGED takeover_vars
+    /\ UNCHANGED <<takeover_vars, consumer_vars>>
 
 \* Time passes for the current ledger (only as far as the rollover rules can tell).
 ClockTicks ==
@@ -391,8 +406,8 @@ ClockTicks ==
     /\ age < MaxAge
     /\ age' = age + 1
     /\ UNCHANGED <<store_vars, broker_up, current, pending, closing, queued, highest_pushed, highest_persisted,
-                   last_confirmed, slowest_position, crashes, create_failures, producer_vars>>
-    /\ UNCHANGED takeover_vars
+                   last_confirmed, slowest_position, mark_delete, crashes, create_failures, producer_vars>>
+    /\ UNCHANGED <<takeover_vars, consumer_vars>>
 
 (* The broker stops serving the topic: its memory and connections are     *)
 (* gone; the first k adds in flight reached the bookies.                   *)
@@ -410,14 +425,15 @@ BrokerStops(k) ==
     /\ last_confirmed' = NoPosition
     /\ slowest_position' = [c \in Cursors |-> NoPosition]
     /\ net' = [p \in Producers |-> <<>>]
-    /\ UNCHANGED <<ledgers, deleted, mark_delete, create_failures, sent, acked, reconnecting, disconnects, last_id>>
+    /\ UNCHANGED <<ledgers, deleted, persistent_mark_delete, mark_delete, create_failures, sent, acked, reconnecting,
+                   disconnects, last_id, consumer_vars>>
 
 \* The broker dies.
 BrokerCrashes(k) ==
     /\ crashes < MaxCrashes
     /\ BrokerStops(k)
     /\ crashes' = crashes + 1
-    /\ UNCHANGED takeover_vars
+    /\ UNCHANGED <<takeover_vars, consumer_vars>>
 
 (* Another broker takes the topic over (the bundle is unloaded, or the    *)
 (* broker's metadata session expired) while this one still runs: to the   *)
@@ -442,8 +458,8 @@ TopicMovesToAnotherBroker(k) ==
 (* deleted (createComplete's operationFailed, ManagedLedgerImpl, Pulsar    *)
 (* 4.0.7).  Its last ledger, closed with no entry, leaves its list, and is *)
 (* deleted once the list is written (ledgerClosed, updateLedgersIdsComplete); *)
-(* a mark-delete at <<that ledger, -1>> is restored at the next one       *)
-(* (recoveredCursor), as the stored cursors are read from then on.        *)
+(* a durable mark-delete at <<that ledger, -1>> stays, and the next open  *)
+(* restores it at the next ledger (recoveredCursor).                       *)
 (* The seeded bug writes without the compare.                              *)
 OldBrokerRollsOver ==
     /\ old_broker # <<>>
@@ -457,11 +473,9 @@ OldBrokerRollsOver ==
                   /\ UNCHANGED ledgers
              ELSE /\ ledgers' = Append(kept, new)
                   /\ deleted' = IF empty THEN deleted \cup {last} ELSE deleted
-          /\ mark_delete' = [c \in Cursors |->
-                                RecoveredPosition(ledgers', LAMBDA l : Len(entries'[l]), mark_delete[c])]
     /\ old_broker' = <<>>
     /\ old_broker_stale' = FALSE
-    /\ UNCHANGED <<broker_vars, producer_vars, takeovers>>
+    /\ UNCHANGED <<persistent_mark_delete, broker_vars, producer_vars, consumer_vars, takeovers>>
 
 (* initialize: recover-open the last ledger, drop it if empty, create a    *)
 (* new one, rebuild the dedup state from the entries, restore the cursors  *)
@@ -479,13 +493,17 @@ ManagedLedgerOpens ==
           /\ current' = new
           /\ entries' = newEntries
           /\ last_confirmed' = OpenedLastConfirmed(kept, new)
-          (* The cursors are restored (recoveredCursor): a mark at <<l, -1>> of *)
-          (* the ledger dropped moves on, and none passes lastConfirmedEntry.   *)
-          /\ mark_delete' = [c \in Cursors |->
-                                PosMin(RecoveredPosition(listed, LAMBDA l : Len(newEntries[l]), mark_delete[c]),
-                                       OpenedLastConfirmed(kept, new))]
+          (* The cursors are restored from their durable state                 *)
+          (* (recoveredCursor): a mark at <<l, -1>> of the ledger dropped      *)
+          (* moves on, and none passes lastConfirmedEntry.  The                *)
+          (* acknowledgements not persisted are lost.                          *)
+          /\ persistent_mark_delete' =
+                [c \in Cursors |-> PosMin(RecoveredPosition(listed, LAMBDA l : Len(newEntries[l]),
+                                                             persistent_mark_delete[c]),
+                                          OpenedLastConfirmed(kept, new))]
+    /\ mark_delete' = persistent_mark_delete'
     \* addCursor: the managed ledger holds each cursor at its restored mark-delete.
-    /\ slowest_position' = mark_delete'
+    /\ slowest_position' = persistent_mark_delete'
     /\ broker_up' = TRUE
     \* MessageDeduplication.replayCursor sets both the pushed and the persisted ids.
     /\ LET dedup == IF Bug = "dedup_forgets_on_reopen" \/ ~Dedup THEN [p \in Producers |-> -1] ELSE RecoveredDedup
@@ -497,19 +515,37 @@ ManagedLedgerOpens ==
 -----------------------------------------------------------------------------
 (* Cursors and trimming. *)
 
-(* The subscription acknowledges the next entry cumulatively, and the     *)
-(* mark-delete is persisted: the managed ledger holds the cursor there     *)
-(* (onCursorMarkDeletePositionUpdated in internalMarkDelete's callback,    *)
-(* ManagedCursorImpl, Pulsar 4.0.7).                                       *)
+(* The subscription acknowledges the next entry cumulatively: the         *)
+(* mark-delete in memory moves there (setAcknowledgedPosition in           *)
+(* asyncMarkDelete); its persist is CursorPersists (ManagedCursorImpl,     *)
+(* Pulsar 4.0.7).                                                          *)
 ConsumerAcks(c) ==
     /\ broker_up
     /\ LET nxt == NextPosition(ledgers, LAMBDA l : Len(entries[l]), mark_delete[c]) IN
           /\ nxt # NoPosition
           /\ mark_delete' = [mark_delete EXCEPT ![c] = nxt]
-          /\ slowest_position' = [slowest_position EXCEPT ![c] = nxt]
-    /\ UNCHANGED <<ledgers, entries, deleted, broker_up, current, age, pending, closing, queued, highest_pushed,
-                   highest_persisted, last_confirmed, crashes, create_failures, producer_vars>>
+          /\ acknowledged' = [acknowledged EXCEPT ![c] = IF PosLeq(nxt, @) THEN @ ELSE nxt]
+    /\ UNCHANGED <<store_vars, broker_up, current, age, pending, closing, queued, highest_pushed, highest_persisted,
+                   last_confirmed, slowest_position, crashes, create_failures, producer_vars>>
     /\ UNCHANGED takeover_vars
+
+(* The cursor's latest mark-delete is persisted (internalMarkDelete:       *)
+(* persistPositionToLedger, or the znode): its callback sets               *)
+(* persistentMarkDeletePosition (MarkDeleteEntry), and the managed ledger  *)
+(* holds the cursor there (onCursorMarkDeletePositionUpdated;              *)
+(* ManagedCursorImpl, Pulsar 4.0.7).  Mark-deletes persist in order and a  *)
+(* later one supersedes those queued before it.                            *)
+CursorPersists(c) ==
+    /\ broker_up
+    /\ persistent_mark_delete[c] # mark_delete[c]
+    /\ LET md == mark_delete[c]
+           nxt == NextPosition(ledgers, LAMBDA l : Len(entries[l]), md)
+           durable == IF Bug = "persists_read_position" /\ nxt # NoPosition THEN nxt ELSE md
+       IN /\ persistent_mark_delete' = [persistent_mark_delete EXCEPT ![c] = durable]
+          /\ slowest_position' = [slowest_position EXCEPT ![c] = md]
+    /\ UNCHANGED <<ledgers, entries, deleted, broker_up, current, age, pending, closing, queued, highest_pushed,
+                   highest_persisted, last_confirmed, mark_delete, crashes, create_failures, producer_vars>>
+    /\ UNCHANGED <<takeover_vars, consumer_vars>>
 
 Skipped(md) ==
     IF /\ md[1] \in Range(ledgers)
@@ -531,8 +567,8 @@ CursorsSkipConsumedLedgers ==
           /\ held # slowest_position
           /\ slowest_position' = held
     /\ UNCHANGED <<store_vars, broker_up, current, age, pending, closing, queued, highest_pushed, highest_persisted,
-                   last_confirmed, crashes, create_failures, producer_vars>>
-    /\ UNCHANGED takeover_vars
+                   last_confirmed, mark_delete, crashes, create_failures, producer_vars>>
+    /\ UNCHANGED <<takeover_vars, consumer_vars>>
 
 \* The slowest of the positions the managed ledger holds for its cursors.
 SlowestPosition ==
@@ -553,7 +589,7 @@ TrimConsumedLedgers ==
           /\ ledgers' = SelectSeq(ledgers, LAMBDA x : x \notin gone)
           /\ deleted' = deleted \cup gone
     /\ ListWritten
-    /\ UNCHANGED <<entries, mark_delete, broker_vars, producer_vars>>
+    /\ UNCHANGED <<entries, persistent_mark_delete, broker_vars, producer_vars>>
 
 -----------------------------------------------------------------------------
 Next ==
@@ -566,7 +602,7 @@ Next ==
     \/ \E k \in 0 .. Len(pending) : TopicMovesToAnotherBroker(k)
     \/ OldBrokerRollsOver
     \/ ManagedLedgerOpens
-    \/ \E c \in Cursors : ConsumerAcks(c)
+    \/ \E c \in Cursors : ConsumerAcks(c) \/ CursorPersists(c)
     \/ CursorsSkipConsumedLedgers
     \/ TrimConsumedLedgers
 
@@ -593,7 +629,7 @@ NoAcknowledgedMessageLost ==
     \A p \in Producers : \A seq \in 0 .. acked[p] :
         \E l \in DOMAIN entries : \E i \in DOMAIN entries[l] :
             /\ entries[l][i] = <<p, seq>>
-            /\ l \in Range(ledgers) \/ \A c \in Cursors : PosLeq(<<l, i - 1>>, mark_delete[c])
+            /\ l \in Range(ledgers) \/ \A c \in Cursors : PosLeq(<<l, i - 1>>, acknowledged[c])
 
 (* lastConfirmedEntry is the last entry of the list, or <<l, -1>> with no  *)
 (* entry in a ledger of the list below l: readers are shown every entry.  *)
@@ -618,10 +654,17 @@ DedupPersistsNoDuplicate ==
         \A l1, l2 \in DOMAIN entries : \A i \in DOMAIN entries[l1] : \A j \in DOMAIN entries[l2] :
             <<l1, i>> # <<l2, j>> => entries[l1][i] # entries[l2][j]
 
-\* No deleted ledger holds an entry some durable cursor has not consumed.
+(* No deleted ledger holds an entry some durable cursor's consumer has not *)
+(* acknowledged.  (A ledger whose entries were acknowledged and not yet    *)
+(* persisted may go: a restore then resumes after it.)                     *)
 TrimKeepsUnconsumedEntries ==
     \A l \in deleted : \A c \in Cursors :
-        Len(entries[l]) > 0 => PosLeq(<<l, Len(entries[l]) - 1>>, mark_delete[c])
+        Len(entries[l]) > 0 => PosLeq(<<l, Len(entries[l]) - 1>>, acknowledged[c])
+
+(* A cursor's durable mark-delete passes no entry its consumer has not     *)
+(* acknowledged: a restore never skips an unacknowledged message.          *)
+DurableMarkDeleteAcknowledged ==
+    \A c \in Cursors : NoEntryBetween(entries, acknowledged[c], persistent_mark_delete[c])
 
 (* The position the managed ledger holds for a cursor passes no entry the *)
 (* cursor has not consumed: trimming never goes past what the cursor      *)
@@ -632,9 +675,11 @@ TrimPositionBehindCursor ==
 \* Message ids handed to producers strictly increase within the partition (a PROPERTY).
 MessageIdsIncrease == [][last_id' # last_id => IdLess(last_id, last_id')]_vars
 
-(* A cursor's persisted mark-delete position only moves forward, or back  *)
+(* A cursor's durable mark-delete position only moves forward, or back    *)
 (* over no entry: recoveredCursor caps <<l, -1>> of a ledger dropped at    *)
-(* the last entry before it, the same entries consumed (a PROPERTY).       *)
+(* the last entry before it, the same entries consumed (a PROPERTY).  The  *)
+(* one in memory moves back on a restore, over what was not persisted.     *)
 MarkDeleteNeverMovesBackwards ==
-    [][\A c \in Cursors : PosLeq(mark_delete[c], mark_delete'[c]) \/ NoEntryBetween(entries', mark_delete'[c], mark_delete[c])]_vars
+    [][\A c \in Cursors : PosLeq(persistent_mark_delete[c], persistent_mark_delete'[c])
+                         \/ NoEntryBetween(entries', persistent_mark_delete'[c], persistent_mark_delete[c])]_vars
 =============================================================================

@@ -13,36 +13,36 @@ TIMED = {"MaximumRolloverTime": 2, "MinimumRolloverTime": 1, "Ticks": 2, "MaxDis
 # Every action, with one batch to keep it small.
 FAULTS = CheckedModel(
     {**TIMED, "MaxMessages": 1, "MaxTakeovers": 1},
-    5_068,
+    8_469,
     "every action: rollover by time, a dropped connection and the dedup check's Unknown, a failed ledger creation, "
     "a takeover by another broker",
 )
 
 MODELS = SpecModels(
     checked=(
-        CheckedModel({}, 515),
+        CheckedModel({}, 1_228),
         FAULTS,
         CheckedModel(
             {**TIMED, "MaxMessages": 2},
-            5_938,
+            13_546,
             "two batches: rollover by time, a dropped connection and the dedup check's Unknown, a failed creation",
         ),
         CheckedModel(
             {"MaxTakeovers": 1},
-            9_876,
+            28_922,
             "another broker takes the topic over: the old one's rollover fails its compare-and-set, or comes first",
         ),
         CheckedModel(
             {"BatchSize": 2, "MaxSizePerLedger": 3, "Partitioned": True, "NumCursors": 2},
-            1_627,
+            12_800,
             "batches, rollover by size, a partitioned topic, two cursors",
         ),
-        CheckedModel({"NumProducers": 2, "MaxMessages": 2}, 9_745, "two producers"),
+        CheckedModel({"NumProducers": 2, "MaxMessages": 2}, 31_105, "two producers"),
         CheckedModel({"NumCursors": 0}, 200, "no cursor: nothing holds the ledgers back"),
         CheckedModel(
-            {"MaxEntriesPerLedger": 0, "MaximumRolloverTime": 0}, 924, "limits of 0: every add fills its ledger"
+            {"MaxEntriesPerLedger": 0, "MaximumRolloverTime": 0}, 2_732, "limits of 0: every add fills its ledger"
         ),
-        CheckedModel({"Dedup": False}, 831, "no dedup: a batch sent again after a crash is written twice"),
+        CheckedModel({"Dedup": False}, 2_354, "no dedup: a batch sent again after a crash is written twice"),
     ),
     seeded_bugs=(
         SeededBug("trim_deletes_needed_ledger", "TrimKeepsUnconsumedEntries", 6),
@@ -53,6 +53,8 @@ MODELS = SpecModels(
         SeededBug("failed_creation_acks_queued", "NoAcknowledgedMessageLost", 10, {"MaxCreateFailures": 1}),
         # The old broker's list overwrites the new owner's, which no longer names the ledger the new owner writes.
         SeededBug("blind_ledger_list_write", "WritesGoToLastLedger", 4, {"MaxTakeovers": 1}),
+        # The read position persisted: after the crash the restore would skip the entry read and not acknowledged.
+        SeededBug("persists_read_position", "DurableMarkDeleteAcknowledged", 9),
     ),
     presets={"faults": FAULTS},
     # Small enough to explore whole under each seeded bug, for the trace mapping's explanations

@@ -105,8 +105,9 @@ CLUSTER_BOOKIES = 5
 BOOKIES = ("bookkeeper", "reference")
 #: Late replies (the third ack of a closed ledger's last entry) reach the client within this.
 _SETTLE_SECONDS = 0.3
-#: Bounds for the hidden steps between two observed events: a crash, a restart, lost replies.
-BOUNDS = Bounds(max_hidden_steps=6, max_candidates=10_000)
+#: Bounds for the hidden steps between two observed events (a crash, a restart, lost replies): as many in a row as
+#: each observation mode asks for.
+BOUNDS = Bounds(max_candidates=10_000)
 
 
 class RecordingError(Exception):

@@ -67,8 +67,9 @@ __all__ = ["BOOKIES", "CLIENT_SCENARIOS", "ClientScenario", "record_reference_cl
 BOOKIES = 4
 #: The ledgers' password: the Java harness opens ledgers with it (``LedgerspecHarness.PASSWORD``).
 PASSWORD = b"ledgerspec"
-#: Bounds for the hidden steps between two events the clients see: a crash, lost replies.
-BOUNDS = Bounds(max_hidden_steps=6, max_candidates=10_000)
+#: Bounds for the hidden steps between two events the clients see (a crash, lost replies): as many in a row as the
+#: observation mode asks for.
+BOUNDS = Bounds(max_candidates=10_000)
 #: How long a scenario's client may take to do what it was asked.
 _WITHIN = 60.0
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from ledgerspec.conformance.checker import Bounds, TraceChecker
+from ledgerspec.conformance.checker import DEFAULT_HIDDEN_STEPS, Bounds, TraceChecker
 from ledgerspec.conformance.coverage import coverage_summary
 from ledgerspec.conformance.manifest import CheckInputs, find_inputs
 from ledgerspec.conformance.reader import DEFAULT_MAX_BAD_LINES, DEFAULT_MAX_LINE_BYTES, TraceFileError, TraceInput
@@ -86,8 +86,9 @@ def register(commands: Any) -> None:
     )
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.add_argument(
-        "--max-hidden-steps", type=int, default=_DEFAULT.max_hidden_steps, metavar="N",
-        help=f"hidden steps allowed in a row between two events (default {_DEFAULT.max_hidden_steps})",
+        "--max-hidden-steps", type=int, default=None, metavar="N",
+        help="hidden steps allowed in a row between two events (default: the observation mode's own, else "
+        f"{DEFAULT_HIDDEN_STEPS})",
     )  # fmt: skip
     check.add_argument(
         "--max-candidates", type=int, default=_DEFAULT.max_candidates, metavar="N",
