@@ -156,8 +156,8 @@ def test_specs_lists_constants(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "ledger" in out and "MaxEntries" in out
     text = " ".join(out.split())
     assert (
-        "presets (model-check --preset): defaults; faults (OpenLedger=1 MaxStops=2 MaxDiskLosses=1): takes every action"
-        in text
+        "presets (model-check --preset): defaults; faults (OpenLedger=1 MaxStops=2 MaxDiskLosses=1 NumEntries=1): "
+        "takes every action" in text
     )
 
 

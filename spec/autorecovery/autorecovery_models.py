@@ -17,11 +17,13 @@ SECOND_STOP = CheckedModel(
 )
 
 # Every action, the open ledger's too: the writer's close, and a worker that defers the ledger for the grace
-# period, then recovers it.
+# period, then recovers it. One entry is enough for every action to be taken; the same faults over two entries are
+# a larger model.
 OPEN_LEDGER_FAULTS = CheckedModel(
-    {"OpenLedger": 1, "MaxStops": 2, "MaxDiskLosses": 1},
-    105_873,
-    "an open ledger: its writer closes it, or a worker recovers it after the grace period; stops and a disk lost",
+    {"OpenLedger": 1, "MaxStops": 2, "MaxDiskLosses": 1, "NumEntries": 1},
+    36_384,
+    "an open ledger of one entry: its writer closes it, or a worker recovers it after the grace period; stops and "
+    "a disk lost",
 )
 
 MODELS = SpecModels(
@@ -40,6 +42,12 @@ MODELS = SpecModels(
             "the grace period ends with no recovery: a ledger whose writer is gone stays open and unrepaired",
         ),
         OPEN_LEDGER_FAULTS,
+        CheckedModel(
+            {"OpenLedger": 1, "MaxStops": 2, "MaxDiskLosses": 1},
+            105_873,
+            "the same over two entries",
+            larger=True,
+        ),
     ),
     seeded_bugs=(
         SeededBug("metadata_before_copy", "MetadataNamesOnlyHolders", 6),
