@@ -173,12 +173,12 @@ def test_spark_gives_the_in_process_verdicts_and_errors(spark: Any, mixed: Path,
     assert (summary["traces"], summary["events"]) == (run.traces, run.events)
 
 
-@pytest.mark.parametrize("range_bytes", [2000, 20000])
+@pytest.mark.parametrize("range_bytes", [4000, 20000])
 def test_files_cut_in_small_ranges_give_the_in_process_verdicts(
     spark: Any, mixed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, range_bytes: int
 ) -> None:
-    """Ranges of a few lines: most traces have lines in several ranges, and go through the shuffle; a
-    line cut by a range's end belongs to the range it begins in; every number and error is the same."""
+    """Ranges of a few dozen lines: every trace of the file has lines in several ranges, and goes through the
+    shuffle; a line cut by a range's end belongs to the range it begins in; every number and error is the same."""
     from ledgerspec.conformance import spark as spark_module
 
     monkeypatch.setattr(spark_module, "PARTITION_BYTES", range_bytes)
