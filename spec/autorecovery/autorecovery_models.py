@@ -19,8 +19,9 @@ SECOND_STOP = CheckedModel(
 # Every action, the open ledger's too: the writer's close, and a worker that defers the ledger for the grace
 # period, then recovers it. One entry is enough for every action to be taken; the same faults over two entries are
 # a larger model.
+_OPEN_LEDGER_FAULTS = {"OpenLedger": 1, "MaxStops": 2, "MaxDiskLosses": 1}
 OPEN_LEDGER_FAULTS = CheckedModel(
-    {"OpenLedger": 1, "MaxStops": 2, "MaxDiskLosses": 1, "NumEntries": 1},
+    {**_OPEN_LEDGER_FAULTS, "NumEntries": 1},
     36_384,
     "an open ledger of one entry: its writer closes it, or a worker recovers it after the grace period; stops and "
     "a disk lost",
@@ -42,12 +43,7 @@ MODELS = SpecModels(
             "the grace period ends with no recovery: a ledger whose writer is gone stays open and unrepaired",
         ),
         OPEN_LEDGER_FAULTS,
-        CheckedModel(
-            {"OpenLedger": 1, "MaxStops": 2, "MaxDiskLosses": 1},
-            105_873,
-            "the same over two entries",
-            larger=True,
-        ),
+        CheckedModel(_OPEN_LEDGER_FAULTS, 105_873, "the same over two entries", larger=True),
     ),
     seeded_bugs=(
         SeededBug("metadata_before_copy", "MetadataNamesOnlyHolders", 6),
