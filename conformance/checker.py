@@ -95,8 +95,10 @@ __all__ = ["DEFAULT_HIDDEN_STEPS", "Bounds", "TraceChecker", "check_trace"]
 _SORT = orjson.OPT_SORT_KEYS
 _UNSEEN = object()
 _NEVER = float("inf")  # a budget no state spends: a class not met yet
+# A beam's candidates and the states hidden steps reach from them before an event: at most this many times its width.
+_BEAM_REACH = 3
 _EXAMINED_PER_EVENT = 1_000  # the depth-first search's allowance of states per event, beyond max_candidates
-REPLAY, DEPTH_FIRST, BREADTH_FIRST = "replay", "depth-first", "breadth-first"  # Verdict.search
+REPLAY, DEPTH_FIRST, BEAM, BREADTH_FIRST = "replay", "depth-first", "beam", "breadth-first"  # Verdict.search
 #: Hidden steps allowed in a row between two events, in a mode that does not say.
 DEFAULT_HIDDEN_STEPS = 6
 
@@ -113,6 +115,10 @@ class Bounds:
     # States the depth-first search examines before it leaves the trace to the breadth-first one; None:
     # max_candidates and a thousand per event.
     max_examined: int | None = None
+    # The beam searches tried, in order, when the depth-first one finds no behaviour: breadth first, keeping at
+    # most this many candidates after each event, spread evenly over those found. A width not below
+    # max_candidates is skipped: the breadth-first search itself keeps as many. (): none.
+    beam_widths: tuple[int, ...] = (30, 100, 300)
 
     def __attrs_post_init__(self) -> None:
         hidden = self.max_hidden_steps
@@ -122,6 +128,8 @@ class Bounds:
             )
         if self.max_examined is not None and self.max_examined < 1:
             raise ValueError(f"max_examined must be at least 1, got {self.max_examined}")
+        if any(width < 1 for width in self.beam_widths):
+            raise ValueError(f"every beam width must be at least 1, got {self.beam_widths}")
 
     def for_mode(self, mode: ObservationMode) -> Bounds:
         """These bounds, with the hidden steps in a row set where they are left to the observation mode."""
@@ -153,6 +161,7 @@ class _Outcome:
     witness: Node | None = None
     tail: Sequence[Transition] = ()
     search: str = REPLAY
+    narrowed: bool = False  # a beam dropped candidates the breadth-first search would have kept
 
 
 class _OverBudgetError(Exception):
@@ -452,13 +461,22 @@ class TraceChecker:
 
     # -- the search ----------------------------------------------------------------------
     def _search(self, events: Sequence[Event]) -> _Outcome:
-        """Replay when nothing is hidden; else depth first, then breadth first if that finds no behaviour."""
+        """Replay when nothing is hidden; else depth first, then beams of growing width, then breadth first if
+        none of them finds a behaviour."""
         if not self._hidden_actions:
             return self._breadth_first(events)  # one candidate after each event: the replay
         if self.depth_first:
             found = self._depth_first(events)
             if found is not None:
                 return found
+            for width in self.bounds.beam_widths:
+                if width >= self.bounds.max_candidates:
+                    continue
+                outcome = self._breadth_first(events, width=width)
+                if outcome.failure_index is None and outcome.bad_value is None and outcome.checked == len(events):
+                    return attrs.evolve(outcome, bound=None, search=BEAM)
+                if not outcome.narrowed:  # it dropped no candidate: it was the breadth-first search
+                    return attrs.evolve(outcome, search=BREADTH_FIRST)
         return attrs.evolve(self._breadth_first(events), search=BREADTH_FIRST)
 
     def _first_candidates(self, events: Sequence[Event]) -> tuple[int, dict[Any, Node], dict[Any, Node]]:
@@ -474,10 +492,19 @@ class TraceChecker:
             return 1, matching, inits
         return 0, {k: n for k, n in inits.items() if self._broken_state(n.state) is None}, inits
 
-    def _breadth_first(self, events: Sequence[Event], resume: tuple[int, dict[Any, Node]] | None = None) -> _Outcome:
+    def _breadth_first(
+        self, events: Sequence[Event], resume: tuple[int, dict[Any, Node]] | None = None, width: int | None = None
+    ) -> _Outcome:
         """Every candidate state after each event: the complete search, and the one that explains failures.
-        ``resume``: start at that event from those candidates, not from the initial states."""
-        bounds = self.bounds
+        ``resume``: start at that event from those candidates, not from the initial states.
+
+        ``width``: a *beam*, which keeps at most that many candidates after each event, spread evenly over those
+        found, and ``_BEAM_REACH`` times as many states before it. Every candidate it keeps is reached by a genuine
+        behaviour, so a beam that reaches the end proves the trace conforms; one that does not proves nothing
+        where it dropped candidates (``_Outcome.narrowed``), since one dropped might have gone on."""
+        most = reach = self.bounds.max_candidates
+        if width is not None:
+            most, reach = width, min(reach, _BEAM_REACH * width)
         if resume is not None:
             start, frontier = resume
         else:
@@ -488,6 +515,7 @@ class TraceChecker:
             if start and not frontier:
                 return _Outcome(0, failure_index=0, closure=inits)
         bound: BoundHit | None = None
+        narrowed = False
         peak = len(frontier)
         hidden = bool(self._hidden_actions)
         i = start
@@ -502,7 +530,8 @@ class TraceChecker:
                 frontier = {self._class(state): node}
             ev = events[i]
             if hidden:
-                closure, cut = self._closure(frontier, i)
+                closure, cut = self._closure(frontier, i, reach)
+                narrowed |= cut is not None and cut.bound == "max_candidates" and width is not None
                 if cut is not None and bound is None:
                     bound = cut
                 peak = max(peak, len(closure))
@@ -518,14 +547,21 @@ class TraceChecker:
                             new[k] = Node(node, action, args, nxt, serial)
             except _BadValueError as exc:
                 witness = shortest(closure)
-                return _Outcome(i, bad_value=self._value_error(ev, exc), bound=bound, peak=peak, witness=witness)
+                bad = self._value_error(ev, exc)
+                return _Outcome(i, bad_value=bad, bound=bound, peak=peak, witness=witness, narrowed=narrowed)
             if not new:
                 witness = shortest(closure)
-                return _Outcome(i, failure_index=i, closure=closure, bound=bound, peak=peak, witness=witness)
-            if len(new) > bounds.max_candidates:
-                new = dict(list(new.items())[: bounds.max_candidates])
+                return _Outcome(
+                    i, failure_index=i, closure=closure, bound=bound, peak=peak, witness=witness, narrowed=narrowed
+                )
+            if len(new) > most:
+                # The search keeps those with the fewest hidden steps; a beam keeps an even spread, so that the
+                # candidates that took hidden steps early go on beside those that put them off.
+                kept = list(new.items())
+                new = dict(kept[:most] if width is None else kept[:: -(-len(kept) // most)])
+                narrowed |= width is not None
                 if bound is None:
-                    bound = BoundHit("max_candidates", bounds.max_candidates, i + 1)
+                    bound = BoundHit("max_candidates", most, i + 1)
             frontier = new
             peak = max(peak, len(new))
             i += 1
@@ -731,9 +767,10 @@ class TraceChecker:
             outcome = attrs.evolve(outcome, closure=closure, witness=node)
         return i, state, node, outcome, []
 
-    def _closure(self, frontier: dict[Any, Node], index: int) -> tuple[dict[Any, Node], BoundHit | None]:
-        """The frontier and every state hidden steps reach from it, breadth first (shortest paths)."""
-        limit, most = self._hidden_limit, self.bounds.max_candidates
+    def _closure(self, frontier: dict[Any, Node], index: int, most: int) -> tuple[dict[Any, Node], BoundHit | None]:
+        """The frontier and every state hidden steps reach from it, breadth first (shortest paths), up to ``most``
+        states."""
+        limit = self._hidden_limit
         seen = dict(frontier)
         layer = list(frontier.values())
         key = self._class

@@ -160,23 +160,31 @@ def _answer(v: Verdict) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("bug", ["none", "lac_before_qa", "missing_after_qa_no_such", "fence_qa_total"])
-def test_the_depth_first_search_gives_the_breadth_first_verdicts_and_explanations(bug: str) -> None:
-    """A behaviour the depth-first search finds conforms; where it finds none, the breadth-first search
-    decides, so a violation is told as the breadth-first search alone tells it."""
+def test_the_depth_first_search_and_the_beams_give_the_breadth_first_verdicts_and_explanations(bug: str) -> None:
+    """A behaviour the depth-first search or a beam finds conforms; where they find none, the breadth-first
+    search decides, so a violation is told as the breadth-first search alone tells it. With a depth-first search
+    that gives up at its first hidden step, the beams decide the traces that conform."""
     constants = {"E": 3, "Qw": 2, "Qa": 1} if bug == "fence_qa_total" else {}
     correct = LedgerSpec(**MODEL, **constants)
     buggy = LedgerSpec(**MODEL, **constants, Bug=bug)
     depth, breadth = TraceChecker(correct, "client"), TraceChecker(correct, "client", depth_first=False)
+    beams = TraceChecker(correct, "client", Bounds(max_examined=1))
     searches: dict[str, int] = {}
+    beamed: dict[str, int] = {}
     for i, w in enumerate(walks(buggy, 11, 60, steps=60)):
         events = events_from_json(trace_events(buggy, w, "client", f"t{i}"))
-        found, alone = depth.check(events), breadth.check(events)
-        assert _answer(found) == _answer(alone), (found.reason, alone.reason)
+        found, alone, beam = depth.check(events), breadth.check(events), beams.check(events)
+        assert _answer(found) == _answer(alone) == _answer(beam), (found.reason, alone.reason, beam.reason)
         assert alone.search == "breadth-first"
-        assert found.search == ("depth-first" if found.status == CONFORMS else "breadth-first")
+        assert found.search in ({"depth-first", "beam"} if found.status == CONFORMS else {"breadth-first"})
+        assert beam.search in (
+            {"depth-first", "beam", "breadth-first"} if beam.status == CONFORMS else {"breadth-first"}
+        )
         searches[found.search] = searches.get(found.search, 0) + 1
+        beamed[beam.search] = beamed.get(beam.search, 0) + 1
     if bug == "none":
         assert searches == {"depth-first": 60}  # every trace conforms, and the depth-first search finds it
+        assert beamed == {"depth-first": 52, "beam": 8}, beamed  # a beam decides each the first state cannot
     else:
         assert searches.get("breadth-first", 0) >= 3, searches
 

@@ -30,9 +30,10 @@ recomputed); the rate of the check alone on events already in memory (warm),
 with coverage collected (the default) and without, best of six runs each,
 each first in turn, and the ratio of the two; the largest set of candidate
 states the check examined for one event, over the traces, and how many
-traces the breadth-first search had to decide (the depth-first search found
-no behaviour). Every trace must conform, or the figures measure something
-else and the benchmark fails. Two ratios close the table: ``client, lossy``
+traces a beam decided and how many the breadth-first search had to decide
+(the depth-first search found no behaviour, and no beam did either). Every
+trace must conform, or the figures measure something else and the benchmark
+fails. Two ratios close the table: ``client, lossy``
 end to end, cold, against ``full`` and against ``full, lossy walks``.
 
 A peer on the same traces: TLC's trace validation (docs/conformance.md,
@@ -62,7 +63,7 @@ from typing import Any
 
 import attrs
 import orjson
-from ledgerspec.conformance.checker import BREADTH_FIRST, TraceChecker
+from ledgerspec.conformance.checker import BEAM, BREADTH_FIRST, TraceChecker
 from ledgerspec.conformance.events import Event, events_from_json
 from ledgerspec.conformance.generate import Walk, random_walk, trace_events, write_ndjson
 from ledgerspec.conformance.reader import TraceInput, read_traces
@@ -169,6 +170,7 @@ def _measure(name: str, kind: Kind, path: Path, traces: int, events: int) -> dic
         "check_only_warm_no_coverage": _rate(events, bare),
         "coverage_cost": check_only / bare - 1 if bare > 0 else 0.0,
         "largest_candidate_set": max(v.max_candidates for v in verdicts),
+        "decided_by_beam": sum(v.search == BEAM for v in verdicts),
         "decided_breadth_first": sum(v.search == BREADTH_FIRST for v in verdicts),
         "not_conforming": [v.reason for v in bad[:1]] + [str(e) for e in cold.input_errors[:1]],
     }
@@ -219,7 +221,7 @@ def _table(rows: list[dict[str, Any]]) -> Table:
     table = Table(
         "kind", "traces", "events", "fewest / trace", "bytes / event", "parse only", "end to end, cold",
         "÷ parse", "end to end, warm", "check only, warm", "no coverage", "coverage cost",
-        "most candidates", "breadth first",
+        "most candidates", "beam", "breadth first",
         title="events per second, one core (no coverage: check only, warm, without coverage)",
     )  # fmt: skip
     for r in rows:
@@ -237,6 +239,7 @@ def _table(rows: list[dict[str, Any]]) -> Table:
             f"{r['check_only_warm_no_coverage']:,.0f}",
             f"{r['coverage_cost']:+.1%}",
             f"{r['largest_candidate_set']:,}",
+            f"{r['decided_by_beam']:,}",
             f"{r['decided_breadth_first']:,}",
         )
     return table
