@@ -191,7 +191,8 @@ class TraceChecker:
     ``mapping`` defaults to the spec's trace module (``ledgerspec.spec.<name>_trace``); ``cache_limit``
     bounds each cache (they are emptied when full, so memory stays bounded on any number of traces);
     ``coverage``: collect what the traces exercise (:meth:`coverage`); ``depth_first``: in a mode that
-    hides steps, look for one behaviour depth first before searching every candidate breadth first.
+    hides steps, look for one behaviour depth first, then in beams (``Bounds.beam_widths``), before searching
+    every candidate breadth first.
     """
 
     def __init__(
