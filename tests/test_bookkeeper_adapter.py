@@ -13,6 +13,7 @@ import orjson
 import pytest
 from ledgerspec.conformance.adapters import bookkeeper
 from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper, MappingError, order_by_service
+from ledgerspec.conformance.adapters.cluster import free_ports
 from ledgerspec.conformance.adapters.findings import FINDINGS
 from ledgerspec.conformance.adapters.jars import JavaSetupError, ensure_jars
 from ledgerspec.conformance.adapters.ml_scenarios import ML_SCENARIOS
@@ -883,3 +884,11 @@ def test_a_writer_that_closes_with_adds_pending_conforms(tmp_path: Path) -> None
     lines = [orjson.loads(line) for line in (tmp_path / "recover-open" / "trace.ndjson").read_bytes().splitlines()]
     closed = [i for i, line in enumerate(lines) if line["type"] == "WriterClosesLedger"]
     assert closed and any(line["type"] == "BookieReceivesAdd" for line in lines[closed[0] + 1 :])
+
+
+def test_the_ports_of_a_cluster_are_distinct() -> None:
+    """The cluster's ZooKeeper and bookies get their ports together: ports released one at a time may be handed
+    out twice (among 500 such, a pair repeats in nearly every try), and a bookie given its neighbour's port does not
+    start."""
+    ports = free_ports(500)
+    assert len(set(ports)) == 500 and all(0 < p < 65536 for p in ports)

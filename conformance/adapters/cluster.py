@@ -51,6 +51,7 @@ __all__ = [
     "Harness",
     "ScenarioCluster",
     "free_port",
+    "free_ports",
 ]
 
 _LOG4J = """<Configuration status="ERROR">
@@ -116,9 +117,19 @@ class ClusterError(Exception):
 
 def free_port() -> int:
     """A TCP port no one listens on now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    (port,) = free_ports(1)
+    return port
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports no one listens on now. Each socket stays bound until every port is chosen: a
+    port released at once may be handed out again by the next bind (two bookies of one cluster were once given
+    the same port, and the second refused to start on the first's cookie)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path, what: str) -> None:
@@ -199,10 +210,10 @@ class BookKeeperCluster:
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
         (self.directory / "log4j2.xml").write_text(_LOG4J)
-        self.zk_port = free_port()
+        self.zk_port, *bookie_ports = free_ports(1 + bookies)
         self.metadata_uri = f"zk+hierarchical://127.0.0.1:{self.zk_port}{_LEDGERS_ROOT}"
         self._zookeeper: subprocess.Popen[bytes] | None = None
-        self._bookies = [self._bookie(n) for n in range(1, bookies + 1)]
+        self._bookies = [self._bookie(n, port) for n, port in enumerate(bookie_ports, 1)]
         self.harness: Harness | None = None
         self._harnesses: list[Harness] = []
         self._zk: KazooClient | None = None
@@ -236,8 +247,7 @@ class BookKeeperCluster:
                 command, stdout=kwargs.pop("stdout", out), stderr=out, start_new_session=True, **kwargs
             )
 
-    def _bookie(self, n: int) -> _Bookie:
-        port = free_port()
+    def _bookie(self, n: int, port: int) -> _Bookie:
         home = self.directory / f"bookie-{n}"
         conf = self.directory / f"bookie-{n}.conf"
         settings = {
