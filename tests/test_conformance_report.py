@@ -288,12 +288,11 @@ def test_a_report_that_cannot_be_written_is_refused_before_the_check(
 
 
 # -- in a real browser ------------------------------------------------------------------
-# Added to a copy of the report (the report itself has no script): the violation's diagram is moved to the
-# top of the page, for a small screenshot; then where Chromium laid out the failing event and the lanes,
-# and the colour it gave the failing event's dot, are written into the page.
+# The page Chromium draws: the first violation's diagram alone, under the report's own style, so that the screenshot
+# is small and needs no script to run before it is painted. The script added here writes where Chromium laid out
+# the failing event and the lanes, and the colour it gave the failing event's dot, into the page it dumps.
 MEASURE = """<script>
-const failing = document.querySelector("#v1 .event.failing");
-document.body.prepend(failing.ownerSVGElement.closest(".diagram"));
+const failing = document.querySelector(".event.failing");
 const box = (e) => { const r = e.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; };
 const svg = failing.ownerSVGElement;
 const layout = {
@@ -309,11 +308,20 @@ RED = (0xB3, 0x26, 0x1E)  # --red in the report's style
 ROW_RED = (0xFD, 0xE7, 0xE5)  # --red-bg: the failing row
 
 
+def _diagram_page(html: str) -> str:
+    """The report's head and the first violation's diagram (``<div class="diagram">``, which holds no div)."""
+    body = html.index("<body>") + len("<body>")
+    start = html.index('<div class="diagram">', html.index('id="v1"'))
+    end = html.index("</div>", start) + len("</div>")
+    return f"{html[:body]}\n{html[start:end]}\n</body>\n</html>\n"
+
+
 @pytest.mark.chromium
 def test_chromium_draws_the_violation(run: dict[str, Any], tmp_path: Path) -> None:
-    page = tmp_path / "measured.html"
-    page.write_text(run["html"].replace("</body>", MEASURE + "</body>"), encoding="utf-8")
-    dom = dump_dom(page, tmp_path / "profile")
+    diagram = _diagram_page(run["html"])
+    measured = tmp_path / "measured.html"
+    measured.write_text(diagram.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
+    dom = dump_dom(measured, tmp_path / "profile")
     layout = json.loads(parse(dom).find("pre", id="layout").text)
     x, y, width, height = layout["failing"]
     sx, sy, swidth, sheight = layout["svg"]
@@ -324,9 +332,14 @@ def test_chromium_draws_the_violation(run: dict[str, Any], tmp_path: Path) -> No
     assert lanes["writer"][0] < lanes["bookie-1"][0] < lanes["bookie-2"][0]
     assert layout["dot"] == layout["label"] == "rgb(179, 38, 30)"
     # The pixels: the diagram, with the failing row's band and its red dot.
-    shot = screenshot(page, tmp_path / "profile", tmp_path / "shot.png", width=1000, height=int(sy + sheight) + 10)
-    assert shot.colors() > 20  # not blank
-    assert shot.count(ROW_RED, 4) > 2000 and shot.count(RED, 10) > 30
+    page = tmp_path / "diagram.html"
+    page.write_text(diagram, encoding="utf-8")
+    png = tmp_path / "shot.png"
+    shot = screenshot(page, tmp_path / "profile", png, width=1000, height=int(sy + sheight) + 10)
+    band, dot = shot.count(ROW_RED, 4), shot.count(RED, 10)
+    drawn = f"{shot.colors()} colours, {band} pixels of the failing row's band, {dot} red; the screenshot: {png}"
+    assert shot.colors() > 20, drawn  # not blank
+    assert band > 2000 and dot > 30, drawn
 
 
 def test_a_trace_that_fails_at_its_first_event_and_a_run_that_conforms(tmp_path: Path) -> None:
