@@ -304,6 +304,10 @@ MUTANT_ROADS: dict[str, tuple[Callable[[CursorRun], object], str]] = {
         lambda run: (_publish_and_ack(run, 1), run.reset((0, -1)), run.flush()),
         "CursorPersistsToLedger",  # the reset's record follows the new ledger's first (flushPendingMarkDeletes)
     ),
+    "persists_read_position": (
+        lambda run: (_publish_and_ack(run, 0), run.flush()),
+        "CursorCreatesLedger",  # its first record holds (0, 1), read next and not acknowledged
+    ),
 }
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+import attrs
 from ledgerspec.reference.ledger import LedgerHandle
 from ledgerspec.reference.managed_ledger.bookkeeper import BookKeeperError, NoSuchLedgerError
 from ledgerspec.reference.managed_ledger.meta_store import MetaStoreError
@@ -179,20 +180,28 @@ class ManagedCursor:
         self.resetting, self.dirty = target, False
         self.ml.log.emit("CursorResetStarts", target)
 
+    def _record(self) -> CursorSnapshot:
+        """A record of the cursor's own state (``buildPositionInfo``: the mark-delete and what is acked after it)."""
+        state = self.snapshot()
+        if self.ml.config.mutant == "persists_read_position":  # MUTANT: the position read next, not the mark-delete
+            read = next_position(self.ml.ids(), self.ml.entries_of, self.mark_delete)
+            return state if read is None else attrs.evolve(state, mark_delete=read)
+        return state
+
     def _to_persist(self) -> CursorSnapshot:
         """What the next persist writes: a pending reset's record (its position, no individual acks), else the
         state."""
         if self.resetting is None:
-            return self.snapshot()
+            return self._record()
         if self.ml.config.mutant == "reset_keeps_acks":  # MUTANT: the acks from before the reset are kept
             return CursorSnapshot(self.resetting, frozenset(self.acked), self.unacked_batch)
         return CursorSnapshot(self.resetting)
 
-    def _persisted(self, mark_delete: Position) -> None:
-        """A persist completed: the managed ledger holds its mark-delete for the cursor; a pending reset's record is
-        written, and the cursor takes it next (:meth:`_complete_reset`)."""
+    def _persisted(self) -> None:
+        """A persist completed: the managed ledger holds the cursor's mark-delete (``MarkDeleteEntry``'s callback);
+        a pending reset's record is written, and the cursor takes it next (:meth:`_complete_reset`)."""
         if self.resetting is None:
-            self.ml.on_mark_delete_persisted(self, mark_delete)
+            self.ml.on_mark_delete_persisted(self, self.mark_delete)
         else:
             self.reset_written = True
 
@@ -250,7 +259,7 @@ class ManagedCursor:
         Pulsar 4.0.7): the state goes to the znode where the configuration falls back
         (``cursor_znode_fallback``), else the mark-delete fails and stays dirty."""
         bk, snapshot = self.ml.bookkeeper, self._to_persist()
-        first = snapshot if self.reset_written else self.snapshot()
+        first = snapshot if self.reset_written else self._record()
         self.ml.crash_point("cursor-ledger-create")
         try:
             handle = bk.create("cursor")
@@ -264,7 +273,7 @@ class ManagedCursor:
             if not skips_store and not self._fall_back_to_znode(snapshot):
                 return False
             self.dirty = False
-            self._persisted(snapshot.mark_delete)
+            self._persisted()
             self.ml.log.emit("CursorLedgerCreationFails")
             return False
         try:
@@ -342,7 +351,7 @@ class ManagedCursor:
                 return False
             self.status = CursorStatus.NO_LEDGER
             self.dirty = False
-            self._persisted(snapshot.mark_delete)
+            self._persisted()
             self.ml.log.emit("CursorLedgerWriteFails")
             return True
         self.records += 1
@@ -350,7 +359,7 @@ class ManagedCursor:
         full = self.records - 1 >= self.ml.config.metadata_max_entries_per_ledger
         if full:  # rolloverLedgerIfNeeded: SwitchingLedger; the flush creates the successor next
             self.status = CursorStatus.SWITCHING
-        self._persisted(snapshot.mark_delete)
+        self._persisted()
         self.dirty = False
         self.ml.log.emit("CursorPersistsToLedger")
         return True

@@ -85,6 +85,10 @@ MUTANTS = {
         "a reset's record keeps the individual acks from before the reset, as Pulsar 4.0.7 writes it "
         "(internalResetCursor)"
     ),
+    "persists_read_position": (
+        "the cursor persists the position it reads next instead of its mark-delete: a restore skips the entry "
+        "read and not acknowledged"
+    ),
 }
 
 

@@ -44,10 +44,12 @@ __all__ = [
     "with_mutant",
 ]
 
-#: The seeded bugs a topic run takes: the managed ledger's that touch its trimming, and the topic's own.
+#: The seeded bugs a topic run takes: the managed ledger's that touch its trimming or what its cursors persist, and
+#: the topic's own.
 MUTANTS = {
     "trim_deletes_needed_ledger": ML_MUTANTS["trim_deletes_needed_ledger"],
     "skip_unconsumed_ledger": ML_MUTANTS["skip_unconsumed_ledger"],
+    "persists_read_position": ML_MUTANTS["persists_read_position"],
     "forget_dedup_on_open": BUGS["dedup_forgets_on_reopen"],
 }
 
