@@ -234,3 +234,23 @@ def test_ledgers_rolled_over_by_age_conform_where_the_specs_let_ledgers_age(tmp_
     failure = cursor.verdict.failure
     assert cursor.verdict.status == "violates" and failure is not None and failure.event_type == "LedgerRollsOver"
     assert "holds 2 of 10 entries: it is not full" in failure.reason
+
+
+def test_a_cursor_ledger_deleted_when_the_znode_refused_to_name_it_is_a_fault(tmp_path: Path) -> None:
+    """cursor-switch-fails: the cursor's znode was read-only when its full ledger was switched; the broker deleted
+    the new cursor ledger (3), which held its first record (switchToNewLedger's failure), and persisted the next
+    acks through a ledger created again (4). That deletion is the one fault; the deletions of the older ledgers
+    that a switch (2) and the restore (4) retired are none."""
+    name = "cursor-switch-fails"
+    recording = recheck(tmp_path, name)
+    assert recording.status == "conforms", [r.verdict.reason for r in recording.ledgers]
+    assert recording.ledgers[0].constants["MaxFaults"] == 1
+    observations = [
+        orjson.loads(line) for line in (RECORDINGS / name / "observations.ndjson").read_bytes().splitlines()
+    ]
+    assert [o["ledger"] for o in observations if o["ev"] == "ledger-deleted"] == [3, 2, 4]
+    run = orjson.loads((RECORDINGS / name / "run.json").read_bytes())
+    for unseen, faults in ((None, 1), (3, 0), (2, 1)):
+        mapper = CursorTraceMapper("t", run["managed_ledger"], run["cursor"])
+        mapper.feed_all(o for o in observations if not (o["ev"] == "ledger-deleted" and o["ledger"] == unseen))
+        assert (mapper.failed_switches, mapper.failed_appends) == (faults, 0), unseen

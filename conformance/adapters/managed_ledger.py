@@ -33,6 +33,9 @@ the cursor is closed                                ``CursorCloses``, observed `
 the broker closes a cursor ledger short of records  none: each is a failed append
 it sent                                             (``CursorLedgerWriteFails``, hidden), counted in
                                                     ``MaxFaults``
+the broker deletes the newest cursor ledger it      none: the znode write naming it failed
+created, which holds its first record               (``CursorLedgerSwitchFails``, hidden), counted
+                                                    in ``MaxFaults``
 bookies killed, or restarted                        none: the calls they fail are the faults above
 the broker is killed                                ``BrokerCrashes``, observed ``broker_up``
 the managed ledger is opened again                  ``ManagedLedgerOpens``
@@ -96,6 +99,9 @@ class CursorTraceMapper:
         self._cursor_ledgers: set[int] = set()  # the BookKeeper ids of the cursor's ledgers
         self._appends_sent: dict[int, set[int]] = {}  # cursor ledger -> entries this broker sent to its bookies
         self.failed_appends = 0  # records of a cursor ledger that its broker closed it without: each one fault
+        self.failed_switches = 0  # cursor ledgers deleted as soon as written: each one fault
+        self._newest_ledger = -1  # the BookKeeper id of the ledger of the managed ledger created last
+        self._closed_short: set[int] = set()  # cursor ledgers closed short of records sent
 
     def constants(
         self, max_entries_per_ledger: int, metadata_max_entries_per_ledger: int, *, rollover_by_time: bool = False
@@ -109,7 +115,7 @@ class CursorTraceMapper:
             "BatchSize": 1,
             "MetadataMaxEntriesPerLedger": metadata_max_entries_per_ledger,
             "MaxCrashes": self.crashes,
-            "MaxFaults": self.failed_appends,
+            "MaxFaults": self.failed_appends + self.failed_switches,
             "MaxLedgerLoss": 0,
             "MaxResets": self.resets,
         }
@@ -142,8 +148,11 @@ class CursorTraceMapper:
             return
         if kind in ("send", "reply", "after", "complete", "opened", "unwatched"):
             return  # the BookKeeper client's own traffic: what the mapping needs of it is the ledgers created
-        if kind in ("bookies-killed", "bookies-restarted"):
-            return  # bookies down, then back: no step of the cursor spec; the calls they failed are its faults
+        if kind == "ledger-deleted":
+            self._ledger_deleted(obs)
+            return
+        if kind in ("bookies-killed", "bookies-restarted", "cursor-znode-read-only", "cursor-znode-writable"):
+            return  # bookies or the store refuse, then serve again: no step of the spec; what they failed is a fault
         if obs.get("name") not in (None, self.managed_ledger) or obs.get("cursor") not in (None, self.cursor):
             return
         handler = {
@@ -189,6 +198,7 @@ class CursorTraceMapper:
             return
         spec_id = len(self.ids)
         self.ids[int(obs["ledger"])] = spec_id
+        self._newest_ledger = int(obs["ledger"])
         if CURSOR_KEY in custom:
             self._cursor_ledgers.add(int(obs["ledger"]))
         if CURSOR_KEY in custom or spec_id == 0 or self._reopening:
@@ -207,7 +217,20 @@ class CursorTraceMapper:
             return
         if obs["written"].get("state") == "CLOSED":
             last = int(obs["written"]["last_entry"])
-            self.failed_appends += len({e for e in self._appends_sent.pop(ledger) if e > last})
+            short = len({e for e in self._appends_sent.pop(ledger) if e > last})
+            self.failed_appends += short
+            if short:
+                self._closed_short.add(ledger)
+
+    def _ledger_deleted(self, obs: Mapping[str, Any]) -> None:
+        """A cursor ledger deleted while it is the newest ledger of the managed ledger, and not closed short of
+        its records: the metadata-store write that was to name it failed, and the broker deleted it
+        (``switchToNewLedger``'s failure, Pulsar 4.0.7), one of the spec's faults (``CursorLedgerSwitchFails``,
+        hidden). A ledger retired by a switch or a restore is older than the one that replaced it; one whose
+        first record failed (``createNewMetadataLedger`` deletes it too) was counted as a failed append."""
+        ledger = int(obs["ledger"])
+        if obs["ok"] and ledger in self._cursor_ledgers and ledger == self._newest_ledger:
+            self.failed_switches += ledger not in self._closed_short
 
     def _ml_opened(self, obs: Mapping[str, Any]) -> None:
         if self._opened:

@@ -50,6 +50,24 @@ from ledgerspec.spec.vocabulary import trace_line
 
 __all__ = ["TopicMappingError", "TopicTraceMapper"]
 
+# The observations of the BookKeeper client's traffic, the bookies and the metadata store, which no client of the
+# topic sees.
+_UNSEEN = frozenset(
+    {
+        "send",
+        "reply",
+        "after",
+        "complete",
+        "opened",
+        "unwatched",
+        "ledger-deleted",
+        "bookies-killed",
+        "bookies-restarted",
+        "cursor-znode-read-only",
+        "cursor-znode-writable",
+    }
+)
+
 _PRODUCER, _CURSOR = 1, 1
 
 
@@ -106,8 +124,8 @@ class TopicTraceMapper:
         if kind == "metadata":
             self._ledger_created(obs)
             return
-        if kind in ("send", "reply", "after", "complete", "opened", "unwatched", "bookies-killed", "bookies-restarted"):
-            return  # the BookKeeper client's traffic and the bookies: no client of the topic sees them
+        if kind in _UNSEEN:
+            return  # the BookKeeper client's traffic, the bookies and the store: no client of the topic sees them
         if obs.get("name") not in (None, self.managed_ledger) or obs.get("cursor") not in (None, self.cursor):
             return
         if kind == "published":

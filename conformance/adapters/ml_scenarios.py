@@ -17,11 +17,15 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
+from kazoo.security import OPEN_ACL_UNSAFE, make_acl
 from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, Harness
+from ledgerspec.conformance.adapters.managed_ledger import CURSOR_KEY
 
 __all__ = ["ML_SCENARIOS", "BrokerDriver", "ManagedLedgerScenario", "SkippedMessageError"]
 
 CURSOR = "subscription"
+MANAGED_LEDGERS_ROOT = "/managed-ledgers"  # MetaStoreImpl: a cursor's znode is <root>/<managed ledger>/<cursor>
+SWITCH_TIMEOUT = 30.0  # seconds to wait for a cursor-ledger switch that runs in the broker's background
 
 
 class SkippedMessageError(Exception):
@@ -128,6 +132,35 @@ class BrokerDriver:
             self.cluster.restart_bookie(n)
         self.cluster.wait_for_bookies(len(self.cluster.bookie_ids))
         self._note({"ev": "bookies-restarted", "bookies": numbers})
+
+    # -- the metadata store ----------------------------------------------------------------
+    def refuse_cursor_writes(self) -> None:
+        """Make the cursor's znode read-only (ACL world:anyone:READ|ADMIN): the broker's next write of it fails
+        with NoAuth, as a metadata store that refuses a write; reads, and every other znode, are untouched."""
+        read_only = [make_acl("world", "anyone", read=True, admin=True)]
+        self.cluster.zookeeper.set_acls(self._cursor_znode(), read_only)
+        self._note({"ev": "cursor-znode-read-only"})
+
+    def allow_cursor_writes(self) -> None:
+        self.cluster.zookeeper.set_acls(self._cursor_znode(), OPEN_ACL_UNSAFE)
+        self._note({"ev": "cursor-znode-writable"})
+
+    def await_failed_switch(self) -> None:
+        """Wait until the broker deleted the newest cursor ledger it created: the write of the znode naming it
+        failed (switchToNewLedger, which runs after a persist, in the background; ManagedCursorImpl, Pulsar
+        4.0.7)."""
+        deadline = time.monotonic() + SWITCH_TIMEOUT
+        while time.monotonic() < deadline:
+            self._collect()
+            created = [o for o in self.log if o["ev"] == "metadata" and o["op"] == "create" and o["ok"]]
+            deleted = {o["ledger"] for o in self.log if o["ev"] == "ledger-deleted" and o["ok"]}
+            if created and CURSOR_KEY in created[-1]["written"]["custom"] and created[-1]["ledger"] in deleted:
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"{self.scenario}: no cursor-ledger switch failed within {SWITCH_TIMEOUT:.0f} s")
+
+    def _cursor_znode(self) -> str:
+        return f"{MANAGED_LEDGERS_ROOT}/{self.name}/{CURSOR}"
 
     # -- plumbing ----------------------------------------------------------------------
     def _call(self, cmd: str, **arguments: Any) -> dict[str, Any]:
@@ -307,3 +340,25 @@ def _cursor_ledger_write_fails(driver: BrokerDriver) -> None:
     driver.crash()
     driver.open()
     driver.ack(2)
+
+
+@_scenario(
+    "cursor-switch-fails",
+    "the cursor's znode made read-only while its full ledger is switched: the new cursor ledger is deleted and the "
+    "cursor keeps its old one; the znode writable again, more acks, a broker crash, a restore",
+)
+def _cursor_switch_fails(driver: BrokerDriver) -> None:
+    """switchToNewLedger's failure (ManagedCursorImpl, Pulsar 4.0.7): the new ledger, which holds the first record,
+    is deleted; createNewMetadataLedger's operationFailed sets NoLedger and fails the mark-deletes queued meanwhile.
+    The next mark-delete creates a ledger again."""
+    driver.open()
+    driver.publish(5)
+    driver.ack(0)  # the cursor's first ledger: its first record, then this mark-delete's
+    driver.refuse_cursor_writes()
+    driver.ack(1)  # its third record: the ledger is full (shouldCloseLedger), and its successor is never named
+    driver.await_failed_switch()
+    driver.allow_cursor_writes()
+    driver.ack(2, 3)
+    driver.crash()
+    driver.open()
+    driver.ack(4)

@@ -57,6 +57,7 @@ import org.apache.bookkeeper.meta.LedgerManager;
 import org.apache.bookkeeper.mledger.ManagedCursor;
 import org.apache.bookkeeper.mledger.ManagedLedger;
 import org.apache.bookkeeper.mledger.ManagedLedgerConfig;
+import org.apache.bookkeeper.mledger.ManagedLedgerException;
 import org.apache.bookkeeper.mledger.ManagedLedgerFactory;
 import org.apache.bookkeeper.mledger.Position;
 import org.apache.bookkeeper.mledger.PositionFactory;
@@ -419,14 +420,16 @@ public final class LedgerspecHarness {
             }
             case "cursor-ack": {
                 ManagedCursor cursor = cursor(c);
-                cursor.delete(PositionFactory.create(c.path("ledger").asLong(), c.path("entry").asLong()));
-                cursorEvent("acked", c, cursor);
+                String failed = failure(
+                        () -> cursor.delete(PositionFactory.create(c.path("ledger").asLong(), c.path("entry").asLong())));
+                cursorEvent("acked", c, cursor, failed);
                 return true;
             }
             case "cursor-mark-delete": {
                 ManagedCursor cursor = cursor(c);
-                cursor.markDelete(PositionFactory.create(c.path("ledger").asLong(), c.path("entry").asLong()));
-                cursorEvent("mark-deleted", c, cursor);
+                String failed = failure(() -> cursor.markDelete(
+                        PositionFactory.create(c.path("ledger").asLong(), c.path("entry").asLong())));
+                cursorEvent("mark-deleted", c, cursor, failed);
                 return true;
             }
             case "cursor-reset": {
@@ -498,6 +501,14 @@ public final class LedgerspecHarness {
 
     /** What a consumer of the cursor sees: its mark-delete, and which of the given positions it will not deliver. */
     private void cursorEvent(String kind, JsonNode c, ManagedCursor cursor) {
+        cursorEvent(kind, c, cursor, null);
+    }
+
+    /**
+     * The same, after an acknowledgement whose persist failed (``failed``: why, or null): the cursor took it in
+     * memory (asyncDelete and asyncMarkDelete update it before they persist; ManagedCursorImpl, Pulsar 4.0.7).
+     */
+    private void cursorEvent(String kind, JsonNode c, ManagedCursor cursor, String failed) {
         Map<String, Object> event = new LinkedHashMap<>();
         event.put("ev", kind);
         event.put("name", c.path("name").asText());
@@ -517,11 +528,24 @@ public final class LedgerspecHarness {
             }
             event.put("covered", covered);
         }
+        if (failed != null) {
+            event.put("failed", failed);
+        }
         observe(event);
     }
 
     private interface Call {
         void run() throws Exception;
+    }
+
+    /** null, or why the managed ledger refused the call (its ManagedLedgerException). */
+    private static String failure(Call call) throws Exception {
+        try {
+            call.run();
+            return null;
+        } catch (ManagedLedgerException e) {
+            return e.getClass().getSimpleName() + ": " + e.getMessage();
+        }
     }
 
     /** 0, or the BookKeeper return code of the exception the call threw. */
@@ -816,6 +840,9 @@ public final class LedgerspecHarness {
         @SuppressWarnings("unchecked")
         public Object invoke(Object proxy, Method method, Object[] args) throws Throwable {
             String name = method.getName();
+            if (name.equals("removeLedgerMetadata")) {
+                return removed((Long) args[0], (CompletableFuture<Void>) forward(real, method, args));
+            }
             if (!name.equals("createLedgerMetadata") && !name.equals("writeLedgerMetadata")) {
                 return forward(real, method, args);
             }
@@ -844,6 +871,25 @@ public final class LedgerspecHarness {
                     seen.completeExceptionally(error);
                 } else {
                     seen.complete(versioned);
+                }
+            });
+            return seen;
+        }
+
+        /** A ledger's deletion (``BookKeeper.asyncDeleteLedger``), observed before the caller's continuation. */
+        private CompletableFuture<Void> removed(long ledger, CompletableFuture<Void> result) {
+            CompletableFuture<Void> seen = new CompletableFuture<>();
+            result.whenComplete((ignored, error) -> {
+                Map<String, Object> event = new LinkedHashMap<>();
+                event.put("ev", "ledger-deleted");
+                event.put("client", client);
+                event.put("ledger", ledger);
+                event.put("ok", error == null);
+                observe(event);
+                if (error != null) {
+                    seen.completeExceptionally(error);
+                } else {
+                    seen.complete(null);
                 }
             });
             return seen;
