@@ -332,5 +332,32 @@ def test_a_connection_whose_first_frame_is_v2_is_served_in_v2(client: Client) ->
     assert fenced[1] == v2.EOK and fenced[4] == _entry(0, -1)
     assert _v2_call(sock, v2.ADDENTRY, 0, key + _entry(1, 0))[1] == v2.EFENCED
     assert _v2_call(sock, v2.ADDENTRY, v2.FLAG_RECOVERY_ADD, key + _entry(1, 0))[1] == v2.EOK
-    batch = struct.pack(">qqqiq", LEDGER, 0, 7, 10, 1 << 20)
-    assert _v2_call(sock, v2.BATCH_READ_ENTRY, 0, batch)[1] == v2.EBADREQ
+    # Batch reads (BatchedReadEntryProcessor): the entries from the first on, within the count and the size.
+    both = [_entry(0, -1), _entry(1, 0)]
+    assert _v2_batch_read(sock, 0, 10, 1 << 20) == (v2.EOK, 7, both)
+    assert _v2_batch_read(sock, 0, 0, 1 << 20) == (v2.EOK, 7, both)  # no count: until an entry is missing
+    assert _v2_batch_read(sock, 0, 1, 1 << 20) == (v2.EOK, 7, both[:1])
+    assert _v2_batch_read(sock, 1, 10, 1 << 20) == (v2.EOK, 7, both[1:])
+    fits = 36 + sum(len(e) + 4 for e in both)  # readData counts 36 bytes before the entries, 4 with each
+    assert _v2_batch_read(sock, 0, 10, fits) == (v2.EOK, 7, both)
+    assert _v2_batch_read(sock, 0, 10, fits - 1) == (v2.EOK, 7, both[:1])
+    assert _v2_batch_read(sock, 0, 10, 1) == (v2.EOK, 7, both[:1])  # the first entry is always sent
+    assert _v2_batch_read(sock, 2, 10, 1 << 20) == (v2.ENOENTRY, 7, [])
+    assert _v2_batch_read(sock, 0, 10, 1 << 20, ledger=LEDGER + 100) == (v2.ENOLEDGER, 7, [])
+
+
+def _v2_batch_read(
+    sock: socket.socket, first: int, count: int, size: int, ledger: int = LEDGER
+) -> tuple[int, int, list[bytes]]:
+    """A v2 batch read (request id 7); the answer's error code, request id and entries."""
+    op, code, answered_ledger, answered_entry, rest = _v2_call(
+        sock, v2.BATCH_READ_ENTRY, 0, struct.pack(">qqqiq", ledger, first, 7, count, size)
+    )
+    assert (op, answered_ledger, answered_entry) == (v2.BATCH_READ_ENTRY, ledger, first)
+    (request_id,) = struct.unpack_from(">q", rest)
+    entries, at = [], 8
+    while at < len(rest):
+        (length,) = struct.unpack_from(">i", rest, at)
+        entries.append(rest[at + 4 : at + 4 + length])
+        at += 4 + length
+    return code, request_id, entries

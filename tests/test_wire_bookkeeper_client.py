@@ -128,6 +128,33 @@ def test_a_client_on_the_v2_protocol_writes_fences_and_recovers_as_pulsars_broke
     assert not [op for op in seen if not op.startswith("v2:")]  # not one v3 request
 
 
+def test_a_client_on_the_v2_protocol_batch_reads_entries_within_its_count_and_size(
+    cluster: tuple[BookKeeperCluster, ServedBookies],
+) -> None:
+    """``LedgerHandle.batchReadAsync`` sends one BATCH_READ_ENTRY to a bookie of the ensemble (v2, batchReadEnabled,
+    E = Qw) and returns what it answered: within the count, and past the first entry within the size."""
+    bookkeeper, served = cluster
+    before = sum((b.operations for b in served.bookies), Counter[str]())
+    broker = bookkeeper.start_harness("v2-batch", {"ledgerspec.useV2WireProtocol": "true"})
+    try:
+        ledger = broker.call("create", client=0, ensemble=2, write=2, ack=2)["ledger"]
+        assert broker.call("add", client=0, ledger=ledger, count=5)["results"] == [0] * 5
+        read = {
+            (first, count, size): broker.call(
+                "batch-read", client=0, ledger=ledger, first=first, count=count, size=size
+            )
+            for first, count, size in [(0, 5, 1 << 20), (1, 3, 1 << 20), (0, 5, 1)]
+        }
+    finally:
+        broker.close()
+    expected = _expected(ledger, 5)
+    assert read[0, 5, 1 << 20]["entries"] == expected
+    assert read[1, 3, 1 << 20]["entries"] == expected[1:4]
+    assert read[0, 5, 1]["entries"] == expected[:1]  # the first entry whatever the size, and no other
+    seen = sum((b.operations for b in served.bookies), Counter[str]()) - before
+    assert seen["v2:BATCH_READ_ENTRY"] == 3 and not seen["v2:READENTRY"]
+
+
 def test_a_tailing_reader_long_polls_the_lac_and_gets_the_next_entry_once_it_is_confirmed(
     cluster: tuple[BookKeeperCluster, ServedBookies],
 ) -> None:

@@ -16,13 +16,25 @@ op                  request after the header                                the 
 ``READENTRY`` (2)   ledger id, entry id (8 bytes each); with                ``READ_ENTRY``; ``FLAG_DO_FENCING``:
                     ``FLAG_DO_FENCING`` the 20-byte master key              a fencing ``RECOVERY_READ``
 ``AUTH`` (3)        an ``AuthMessage``                                      ``AuthDisabledPlugin``, EOK
-``BATCH_READ`` (7)  ledger, entry, request id, max count, max size          EBADREQ: not served
+``BATCH_READ_ENTRY`` ledger, entry, request id (8 bytes each but the max      ``READ_ENTRY`` of each entry from
+(7)                 count, 4), max count, max size; with                    the first, as ``BatchedReadEntry
+                    ``FLAG_DO_FENCING`` the 20-byte master key              Processor.readData`` (a fencing
+                                                                            ``RECOVERY_READ`` first)
 ==================  ======================================================  ===================================
 
 A response (``ResponseEnDeCoderPreV3.encode``) is the header (the request's
 version and op, no flags), the error code, ledger id and entry id, then
-for a read the entry. Any other op makes BookKeeper's decoder throw, and
-the bookie closes the channel: here a :class:`~.codec.FrameError`.
+for a read the entry; for a batch read the request id, then each entry
+after its length (4 bytes). Any other op makes BookKeeper's decoder throw,
+and the bookie closes the channel: here a :class:`~.codec.FrameError`.
+
+A batch read (BookKeeper 4.17.2, ``BatchedReadEntryProcessor.readData``)
+answers with the entries from the first on, while each is found: at most
+``max count`` of them (none, or a negative count: no limit) and, after the
+first, only while the response stays within ``max size`` and the bookie's
+own ``maxBatchReadSize`` (5 MiB by default), counting 36 bytes of header
+and 4 per entry. Only a first entry that cannot be read is an error (its
+code, and no entry); a later one ends the batch.
 """
 
 from __future__ import annotations
@@ -53,6 +65,8 @@ EOK, ENOLEDGER, ENOENTRY, EBADREQ, EUA, EFENCED = 0, 1, 2, 100, 102, 104
 FLAG_DO_FENCING, FLAG_RECOVERY_ADD = 0x0001, 0x0002
 OP_NAMES = {ADDENTRY: "ADDENTRY", READENTRY: "READENTRY", AUTH: "AUTH", BATCH_READ_ENTRY: "BATCH_READ_ENTRY"}
 MASTER_KEY_LENGTH = 20
+MAX_BATCH_READ_SIZE = 5 * 1024 * 1024  # ServerConfiguration.DEFAULT_MAX_BATCH_READ_SIZE
+_BATCH_FRAME_START = 24 + 8 + 4  # BatchedReadEntryProcessor.readData's count: headers, request id, one length
 
 _INT = struct.Struct(">i")
 _IDS = struct.Struct(">qq")
@@ -79,6 +93,8 @@ class V2Request:
     master_key: bytes | None = None  # ADDENTRY; READENTRY with FLAG_DO_FENCING
     body: bytes = b""  # ADDENTRY: the entry; AUTH: the AuthMessage
     request_id: int = 0  # BATCH_READ_ENTRY
+    max_count: int = 0  # BATCH_READ_ENTRY: at most this many entries (0 or less: no limit)
+    max_size: int = 0  # BATCH_READ_ENTRY: at most this many bytes of response, after the first entry
 
 
 def encode_header(version: int, op: int, flags: int = 0) -> bytes:
@@ -102,20 +118,28 @@ def decode(payload: bytes) -> V2Request:
             return V2Request(version, op, flags, ledger_id, entry_id, key, entry)
         if op == READENTRY:
             ledger_id, entry_id = _IDS.unpack_from(rest)
-            fencing = flags & FLAG_DO_FENCING and version >= 2
-            fence_key = rest[_IDS.size : _IDS.size + MASTER_KEY_LENGTH] if fencing else None
-            if fence_key is not None and len(fence_key) < MASTER_KEY_LENGTH:
-                raise struct.error(f"a {len(fence_key)}-byte master key")
-            return V2Request(version, op, flags, ledger_id, entry_id, fence_key)
+            return V2Request(version, op, flags, ledger_id, entry_id, _fence_key(version, flags, rest, _IDS.size))
         if op == BATCH_READ_ENTRY:
-            ledger_id, entry_id, request_id, _, _ = _BATCH.unpack_from(rest)
-            return V2Request(version, op, flags, ledger_id, entry_id, request_id=request_id)
+            ledger_id, entry_id, request_id, max_count, max_size = _BATCH.unpack_from(rest)
+            key = _fence_key(version, flags, rest, _BATCH.size)
+            return V2Request(version, op, flags, ledger_id, entry_id, key, b"", request_id, max_count, max_size)
         if op == AUTH:  # the AuthMessage is built (builder.build()), which checks its required fields
             parse(pb.AuthMessage(), rest, "v2 AuthMessage")
             return V2Request(version, op, flags, body=rest)
     except struct.error as exc:
         raise FrameError(f"a v2 request of op {op} is cut short ({len(payload)} bytes): {exc}") from None
     raise FrameError(f"v2 op code {op} is not one a bookie decodes (RequestEnDeCoderPreV3.decode)")
+
+
+def _fence_key(version: int, flags: int, rest: bytes, at: int) -> bytes | None:
+    """The master key after a read's fields, which only a fencing read (``FLAG_DO_FENCING``, version 2 on)
+    carries."""
+    if not (flags & FLAG_DO_FENCING and version >= 2):
+        return None
+    key = rest[at : at + MASTER_KEY_LENGTH]
+    if len(key) < MASTER_KEY_LENGTH:
+        raise struct.error(f"a {len(key)}-byte master key")
+    return key
 
 
 def respond(service: WireService, request: V2Request) -> bytes:
@@ -126,12 +150,33 @@ def respond(service: WireService, request: V2Request) -> bytes:
         return header + message.SerializeToString()
     ids = _IDS.pack(request.ledger_id, request.entry_id)
     if request.op == BATCH_READ_ENTRY:
-        return header + _INT.pack(EBADREQ) + ids + struct.pack(">q", request.request_id)
+        code, entries = _batch_read(service, request)
+        lengths_and_entries = b"".join(_INT.pack(len(entry)) + entry for entry in entries)
+        return header + _INT.pack(code) + ids + struct.pack(">q", request.request_id) + lengths_and_entries
     reply = _serve(service, request)
     code = _INT.pack(_CODE[reply.code])
     if request.op == READENTRY and reply.ok:
         return header + code + ids + reply.data
     return header + code + ids
+
+
+def _batch_read(service: WireService, request: V2Request) -> tuple[int, list[bytes]]:
+    """The error code and the entries of a batch read (the module docstring)."""
+    most = request.max_count if request.max_count > 0 else None
+    max_size = min(request.max_size, MAX_BATCH_READ_SIZE)
+    entries: list[bytes] = []
+    size = _BATCH_FRAME_START
+    while most is None or len(entries) < most:
+        # The first read fences, when the request does (processPacket fences before readData); the others read.
+        later = {"entry_id": request.entry_id + len(entries), "flags": request.flags & ~FLAG_DO_FENCING}
+        reply = _serve(service, attrs.evolve(request, **later) if entries else request)
+        if not reply.ok:
+            return (EOK, entries) if entries else (_CODE[reply.code], [])
+        size += len(reply.data) + _INT.size
+        if entries and size > max_size:
+            break
+        entries.append(reply.data)
+    return EOK, entries
 
 
 def _serve(service: WireService, request: V2Request) -> Reply:

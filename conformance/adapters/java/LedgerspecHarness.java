@@ -50,6 +50,7 @@ import org.apache.bookkeeper.client.BookKeeperAdmin;
 import org.apache.bookkeeper.client.BookieWatcher;
 import org.apache.bookkeeper.client.LedgerEntry;
 import org.apache.bookkeeper.client.LedgerHandle;
+import org.apache.bookkeeper.client.api.LedgerEntries;
 import org.apache.bookkeeper.client.api.LedgerMetadata;
 import org.apache.bookkeeper.conf.ClientConfiguration;
 import org.apache.bookkeeper.conf.ServerConfiguration;
@@ -301,6 +302,20 @@ public final class LedgerspecHarness {
                 }
                 reply.put("entries", entries);
                 reply.put("sizes", sizes);
+                return true;
+            }
+            case "batch-read": {
+                // LedgerHandle.batchReadAsync: one BATCH_READ_ENTRY per request on the v2 protocol, with
+                // batchReadEnabled (the default) and E = Qw; otherwise plain reads of the same entries.
+                LedgerHandle lh = handle(client, ledger);
+                List<String> entries = new ArrayList<>();
+                try (LedgerEntries read = lh.batchReadAsync(c.path("first").asLong(), c.path("count").asInt(),
+                        c.path("size").asLong()).get(WAIT_SECONDS, TimeUnit.SECONDS)) {
+                    for (org.apache.bookkeeper.client.api.LedgerEntry e : read) { // the api one: LedgerEntry is v1
+                        entries.add(unpadded(e.getEntryBytes()));
+                    }
+                }
+                reply.put("entries", entries);
                 return true;
             }
             case "read-lac": {
