@@ -188,6 +188,28 @@ def test_a_long_poll_read_waits_for_the_lac_while_the_connection_serves_the_adds
     assert timed_out.readResponse.maxLAC == 1 and not timed_out.readResponse.HasField("body")
 
 
+def test_the_list_of_a_ledgers_entries_is_in_bookkeepers_availability_format(client: Client) -> None:
+    """GET_LIST_OF_ENTRIES_OF_LEDGER (GetListOfEntriesOfLedgerProcessorV3): a 64-byte header (version 0, the number
+    of groups), then each run of consecutive entries as a group of its own, as BookKeeper 4.17.2 writes it."""
+    for entry in (0, 1, 2, 5, 7, 8):
+        assert client.add(entry, -1).status == pb.EOK
+
+    def listed(ledger: int) -> pb.GetListOfEntriesOfLedgerResponse:
+        request = pb.GetListOfEntriesOfLedgerRequest(ledgerId=ledger)
+        response = client.call(pb.GET_LIST_OF_ENTRIES_OF_LEDGER, getListOfEntriesOfLedgerRequest=request)
+        assert response.status == response.getListOfEntriesOfLedgerResponse.status
+        return response.getListOfEntriesOfLedgerResponse
+
+    found = listed(LEDGER)
+    assert found.status == pb.EOK and found.ledgerId == LEDGER
+    data = found.availabilityOfEntriesOfLedger
+    assert struct.unpack_from(">ii", data) == (0, 3) and data[8:64] == bytes(56) and len(data) == 64 + 3 * 24
+    groups = [struct.unpack_from(">qqii", data, 64 + 24 * i) for i in range(3)]
+    assert groups == [(0, 0, 3, 0), (5, 5, 1, 0), (7, 7, 2, 0)]
+    missing = listed(LEDGER + 1)
+    assert missing.status == pb.ENOLEDGER and not missing.HasField("availabilityOfEntriesOfLedger")
+
+
 def test_operations_not_served_get_bookkeepers_own_status_on_a_connection_that_stays_open(client: Client) -> None:
     unserved = client.call(pb.RANGE_READ_ENTRY, readRequest=pb.ReadRequest(ledgerId=LEDGER, entryId=0))
     assert unserved.status == pb.EBADREQ and unserved.header.operation == pb.RANGE_READ_ENTRY

@@ -155,6 +155,23 @@ def test_a_client_on_the_v2_protocol_batch_reads_entries_within_its_count_and_si
     assert seen["v2:BATCH_READ_ENTRY"] == 3 and not seen["v2:READENTRY"]
 
 
+def test_the_client_learns_which_entries_each_bookie_holds(cluster: tuple[BookKeeperCluster, ServedBookies]) -> None:
+    """``BookieClient.getListOfEntriesOfLedger`` (GET_LIST_OF_ENTRIES_OF_LEDGER, as the replication worker's
+    LedgerChecker asks it) decodes each bookie's answer: the entries of its write sets, E=3, Qw=2."""
+    served = cluster[1]
+    harness = _harness(cluster)
+    before = sum((b.operations for b in served.bookies), Counter[str]())
+    created = harness.call("create", client=0, ensemble=3, write=2, ack=2)
+    ledger, ensemble = created["ledger"], created["metadata"]["ensembles"]["0"]
+    assert harness.call("add", client=0, ledger=ledger, count=6)["results"] == [0] * 6
+    for index, bookie in enumerate(ensemble):
+        listed = harness.call("entries-of-ledger", client=0, ledger=ledger, bookie=bookie, last=10)
+        striped = [e for e in range(6) if index in (e % 3, (e + 1) % 3)]  # RoundRobinDistributionSchedule
+        assert listed["entries"] == striped and listed["total"] == len(striped), bookie
+    seen = sum((b.operations for b in served.bookies), Counter[str]()) - before
+    assert seen["GET_LIST_OF_ENTRIES_OF_LEDGER"] == 3
+
+
 def test_a_tailing_reader_long_polls_the_lac_and_gets_the_next_entry_once_it_is_confirmed(
     cluster: tuple[BookKeeperCluster, ServedBookies],
 ) -> None:

@@ -661,6 +661,13 @@ class Bookie:
             raise NoSuchEntryError(f"ledger {ledger_id} entry {entry_id} is not on this bookie")
         return entry
 
+    def list_entries(self, ledger_id: int) -> list[int]:
+        """The ids of the ledger's entries this bookie stores, increasing (``Bookie.getListOfEntriesOfLedger``)."""
+        self._require_up()
+        if ledger_id not in self.storage.ledgers:
+            raise NoSuchLedgerError(f"ledger {ledger_id} is not on this bookie")
+        return sorted(set(self.storage.stored_entries(ledger_id)))
+
     def read_path(self, ledger_id: int, entry_id: int) -> str | None:
         """Which path a read of the entry takes: ``"memtable"``, ``"entry_log"``, or ``None`` (not stored)."""
         return self.storage.read_path(ledger_id, entry_id)

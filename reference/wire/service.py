@@ -19,6 +19,8 @@ operation                the reference bookie                            BookKee
 ``READ_LAC``             the explicit LAC buffer and the last entry       ``ReadLacProcessorV3``
 ``GET_BOOKIE_INFO``      the free and total bytes of the bookie's disk    ``GetBookieInfoProcessorV3``
 ``FORCE_LEDGER``         the journal's fsync (every add has had it)       ``ForceLedgerProcessorV3``
+``GET_LIST_OF_ENTRIES_   the entries the bookie stores, in BookKeeper's   ``GetListOfEntriesOfLedgerProcessorV3``
+OF_LEDGER``              ``AvailabilityOfEntriesOfLedger`` format
 ``AUTH``                 EOK, plugin ``AuthDisabledPlugin``               ``processRequest``, case ``AUTH``
 ``START_TLS``            EBADREQ                                          ``processStartTLSRequestV3`` without TLS
 anything else            EBADREQ, the request's header echoed             ``processRequest``, ``default``
@@ -30,8 +32,15 @@ A long-poll read (a ``READ_ENTRY`` with ``previousLAC``,
 how long to wait, and the server (:mod:`.server`) waits without holding up
 the other requests of the connection, then asks :meth:`WireService.respond`.
 
-Left out, answered EBADREQ and logged: ``GET_LIST_OF_ENTRIES_OF_LEDGER``,
-which BookKeeper's bookie serves.
+The list of a ledger's entries (``AvailabilityOfEntriesOfLedger.serializeStateOfEntriesOfLedger``,
+BookKeeper 4.17.2) is a 64-byte header, the format version (0) and the number
+of sequence groups as two big-endian ints and zeros after them, then 24 bytes
+per group: its first and last sequence's first entries (longs), the sequence
+size and the period between sequences (ints). A sequence is a run of
+consecutive entries; 4.17.2 starts each group with its last sequence set to
+its first and a period of 0, so that no later run joins it, and writes each
+run as a group of its own: (start, start, length, 0).
+
 An operation whose request body is missing (an ``ADD_ENTRY`` without
 ``addRequest``) is EBADREQ too: BookKeeper's would read the body's default
 instance, ledger 0 entry 0.
@@ -41,6 +50,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -49,7 +59,7 @@ from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, Requ
 from ledgerspec.reference.ledger.serving import serve
 from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
 
-__all__ = ["AUTH_DISABLED_PLUGIN", "WireService"]
+__all__ = ["AUTH_DISABLED_PLUGIN", "WireService", "availability_of_entries"]
 
 _log = logging.getLogger("ledgerspec.wire")
 
@@ -72,6 +82,7 @@ _BODY = {
     pb.READ_LAC: "readLacRequest",
     pb.GET_BOOKIE_INFO: "getBookieInfoRequest",
     pb.FORCE_LEDGER: "forceLedgerRequest",
+    pb.GET_LIST_OF_ENTRIES_OF_LEDGER: "getListOfEntriesOfLedgerRequest",
 }
 _IDS = ("ledgerId", "entryId")  # copied from the request body to the response body, where both have them
 
@@ -95,6 +106,7 @@ class WireService:
             pb.READ_LAC: self._read_lac,
             pb.GET_BOOKIE_INFO: self._bookie_info,
             pb.FORCE_LEDGER: self._force_ledger,
+            pb.GET_LIST_OF_ENTRIES_OF_LEDGER: self._list_entries,
         }
 
     def respond(self, request: pb.Request) -> pb.Response:
@@ -269,6 +281,33 @@ class WireService:
     def _force_ledger(self, _: pb.BKPacketHeader, __: pb.ForceLedgerRequest, out: pb.ForceLedgerResponse) -> None:
         self.bookie.force_write()  # Journal.forceLedger: answered once the journal is fsynced
         out.status = pb.EOK
+
+    def _list_entries(
+        self, _: pb.BKPacketHeader, listed: pb.GetListOfEntriesOfLedgerRequest, out: pb.GetListOfEntriesOfLedgerResponse
+    ) -> None:
+        try:
+            entries = self.bookie.list_entries(listed.ledgerId)
+        except NoSuchLedgerError:
+            out.status = pb.ENOLEDGER
+            return
+        out.availabilityOfEntriesOfLedger = availability_of_entries(entries)
+        out.status = pb.EOK
+
+
+_AVAILABILITY_HEADER = 64  # AvailabilityOfEntriesOfLedger.HEADER_SIZE
+_SEQUENCE_GROUP = struct.Struct(">qqii")  # first sequence start, last sequence start, sequence size, period
+
+
+def availability_of_entries(entries: list[int]) -> bytes:
+    """Increasing entry ids in ``AvailabilityOfEntriesOfLedger``'s serialized form (the module docstring)."""
+    runs: list[list[int]] = []  # [start, length]
+    for entry in entries:
+        if runs and runs[-1][0] + runs[-1][1] == entry:
+            runs[-1][1] += 1
+        else:
+            runs.append([entry, 1])
+    header = struct.pack(">ii", 0, len(runs)).ljust(_AVAILABILITY_HEADER, b"\0")
+    return header + b"".join(_SEQUENCE_GROUP.pack(start, start, length, 0) for start, length in runs)
 
 
 def _is_long_poll(read: pb.ReadRequest) -> bool:

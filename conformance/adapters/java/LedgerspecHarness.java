@@ -69,6 +69,7 @@ import org.apache.bookkeeper.proto.BookkeeperInternalCallbacks.ReadEntryCallback
 import org.apache.bookkeeper.proto.ReadLastConfirmedAndEntryContext;
 import org.apache.bookkeeper.proto.BookkeeperInternalCallbacks.WriteCallback;
 import org.apache.bookkeeper.proto.BookkeeperInternalCallbacks.WriteLacCallback;
+import org.apache.bookkeeper.util.AvailabilityOfEntriesOfLedger;
 import org.apache.bookkeeper.util.ByteBufList;
 import org.apache.bookkeeper.versioning.LongVersion;
 import org.apache.bookkeeper.versioning.Version;
@@ -316,6 +317,25 @@ public final class LedgerspecHarness {
                     }
                 }
                 reply.put("entries", entries);
+                return true;
+            }
+            case "entries-of-ledger": {
+                // BookieClient.getListOfEntriesOfLedger: GET_LIST_OF_ENTRIES_OF_LEDGER to one bookie (v3 only), as
+                // the replication worker's LedgerChecker asks it; the entries up to "last" it says it has.
+                Field bookieClientField = BookKeeper.class.getDeclaredField("bookieClient");
+                bookieClientField.setAccessible(true);
+                BookieClient bookies = (BookieClient) bookieClientField.get(client(client));
+                AvailabilityOfEntriesOfLedger available = bookies
+                        .getListOfEntriesOfLedger(BookieId.parse(c.path("bookie").asText()), ledger)
+                        .get(WAIT_SECONDS, TimeUnit.SECONDS);
+                List<Long> entries = new ArrayList<>();
+                for (long e = 0; e <= c.path("last").asLong(); e++) {
+                    if (available.isEntryAvailable(e)) {
+                        entries.add(e);
+                    }
+                }
+                reply.put("entries", entries);
+                reply.put("total", available.getTotalNumOfAvailableEntries());
                 return true;
             }
             case "read-lac": {
