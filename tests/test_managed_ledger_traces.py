@@ -289,6 +289,12 @@ def test_a_lost_acknowledged_message_a_consumer_misses_is_named_in_client_mode()
             "the spec has",
         ),
         ("forget_dedup_on_open", {"ManagedLedgerOpens"}, set(), "after ManagedLedgerOpens: observed highest_pushed"),
+        (  # the duplicate's answer acknowledges the batch still waiting to be added: a crash then loses it
+            "unknown_answered_as_duplicate",
+            {"BrokerReceives"},
+            {"NoAcknowledgedMessageLost"},
+            "): observed acked = ",
+        ),
         (  # the cursor's first write after a reopen (its new cursor ledger's) persists what it reads next too
             "persists_read_position",
             {"CursorPersists", "ManagedLedgerOpens"},

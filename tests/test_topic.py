@@ -83,7 +83,7 @@ def test_the_dedup_snapshot_outlives_a_trim_of_the_ledgers_it_covers(tmp_path: P
 
 
 def test_a_topic_that_forgets_its_dedup_state_writes_a_duplicate(tmp_path: Path) -> None:
-    run = TopicRun(str(tmp_path), TopicRunConfig(max_entries_per_ledger=10, forget_dedup_on_open=True))
+    run = TopicRun(str(tmp_path), TopicRunConfig(max_entries_per_ledger=10, topic_mutant="forget_dedup_on_open"))
     run.send(1)
     run.receive(1)
     run.crash_at = "add-ack"

@@ -52,11 +52,19 @@ from ledgerspec.reference.managed_ledger.entry_format import Message, decode_mes
 from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
 from ledgerspec.reference.managed_ledger.managed_ledger import ManagedLedger
 from ledgerspec.reference.managed_ledger.message_id import MessageId
+from ledgerspec.spec.managed_ledger.managed_ledger import BUGS
 
-__all__ = ["DEDUP_CURSOR", "DUPLICATE", "Reply", "Topic", "TopicStateError"]
+__all__ = ["DEDUP_CURSOR", "DUPLICATE", "MUTANTS", "Reply", "Topic", "TopicStateError"]
 
 DEDUP_CURSOR = "pulsar.dedup"  # MessageDeduplication's cursor
 DUPLICATE = MessageId(-1, -1)  # the id a duplicate is answered with
+
+#: The topic's own seeded bugs: the engine twins of the managed-ledger spec's (forget_dedup_on_open is the spec's
+#: dedup_forgets_on_reopen).
+MUTANTS = {
+    "forget_dedup_on_open": BUGS["dedup_forgets_on_reopen"],
+    "unknown_answered_as_duplicate": BUGS["unknown_answered_as_duplicate"],
+}
 
 #: ``reply(sequence id, message ids)``: the producer's answer (``[DUPLICATE]`` for a duplicate, None for a send
 #: that failed).
@@ -86,14 +94,16 @@ class Topic:
         partition: int = -1,
         log: ManagedLedgerLog | None = None,
         clock: Callable[[], int] = lambda: 0,
-        forget_dedup_on_open: bool = False,
+        mutant: str | None = None,
         deduplication: bool = True,
     ) -> None:
+        if mutant is not None and mutant not in MUTANTS:
+            raise ValueError(f"unknown topic mutant {mutant!r}; known: {', '.join(MUTANTS)}")
         self.ml = ml
         self.partition = partition
         self.log = log or ManagedLedgerLog()
         self.clock = clock
-        self.forget_dedup_on_open = forget_dedup_on_open  # MUTANT switch: dedup_forgets_on_reopen
+        self.mutant = mutant  # a seeded bug of MUTANTS, or None
         self.deduplication = deduplication  # brokerDeduplicationEnabled
         self.highest_pushed: dict[str, int] = {}  # producer -> highest sequence id accepted (highestSequencedPushed)
         self.highest_written: dict[str, int] = {}  # producer -> highest sequence id written (...Persisted)
@@ -114,7 +124,7 @@ class Topic:
             self.highest_written[message.producer] = max(
                 self.highest_written.get(message.producer, -1), message.sequence_id
             )
-        if not self.forget_dedup_on_open:  # MUTANT (dedup_forgets_on_reopen): every batch is new again
+        if self.mutant != "forget_dedup_on_open":  # MUTANT: every batch is new again
             self.highest_pushed = dict(self.highest_written)
         self.log.emit("ManagedLedgerOpens")
 
@@ -131,7 +141,8 @@ class Topic:
         """A batch from ``producer``: a duplicate is answered now; a new one waits to be added, or, while the
         ledger closes, is queued for the next."""
         if self.deduplication and sequence_id <= self.highest_pushed.get(producer, -1):
-            if sequence_id <= self.highest_written.get(producer, -1):
+            written = sequence_id <= self.highest_written.get(producer, -1)
+            if written or self.mutant == "unknown_answered_as_duplicate":  # MUTANT: pushed counts as written
                 reply(sequence_id, [DUPLICATE])
             else:
                 reply(sequence_id, None)  # MessageDupStatus.Unknown: the send fails

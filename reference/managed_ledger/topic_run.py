@@ -76,7 +76,7 @@ class TopicRunConfig:
     minimum_rollover: int = 0  # MinimumRolloverTime, in milliseconds
     cursors: int = 1  # NumCursors
     mutant: str | None = None  # a managed-ledger mutant
-    forget_dedup_on_open: bool = False  # the topic's seeded bug (the spec's dedup_forgets_on_reopen)
+    topic_mutant: str | None = None  # a seeded bug of the topic (topic.MUTANTS)
     ticks: int = 0  # Ticks: how many milliseconds a ledger may age
     deduplication: bool = True  # Dedup
     disconnects: int = 0  # MaxDisconnects: producer connections dropped in all
@@ -171,7 +171,7 @@ class TopicRun(BrokerHarness):
             partition=0 if self.config.partitioned else -1,
             log=self.log,
             clock=lambda: self.now,
-            forget_dedup_on_open=self.config.forget_dedup_on_open,
+            mutant=self.config.topic_mutant,
             deduplication=self.config.deduplication,
         )
 

@@ -27,9 +27,10 @@ from typing import Any
 
 import attrs
 from ledgerspec.reference.managed_ledger.managed_ledger import MUTANTS as ML_MUTANTS
+from ledgerspec.reference.managed_ledger.topic import MUTANTS as TOPIC_OWN_MUTANTS
 from ledgerspec.reference.managed_ledger.topic_abstraction import TopicAbstraction
 from ledgerspec.reference.managed_ledger.topic_run import TopicRun, TopicRunConfig
-from ledgerspec.spec.managed_ledger.managed_ledger import BUGS, ManagedLedgerSpec, ManagedLedgerState
+from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerSpec, ManagedLedgerState
 from ledgerspec.spec.managed_ledger.managed_ledger_trace import TRACE
 from ledgerspec.spec.tracing import INIT, ObservedChanges
 from ledgerspec.spec.vocabulary import EngineEvent
@@ -50,7 +51,7 @@ MUTANTS = {
     "trim_deletes_needed_ledger": ML_MUTANTS["trim_deletes_needed_ledger"],
     "skip_unconsumed_ledger": ML_MUTANTS["skip_unconsumed_ledger"],
     "persists_read_position": ML_MUTANTS["persists_read_position"],
-    "forget_dedup_on_open": BUGS["dedup_forgets_on_reopen"],
+    **TOPIC_OWN_MUTANTS,
 }
 
 
@@ -60,8 +61,8 @@ def with_mutant(config: TopicRunConfig, mutant: str | None) -> TopicRunConfig:
         return config
     if mutant not in MUTANTS:
         raise ValueError(f"unknown topic mutant {mutant!r}; mutants: {', '.join(MUTANTS)}")
-    if mutant == "forget_dedup_on_open":
-        return attrs.evolve(config, forget_dedup_on_open=True)
+    if mutant in TOPIC_OWN_MUTANTS:
+        return attrs.evolve(config, topic_mutant=mutant)
     return attrs.evolve(config, mutant=mutant)
 
 
