@@ -121,8 +121,8 @@ def decode(payload: bytes) -> V2Request:
             return V2Request(version, op, flags, ledger_id, entry_id, _fence_key(version, flags, rest, _IDS.size))
         if op == BATCH_READ_ENTRY:
             ledger_id, entry_id, request_id, max_count, max_size = _BATCH.unpack_from(rest)
-            key = _fence_key(version, flags, rest, _BATCH.size)
-            return V2Request(version, op, flags, ledger_id, entry_id, key, b"", request_id, max_count, max_size)
+            fence_key = _fence_key(version, flags, rest, _BATCH.size)
+            return V2Request(version, op, flags, ledger_id, entry_id, fence_key, b"", request_id, max_count, max_size)
         if op == AUTH:  # the AuthMessage is built (builder.build()), which checks its required fields
             parse(pb.AuthMessage(), rest, "v2 AuthMessage")
             return V2Request(version, op, flags, body=rest)
@@ -150,9 +150,9 @@ def respond(service: WireService, request: V2Request) -> bytes:
         return header + message.SerializeToString()
     ids = _IDS.pack(request.ledger_id, request.entry_id)
     if request.op == BATCH_READ_ENTRY:
-        code, entries = _batch_read(service, request)
+        batch_code, entries = _batch_read(service, request)
         lengths_and_entries = b"".join(_INT.pack(len(entry)) + entry for entry in entries)
-        return header + _INT.pack(code) + ids + struct.pack(">q", request.request_id) + lengths_and_entries
+        return header + _INT.pack(batch_code) + ids + struct.pack(">q", request.request_id) + lengths_and_entries
     reply = _serve(service, request)
     code = _INT.pack(_CODE[reply.code])
     if request.op == READENTRY and reply.ok:
@@ -168,8 +168,12 @@ def _batch_read(service: WireService, request: V2Request) -> tuple[int, list[byt
     size = _BATCH_FRAME_START
     while most is None or len(entries) < most:
         # The first read fences, when the request does (processPacket fences before readData); the others read.
-        later = {"entry_id": request.entry_id + len(entries), "flags": request.flags & ~FLAG_DO_FENCING}
-        reply = _serve(service, attrs.evolve(request, **later) if entries else request)
+        read = request
+        if entries:
+            read = attrs.evolve(
+                request, entry_id=request.entry_id + len(entries), flags=request.flags & ~FLAG_DO_FENCING
+            )
+        reply = _serve(service, read)
         if not reply.ok:
             return (EOK, entries) if entries else (_CODE[reply.code], [])
         size += len(reply.data) + _INT.size
