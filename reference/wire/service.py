@@ -9,22 +9,23 @@ the bookie's journal does (each change is fsynced before its response is made).
 Each operation as BookKeeper 4.17.2's bookie answers it
 (``bookkeeper-server/.../proto/``, ``BookieRequestProcessor.processRequest``):
 
-=======================  ==============================================  ======================================
-operation                the reference bookie                            BookKeeper
-=======================  ==============================================  ======================================
-``ADD_ENTRY``            ``ADD`` (``RECOVERY_ADD``: a recovery add)       ``WriteEntryProcessorV3.getAddResponse``
-``READ_ENTRY``           ``READ_ENTRY``; with ``FENCE_LEDGER`` a fencing  ``ReadEntryProcessorV3.getReadResponse``
-                         ``RECOVERY_READ`` (entry -1: the last entry)
-``WRITE_LAC``            ``WRITE_LAC``                                    ``WriteLacProcessorV3``
-``READ_LAC``             the explicit LAC buffer and the last entry       ``ReadLacProcessorV3``
-``GET_BOOKIE_INFO``      the free and total bytes of the bookie's disk    ``GetBookieInfoProcessorV3``
-``FORCE_LEDGER``         the journal's fsync (every add has had it)       ``ForceLedgerProcessorV3``
-``GET_LIST_OF_ENTRIES_   the entries the bookie stores, in BookKeeper's   ``GetListOfEntriesOfLedgerProcessorV3``
-OF_LEDGER``              ``AvailabilityOfEntriesOfLedger`` format
-``AUTH``                 EOK, plugin ``AuthDisabledPlugin``               ``processRequest``, case ``AUTH``
-``START_TLS``            EBADREQ                                          ``processStartTLSRequestV3`` without TLS
-anything else            EBADREQ, the request's header echoed             ``processRequest``, ``default``
-=======================  ==============================================  ======================================
+=================================  ==========================================  ========================================
+operation                          the reference bookie                        BookKeeper
+=================================  ==========================================  ========================================
+``ADD_ENTRY``                      ``ADD`` (``RECOVERY_ADD``: a recovery add)  ``WriteEntryProcessorV3.getAddResponse``
+``READ_ENTRY``                     ``READ_ENTRY``; with ``FENCE_LEDGER`` a     ``ReadEntryProcessorV3.getReadResponse``
+                                   fencing ``RECOVERY_READ`` (entry -1: the
+                                   last entry)
+``WRITE_LAC``                      ``WRITE_LAC``                               ``WriteLacProcessorV3``
+``READ_LAC``                       the explicit LAC buffer and the last entry  ``ReadLacProcessorV3``
+``GET_BOOKIE_INFO``                the free and total bytes of its disk        ``GetBookieInfoProcessorV3``
+``FORCE_LEDGER``                   the journal's fsync (every add had it)      ``ForceLedgerProcessorV3``
+``GET_LIST_OF_ENTRIES_OF_LEDGER``  the entries the bookie stores, as           ``GetListOfEntriesOfLedgerProcessorV3``
+                                   ``AvailabilityOfEntriesOfLedger``
+``AUTH``                           EOK, plugin ``AuthDisabledPlugin``          ``processRequest``, case ``AUTH``
+``START_TLS``                      EBADREQ                                     ``processStartTLSRequestV3`` without TLS
+anything else                      EBADREQ, the request's header echoed        ``processRequest``, ``default``
+=================================  ==========================================  ========================================
 
 A long-poll read (a ``READ_ENTRY`` with ``previousLAC``,
 ``LongPollReadEntryProcessorV3``) is answered once the bookie's LAC passes

@@ -8,19 +8,18 @@ A v2 frame starts with a packet header, one int: ``version << 24 | opCode << 16 
 (``BookieProtocol.PacketHeader.toInt``, BookKeeper 4.17.2); what follows is
 as ``BookieProtoEncoding.RequestEnDeCoderPreV3.decode`` reads it:
 
-==================  ======================================================  ===================================
-op                  request after the header                                the reference bookie
-==================  ======================================================  ===================================
-``ADDENTRY`` (1)    the 20-byte master key, then the entry                  ``ADD`` (``FLAG_RECOVERY_ADD``: a
+========================  ================================================  ====================================
+op                        request after the header                          the reference bookie
+========================  ================================================  ====================================
+``ADDENTRY`` (1)          the 20-byte master key, then the entry            ``ADD`` (``FLAG_RECOVERY_ADD``: a
                                                                             recovery add)
-``READENTRY`` (2)   ledger id, entry id (8 bytes each); with                ``READ_ENTRY``; ``FLAG_DO_FENCING``:
-                    ``FLAG_DO_FENCING`` the 20-byte master key              a fencing ``RECOVERY_READ``
-``AUTH`` (3)        an ``AuthMessage``                                      ``AuthDisabledPlugin``, EOK
-``BATCH_READ_ENTRY`` ledger, entry, request id (8 bytes each but the max      ``READ_ENTRY`` of each entry from
-(7)                 count, 4), max count, max size; with                    the first, as ``BatchedReadEntry
-                    ``FLAG_DO_FENCING`` the 20-byte master key              Processor.readData`` (a fencing
-                                                                            ``RECOVERY_READ`` first)
-==================  ======================================================  ===================================
+``READENTRY`` (2)         ledger id, entry id (8 bytes each); with          ``READ_ENTRY``; ``FLAG_DO_FENCING``:
+                          ``FLAG_DO_FENCING`` the 20-byte master key        a fencing ``RECOVERY_READ``
+``AUTH`` (3)              an ``AuthMessage``                                ``AuthDisabledPlugin``, EOK
+``BATCH_READ_ENTRY`` (7)  ledger id, entry id, request id (8 bytes each),   ``READ_ENTRY`` of each entry from the
+                          max count (4), max size (8); with                 first on (a fencing ``RECOVERY_READ``
+                          ``FLAG_DO_FENCING`` the 20-byte master key        first), as ``readData`` reads them
+========================  ================================================  ====================================
 
 A response (``ResponseEnDeCoderPreV3.encode``) is the header (the request's
 version and op, no flags), the error code, ledger id and entry id, then
