@@ -219,6 +219,16 @@ def _resend_after_a_crash(run: TopicRun) -> None:
     run.receive(1)
 
 
+def _resend_while_the_add_waits(run: TopicRun) -> None:
+    run.send(1)
+    run.receive(1)
+    run.drop_connection(1)
+    run.resend(1)
+    run.receive(1)
+
+
+#: Each seeded bug of the managed-ledger spec that the engine has: its configuration, a road to it, and the step at
+#: which it leaves the spec.
 BUGS: dict[str, tuple[dict[str, object], Callable[[TopicRun], None], str]] = {
     "trim_deletes_needed_ledger": (
         {"mutant": "trim_deletes_needed_ledger"},
@@ -232,14 +242,21 @@ BUGS: dict[str, tuple[dict[str, object], Callable[[TopicRun], None], str]] = {
         "CursorsSkipConsumedLedgers",
     ),
     # The reopened topic's deduplication state is not the spec's: caught before any batch comes again.
-    "dedup_forgets_on_reopen": ({"forget_dedup_on_open": True}, _resend_after_a_crash, "ManagedLedgerOpens"),
+    "dedup_forgets_on_reopen": ({"topic_mutant": "forget_dedup_on_open"}, _resend_after_a_crash, "ManagedLedgerOpens"),
+    # The batch sent again while its add waits is answered as a duplicate: the spec's broker answers Unknown.
+    "unknown_answered_as_duplicate": (
+        {"topic_mutant": "unknown_answered_as_duplicate", "disconnects": 1},
+        _resend_while_the_add_waits,
+        "BrokerReceives",
+    ),
 }
 
 
 @pytest.mark.parametrize("name", sorted(BUGS))
 def test_each_seeded_bug_leaves_the_spec_at_its_own_step(name: str, tmp_path: Path) -> None:
     bug, road, event = BUGS[name]
-    correct = TopicRun(str(tmp_path / "correct"), TopicRunConfig(producers=1, messages=3))
+    faults = {k: v for k, v in bug.items() if k not in ("mutant", "topic_mutant")}
+    correct = TopicRun(str(tmp_path / "correct"), TopicRunConfig(producers=1, messages=3, **faults))  # type: ignore[arg-type]
     TopicRefinement(correct)
     road(correct)
     run = TopicRun(str(tmp_path / "bug"), TopicRunConfig(producers=1, messages=3, **bug))  # type: ignore[arg-type]
