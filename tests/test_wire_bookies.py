@@ -234,6 +234,7 @@ def test_operations_not_served_get_bookkeepers_own_status_on_a_connection_that_s
         (struct.pack(">i", -5), "is negative"),
         (struct.pack(">i", MAX_FRAME_BYTES + 1), "over the limit"),
         (struct.pack(">i", 4) + b"\x02\x09\x00\x00", "v2 op code 9 is not one a bookie decodes"),
+        (struct.pack(">i", 12) + b"\x02\x07\x00\x00" + bytes(8), "a v2 request of op 7 is cut short"),  # a batch read
         (struct.pack(">i", 4) + b"\x00\x00\x00\x03", "are not a v2 AuthMessage"),  # a v2 AUTH, its message empty
         # A header whose operation is 99, a value OperationType does not have: proto2 leaves the field unset.
         (struct.pack(">i", 8) + bytes([0x0A, 0x06, 0x08, 3, 0x10, 99, 0x18, 1]), "header.operation missing"),
