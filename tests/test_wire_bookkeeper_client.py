@@ -40,6 +40,11 @@ def _harness(cluster: tuple[BookKeeperCluster, ServedBookies]) -> Harness:
     return cluster[0].harness
 
 
+def _operations(served: ServedBookies) -> Counter[str]:
+    """How many requests of each operation the bookies have served so far (``v2:`` before a v2 one's)."""
+    return sum((b.operations for b in served.bookies), Counter[str]())
+
+
 def _expected(ledger: int, count: int) -> list[str]:
     return [f"entry {n} of ledger {ledger}" for n in range(count)]  # what the harness adds
 
@@ -74,7 +79,7 @@ def test_a_recovery_open_fences_the_bookies_and_the_writer_is_refused(
     assert all(served.on_bookie(n, lambda b: b.is_fenced(ledger)) for n in (1, 2, 3))  # the ensemble is all three
     (refused,) = harness.call("add", client=0, ledger=ledger, count=1)["results"]
     assert refused != 0
-    seen = sum((b.operations for b in served.bookies), Counter[str]())
+    seen = _operations(served)
     assert seen["ADD_ENTRY"] >= 2 * 5 and seen["READ_ENTRY"] > 0
     assert "AUTH" not in seen  # a client without an auth plugin sends none (NullClientAuthProviderFactory)
 
@@ -110,7 +115,7 @@ def test_a_client_on_the_v2_protocol_writes_fences_and_recovers_as_pulsars_broke
     cluster: tuple[BookKeeperCluster, ServedBookies],
 ) -> None:
     bookkeeper, served = cluster
-    before = sum((b.operations for b in served.bookies), Counter[str]())
+    before = _operations(served)
     broker = bookkeeper.start_harness("v2", {"ledgerspec.useV2WireProtocol": "true"})
     try:
         ledger = broker.call("create", client=0, ensemble=3, write=2, ack=2)["ledger"]
@@ -123,7 +128,7 @@ def test_a_client_on_the_v2_protocol_writes_fences_and_recovers_as_pulsars_broke
         assert refused != 0
     finally:
         broker.close()
-    seen = sum((b.operations for b in served.bookies), Counter[str]()) - before
+    seen = _operations(served) - before
     assert seen["v2:ADDENTRY"] >= 2 * 5 and seen["v2:READENTRY"] > 0
     assert not [op for op in seen if not op.startswith("v2:")]  # not one v3 request
 
@@ -134,7 +139,7 @@ def test_a_client_on_the_v2_protocol_batch_reads_entries_within_its_count_and_si
     """``LedgerHandle.batchReadAsync`` sends one BATCH_READ_ENTRY to a bookie of the ensemble (v2, batchReadEnabled,
     E = Qw) and returns what it answered: within the count, and past the first entry within the size."""
     bookkeeper, served = cluster
-    before = sum((b.operations for b in served.bookies), Counter[str]())
+    before = _operations(served)
     broker = bookkeeper.start_harness("v2-batch", {"ledgerspec.useV2WireProtocol": "true"})
     try:
         ledger = broker.call("create", client=0, ensemble=2, write=2, ack=2)["ledger"]
@@ -151,7 +156,7 @@ def test_a_client_on_the_v2_protocol_batch_reads_entries_within_its_count_and_si
     assert read[0, 5, 1 << 20]["entries"] == expected
     assert read[1, 3, 1 << 20]["entries"] == expected[1:4]
     assert read[0, 5, 1]["entries"] == expected[:1]  # the first entry whatever the size, and no other
-    seen = sum((b.operations for b in served.bookies), Counter[str]()) - before
+    seen = _operations(served) - before
     assert seen["v2:BATCH_READ_ENTRY"] == 3 and not seen["v2:READENTRY"]
 
 
@@ -160,7 +165,7 @@ def test_the_client_learns_which_entries_each_bookie_holds(cluster: tuple[BookKe
     LedgerChecker asks it) decodes each bookie's answer: the entries of its write sets, E=3, Qw=2."""
     served = cluster[1]
     harness = _harness(cluster)
-    before = sum((b.operations for b in served.bookies), Counter[str]())
+    before = _operations(served)
     created = harness.call("create", client=0, ensemble=3, write=2, ack=2)
     ledger, ensemble = created["ledger"], created["metadata"]["ensembles"]["0"]
     assert harness.call("add", client=0, ledger=ledger, count=6)["results"] == [0] * 6
@@ -168,7 +173,7 @@ def test_the_client_learns_which_entries_each_bookie_holds(cluster: tuple[BookKe
         listed = harness.call("entries-of-ledger", client=0, ledger=ledger, bookie=bookie, last=10)
         striped = [e for e in range(6) if index in (e % 3, (e + 1) % 3)]  # RoundRobinDistributionSchedule
         assert listed["entries"] == striped and listed["total"] == len(striped), bookie
-    seen = sum((b.operations for b in served.bookies), Counter[str]()) - before
+    seen = _operations(served) - before
     assert seen["GET_LIST_OF_ENTRIES_OF_LEDGER"] == 3
 
 
@@ -182,7 +187,7 @@ def test_a_tailing_reader_long_polls_the_lac_and_gets_the_next_entry_once_it_is_
     ledger = harness.call("create", client=0, ensemble=3, write=3, ack=3)["ledger"]
     for _ in range(3):  # one at a time, each add carrying the LAC of the one before: the bookies' LAC is 1
         assert harness.call("add", client=0, ledger=ledger, count=1)["results"] == [0]
-    before = sum((b.operations for b in served.bookies), Counter[str]())
+    before = _operations(served)
     reader = bookkeeper.start_harness("tailer")
     try:
         assert reader.call("open", client=1, ledger=ledger, recovery=False)["last_add_confirmed"] == 1
@@ -202,7 +207,7 @@ def test_a_tailing_reader_long_polls_the_lac_and_gets_the_next_entry_once_it_is_
         assert (timed_out["lac"], timed_out["entry"]) == (2, None)  # nothing past LAC 2: it waited, then answered
     finally:
         reader.close()
-    assert sum((b.operations for b in served.bookies), Counter[str]())["READ_ENTRY"] > before["READ_ENTRY"]
+    assert _operations(served)["READ_ENTRY"] > before["READ_ENTRY"]
 
 
 def test_the_wire_benchmark_times_adds_that_all_reached_the_bookies(
@@ -213,10 +218,10 @@ def test_the_wire_benchmark_times_adds_that_all_reached_the_bookies(
     from ledgerspec.tools.bench.wire import Settings, measure
 
     served = cluster[1]
-    before = sum((b.operations for b in served.bookies), Counter[str]())["ADD_ENTRY"]
+    before = _operations(served)["ADD_ENTRY"]
     rate = measure("reference", _harness(cluster), Settings(adds=300, size=64, window=20, rounds=2, quorums=(3, 3, 2)))
     assert (rate.adds, len(rate.seconds)) == (300, 2) and rate.per_second > 0
-    after = sum((b.operations for b in served.bookies), Counter[str]())["ADD_ENTRY"]
+    after = _operations(served)["ADD_ENTRY"]
     # The warm-up round and two timed ones: each add acknowledged by Qa = 2 bookies, and sent to Qw = 3 (the last
     # few may still be on their way to the third when the ledger closes).
     assert 2 * 900 <= after - before <= 3 * 900 and after - before > 3 * 900 - 20

@@ -48,6 +48,7 @@ from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore, S
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
 from ledgerspec.reference.metadata import BadVersionError
 from ledgerspec.spec.cursor.cursor import NO_MESSAGES_AFTER, ZNODE_FALLBACKS
+from ledgerspec.spec.managed_ledger.managed_ledger import BUGS
 from ledgerspec.spec.positions import NO_POSITION, Position, no_messages_after, recovered_position
 
 __all__ = ["LOG", "MUTANTS", "ManagedLedger", "ManagedLedgerConfig", "ManagedLedgerError"]
@@ -85,10 +86,7 @@ MUTANTS = {
         "a reset's record keeps the individual acks from before the reset, as Pulsar 4.0.7 writes it "
         "(internalResetCursor)"
     ),
-    "persists_read_position": (
-        "the cursor persists the position it reads next instead of its mark-delete: a restore skips the entry "
-        "read and not acknowledged"
-    ),
+    "persists_read_position": BUGS["persists_read_position"],  # the managed-ledger spec's seeded bug's twin
 }
 
 

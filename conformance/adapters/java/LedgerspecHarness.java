@@ -44,6 +44,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BiConsumer;
 import org.apache.bookkeeper.client.BKException;
 import org.apache.bookkeeper.client.BookKeeper;
 import org.apache.bookkeeper.client.BookKeeperAdmin;
@@ -885,9 +886,7 @@ public final class LedgerspecHarness {
             LedgerMetadata written = (LedgerMetadata) args[1];
             CompletableFuture<Versioned<LedgerMetadata>> result =
                     (CompletableFuture<Versioned<LedgerMetadata>>) forward(real, method, args);
-            // The client's continuation hangs on `seen`, so the observation comes before what it does next.
-            CompletableFuture<Versioned<LedgerMetadata>> seen = new CompletableFuture<>();
-            result.whenComplete((versioned, error) -> {
+            return observedFirst(result, (versioned, error) -> {
                 Map<String, Object> event = new LinkedHashMap<>();
                 event.put("ev", "metadata");
                 event.put("client", client);
@@ -902,29 +901,33 @@ public final class LedgerspecHarness {
                     event.put("written", metadata(versioned.getValue(), versioned.getVersion()));
                 }
                 observe(event);
-                if (error != null) {
-                    seen.completeExceptionally(error);
-                } else {
-                    seen.complete(versioned);
-                }
             });
-            return seen;
         }
 
         /** A ledger's deletion (``BookKeeper.asyncDeleteLedger``), observed before the caller's continuation. */
         private CompletableFuture<Void> removed(long ledger, CompletableFuture<Void> result) {
-            CompletableFuture<Void> seen = new CompletableFuture<>();
-            result.whenComplete((ignored, error) -> {
+            return observedFirst(result, (ignored, error) -> {
                 Map<String, Object> event = new LinkedHashMap<>();
                 event.put("ev", "ledger-deleted");
                 event.put("client", client);
                 event.put("ledger", ledger);
                 event.put("ok", error == null);
                 observe(event);
+            });
+        }
+
+        /**
+         * ``result``, completed only once ``observer`` has seen its outcome: the client's continuation hangs on the
+         * future returned, so the observation comes before what the client does next.
+         */
+        private <T> CompletableFuture<T> observedFirst(CompletableFuture<T> result, BiConsumer<T, Throwable> observer) {
+            CompletableFuture<T> seen = new CompletableFuture<>();
+            result.whenComplete((value, error) -> {
+                observer.accept(value, error);
                 if (error != null) {
                     seen.completeExceptionally(error);
                 } else {
-                    seen.complete(null);
+                    seen.complete(value);
                 }
             });
             return seen;
