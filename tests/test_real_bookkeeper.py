@@ -121,17 +121,21 @@ def test_the_fence_of_an_empty_ledger_survives_a_crash_only_if_a_checkpoint_wrot
     # The default storage took no checkpoint after the fence: until the kill each lastMark stayed before the fence
     # record ((0, 0), or where an earlier scenario's restart left it), with no index file of the ledger; the replay
     # skipped the fence record, which it could not give a master key.
-    assert [(mark < fence, index) for mark, fence, index in _before_the_kill(out, lost)] == [(True, None)] * 3
-    assert sum(f"Skip replaying entries of ledger {ledger.ledger} since" in line for line in lost.evidence) == 3
+    files = _before_the_kill(out, lost)
+    assert [(mark < min(fences), index) for mark, fences, index in files] == [(True, None)] * 3
+    skipped = sum(f"Skip replaying entries of ledger {ledger.ledger} since" in line for line in lost.evidence)
+    assert skipped == sum(len(fences) for _, fences, _ in files)
     kept = recordings["fence-empty-ledger-checkpoint-then-restart"]
-    assert all(mark > fence and index["fenced"] for mark, fence, index in _before_the_kill(out, kept))
+    assert all(mark > max(fences) and index["fenced"] for mark, fences, index in _before_the_kill(out, kept))
     # DbLedgerStorage before its first checkpoint: the same route, the replay skipping the fence record.
     early = recordings["fence-empty-ledger-db-storage-before-checkpoint-then-restart"]
-    assert [(mark < fence, index) for mark, fence, index in _before_the_kill(out, early)] == [(True, None)] * 3
+    files = _before_the_kill(out, early)
+    assert [(mark < min(fences), index) for mark, fences, index in files] == [(True, None)] * 3
     (ledger,) = early.ledgers
-    assert sum(f"Skip replaying entries of ledger {ledger.ledger} since" in line for line in early.evidence) == 3
+    skipped = sum(f"Skip replaying entries of ledger {ledger.ledger} since" in line for line in early.evidence)
+    assert skipped == sum(len(fences) for _, fences, _ in files)
     db = recordings["fence-empty-ledger-db-storage-then-restart"]
-    assert all(mark > fence and index is None for mark, fence, index in _before_the_kill(out, db))
+    assert all(mark > max(fences) and index is None for mark, fences, index in _before_the_kill(out, db))
     assert (out / "bookies-entry-log-per-ledger" / "bookie-1.json").exists() and (out / "bookies-db").is_dir()
 
 
@@ -193,8 +197,13 @@ def test_every_published_message_is_journaled_on_qa_bookies_of_its_write_set(
     assert any(v.get("ledger_deleted") for v in acknowledged.values())
 
 
-def _before_the_kill(out: Path, recording: ScenarioRecording) -> list[tuple[list[int], list[int], Any]]:
-    """Each bookie's lastMark, its fence record of the scenario's ledger and that ledger's index, before its kill."""
+def _before_the_kill(out: Path, recording: ScenarioRecording) -> list[tuple[list[int], list[list[int]], Any]]:
+    """Each bookie's lastMark, its fence records of the scenario's ledger and that ledger's index, before its kill.
+
+    A bookie journals a fence record when a fencing read first fences the ledger in its storage
+    (LedgerDescriptorImpl.fenceAndLogInJournal, 4.17.2). One recording of this suite showed two records on one
+    bookie, for a cause its evidence did not keep, so each lastMark is compared with every record.
+    """
     evidence = json.loads((out / recording.name / "evidence.json").read_text())
     (ledger,) = recording.ledgers
     found = []
@@ -202,8 +211,8 @@ def _before_the_kill(out: Path, recording: ScenarioRecording) -> list[tuple[list
         if inspection["moment"] == "before the kill":
             (files,) = inspection["bookies"]
             mine = files["ledgers"][str(ledger.ledger)]
-            (fence,) = mine["fence_records"]
-            found.append((files["last_mark"] or [0, 0], fence, mine["index"]))
+            assert mine["fence_records"], (recording.name, files)
+            found.append((files["last_mark"] or [0, 0], mine["fence_records"], mine["index"]))
     assert len(found) == 3
     return found
 
