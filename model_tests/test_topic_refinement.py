@@ -227,6 +227,19 @@ def _resend_while_the_add_waits(run: TopicRun) -> None:
     run.receive(1)
 
 
+def _send_while_the_ledger_closes(run: TopicRun) -> None:
+    for _ in range(3):  # the second fills the ledger (MaxEntriesPerLedger=2): the third comes while it closes
+        run.send(1)
+        run.receive(1)
+
+
+def _fail_the_next_ledger(run: TopicRun) -> None:
+    _send_while_the_ledger_closes(run)
+    run.complete_add()
+    run.complete_add()
+    run.fail_creation()
+
+
 #: Each seeded bug of the managed-ledger spec that the engine has: its configuration, a road to it, and the step at
 #: which it leaves the spec.
 BUGS: dict[str, tuple[dict[str, object], Callable[[TopicRun], None], str]] = {
@@ -248,6 +261,18 @@ BUGS: dict[str, tuple[dict[str, object], Callable[[TopicRun], None], str]] = {
         {"topic_mutant": "unknown_answered_as_duplicate", "disconnects": 1},
         _resend_while_the_add_waits,
         "BrokerReceives",
+    ),
+    # The batch that comes while the ledger closes is sent to it: the spec's broker queues it for the next.
+    "closing_ledger_takes_adds": (
+        {"topic_mutant": "closing_ledger_takes_adds"},
+        _send_while_the_ledger_closes,
+        "BrokerReceives",
+    ),
+    # The batch queued for the ledger whose creation fails is answered: the spec's broker fails it.
+    "failed_creation_acks_queued": (
+        {"topic_mutant": "failed_creation_acks_queued", "creation_failures": 1},
+        _fail_the_next_ledger,
+        "LedgerCreationFails",
     ),
 }
 

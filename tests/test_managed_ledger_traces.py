@@ -295,6 +295,18 @@ def test_a_lost_acknowledged_message_a_consumer_misses_is_named_in_client_mode()
             {"NoAcknowledgedMessageLost"},
             "): observed acked = ",
         ),
+        (  # a batch that comes while the ledger closes is added to it, past MaxEntriesPerLedger
+            "closing_ledger_takes_adds",
+            {"BrokerReceives"},
+            {"LedgerHoldsItsLimit"},
+            "): observed pending = ",
+        ),
+        (  # the batches queued for the ledger whose creation failed are answered, and never written
+            "failed_creation_acks_queued",
+            {"LedgerCreationFails"},
+            {"NoAcknowledgedMessageLost"},
+            "LedgerCreationFails: observed acked = ",
+        ),
         (  # the cursor's first write after a reopen (its new cursor ledger's) persists what it reads next too
             "persists_read_position",
             {"CursorPersists", "ManagedLedgerOpens"},

@@ -64,6 +64,8 @@ DUPLICATE = MessageId(-1, -1)  # the id a duplicate is answered with
 MUTANTS = {
     "forget_dedup_on_open": BUGS["dedup_forgets_on_reopen"],
     "unknown_answered_as_duplicate": BUGS["unknown_answered_as_duplicate"],
+    "closing_ledger_takes_adds": BUGS["closing_ledger_takes_adds"],
+    "failed_creation_acks_queued": BUGS["failed_creation_acks_queued"],
 }
 
 #: ``reply(sequence id, message ids)``: the producer's answer (``[DUPLICATE]`` for a duplicate, None for a send
@@ -110,6 +112,7 @@ class Topic:
         self.waiting: list[_Waiting] = []  # batches accepted and not yet added, in order
         self.closing = False  # ClosingLedger: the batch that fills the current ledger waits; it takes no other
         self.queued: list[_Waiting] = []  # batches accepted while the ledger closes, for the next ledger
+        self.last_written: list[MessageId] = []  # the message ids of the last batch written, since the topic opened
         self.dedup = ml.cursors.get(DEDUP_CURSOR) or ml.open_cursor(DEDUP_CURSOR)
 
     # -- opening ---------------------------------------------------------------------
@@ -150,8 +153,8 @@ class Topic:
             if self.deduplication:
                 self.highest_pushed[producer] = sequence_id
             batch = _Waiting(producer, sequence_id, payload, messages, reply)
-            if self.closing or self.ml.current is None:
-                self.queued.append(batch)
+            if (self.closing and self.mutant != "closing_ledger_takes_adds") or self.ml.current is None:
+                self.queued.append(batch)  # MUTANT closing_ledger_takes_adds: the closing ledger takes it too
             else:
                 self._send(batch)
         self.log.emit("BrokerReceives", self.producer_number(producer))
@@ -177,7 +180,8 @@ class Topic:
         self.waiting.pop(0)
         if self.deduplication:  # recordMessagePersisted
             self.highest_written[batch.producer] = max(self.highest_written.get(batch.producer, -1), batch.sequence_id)
-        batch.reply(batch.sequence_id, MessageId.batch(position, batch.messages, partition=self.partition))
+        self.last_written = MessageId.batch(position, batch.messages, partition=self.partition)
+        batch.reply(batch.sequence_id, self.last_written)
         self.log.emit("BookKeeperCompletesAdd")
 
     def roll_over(self) -> bool:
@@ -216,7 +220,10 @@ class Topic:
         failed, self.queued, self.closing = self.queued, [], False
         self.highest_pushed = dict(self.highest_written)
         for batch in failed:
-            batch.reply(batch.sequence_id, None)  # clearPendingAddEntries
+            if self.mutant == "failed_creation_acks_queued":  # MUTANT: answered with the last written batch's ids
+                batch.reply(batch.sequence_id, self.last_written or [DUPLICATE])
+            else:
+                batch.reply(batch.sequence_id, None)  # clearPendingAddEntries
         self.log.emit("LedgerCreationFails")
         return True
 

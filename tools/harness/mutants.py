@@ -37,7 +37,9 @@ steps may reach the checker's bounds.
 
 The managed ledger's trimming mutants and the topic's own
 (``reference/managed_ledger/topic_simulation.py``, ``MUTANTS``: a reopen
-that forgets the deduplication state) run under a fourth: seeded random runs
+that forgets the deduplication state, a batch sent again answered as a
+duplicate before it is written, a closing ledger that takes more adds, the
+adds of a failed ledger creation answered) run under a fourth: seeded random runs
 of a topic partition with two producers and two subscriptions on a broker
 that crashes and loses the topic to another
 (:mod:`ledgerspec.reference.managed_ledger.topic_simulation`), checked
