@@ -240,6 +240,23 @@ def _fail_the_next_ledger(run: TopicRun) -> None:
     run.fail_creation()
 
 
+def _reopen_after_an_add(run: TopicRun) -> None:
+    run.send(1)
+    run.receive(1)
+    run.complete_add()
+    run.crash()
+    run.restart()
+
+
+def _old_broker_rolls_over_after_a_takeover(run: TopicRun) -> None:
+    run.send(1)
+    run.receive(1)
+    run.complete_add()
+    run.take_over()
+    run.restart()  # the new owner's open: it writes the ledger list
+    run.old_broker_rolls_over()
+
+
 #: Each seeded bug of the managed-ledger spec that the engine has: its configuration, a road to it, and the step at
 #: which it leaves the spec.
 BUGS: dict[str, tuple[dict[str, object], Callable[[TopicRun], None], str]] = {
@@ -261,6 +278,18 @@ BUGS: dict[str, tuple[dict[str, object], Callable[[TopicRun], None], str]] = {
         {"topic_mutant": "unknown_answered_as_duplicate", "disconnects": 1},
         _resend_while_the_add_waits,
         "BrokerReceives",
+    ),
+    # The reopened managed ledger's lastConfirmedEntry is the new ledger's (l, -1), not the entry written before.
+    "reopen_confirms_new_ledger": (
+        {"mutant": "reopen_confirms_new_ledger"},
+        _reopen_after_an_add,
+        "ManagedLedgerOpens",
+    ),
+    # The old broker's list write succeeds over the new owner's: the spec's is refused (BadVersionException).
+    "blind_ledger_list_write": (
+        {"mutant": "blind_ledger_list_write", "takeovers": 1},
+        _old_broker_rolls_over_after_a_takeover,
+        "OldBrokerRollsOver",
     ),
     # The batch that comes while the ledger closes is sent to it: the spec's broker queues it for the next.
     "closing_ledger_takes_adds": (

@@ -295,6 +295,18 @@ def test_a_lost_acknowledged_message_a_consumer_misses_is_named_in_client_mode()
             {"NoAcknowledgedMessageLost"},
             "): observed acked = ",
         ),
+        (  # the reopened managed ledger confirms the new ledger's (l, -1), hiding the entries written before
+            "reopen_confirms_new_ledger",
+            {"ManagedLedgerOpens"},
+            {"LastConfirmedIsLastEntry"},
+            "ManagedLedgerOpens: observed last_confirmed = ",
+        ),
+        (  # the old broker's list, written over the new owner's, drops the ledger the new owner writes to
+            "blind_ledger_list_write",
+            {"OldBrokerRollsOver"},
+            {"WritesGoToLastLedger"},
+            "OldBrokerRollsOver: observed ",
+        ),
         (  # a batch that comes while the ledger closes is added to it, past MaxEntriesPerLedger
             "closing_ledger_takes_adds",
             {"BrokerReceives"},

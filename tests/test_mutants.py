@@ -16,6 +16,7 @@ from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
 from ledgerspec.reference.bookie import MUTANTS as BOOKIE_MUTANTS
 from ledgerspec.reference.ledger import MUTANTS as CLIENT_MUTANTS
 from ledgerspec.reference.managed_ledger import MUTANTS as MANAGED_LEDGER_MUTANTS
+from ledgerspec.reference.managed_ledger import TOPIC_ONLY_MUTANTS
 from ledgerspec.reference.managed_ledger.topic_simulation import MUTANTS as TOPIC_MUTANTS
 from ledgerspec.tools.cli.main import main
 from ledgerspec.tools.harness.mutants import MUTANTS
@@ -72,6 +73,8 @@ PROMISES: dict[str, set[str]] = {
     "skip_unconsumed_ledger": {"TrimPositionBehindCursor", "TrimKeepsUnconsumedEntries"},
     "forget_dedup_on_open": {"DedupPersistsNoDuplicate"},  # the batch sent again after the reopen, written twice
     "unknown_answered_as_duplicate": {"NoAcknowledgedMessageLost"},  # acknowledged before it is written
+    "reopen_confirms_new_ledger": {"LastConfirmedIsLastEntry"},  # the reopen hides the entries written before
+    "blind_ledger_list_write": {"WritesGoToLastLedger"},  # the old broker's list wins over the new owner's
     "closing_ledger_takes_adds": {"LedgerHoldsItsLimit"},  # the closing ledger takes one more than its limit
     "failed_creation_acks_queued": {"NoAcknowledgedMessageLost"},  # acknowledged and never written
     "failed_switch_keeps_new_ledger": set(),
@@ -229,11 +232,31 @@ def test_a_mutant_no_chosen_workload_can_show_is_a_usage_error(capsys: pytest.Ca
     assert "no workload chosen runs mutant lac_before_qa" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", sorted(MANAGED_LEDGER_MUTANTS))
+@pytest.mark.parametrize("name", sorted(set(MANAGED_LEDGER_MUTANTS) - TOPIC_ONLY_MUTANTS))
 def test_managed_ledger_mutants_are_killed_by_the_cursor_specs_traces(score: dict[str, Any], name: str) -> None:
     [result] = [r for r in score["mutants"] if r["mutant"] == name]
     assert result["full"]["by"]["workload"] == "cursor-restore"
     assert MUTANTS[name].specs == (("cursor", "managed_ledger") if name in TOPIC_MUTANTS else ("cursor",))
+
+
+#: What the topic's producers see of the managed-ledger mutants only a topic's run shows: after a blind list write the
+#: new owner's ledger, written and acknowledged, is gone from the list; a lastConfirmedEntry at the new ledger's
+#: (l, -1) after a reopen hides entries from the managed ledger, which no client reads through it.
+TOPIC_CLIENTS_SEE = {"blind_ledger_list_write": ["NoAcknowledgedMessageLost"], "reopen_confirms_new_ledger": None}
+
+
+@pytest.mark.parametrize("name", sorted(TOPIC_ONLY_MUTANTS))
+def test_managed_ledger_mutants_only_a_topic_shows_are_killed_by_its_traces(score: dict[str, Any], name: str) -> None:
+    [result] = [r for r in score["mutants"] if r["mutant"] == name]
+    assert MUTANTS[name].specs == ("managed_ledger",)
+    assert result["full"]["killed"] and result["full"]["by"]["workload"] == "topic"
+    client = result["client"]
+    assert client["traces"] > 0
+    if TOPIC_CLIENTS_SEE[name] is None:
+        assert not client["killed"]
+    else:
+        assert client["killed"] and client["by"]["workload"] == "topic"
+        assert client["promises"] == TOPIC_CLIENTS_SEE[name], client["by"]["reason"]
 
 
 def test_the_topics_own_mutant_is_killed_by_the_managed_ledger_specs_traces_in_both_modes(
@@ -262,7 +285,7 @@ CONSUMER_SEES_A_DIFFERENCE = {"restore_ignores_no_ledger"}
 CONSUMER_SEES_EITHER = {"restore_skips_unacked", "persists_read_position"}
 
 
-@pytest.mark.parametrize("name", sorted(MANAGED_LEDGER_MUTANTS))
+@pytest.mark.parametrize("name", sorted(set(MANAGED_LEDGER_MUTANTS) - TOPIC_ONLY_MUTANTS))
 def test_the_cursor_workload_is_checked_as_its_consumer_sees_it(score: dict[str, Any], name: str) -> None:
     [result] = [r for r in score["mutants"] if r["mutant"] == name]
     client = result["client"]

@@ -38,6 +38,7 @@ from ledgerspec.reference.managed_ledger.cursor import (
 from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
 from ledgerspec.reference.managed_ledger.managed_ledger import (
     MUTANTS,
+    TOPIC_ONLY_MUTANTS,
     ManagedLedger,
     ManagedLedgerConfig,
     ManagedLedgerError,
@@ -56,6 +57,7 @@ __all__ = [
     "MUTANTS",
     "SUBSCRIPTION",
     "TOPIC",
+    "TOPIC_ONLY_MUTANTS",
     "BookKeeperError",
     "BookKeeperFaults",
     "BookKeeperLedgers",

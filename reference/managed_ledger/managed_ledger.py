@@ -46,12 +46,12 @@ from ledgerspec.reference.managed_ledger.cursor import ACTIVE, CursorStatus, Man
 from ledgerspec.reference.managed_ledger.events import ManagedLedgerLog
 from ledgerspec.reference.managed_ledger.meta_store import ManagedLedgerStore, StoredLedger
 from ledgerspec.reference.managed_ledger.snapshot import CursorSnapshot
-from ledgerspec.reference.metadata import BadVersionError
+from ledgerspec.reference.metadata import ANY_VERSION, BadVersionError
 from ledgerspec.spec.cursor.cursor import NO_MESSAGES_AFTER, ZNODE_FALLBACKS
 from ledgerspec.spec.managed_ledger.managed_ledger import BUGS
 from ledgerspec.spec.positions import NO_POSITION, Position, no_messages_after, recovered_position
 
-__all__ = ["LOG", "MUTANTS", "ManagedLedger", "ManagedLedgerConfig", "ManagedLedgerError"]
+__all__ = ["LOG", "MUTANTS", "TOPIC_ONLY_MUTANTS", "ManagedLedger", "ManagedLedgerConfig", "ManagedLedgerError"]
 
 #: The broker's log lines, in the words of Pulsar's ManagedLedgerImpl and ManagedCursorImpl (seed 003).
 LOG = logging.getLogger("ledgerspec.managed_ledger")
@@ -87,7 +87,13 @@ MUTANTS = {
         "(internalResetCursor)"
     ),
     "persists_read_position": BUGS["persists_read_position"],  # the managed-ledger spec's seeded bug's twin
+    "reopen_confirms_new_ledger": BUGS["reopen_confirms_new_ledger"],  # and these two too
+    "blind_ledger_list_write": BUGS["blind_ledger_list_write"],
 }
+
+#: The mutants a cursor's run cannot show, only a topic's: they change the managed ledger's lastConfirmedEntry after
+#: a reopen, or its ledger list after another broker took the topic over, which the cursor spec leaves out.
+TOPIC_ONLY_MUTANTS = frozenset({"reopen_confirms_new_ledger", "blind_ledger_list_write"})
 
 
 def _check_mutant(_: object, __: object, value: str | None) -> None:
@@ -226,7 +232,7 @@ class ManagedLedger:
         ledger's ``(l, -1)``, stepped back over the ledgers that hold no entry to the last entry of the latest
         that holds one."""
         written = [x for x in self.ledgers[:-1] if x.entries > 0]
-        if not written:
+        if not written or self.config.mutant == "reopen_confirms_new_ledger":  # MUTANT: no step back
             return (self.ledgers[-1].ledger_id, -1)
         return (written[-1].ledger_id, written[-1].entries - 1)
 
@@ -259,7 +265,10 @@ class ManagedLedger:
             else StoredLedger(x.ledger_id, 0, 0, 0)  # the open ledger: its entries are known once it is closed
             for x in self.ledgers
         ]
-        self.version = self.store.write_ledgers(self.name, listed, self.version)
+        version = self.version
+        if version is not None and self.config.mutant == "blind_ledger_list_write":  # MUTANT: no compare-and-set
+            version = ANY_VERSION
+        self.version = self.store.write_ledgers(self.name, listed, version)
 
     # -- positions -------------------------------------------------------------------
     def ids(self) -> tuple[int, ...]:

@@ -45,12 +45,14 @@ __all__ = [
     "with_mutant",
 ]
 
-#: The seeded bugs a topic run takes: the managed ledger's that touch its trimming or what its cursors persist, and
-#: the topic's own.
+#: The seeded bugs a topic run takes: the managed ledger's that touch its trimming, what its cursors persist, its
+#: lastConfirmedEntry after a reopen or its ledger list after a takeover, and the topic's own.
 MUTANTS = {
     "trim_deletes_needed_ledger": ML_MUTANTS["trim_deletes_needed_ledger"],
     "skip_unconsumed_ledger": ML_MUTANTS["skip_unconsumed_ledger"],
     "persists_read_position": ML_MUTANTS["persists_read_position"],
+    "reopen_confirms_new_ledger": ML_MUTANTS["reopen_confirms_new_ledger"],
+    "blind_ledger_list_write": ML_MUTANTS["blind_ledger_list_write"],
     **TOPIC_OWN_MUTANTS,
 }
 

@@ -80,6 +80,7 @@ from ledgerspec.reference.autorecovery import MUTANTS as AUTORECOVERY_MUTANTS
 from ledgerspec.reference.bookie import MUTANTS as BOOKIE_MUTANTS
 from ledgerspec.reference.ledger import MUTANTS as CLIENT_MUTANTS
 from ledgerspec.reference.managed_ledger import MUTANTS as MANAGED_LEDGER_MUTANTS
+from ledgerspec.reference.managed_ledger import TOPIC_ONLY_MUTANTS
 from ledgerspec.reference.managed_ledger.topic_simulation import MUTANTS as TOPIC_MUTANTS
 from ledgerspec.tools.harness.soak import PROFILES, SoakRun, run_soak, soak_workloads
 from ledgerspec.tools.harness.workloads import MODES, WORKLOADS, AnyWorkload, Checkers, Mutant
@@ -89,6 +90,15 @@ __all__ = ["MUTANTS", "Kill", "MutantResult", "MutationRun", "run_mutants"]
 
 # Bookie mutants whose effect the ledger spec's traces can show too: what a bookie acknowledged is gone after a crash.
 _BOOKIE_MUTANTS_SEEN_BY_LEDGER = ("ack_before_fsync", "fence_not_journaled")
+
+
+def _managed_ledger_mutant_specs(name: str) -> tuple[str, ...]:
+    """The specs whose workloads run the managed-ledger mutant ``name``: the cursor spec's, and the topic's where
+    the topic runs it."""
+    if name in TOPIC_ONLY_MUTANTS:
+        return ("managed_ledger",)
+    return ("cursor", "managed_ledger") if name in TOPIC_MUTANTS else ("cursor",)
+
 
 #: The mutants of the score, by name: every client, bookie, managed-ledger, topic and autorecovery mutant.
 MUTANTS: dict[str, Mutant] = {
@@ -100,9 +110,7 @@ MUTANTS: dict[str, Mutant] = {
         for name, text in BOOKIE_MUTANTS.items()
     },
     **{
-        name: Mutant(
-            name, "managed-ledger", text, ("cursor", "managed_ledger") if name in TOPIC_MUTANTS else ("cursor",)
-        )
+        name: Mutant(name, "managed-ledger", text, _managed_ledger_mutant_specs(name))
         for name, text in MANAGED_LEDGER_MUTANTS.items()
     },
     **{
