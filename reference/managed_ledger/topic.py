@@ -153,8 +153,9 @@ class Topic:
             if self.deduplication:
                 self.highest_pushed[producer] = sequence_id
             batch = _Waiting(producer, sequence_id, payload, messages, reply)
-            if (self.closing and self.mutant != "closing_ledger_takes_adds") or self.ml.current is None:
-                self.queued.append(batch)  # MUTANT closing_ledger_takes_adds: the closing ledger takes it too
+            closing = self.closing and self.mutant != "closing_ledger_takes_adds"  # MUTANT: the closing ledger takes it
+            if closing or self.ml.current is None:
+                self.queued.append(batch)
             else:
                 self._send(batch)
         self.log.emit("BrokerReceives", self.producer_number(producer))
@@ -220,7 +221,9 @@ class Topic:
         failed, self.queued, self.closing = self.queued, [], False
         self.highest_pushed = dict(self.highest_written)
         for batch in failed:
-            if self.mutant == "failed_creation_acks_queued":  # MUTANT: answered with the last written batch's ids
+            if self.mutant == "failed_creation_acks_queued":
+                # MUTANT: answered with the last written batch's ids (a duplicate's, if none was written since the
+                # topic opened), as if it were written
                 batch.reply(batch.sequence_id, self.last_written or [DUPLICATE])
             else:
                 batch.reply(batch.sequence_id, None)  # clearPendingAddEntries
