@@ -297,23 +297,32 @@ BUGS: dict[str, tuple[dict[str, object], Callable[[TopicRun], None], str]] = {
         _send_while_the_ledger_closes,
         "BrokerReceives",
     ),
-    # The batch queued for the ledger whose creation fails is answered: the spec's broker fails it.
+    # The batch queued for the ledger whose creation fails is answered: the spec's broker fails it. A second
+    # producer fills the ledger while adds wait more often, so that the random machine finds it too.
     "failed_creation_acks_queued": (
-        {"topic_mutant": "failed_creation_acks_queued", "creation_failures": 1},
+        {"topic_mutant": "failed_creation_acks_queued", "creation_failures": 1, "producers": 2},
         _fail_the_next_ledger,
         "LedgerCreationFails",
     ),
 }
 
 
+def _bug_config(bug: dict[str, object], *, seeded: bool = True) -> TopicRunConfig:
+    """A seeded bug's run: one producer of three batches, one subscription, and the bug's own settings; with
+    ``seeded`` false, the same run without the bug."""
+    settings = {"producers": 1, "messages": 3, "cursors": 1, **bug}
+    if not seeded:
+        settings = {k: v for k, v in settings.items() if k not in ("mutant", "topic_mutant")}
+    return TopicRunConfig(**settings)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("name", sorted(BUGS))
 def test_each_seeded_bug_leaves_the_spec_at_its_own_step(name: str, tmp_path: Path) -> None:
     bug, road, event = BUGS[name]
-    faults = {k: v for k, v in bug.items() if k not in ("mutant", "topic_mutant")}
-    correct = TopicRun(str(tmp_path / "correct"), TopicRunConfig(producers=1, messages=3, **faults))  # type: ignore[arg-type]
+    correct = TopicRun(str(tmp_path / "correct"), _bug_config(bug, seeded=False))
     TopicRefinement(correct)
     road(correct)
-    run = TopicRun(str(tmp_path / "bug"), TopicRunConfig(producers=1, messages=3, **bug))  # type: ignore[arg-type]
+    run = TopicRun(str(tmp_path / "bug"), _bug_config(bug))
     TopicRefinement(run)
     with pytest.raises(RefinementError, match=rf"{event}\("):
         road(run)
@@ -322,8 +331,7 @@ def test_each_seeded_bug_leaves_the_spec_at_its_own_step(name: str, tmp_path: Pa
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BUGS))
 def test_the_machine_finds_each_seeded_bug(name: str) -> None:
-    config = TopicRunConfig(producers=1, messages=3, cursors=1, **BUGS[name][0])  # type: ignore[arg-type]
-    machine = type("TopicRefinement_bug", (TopicRefinementMachine,), {"config": config})
+    machine = type("TopicRefinement_bug", (TopicRefinementMachine,), {"config": _bug_config(BUGS[name][0])})
     with pytest.raises((RefinementError, ExceptionGroup)) as failure:
         run_state_machine_as_test(machine, settings=_settings(300))
     group = failure.value
