@@ -232,7 +232,11 @@ def test_a_mutant_no_chosen_workload_can_show_is_a_usage_error(capsys: pytest.Ca
     assert "no workload chosen runs mutant lac_before_qa" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", sorted(set(MANAGED_LEDGER_MUTANTS) - TOPIC_ONLY_MUTANTS))
+#: The managed-ledger mutants the cursor workload runs: all but those only a topic's run shows.
+CURSOR_WORKLOAD_MUTANTS = sorted(set(MANAGED_LEDGER_MUTANTS) - TOPIC_ONLY_MUTANTS)
+
+
+@pytest.mark.parametrize("name", CURSOR_WORKLOAD_MUTANTS)
 def test_managed_ledger_mutants_are_killed_by_the_cursor_specs_traces(score: dict[str, Any], name: str) -> None:
     [result] = [r for r in score["mutants"] if r["mutant"] == name]
     assert result["full"]["by"]["workload"] == "cursor-restore"
@@ -285,7 +289,7 @@ CONSUMER_SEES_A_DIFFERENCE = {"restore_ignores_no_ledger"}
 CONSUMER_SEES_EITHER = {"restore_skips_unacked", "persists_read_position"}
 
 
-@pytest.mark.parametrize("name", sorted(set(MANAGED_LEDGER_MUTANTS) - TOPIC_ONLY_MUTANTS))
+@pytest.mark.parametrize("name", CURSOR_WORKLOAD_MUTANTS)
 def test_the_cursor_workload_is_checked_as_its_consumer_sees_it(score: dict[str, Any], name: str) -> None:
     [result] = [r for r in score["mutants"] if r["mutant"] == name]
     client = result["client"]

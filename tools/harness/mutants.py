@@ -26,7 +26,7 @@ every machine. The workloads themselves are in
 :mod:`~ledgerspec.tools.harness.workloads`.
 
 Managed-ledger mutants (``reference/managed_ledger/managed_ledger.py``,
-``MUTANTS``) run under a third: seeded random runs of a topic and its
+``MUTANTS``, but for ``TOPIC_ONLY_MUTANTS``) run under a third: seeded random runs of a topic and its
 durable cursor on a broker that crashes, also at each persistence step of the
 cursor (:mod:`ledgerspec.reference.managed_ledger.simulation`), checked
 against the cursor spec (``spec/cursor/cursor_trace.py``) in full observation
@@ -35,7 +35,9 @@ steps hidden), under the faults the run injected. The runs are short (120
 steps): on longer ones the client-mode search for the hidden persistence
 steps may reach the checker's bounds.
 
-The managed ledger's trimming mutants and the topic's own
+The managed ledger's mutants of trimming, of what its cursors persist and
+of its own state (``TOPIC_ONLY_MUTANTS``: its lastConfirmedEntry after a
+reopen, its ledger list after a takeover), and the topic's own
 (``reference/managed_ledger/topic_simulation.py``, ``MUTANTS``: a reopen
 that forgets the deduplication state, a batch sent again answered as a
 duplicate before it is written, a closing ledger that takes more adds, the
