@@ -98,7 +98,8 @@ _NEVER = float("inf")  # a budget no state spends: a class not met yet
 # A beam's candidates and the states hidden steps reach from them before an event: at most this many times its width.
 _BEAM_REACH = 3
 _EXAMINED_PER_EVENT = 1_000  # the depth-first search's allowance of states per event, beyond max_candidates
-REPLAY, DEPTH_FIRST, BEAM, BREADTH_FIRST = "replay", "depth-first", "beam", "breadth-first"  # Verdict.search
+# Verdict.search
+REPLAY, DEPTH_FIRST, BEAM, REDUCED, BREADTH_FIRST = "replay", "depth-first", "beam", "reduced", "breadth-first"
 #: Hidden steps allowed in a row between two events, in a mode that does not say.
 DEFAULT_HIDDEN_STEPS = 6
 
@@ -462,8 +463,9 @@ class TraceChecker:
 
     # -- the search ----------------------------------------------------------------------
     def _search(self, events: Sequence[Event]) -> _Outcome:
-        """Replay when nothing is hidden; else depth first, then beams of growing width, then breadth first if
-        none of them finds a behaviour."""
+        """Replay when nothing is hidden; else depth first, then beams of growing width, then breadth first with
+        the hidden steps that commute with the next event put off past it, then breadth first if none of them finds
+        a behaviour."""
         if not self._hidden_actions:
             return self._breadth_first(events)  # one candidate after each event: the replay
         if self.depth_first:
@@ -478,6 +480,13 @@ class TraceChecker:
                     return attrs.evolve(outcome, bound=None, search=BEAM)
                 if not outcome.narrowed:  # it dropped no candidate: it was the breadth-first search
                     return attrs.evolve(outcome, search=BREADTH_FIRST)
+            try:
+                outcome = self._breadth_first(events, reduced=True)
+            except _BadValueError:
+                pass  # met in a closure, where the full search reports it at its event
+            else:
+                if outcome.failure_index is None and outcome.bad_value is None and outcome.checked == len(events):
+                    return attrs.evolve(outcome, bound=None, search=REDUCED)
         return attrs.evolve(self._breadth_first(events), search=BREADTH_FIRST)
 
     def _first_candidates(self, events: Sequence[Event]) -> tuple[int, dict[Any, Node], dict[Any, Node]]:
@@ -494,7 +503,12 @@ class TraceChecker:
         return 0, {k: n for k, n in inits.items() if self._broken_state(n.state) is None}, inits
 
     def _breadth_first(
-        self, events: Sequence[Event], resume: tuple[int, dict[Any, Node]] | None = None, width: int | None = None
+        self,
+        events: Sequence[Event],
+        resume: tuple[int, dict[Any, Node]] | None = None,
+        width: int | None = None,
+        *,
+        reduced: bool = False,
     ) -> _Outcome:
         """Every candidate state after each event: the complete search, and the one that explains failures.
         ``resume``: start at that event from those candidates, not from the initial states.
@@ -502,7 +516,14 @@ class TraceChecker:
         ``width``: a *beam*, which keeps at most that many candidates after each event, spread evenly over those
         found, and ``_BEAM_REACH`` times as many states before it. Every candidate it keeps is reached by a genuine
         behaviour, so a beam that reaches the end proves the trace conforms; one that does not proves nothing
-        where it dropped candidates (``_Outcome.narrowed``), since one dropped might have gone on."""
+        where it dropped candidates (``_Outcome.narrowed``), since one dropped might have gone on.
+
+        ``reduced``: a partial-order reduction, which takes no hidden step before an event that commutes with it
+        (:meth:`_commutes`): the closure of the next event meets it. Before a crash, which commutes with no step of
+        persistence, every hidden step is still taken; before a publish or an acknowledgement, most are put off, so
+        the closures stay small. Its candidates too are reached by genuine behaviours, so reaching the end proves
+        the trace conforms; not reaching it proves nothing, since a step put off may enable one that does not
+        commute (the skip of a consumed ledger, then the trim it allows)."""
         most = reach = self.bounds.max_candidates
         if width is not None:
             most, reach = width, min(reach, _BEAM_REACH * width)
@@ -531,8 +552,8 @@ class TraceChecker:
                 frontier = {self._class(state): node}
             ev = events[i]
             if hidden:
-                closure, cut = self._closure(frontier, i, reach)
-                narrowed |= cut is not None and cut.bound == "max_candidates" and width is not None
+                closure, cut = self._closure(frontier, i, reach, ev if reduced else None)
+                narrowed |= (cut is not None and cut.bound == "max_candidates" and width is not None) or reduced
                 if cut is not None and bound is None:
                     bound = cut
                 peak = max(peak, len(closure))
@@ -768,9 +789,12 @@ class TraceChecker:
             outcome = attrs.evolve(outcome, closure=closure, witness=node)
         return i, state, node, outcome, []
 
-    def _closure(self, frontier: dict[Any, Node], index: int, most: int) -> tuple[dict[Any, Node], BoundHit | None]:
+    def _closure(
+        self, frontier: dict[Any, Node], index: int, most: int, put_off: Event | None = None
+    ) -> tuple[dict[Any, Node], BoundHit | None]:
         """The frontier and every state hidden steps reach from it, breadth first (shortest paths), up to ``most``
-        states."""
+        states. ``put_off``: the event next; a hidden step that commutes with it (:meth:`_commutes`) is not taken
+        before it."""
         limit = self._hidden_limit
         seen = dict(frontier)
         layer = list(frontier.values())
@@ -780,10 +804,16 @@ class TraceChecker:
             depth += 1
             next_layer = []
             for node in layer:
-                for name, args, t, serial in self._hidden_steps(node.state):
+                before = self._ways(node.state, put_off) if put_off is not None else ()
+                for step in self._hidden_steps(node.state):
+                    name, args, t, serial = step
                     k = key(t)
                     if not self._files(seen, k, t):
                         continue
+                    if before and put_off is not None:
+                        after = self._ways(t, put_off)
+                        if after and self._commutes(step, before, after):
+                            continue
                     if depth > limit:
                         return seen, BoundHit("max_hidden_steps", limit, index)
                     if k not in seen and len(seen) >= most:

@@ -255,7 +255,7 @@ class Verdict:
     bound: BoundHit | None = None
     input_errors: tuple[InputError, ...] = ()  # inconclusive because the check stopped at bad input
     max_candidates: int = 1  # most candidate states the search held, or examined, for one event
-    search: str = "replay"  # the search that decided: replay, depth-first, beam or breadth-first (checker.py)
+    search: str = "replay"  # the search that decided: replay, depth-first, beam, reduced or breadth-first (checker.py)
     # The divergences after ``failure``, found by going on from the implementation's reported state, in order;
     # ``stopped``: why the check did not go on to the trace's end after the last of them (None when it did).
     further: tuple[Failure, ...] = ()

@@ -4,6 +4,7 @@ ledger's runs (reference/managed_ledger/simulation.py) as traces, checked from t
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import random
 import tempfile
@@ -102,6 +103,22 @@ def test_a_short_client_trace_conforms(tmp_path: Path) -> None:
     [run] = simulate_cursor_traces(RunConfig(), str(tmp_path), seed=5, steps=25, traces=1, modes=("client",))
     verdict = TraceChecker(spec_for_config(RunConfig()), "client").check(events_from_json(run.lines["client"]))
     assert verdict.status == "conforms", (run.trace_id, verdict.reason)
+
+
+def test_a_long_client_trace_the_depth_first_search_and_the_beams_miss_is_decided_by_putting_off_hidden_steps(
+    tmp_path: Path,
+) -> None:
+    """A run of 1,000 steps (172 events, 36 crashes, every persistence step hidden): the depth-first search spends
+    its budget and the beams lose the behaviour; without the reduction the breadth-first search keeps 10,000
+    candidates before an event and stops there, inconclusive (36 s)."""
+    *_, run = itertools.islice(
+        simulate_cursor_traces(RunConfig(), str(tmp_path), seed=3, steps=1000, traces=4, modes=("client",)), 4
+    )
+    events = events_from_json(run.lines["client"])
+    spec = spec_for_config(RunConfig(), **run.bounds)
+    assert len(events) == 172 and sum(e.type == "BrokerCrashes" for e in events) == 36
+    verdict = TraceChecker(spec, "client").check(events)
+    assert (verdict.status, verdict.search) == ("conforms", "reduced"), (run.trace_id, verdict.reason)
 
 
 @pytest.mark.parametrize(

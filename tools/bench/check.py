@@ -63,7 +63,7 @@ from typing import Any
 
 import attrs
 import orjson
-from ledgerspec.conformance.checker import BEAM, BREADTH_FIRST, TraceChecker
+from ledgerspec.conformance.checker import BEAM, BREADTH_FIRST, REDUCED, TraceChecker
 from ledgerspec.conformance.events import Event, events_from_json
 from ledgerspec.conformance.generate import Walk, random_walk, trace_events, write_ndjson
 from ledgerspec.conformance.reader import TraceInput, read_traces
@@ -171,6 +171,7 @@ def _measure(name: str, kind: Kind, path: Path, traces: int, events: int) -> dic
         "coverage_cost": check_only / bare - 1 if bare > 0 else 0.0,
         "largest_candidate_set": max(v.max_candidates for v in verdicts),
         "decided_by_beam": sum(v.search == BEAM for v in verdicts),
+        "decided_by_reduced": sum(v.search == REDUCED for v in verdicts),
         "decided_breadth_first": sum(v.search == BREADTH_FIRST for v in verdicts),
         "not_conforming": [v.reason for v in bad[:1]] + [str(e) for e in cold.input_errors[:1]],
     }
