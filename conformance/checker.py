@@ -145,6 +145,16 @@ class Bounds:
         return self.max_candidates + _EXAMINED_PER_EVENT * events
 
 
+def _named_bound(named: BoundHit | None, cut: BoundHit) -> BoundHit:
+    """The bound a verdict names, of those that cut its search: the first ``max_candidates`` cut, else the first
+    ``max_hidden_steps`` one. Where hidden faults may follow one another without end (a cursor's failed writes to
+    a budget of dozens), ``max_hidden_steps`` is reached before nearly every event, whether or not a behaviour
+    needed more steps; candidates dropped at once are the cut to raise."""
+    if named is None or (named.bound != "max_candidates" and cut.bound == "max_candidates"):
+        return cut
+    return named
+
+
 class _BadValueError(Exception):
     """An observed value that does not decode: bad input, found while checking."""
 
@@ -554,8 +564,8 @@ class TraceChecker:
             if hidden:
                 closure, cut = self._closure(frontier, i, reach, ev if reduced else None)
                 narrowed |= (cut is not None and cut.bound == "max_candidates" and width is not None) or reduced
-                if cut is not None and bound is None:
-                    bound = cut
+                if cut is not None:
+                    bound = _named_bound(bound, cut)
                 peak = max(peak, len(closure))
             else:
                 closure = frontier
@@ -582,8 +592,7 @@ class TraceChecker:
                 kept = list(new.items())
                 new = dict(kept[:most] if width is None else kept[:: -(-len(kept) // most)])
                 narrowed |= width is not None
-                if bound is None:
-                    bound = BoundHit("max_candidates", most, i + 1)
+                bound = _named_bound(bound, BoundHit("max_candidates", most, i + 1))
             frontier = new
             peak = max(peak, len(new))
             i += 1

@@ -84,7 +84,8 @@ class Candidate:
 
 @attrs.frozen
 class BoundHit:
-    """A search bound cut the search short: more states might have matched."""
+    """A search bound cut the search short: more states might have matched. Of several, a verdict names the first
+    ``max_candidates`` cut, else the first ``max_hidden_steps`` one (``checker._named_bound``)."""
 
     bound: str  # max_hidden_steps or max_candidates
     limit: int

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import pytest
 from explored_models import explored, guarded_broken_invariants, guards_never_held
-from ledgerspec.conformance import TraceChecker, events_from_json
+from ledgerspec.conformance import BoundHit, Bounds, TraceChecker, Verdict, events_from_json
 from ledgerspec.reference.managed_ledger import CursorRun, RunConfig
 from ledgerspec.reference.managed_ledger.refinement import CursorRefinement, spec_for_config
 from ledgerspec.reference.managed_ledger.simulation import CursorTraceRecorder, random_steps, simulate_cursor_traces
@@ -119,6 +119,25 @@ def test_a_long_client_trace_the_depth_first_search_and_the_beams_miss_is_decide
     assert len(events) == 172 and sum(e.type == "BrokerCrashes" for e in events) == 36
     verdict = TraceChecker(spec, "client").check(events)
     assert (verdict.status, verdict.search) == ("conforms", "reduced"), (run.trace_id, verdict.reason)
+
+
+def test_an_inconclusive_verdict_names_the_bound_that_dropped_candidates_over_the_hidden_steps_in_a_row(
+    tmp_path: Path,
+) -> None:
+    """Failed writes may follow one another: max_hidden_steps=1 cuts the search before event 5, max_candidates=20
+    only before event 9; the verdict names the second, the bound that a wider search shows to matter."""
+    [run] = simulate_cursor_traces(RunConfig(), str(tmp_path), seed=3, steps=200, traces=1, modes=("client",))
+    events = events_from_json(run.lines["client"])
+    spec = spec_for_config(RunConfig(), **run.bounds)
+
+    def verdict(max_candidates: int) -> Verdict:
+        bounds = Bounds(max_hidden_steps=1, max_candidates=max_candidates, beam_widths=())
+        return TraceChecker(spec, "client", bounds, depth_first=False).check(events)
+
+    wide, narrow = verdict(100_000), verdict(20)
+    assert (wide.status, wide.bound) == ("inconclusive", BoundHit("max_hidden_steps", 1, 5))
+    assert (narrow.status, narrow.bound) == ("inconclusive", BoundHit("max_candidates", 20, 9))
+    assert narrow.reason.startswith("search bound max_candidates=20 reached before event 9; then event 23")
 
 
 @pytest.mark.parametrize(
