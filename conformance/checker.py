@@ -819,7 +819,7 @@ class TraceChecker:
                     k = key(t)
                     if not self._files(seen, k, t):
                         continue
-                    if before and put_off is not None:
+                    if put_off is not None and before:
                         after = self._ways(t, put_off)
                         if after and self._commutes(step, before, after):
                             continue
