@@ -254,3 +254,67 @@ def test_a_cursor_ledger_deleted_when_the_znode_refused_to_name_it_is_a_fault(tm
         mapper = CursorTraceMapper("t", run["managed_ledger"], run["cursor"])
         mapper.feed_all(o for o in observations if not (o["ev"] == "ledger-deleted" and o["ledger"] == unseen))
         assert (mapper.failed_switches, mapper.failed_appends) == (faults, 0), unseen
+
+
+def test_a_takeover_is_a_crash_to_the_cursor_and_a_move_of_the_topic_to_its_clients(tmp_path: Path) -> None:
+    """second-broker-takes-over (Pulsar 4.0.7): broker 2 opens the managed ledger while broker 1 runs; broker 1's
+    next add fails (ManagedLedgerFencedException: its ledger-list write was refused), and it deletes the ledger its
+    rollover created. Broker 3, after broker 2's crash, publishes into the managed-ledger spec's ledger 4: the
+    third ledger is the old broker's, which the spec's hidden OldBrokerRollsOver created and deleted."""
+    name = "second-broker-takes-over"
+    path = RECORDINGS / name / "observations.ndjson"
+    observations = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    (moved,) = [o["n"] for o in observations if o["ev"] == "topic-moved"]
+    old = [o for o in observations if o.get("broker") == 1 and o["n"] > moved]
+    (failed,) = [o for o in old if o["ev"] == "publish-failed"]
+    assert failed["error"].startswith("ManagedLedgerFencedException")
+    (rolled,) = [o["ledger"] for o in old if o["ev"] == "metadata" and o["op"] == "create"]
+    assert [o["ledger"] for o in old if o["ev"] == "ledger-deleted"] == [rolled]
+    recording = recheck(tmp_path, name)
+    assert recording.status == "conforms", [r.verdict.reason for r in recording.ledgers]
+    cursor, topic = recording.ledgers
+    assert (cursor.constants["MaxCrashes"], topic.constants["MaxCrashes"], topic.constants["MaxTakeovers"]) == (2, 1, 1)
+    lines = [orjson.loads(line) for line in (tmp_path / name / "topic" / "trace.ndjson").read_bytes().splitlines()]
+    kinds = [line["type"] for line in lines]
+    assert kinds.index("TopicMovesToAnotherBroker") + 1 == kinds.index("ManagedLedgerOpens")
+    assert lines[-1]["observed"]["last_id"][:2] == [4, 0]
+
+
+def test_an_add_acknowledged_by_the_broker_that_lost_the_topic_is_caught(tmp_path: Path) -> None:
+    """The same recording, but broker 1 acknowledges its add after the takeover, as the third entry of its ledger,
+    which broker 2's recovery had closed after two: no reader will get that message. The managed-ledger spec names
+    the promise broken; the cursor spec, with one broker, finds a publish it cannot place."""
+
+    def split_brain(obs: dict[str, Any]) -> dict[str, Any]:
+        if obs["ev"] == "publish-failed":
+            return {**obs, "ev": "published", "position": [0, 2]}
+        return obs
+
+    recording = recheck(tmp_path, "second-broker-takes-over", split_brain)
+    verdicts = {r.spec: r.verdict for r in recording.ledgers}
+    assert recording.status == "violates"
+    assert {spec: v.status for spec, v in verdicts.items()} == {"cursor": "violates", "managed_ledger": "violates"}
+    assert verdicts["managed_ledger"].promise_names == ("NoAcknowledgedMessageLost",)
+    assert verdicts["managed_ledger"].failure is not None
+    assert verdicts["managed_ledger"].failure.event_type == "BookKeeperCompletesAdd"
+    assert "message 1:2 was acknowledged to its producer" in verdicts["managed_ledger"].reason
+    assert verdicts["cursor"].failure is not None and verdicts["cursor"].failure.event_type == "EntryPublished"
+
+
+def test_what_only_the_owner_can_do_is_refused_from_a_broker_that_lost_the_topic() -> None:
+    moved = {"ev": "topic-moved", "from": 1, "to": 2, "n": 3}
+    mapper = CursorTraceMapper("t", MANAGED_LEDGER, "subscription")
+    mapper.feed(moved)
+    acked = {"ev": "acked", "name": MANAGED_LEDGER, "cursor": "subscription", "broker": 1, "n": 4}
+    with pytest.raises(CursorMappingError, match="observation 4: broker 1, which lost the topic to another, reported"):
+        mapper.feed(acked)
+    mapper.feed({"ev": "publish-failed", "name": MANAGED_LEDGER, "error": "Fenced", "broker": 1, "n": 5})
+    with pytest.raises(CursorMappingError, match="observation 6: the broker that owns the topic failed an add"):
+        mapper.feed({"ev": "publish-failed", "name": MANAGED_LEDGER, "error": "Timeout", "broker": 2, "n": 6})
+    topic = TopicTraceMapper("t", MANAGED_LEDGER, "subscription", 3)
+    topic.feed_all([moved])
+    with pytest.raises(TopicMappingError, match="observation 7: the topic moves to another broker while none"):
+        topic.feed_all([{"ev": "topic-moved", "from": 2, "to": 3, "n": 7}])
+    with pytest.raises(TopicMappingError, match="observation 8: the broker that owns the topic failed an add"):
+        topic.feed_all([{"ev": "publish-failed", "name": MANAGED_LEDGER, "error": "Timeout", "broker": 2, "n": 8}])
+    assert [line["type"] for line in topic.lines] == ["Init", "TopicMovesToAnotherBroker"]

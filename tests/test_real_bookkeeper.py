@@ -168,6 +168,15 @@ def test_every_managed_ledger_scenario_conforms_to_the_cursor_and_managed_ledger
     topic = [orjson.loads(line) for line in (out / "crash-twice" / "topic" / "trace.ndjson").read_bytes().splitlines()]
     kinds = [line["type"] for line in topic]
     assert kinds.count("BrokerCrashes") == 2 and kinds.count("ManagedLedgerOpens") == 2 and "ConsumerAcks" in kinds
+    # The takeover: the old broker's add failed, and the ledger its refused rollover created is the spec's third
+    # (OldBrokerRollsOver, hidden), so the third broker publishes into the fourth.
+    takeover = out / "second-broker-takes-over"
+    moved = [orjson.loads(x) for x in (takeover / "topic" / "trace.ndjson").read_bytes().splitlines()]
+    assert [line["type"] for line in moved].count("TopicMovesToAnotherBroker") == 1
+    assert moved[-1]["observed"]["last_id"][:2] == [4, 0]
+    observations = (takeover / "observations.ndjson").read_bytes().splitlines()
+    (failed,) = [o for o in map(orjson.loads, observations) if o["ev"] == "publish-failed"]
+    assert failed["broker"] == 1 and failed["error"].startswith("ManagedLedgerFencedException")
 
 
 def test_the_cursor_znode_is_decoded_with_the_projects_format(

@@ -38,6 +38,12 @@ created, which holds its first record               (``CursorLedgerSwitchFails``
                                                     in ``MaxFaults``
 bookies killed, or restarted                        none: the calls they fail are the faults above
 the broker is killed                                ``BrokerCrashes``, observed ``broker_up``
+another broker takes the topic over while this      ``BrokerCrashes``: the spec has one broker,
+one still runs                                      and the old one's cursor is never used
+                                                    again; what the old broker does after it
+                                                    (an add that fails, a rolled-over ledger
+                                                    it deletes, its kill) is none, but an add
+                                                    it has acknowledged is ``EntryPublished``
 the managed ledger is opened again                  ``ManagedLedgerOpens``
 the cursor is opened again                          ``CursorRecovers``, observed ``covered``
 =================================================  ==========================================
@@ -73,6 +79,10 @@ def malformed(obs: Mapping[str, Any], exc: Exception) -> str:
     )
 
 
+#: The BookKeeper client's own traffic: what the mappings need of it is the ledgers created.
+_CLIENT_TRAFFIC = ("send", "reply", "after", "complete", "opened", "unwatched")
+
+
 class CursorMappingError(Exception):
     """An observation the mapping cannot place: names the observation and what is wrong with it."""
 
@@ -102,6 +112,7 @@ class CursorTraceMapper:
         self.failed_switches = 0  # cursor ledgers deleted as soon as written: each one fault
         self._newest_ledger = -1  # the BookKeeper id of the ledger of the managed ledger created last
         self._closed_short: set[int] = set()  # cursor ledgers closed short of records sent
+        self._superseded: set[int] = set()  # the brokers that lost the topic to another (observations' ``broker``)
 
     def constants(
         self, max_entries_per_ledger: int, metadata_max_entries_per_ledger: int, *, rollover_by_time: bool = False
@@ -139,6 +150,14 @@ class CursorTraceMapper:
 
     def _feed(self, obs: Mapping[str, Any]) -> None:
         kind = obs.get("ev")
+        if obs.get("broker") in self._superseded and kind != "published":
+            self._old_broker(obs)
+            return
+        if kind == "topic-moved":
+            self._superseded.add(int(obs["from"]))
+            self._roll_over()
+            self._broker_killed(obs)
+            return
         if kind == "metadata":
             self._ledger_created(obs)
             self._ledger_closed(obs)
@@ -146,7 +165,7 @@ class CursorTraceMapper:
         if kind == "send" and obs.get("op") == "add" and int(obs["ledger"]) in self._cursor_ledgers:
             self._appends_sent.setdefault(int(obs["ledger"]), set()).add(int(obs["entry"]))
             return
-        if kind in ("send", "reply", "after", "complete", "opened", "unwatched"):
+        if kind in _CLIENT_TRAFFIC:
             return  # the BookKeeper client's own traffic: what the mapping needs of it is the ledgers created
         if kind == "ledger-deleted":
             self._ledger_deleted(obs)
@@ -165,6 +184,7 @@ class CursorTraceMapper:
             "cursor-closed": self._cursor_closed,
             "ml-closed": lambda _: None,  # part of a clean stop; the broker's stop follows
             "broker-killed": self._broker_killed,
+            "publish-failed": self._owner_add_failed,
         }.get(str(kind))
         if handler is None:
             raise CursorMappingError(f"observation {obs.get('n')}: unknown kind {kind!r}")
@@ -231,6 +251,24 @@ class CursorTraceMapper:
         ledger = int(obs["ledger"])
         if obs["ok"] and ledger in self._cursor_ledgers and ledger == self._newest_ledger:
             self.failed_switches += ledger not in self._closed_short
+
+    def _old_broker(self, obs: Mapping[str, Any]) -> None:
+        """What a broker that lost the topic does: its BookKeeper client's traffic, the ledger its rollover creates
+        and deletes when the ledger list is refused (no id of the spec's), a failed add, its kill. Its cursor and
+        its consumer are gone to the spec; an acknowledged add is mapped as any other (``_feed``)."""
+        kind = obs.get("ev")
+        if kind in ("metadata", "ledger-deleted", "publish-failed", "broker-killed", *_CLIENT_TRAFFIC):
+            return
+        raise CursorMappingError(
+            f"observation {obs.get('n')}: broker {obs.get('broker')}, which lost the topic to another, reported "
+            f"{kind!r}: the cursor spec has one broker, and the old one's cursor is not used again"
+        )
+
+    def _owner_add_failed(self, obs: Mapping[str, Any]) -> None:
+        raise CursorMappingError(
+            f"observation {obs['n']}: the broker that owns the topic failed an add ({obs.get('error')}); the "
+            "mapping places only the failed adds of a broker that lost the topic"
+        )
 
     def _ml_opened(self, obs: Mapping[str, Any]) -> None:
         if self._opened:

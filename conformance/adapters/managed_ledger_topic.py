@@ -22,6 +22,13 @@ the cursor's mark-delete position moves             ``ConsumerAcks(c=1)`` once p
 the broker is killed, or closes the managed         ``BrokerCrashes``, without ``k``: a clean
 ledger cleanly                                      close is, to this spec, a stop with
                                                     nothing in flight
+another broker takes the topic over while this      ``TopicMovesToAnotherBroker``, without ``k``
+one still runs
+the broker that lost the topic fails an add, or     none: to the spec's producers that broker
+is killed                                           is gone; the ledger its rollover creates
+                                                    (and deletes, its ledger list refused) is
+                                                    ``OldBrokerRollsOver``, hidden. An add it
+                                                    acknowledges is mapped as any other
 the managed ledger and the cursor are opened        ``ManagedLedgerOpens``, at the cursor's
 again                                               open, observed ``consumed`` (where the
                                                     restored cursor resumes) and ``backlog``
@@ -31,10 +38,14 @@ ledgers
 
 Ledger ids: the spec numbers the topic's data ledgers 1, 2, ... in the
 order the broker created them; cursor ledgers are the cursor spec's and not
-counted. A reset of the cursor (``resetCursor``) moves its read position,
-which this spec, whose subscriptions are reduced to their mark-delete
-position, does not model: a recording with one is checked against the
-cursor spec only (:class:`TopicMappingError` says so).
+counted. The ``backlog`` holds the published entries not yet consumed that a
+reader can still get: none past the last entry with which a ledger's
+metadata closes it (a recovery that closed a ledger before an entry its
+producer was acknowledged took that entry from every reader). A reset of
+the cursor (``resetCursor``) moves its read position, which this spec,
+whose subscriptions are reduced to their mark-delete position, does not
+model: a recording with one is checked against the cursor spec only
+(:class:`TopicMappingError` says so).
 """
 
 from __future__ import annotations
@@ -90,10 +101,13 @@ class TopicTraceMapper:
         self.lines: list[dict[str, Any]] = []
         self.ids: dict[int, int] = {}  # BookKeeper id of a data ledger -> the spec's number
         self.entries: dict[int, list[tuple[int, int]]] = {}  # spec ledger -> its entries (producer, sequence id)
+        self.closed_at: dict[int, int] = {}  # spec ledger -> the last entry its metadata closed it with
         self.mark_delete: Position = (1, -1)
         self.acknowledged: Position = (1, -1)  # the furthest entry the subscription acknowledged
         self.broker_up = True
         self.crashes = 0
+        self.takeovers = 0
+        self._superseded: set[int] = set()  # the brokers that lost the topic to another (observations' ``broker``)
         self.last_id: tuple[int, int, int, int] = (-1, -1, -1, -1)
         self.sent = 0  # the producer's batches sent so far: each add the harness made
         self._opened = False
@@ -107,6 +121,7 @@ class TopicTraceMapper:
             "MaxEntriesPerLedger": self.max_entries_per_ledger,
             "NumCursors": 1,
             "MaxCrashes": self.crashes,
+            "MaxTakeovers": self.takeovers,
             "Dedup": False,
             # A ledger may age past maximumRolloverTimeMs: one tick, hidden (ClockTicks), reaches the limit.
             **({"MaximumRolloverTime": 1, "Ticks": 1} if self.aging else {}),
@@ -121,8 +136,11 @@ class TopicTraceMapper:
 
     def _feed(self, obs: Mapping[str, Any]) -> None:
         kind = obs.get("ev")
+        if obs.get("broker") in self._superseded and kind in ("publish-failed", "broker-killed"):
+            return  # the old broker's failed add and its end: no step of the spec (the module docstring)
         if kind == "metadata":
             self._ledger_created(obs)
+            self._ledger_closed(obs)
             return
         if kind in _UNSEEN:
             return  # the BookKeeper client's traffic, the bookies and the store: no client of the topic sees them
@@ -134,6 +152,13 @@ class TopicTraceMapper:
             self._mark_delete_moves(obs, obs["mark_delete"])
         elif kind == "broker-killed" or kind == "ml-closed":
             self._broker_stops(obs)
+        elif kind == "topic-moved":
+            self._topic_moves(obs)
+        elif kind == "publish-failed":
+            raise TopicMappingError(
+                f"observation {obs['n']}: the broker that owns the topic failed an add ({obs.get('error')}); the "
+                "mapping places only the failed adds of a broker that lost the topic"
+            )
         elif kind == "cursor-opened":
             self._cursor_opened(obs)
         elif kind == "reset":
@@ -161,7 +186,9 @@ class TopicTraceMapper:
         if not self.broker_up:
             return []
         after = self._consumed()
-        return [[x, e, *self.entries[x][e]] for x, e in self._written() if after < (x, e)]
+        return [
+            [x, e, *self.entries[x][e]] for x, e in self._written() if after < (x, e) and e <= self.closed_at.get(x, e)
+        ]
 
     def _emit(self, obs: Mapping[str, Any] | None, action: str, params: dict[str, Any] | None = None) -> None:
         observed = {
@@ -187,6 +214,12 @@ class TopicTraceMapper:
         number = len(self.ids) + 1
         self.ids[int(obs["ledger"])] = number
         self.entries[number] = []
+
+    def _ledger_closed(self, obs: Mapping[str, Any]) -> None:
+        if obs.get("op") == "write" and obs.get("ok") and obs["written"].get("state") == "CLOSED":
+            ledger = self.ids.get(int(obs["ledger"]))
+            if ledger is not None:
+                self.closed_at[ledger] = int(obs["written"]["last_entry"])
 
     def _published(self, obs: Mapping[str, Any]) -> None:
         ledger, entry = self._position(obs, obs["position"])
@@ -219,6 +252,14 @@ class TopicTraceMapper:
         self.broker_up = False
         self.crashes += 1
         self._emit(obs, "BrokerCrashes")
+
+    def _topic_moves(self, obs: Mapping[str, Any]) -> None:
+        if not self.broker_up:
+            raise TopicMappingError(f"observation {obs['n']}: the topic moves to another broker while none serves it")
+        self._superseded.add(int(obs["from"]))
+        self.broker_up = False
+        self.takeovers += 1
+        self._emit(obs, "TopicMovesToAnotherBroker")
 
     def _cursor_opened(self, obs: Mapping[str, Any]) -> None:
         if not self._opened:

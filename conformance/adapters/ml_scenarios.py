@@ -8,6 +8,12 @@ driver collects what every broker process reported, in order, and notes the
 kills itself; the consumer's promise is checked twice: by the oracle, from
 the trace, and here, through the API: a restored cursor must not skip a
 message the consumer did not acknowledge.
+
+A second broker may also open the managed ledger while the first still runs
+(:meth:`BrokerDriver.take_over`), as after a bundle unload or an expired
+metadata session; every observation a broker process reported carries its
+number (``broker``: 1, 2, ...), so that a mapping can tell the owner's from
+those of a broker that lost the topic.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 
 import attrs
 from kazoo.security import OPEN_ACL_UNSAFE, make_acl
-from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, Harness
+from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, ClusterError, Harness
 from ledgerspec.conformance.adapters.managed_ledger import CURSOR_KEY
 
 __all__ = ["ML_SCENARIOS", "BrokerDriver", "ManagedLedgerScenario", "SkippedMessageError"]
@@ -52,8 +58,10 @@ class BrokerDriver:
         self.log: list[dict[str, Any]] = []  # every broker process's observations, numbered in order ("n")
         self.published: list[tuple[int, int]] = []
         self.acknowledged: set[tuple[int, int]] = set()
-        self.brokers = 0
+        self.brokers = 0  # broker processes started so far; the owner is the last one
         self._broker: Harness | None = None
+        self._old_broker: tuple[Harness, int] | None = None  # a broker that lost the topic and still runs
+        self._moved_at = -1  # the number of the observation that notes the takeover
 
     # -- the broker's lifetime ---------------------------------------------------------
     def open(self) -> None:
@@ -75,8 +83,62 @@ class BrokerDriver:
         assert self._broker is not None
         self._broker.kill()
         self._collect()
-        self._note({"ev": "broker-killed"})
+        self._note({"ev": "broker-killed", "broker": self.brokers})
         self._broker = None
+
+    def take_over(self) -> None:
+        """Another broker opens the managed ledger and the cursor while this one still runs (it is not told): its
+        open recovers the last ledger, which fences it, and writes the ledger list anew (``initialize``,
+        ManagedLedgerImpl, Pulsar 4.0.7); the old broker keeps its state until it writes."""
+        assert self._broker is not None and self._old_broker is None
+        self._collect()
+        self._old_broker, self._broker = (self._broker, self.brokers), None
+        self._moved_at = len(self.log)  # the number of the note that follows
+        self._note({"ev": "topic-moved", "from": self.brokers, "to": self.brokers + 1})
+        self.open()
+
+    def publish_to_old_broker(self) -> str | None:
+        """One add to the broker that lost the topic; the harness's error, or None if it was acknowledged.
+
+        Its ledger is fenced: the add fails, the broker closes the ledger and rolls over
+        (``addEntryFailedDueToConcurrentlyModified``, ``ledgerClosed``), and its write of the ledger list is
+        refused (BadVersion): it deletes the ledger it created, fences its managed ledger and fails the add
+        (``ManagedLedgerFencedException``, ``createComplete``'s ``operationFailed``, ManagedLedgerImpl, Pulsar
+        4.0.7). The driver waits for that deletion, which completes after the add's answer.
+        """
+        assert self._old_broker is not None
+        harness, number = self._old_broker
+        try:
+            reply = harness.call("ml-add", name=self.name, client=0, count=1)
+        finally:
+            self._collect_old()
+        self.published += [(int(p[0]), int(p[1])) for p in reply["positions"]]
+        failed = reply.get("failed")
+        if failed is not None:
+            self._await_old_broker_deletion(number)
+        return None if failed is None else str(failed)
+
+    def kill_old_broker(self) -> None:
+        """SIGKILL the broker that lost the topic: nothing of it is closed or written."""
+        assert self._old_broker is not None
+        harness, number = self._old_broker
+        harness.kill()
+        self._collect_old()
+        self._note({"ev": "broker-killed", "broker": number})
+        self._old_broker = None
+
+    def _await_old_broker_deletion(self, number: int) -> None:
+        deadline = time.monotonic() + SWITCH_TIMEOUT
+        while time.monotonic() < deadline:
+            self._collect_old()
+            created = {o["ledger"] for o in self.log if o.get("broker") == number and o["ev"] == "metadata"
+                       and o["op"] == "create" and o["ok"] and o["n"] > self._moved_at}  # fmt: skip
+            deleted = {o["ledger"] for o in self.log if o.get("broker") == number and o["ev"] == "ledger-deleted"}
+            if created and created <= deleted:
+                return
+            time.sleep(0.1)
+        raise ClusterError(f"{self.scenario}: the old broker did not delete its rollover's ledger within "
+                           f"{SWITCH_TIMEOUT:.0f} s")  # fmt: skip
 
     def stop(self) -> None:
         """A clean stop: close the cursor and the managed ledger, then the broker goes away."""
@@ -85,6 +147,8 @@ class BrokerDriver:
         self.crash()
 
     def finish(self) -> None:
+        if self._old_broker is not None:
+            self.kill_old_broker()  # closing it would write the stale state it holds
         if self._broker is not None:
             self._broker.close()
             self._collect()
@@ -157,7 +221,7 @@ class BrokerDriver:
             if created and CURSOR_KEY in created[-1]["written"]["custom"] and created[-1]["ledger"] in deleted:
                 return
             time.sleep(0.1)
-        raise TimeoutError(f"{self.scenario}: no cursor-ledger switch failed within {SWITCH_TIMEOUT:.0f} s")
+        raise ClusterError(f"{self.scenario}: no cursor-ledger switch failed within {SWITCH_TIMEOUT:.0f} s")
 
     def _cursor_znode(self) -> str:
         return f"{MANAGED_LEDGERS_ROOT}/{self.name}/{CURSOR}"
@@ -177,7 +241,13 @@ class BrokerDriver:
     def _collect(self) -> None:
         if self._broker is not None:
             for obs in self._broker.take_observations():
-                self._note(obs)
+                self._note({**obs, "broker": self.brokers})
+
+    def _collect_old(self) -> None:
+        if self._old_broker is not None:
+            harness, number = self._old_broker
+            for obs in harness.take_observations():
+                self._note({**obs, "broker": number})
 
     def _note(self, obs: dict[str, Any]) -> None:
         self.log.append({**obs, "n": len(self.log)})
@@ -362,3 +432,26 @@ def _cursor_switch_fails(driver: BrokerDriver) -> None:
     driver.crash()
     driver.open()
     driver.ack(4)
+
+
+@_scenario(
+    "second-broker-takes-over",
+    "a second broker opens the managed ledger and the cursor while the first still runs; the first's next add "
+    "fails, its ledger list refused, and it is killed; the new owner publishes and acknowledges, crashes, and a "
+    "third broker restores and publishes",
+)
+def _second_broker_takes_over(driver: BrokerDriver) -> None:
+    """The old broker's add must fail (``ManagedLedgerFencedException``): an acknowledgement from it, a message in
+    a ledger that the owner's ledger list does not hold, is in both traces for the oracle to judge."""
+    driver.open()
+    driver.publish(2)
+    driver.ack(0)
+    driver.take_over()
+    driver.publish_to_old_broker()
+    driver.kill_old_broker()
+    driver.publish(2)
+    driver.ack(1, 2)
+    driver.crash()
+    driver.open()
+    driver.publish(1)  # its ledger's number tells whether the old broker's rollover took one
+    driver.ack(3, 4)

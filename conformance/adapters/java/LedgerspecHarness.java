@@ -436,16 +436,28 @@ public final class LedgerspecHarness {
             case "ml-add": {
                 ManagedLedger ml = managedLedger(c);
                 List<List<Long>> positions = new ArrayList<>();
-                for (int i = 0; i < c.path("count").asInt(1); i++) {
-                    Position p = ml.addEntry(("message " + i).getBytes(StandardCharsets.UTF_8));
+                String failed = null;
+                for (int i = 0; i < c.path("count").asInt(1) && failed == null; i++) {
+                    byte[] message = ("message " + i).getBytes(StandardCharsets.UTF_8);
+                    Position[] added = new Position[1];
+                    failed = failure(() -> added[0] = ml.addEntry(message));
                     Map<String, Object> event = new LinkedHashMap<>();
-                    event.put("ev", "published");
                     event.put("name", c.path("name").asText());
-                    event.put("position", List.of(p.getLedgerId(), p.getEntryId()));
+                    if (failed == null) {
+                        Position p = added[0];
+                        event.put("ev", "published");
+                        event.put("position", List.of(p.getLedgerId(), p.getEntryId()));
+                        positions.add(List.of(p.getLedgerId(), p.getEntryId()));
+                    } else {  // the producer is answered with an error: no position, nothing acknowledged
+                        event.put("ev", "publish-failed");
+                        event.put("error", failed);
+                    }
                     observe(event);
-                    positions.add(List.of(p.getLedgerId(), p.getEntryId()));
                 }
                 reply.put("positions", positions);
+                if (failed != null) {
+                    reply.put("failed", failed);
+                }
                 return true;
             }
             case "cursor-open": {
