@@ -1,4 +1,4 @@
-"""The reference ledger client on bookies it reaches over TCP with BookKeeper's v3 protocol
+"""The reference ledger client on bookies it reaches over TCP with BookKeeper's v3 or v2 protocol
 (``reference/wire/network.py``): the messages both ways, bookies that fail in the ways a network shows, and the
 scenarios of ``ledgerspec record reference-client`` on reference bookies and on BookKeeper's own."""
 
@@ -20,12 +20,13 @@ from ledgerspec.conformance.events import events_from_json
 from ledgerspec.reference.bookie.entry import encode_entry
 from ledgerspec.reference.ledger.client import BookKeeperClient, ClientConfig, OrderedPlacement
 from ledgerspec.reference.ledger.errors import LedgerFencedError
-from ledgerspec.reference.ledger.protocol import ReplyCode, Request, RequestKind
+from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
 from ledgerspec.reference.metadata.embedded import EmbeddedMetadataStore
 from ledgerspec.reference.metadata.ledger_store import LedgerMetadataStore
 from ledgerspec.reference.metadata.store import MetadataStore
-from ledgerspec.reference.wire import ServedBookies, WireService, decode_request, frame
-from ledgerspec.reference.wire.network import WireNetwork, to_reply, to_v3
+from ledgerspec.reference.wire import ServedBookies, WireService, decode_request, frame, v2
+from ledgerspec.reference.wire.codec import FrameError
+from ledgerspec.reference.wire.network import PROTOCOLS, WireNetwork, to_reply, to_reply_v2, to_v3
 from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 from ledgerspec.tools.cli.main import main
@@ -68,6 +69,50 @@ def test_each_request_goes_out_as_the_v3_message_a_bookie_serves(tmp_path: Path)
         lac = _request(RequestKind.READ_LAC)
         read_lac = to_reply(lac, service.respond(to_v3(lac, 6)))
         assert read_lac is not None and read_lac.lac == -1  # entry 0 carries LAC -1
+
+
+def test_each_request_goes_out_as_the_v2_message_a_bookie_serves(tmp_path: Path) -> None:
+    """The same requests on v2, served by a reference bookie's v2 code: the LAC is read as entry -1, whose header
+    tells it; a recovery add passes the fence; the explicit LAC has no v2 message."""
+
+    def served(request: Request) -> Reply:
+        reply = to_reply_v2(request, v2.decode_response(v2.respond(service, v2.decode(v2.encode_request(request)))))
+        assert reply is not None
+        return reply
+
+    with ServedBookies(tmp_path, 1) as bookies:
+        service: WireService = bookies.bookies[0].service
+        first, second, third = (encode_entry(7, e, e - 1, 3 * (e + 1), b"abc") for e in range(3))
+        assert served(_request(RequestKind.ADD, 0, data=first)).code is ReplyCode.OK
+        assert served(_request(RequestKind.ADD, 1, data=second)).code is ReplyCode.OK
+        assert served(_request(RequestKind.READ_LAC)).lac == 0  # entry 1 carries LAC 0
+        assert served(_request(RequestKind.READ_ENTRY, 1)).data == second
+        fenced = served(_request(RequestKind.FENCE, fence=True))
+        assert (fenced.code, fenced.lac) == (ReplyCode.OK, 0)
+        assert served(_request(RequestKind.ADD, 2, data=third)).code is ReplyCode.FENCED
+        assert served(_request(RequestKind.ADD, 2, data=third, recovery=True)).code is ReplyCode.OK
+        assert served(_request(RequestKind.RECOVERY_READ, 2, fence=True)).data == third
+        assert served(_request(RequestKind.RECOVERY_READ, 3, fence=True)).code is ReplyCode.NO_SUCH_ENTRY
+    with pytest.raises(ValueError, match="v2 has no message for WRITE_LAC"):
+        v2.encode_request(_request(RequestKind.WRITE_LAC, lac=0, data=b""))
+
+
+def test_a_v2_response_that_answers_no_add_or_read_is_bad_and_a_failure_code_is_no_reply() -> None:
+    ids = (7).to_bytes(8, "big") + (0).to_bytes(8, "big")
+    with pytest.raises(FrameError, match="shorter than its 24 bytes"):
+        v2.decode_response(v2.encode_header(2, v2.ADDENTRY) + b"\x00")
+    with pytest.raises(FrameError, match="a v2 response of op 3, which answers no add or read"):
+        v2.decode_response(v2.encode_header(2, v2.AUTH) + (0).to_bytes(4, "big") + ids)
+    add = _request(RequestKind.ADD, 0)
+    for code in (101, 105, 106):  # EIO, EREADONLY, ETOOMANYREQUESTS
+        answer = v2.decode_response(v2.encode_header(2, v2.ADDENTRY) + code.to_bytes(4, "big") + ids)
+        assert to_reply_v2(add, answer) is None
+    fence = _request(RequestKind.FENCE, fence=True)
+    nothing = v2.decode_response(v2.encode_header(2, v2.READENTRY) + v2.ENOLEDGER.to_bytes(4, "big") + ids)
+    reply = to_reply_v2(fence, nothing)
+    assert reply is not None and (reply.code, reply.lac) == (ReplyCode.OK, -1)
+    with pytest.raises(ValueError, match="no protocol 'v1'"):
+        WireNetwork(list, lambda b: 1, protocol="v1")
 
 
 def test_a_fence_of_a_ledger_with_no_entry_is_an_answer_and_a_failure_status_is_none() -> None:
@@ -286,10 +331,16 @@ def _statuses(out: Path) -> dict[str, dict[str, object]]:
     return {d.name: json.loads((d / "verdict.json").read_text()) for d in sorted(out.iterdir()) if d.is_dir()}
 
 
-def _assert_every_scenario_conforms(recorded: dict[str, dict[str, object]], *, read_back: bool) -> None:
-    assert set(recorded) == set(CLIENT_SCENARIOS)
+def _on(protocol: str) -> list[str]:
+    return [name for name, scenario in CLIENT_SCENARIOS.items() if protocol in scenario.protocols]
+
+
+def _assert_every_scenario_conforms(
+    recorded: dict[str, dict[str, object]], *, read_back: bool, protocol: str = "v3"
+) -> None:
+    assert set(recorded) == set(_on(protocol))
     for name, verdict in recorded.items():
-        assert verdict["status"] == "conforms", (name, verdict)
+        assert (verdict["status"], verdict["protocol"]) == ("conforms", protocol), (name, verdict)
         facts = verdict["facts"]
         assert isinstance(facts, dict)
         assert ("read_by_bookies_client" in facts) is read_back
@@ -304,16 +355,18 @@ def _assert_every_scenario_conforms(recorded: dict[str, dict[str, object]], *, r
     assert recorded["recover-with-bookie-down"]["bookies_crashed"] == [3]
 
 
-def test_every_scenario_conforms_on_reference_bookies(tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_every_scenario_conforms_on_reference_bookies(tmp_path: Path, protocol: str) -> None:
+    """On v2 every scenario but the explicit LAC's, which v2 has no message for."""
     with reference_bookies(tmp_path / "bookies") as bookies:
-        recordings = record_reference_client(list(CLIENT_SCENARIOS), bookies, tmp_path / "out")
-    assert [r.status for r in recordings] == ["conforms"] * len(CLIENT_SCENARIOS)
+        recordings = record_reference_client(_on(protocol), bookies, tmp_path / "out", protocol=protocol)
+    assert [r.status for r in recordings] == ["conforms"] * len(_on(protocol))
     recorded = {k: v for k, v in _statuses(tmp_path / "out").items()}
-    _assert_every_scenario_conforms(recorded, read_back=False)
+    _assert_every_scenario_conforms(recorded, read_back=False, protocol=protocol)
     # The traces take the spec's fault paths, and each checks again from its manifest.
     actions = {
         name: {json.loads(line)["type"] for line in (tmp_path / "out" / name / "trace.ndjson").read_text().splitlines()}
-        for name in CLIENT_SCENARIOS
+        for name in _on(protocol)
     }
     assert "WriterChangesEnsemble" in actions["bookie-crashes-while-writing"]
     assert "RecovererChangesEnsemble" in actions["recover-with-bookie-down"]
@@ -331,19 +384,29 @@ def test_the_command_line_records_on_reference_bookies_and_refuses_what_it_canno
     assert "nothing to --recheck" in capsys.readouterr().err
     assert main(["record", "managed-ledger", "--bookies", "reference", "--list"]) == 2
     assert "--bookies is an option of bookkeeper and reference-client only" in capsys.readouterr().err
+    assert main(["record", "managed-ledger", "--protocol", "v2", "--list"]) == 2
+    assert "--protocol is an option of reference-client only" in capsys.readouterr().err
+    assert main([*argv, "--protocol", "v2", "--scenario", "explicit-lac-read-while-open"]) == 2
+    assert "scenario 'explicit-lac-read-while-open' does not run on v2" in capsys.readouterr().err
+    assert main([*argv, "--protocol", "v2", "--scenario", "write-close-read", "--json"]) == 0
+    assert [s["status"] for s in json.loads(capsys.readouterr().out)["scenarios"]] == ["conforms"]
+    manifest = json.loads((tmp_path / "write-close-read" / "manifest.json").read_text())
+    assert manifest["protocol"] == "v2"
 
 
 @pytest.mark.real_bookkeeper
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_every_scenario_conforms_on_bookkeepers_bookies_and_its_client_reads_each_ledger_back(
-    tmp_path: Path,
+    tmp_path: Path, protocol: str
 ) -> None:
-    """The released 4.17.2 bookies serve the reference client; the released Java client opens each ledger it
-    wrote, from the metadata it wrote to ZooKeeper, and reads every entry."""
+    """The released 4.17.2 bookies serve the reference client, on v3 and on v2 as Pulsar's brokers speak it; the
+    released Java client opens each ledger it wrote, from the metadata it wrote to ZooKeeper, and reads every
+    entry."""
     with real_bookies(tmp_path / "cluster") as bookies:
-        recordings = record_reference_client(list(CLIENT_SCENARIOS), bookies, tmp_path / "out")
+        recordings = record_reference_client(_on(protocol), bookies, tmp_path / "out", protocol=protocol)
     why = {r.name: (r.failure, [x.verdict.reason for x in r.ledgers]) for r in recordings if r.status != "conforms"}
     assert not why
-    _assert_every_scenario_conforms(_statuses(tmp_path / "out"), read_back=True)
+    _assert_every_scenario_conforms(_statuses(tmp_path / "out"), read_back=True, protocol=protocol)
 
 
 def test_served_bookies_record_the_writers_explicit_lac_and_the_bookies_mode_judges_it(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The reference ledger client on the wire: its requests as BookKeeper's v3 messages to bookies over TCP.
+"""The reference ledger client on the wire: its requests as BookKeeper's v3 or v2 messages to bookies over TCP.
 
 :class:`WireNetwork` is a :class:`~ledgerspec.reference.ledger.client.Network`
 for :class:`~ledgerspec.reference.ledger.client.BookKeeperClient`, as the
@@ -28,6 +28,17 @@ kind             v3 request                                   reply from the res
                                                               last entry's header
 ``WRITE_LAC``    ``WRITE_LAC``                                the status
 ===============  ===========================================  ================================================
+
+On the v2 protocol (``protocol="v2"``, Pulsar's brokers'
+``bookkeeperUseV2WireProtocol``) each request is the v2 add or read of
+:func:`.v2.encode_request`: the same kinds, but a read of the LAC is a read
+of entry -1, whose header gives the LAC (``ReadLastConfirmedOp``), and
+there is no explicit LAC to write (``WRITE_LAC`` is refused: a v2
+connection's bookie decodes no v3 frame once it has read a v2 one,
+``BookieProtoEncoding.RequestDecoder``). A v2 response carries no ``txnId``:
+it is matched to the oldest request still waiting with its ledger, entry
+and operation, as ``PerChannelBookieClient`` matches it by its
+``EntryCompletionKey`` (4.17.2).
 
 A bookie that cannot be reached, a connection that closes, a status the
 client has no reply for (``EIO``, ``EREADONLY``, ``ETOOMANYREQUESTS``) and
@@ -60,6 +71,7 @@ import logging
 import selectors
 import socket
 import time
+from collections import deque
 from collections.abc import Callable
 
 import attrs
@@ -68,10 +80,14 @@ from ledgerspec.reference.ledger.client import BookKeeperClient
 from ledgerspec.reference.ledger.errors import LedgerStateError
 from ledgerspec.reference.ledger.events import EventLog
 from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
+from ledgerspec.reference.wire import v2
 from ledgerspec.reference.wire.codec import LENGTH, FrameError, decode_response, frame, frame_length
 from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
 
-__all__ = ["DEFAULT_TIMEOUT", "WireNetwork", "to_reply", "to_v3"]
+__all__ = ["DEFAULT_TIMEOUT", "PROTOCOLS", "WireNetwork", "to_reply", "to_reply_v2", "to_v3"]
+
+#: The protocols the reference client speaks: BookKeeper's v3 (protobuf) and v2 (binary).
+PROTOCOLS = ("v3", "v2")
 
 _log = logging.getLogger("ledgerspec.wire.client")
 
@@ -91,6 +107,14 @@ _CODES = {
     pb.ENOENTRY: ReplyCode.NO_SUCH_ENTRY,
     pb.EUA: ReplyCode.UNAUTHORIZED,
     pb.EBADREQ: ReplyCode.REFUSED,
+}
+_V2_CODES = {
+    v2.EOK: ReplyCode.OK,
+    v2.EFENCED: ReplyCode.FENCED,
+    v2.ENOLEDGER: ReplyCode.NO_SUCH_LEDGER,
+    v2.ENOENTRY: ReplyCode.NO_SUCH_ENTRY,
+    v2.EUA: ReplyCode.UNAUTHORIZED,
+    v2.EBADREQ: ReplyCode.REFUSED,
 }
 
 
@@ -166,6 +190,31 @@ def to_reply(request: Request, response: pb.Response) -> Reply | None:
     return Reply(request, code)
 
 
+def to_reply_v2(request: Request, response: v2.V2Response) -> Reply | None:
+    """The reply a v2 ``response`` gives ``request``; None when the client has no reply for its code (a failure)."""
+    reads_lac = request.kind in (RequestKind.FENCE, RequestKind.READ_LAC)
+    if reads_lac and response.code in (v2.ENOENTRY, v2.ENOLEDGER):
+        return Reply(request, ReplyCode.OK, lac=-1)  # ReadLastConfirmedOp: a valid answer, nothing written
+    code = _V2_CODES.get(response.code)
+    if code is None:
+        return None
+    if code is not ReplyCode.OK:
+        return Reply(request, code)
+    if reads_lac:
+        return Reply(request, code, lac=_header_lac(response.body))
+    if request.kind in (RequestKind.RECOVERY_READ, RequestKind.READ_ENTRY):
+        return Reply(request, code, data=response.body)
+    return Reply(request, code)
+
+
+def _v2_key(request: Request) -> tuple[int, int, int]:
+    """The ledger, entry and op a v2 response to ``request`` carries (``EntryCompletionKey``)."""
+    if request.kind is RequestKind.ADD:
+        return request.ledger_id, request.entry_id, v2.ADDENTRY
+    reads_last = request.kind in (RequestKind.FENCE, RequestKind.READ_LAC)
+    return request.ledger_id, -1 if reads_last else request.entry_id, v2.READENTRY
+
+
 @attrs.define
 class _Pending:
     request: Request
@@ -207,7 +256,11 @@ class WireNetwork:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         connect_timeout: float = 2.0,
+        protocol: str = "v3",
     ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"no protocol {protocol!r}; the protocols: {', '.join(PROTOCOLS)}")
+        self.protocol = protocol
         self._bookies = bookies
         self.events = EventLog(number)
         self.timeout_seconds = timeout
@@ -216,6 +269,8 @@ class WireNetwork:
         self._connections: dict[str, _Connection] = {}
         self._selector = selectors.DefaultSelector()
         self._pending: dict[int, _Pending] = {}
+        # v2: the requests waiting for each (ledger, entry, op), oldest first (txns given up on are skipped)
+        self._v2_waiting: dict[tuple[str, tuple[int, int, int]], deque[int]] = {}
         self._failed: list[Request] = []  # sent to a bookie that could not be reached: no reply can come
         self._txn = itertools.count(1)
         self.given_up: list[Request] = []  # requests the clients gave up on: no reply, a closed connection, ...
@@ -229,14 +284,23 @@ class WireNetwork:
 
     # -- the Network protocol -----------------------------------------------------------
     def send(self, request: Request) -> None:
+        if self.protocol == "v2":
+            try:
+                payload = LENGTH.pack(len(body := v2.encode_request(request))) + body
+            except ValueError as exc:
+                raise LedgerStateError(f"{request!r} cannot be sent on v2: {exc}") from None
         connection = self._connection(request.bookie)
         if connection is None:
             self._failed.append(request)
             return
         txn = next(self._txn)
         self._pending[txn] = _Pending(request, time.monotonic() + self.timeout_seconds)
+        if self.protocol == "v2":
+            self._v2_waiting.setdefault((request.bookie, _v2_key(request)), deque()).append(txn)
+        else:
+            payload = frame(to_v3(request, txn))
         try:
-            connection.sock.sendall(frame(to_v3(request, txn)))
+            connection.sock.sendall(payload)
         except OSError as exc:
             self._lost_connection(connection, f"sending failed: {exc}")
 
@@ -276,6 +340,8 @@ class WireNetwork:
         self.unreachable.add(connection.bookie)
         for txn in [t for t, p in self._pending.items() if p.request.bookie == connection.bookie]:
             self._failed.append(self._pending.pop(txn).request)
+        for key in [k for k in self._v2_waiting if k[0] == connection.bookie]:
+            del self._v2_waiting[key]
 
     def close(self) -> None:
         for connection in list(self._connections.values()):
@@ -316,21 +382,26 @@ class WireNetwork:
 
     def _take(self, connection: _Connection, payload: bytes) -> int:
         try:
-            response = decode_response(payload)
+            if self.protocol == "v2":
+                answer = v2.decode_response(payload)
+                pending = self._v2_pending(connection.bookie, answer)
+            else:
+                response = decode_response(payload)
+                pending = self._pending.pop(response.header.txnId, None)
         except FrameError as exc:
-            self._lost_connection(connection, f"a response that is no v3 message: {exc}")
+            self._lost_connection(connection, f"a response that is no {self.protocol} message: {exc}")
             return 0
-        pending = self._pending.pop(response.header.txnId, None)
         if pending is None:
             return 0  # given up on already: PerChannelBookieClient drops it
         request = pending.request
         try:
-            reply = to_reply(request, response)
+            reply = to_reply_v2(request, answer) if self.protocol == "v2" else to_reply(request, response)
         except EntryFormatError as exc:
             _log.info("bookie %s: %r answered with a bad entry: %s", connection.bookie, request, exc)
             reply = None
         if reply is None:
-            _log.info("bookie %s: %r failed with %s", connection.bookie, request, pb.StatusCode.Name(response.status))
+            status = f"v2 code {answer.code}" if self.protocol == "v2" else pb.StatusCode.Name(response.status)
+            _log.info("bookie %s: %r failed with %s", connection.bookie, request, status)
             self._failed.append(request)
             return 0
         if request.kind is RequestKind.ADD and reply.code is ReplyCode.FENCED and self._fencing(request.bookie):
@@ -338,6 +409,17 @@ class WireNetwork:
             self.held_back += 1
             return 0
         return self._hand(reply) + self._release(request.bookie)
+
+    def _v2_pending(self, bookie: str, answer: v2.V2Response) -> _Pending | None:
+        """The oldest request to ``bookie`` still waiting with the answer's ledger, entry and op."""
+        key = (bookie, (answer.ledger_id, answer.entry_id, answer.op))
+        waiting = self._v2_waiting.get(key)
+        pending = None
+        while waiting and pending is None:
+            pending = self._pending.pop(waiting.popleft(), None)
+        if not waiting:
+            self._v2_waiting.pop(key, None)
+        return pending
 
     def _hand(self, reply: Reply) -> int:
         """Give ``reply`` to its client, if it waits for it (a step, over once this returns); 1 if it did.

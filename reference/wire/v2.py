@@ -27,6 +27,12 @@ for a read the entry; for a batch read the request id, then each entry
 after its length (4 bytes). Any other op makes BookKeeper's decoder throw,
 and the bookie closes the channel: here a :class:`~.codec.FrameError`.
 
+The client's side (:func:`encode_request`, :func:`decode_response`) is the
+reference client's on v2 (:mod:`.network`): its requests as
+``BookieProtocol.AddRequest`` and ``ReadRequest`` (protocol version 2,
+``CURRENT_PROTOCOL_VERSION``) and the responses read as
+``ResponseEnDeCoderPreV3.decode`` reads them.
+
 A batch read (BookKeeper 4.17.2, ``BatchedReadEntryProcessor.readData``)
 answers with the entries from the first on, while each is found: at most
 ``max count`` of them (none, or a negative count: no limit) and, after the
@@ -53,14 +59,18 @@ __all__ = [
     "OP_NAMES",
     "READENTRY",
     "V2Request",
+    "V2Response",
     "decode",
+    "decode_response",
     "encode_header",
+    "encode_request",
     "respond",
 ]
 
-# BookieProtocol's op codes, error codes, flags and master key length.
+# BookieProtocol's op codes, error codes, flags, master key length and the version its clients send.
 ADDENTRY, READENTRY, AUTH, BATCH_READ_ENTRY = 1, 2, 3, 7
 EOK, ENOLEDGER, ENOENTRY, EBADREQ, EUA, EFENCED = 0, 1, 2, 100, 102, 104
+CURRENT_PROTOCOL_VERSION = 2
 FLAG_DO_FENCING, FLAG_RECOVERY_ADD = 0x0001, 0x0002
 OP_NAMES = {ADDENTRY: "ADDENTRY", READENTRY: "READENTRY", AUTH: "AUTH", BATCH_READ_ENTRY: "BATCH_READ_ENTRY"}
 MASTER_KEY_LENGTH = 20
@@ -94,6 +104,17 @@ class V2Request:
     request_id: int = 0  # BATCH_READ_ENTRY
     max_count: int = 0  # BATCH_READ_ENTRY: at most this many entries (0 or less: no limit)
     max_size: int = 0  # BATCH_READ_ENTRY: at most this many bytes of response, after the first entry
+
+
+@attrs.frozen
+class V2Response:
+    """One decoded v2 response to an add or a read (a client's side)."""
+
+    op: int
+    code: int  # BookieProtocol's error code
+    ledger_id: int
+    entry_id: int
+    body: bytes = b""  # READENTRY answered EOK: the entry
 
 
 def encode_header(version: int, op: int, flags: int = 0) -> bytes:
@@ -139,6 +160,47 @@ def _fence_key(version: int, flags: int, rest: bytes, at: int) -> bytes | None:
     if len(key) < MASTER_KEY_LENGTH:
         raise struct.error(f"a {len(key)}-byte master key")
     return key
+
+
+def encode_request(request: Request) -> bytes:
+    """The v2 request's bytes (to be framed) for a client's add or read (``AddRequest``, ``ReadRequest``,
+    ``RequestEnDeCoderPreV3.encode``, BookKeeper 4.17.2): an add carries the master key and the entry as the client
+    made it; a fencing read (``FENCE``, ``RECOVERY_READ``: ``FLAG_DO_FENCING``) the master key after its ids; a read
+    of the LAC is a read of entry -1, whose header tells it (``ReadLastConfirmedOp``). v2 has no message for the
+    explicit LAC: ``ValueError``."""
+    kind = request.kind
+    if kind is RequestKind.ADD:
+        flags = FLAG_RECOVERY_ADD if request.recovery else 0
+        return encode_header(CURRENT_PROTOCOL_VERSION, ADDENTRY, flags) + _key(request.master_key) + request.data
+    if kind in (RequestKind.FENCE, RequestKind.RECOVERY_READ):
+        entry = -1 if kind is RequestKind.FENCE else request.entry_id
+        header = encode_header(CURRENT_PROTOCOL_VERSION, READENTRY, FLAG_DO_FENCING)
+        return header + _IDS.pack(request.ledger_id, entry) + _key(request.master_key)
+    if kind in (RequestKind.READ_ENTRY, RequestKind.READ_LAC):
+        entry = -1 if kind is RequestKind.READ_LAC else request.entry_id
+        return encode_header(CURRENT_PROTOCOL_VERSION, READENTRY) + _IDS.pack(request.ledger_id, entry)
+    raise ValueError(f"v2 has no message for {kind.name}: the explicit LAC is v3 only (WriteLacRequest)")
+
+
+def _key(master_key: bytes) -> bytes:
+    if len(master_key) != MASTER_KEY_LENGTH:
+        raise ValueError(f"a v2 master key is {MASTER_KEY_LENGTH} bytes, not {len(master_key)}")
+    return master_key
+
+
+def decode_response(payload: bytes) -> V2Response:
+    """The v2 response to an add or a read in a frame's bytes; :class:`FrameError` naming what is wrong when they
+    hold none (an op the client did not send, or fewer bytes than its fields)."""
+    head = _INT.size * 2 + _IDS.size
+    if len(payload) < head:
+        raise FrameError(f"a v2 response of {len(payload)} bytes is shorter than its {head} bytes of fields")
+    (header,) = _INT.unpack_from(payload)
+    op = (header >> 16) & 0xFF
+    if op not in (ADDENTRY, READENTRY):
+        raise FrameError(f"a v2 response of op {op}, which answers no add or read")
+    (code,) = _INT.unpack_from(payload, _INT.size)
+    ledger_id, entry_id = _IDS.unpack_from(payload, _INT.size * 2)
+    return V2Response(op, code, ledger_id, entry_id, payload[head:] if op == READENTRY else b"")
 
 
 def respond(service: WireService, request: V2Request) -> bytes:

@@ -2,8 +2,9 @@
 
 The other direction of the recordings of :mod:`.real_systems`: there the
 released Java client is judged on real bookies; here the reference client
-(:mod:`ledgerspec.reference.ledger.client`) speaks BookKeeper's v3 protocol
-(:mod:`ledgerspec.reference.wire.network`) to bookies that are not its own,
+(:mod:`ledgerspec.reference.ledger.client`) speaks BookKeeper's v3 protocol,
+or v2 as Pulsar's brokers do (:mod:`ledgerspec.reference.wire.network`), to
+bookies that are not its own,
 so that its behaviour is judged against a real server. The bookies are
 either
 
@@ -56,7 +57,7 @@ from ledgerspec.reference.metadata.ledger_store import LedgerMetadataStore
 from ledgerspec.reference.metadata.store import MetadataStore
 from ledgerspec.reference.metadata.zookeeper import ZooKeeperMetadataStore
 from ledgerspec.reference.wire import ServedBookies
-from ledgerspec.reference.wire.network import WireNetwork
+from ledgerspec.reference.wire.network import PROTOCOLS, WireNetwork
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 from ledgerspec.spec.vocabulary import ndjson
 from ledgerspec.tools.recording.real_systems import LedgerRecording, ScenarioRecording
@@ -151,11 +152,11 @@ class ServedReferenceBookies:
 class Run:
     """One scenario's clients on the bookies, and what they saw: the client-mode trace, the facts, the failure."""
 
-    def __init__(self, bookies: ScenarioBookies, name: str) -> None:
+    def __init__(self, bookies: ScenarioBookies, name: str, protocol: str = "v3") -> None:
         self.bookies = bookies
         self.name = name
         ids = bookies.ids
-        self.network = WireNetwork(lambda: list(ids), lambda b: ids.index(b) + 1)
+        self.network = WireNetwork(lambda: list(ids), lambda b: ids.index(b) + 1, protocol=protocol)
         self.store = bookies.metadata()
         self.ledgers = LedgerMetadataStore(self.store)
         self.writer = self._client(0)
@@ -367,6 +368,7 @@ class ClientScenario:
     run: Callable[[Run], None]
     expects: str | None = None  # no finding: each must conform
     may_show: tuple[str, ...] = ()
+    protocols: tuple[str, ...] = PROTOCOLS  # the wire protocols it runs on
 
 
 CLIENT_SCENARIOS = {
@@ -389,6 +391,7 @@ CLIENT_SCENARIOS = {
             "explicit-lac-read-while-open",
             "E=3 Qw=2 Qa=2, the explicit LAC on: three adds carrying LAC -1; a reader of the open ledger learns LAC 2",
             _explicit_lac_read_while_open,
+            protocols=("v3",),  # v2 has no message for the explicit LAC
         ),
         ClientScenario(
             "recover-with-bookie-down",
@@ -422,25 +425,32 @@ def record_reference_client(
     bookies: ScenarioBookies,
     out: Path,
     *,
+    protocol: str = "v3",
     progress: Callable[[ScenarioRecording], None] | None = None,
 ) -> list[ScenarioRecording]:
-    """Run the scenarios ``names`` one after another on ``bookies``; write and check each one's trace."""
+    """Run the scenarios ``names`` one after another on ``bookies``, the client speaking ``protocol``; write and
+    check each one's trace."""
     unknown = [n for n in names if n not in CLIENT_SCENARIOS]
     if unknown:
         raise KeyError(f"no scenario {', '.join(unknown)}; the scenarios: {', '.join(CLIENT_SCENARIOS)}")
+    elsewhere = [n for n in names if protocol not in CLIENT_SCENARIOS[n].protocols]
+    if elsewhere:
+        raise KeyError(f"scenario {', '.join(elsewhere)} does not run on {protocol}")
     recordings = []
     for name in names:
-        recording = _record_one(CLIENT_SCENARIOS[name], bookies, out / name)
+        recording = _record_one(CLIENT_SCENARIOS[name], bookies, out / name, protocol)
         recordings.append(recording)
         if progress is not None:
             progress(recording)
     return recordings
 
 
-def _record_one(scenario: ClientScenario, bookies: ScenarioBookies, directory: Path) -> ScenarioRecording:
+def _record_one(
+    scenario: ClientScenario, bookies: ScenarioBookies, directory: Path, protocol: str
+) -> ScenarioRecording:
     directory.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    run = Run(bookies, scenario.name)
+    run = Run(bookies, scenario.name, protocol)
     try:
         scenario.run(run)
     finally:
@@ -466,6 +476,7 @@ def _record_one(scenario: ClientScenario, bookies: ScenarioBookies, directory: P
             traces=[{"trace": trace_id, "constants": run.constants}],
             scenario=scenario.name,
             system="reference-client",
+            protocol=protocol,
         ),
     )
     (handle,) = run.writer.writers()
@@ -480,6 +491,7 @@ def _record_one(scenario: ClientScenario, bookies: ScenarioBookies, directory: P
     verdict_json = {
         "scenario": scenario.name,
         "summary": scenario.summary,
+        "protocol": protocol,
         "status": recording.status,
         "failure": run.failure,
         "facts": run.facts,

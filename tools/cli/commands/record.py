@@ -29,9 +29,11 @@ about one storage run on theirs. ``--list`` says which findings show on which.
 client on reference bookies served over TCP in place of BookKeeper's
 (:mod:`ledgerspec.tools.recording.reference_bookies`); the findings of
 BookKeeper's bookie are then not expected. ``reference-client`` turns it round: the project's reference ledger client
-speaks BookKeeper's v3 protocol to four real bookies (``--bookies real``, the
-default) or to four reference bookies served over TCP (``--bookies
-reference``, no Java), its client-mode trace is checked against the ledger
+speaks BookKeeper's v3 protocol (or v2, ``--protocol v2``, as Pulsar's
+brokers do; the scenarios that need the explicit LAC, which v2 has no
+message for, are then left out, and named) to four real bookies
+(``--bookies real``, the default) or to four reference bookies served over
+TCP (``--bookies reference``, no Java), its client-mode trace is checked against the ledger
 spec, and on real bookies the released Java client reads back every ledger
 it wrote (:mod:`ledgerspec.tools.recording.reference_client`). Its traces
 are made in-process: there is nothing to ``--recheck``.
@@ -51,6 +53,7 @@ from ledgerspec.conformance.adapters.jars import ARTIFACTS, JavaSetupError
 from ledgerspec.conformance.adapters.ml_scenarios import ML_SCENARIOS
 from ledgerspec.conformance.adapters.scenarios import SCENARIOS, Scenario, storages_showing
 from ledgerspec.conformance.verdict import Verdict
+from ledgerspec.reference.wire.network import PROTOCOLS
 from ledgerspec.tools.cli.commands.base import (
     EXIT_INCONCLUSIVE,
     EXIT_MISSING_TOOL,
@@ -124,6 +127,12 @@ def register(commands: Any) -> None:
         "bookies served over TCP in their place",
     )
     record.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="v3",
+        help="reference-client: the wire protocol the reference client speaks (default: v3)",
+    )
+    record.add_argument(
         "--storage",
         choices=SUITE_STORAGES,
         help="bookkeeper: the ledger storage of the bookies for the scenarios that need none in particular: "
@@ -151,6 +160,15 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UsageError(f"unknown scenario {', '.join(map(repr, unknown))}; scenarios: {', '.join(known)}")
+    if args.protocol != "v3" and args.system != "reference-client":
+        raise UsageError("--protocol is an option of reference-client only")
+    if args.system == "reference-client":
+        elsewhere = [n for n in names if args.protocol not in CLIENT_SCENARIOS[n].protocols]
+        if args.scenario and elsewhere:
+            raise UsageError(f"scenario {', '.join(map(repr, elsewhere))} does not run on {args.protocol}")
+        if elsewhere and not args.list:
+            err.print(f"not run on {args.protocol}: {', '.join(elsewhere)} (the explicit LAC is v3 only)")
+        names = [n for n in names if n not in elsewhere]
     if args.list:
         if args.json:
             print(json.dumps(_list_json(args.system, known), indent=2))
@@ -214,7 +232,7 @@ def _record_reference_client(
         real_bookies(out / "cluster", status=status) if args.bookies == "real" else reference_bookies(out / "bookies")
     )
     with bookies as started:
-        return record_reference_client(names, started, out, progress=progress)
+        return record_reference_client(names, started, out, protocol=args.protocol, progress=progress)
 
 
 def _report(args: argparse.Namespace, out: Console, recordings: list[ScenarioRecording], root: Path, how: str) -> int:
