@@ -318,3 +318,28 @@ def test_what_only_the_owner_can_do_is_refused_from_a_broker_that_lost_the_topic
     with pytest.raises(TopicMappingError, match="observation 8: the broker that owns the topic failed an add"):
         topic.feed_all([{"ev": "publish-failed", "name": MANAGED_LEDGER, "error": "Timeout", "broker": 2, "n": 8}])
     assert [line["type"] for line in topic.lines] == ["Init", "TopicMovesToAnotherBroker"]
+
+
+def test_what_a_restored_cursor_dispatches_is_what_it_covers_and_a_skip_is_named(tmp_path: Path) -> None:
+    """rewind-read-restart (Pulsar 4.0.7): acks of 0:0 (cumulative), 0:2 and 1:1; the consumer reads 0:1, 1:0 and
+    1:2, the cursor rewinds and it reads them again; after a crash the restored cursor dispatches the same three.
+    The mapping takes that dispatch as the restore's ``covered``; with 0:1 missing from it the restored cursor
+    skips a message nobody acknowledged."""
+    name = "rewind-read-restart"
+    recording = recheck(tmp_path, name)
+    assert recording.status == "conforms", [r.verdict.reason for r in recording.ledgers]
+    lines = [orjson.loads(line) for line in (tmp_path / name / "trace.ndjson").read_bytes().splitlines()]
+    (restore,) = [line for line in lines if line["type"] == "CursorRecovers"]
+    assert "x-delivered" in restore and restore["observed"]["covered"] == [[0, 0, 0], [0, 2, 0], [1, 1, 0]]
+    restored_at = restore["x-obs"]
+
+    def skip_0_1(obs: dict[str, Any]) -> dict[str, Any]:
+        if obs["ev"] == "delivered" and obs["n"] > restored_at:
+            obs["positions"] = [p for p in obs["positions"] if p != [0, 1]]
+        return obs
+
+    skipped = recheck(tmp_path / "skipped", name, skip_0_1)
+    cursor = skipped.ledgers[0].verdict
+    assert cursor.status == "violates" and cursor.failure is not None
+    assert cursor.failure.event_type == "CursorRecovers"
+    assert cursor.promise_names == ("CursorSkipsNoUnackedMessage",)

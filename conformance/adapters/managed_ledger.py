@@ -46,6 +46,12 @@ one still runs                                      and the old one's cursor is 
                                                     it has acknowledged is ``EntryPublished``
 the managed ledger is opened again                  ``ManagedLedgerOpens``
 the cursor is opened again                          ``CursorRecovers``, observed ``covered``
+the restored cursor's reads, right after its open   none; they give that ``CursorRecovers``'s
+(``readEntries`` until none is left)                ``covered``: every message published and
+                                                    not dispatched
+other reads, a rewind (``rewind``)                  none: the read position is no state of the
+                                                    spec (an open or a rewind sets it after
+                                                    the mark-delete)
 =================================================  ==========================================
 
 Ledger ids: the spec hands out ids from one counter, data and cursor
@@ -113,6 +119,7 @@ class CursorTraceMapper:
         self._newest_ledger = -1  # the BookKeeper id of the ledger of the managed ledger created last
         self._closed_short: set[int] = set()  # cursor ledgers closed short of records sent
         self._superseded: set[int] = set()  # the brokers that lost the topic to another (observations' ``broker``)
+        self._restored: dict[str, Any] | None = None  # the CursorRecovers line, while it is the last one
 
     def constants(
         self, max_entries_per_ledger: int, metadata_max_entries_per_ledger: int, *, rollover_by_time: bool = False
@@ -185,6 +192,8 @@ class CursorTraceMapper:
             "ml-closed": lambda _: None,  # part of a clean stop; the broker's stop follows
             "broker-killed": self._broker_killed,
             "publish-failed": self._owner_add_failed,
+            "delivered": self._delivered,
+            "rewound": self._rewound,
         }.get(str(kind))
         if handler is None:
             raise CursorMappingError(f"observation {obs.get('n')}: unknown kind {kind!r}")
@@ -202,6 +211,7 @@ class CursorTraceMapper:
         line = trace_line(self.trace_id, "consumer", len(self.lines) + 1, action, params, observed)
         line["x-obs"] = int(obs["n"])
         self.lines.append(line)
+        self._restored = line if action == "CursorRecovers" else None
 
     def _position(self, obs: Mapping[str, Any], real: Any) -> tuple[int, int]:
         ledger, entry = int(real[0]), int(real[1])
@@ -321,6 +331,21 @@ class CursorTraceMapper:
         if self._cursor_opened:
             self._emit(obs, "CursorRecovers", observed={"covered": self._covered(obs), "active": True})
         self._cursor_opened = True
+
+    def _rewound(self, obs: Mapping[str, Any]) -> None:
+        """No step: the read position is no state of the spec (an open or a rewind sets it after the mark-delete)."""
+
+    def _delivered(self, obs: Mapping[str, Any]) -> None:
+        """What the restored cursor dispatched, read to the end right after its open: the messages it will not
+        deliver again are the others, whatever ``isMessageDeleted`` says (``covered`` of that ``CursorRecovers``).
+        Reads at any other time tell nothing the spec has."""
+        if self._restored is None:
+            return
+        delivered = {self._position(obs, p) for p in obs["positions"]}
+        covered = sorted([*p, 0] for p in self.published if p not in delivered)
+        self._restored["observed"]["covered"] = covered
+        self._restored["x-delivered"] = int(obs["n"])
+        self._restored = None
 
     def _cursor_closed(self, obs: Mapping[str, Any]) -> None:
         self._emit(obs, "CursorCloses", observed={"active": False})

@@ -56,6 +56,7 @@ import org.apache.bookkeeper.client.api.LedgerMetadata;
 import org.apache.bookkeeper.conf.ClientConfiguration;
 import org.apache.bookkeeper.conf.ServerConfiguration;
 import org.apache.bookkeeper.meta.LedgerManager;
+import org.apache.bookkeeper.mledger.Entry;
 import org.apache.bookkeeper.mledger.ManagedCursor;
 import org.apache.bookkeeper.mledger.ManagedLedger;
 import org.apache.bookkeeper.mledger.ManagedLedgerConfig;
@@ -485,6 +486,39 @@ public final class LedgerspecHarness {
                 ManagedCursor cursor = cursor(c);
                 cursor.resetCursor(PositionFactory.create(c.path("ledger").asLong(), c.path("entry").asLong()));
                 cursorEvent("reset", c, cursor);
+                return true;
+            }
+            case "cursor-read-all": {
+                // What a consumer is dispatched from the read position on: readEntries skips the individually
+                // deleted entries (OpReadEntry, filterReadEntries; ManagedCursorImpl, Pulsar 4.0.7)
+                ManagedCursor cursor = cursor(c);
+                List<List<Long>> delivered = new ArrayList<>();
+                for (int reads = 0; cursor.hasMoreEntries() && reads < 1000; reads++) {
+                    for (Entry entry : cursor.readEntries(10)) {
+                        delivered.add(List.of(entry.getLedgerId(), entry.getEntryId()));
+                        entry.release();
+                    }
+                }
+                Map<String, Object> event = new LinkedHashMap<>();
+                event.put("ev", "delivered");
+                event.put("name", c.path("name").asText());
+                event.put("cursor", c.path("cursor").asText());
+                event.put("positions", delivered);
+                observe(event);
+                reply.put("positions", delivered);
+                return true;
+            }
+            case "cursor-rewind": {
+                // rewind: read again from the entry after the mark-delete position (getNextValidPosition)
+                ManagedCursor cursor = cursor(c);
+                cursor.rewind();
+                Position read = cursor.getReadPosition();
+                Map<String, Object> event = new LinkedHashMap<>();
+                event.put("ev", "rewound");
+                event.put("name", c.path("name").asText());
+                event.put("cursor", c.path("cursor").asText());
+                event.put("read_position", List.of(read.getLedgerId(), read.getEntryId()));
+                observe(event);
                 return true;
             }
             case "cursor-close": {
