@@ -30,8 +30,10 @@ recomputed); the rate of the check alone on events already in memory (warm),
 with coverage collected (the default) and without, best of six runs each,
 each first in turn, and the ratio of the two; the largest set of candidate
 states the check examined for one event, over the traces, and how many
-traces a beam decided and how many the breadth-first search had to decide
-(the depth-first search found no behaviour, and no beam did either). Every
+traces a beam decided, how many the reduced breadth-first search decided
+(``decided_by_reduced`` in the JSON: no beam did, and putting off the hidden
+steps that commute with the next event did), and how many the complete
+breadth-first search had to decide. Every
 trace must conform, or the figures measure something else and the benchmark
 fails. Two ratios close the table: ``client, lossy``
 end to end, cold, against ``full`` and against ``full, lossy walks``.
