@@ -101,7 +101,10 @@ What is left out, and why that is sound here:
 - the read position: it is never persisted; the restore and a rewind set it
   to the entry after the mark-delete, and reads pass over the individually
   acknowledged entries (``isMessageDeleted``), so it follows from the state
-  modelled; a reset sets it with the mark-delete;
+  modelled; a reset sets it with the mark-delete; a ``seek`` moves it alone,
+  and the next restore sets it again, so it cannot make a restored cursor
+  skip a message (the recording ``rewind-read-restart`` checks what a
+  restored cursor of the real broker dispatches);
 - properties, ``lastActive`` and rate limiting of mark-deletes; of the queue
   of pending mark-delete operations, only whether it is empty (``dirty``):
   each persist writes the cursor's whole current state, which covers every
