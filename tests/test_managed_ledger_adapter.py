@@ -317,6 +317,8 @@ def test_what_only_the_owner_can_do_is_refused_from_a_broker_that_lost_the_topic
         topic.feed_all([{"ev": "topic-moved", "from": 2, "to": 3, "n": 7}])
     with pytest.raises(TopicMappingError, match="observation 8: the broker that owns the topic failed an add"):
         topic.feed_all([{"ev": "publish-failed", "name": MANAGED_LEDGER, "error": "Timeout", "broker": 2, "n": 8}])
+    with pytest.raises(TopicMappingError, match="observation 4: broker 1, which lost the topic to another, reported"):
+        topic.feed_all([acked])
     assert [line["type"] for line in topic.lines] == ["Init", "TopicMovesToAnotherBroker"]
 
 

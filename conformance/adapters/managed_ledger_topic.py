@@ -140,8 +140,13 @@ class TopicTraceMapper:
 
     def _feed(self, obs: Mapping[str, Any]) -> None:
         kind = obs.get("ev")
-        if obs.get("broker") in self._superseded and kind in ("publish-failed", "broker-killed"):
-            return  # the old broker's failed add and its end: no step of the spec (the module docstring)
+        if obs.get("broker") in self._superseded and kind not in ("metadata", "published", *_UNSEEN):
+            if kind in ("publish-failed", "broker-killed"):
+                return  # the old broker's failed add and its end: no step of the spec (the module docstring)
+            raise TopicMappingError(
+                f"observation {obs.get('n')}: broker {obs.get('broker')}, which lost the topic to another, reported "
+                f"{kind!r}: the spec's subscriptions are served by the broker that owns the topic"
+            )
         if kind == "metadata":
             self._ledger_created(obs)
             self._ledger_closed(obs)
