@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from explored_models import explored, guarded_broken_invariants, guards_never_held
 from ledgerspec.conformance import TraceChecker, events_from_json
+from ledgerspec.reference.managed_ledger.managed_ledger import LOG, faults_injected
 from ledgerspec.reference.managed_ledger.refinement import TopicRefinement
 from ledgerspec.reference.managed_ledger.topic_run import TopicRun, TopicRunConfig
 from ledgerspec.reference.managed_ledger.topic_simulation import simulate_topic_traces, spec_for, with_mutant
@@ -224,6 +226,24 @@ def test_the_same_seed_gives_the_same_traces() -> None:
             )
         )
     assert again == _traces()
+
+
+def test_what_the_injected_faults_make_the_broker_warn_of_is_not_logged_by_a_simulation(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Run 1 of seed 1 of the soak's topic workload closes a ledger another broker deleted, which the broker warns of
+    as Pulsar's does; in a simulation that is the injected fault's expected outcome, recorded in the trace, and the
+    logger's level is the caller's again afterwards."""
+    caplog.set_level(logging.WARNING, logger=LOG.name)
+    config = TopicRunConfig(producers=2, messages=4, cursors=2, disconnects=2, creation_failures=1, takeovers=1)
+    with tempfile.TemporaryDirectory() as root:
+        runs = list(simulate_topic_traces(config, root, seed=1, steps=120, traces=2))
+    assert len(runs) == 2 and not [r for r in caplog.records if r.name == LOG.name]
+    assert LOG.level == logging.WARNING
+    with faults_injected():
+        LOG.warning("a fault's expected outcome")
+    LOG.warning("Error when closing ledger 7")  # outside a simulation the broker's warning is logged
+    assert [r.getMessage() for r in caplog.records if r.name == LOG.name] == ["Error when closing ledger 7"]
 
 
 def test_client_mode_logs_what_the_clients_see_and_the_correct_topic_conforms() -> None:

@@ -35,9 +35,10 @@ than that. A limit of 0 is reached at once, as in Pulsar's ``ManagedLedgerConfig
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import attrs
 from ledgerspec.reference.ledger import LedgerHandle
@@ -51,10 +52,32 @@ from ledgerspec.spec.cursor.cursor import NO_MESSAGES_AFTER, ZNODE_FALLBACKS
 from ledgerspec.spec.managed_ledger.managed_ledger import BUGS
 from ledgerspec.spec.positions import NO_POSITION, Position, no_messages_after, recovered_position
 
-__all__ = ["LOG", "MUTANTS", "TOPIC_ONLY_MUTANTS", "ManagedLedger", "ManagedLedgerConfig", "ManagedLedgerError"]
+__all__ = [
+    "LOG",
+    "MUTANTS",
+    "TOPIC_ONLY_MUTANTS",
+    "ManagedLedger",
+    "ManagedLedgerConfig",
+    "ManagedLedgerError",
+    "faults_injected",
+]
 
 #: The broker's log lines, in the words of Pulsar's ManagedLedgerImpl and ManagedCursorImpl (seed 003).
 LOG = logging.getLogger("ledgerspec.managed_ledger")
+
+
+@contextlib.contextmanager
+def faults_injected() -> Iterator[None]:
+    """While a run injects faults on purpose: what they make the broker warn of, as Pulsar's does (a ledger it
+    cannot close, which another broker fenced or deleted), is their expected outcome, which the run's trace
+    records; only errors are logged."""
+    level = LOG.level
+    LOG.setLevel(max(level, logging.ERROR))
+    try:
+        yield
+    finally:
+        LOG.setLevel(level)
+
 
 MUTANTS = {
     "restore_ignores_no_ledger": "the restore takes cursorsLedgerId = -1 for a ledger to open, and rolls back",

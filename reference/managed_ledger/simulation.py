@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 from ledgerspec.reference.managed_ledger.abstraction import CursorAbstraction
 from ledgerspec.reference.managed_ledger.cursor import CursorStatus
+from ledgerspec.reference.managed_ledger.managed_ledger import faults_injected
 from ledgerspec.reference.managed_ledger.refinement import spec_for
 from ledgerspec.reference.managed_ledger.run import CursorRun, RunConfig
 from ledgerspec.spec.cursor.cursor_trace import TRACE
@@ -164,7 +165,8 @@ def simulate_cursor_traces(
         run = CursorRun(f"{root}/{trace_id}", config)
         try:
             recorders = {mode: CursorTraceRecorder(run, mode, trace_id) for mode in modes}
-            random_steps(run, random.Random(seed * 1_000_003 + i), steps)
+            with faults_injected():
+                random_steps(run, random.Random(seed * 1_000_003 + i), steps)
             yield SimulatedRun(trace_id, {mode: r.lines for mode, r in recorders.items()}, spent_bounds(run))
         finally:
             run.close()

@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 from ledgerspec.reference.managed_ledger.managed_ledger import MUTANTS as ML_MUTANTS
+from ledgerspec.reference.managed_ledger.managed_ledger import faults_injected
 from ledgerspec.reference.managed_ledger.topic import MUTANTS as TOPIC_OWN_MUTANTS
 from ledgerspec.reference.managed_ledger.topic_abstraction import TopicAbstraction
 from ledgerspec.reference.managed_ledger.topic_run import TopicRun, TopicRunConfig
@@ -191,7 +192,9 @@ def simulate_topic_traces(
         try:
             states = StateAfterEvent(TopicAbstraction(run, spec))
             recorders = {mode: TopicTraceRecorder(run, spec, mode, trace_id, states) for mode in modes}
-            random_steps(run, random.Random(seed * 1_000_003 + i), steps, max_age=spec.max_age, max_crashes=max_crashes)
+            with faults_injected():
+                rng = random.Random(seed * 1_000_003 + i)
+                random_steps(run, rng, steps, max_age=spec.max_age, max_crashes=max_crashes)
             yield trace_id, {mode: r.lines for mode, r in recorders.items()}
         finally:
             run.close()
