@@ -159,7 +159,11 @@ def read_logs(paths: Iterable[str | Path]) -> dict[str, dict[str, list[LogLine]]
     for file in inputs.files:
         manifest = inputs.manifest_of(file)
         mode = manifest.mode if manifest is not None else "?"
-        with open(file, "rb") as stream:
+        try:
+            stream = open(file, "rb")  # noqa: SIM115 (closed below, after its lines are read)
+        except OSError as exc:
+            raise TraceFileError(f"{file}: cannot be read ({exc})") from None
+        with stream:
             for number, raw in enumerate(stream, 1):
                 if not raw.strip():
                     continue

@@ -117,3 +117,5 @@ def test_input_that_cannot_be_read_or_paired_is_named(
     assert f"{broken / 'trace.ndjson'}:4: not JSON" in capsys.readouterr().err
     assert main(["cross-check", str(served), str(client)]) == 2
     assert "traces in mode bookies, where the client mode's are expected" in capsys.readouterr().err
+    assert main(["cross-check", str(tmp_path / "missing"), str(served)]) == 2
+    assert f"{tmp_path / 'missing'}: no such file" in capsys.readouterr().err
