@@ -119,6 +119,7 @@ MIN_RANGE_BYTES = 1 << 20  # the least of a file a task reads, when files are cu
 COUNT_BLOCK = 16 << 20  # bytes read at a time where the driver counts a file's lines
 SLOW_LINES_PER_TASK = 1_000_000  # lines keyed in Python (not in the usual layout) by one task, at most
 PARQUET_RATIO = 8  # NDJSON bytes per byte of a Parquet trace file, about (JSON text compresses well)
+_SCRATCH_REMOVAL_SECONDS = 5.0  # how long the scratch directory's removal is tried again while the JVM stops
 
 
 class SparkUnavailable(Exception):  # noqa: N818
@@ -179,8 +180,10 @@ def spark_session(master: str = DEFAULT_MASTER, *, app_name: str = "ledgerspec c
         yield active
         return
     find_java_home()
-    scratch = Path(tempfile.mkdtemp(prefix="ledgerspec-spark-"))
+    scratch: Path | None = None
     try:
+        with _interrupts_held():  # a Ctrl-C between the directory's making and its name's keeping would leave it
+            scratch = Path(tempfile.mkdtemp(prefix="ledgerspec-spark-"))
         log4j = scratch / "log4j2.properties"
         log4j.write_text(_LOG4J)
         java_options = f"-Dlog4j2.configurationFile={log4j.as_uri()} -Djava.io.tmpdir={scratch}"
@@ -230,6 +233,17 @@ def spark_session(master: str = DEFAULT_MASTER, *, app_name: str = "ledgerspec c
             if session is not None:
                 session.stop()
     finally:
+        if scratch is not None:
+            _remove(scratch)
+
+
+def _remove(scratch: Path) -> None:
+    """Remove the session's scratch directory. The JVM may still be writing there as its stop ends (its threads
+    wind down after ``stop`` returns), which can make one removal leave the directory: try again, for a while."""
+    deadline = time.monotonic() + _SCRATCH_REMOVAL_SECONDS
+    shutil.rmtree(scratch, ignore_errors=True)
+    while scratch.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
         shutil.rmtree(scratch, ignore_errors=True)
 
 
