@@ -90,37 +90,42 @@ class CrossCheck:
 
 def cross_check(client: Sequence[LogLine], bookies: Sequence[LogLine]) -> CrossCheck:
     """Join a client's log of one ledger with the bookies' log of it (module docstring)."""
-    served = [s for s in bookies if s.event.get("type") in SERVED]
-    taken = [False] * len(served)
+    waiting: dict[tuple[Any, Any, Any], list[LogLine]] = {}  # the requests served and not yet taken, in order
+    for served in bookies:
+        if served.event.get("type") in SERVED:
+            waiting.setdefault(_key(served.event), []).append(served)
     replies = matched = 0
     found: list[Discrepancy] = []
     acks: set[tuple[int, int]] = set()
     for line in client:
         event = line.event
+        before, acks = acks, _acks(event, acks)
         if event.get("type") not in SERVED or str(event.get("process", "")).startswith("bookie-"):
-            acks = _acks(event, acks)
             continue
         replies += 1
         message = _message(event)
-        i = next((i for i, s in enumerate(served) if not taken[i] and _same(event, message, s.event)), None)
+        candidates = waiting.get(_key(event), [])
+        i = next((i for i, s in enumerate(candidates) if _same(message, _message(s.event))), None)
         if i is None:
-            found.append(Discrepancy(line, None, f"{_named(event, message)}, which bookie {message.get('bookie')} "
-                                                  "never served"))  # fmt: skip
-            acks = _acks(event, acks)
+            reason = f"{_named(event, message)}, which bookie {message.get('bookie')} never served"
+            found.append(Discrepancy(line, None, reason))
             continue
-        taken[i] = True
+        served = candidates.pop(i)
         matched += 1
-        gained = _acks(event, acks) - acks
-        answer = served[i].event.get("x-reply")
+        answer = served.event.get("x-reply")
         entry, bookie = message.get("entry"), message.get("bookie")
-        if (entry, bookie) in gained and answer is not None and answer != "ok":
+        if (entry, bookie) in acks - before and answer is not None and answer != "ok":
             found.append(Discrepancy(
-                line, served[i], f"the writer counted bookie {bookie}'s answer {answer!r} to its add of entry "
-                f"{entry} ({served[i].where}) as an acknowledgement"))  # fmt: skip
-        acks = _acks(event, acks)
+                line, served, f"the writer counted bookie {bookie}'s answer {answer!r} to its add of entry "
+                f"{entry} ({served.where}) as an acknowledgement"))  # fmt: skip
     client_trace = str(client[0].event.get("trace")) if client else "?"
     bookies_trace = str(bookies[0].event.get("trace")) if bookies else "?"
     return CrossCheck(client_trace, bookies_trace, replies, matched, tuple(found))
+
+
+def _key(event: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """The action and the bookie a step is filed under; the other fields of its message are compared."""
+    return event.get("type"), _message(event).get("bookie"), _message(event).get("type")
 
 
 def _message(event: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -129,11 +134,8 @@ def _message(event: Mapping[str, Any]) -> Mapping[str, Any]:
     return message if isinstance(message, Mapping) else {}
 
 
-def _same(event: Mapping[str, Any], message: Mapping[str, Any], served: Mapping[str, Any]) -> bool:
-    """The same step: the action, and every field of the message both records have."""
-    if served.get("type") != event.get("type"):
-        return False
-    other = _message(served)
+def _same(message: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """The same message: every field both records have is equal."""
     return all(message[f] == other[f] for f in _FIELDS if f in message and f in other)
 
 

@@ -71,7 +71,16 @@ from typing import Any
 
 from ledgerspec.spec.vocabulary import trace_line
 
-__all__ = ["CURSOR_KEY", "MANAGED_LEDGER_KEY", "CursorMappingError", "CursorTraceMapper", "malformed"]
+__all__ = [
+    "CLIENT_TRAFFIC",
+    "CURSOR_KEY",
+    "MANAGED_LEDGER_KEY",
+    "CursorMappingError",
+    "CursorTraceMapper",
+    "malformed",
+    "owner_add_failed",
+    "superseded",
+]
 
 #: The custom metadata keys with which the broker names a ledger's managed ledger, and a cursor ledger's cursor.
 MANAGED_LEDGER_KEY, CURSOR_KEY = "pulsar/managed-ledger", "pulsar/cursor"
@@ -86,7 +95,23 @@ def malformed(obs: Mapping[str, Any], exc: Exception) -> str:
 
 
 #: The BookKeeper client's own traffic: what the mappings need of it is the ledgers created.
-_CLIENT_TRAFFIC = ("send", "reply", "after", "complete", "opened", "unwatched")
+CLIENT_TRAFFIC = ("send", "reply", "after", "complete", "opened", "unwatched")
+
+
+def superseded(obs: Mapping[str, Any], why: str) -> str:
+    """What is wrong with an observation of a broker that lost the topic, which a mapping has no step for."""
+    return (
+        f"observation {obs.get('n')}: broker {obs.get('broker')}, which lost the topic to another, reported "
+        f"{obs.get('ev')!r}: {why}"
+    )
+
+
+def owner_add_failed(obs: Mapping[str, Any]) -> str:
+    """What is wrong with a failed add of the broker that owns the topic, which the mappings do not place."""
+    return (
+        f"observation {obs.get('n')}: the broker that owns the topic failed an add ({obs.get('error')}); the "
+        "mapping places only the failed adds of a broker that lost the topic"
+    )
 
 
 class CursorMappingError(Exception):
@@ -172,7 +197,7 @@ class CursorTraceMapper:
         if kind == "send" and obs.get("op") == "add" and int(obs["ledger"]) in self._cursor_ledgers:
             self._appends_sent.setdefault(int(obs["ledger"]), set()).add(int(obs["entry"]))
             return
-        if kind in _CLIENT_TRAFFIC:
+        if kind in CLIENT_TRAFFIC:
             return  # the BookKeeper client's own traffic: what the mapping needs of it is the ledgers created
         if kind == "ledger-deleted":
             self._ledger_deleted(obs)
@@ -267,18 +292,14 @@ class CursorTraceMapper:
         and deletes when the ledger list is refused (no id of the spec's), a failed add, its kill. Its cursor and
         its consumer are gone to the spec; an acknowledged add is mapped as any other (``_feed``)."""
         kind = obs.get("ev")
-        if kind in ("metadata", "ledger-deleted", "publish-failed", "broker-killed", *_CLIENT_TRAFFIC):
+        if kind in ("metadata", "ledger-deleted", "publish-failed", "broker-killed", *CLIENT_TRAFFIC):
             return
         raise CursorMappingError(
-            f"observation {obs.get('n')}: broker {obs.get('broker')}, which lost the topic to another, reported "
-            f"{kind!r}: the cursor spec has one broker, and the old one's cursor is not used again"
+            superseded(obs, "the cursor spec has one broker, and the old one's cursor is not used again")
         )
 
     def _owner_add_failed(self, obs: Mapping[str, Any]) -> None:
-        raise CursorMappingError(
-            f"observation {obs['n']}: the broker that owns the topic failed an add ({obs.get('error')}); the "
-            "mapping places only the failed adds of a broker that lost the topic"
-        )
+        raise CursorMappingError(owner_add_failed(obs))
 
     def _ml_opened(self, obs: Mapping[str, Any]) -> None:
         if self._opened:

@@ -53,7 +53,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ledgerspec.conformance.adapters.managed_ledger import CURSOR_KEY, MANAGED_LEDGER_KEY, malformed
+from ledgerspec.conformance.adapters.managed_ledger import (
+    CLIENT_TRAFFIC,
+    CURSOR_KEY,
+    MANAGED_LEDGER_KEY,
+    malformed,
+    owner_add_failed,
+    superseded,
+)
 from ledgerspec.spec.managed_ledger.managed_ledger import ManagedLedgerSpec
 from ledgerspec.spec.managed_ledger.managed_ledger_trace import CLIENT
 from ledgerspec.spec.positions import NO_POSITION, Position, next_position
@@ -65,12 +72,7 @@ __all__ = ["TopicMappingError", "TopicTraceMapper"]
 # topic sees.
 _UNSEEN = frozenset(
     {
-        "send",
-        "reply",
-        "after",
-        "complete",
-        "opened",
-        "unwatched",
+        *CLIENT_TRAFFIC,
         "ledger-deleted",
         "bookies-killed",
         "bookies-restarted",
@@ -144,8 +146,7 @@ class TopicTraceMapper:
             if kind in ("publish-failed", "broker-killed"):
                 return  # the old broker's failed add and its end: no step of the spec (the module docstring)
             raise TopicMappingError(
-                f"observation {obs.get('n')}: broker {obs.get('broker')}, which lost the topic to another, reported "
-                f"{kind!r}: the spec's subscriptions are served by the broker that owns the topic"
+                superseded(obs, "the spec's subscriptions are served by the broker that owns the topic")
             )
         if kind == "metadata":
             self._ledger_created(obs)
@@ -164,10 +165,7 @@ class TopicTraceMapper:
         elif kind == "topic-moved":
             self._topic_moves(obs)
         elif kind == "publish-failed":
-            raise TopicMappingError(
-                f"observation {obs['n']}: the broker that owns the topic failed an add ({obs.get('error')}); the "
-                "mapping places only the failed adds of a broker that lost the topic"
-            )
+            raise TopicMappingError(owner_add_failed(obs))
         elif kind == "cursor-opened":
             self._cursor_opened(obs)
         elif kind == "reset":
