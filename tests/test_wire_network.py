@@ -218,17 +218,15 @@ def test_a_request_unanswered_in_time_is_given_up(tmp_path: Path) -> None:
         silent.close()
 
 
-class LateFenceBookie:
-    """A bookie over TCP that answers a fencing read of the LAC only after it has refused the next plain add as
-    fenced, as BookKeeper's bookie may (adds and reads on different thread pools, the fence's answer after its
-    journal write); otherwise it stores adds and serves reads."""
+class _ScriptedBookie:
+    """A bookie over TCP, on one connection, that stores adds and serves reads; subclasses choose the order of
+    its answers (:meth:`_answer`)."""
 
     def __init__(self) -> None:
         self.server = socket.create_server(("127.0.0.1", 0))
         self.bookie_id = f"127.0.0.1:{self.server.getsockname()[1]}"
         self.entries: dict[int, bytes] = {}
         self.fenced = False
-        self.late: pb.Response | None = None  # the fencing read's answer, held until an add is refused
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -246,40 +244,87 @@ class LateFenceBookie:
                         conn.sendall(frame(response))
 
     def _answer(self, request: pb.Request) -> list[pb.Response]:
-        header = request.header
-        response = pb.Response(header=header, status=pb.EOK)
-        if header.operation == pb.ADD_ENTRY:
-            add = request.addRequest
-            response.addResponse.ledgerId, response.addResponse.entryId = add.ledgerId, add.entryId
-            if self.fenced and not add.HasField("flag"):  # a plain add (proto2: an unset flag reads as its first value)
-                response.status = response.addResponse.status = pb.EFENCED
-                late, self.late = self.late, None
-                return [response, *([late] if late is not None else [])]  # the refusal first, then the fence
+        raise NotImplementedError
+
+    def _add(self, request: pb.Request) -> tuple[pb.Response, bool]:
+        """The answer to an add, and whether it is a plain one (proto2: an unset flag reads as its first value)."""
+        add = request.addRequest
+        response = pb.Response(header=request.header, status=pb.EOK)
+        response.addResponse.ledgerId, response.addResponse.entryId = add.ledgerId, add.entryId
+        plain = not add.HasField("flag")
+        if self.fenced and plain:
+            response.status = response.addResponse.status = pb.EFENCED
+        else:
             self.entries[add.entryId] = add.body
             response.addResponse.status = pb.EOK
-            return [response]
+        return response, plain
+
+    def _read(self, request: pb.Request) -> tuple[pb.Response, bool]:
+        """The answer to a read, and whether this read fenced the bookie."""
         read = request.readRequest
+        response = pb.Response(header=request.header, status=pb.EOK)
         response.readResponse.ledgerId, response.readResponse.entryId = read.ledgerId, read.entryId
-        fence = read.HasField("flag") and read.flag == pb.ReadRequest.FENCE_LEDGER
         entry = max(self.entries) if read.entryId == -1 and self.entries else read.entryId
         if entry in self.entries:
             response.readResponse.body = self.entries[entry]
         else:
-            response.status = response.readResponse.status = pb.ENOENTRY
+            response.status = pb.ENOENTRY
         response.readResponse.status = response.status
-        if fence and read.entryId == -1 and not self.fenced:
-            self.fenced = True
-            self.late = response
-            return []
-        return [response]
+        fences = read.HasField("flag") and read.flag == pb.ReadRequest.FENCE_LEDGER and not self.fenced
+        self.fenced = self.fenced or fences
+        return response, fences
 
     def close(self) -> None:
         self.server.close()
 
 
+class LateFenceBookie(_ScriptedBookie):
+    """Answers a fencing read of the LAC only after it has refused the next plain add as fenced, as BookKeeper's
+    bookie may (adds and reads on different thread pools, the fence's answer after its journal write)."""
+
+    late: pb.Response | None = None  # the fencing read's answer, held until an add is refused
+
+    def _answer(self, request: pb.Request) -> list[pb.Response]:
+        if request.header.operation == pb.ADD_ENTRY:
+            response, _ = self._add(request)
+            if response.status != pb.EFENCED:
+                return [response]
+            late, self.late = self.late, None
+            return [response, *([late] if late is not None else [])]  # the refusal first, then the fence
+        response, fences = self._read(request)
+        if fences and request.readRequest.entryId == -1:
+            self.late = response
+            return []
+        return [response]
+
+
+class LateAckBookie(_ScriptedBookie):
+    """Stores each plain add at once but sends its acknowledgement only after the answer to the next fencing read,
+    as BookKeeper's bookie on v2 may: it buffers add acknowledgements until the journal's sync batch is processed,
+    and a fence journaled in that batch is answered at once (``BookieRequestHandler.prepareSendResponseV2``,
+    ``ReadEntryProcessor.handleReadResultForFenceRead``, 4.17.2)."""
+
+    def __init__(self) -> None:
+        self.acks: list[pb.Response] = []  # acknowledgements not sent yet
+        super().__init__()
+
+    def _answer(self, request: pb.Request) -> list[pb.Response]:
+        if request.header.operation == pb.ADD_ENTRY:
+            response, plain = self._add(request)
+            if plain and response.status == pb.EOK:
+                self.acks.append(response)
+                return []
+            return [response]
+        response, fences = self._read(request)
+        if not fences:
+            return [response]
+        acks, self.acks = self.acks, []
+        return [response, *acks]  # the fence's answer first, then the adds it journaled after
+
+
 @attrs.define
 class _OneBookie:
-    bookie: LateFenceBookie
+    bookie: _ScriptedBookie
     store: EmbeddedMetadataStore = attrs.field(factory=EmbeddedMetadataStore)
 
     @property
@@ -324,6 +369,32 @@ def test_a_refusal_as_fenced_waits_for_the_fencing_read_that_fenced_the_bookie()
     types = [line["type"] for line in run.recorder.lines]
     # the fence's answer, then the refusal it explains
     assert types.index("BookieReceivesFenceRead") < len(types) - 1 - types[::-1].index("BookieReceivesAdd")
+
+
+def test_a_fencing_reads_answer_waits_for_the_acknowledgements_of_adds_the_bookie_served_before_it() -> None:
+    """The bookie stores the writer's add, then answers the recovery's fencing read before it acknowledges the add:
+    the network hands the acknowledgement over first, as the bookie served the two, and the trace conforms (the
+    other way round the spec's bookie would be fenced when it acknowledges)."""
+    fake = LateAckBookie()
+    run = Run(_OneBookie(fake), "late-ack")
+    try:
+        handle = run.create(1, 1, 1, entries=2, recoverers=1)
+        adds = run.add(handle, 1)
+        run.network.poll(0.2)  # the add is stored; its acknowledgement is held by the bookie
+        assert not adds[0].done() and fake.entries
+        recovery = run.start_recovery(1, handle.ledger_id)
+        run.wait(recovery.future, *adds)
+        assert run.network.held_back == 1
+        assert adds[0].result() == 0
+        assert recovery.future.result().last_add_confirmed == 0
+    finally:
+        run.close()
+        fake.close()
+    assert run.recorder is not None
+    verdict = check_trace(events_from_json(run.recorder.lines), LedgerSpec(**run.constants), "client")
+    assert verdict.status == "conforms", verdict.reason
+    types = [line["type"] for line in run.recorder.lines]
+    assert types.index("BookieReceivesAdd") < types.index("BookieReceivesFenceRead")
 
 
 # -- the scenarios -------------------------------------------------------------------------------------------

@@ -49,15 +49,36 @@ error callbacks, and its bookie-failure handling takes over. A reply that
 arrives after that is dropped, as ``PerChannelBookieClient`` drops a
 response whose ``txnId`` it no longer waits for.
 
-An add refused as fenced (``EFENCED``) reaches its client only once the
-fencing reads this network has pending at the same bookie are answered (or
-given up). BookKeeper's bookie may send the refusal first: adds and reads
-run on different thread pools, and a fencing read is answered only once its
-fence is journaled. The client would then learn of a fence before the read
-that set it is answered, which no step of the ledger spec gives (its bookie
-fences and answers in one step); holding the refusal back is a network
-delivering the two in the order the bookie fenced and refused, which a
-network may always do.
+The ledger spec's bookie serves a request and answers it in one step, so
+a client must take a bookie's answers in an order in which the bookie could
+have served the requests. BookKeeper's bookie does not always send them in
+that order, and the network hands them over in the bookie's order of
+serving, as a network may always delay a reply:
+
+- An add refused as fenced (``EFENCED``) reaches its client only once the
+  fencing reads this network has pending at the same bookie are answered (or
+  given up), and after the answers to the plain adds sent to that bookie
+  before it. BookKeeper's bookie may send the refusal first: adds and reads
+  run on different thread pools, a fencing read is answered only once its
+  fence is journaled, and an add is acknowledged only once its journal
+  entry is synced, while a refusal goes out at once.
+- The answer to a fencing read (of the LAC, or a recovery read) reaches its
+  client only after the answers to the plain adds sent to the same bookie
+  before it. On v2 BookKeeper's bookie buffers its add acknowledgements and
+  flushes them after the journal's whole sync batch
+  (``BookieRequestHandler.prepareSendResponseV2``, flushed by
+  ``Journal.ForceWriteThread`` once every request of the batch is processed,
+  4.17.2), but a fence journaled in the same batch completes its future
+  while the batch is processed and the fencing read's answer is written at
+  once (``ReadEntryProcessor.handleReadResultForFenceRead``): the answer can
+  precede, on the same connection, the acknowledgements of adds the bookie
+  stored and journaled before it fenced. An add acknowledged was served
+  before the fence (a fenced bookie refuses plain adds), and one refused
+  was served after it.
+
+Only requests sent before the other answer are waited for: a bookie that
+acknowledges an add sent after its fence was answered is what the oracle
+must see.
 
 Nothing here runs on its own: :meth:`WireNetwork.run_until` takes the
 client's steps (replies, timeouts, local steps) in one thread until the
@@ -100,6 +121,8 @@ _SERVED_ACTION = {
     RequestKind.FENCE: "BookieReceivesFenceRead",
     RequestKind.RECOVERY_READ: "BookieReceivesRecoveryRead",
 }
+#: The requests that fence the bookie they are served by.
+_FENCING = (RequestKind.FENCE, RequestKind.RECOVERY_READ)
 _CODES = {
     pb.EOK: ReplyCode.OK,
     pb.EFENCED: ReplyCode.FENCED,
@@ -219,6 +242,7 @@ def _v2_key(request: Request) -> tuple[int, int, int]:
 class _Pending:
     request: Request
     deadline: float
+    txn: int  # the order it was sent in
 
 
 class _Connection:
@@ -279,8 +303,10 @@ class WireNetwork:
         # registration outlives it until its ZooKeeper session expires.
         self.unreachable: set[str] = set()
         self.observers: list[Callable[[], None]] = []  # told when each step of run_until is over
-        self._held: dict[str, list[Reply]] = {}  # refusals as fenced, until the fencing reads at their bookie end
-        self.held_back = 0  # refusals held back so far
+        # answers handed over in the order their bookie served them (module docstring): (txn, reply), by bookie
+        self._held_refusals: dict[str, list[tuple[int, Reply]]] = {}
+        self._held_fences: dict[str, list[tuple[int, Reply]]] = {}
+        self.held_back = 0  # answers held back so far
 
     # -- the Network protocol -----------------------------------------------------------
     def send(self, request: Request) -> None:
@@ -294,7 +320,7 @@ class WireNetwork:
             self._failed.append(request)
             return
         txn = next(self._txn)
-        self._pending[txn] = _Pending(request, time.monotonic() + self.timeout_seconds)
+        self._pending[txn] = _Pending(request, time.monotonic() + self.timeout_seconds, txn)
         if self.protocol == "v2":
             self._v2_waiting.setdefault((request.bookie, _v2_key(request)), deque()).append(txn)
         else:
@@ -404,10 +430,16 @@ class WireNetwork:
             _log.info("bookie %s: %r failed with %s", connection.bookie, request, status)
             self._failed.append(request)
             return 0
-        if request.kind is RequestKind.ADD and reply.code is ReplyCode.FENCED and self._fencing(request.bookie):
-            self._held.setdefault(request.bookie, []).append(reply)
-            self.held_back += 1
-            return 0
+        held = None
+        if request.kind is RequestKind.ADD and reply.code is ReplyCode.FENCED:
+            held = self._held_refusals
+        elif request.kind in _FENCING and self._plain_adds_before(request.bookie, pending.txn):
+            held = self._held_fences
+        if held is not None:
+            held.setdefault(request.bookie, []).append((pending.txn, reply))
+            handed = self._release(request.bookie)  # at once, if nothing it waits for is left
+            self.held_back += any(txn == pending.txn for txn, _ in held.get(request.bookie, ()))
+            return handed
         return self._hand(reply) + self._release(request.bookie)
 
     def _v2_pending(self, bookie: str, answer: v2.V2Response) -> _Pending | None:
@@ -443,15 +475,35 @@ class WireNetwork:
         return int(awaited)
 
     def _fencing(self, bookie: str) -> bool:
-        """Does a fencing read to ``bookie`` wait for its answer?"""
-        fencing = (RequestKind.FENCE, RequestKind.RECOVERY_READ)
-        return any(p.request.bookie == bookie and p.request.kind in fencing for p in self._pending.values())
+        """Does a fencing read to ``bookie`` wait for its answer, or its answer for adds served before it?"""
+        waiting = any(p.request.bookie == bookie and p.request.kind in _FENCING for p in self._pending.values())
+        return waiting or bool(self._held_fences.get(bookie))
+
+    def _plain_adds_before(self, bookie: str, txn: int) -> bool:
+        """Does a plain add sent to ``bookie`` before request ``txn`` wait for its answer?"""
+        return any(
+            p.request.bookie == bookie and p.request.kind is RequestKind.ADD and not p.request.recovery and p.txn < txn
+            for p in self._pending.values()
+        )
 
     def _release(self, bookie: str) -> int:
-        """Hand the refusals held back for ``bookie`` once no fencing read to it waits any more; how many."""
-        if bookie not in self._held or self._fencing(bookie):
-            return 0
-        return sum(self._hand(reply) for reply in self._held.pop(bookie))
+        """Hand the answers held back for ``bookie`` that wait for nothing any more, in the order they were sent;
+        the replies handed that their clients awaited.
+
+        A fencing read's answer waits for the plain adds sent before it; a refusal as fenced for those and for
+        every fencing read to the bookie, answered or held.
+        """
+        handed = 0
+        for held, ready in (
+            (self._held_fences, lambda txn: not self._plain_adds_before(bookie, txn)),
+            (self._held_refusals, lambda txn: not self._fencing(bookie) and not self._plain_adds_before(bookie, txn)),
+        ):
+            queue = sorted(held.pop(bookie, []), key=lambda item: item[0])
+            while queue and ready(queue[0][0]):
+                handed += self._hand(queue.pop(0)[1])
+            if queue:
+                held[bookie] = queue
+        return handed
 
     @property
     def timeouts(self) -> int:

@@ -497,6 +497,8 @@ def _record_one(
         "facts": run.facts,
         "bookies_crashed": run.crashed,
         "requests_given_up": run.network.timeouts,
+        # answers the network handed over later than they came, in the order their bookie served the requests
+        "answers_held_back": run.network.held_back,
         "traces": [{"trace": trace_id, "constants": run.constants, "events": len(lines), "verdict": verdict.to_json()}],
     }
     (directory / "verdict.json").write_text(json.dumps(verdict_json, indent=2) + "\n")
