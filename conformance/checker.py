@@ -102,6 +102,8 @@ _EXAMINED_PER_EVENT = 1_000  # the depth-first search's allowance of states per 
 REPLAY, DEPTH_FIRST, BEAM, REDUCED, BREADTH_FIRST = "replay", "depth-first", "beam", "reduced", "breadth-first"
 #: Hidden steps allowed in a row between two events, in a mode that does not say.
 DEFAULT_HIDDEN_STEPS = 6
+#: How many times max_candidates one closure of the reduced search may hold, by default (Bounds.max_reduced_closure).
+REDUCED_REACH = 5
 
 
 @attrs.frozen
@@ -120,6 +122,12 @@ class Bounds:
     # most this many candidates after each event, spread evenly over those found. A width not below
     # max_candidates is skipped: the breadth-first search itself keeps as many. (): none.
     beam_widths: tuple[int, ...] = (30, 100, 300)
+    # States one closure of the reduced search (``Verdict.search == "reduced"``) may hold before an event; None:
+    # REDUCED_REACH times max_candidates. That search runs only once the depth-first search and the beams found no
+    # behaviour, and every state it holds is reached by one, so a larger reach costs time, never a wrong verdict:
+    # before a crash or a reset every step of persistence is taken, and long client-only cursor traces need some
+    # tens of thousands of states there (docs/conformance.md).
+    max_reduced_closure: int | None = None
 
     def __attrs_post_init__(self) -> None:
         hidden = self.max_hidden_steps
@@ -131,12 +139,20 @@ class Bounds:
             raise ValueError(f"max_examined must be at least 1, got {self.max_examined}")
         if any(width < 1 for width in self.beam_widths):
             raise ValueError(f"every beam width must be at least 1, got {self.beam_widths}")
+        if self.max_reduced_closure is not None and self.max_reduced_closure < 1:
+            raise ValueError(f"max_reduced_closure must be at least 1, got {self.max_reduced_closure}")
 
     def for_mode(self, mode: ObservationMode) -> Bounds:
         """These bounds, with the hidden steps in a row set where they are left to the observation mode."""
         if self.max_hidden_steps is not None:
             return self
         return attrs.evolve(self, max_hidden_steps=mode.hidden_steps or DEFAULT_HIDDEN_STEPS)
+
+    def reduced_closure(self) -> int:
+        """The states one closure of the reduced search may hold."""
+        if self.max_reduced_closure is not None:
+            return self.max_reduced_closure
+        return REDUCED_REACH * self.max_candidates
 
     def examined(self, events: int) -> int:
         """The states the depth-first search may examine on a trace of ``events`` events."""
@@ -533,10 +549,13 @@ class TraceChecker:
         persistence, every hidden step is still taken; before a publish or an acknowledgement, most are put off, so
         the closures stay small. Its candidates too are reached by genuine behaviours, so reaching the end proves
         the trace conforms; not reaching it proves nothing, since a step put off may enable one that does not
-        commute (the skip of a consumed ledger, then the trim it allows)."""
+        commute (the skip of a consumed ledger, then the trim it allows). Its closures may hold
+        :meth:`Bounds.reduced_closure` states, its candidates after an event ``max_candidates``."""
         most = reach = self.bounds.max_candidates
         if width is not None:
             most, reach = width, min(reach, _BEAM_REACH * width)
+        elif reduced:
+            reach = self.bounds.reduced_closure()
         if resume is not None:
             start, frontier = resume
         else:

@@ -379,9 +379,11 @@ def test_hidden_step_bound_makes_the_verdict_inconclusive() -> None:
 def test_candidate_bound_makes_the_verdict_inconclusive() -> None:
     spec = LedgerSpec(NumBookies=4, MaxLoss=1)
     events = events_from_json(trace_events(spec, LOST_ADD, "client", "t"))
-    verdict = check_trace(events, spec, "client", Bounds(max_candidates=1))
+    verdict = check_trace(events, spec, "client", Bounds(max_candidates=1, max_reduced_closure=1))
     assert verdict.status == INCONCLUSIVE
     assert verdict.bound is not None and verdict.bound.bound == "max_candidates"
+    # the reduced search's closures may hold five times max_candidates by default: enough here
+    assert check_trace(events, spec, "client", Bounds(max_candidates=1)).search == "reduced"
 
 
 def test_a_client_failure_lists_every_candidate_with_its_hidden_steps() -> None:

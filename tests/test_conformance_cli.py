@@ -146,6 +146,7 @@ def test_inconclusive_exits_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         (["--const", "Qa=9"], "ack quorum larger than the write quorum"),
         (["--max-candidates", "0"], "bounds must be max_hidden_steps >= 0, max_candidates >= 1 and"),
         (["--max-divergences", "0"], "max_divergences >= 1, got Bounds(max_hidden_steps=None, max_candidates=10000"),
+        (["--max-reduced-closure", "0"], "max_reduced_closure must be at least 1, got 0"),
         (["--master", "local[1]"], "--master and --out go with --spark"),
         (["--spark", "--report", "r.html"], "--report is written by runs in this process (without --spark)"),
         (["--spark", "--max-bad-lines", "5"], "--max-bad-lines bounds runs in this process (without --spark)"),

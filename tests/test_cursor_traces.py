@@ -118,6 +118,29 @@ def test_a_long_client_trace_the_depth_first_search_and_the_beams_miss_is_decide
     assert (verdict.status, verdict.search) == ("conforms", "reduced"), (run.trace_id, verdict.reason)
 
 
+def test_the_reduced_search_reaches_past_max_candidates_before_a_reset_and_the_crashes_after_it(
+    tmp_path: Path,
+) -> None:
+    """The first 34 events of another 1,000-step run: a reset pending while the consumer acknowledges, then two
+    crashes. Every step of persistence is taken before the reset completes and before each crash, and the reduced
+    closure there holds over 30,000 states: cut at max_candidates (10,000) the reduced search finds no candidate
+    at event 32 and the trace is inconclusive; within its own reach, five times that, it conforms. (The
+    depth-first search and the beams are left out: they find no behaviour here either, and take longer.)"""
+    *_, run = simulate_cursor_traces(RunConfig(), str(tmp_path), seed=3, steps=1000, traces=3, modes=("client",))
+    events = events_from_json(run.lines["client"])[:34]
+    spec = spec_for_config(RunConfig(), **run.bounds)
+    assert [e.type for e in events[21:25]] == [
+        "CursorResetCompletes",
+        "BrokerCrashes",
+        "ManagedLedgerOpens",
+        "CursorRecovers",
+    ]
+    bounds = Bounds(max_examined=1, beam_widths=())
+    verdict = TraceChecker(spec, "client", bounds).check(events)
+    assert (verdict.status, verdict.search) == ("conforms", "reduced"), (run.trace_id, verdict.reason)
+    assert bounds.max_candidates < verdict.max_candidates <= bounds.reduced_closure()
+
+
 def test_an_inconclusive_verdict_names_the_bound_that_dropped_candidates_over_the_hidden_steps_in_a_row(
     tmp_path: Path,
 ) -> None:

@@ -320,7 +320,7 @@ class SoakRun:
 #: The bounds a trace left undecided at the checker's is checked again under: a soak asks whether the engine's
 #: traces are accepted, and a search bound is no answer to that. Such a trace is counted apart
 #: (:attr:`Tally.decided_later`), so that the rate at which the default bounds leave traces undecided shows.
-RETRY_BOUNDS = Bounds(max_hidden_steps=12, max_candidates=200_000, max_examined=2_000_000)
+RETRY_BOUNDS = Bounds(max_hidden_steps=12, max_candidates=200_000, max_examined=2_000_000, max_reduced_closure=200_000)
 
 
 def _run_unmutated(workload: AnyWorkload, modes: Sequence[str], bounds: Bounds) -> SoakRun:

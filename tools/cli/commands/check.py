@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from ledgerspec.conformance.checker import DEFAULT_HIDDEN_STEPS, Bounds, TraceChecker
+from ledgerspec.conformance.checker import DEFAULT_HIDDEN_STEPS, REDUCED_REACH, Bounds, TraceChecker
 from ledgerspec.conformance.coverage import coverage_summary
 from ledgerspec.conformance.manifest import CheckInputs, find_inputs
 from ledgerspec.conformance.reader import DEFAULT_MAX_BAD_LINES, DEFAULT_MAX_LINE_BYTES, TraceFileError, TraceInput
@@ -93,6 +93,11 @@ def register(commands: Any) -> None:
     check.add_argument(
         "--max-candidates", type=int, default=_DEFAULT.max_candidates, metavar="N",
         help=f"candidate states kept at once (default {_DEFAULT.max_candidates:,})",
+    )  # fmt: skip
+    check.add_argument(
+        "--max-reduced-closure", type=int, default=None, metavar="N",
+        help="states the reduced search, tried when the quicker ones find no behaviour, may reach before one event "
+        f"(default {REDUCED_REACH} times --max-candidates)",
     )  # fmt: skip
     check.add_argument(
         "--max-divergences", type=int, default=_DEFAULT.max_divergences, metavar="N",
@@ -263,7 +268,12 @@ def _checkers(args: argparse.Namespace) -> _Checkers:
     spec = entry.python(**given_text)
     given = {name: spec.values[name] for name in given_text}
     try:
-        bounds = Bounds(args.max_hidden_steps, args.max_candidates, args.max_divergences)
+        bounds = Bounds(
+            args.max_hidden_steps,
+            args.max_candidates,
+            args.max_divergences,
+            max_reduced_closure=args.max_reduced_closure,
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.max_line_bytes < 64:
