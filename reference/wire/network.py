@@ -494,12 +494,11 @@ class WireNetwork:
         every fencing read to the bookie, answered or held.
         """
         handed = 0
-        for held, ready in (
-            (self._held_fences, lambda txn: not self._plain_adds_before(bookie, txn)),
-            (self._held_refusals, lambda txn: not self._fencing(bookie) and not self._plain_adds_before(bookie, txn)),
-        ):
+        for held in (self._held_fences, self._held_refusals):
             queue = sorted(held.pop(bookie, []), key=lambda item: item[0])
-            while queue and ready(queue[0][0]):
+            while queue and not self._plain_adds_before(bookie, queue[0][0]):
+                if held is self._held_refusals and self._fencing(bookie):
+                    break
                 handed += self._hand(queue.pop(0)[1])
             if queue:
                 held[bookie] = queue
