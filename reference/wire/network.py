@@ -30,15 +30,17 @@ kind             v3 request                                   reply from the res
 ===============  ===========================================  ================================================
 
 On the v2 protocol (``protocol="v2"``, Pulsar's brokers'
-``bookkeeperUseV2WireProtocol``) each request is the v2 add or read of
-:func:`.v2.encode_request`: the same kinds, but a read of the LAC is a read
-of entry -1, whose header gives the LAC (``ReadLastConfirmedOp``), and
-there is no explicit LAC to write (``WRITE_LAC`` is refused: a v2
-connection's bookie decodes no v3 frame once it has read a v2 one,
-``BookieProtoEncoding.RequestDecoder``). A v2 response carries no ``txnId``:
+``bookkeeperUseV2WireProtocol``) each add, fencing read and read is the v2
+message of :func:`.v2.encode_request`. A v2 response carries no ``txnId``:
 it is matched to the oldest request still waiting with its ledger, entry
 and operation, as ``PerChannelBookieClient`` matches it by its
-``EntryCompletionKey`` (4.17.2).
+``EntryCompletionKey`` (4.17.2). v2 has no message for the explicit LAC,
+and BookKeeper's client sends its writes and reads of it on a second
+connection to the bookie that speaks v3 (``BookieClientImpl.writeLac`` and
+``readLac`` take a client of the pool's ``clientsV3Enforced`` when
+``useV2WireProtocol`` is on, 4.17.2): so does this network, and the bookie,
+which decodes each connection's frames by what it first read on it
+(``BookieProtoEncoding.RequestDecoder``), answers each in its own protocol.
 
 A bookie that cannot be reached, a connection that closes, a status the
 client has no reply for (``EIO``, ``EREADONLY``, ``ETOOMANYREQUESTS``) and
@@ -243,13 +245,19 @@ class _Pending:
     request: Request
     deadline: float
     txn: int  # the order it was sent in
+    protocol: str  # of the connection it was sent on
+
+
+#: The requests BookKeeper's client sends as v3 even when it speaks v2 (``BookieClientImpl``'s ``useV3Enforced``).
+_V3_ENFORCED = (RequestKind.WRITE_LAC, RequestKind.READ_LAC)
 
 
 class _Connection:
-    """One TCP connection to a bookie, and the bytes of the frame it is reading."""
+    """One TCP connection to a bookie in one protocol, and the bytes of the frame it is reading."""
 
-    def __init__(self, bookie: str, sock: socket.socket) -> None:
+    def __init__(self, bookie: str, protocol: str, sock: socket.socket) -> None:
         self.bookie = bookie
+        self.protocol = protocol
         self.sock = sock
         self.buffer = bytearray()
 
@@ -290,7 +298,7 @@ class WireNetwork:
         self.timeout_seconds = timeout
         self.connect_timeout = connect_timeout
         self.clients: dict[int, BookKeeperClient] = {}
-        self._connections: dict[str, _Connection] = {}
+        self._connections: dict[tuple[str, str], _Connection] = {}  # by bookie and protocol
         self._selector = selectors.DefaultSelector()
         self._pending: dict[int, _Pending] = {}
         # v2: the requests waiting for each (ledger, entry, op), oldest first (txns given up on are skipped)
@@ -310,18 +318,19 @@ class WireNetwork:
 
     # -- the Network protocol -----------------------------------------------------------
     def send(self, request: Request) -> None:
-        if self.protocol == "v2":
+        protocol = "v3" if request.kind in _V3_ENFORCED else self.protocol
+        if protocol == "v2":
             try:
                 payload = LENGTH.pack(len(body := v2.encode_request(request))) + body
             except ValueError as exc:
                 raise LedgerStateError(f"{request!r} cannot be sent on v2: {exc}") from None
-        connection = self._connection(request.bookie)
+        connection = self._connection(request.bookie, protocol)
         if connection is None:
             self._failed.append(request)
             return
         txn = next(self._txn)
-        self._pending[txn] = _Pending(request, time.monotonic() + self.timeout_seconds, txn)
-        if self.protocol == "v2":
+        self._pending[txn] = _Pending(request, time.monotonic() + self.timeout_seconds, txn, protocol)
+        if protocol == "v2":
             self._v2_waiting.setdefault((request.bookie, _v2_key(request)), deque()).append(txn)
         else:
             payload = frame(to_v3(request, txn))
@@ -338,8 +347,8 @@ class WireNetwork:
         return client
 
     # -- connections --------------------------------------------------------------------
-    def _connection(self, bookie: str) -> _Connection | None:
-        connection = self._connections.get(bookie)
+    def _connection(self, bookie: str, protocol: str) -> _Connection | None:
+        connection = self._connections.get((bookie, protocol))
         if connection is not None:
             return connection
         host, _, port = bookie.rpartition(":")
@@ -352,22 +361,33 @@ class WireNetwork:
         self.unreachable.discard(bookie)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setblocking(False)
-        connection = _Connection(bookie, sock)
-        self._connections[bookie] = connection
+        connection = _Connection(bookie, protocol, sock)
+        self._connections[bookie, protocol] = connection
         self._selector.register(sock, selectors.EVENT_READ, connection)
         return connection
 
+    def _open(self, connection: _Connection) -> bool:
+        return self._connections.get((connection.bookie, connection.protocol)) is connection
+
     def _lost_connection(self, connection: _Connection, why: str) -> None:
         """The connection is gone: what was sent on it gets no reply."""
+        if not self._open(connection):
+            return  # already gone
         _log.info("connection to bookie %s closed: %s", connection.bookie, why)
         self._selector.unregister(connection.sock)
         connection.sock.close()
-        del self._connections[connection.bookie]
+        del self._connections[connection.bookie, connection.protocol]
         self.unreachable.add(connection.bookie)
-        for txn in [t for t, p in self._pending.items() if p.request.bookie == connection.bookie]:
+        sent_on_it = [
+            t
+            for t, p in self._pending.items()
+            if p.request.bookie == connection.bookie and p.protocol == connection.protocol
+        ]
+        for txn in sent_on_it:
             self._failed.append(self._pending.pop(txn).request)
-        for key in [k for k in self._v2_waiting if k[0] == connection.bookie]:
-            del self._v2_waiting[key]
+        if connection.protocol == "v2":
+            for key in [k for k in self._v2_waiting if k[0] == connection.bookie]:
+                del self._v2_waiting[key]
 
     def close(self) -> None:
         for connection in list(self._connections.values()):
@@ -382,6 +402,8 @@ class WireNetwork:
         handed = 0
         for key, _ in self._selector.select(wait):
             connection: _Connection = key.data
+            if not self._open(connection):
+                continue  # lost while an earlier reply of this poll was handed (a send on it failed)
             try:
                 data = connection.sock.recv(1 << 20)
             except BlockingIOError:
@@ -399,6 +421,8 @@ class WireNetwork:
                 self._lost_connection(connection, str(exc))
                 continue
             for payload in frames:
+                if not self._open(connection):
+                    break  # lost as a reply was handed: what was sent on it is given up on already
                 handed += self._take(connection, payload)
         return handed
 
@@ -408,25 +432,29 @@ class WireNetwork:
 
     def _take(self, connection: _Connection, payload: bytes) -> int:
         try:
-            if self.protocol == "v2":
+            if connection.protocol == "v2":
                 answer = v2.decode_response(payload)
                 pending = self._v2_pending(connection.bookie, answer)
             else:
                 response = decode_response(payload)
-                pending = self._pending.pop(response.header.txnId, None)
+                pending = self._pending.get(response.header.txnId)
+                if pending is not None and (pending.request.bookie, pending.protocol) == (connection.bookie, "v3"):
+                    del self._pending[response.header.txnId]
+                else:
+                    pending = None  # not sent on this connection
         except FrameError as exc:
-            self._lost_connection(connection, f"a response that is no {self.protocol} message: {exc}")
+            self._lost_connection(connection, f"a response that is no {connection.protocol} message: {exc}")
             return 0
         if pending is None:
             return 0  # given up on already: PerChannelBookieClient drops it
         request = pending.request
         try:
-            reply = to_reply_v2(request, answer) if self.protocol == "v2" else to_reply(request, response)
+            reply = to_reply_v2(request, answer) if connection.protocol == "v2" else to_reply(request, response)
         except EntryFormatError as exc:
             _log.info("bookie %s: %r answered with a bad entry: %s", connection.bookie, request, exc)
             reply = None
         if reply is None:
-            status = f"v2 code {answer.code}" if self.protocol == "v2" else pb.StatusCode.Name(response.status)
+            status = f"v2 code {answer.code}" if connection.protocol == "v2" else pb.StatusCode.Name(response.status)
             _log.info("bookie %s: %r failed with %s", connection.bookie, request, status)
             self._failed.append(request)
             return 0

@@ -57,7 +57,7 @@ from ledgerspec.reference.metadata.ledger_store import LedgerMetadataStore
 from ledgerspec.reference.metadata.store import MetadataStore
 from ledgerspec.reference.metadata.zookeeper import ZooKeeperMetadataStore
 from ledgerspec.reference.wire import ServedBookies
-from ledgerspec.reference.wire.network import PROTOCOLS, WireNetwork
+from ledgerspec.reference.wire.network import WireNetwork
 from ledgerspec.spec.ledger.ledger import LedgerSpec
 from ledgerspec.spec.vocabulary import ndjson
 from ledgerspec.tools.recording.real_systems import LedgerRecording, ScenarioRecording
@@ -368,7 +368,6 @@ class ClientScenario:
     run: Callable[[Run], None]
     expects: str | None = None  # no finding: each must conform
     may_show: tuple[str, ...] = ()
-    protocols: tuple[str, ...] = PROTOCOLS  # the wire protocols it runs on
 
 
 CLIENT_SCENARIOS = {
@@ -391,7 +390,6 @@ CLIENT_SCENARIOS = {
             "explicit-lac-read-while-open",
             "E=3 Qw=2 Qa=2, the explicit LAC on: three adds carrying LAC -1; a reader of the open ledger learns LAC 2",
             _explicit_lac_read_while_open,
-            protocols=("v3",),  # v2 has no message for the explicit LAC
         ),
         ClientScenario(
             "recover-with-bookie-down",
@@ -433,9 +431,6 @@ def record_reference_client(
     unknown = [n for n in names if n not in CLIENT_SCENARIOS]
     if unknown:
         raise KeyError(f"no scenario {', '.join(unknown)}; the scenarios: {', '.join(CLIENT_SCENARIOS)}")
-    elsewhere = [n for n in names if protocol not in CLIENT_SCENARIOS[n].protocols]
-    if elsewhere:
-        raise KeyError(f"scenario {', '.join(elsewhere)} does not run on {protocol}")
     recordings = []
     for name in names:
         recording = _record_one(CLIENT_SCENARIOS[name], bookies, out / name, protocol)

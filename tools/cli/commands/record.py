@@ -30,8 +30,8 @@ client on reference bookies served over TCP in place of BookKeeper's
 (:mod:`ledgerspec.tools.recording.reference_bookies`); the findings of
 BookKeeper's bookie are then not expected. ``reference-client`` turns it round: the project's reference ledger client
 speaks BookKeeper's v3 protocol (or v2, ``--protocol v2``, as Pulsar's
-brokers do; the scenarios that need the explicit LAC, which v2 has no
-message for, are then left out, and named) to four real bookies
+brokers do, the explicit LAC on a v3 connection beside it as BookKeeper's
+client sends it) to four real bookies
 (``--bookies real``, the default) or to four reference bookies served over
 TCP (``--bookies reference``, no Java), its client-mode trace is checked against the ledger
 spec, and on real bookies the released Java client reads back every ledger
@@ -162,13 +162,6 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UsageError(f"unknown scenario {', '.join(map(repr, unknown))}; scenarios: {', '.join(known)}")
     if args.protocol != "v3" and args.system != "reference-client":
         raise UsageError("--protocol is an option of reference-client only")
-    if args.system == "reference-client":
-        elsewhere = [n for n in names if args.protocol not in CLIENT_SCENARIOS[n].protocols]
-        if args.scenario and elsewhere:
-            raise UsageError(f"scenario {', '.join(map(repr, elsewhere))} does not run on {args.protocol}")
-        if elsewhere and not args.list:
-            err.print(f"not run on {args.protocol}: {', '.join(elsewhere)} (the explicit LAC is v3 only)")
-        names = [n for n in names if n not in elsewhere]
     if args.list:
         if args.json:
             print(json.dumps(_list_json(args.system, known), indent=2))
