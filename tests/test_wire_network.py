@@ -73,8 +73,8 @@ def test_each_request_goes_out_as_the_v3_message_a_bookie_serves(tmp_path: Path)
 
 
 def test_each_request_goes_out_as_the_v2_message_a_bookie_serves(tmp_path: Path) -> None:
-    """The same requests on v2, served by a reference bookie's v2 code: the LAC is read as entry -1, whose header
-    tells it; a recovery add passes the fence; the explicit LAC has no v2 message."""
+    """The same requests on v2, served by a reference bookie's v2 code: a fence reads entry -1, whose header tells
+    the LAC; a recovery add passes the fence; the explicit LAC has no v2 message."""
 
     def served(request: Request) -> Reply:
         reply = to_reply_v2(request, v2.decode_response(v2.respond(service, v2.decode(v2.encode_request(request)))))
@@ -86,7 +86,6 @@ def test_each_request_goes_out_as_the_v2_message_a_bookie_serves(tmp_path: Path)
         first, second, third = (encode_entry(7, e, e - 1, 3 * (e + 1), b"abc") for e in range(3))
         assert served(_request(RequestKind.ADD, 0, data=first)).code is ReplyCode.OK
         assert served(_request(RequestKind.ADD, 1, data=second)).code is ReplyCode.OK
-        assert served(_request(RequestKind.READ_LAC)).lac == 0  # entry 1 carries LAC 0
         assert served(_request(RequestKind.READ_ENTRY, 1)).data == second
         fenced = served(_request(RequestKind.FENCE, fence=True))
         assert (fenced.code, fenced.lac) == (ReplyCode.OK, 0)
@@ -94,8 +93,9 @@ def test_each_request_goes_out_as_the_v2_message_a_bookie_serves(tmp_path: Path)
         assert served(_request(RequestKind.ADD, 2, data=third, recovery=True)).code is ReplyCode.OK
         assert served(_request(RequestKind.RECOVERY_READ, 2, fence=True)).data == third
         assert served(_request(RequestKind.RECOVERY_READ, 3, fence=True)).code is ReplyCode.NO_SUCH_ENTRY
-    with pytest.raises(ValueError, match="v2 has no message for WRITE_LAC"):
-        v2.encode_request(_request(RequestKind.WRITE_LAC, lac=0, data=b""))
+    for kind in (RequestKind.WRITE_LAC, RequestKind.READ_LAC):  # sent as v3 (_V3_ENFORCED)
+        with pytest.raises(ValueError, match=f"v2 has no message for {kind.name}"):
+            v2.encode_request(_request(kind, lac=0, data=b""))
 
 
 def test_a_v2_response_that_answers_no_add_or_read_is_bad_and_a_failure_code_is_no_reply() -> None:

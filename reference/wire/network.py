@@ -217,7 +217,7 @@ def to_reply(request: Request, response: pb.Response) -> Reply | None:
 
 def to_reply_v2(request: Request, response: v2.V2Response) -> Reply | None:
     """The reply a v2 ``response`` gives ``request``; None when the client has no reply for its code (a failure)."""
-    reads_lac = request.kind in (RequestKind.FENCE, RequestKind.READ_LAC)
+    reads_lac = request.kind is RequestKind.FENCE
     if reads_lac and response.code in (v2.ENOENTRY, v2.ENOLEDGER):
         return Reply(request, ReplyCode.OK, lac=-1)  # ReadLastConfirmedOp: a valid answer, nothing written
     code = _V2_CODES.get(response.code)
@@ -236,7 +236,7 @@ def _v2_key(request: Request) -> tuple[int, int, int]:
     """The ledger, entry and op a v2 response to ``request`` carries (``EntryCompletionKey``)."""
     if request.kind is RequestKind.ADD:
         return request.ledger_id, request.entry_id, v2.ADDENTRY
-    reads_last = request.kind in (RequestKind.FENCE, RequestKind.READ_LAC)
+    reads_last = request.kind is RequestKind.FENCE
     return request.ledger_id, -1 if reads_last else request.entry_id, v2.READENTRY
 
 

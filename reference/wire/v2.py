@@ -165,9 +165,9 @@ def _fence_key(version: int, flags: int, rest: bytes, at: int) -> bytes | None:
 def encode_request(request: Request) -> bytes:
     """The v2 request's bytes (to be framed) for a client's add or read (``AddRequest``, ``ReadRequest``,
     ``RequestEnDeCoderPreV3.encode``, BookKeeper 4.17.2): an add carries the master key and the entry as the client
-    made it; a fencing read (``FENCE``, ``RECOVERY_READ``: ``FLAG_DO_FENCING``) the master key after its ids; a read
-    of the LAC is a read of entry -1, whose header tells it (``ReadLastConfirmedOp``). v2 has no message for the
-    explicit LAC: ``ValueError``."""
+    made it; a fencing read (``FENCE``, ``RECOVERY_READ``: ``FLAG_DO_FENCING``) the master key after its ids; a
+    fence reads entry -1, whose header tells the LAC (``ReadLastConfirmedOp``). v2 has no message for the explicit
+    LAC's write or read: ``ValueError`` (BookKeeper's client sends those as v3, ``BookieClientImpl.useV3Enforced``)."""
     kind = request.kind
     if kind is RequestKind.ADD:
         flags = FLAG_RECOVERY_ADD if request.recovery else 0
@@ -176,10 +176,11 @@ def encode_request(request: Request) -> bytes:
         entry = -1 if kind is RequestKind.FENCE else request.entry_id
         header = encode_header(CURRENT_PROTOCOL_VERSION, READENTRY, FLAG_DO_FENCING)
         return header + _IDS.pack(request.ledger_id, entry) + _key(request.master_key)
-    if kind in (RequestKind.READ_ENTRY, RequestKind.READ_LAC):
-        entry = -1 if kind is RequestKind.READ_LAC else request.entry_id
-        return encode_header(CURRENT_PROTOCOL_VERSION, READENTRY) + _IDS.pack(request.ledger_id, entry)
-    raise ValueError(f"v2 has no message for {kind.name}: the explicit LAC is v3 only (WriteLacRequest)")
+    if kind is RequestKind.READ_ENTRY:
+        return encode_header(CURRENT_PROTOCOL_VERSION, READENTRY) + _IDS.pack(request.ledger_id, request.entry_id)
+    raise ValueError(
+        f"v2 has no message for {kind.name}: the explicit LAC is v3 only (WriteLacRequest, ReadLacRequest)"
+    )
 
 
 def _key(master_key: bytes) -> bytes:
