@@ -419,6 +419,14 @@ class _OneBookie:
         return None
 
 
+def _conforming_types(run: Run) -> list[str]:
+    """The actions of the run's client-mode trace, which must conform to the ledger spec."""
+    assert run.recorder is not None
+    verdict = check_trace(events_from_json(run.recorder.lines), LedgerSpec(**run.constants), "client")
+    assert verdict.status == "conforms", verdict.reason
+    return [line["type"] for line in run.recorder.lines]
+
+
 def test_a_refusal_as_fenced_waits_for_the_fencing_read_that_fenced_the_bookie() -> None:
     """The bookie refuses the writer's add as fenced before it answers the recovery's fencing read: the network
     hands the refusal to the writer after the fence's answer, and the client-mode trace conforms."""
@@ -438,10 +446,7 @@ def test_a_refusal_as_fenced_waits_for_the_fencing_read_that_fenced_the_bookie()
     finally:
         run.close()
         fake.close()
-    assert run.recorder is not None
-    verdict = check_trace(events_from_json(run.recorder.lines), LedgerSpec(**run.constants), "client")
-    assert verdict.status == "conforms", verdict.reason
-    types = [line["type"] for line in run.recorder.lines]
+    types = _conforming_types(run)
     # the fence's answer, then the refusal it explains
     assert types.index("BookieReceivesFenceRead") < len(types) - 1 - types[::-1].index("BookieReceivesAdd")
 
@@ -465,10 +470,7 @@ def test_a_fencing_reads_answer_waits_for_the_acknowledgements_of_adds_the_booki
     finally:
         run.close()
         fake.close()
-    assert run.recorder is not None
-    verdict = check_trace(events_from_json(run.recorder.lines), LedgerSpec(**run.constants), "client")
-    assert verdict.status == "conforms", verdict.reason
-    types = [line["type"] for line in run.recorder.lines]
+    types = _conforming_types(run)
     assert types.index("BookieReceivesAdd") < types.index("BookieReceivesFenceRead")
 
 
