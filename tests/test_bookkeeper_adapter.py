@@ -66,6 +66,22 @@ def test_each_recording_checks_as_it_did_when_recorded(tmp_path: Path, name: str
     assert verdict["status"] == expected and verdict["traces"][0]["constants"]["NumBookies"] == 5
 
 
+def test_a_bookie_that_refused_an_add_after_it_completed_is_replaced_at_the_next_add(tmp_path: Path) -> None:
+    """On reference bookies (their faults make bookie 1's refusal late), E=4 Qw=3 Qa=2: entry 4 completed on
+    bookies 2 and 3 before bookie 1 refused it, and the writer replaced bookie 1 as it added entry 5, which goes to
+    bookies 2, 3 and 4 (PendingAddOp.initiate, maybeHandleDelayedWriteBookieFailure, 4.17.2). Entry 5's acks, held
+    back while the ensemble changed, completed it as the change ended: their steps go before the close."""
+    recording = recheck(tmp_path, "replace-after-late-refusal")
+    assert recording.status == "conforms", [r.verdict.reason for r in recording.ledgers]
+    lines = [orjson.loads(line) for line in (tmp_path / "replace-after-late-refusal" / "trace.ndjson").open("rb")]
+    change = next(i for i, line in enumerate(lines) if line["type"] == "WriterChangesEnsemble")
+    close = next(i for i, line in enumerate(lines) if line["type"] == "WriterClosesLedger")
+    assert lines[change]["params"] == {"b": 1, "nb": 5}
+    assert lines[change - 1]["type"] == "WriterAddsEntry" and lines[change - 1]["observed"] == {"writer_lap": 5}
+    acks = {(x["params"]["m"]["bookie"], x["params"]["m"]["entry"]) for x in lines[change + 1 : close]}
+    assert acks == {(2, 5), (3, 5), (4, 5)} and lines[close]["observed"]["meta_last_entry"] == 5
+
+
 def test_the_lost_fence_is_a_violation_of_the_acked_entry_promise(tmp_path: Path) -> None:
     recording = recheck(tmp_path, "fence-empty-ledger-then-restart")
     (ledger,) = recording.ledgers
@@ -696,6 +712,22 @@ def test_record_lists_scenarios_and_refuses_unknown_names(capsys: pytest.Capture
     assert "unknown scenario 'nope'" in capsys.readouterr().err
     assert main(["record", "cassandra"]) == 2
     assert "unknown system 'cassandra'" in capsys.readouterr().err
+
+
+def test_a_scenario_that_commands_faults_runs_on_reference_bookies_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """BookKeeper's bookies take no fault on command: the scenario is refused there, before any JVM starts, and
+    left out of a whole suite on them."""
+    name = "replace-after-late-refusal"
+    assert not SCENARIOS[name].runs_on("bookkeeper") and SCENARIOS[name].runs_on("reference")
+    assert main(["record", "bookkeeper", "--scenario", name, "--out", str(tmp_path)]) == 2
+    assert f"{name} command faults that only reference bookies take: add --bookies reference" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=f"{name} command faults that only reference bookies take"):
+        real_systems.record_bookkeeper([name], tmp_path)
+    assert main(["record", "bookkeeper", "--list", "--json"]) == 0
+    listed = {s["name"]: s for s in json.loads(capsys.readouterr().out)["scenarios"]}
+    assert listed[name]["storages"] == ["reference"] and listed["two-ensemble-changes"]["storages"] == ["default", "db"]
 
 
 def test_record_lists_as_json_the_scenarios_and_the_findings_they_can_show(

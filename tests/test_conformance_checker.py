@@ -363,7 +363,7 @@ def test_a_hidden_loss_is_found_between_two_client_events() -> None:
     # The same trace in full mode must log the loss: without it, the ensemble change has no reason.
     full = check_trace(events_from_json(objs), spec, "full")
     assert full.status == VIOLATES and full.failure is not None and full.failure.event_index == 2
-    assert "no add pending on bookie 1 has timed out" in full.reason
+    assert "no add sent to bookie 1 has timed out" in full.reason
 
 
 def test_hidden_step_bound_makes_the_verdict_inconclusive() -> None:
@@ -396,7 +396,7 @@ def test_a_client_failure_lists_every_candidate_with_its_hidden_steps() -> None:
     assert f.event_index == 2 and len(f.candidates) == min(f.candidates_total, 12)
     assert f.candidates_total > 1
     assert f.candidates[0].hidden_steps == ()  # shortest first: the candidate with no hidden step
-    assert "no add pending on bookie 1 has timed out" in f.candidates[0].rejections[0]
+    assert "no add sent to bookie 1 has timed out" in f.candidates[0].rejections[0]
     lost = [c for c in f.candidates if c.hidden_steps == ("NetworkLosesMessage(m=AddReq(c0 b1 e0 lac=-1))",)]
     assert lost and "observed writer_version = 7, the spec has 2" in lost[0].rejections[0]
     assert f"of {f.candidates_total} candidate states (e.g. one with no hidden step" in f.explanation

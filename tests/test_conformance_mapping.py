@@ -76,7 +76,7 @@ def test_explanations_cover_every_guard() -> None:
         "the writer's handle is",
         "the writer has pushed every entry",
         "and the throttle allows 1",
-        "no add pending on bookie",
+        "no add sent to bookie",
         "its reply cannot be lost",
         "has crashed",
         "serving it changes nothing",

@@ -99,6 +99,19 @@ def test_an_add_carries_a_lac_behind_the_writers_only_with_lac_lag_and_never_beh
     assert t.writer_add_lac == (-1, 0, -1) and list(spec.packaged_lacs(t)) == [0, 1]  # not -1: entry 1 carried 0
 
 
+def test_a_bookie_whose_add_completed_without_it_is_replaced_though_no_pending_add_goes_to_it() -> None:
+    # E=3 Qw=2 Qa=1: entry 0 goes to bookies 1 and 2 and completes on bookie 2's ack; entry 1 goes to 2 and 3.
+    # BookKeeper keeps the failure that reaches entry 0's add after it completed and replaces bookie 1 at the
+    # next add (PendingAddOp.initiate, maybeHandleDelayedWriteBookieFailure, 4.17.2).
+    spec = LedgerSpec(NumBookies=4, E=3, Qw=2, Qa=1, MaxEntries=2, MaxLoss=1, NumRecoverers=0)
+    s = _run(spec, None, ("WriterAddsEntry", -1), ("BookieReceivesAdd", add(2, 0), True), ("WriterAddsEntry", 0))
+    assert (s.writer_lac, spec.writer_write_set(s, 1)) == (0, (2, 3))
+    assert spec.WriterChangesEnsemble(s, 1, 4) is None  # entry 0's request to bookie 1 is still on its way
+    t = _run(spec, s, ("NetworkLosesMessage", add(1, 0)), ("WriterChangesEnsemble", 1, 4))
+    assert t.meta_segments == ((0, (1, 2, 3)), (1, (4, 2, 3))) and t.net == s.net - {add(1, 0)}  # nothing resent
+    assert spec.WriterChangesEnsemble(_run(spec, s, ("NetworkLosesMessage", add(2, 1, lac=0))), 1, 4) is None
+
+
 def test_a_resend_keeps_the_data_its_add_was_packaged_with_and_the_seeded_bug_does_not() -> None:
     # Entry 0 goes to bookie 1, entry 1 to bookie 2; bookie 1 crashes before it stores entry 0.
     steps = (("WriterAddsEntry", -1), ("WriterAddsEntry", -1), ("BookieCrashes", 1), ("WriterChangesEnsemble", 1, 3))

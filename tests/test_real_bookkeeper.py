@@ -27,10 +27,14 @@ from ledgerspec.tools.recording.real_systems import (
 pytestmark = pytest.mark.real_bookkeeper
 
 
+#: The scenarios BookKeeper's bookies run: all but those that command faults only reference bookies take.
+ON_BOOKKEEPER = [name for name, s in SCENARIOS.items() if s.runs_on("bookkeeper")]
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, ScenarioRecording]]:
     out = tmp_path_factory.mktemp("real")
-    recordings = record_bookkeeper(list(SCENARIOS), out)
+    recordings = record_bookkeeper(ON_BOOKKEEPER, out)
     return out, {r.name: r for r in recordings}
 
 
@@ -38,7 +42,7 @@ def test_every_scenario_conforms_or_shows_the_finding_it_expects(
     recorded: tuple[Path, dict[str, ScenarioRecording]],
 ) -> None:
     _, recordings = recorded
-    assert list(recordings) == list(SCENARIOS)
+    assert list(recordings) == ON_BOOKKEEPER and len(ON_BOOKKEEPER) == len(SCENARIOS) - 1
     outcome = {name: (r.status, [x.verdict.reason for x in r.ledgers], r.failure) for name, r in recordings.items()}
     for name, recording in recordings.items():
         expected = {"known"} if SCENARIOS[name].expects else {"conforms"}

@@ -35,10 +35,25 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Scena
     return out, record_bookkeeper(list(SCENARIOS), out, bookies="reference")
 
 
+def _why(recordings: list[ScenarioRecording]) -> str:
+    """What each recording that does not conform says of itself: its verdicts and its traces, line by line (the
+    recording's directory is gone once the run ends)."""
+    told = []
+    for r in recordings:
+        if r.status == "conforms":
+            continue
+        told.append(f"{r.name}: {r.status}; failure {r.failure}; unmapped {r.unmapped}")
+        for ledger in r.ledgers:
+            v = ledger.verdict
+            told.append(f"  {ledger.trace_id}: {v.status}, bound {v.bound}, {v.reason}; input {v.input_errors}")
+        told.extend(f"  | {line}" for trace in sorted(r.directory.glob("*.ndjson")) for line in trace.open())
+    return "\n".join(told)
+
+
 @pytest.mark.real_bookkeeper
 def test_every_scenario_conforms_on_reference_bookies(recorded: tuple[Path, list[ScenarioRecording]]) -> None:
     out, recordings = recorded
-    assert {r.name: r.status for r in recordings} == dict.fromkeys(SCENARIOS, "conforms")
+    assert {r.name: r.status for r in recordings} == dict.fromkeys(SCENARIOS, "conforms"), _why(recordings)
     assert all(r.expects is None for r in recordings if r.name in FENCE_SCENARIOS)
     run: dict[str, Any] = json.loads((out / FENCE_SCENARIOS[0] / "run.json").read_text())
     assert run["bookies"] == "reference" and run["bookies_crashed"] == 3

@@ -163,6 +163,7 @@ class LedgerTraceMapper:
         self._completed = -1  # the highest entry the writer's application was told is written
         self._failed_adds: set[int] = set()  # the entries whose adds the writer's application was told failed
         self._held: list[Mapping[str, Any]] = []  # the writer's acks held back while it changes its ensemble
+        self._changed_while_held = False  # an ensemble change was written while acks were held back
         self._packaged: dict[int, int] = {}  # entry -> the LAC its add carried
         # (observation, bookie, entry): the writer's adds that failed as their bookie went down, not known stored
         self._unanswered_adds: list[tuple[Mapping[str, Any], int, int]] = []
@@ -653,11 +654,17 @@ class LedgerTraceMapper:
         observed = self._observed_metadata(after)
         if client == 0:
             if after.state == CLOSED:
+                if self._changed_while_held:
+                    # The ensemble change came to its end and no reply came after it: the handle completed the
+                    # adds these acks finished as the change ended (PendingAddOp.unsetSuccessAndSendWriteRequest
+                    # calls sendAddSuccessCallbacks for an add whose write set kept its bookies), before the close.
+                    self._release_held(obs)
                 closed = {**observed, "writer_status": WRITER_CLOSED}
                 self._emit(obs, client, "WriterClosesLedger", observed=closed, at=self._drained)
                 return
             for b, nb in _replaced(before.segments[-1][1], after.segments[-1][1]):
                 self._emit(obs, client, "WriterChangesEnsemble", {"b": b, "nb": nb})
+                self._changed_while_held = bool(self._held)
                 # The change drops the replaced bookie's acks and resends pending adds: new acks count again.
                 self._acks_since_change = {k for k in self._acks_since_change if k[0] != 0 or k[1] not in (b, nb)}
             self.lines[-1]["observed"] = observed
@@ -682,7 +689,7 @@ class LedgerTraceMapper:
         acts on them: after the change, before the first reply it meets with the
         flag cleared. The harness reads the flag as each reply reaches the handle.
         """
-        held, self._held = self._held, []
+        held, self._held, self._changed_while_held = self._held, [], False
         if held:
             self._lac_lags = True
         for obs in held:

@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, runtime_checkable
 
 import attrs
 import orjson
@@ -48,6 +48,7 @@ __all__ = [
     "WRITE_CACHE_PRESSURE_STORAGE",
     "BookKeeperCluster",
     "ClusterError",
+    "FaultingCluster",
     "Harness",
     "ScenarioCluster",
     "free_port",
@@ -185,6 +186,14 @@ class ScenarioCluster(Protocol):
     def stop_bookie(self, n: int) -> None: ...
 
     def restart_bookie(self, n: int) -> None: ...
+
+
+@runtime_checkable
+class FaultingCluster(ScenarioCluster, Protocol):
+    """A cluster whose bookies show faults on command (a cluster of reference bookies): ``fault`` and its
+    ``fields`` as in ``reference.wire.faults``, for bookie ``n``."""
+
+    def apply_fault(self, n: int, fault: str, **fields: int | str) -> None: ...
 
 
 class BookKeeperCluster:

@@ -17,6 +17,10 @@ bookie's files said at the moments a scenario asks (:meth:`Driver.inspect`,
 read by the recorder, which passes the reader in), and the log each bookie
 wrote while it restarted, its journal replay.
 
+A scenario that commands faults a bookie shows while it runs (a late answer,
+a refusal as read-only: :meth:`Driver.fault`) needs bookies that take them,
+the reference bookies (``Scenario.bookies``); the others run on either.
+
 A scenario runs on a cluster whose bookies keep their ledgers in the storage
 it needs (``Scenario.storage``, one of ``cluster.BOOKIE_STORAGES``), or, when
 it needs none, in the storage the suite runs on (one of
@@ -39,6 +43,7 @@ from ledgerspec.conformance.adapters.cluster import (
     SUITE_STORAGES,
     WRITE_CACHE_PRESSURE_STORAGE,
     ClusterError,
+    FaultingCluster,
     ScenarioCluster,
 )
 
@@ -109,6 +114,13 @@ class Driver:
         self.cluster.restart_bookie(cluster_number)
         self._killed.discard(cluster_number)
         self.restart_logs.append((cluster_number, _read_from(log, start)))
+
+    def fault(self, cluster_number: int, fault: str, **fields: int | str) -> None:
+        """Have a bookie show ``fault`` from now on (``reference.wire.faults``: ``delay-replies`` with ``ms`` and
+        ``operation``, ``read-only``, ``writable``, ``heal``); only bookies that take faults on command can."""
+        if not isinstance(self.cluster, FaultingCluster):
+            raise ClusterError(f"{self.scenario}: these bookies take no fault on command; it needs reference bookies")
+        self.cluster.apply_fault(cluster_number, fault, **fields)
 
     def finish(self) -> None:
         """Bring back every bookie the scenario killed, and wait until all are registered."""
@@ -206,6 +218,8 @@ class Scenario:
     may_show: tuple[str, ...] = ()  # findings a race in the scenario may or may not bring about
     # The bookies' ledger storage the scenario is about (cluster.BOOKIE_STORAGES), or None: the suite's.
     storage: str | None = None
+    # The bookies it needs: "reference" when it commands their faults (Driver.fault), or None: any.
+    bookies: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.storage is not None and self.storage not in BOOKIE_STORAGES:
@@ -217,8 +231,14 @@ class Scenario:
         return self.storage or suite_storage
 
     def storages(self) -> tuple[str, ...]:
-        """The storages the scenario can run on."""
+        """The storages the scenario can run on (``reference``: the reference bookies' own, and no other)."""
+        if self.bookies == "reference":
+            return ("reference",)
         return (self.storage,) if self.storage is not None else SUITE_STORAGES
+
+    def runs_on(self, bookies: str) -> bool:
+        """Can it run on ``bookies`` (``bookkeeper``: BookKeeper's own; ``reference``)?"""
+        return self.bookies is None or self.bookies == bookies
 
 
 SCENARIOS: dict[str, Scenario] = {}
@@ -237,9 +257,10 @@ def _scenario(
     expects: str | None = None,
     may_show: tuple[str, ...] = (),
     storage: str | None = None,
+    bookies: str | None = None,
 ) -> Callable[[Callable[[Driver], None]], Callable[[Driver], None]]:
     def register(run: Callable[[Driver], None]) -> Callable[[Driver], None]:
-        SCENARIOS[name] = Scenario(name, summary, run, expects, may_show, storage)
+        SCENARIOS[name] = Scenario(name, summary, run, expects, may_show, storage, bookies)
         return run
 
     return register
@@ -504,6 +525,35 @@ def _two_changes(driver: Driver) -> None:
     ledger.close()
     driver.finish()  # entries 2 and 3 were on bookies 3 and 1 alone (Qw=2): readable once they are back
     ledger.read_back(0, 11)
+
+
+#: How late the refusing bookie answers, and how long the writer waits before its next add: the refusal reaches
+#: the writer after the add it refuses has its Qa acks, and before the next add.
+_LATE_REFUSAL_MS, _BEFORE_NEXT_ADD_S = 300, 2.0
+
+
+@_scenario(
+    "replace-after-late-refusal",
+    "an add completes on E=4 Qw=3 Qa=2 before its third bookie refuses it; the next add, which goes to the other "
+    "three, replaces that bookie first",
+    bookies="reference",
+)
+def _replace_after_late_refusal(driver: Driver) -> None:
+    # PendingAddOp.writeComplete (4.17.2) keeps a failure that reaches an add already complete
+    # (LedgerHandle.notifyWriteFailed); the next add's initiate replaces the bookie
+    # (maybeHandleDelayedWriteBookieFailure) before it sends, though its own write set leaves the bookie out.
+    ledger = driver.create(4, 3, 2)
+    ledger.add(4)
+    late = ledger.bookie(1)
+    driver.fault(late, "delay-replies", ms=_LATE_REFUSAL_MS, operation="ADD_ENTRY")
+    driver.fault(late, "read-only")
+    ledger.add(1)  # entry 4 goes to bookies 1, 2 and 3: acked by 2 and 3, refused by 1 later
+    time.sleep(_BEFORE_NEXT_ADD_S)
+    ledger.add(1)  # entry 5 goes to bookies 2, 3 and 4
+    driver.fault(late, "writable")
+    driver.fault(late, "heal")
+    ledger.close()
+    ledger.read_back(0, 5)
 
 
 @_scenario("recover-with-bookie-down", "a bookie is down while a second client recovers the ledger")

@@ -583,17 +583,17 @@ class LedgerSpec(Spec[LedgerState]):
 
     @action(_replacements)
     def WriterChangesEnsemble(self, s: LedgerState, b: int, nb: int) -> LedgerState | None:
-        """Replace bookie b, whose ack for a pending add will not come, by nb (compare-and-set)."""
+        """Replace bookie b, whose ack for an add it was sent will not come, by nb (compare-and-set).
+
+        The add need not be pending (4.17.2): a failure that reaches an add which already has its Qa acks is kept
+        (PendingAddOp.writeComplete calls LedgerHandle.notifyWriteFailed), and the next add's initiate replaces the
+        bookie (maybeHandleDelayedWriteBookieFailure), whether or not that add's write set holds it.
+        """
         if s.writer_status != WRITING or nb in s.crashed:
             return None
-        pending = range(s.writer_lac + 1, s.writer_lap + 1)
-        if not any(
-            b in self.writer_write_set(s, e)
-            and (e, b) not in s.writer_acks
-            and self._timed_out(s, "AddReq", WRITER, b, e)
-            for e in pending
-        ):
+        if not self.writer_gave_up_on(s, b):
             return None
+        pending = range(s.writer_lac + 1, s.writer_lap + 1)
         if s.meta_version != s.writer_version or s.meta_status != OPEN:
             # The compare-and-set fails; the writer rereads the metadata, finds the
             # ledger in recovery or closed, and gives up (BKLedgerFencedException).
@@ -612,6 +612,15 @@ class LedgerSpec(Spec[LedgerState]):
             if nb in self.writer_write_set(t, e)
         }
         return evolve(t, writer_acks=acks, net=s.net | resend)
+
+    def writer_gave_up_on(self, s: LedgerState, b: int) -> bool:
+        """Has the writer given up on bookie b's ack for some add it sent b, pending or already complete?"""
+        return any(
+            b in self.writer_write_set(s, e)
+            and (e, b) not in s.writer_acks
+            and self._timed_out(s, "AddReq", WRITER, b, e)
+            for e in range(s.writer_lap + 1)
+        )
 
     def _resent_data(self, s: LedgerState, e: int) -> int:
         if self.Bug == "resend_reused_buffer":

@@ -326,7 +326,16 @@ WriterAddsEntry(lac) ==
                    bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
                    writer_status, writer_version, writer_lac, writer_acks, rec, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
-(* ensembleChangeLoop: bookie b will not ack a pending add, so the writer  *)
+(* The writer has given up on bookie b's ack for an add it sent b, pending *)
+(* or already complete: a failure that reaches a complete add is kept      *)
+(* (PendingAddOp.writeComplete, LedgerHandle.notifyWriteFailed, 4.17.2)    *)
+(* and acted on at the next add (maybeHandleDelayedWriteBookieFailure).    *)
+WriterGaveUpOn(b) ==
+    {e \in 0 .. writer_lap : /\ b \in WriterWriteSet(e)
+                             /\ <<e, b>> \notin writer_acks
+                             /\ TimedOut("AddReq", Writer, b, e)} # {}
+
+(* ensembleChangeLoop: bookie b will not ack an add, so the writer         *)
 (* replaces it by nb in a new segment from LAC + 1 (replacing a last       *)
 (* segment that already starts there) with a compare-and-set; when that    *)
 (* fails the ledger is in recovery or closed and the writer gives up.      *)
@@ -335,9 +344,7 @@ WriterChangesEnsemble(b, nb) ==
     /\ b \in Range(WriterEnsemble)
     /\ nb \notin Range(WriterEnsemble)
     /\ nb \notin crashed
-    /\ {e \in writer_lac + 1 .. writer_lap : /\ b \in WriterWriteSet(e)
-                                             /\ <<e, b>> \notin writer_acks
-                                             /\ TimedOut("AddReq", Writer, b, e)} # {}
+    /\ WriterGaveUpOn(b)
     /\ IF meta_version # writer_version \/ meta_status # "OPEN"
        THEN /\ writer_status' = "FENCED"
             /\ writer_version' = meta_version

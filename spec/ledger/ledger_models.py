@@ -27,6 +27,16 @@ FAULTS = CheckedModel(
     "every action: a crash and a restart, a lost message and its resends, ensemble changes, a failed recovery, "
     "a plain reader, the explicit LAC",
 )
+# E > Qw > Qa: an add complete without one bookie's ack, and a next add whose write set leaves that bookie out.
+DELAYED_FAILURE_CONSTANTS = {
+    "NumBookies": 4,
+    "E": 3,
+    "Qw": 2,
+    "Qa": 1,
+    "MaxEntries": 2,
+    "MaxLoss": 1,
+    "NumRecoverers": 0,
+}
 # A plain reader reading up to the LAC while the writer writes (the second entry carries the LAC of the first).
 READER_CONSTANTS = {"NumBookies": 3, "E": 2, "Qw": 1, "Qa": 1, "MaxEntries": 2, "NumReaders": 1}
 # The same reader learning the LAC from the writer's explicit LAC as well.
@@ -65,6 +75,9 @@ MODELS = SpecModels(
             2_527,
             "BP-46's fencing rule: no violation with one entry",
         ),
+        # A complete add whose request to its third bookie is lost: the writer replaces that bookie afterwards,
+        # though no add pending has it in its write set (maybeHandleDelayedWriteBookieFailure, 4.17.2).
+        CheckedModel(DELAYED_FAILURE_CONSTANTS, 1_673, "a bookie replaced for an add that already completed"),
         CheckedModel(READER_CONSTANTS, 470, "a plain reader while the writer writes"),
         CheckedModel(EXPLICIT_LAC_CONSTANTS, 4_890, "a plain reader and the writer's explicit LAC"),
         FAULTS,
@@ -112,6 +125,7 @@ MODELS = SpecModels(
         "losses": {"MaxEntries": 1, "MaxLoss": 1},
         "crashes and ensemble change": {"MaxEntries": 1, "NumBookies": 4, "MaxCrashes": 1},
         "throttle": {"MaxEntries": 2, "Throttle": 1},
+        "a bookie replaced after its add completed": DELAYED_FAILURE_CONSTANTS,
         "failed recoveries and recovery ensemble changes": FAULTS_CONSTANTS,
         "a plain reader": READER_CONSTANTS,
         "the explicit LAC": EXPLICIT_LAC_CONSTANTS,

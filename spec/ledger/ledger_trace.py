@@ -333,15 +333,11 @@ def _explain_change_ensemble(spec: LedgerSpec, s: LedgerState, b: Any, nb: Any) 
         return why
     if nb in s.crashed:
         return f"the replacement bookie {nb} has crashed"
-    pending = range(s.writer_lac + 1, s.writer_lap + 1)
-    if not any(
-        b in spec.writer_write_set(s, e) and (e, b) not in s.writer_acks and not _awaited(s, "AddReq", WRITER, b, e)
-        for e in pending
-    ):
-        if not pending:
-            return "no add is pending"
+    if not spec.writer_gave_up_on(s, b):
+        if s.writer_lap < 0:
+            return "no add was sent"
         return (
-            f"no add pending on bookie {b} has timed out: for each of entries {pending.start}..{pending.stop - 1}, "
+            f"no add sent to bookie {b} has timed out: for each of entries 0..{s.writer_lap}, "
             f"bookie {b} is not in its write set, has acked it, or still has the request in flight"
         )
     return None

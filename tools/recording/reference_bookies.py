@@ -21,6 +21,9 @@ cluster call             with reference bookies
                          formats (``inspect-bookie`` reads it)
 ``bookie_log(n)``        an empty file: the reference bookies log through Python's
                          ``logging``, so a restart's replay log is empty
+``apply_fault(n, ...)``  ``ServedBookies.apply``: a fault of ``reference.wire.faults``
+                         from now on (BookKeeper's cluster has none: a scenario that
+                         commands faults runs on reference bookies only)
 =======================  =============================================================
 
 The reference bookies have one ledger storage of their own, so the
@@ -38,6 +41,7 @@ from kazoo.client import KazooClient
 from ledgerspec.conformance.adapters.cluster import BookKeeperCluster, ClusterError, Harness
 from ledgerspec.conformance.adapters.jars import JarSet
 from ledgerspec.reference.wire import ServedBookies
+from ledgerspec.reference.wire.faults import parse_command
 
 __all__ = ["REFERENCE_STORAGE", "ReferenceBookieCluster"]
 
@@ -110,6 +114,10 @@ class ReferenceBookieCluster:
 
     def stop_bookie(self, n: int) -> None:
         self.served.shut_down(n)
+
+    def apply_fault(self, n: int, fault: str, **fields: int | str) -> None:
+        """Bookie ``n`` shows ``fault`` from now on (:mod:`ledgerspec.reference.wire.faults`)."""
+        self.served.apply(parse_command({"fault": fault, "bookie": n, **fields}, "a scenario's fault", self.count))
 
     def restart_bookie(self, n: int) -> None:
         self.served.restart(n)

@@ -160,6 +160,14 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UsageError(f"unknown scenario {', '.join(map(repr, unknown))}; scenarios: {', '.join(known)}")
+    if args.system == "bookkeeper" and args.recheck is None and not args.list:
+        kind = "reference" if args.bookies == "reference" else "bookkeeper"
+        unfit = [n for n in names if not SCENARIOS[n].runs_on(kind)]
+        if unfit and args.scenario:
+            raise UsageError(
+                f"{', '.join(unfit)} command faults that only reference bookies take: add --bookies reference"
+            )
+        names = [n for n in names if n not in unfit]
     if args.protocol != "v3" and args.system != "reference-client":
         raise UsageError("--protocol is an option of reference-client only")
     if args.list:
