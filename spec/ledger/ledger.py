@@ -587,9 +587,10 @@ class LedgerSpec(Spec[LedgerState]):
 
         The add need not be pending (4.17.2): a failure that reaches an add which already has its Qa acks is kept
         (PendingAddOp.writeComplete calls LedgerHandle.notifyWriteFailed), and the next add's initiate replaces the
-        bookie (maybeHandleDelayedWriteBookieFailure), whether or not that add's write set holds it.
+        bookie (maybeHandleDelayedWriteBookieFailure), whether or not that add's write set holds it. So some add
+        is pending when the writer changes its ensemble.
         """
-        if s.writer_status != WRITING or nb in s.crashed:
+        if s.writer_status != WRITING or nb in s.crashed or s.writer_lap == s.writer_lac:
             return None
         if not self.writer_gave_up_on(s, b):
             return None

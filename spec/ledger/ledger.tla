@@ -339,8 +339,11 @@ WriterGaveUpOn(b) ==
 (* replaces it by nb in a new segment from LAC + 1 (replacing a last       *)
 (* segment that already starts there) with a compare-and-set; when that    *)
 (* fails the ledger is in recovery or closed and the writer gives up.      *)
+(* Some add is pending: the one that failed, or the next, whose initiate   *)
+(* acts on a failure kept from an add already complete.                    *)
 WriterChangesEnsemble(b, nb) ==
     /\ writer_status = "WRITING"
+    /\ writer_lap # writer_lac
     /\ b \in Range(WriterEnsemble)
     /\ nb \notin Range(WriterEnsemble)
     /\ nb \notin crashed

@@ -77,7 +77,7 @@ MODELS = SpecModels(
         ),
         # A complete add whose request to its third bookie is lost: the writer replaces that bookie afterwards,
         # though no add pending has it in its write set (maybeHandleDelayedWriteBookieFailure, 4.17.2).
-        CheckedModel(DELAYED_FAILURE_CONSTANTS, 1_673, "a bookie replaced for an add that already completed"),
+        CheckedModel(DELAYED_FAILURE_CONSTANTS, 1_556, "a bookie replaced for an add that already completed"),
         CheckedModel(READER_CONSTANTS, 470, "a plain reader while the writer writes"),
         CheckedModel(EXPLICIT_LAC_CONSTANTS, 4_890, "a plain reader and the writer's explicit LAC"),
         FAULTS,

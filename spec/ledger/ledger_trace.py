@@ -333,9 +333,9 @@ def _explain_change_ensemble(spec: LedgerSpec, s: LedgerState, b: Any, nb: Any) 
         return why
     if nb in s.crashed:
         return f"the replacement bookie {nb} has crashed"
+    if s.writer_lap == s.writer_lac:
+        return "no add is pending: the writer replaces a bookie as it sends an add, or for a pending one"
     if not spec.writer_gave_up_on(s, b):
-        if s.writer_lap < 0:
-            return "no add was sent"
         return (
             f"no add sent to bookie {b} has timed out: for each of entries 0..{s.writer_lap}, "
             f"bookie {b} is not in its write set, has acked it, or still has the request in flight"
