@@ -292,7 +292,9 @@ def record_bookkeeper(
         raise ValueError("reference bookies keep their own storage: the suite storage is BookKeeper's bookies'")
     unfit = [name for name in names if name in SCENARIOS and not SCENARIOS[name].runs_on(bookies)]
     if unfit:
-        raise ValueError(f"{', '.join(unfit)} command faults that only reference bookies take: run on those")
+        raise ValueError(
+            f"{', '.join(unfit)} command faults that only reference bookies take: record them with bookies='reference'"
+        )
     return _record_suite(
         names,
         SCENARIOS,
