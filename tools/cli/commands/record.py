@@ -160,9 +160,10 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
     unknown = [n for n in names if n not in known]
     if unknown:
         raise UsageError(f"unknown scenario {', '.join(map(repr, unknown))}; scenarios: {', '.join(known)}")
+    # record_bookkeeper's name for the bookies: BookKeeper's ("real" on the command line) or reference ones
+    suite_bookies = "reference" if args.bookies == "reference" else "bookkeeper"
     if args.system == "bookkeeper" and args.recheck is None and not args.list:
-        kind = "reference" if args.bookies == "reference" else "bookkeeper"
-        unfit = [n for n in names if not SCENARIOS[n].runs_on(kind)]
+        unfit = [n for n in names if not SCENARIOS[n].runs_on(suite_bookies)]
         if unfit and args.scenario:
             raise UsageError(
                 f"{', '.join(unfit)} command faults that only reference bookies take: add --bookies reference"
@@ -199,13 +200,12 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
             if args.system == "reference-client":
                 recordings = _record_reference_client(args, names, progress, steps.step)
             elif args.system == "bookkeeper":
-                bookies = "reference" if args.bookies == "reference" else "bookkeeper"
                 recordings = record_bookkeeper(
                     names,
                     Path(args.out),
                     progress=progress,
                     status=steps.step,
-                    bookies=bookies,
+                    bookies=suite_bookies,
                     storage=args.storage or "default",
                 )
             else:
