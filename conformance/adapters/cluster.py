@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import shutil
 import signal
@@ -53,6 +54,7 @@ __all__ = [
     "ScenarioCluster",
     "free_port",
     "free_ports",
+    "wait_for_port",
 ]
 
 _LOG4J = """<Configuration status="ERROR">
@@ -133,7 +135,7 @@ def free_ports(count: int) -> list[int]:
         return [int(s.getsockname()[1]) for s in sockets]
 
 
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path, what: str) -> None:
+def wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path, what: str) -> None:
     deadline = time.monotonic() + _START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -225,6 +227,7 @@ class BookKeeperCluster:
         self._bookies = [self._bookie(n, port) for n, port in enumerate(bookie_ports, 1)]
         self.harness: Harness | None = None
         self._harnesses: list[Harness] = []
+        self._others: list[subprocess.Popen[bytes]] = []  # the JVMs start_jvm started
         self._zk: KazooClient | None = None
         self._status = status or (lambda _step: None)
 
@@ -235,7 +238,8 @@ class BookKeeperCluster:
         a killed JVM never deletes; :meth:`stop` removes it."""
         return self.directory / "jvm-tmp"
 
-    def _java(self, log_name: str, *arguments: str) -> list[str]:
+    def _java(self, log_name: str, *arguments: str, classes: Path | None = None) -> list[str]:
+        """A JVM's command line; ``classes``, a directory of compiled classes, goes first on its class path."""
         log4j = self.directory / "log4j2.xml"
         self._jvm_tmp.mkdir(parents=True, exist_ok=True)
         return [
@@ -246,7 +250,7 @@ class BookKeeperCluster:
             f"-Dlog4j2.configurationFile={log4j}",
             f"-Dledgerspec.log={self.directory / log_name}",
             "-cp",
-            self.jars.classpath(),
+            self.jars.classpath(*(() if classes is None else (classes,))),
             *arguments,
         ]
 
@@ -293,7 +297,7 @@ class BookKeeperCluster:
             ),
             "zookeeper.out",
         )
-        _wait_for_port(self.zk_port, self._zookeeper, self.directory / "zookeeper.log", "ZooKeeper")
+        wait_for_port(self.zk_port, self._zookeeper, self.directory / "zookeeper.log", "ZooKeeper")
         # Kazoo reconnects by itself when the server drops a connection; without a handler, its warning
         # about it would reach stderr through logging's last resort, amid the command's output.
         quiet = logging.getLogger("ledgerspec.cluster.kazoo")
@@ -310,15 +314,25 @@ class BookKeeperCluster:
         self.wait_for_bookies(len(self._bookies))
         return self
 
-    def start_harness(self, name: str, properties: dict[str, str] | None = None) -> Harness:
+    def start_harness(
+        self,
+        name: str,
+        properties: dict[str, str] | None = None,
+        *,
+        main: str | None = None,
+        classes: Path | None = None,
+    ) -> Harness:
         """Another client JVM (a broker, say), logging to ``NAME.log``; the caller closes or kills it.
 
         ``properties`` are Java system properties for it: ``ledgerspec.useV2WireProtocol=true`` makes its
-        clients speak BookKeeper's v2 protocol, as Pulsar's brokers do.
+        clients speak BookKeeper's v2 protocol, as Pulsar's brokers do. ``main`` is another class that speaks the
+        harness's protocol, in ``classes`` (``java/LedgerspecPulsarClient.java``); without it, the client harness
+        of this cluster's metadata.
         """
         options = [f"-D{key}={value}" for key, value in (properties or {}).items()]
+        program = (main,) if main is not None else ("LedgerspecHarness", self.metadata_uri)
         process = self._spawn(
-            self._java(f"{name}.log", *options, "LedgerspecHarness", self.metadata_uri),
+            self._java(f"{name}.log", *options, *program, classes=classes),
             f"{name}.err",
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -327,6 +341,14 @@ class BookKeeperCluster:
         self._harnesses.append(harness)
         return harness
 
+    def start_jvm(self, log_name: str, *arguments: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Another JVM on the cluster's jars (a Pulsar broker), logging to ``log_name``, its output beside it;
+        ``env`` adds to the environment. :meth:`stop` kills it if it still runs."""
+        environment = None if env is None else {**os.environ, **env}
+        process = self._spawn(self._java(log_name, *arguments), f"{Path(log_name).stem}.out", env=environment)
+        self._others.append(process)
+        return process
+
     def _start_bookie(self, bookie: _Bookie) -> None:
         """Start the bookie's JVM; return once it has registered, in a session other than a killed one's."""
         log = self.directory / f"bookie-{bookie.number}.log"
@@ -334,7 +356,7 @@ class BookKeeperCluster:
             self._java(log.name, "org.apache.bookkeeper.server.Main", "--conf", str(bookie.conf)),
             f"bookie-{bookie.number}.out",
         )
-        _wait_for_port(bookie.port, bookie.process, log, f"bookie {bookie.number}")
+        wait_for_port(bookie.port, bookie.process, log, f"bookie {bookie.number}")
         deadline = time.monotonic() + _START_TIMEOUT
         while (owner := self._registration(bookie)) is None or owner == bookie.stale_session:
             if bookie.process.poll() is not None:
@@ -426,6 +448,11 @@ class BookKeeperCluster:
             self._zk.stop()
             self._zk.close()
             self._zk = None
+        for other in self._others:
+            if other.poll() is None:
+                other.kill()
+                other.wait()
+        self._others.clear()
         for process in [b.process for b in self._bookies] + [self._zookeeper]:
             if process is not None and process.poll() is None:
                 process.terminate()

@@ -30,6 +30,7 @@ from ledgerspec.java import JavaNotFound, java_tool
 
 __all__ = [
     "ARTIFACTS",
+    "BROKER_ARTIFACTS",
     "MAVEN_SETTINGS",
     "JarSet",
     "JavaSetupError",
@@ -38,6 +39,7 @@ __all__ = [
     "compile_java",
     "ensure_jars",
     "java_executable",
+    "pulsar_client_classes",
 ]
 
 #: group:artifact:version of what is fetched, with everything they depend on.
@@ -48,6 +50,16 @@ ARTIFACTS = (
     # which brings ZooKeeper 3.9.3.
     "org.apache.pulsar:managed-ledger:4.0.7",
     # ZooKeeper's server needs it for its snapshots; the pom marks it optional.
+    "org.xerial.snappy:snappy-java:1.1.10.5",
+)
+
+#: The broker set: a released Pulsar broker with its Java client (``pulsar_broker.py``,
+#: ``java/LedgerspecPulsarClient.java``), which bring the same bookkeeper-server, managed-ledger and ZooKeeper
+#: as :data:`ARTIFACTS`. The broker goes first: Maven keeps the first version it meets of a jar, and the logging
+#: jars of bookkeeper-server's tree do not work with those of the broker's. Kept apart, as it is some 240 MB.
+BROKER_ARTIFACTS = (
+    "org.apache.pulsar:pulsar-broker:4.0.7",
+    "org.apache.pulsar:pulsar-client-original:4.0.7",
     "org.xerial.snappy:snappy-java:1.1.10.5",
 )
 
@@ -97,8 +109,9 @@ class JarSet:
     def classes(self) -> Path:
         return self.root / "harness"
 
-    def classpath(self) -> str:
-        return os.pathsep.join((str(self.classes), str(self.lib / "*")))
+    def classpath(self, *first: Path) -> str:
+        """The harness's classes and every jar; ``first``, more directories of classes, before them."""
+        return os.pathsep.join((*map(str, first), str(self.classes), str(self.lib / "*")))
 
     def version_of(self, artifact: str) -> str:
         """The version of a jar in the set, by artifact id (``bookkeeper-server``)."""
@@ -194,6 +207,17 @@ def _fetch(artifacts: Sequence[str], root: Path) -> None:
 def _compile_harness(jars: JarSet, status: Callable[[str], None] | None = None) -> None:
     source = resources.files("ledgerspec.conformance.adapters").joinpath("java", f"{_HARNESS}.java")
     compile_java(jars, {f"{_HARNESS}.java": source.read_bytes()}, jars.classes, "the client harness", status)
+
+
+def pulsar_client_classes(jars: JarSet, status: Callable[[str], None] | None = None) -> Path:
+    """``java/LedgerspecPulsarClient.java`` compiled against the jars (the broker set, :data:`BROKER_ARTIFACTS`),
+    unless it already was: the directory of its classes."""
+    name = "LedgerspecPulsarClient.java"
+    source = resources.files("ledgerspec.conformance.adapters").joinpath("java", name)
+    target = jars.root / "pulsar-client"
+    with cache_lock(jars):
+        compile_java(jars, {name: source.read_bytes()}, target, "the Pulsar client harness", status)
+    return target
 
 
 def compile_java(

@@ -96,10 +96,18 @@ class TopicTraceMapper:
     """One managed ledger and one subscription: observations in, trace lines out (module docstring)."""
 
     def __init__(
-        self, trace_id: str, managed_ledger: str, cursor: str, max_entries_per_ledger: int, *, aging: bool = False
+        self,
+        trace_id: str,
+        managed_ledger: str,
+        cursor: str,
+        max_entries_per_ledger: int,
+        *,
+        aging: bool = False,
+        dedup: bool = False,
     ) -> None:
         self.trace_id = trace_id
         self.aging = aging  # maximumRolloverTimeMs set low enough for the run to reach it
+        self.dedup = dedup  # brokerDeduplicationEnabled: a broker's topic (broker_topic.py); never the harness's
         self._spec = ManagedLedgerSpec(BatchSize=1)  # its message ids: one batch of one message an entry
         self.managed_ledger = managed_ledger
         self.cursor = cursor
@@ -128,7 +136,7 @@ class TopicTraceMapper:
             "NumCursors": 1,
             "MaxCrashes": self.crashes,
             "MaxTakeovers": self.takeovers,
-            "Dedup": False,
+            "Dedup": self.dedup,
             # A ledger may age past maximumRolloverTimeMs: one tick, hidden (ClockTicks), reaches the limit.
             **({"MaximumRolloverTime": 1, "Ticks": 1} if self.aging else {}),
         }

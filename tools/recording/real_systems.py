@@ -54,9 +54,17 @@ from typing import Any
 import attrs
 import orjson
 from ledgerspec.conformance.adapters.bookkeeper import LedgerTraceMapper, MappingError
+from ledgerspec.conformance.adapters.broker_scenarios import (
+    BROKER_SCENARIOS,
+    SUBSCRIPTION,
+    BrokerScenario,
+    LostMessageError,
+    TopicDriver,
+)
+from ledgerspec.conformance.adapters.broker_topic import BrokerMappingError, BrokerTopicTraceMapper
 from ledgerspec.conformance.adapters.cluster import SUITE_STORAGES, BookKeeperCluster, ClusterError, ScenarioCluster
 from ledgerspec.conformance.adapters.findings import FINDINGS, Finding
-from ledgerspec.conformance.adapters.jars import ARTIFACTS, JarSet, ensure_jars
+from ledgerspec.conformance.adapters.jars import ARTIFACTS, BROKER_ARTIFACTS, JarSet, ensure_jars
 from ledgerspec.conformance.adapters.managed_ledger import CursorMappingError, CursorTraceMapper
 from ledgerspec.conformance.adapters.managed_ledger_topic import TopicMappingError, TopicTraceMapper
 from ledgerspec.conformance.adapters.ml_scenarios import (
@@ -93,10 +101,12 @@ from ledgerspec.tools.recording.reference_bookies import REFERENCE_STORAGE, Refe
 __all__ = [
     "LedgerRecording",
     "ScenarioRecording",
+    "check_broker_recording",
     "check_cursor_recording",
     "check_recording",
     "record_bookkeeper",
     "record_managed_ledger",
+    "record_pulsar_broker",
 ]
 
 #: Bookies in the cluster: enough for E=5, and for an ensemble of 3 to lose two bookies.
@@ -181,7 +191,7 @@ def recheck(system: str, root: Path, out: Path, names: Sequence[str] | None = No
             f"--out {out} is in the recordings read ({clash[0]}) or holds them: the recordings are not written; "
             "give --out another directory"
         )
-    check = check_recording if system == "bookkeeper" else check_cursor_recording
+    check = {"bookkeeper": check_recording, "pulsar-broker": check_broker_recording}.get(system, check_cursor_recording)
     recordings = []
     for directory in directories:
         run = _read_run(directory, ())
@@ -590,7 +600,7 @@ def _log_message(line: str) -> str:
 def _write_checked(
     directory: Path,
     run: dict[str, Any],
-    scenario: Scenario | ManagedLedgerScenario | None,
+    scenario: Scenario | ManagedLedgerScenario | BrokerScenario | None,
     ledgers: Sequence[LedgerRecording],
     trace_lines: Sequence[dict[str, Any]],
     skipped: dict[str, list[dict[str, Any]]],
@@ -601,7 +611,7 @@ def _write_checked(
 ) -> ScenarioRecording:
     """Write a checked recording's traces (``trace.ndjson``; a managed ledger's trace of the managed-ledger spec
     in ``topic/trace.ndjson``), their ``manifest.json`` and the verdicts (``verdict.json``); the recording."""
-    spec = "cursor" if run.get("system") == "managed-ledger" else "ledger"
+    spec = {"managed-ledger": "cursor", "pulsar-broker": "managed_ledger"}.get(run.get("system", ""), "ledger")
     _write_traces(directory, run, spec, [r for r in ledgers if r.spec == spec], trace_lines)
     shutil.rmtree(directory / "topic", ignore_errors=True)
     if topic_lines:
@@ -644,7 +654,7 @@ def _write_traces(
                 "observations.ndjson": "what the harness reported, unmapped; `ledgerspec record --recheck` maps it to "
                 "trace.ndjson"
             }
-            if spec != "managed_ledger"
+            if (directory / "observations.ndjson").is_file()
             else {},
             scenario=str(run["scenario"]),
             system=run.get("system", "bookkeeper"),
@@ -652,7 +662,7 @@ def _write_traces(
     )
 
 
-def _storage_of(run: dict[str, Any], scenario: Scenario | ManagedLedgerScenario | None) -> str | None:
+def _storage_of(run: dict[str, Any], scenario: Scenario | ManagedLedgerScenario | BrokerScenario | None) -> str | None:
     """The ledger storage of BookKeeper's bookies a ledger scenario ran on; a recording made before run.json named
     it ran on the one its scenario needs, else on the default."""
     if run.get("system", "bookkeeper") != "bookkeeper" or run.get("bookies") == "reference":
@@ -663,7 +673,7 @@ def _storage_of(run: dict[str, Any], scenario: Scenario | ManagedLedgerScenario 
 
 
 def _expectations(
-    run: dict[str, Any], scenario: Scenario | ManagedLedgerScenario | None
+    run: dict[str, Any], scenario: Scenario | ManagedLedgerScenario | BrokerScenario | None
 ) -> tuple[str | None, tuple[str, ...]]:
     """The finding a recording is to show, and those it may show: the scenario's, less those of BookKeeper's
     bookie when it ran on reference bookies."""
@@ -919,3 +929,94 @@ def _read_cursor_znodes(cluster: BookKeeperCluster, managed_ledger: str) -> dict
         cursors[child] = {"version": stat.version, **to_json(decode_managed_cursor_info(data))}
     found["cursors"] = cursors
     return found
+
+
+# -- a Pulsar broker -----------------------------------------------------------------------
+_BROKER_RUN = ("scenario", "topic", "deduplication", "max_entries_per_ledger", "failure", "seconds")
+
+
+def record_pulsar_broker(
+    names: Sequence[str],
+    out: Path,
+    *,
+    jars: JarSet | None = None,
+    progress: Callable[[ScenarioRecording], None] | None = None,
+    status: Callable[[str], None] | None = None,
+) -> list[ScenarioRecording]:
+    """Run broker scenarios (``broker_scenarios.py``) with a released Pulsar broker and Java client on one fresh
+    cluster; write and check their traces.
+
+    Each scenario directory holds ``observations.ndjson`` (what the client saw
+    and what the driver did to the broker, in order), ``run.json``,
+    ``trace.ndjson`` (one managed-ledger-spec trace, client mode, with
+    ``Dedup`` as the broker ran), its ``manifest.json`` and ``verdict.json``.
+    The jars are the broker set (``jars.BROKER_ARTIFACTS``). ``progress`` and ``status`` as for
+    ``record_bookkeeper``.
+    """
+    jars = jars or ensure_jars(BROKER_ARTIFACTS, status=status)
+
+    def record_one(
+        cluster: BookKeeperCluster, name: str, directory: Path, answered: dict[int, list[int]]
+    ) -> ScenarioRecording:
+        return _record_topic(cluster, jars, name, directory, answered)
+
+    return _record_suite(names, BROKER_SCENARIOS, out, jars, progress, record_one, deleted_ok=True, status=status)
+
+
+def _record_topic(
+    cluster: BookKeeperCluster, jars: JarSet, name: str, directory: Path, answered: dict[int, list[int]]
+) -> ScenarioRecording:
+    """Run one broker scenario, write what was seen, and add the entries its sends were answered at."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    scenario = BROKER_SCENARIOS[name]
+    started = time.monotonic()
+    driver = TopicDriver(cluster, jars, scenario)
+    failure = None
+    try:
+        scenario.run(driver)
+    except LostMessageError as exc:
+        failure = str(exc)
+    finally:
+        driver.finish()
+    (directory / "observations.ndjson").write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in driver.log))
+    for ledger, entry in driver.answered.values():
+        if ledger >= 0:  # -1:-1 answers a duplicate: nothing was written
+            answered.setdefault(ledger, []).append(entry)
+    run = {
+        "system": "pulsar-broker",
+        "scenario": name,
+        "artifacts": list(BROKER_ARTIFACTS),
+        "topic": driver.topic,
+        "subscription": SUBSCRIPTION,
+        "deduplication": scenario.deduplication,
+        "max_entries_per_ledger": scenario.max_entries_per_ledger,
+        "answered": {str(seq): list(position) for seq, position in sorted(driver.answered.items())},
+        "read": [list(message) for message in driver.read],
+        "failure": failure,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    (directory / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+    return check_broker_recording(directory)
+
+
+def check_broker_recording(directory: Path) -> ScenarioRecording:
+    """Map a recorded broker scenario to one managed-ledger-spec trace and check it (``trace.ndjson``,
+    ``verdict.json``)."""
+    run = _read_run(directory, _BROKER_RUN)
+    name = str(run["scenario"])
+    mapper = BrokerTopicTraceMapper(
+        name,
+        str(run.get("subscription", SUBSCRIPTION)),
+        int(run["max_entries_per_ledger"]),
+        dedup=bool(run["deduplication"]),
+    )
+    try:
+        mapper.feed_all(_read_observations(directory))
+    except BrokerMappingError as exc:
+        raise RecordingError(f"{directory / 'observations.ndjson'}: {exc}") from None
+    constants = mapper.constants()
+    events = events_from_json(mapper.lines, str(directory / "trace.ndjson"))
+    verdict = check_trace(events, ManagedLedgerSpec(**constants), "client", BOUNDS)
+    traces = [LedgerRecording(name, -1, constants, len(mapper.lines), 0, verdict, "managed_ledger")]
+    return _write_checked(directory, run, BROKER_SCENARIOS.get(name), traces, mapper.lines, {name: []})

@@ -47,6 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ledgerspec.conformance.adapters.broker_scenarios import BROKER_SCENARIOS
 from ledgerspec.conformance.adapters.cluster import SUITE_STORAGES, ClusterError
 from ledgerspec.conformance.adapters.findings import shown_by
 from ledgerspec.conformance.adapters.jars import ARTIFACTS, JavaSetupError
@@ -69,6 +70,7 @@ from ledgerspec.tools.recording.real_systems import (
     recheck,
     record_bookkeeper,
     record_managed_ledger,
+    record_pulsar_broker,
 )
 from ledgerspec.tools.recording.reference_client import (
     CLIENT_SCENARIOS,
@@ -82,10 +84,11 @@ from rich.table import Table
 
 __all__ = ["register"]
 
-SYSTEMS = ("bookkeeper", "managed-ledger", "reference-client")
+SYSTEMS = ("bookkeeper", "managed-ledger", "pulsar-broker", "reference-client")
 _TITLES = {
     "bookkeeper": "Apache BookKeeper",
     "managed-ledger": "Apache Pulsar's managed ledger",
+    "pulsar-broker": "An Apache Pulsar broker and its Java client",
     "reference-client": "The reference client on BookKeeper's bookies",
 }
 BOOKIE_KINDS = ("real", "reference")
@@ -147,10 +150,11 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
     suites: dict[str, dict[str, Any]] = {
         "bookkeeper": SCENARIOS,
         "managed-ledger": ML_SCENARIOS,
+        "pulsar-broker": BROKER_SCENARIOS,
         "reference-client": CLIENT_SCENARIOS,
     }
     known = suites[args.system]
-    if args.bookies != "real" and args.system == "managed-ledger":
+    if args.bookies != "real" and args.system in ("managed-ledger", "pulsar-broker"):
         raise UsageError("--bookies is an option of bookkeeper and reference-client only")
     if args.storage is not None and (args.system != "bookkeeper" or args.bookies != "real"):
         raise UsageError("--storage is an option of bookkeeper on BookKeeper's bookies only")
@@ -208,6 +212,8 @@ def _record(args: argparse.Namespace, out: Console, err: Console) -> int:
                     bookies=suite_bookies,
                     storage=args.storage or "default",
                 )
+            elif args.system == "pulsar-broker":
+                recordings = record_pulsar_broker(names, Path(args.out), progress=progress, status=steps.step)
             else:
                 recordings = record_managed_ledger(names, Path(args.out), progress=progress, status=steps.step)
     except JavaSetupError as exc:
