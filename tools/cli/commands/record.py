@@ -1,5 +1,5 @@
-"""``ledgerspec record bookkeeper|managed-ledger|reference-client``: run scenarios on the real systems and check
-their traces.
+"""``ledgerspec record bookkeeper|managed-ledger|pulsar-broker|reference-client``: run scenarios on the real
+systems and check their traces.
 
 Fetches the pinned jars with Maven (once; cached), starts ZooKeeper and five
 bookies, each in its own JVM, and a client harness; runs the scenarios on
@@ -8,7 +8,11 @@ verdicts under ``--out`` (see :mod:`ledgerspec.tools.recording.real_systems`).
 ``bookkeeper`` checks ledger traces against the ledger spec, and keeps every
 bookie's files as ``inspect-bookie`` reads them; ``managed-ledger`` runs
 Pulsar's managed ledger and a durable cursor in broker JVMs that it kills and
-replaces, and checks the consumer's view against the cursor spec. Exit status 0 when
+replaces, and checks the consumer's view against the cursor spec; ``pulsar-broker``
+runs a released Pulsar broker and its Java client on the cluster, kills the
+broker with answers held back, and checks the client's view against the
+managed-ledger spec with the broker's deduplication
+(:mod:`ledgerspec.conformance.adapters.broker_scenarios`). Exit status 0 when
 every scenario conforms or shows exactly the finding it expects, 1 when one
 shows something new (a violation, a broken promise of the client API),
 misses its finding or could not be mapped (``unmapped``: its observations
