@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from ledgerspec.spec.kernel import ConstantError
 from ledgerspec.spec.ledger.ledger import BUGS, CLOSED, OPEN, WRITER, LedgerSpec, LedgerState, Msg, payload
+from ledgerspec.spec.ledger.ledger_trace import EXPLAIN
 from ledgerspec.tools.model_checking.explorer.explorer import explore
 
 
@@ -110,6 +111,33 @@ def test_a_bookie_whose_add_completed_without_it_is_replaced_though_no_pending_a
     t = _run(spec, s, ("NetworkLosesMessage", add(1, 0)), ("WriterChangesEnsemble", 1, 4))
     assert t.meta_segments == ((0, (1, 2, 3)), (1, (4, 2, 3))) and t.net == s.net - {add(1, 0)}  # nothing resent
     assert spec.WriterChangesEnsemble(_run(spec, s, ("NetworkLosesMessage", add(2, 1, lac=0))), 1, 4) is None
+
+
+def test_a_recovery_replaces_a_bookie_whose_write_back_completed_without_it_as_it_sends_the_next() -> None:
+    # E=2 Qw=2 Qa=1, both entries on bookies 1 and 2 with LAC -1: the recovery writes both back. Entry 0's
+    # write-back completes on bookie 1's ack; its request to bookie 2 is lost. Write-backs are recovery adds of
+    # the same PendingAddOp: the failure is kept, and the next write-back's initiate replaces bookie 2
+    # (notifyWriteFailed, maybeHandleDelayedWriteBookieFailure; ReadOnlyLedgerHandle, 4.17.2).
+    spec = LedgerSpec(NumBookies=3, E=2, Qw=2, Qa=1, MaxEntries=2, MaxLoss=1, NumRecoverers=1)
+    stored = [("BookieReceivesAdd", add(b, e), True) for e in (0, 1) for b in (1, 2)]
+    s = _run(spec, None, ("WriterAddsEntry", -1), ("WriterAddsEntry", -1), *stored, ("RecovererStartsRecovery", 1))
+    fenced = _run(spec, s, *(("BookieReceivesFenceRead", Msg("FenceReq", 1, b, fence=True), True) for b in (1, 2)))
+    s = _run(spec, fenced, ("BookieReceivesRecoveryRead", Msg("ReadReq", 1, 1, 0, fence=True), True))
+
+    def write_back(b: int, e: int) -> Msg:
+        return Msg("AddReq", 1, b, e, -1, recovery=True, data=payload(e))
+
+    s = _run(spec, s, ("BookieReceivesAdd", write_back(1, 0), True), ("NetworkLosesMessage", write_back(2, 0)))
+    assert spec.recovery_lac(s, s.rec[0]) == 0 and spec.recoverer_gave_up_on(s, 1, 2)
+    assert spec.RecovererChangesEnsemble(s, 1, 2, 3) is None  # no write-back pending: nothing sends
+    assert EXPLAIN["RecovererChangesEnsemble"](spec, s, 1, 2, 3).startswith("no write-back is pending")
+    assert "no write-back sent to bookie 1 has timed out" in EXPLAIN["RecovererChangesEnsemble"](
+        spec, _run(spec, s, ("BookieReceivesRecoveryRead", Msg("ReadReq", 1, 1, 1, fence=True), True)), 1, 1, 3
+    )
+    s = _run(spec, s, ("BookieReceivesRecoveryRead", Msg("ReadReq", 1, 1, 1, fence=True), True))
+    assert write_back(2, 1) in s.net  # entry 1's write-back to bookie 2 is on its way: it has not timed out
+    t = _run(spec, s, ("RecovererChangesEnsemble", 1, 2, 3))
+    assert t.rec[0].ensembles == ((1, (1, 3)),) and t.net - s.net == {write_back(3, 1)}
 
 
 def test_a_resend_keeps_the_data_its_add_was_packaged_with_and_the_seeded_bug_does_not() -> None:

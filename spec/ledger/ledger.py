@@ -874,11 +874,14 @@ class LedgerSpec(Spec[LedgerState]):
 
     @action(_recovery_replacements)
     def RecovererChangesEnsemble(self, s: LedgerState, c: int, b: int, nb: int) -> LedgerState | None:
-        """Replace bookie b, whose ack of a pending write-back will not come, by nb in this client's ensembles.
+        """Replace bookie b, whose ack of a write-back will not come, by nb in this client's ensembles.
 
         ReadOnlyLedgerHandle.handleBookieFailure (release-4.17.2): a recovering handle keeps the new ensemble,
         from its LAC + 1, in newEnsemblesFromRecovery instead of writing the metadata (the close writes it),
-        and sends the pending write-backs to the new bookie (unsetSuccessAndSendWriteRequest).
+        and sends the pending write-backs to the new bookie (unsetSuccessAndSendWriteRequest). The write-backs
+        are recovery adds of the same PendingAddOp as the writer's, so a failure that reaches one already
+        complete is kept (notifyWriteFailed, which ReadOnlyLedgerHandle inherits) and the next write-back's
+        initiate acts on it (maybeHandleDelayedWriteBookieFailure): some write-back is pending.
         """
         r = s.rec[c - 1]
         if r.phase not in (READING, WRITING_BACK) or nb in s.crashed:
@@ -887,12 +890,9 @@ class LedgerSpec(Spec[LedgerState]):
         if b not in segments[-1][1] or nb not in self.bookies or nb in segments[-1][1]:
             return None
         lac = self.recovery_lac(s, r)
-        pending = range(lac + 1, r.last + 1)
-        if not any(
-            b in self.write_set_in(segments, e) and (e, b) not in r.wb_acks and self._timed_out(s, "AddReq", c, b, e)
-            for e in pending
-        ):
+        if lac == r.last or not self.recoverer_gave_up_on(s, c, b):
             return None
+        pending = range(lac + 1, r.last + 1)
         first = lac + 1
         ensemble = tuple(nb if x == b else x for x in segments[-1][1])
         ensembles = (*(seg for seg in r.ensembles if seg[0] < first), (first, ensemble))
@@ -907,6 +907,16 @@ class LedgerSpec(Spec[LedgerState]):
             if nb in self.recovery_write_set(s, changed, e)
         }
         return _set_rec(evolve(s, net=s.net | resend), c, changed)
+
+    def recoverer_gave_up_on(self, s: LedgerState, c: int, b: int) -> bool:
+        """Has recovering client c given up on bookie b's ack for some write-back it sent b, pending or already
+        complete?"""
+        r = s.rec[c - 1]
+        segments = self.recovery_segments(s, r)
+        return any(
+            b in self.write_set_in(segments, e) and (e, b) not in r.wb_acks and self._timed_out(s, "AddReq", c, b, e)
+            for e in range(r.start + 1, r.last + 1)
+        )
 
     @action(_each_recoverer)
     def RecovererGivesUp(self, s: LedgerState, c: int) -> LedgerState | None:

@@ -657,11 +657,22 @@ RecovererClosesLedger(c) ==
     /\ UNCHANGED <<bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes,
                    net, lost, writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
+(* Has recovering client c given up on bookie b's ack for a write-back it  *)
+(* sent b, pending or already complete?  Write-backs are recovery adds of  *)
+(* the same PendingAddOp: a failure that reaches a complete one is kept    *)
+(* (notifyWriteFailed, inherited by ReadOnlyLedgerHandle, 4.17.2).         *)
+RecovererGaveUpOn(c, b) ==
+    {e \in rec[c].start + 1 .. rec[c].last : /\ b \in WriteSetIn(RecoverySegments(c), e)
+                                            /\ <<e, b>> \notin rec[c].wb_acks
+                                            /\ TimedOut("AddReq", c, b, e)} # {}
+
 (* ReadOnlyLedgerHandle.handleBookieFailure (release-4.17.2): bookie b     *)
-(* will not ack a pending write-back, so the recovering handle replaces it *)
-(* by nb in its own ensembles from its LAC + 1 (newEnsemblesFromRecovery,  *)
+(* will not ack a write-back, so the recovering handle replaces it by nb   *)
+(* in its own ensembles from its LAC + 1 (newEnsemblesFromRecovery,        *)
 (* written by the close, not now) and sends the pending write-backs to nb  *)
-(* (unsetSuccessAndSendWriteRequest).                                      *)
+(* (unsetSuccessAndSendWriteRequest).  Some write-back is pending: the one *)
+(* that failed, or the next, whose initiate acts on a kept failure         *)
+(* (maybeHandleDelayedWriteBookieFailure).                                 *)
 RecovererChangesEnsemble(c, b, nb) ==
     LET r == rec[c]
         segs == RecoverySegments(c)
@@ -677,9 +688,8 @@ RecovererChangesEnsemble(c, b, nb) ==
     /\ b \in Range(ens)
     /\ nb \notin Range(ens)
     /\ nb \notin crashed
-    /\ {e \in first .. r.last : /\ b \in WriteSetIn(segs, e)
-                                /\ <<e, b>> \notin r.wb_acks
-                                /\ TimedOut("AddReq", c, b, e)} # {}
+    /\ lac # r.last
+    /\ RecovererGaveUpOn(c, b)
     /\ IF Bug = "recovery_change_ends_at_lac"
        \* seeded bug: the pending write-backs are dropped and the recovery ends at its LAC
        THEN /\ rec' = [rec EXCEPT ![c].ensembles = own, ![c].wb_acks = acks,

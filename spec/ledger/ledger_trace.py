@@ -434,16 +434,15 @@ def _explain_recovery_change(spec: LedgerSpec, s: LedgerState, c: Any, b: Any, n
         return why
     if nb in s.crashed:
         return f"the replacement bookie {nb} has crashed"
-    pending = range(spec.recovery_lac(s, r) + 1, r.last + 1)
-    if not any(
-        b in spec.recovery_write_set(s, r, e) and (e, b) not in r.wb_acks and not _awaited(s, "AddReq", c, b, e)
-        for e in pending
-    ):
-        if not pending:
-            return "no write-back is pending"
+    if spec.recovery_lac(s, r) == r.last:
         return (
-            f"no write-back pending on bookie {b} has timed out: for each of entries {pending.start}.."
-            f"{pending.stop - 1}, bookie {b} is not in its write set, has acked it, or still has the request in flight"
+            "no write-back is pending: the recovering client replaces a bookie as it sends a write-back, "
+            "or for a pending one"
+        )
+    if not spec.recoverer_gave_up_on(s, c, b):
+        return (
+            f"no write-back sent to bookie {b} has timed out: for each of entries {r.start + 1}..{r.last}, "
+            f"bookie {b} is not in its write set, has acked it, or still has the request in flight"
         )
     return None
 
