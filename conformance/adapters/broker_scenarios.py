@@ -51,7 +51,7 @@ class TopicDriver:
         self.scenario = scenario
         self.topic = f"persistent://public/default/{scenario.name}"
         self.broker = PulsarBroker(
-            cluster, jars, deduplication=scenario.deduplication, max_entries_per_ledger=scenario.max_entries_per_ledger
+            cluster, deduplication=scenario.deduplication, max_entries_per_ledger=scenario.max_entries_per_ledger
         )
         self.cluster = cluster
         self.jars = jars

@@ -62,7 +62,7 @@ class BrokerTopicTraceMapper(TopicTraceMapper):
         self.entries[1] = []  # the ledger the topic's creation made (the spec's initial state)
         self.current = 1
         self.answered = -1  # the highest sequence id answered
-        self._held: dict[int, list[tuple[int, str, int]]] = {}  # BookKeeper ledger -> (entry, producer, seq) read
+        self._read_back: dict[int, list[tuple[int, str, int]]] = {}  # BookKeeper ledger -> (entry, producer, seq) read
 
     def feed_all(self, observations: Iterable[Mapping[str, Any]]) -> None:
         log = list(observations)
@@ -70,7 +70,7 @@ class BrokerTopicTraceMapper(TopicTraceMapper):
             for obs in log:
                 if obs.get("ev") == "read":
                     ledger, entry = (int(x) for x in obs["id"])
-                    self._held.setdefault(ledger, []).append((entry, str(obs["producer"]), int(obs["seq"])))
+                    self._read_back.setdefault(ledger, []).append((entry, str(obs["producer"]), int(obs["seq"])))
             for obs in log:
                 self._feed_broker(obs)
         except (KeyError, ValueError, TypeError) as exc:
@@ -121,7 +121,7 @@ class BrokerTopicTraceMapper(TopicTraceMapper):
                 f"observation {obs['n']}: {seq} answered at {real[0]}:{entry}, but the producer had been answered "
                 f"{len(self.entries[ledger])} entries of that ledger"
             )
-        found = [(p, s) for e, p, s in self._held.get(real[0], []) if e == entry]
+        found = [(p, s) for e, p, s in self._read_back.get(real[0], []) if e == entry]
         if found and found[0][1] != seq:
             raise BrokerMappingError(
                 f"observation {obs['n']}: {seq} answered at {real[0]}:{entry}, where the reader found {found[0][1]}"
@@ -152,15 +152,15 @@ class BrokerTopicTraceMapper(TopicTraceMapper):
             )
         if real is not None:
             answered = self.entries[self.current]
-            held = [(_PRODUCER, seq) for _, _, seq in sorted(self._held.get(real, []))]
-            if held[: len(answered)] != answered:
-                lost = sorted({seq for _, seq in answered} - {seq for _, seq in held})
+            read = [(_PRODUCER, seq) for _, _, seq in sorted(self._read_back.get(real, []))]
+            if read[: len(answered)] != answered:
+                lost = sorted({seq for _, seq in answered} - {seq for _, seq in read})
                 raise BrokerMappingError(
-                    f"observation {obs['n']}: the reader found {[seq for _, seq in held]} in ledger {real}, where the "
+                    f"observation {obs['n']}: the reader found {[seq for _, seq in read]} in ledger {real}, where the "
                     f"producer was answered {[seq for _, seq in answered]}"
                     + (f": acknowledged messages {lost} lost" if lost else "")
                 )
-            self.entries[self.current] = held
+            self.entries[self.current] = read
         self.current = max(self.entries) + 1
         self.entries[self.current] = []
         self.broker_up = True
@@ -169,4 +169,4 @@ class BrokerTopicTraceMapper(TopicTraceMapper):
             self._emit(obs, "ProducerResends", {"p": _PRODUCER})
 
     def _unplaced(self) -> list[int]:
-        return sorted(set(self._held) - set(self.ids))
+        return sorted(set(self._read_back) - set(self.ids))

@@ -1,11 +1,10 @@
 """A TCP proxy on loopback that can hold back what a server answers: a client's view of replies lost in a crash.
 
 The client connects to the proxy, which connects to the server and copies
-bytes both ways. :meth:`HoldingProxy.hold` keeps every byte the server sends
-from then on, in each connection, without passing it on: the server has
-done what the client asked, and the client has not heard. :meth:`drop`
-closes every connection and throws what was held away, as a server's crash
-does to its clients' connections; the proxy goes on accepting, and passes
+bytes both ways. :meth:`HoldingProxy.hold` passes on nothing more the server
+sends, in any connection: the server has done what the client asked, and
+the client has not heard. :meth:`drop` closes every connection, so what the
+server sent is lost, as a server's crash does to its clients' connections; the proxy goes on accepting, and passes
 bytes again, so that a client reconnects to the server started anew.
 
 Nothing is parsed: the proxy stands between any client and any server of a
@@ -30,7 +29,6 @@ class _Connection:
         self.proxy = proxy
         self.client = client
         self.server = server
-        self.held = bytearray()
 
     def start(self) -> None:
         threading.Thread(target=self._copy, args=(self.client, self.server, False), daemon=True).start()
@@ -41,8 +39,7 @@ class _Connection:
             while data := source.recv(_CHUNK):
                 with self.proxy.lock:
                     if from_server and self.proxy.holding:
-                        self.held += data
-                        continue
+                        continue  # held back, and lost at drop()
                 target.sendall(data)
         except OSError:
             pass  # a socket closed by the other direction or by drop()
@@ -91,17 +88,12 @@ class HoldingProxy:
             connection.start()
 
     def hold(self) -> None:
-        """From now on keep what the server sends; the client hears nothing more until :meth:`drop`."""
+        """From now on pass on nothing the server sends; the client hears nothing more until :meth:`drop`."""
         with self.lock:
             self.holding = True
 
-    def held_bytes(self) -> int:
-        """How many bytes the server sent that the proxy holds."""
-        with self.lock:
-            return sum(len(c.held) for c in self._connections)
-
     def drop(self) -> None:
-        """Close every connection, throwing away what was held; pass bytes again on the connections to come."""
+        """Close every connection; pass bytes again on the connections to come."""
         with self.lock:
             connections, self._connections = self._connections, []
             self.holding = False

@@ -205,19 +205,22 @@ def _fetch(artifacts: Sequence[str], root: Path) -> None:
 
 
 def _compile_harness(jars: JarSet, status: Callable[[str], None] | None = None) -> None:
-    source = resources.files("ledgerspec.conformance.adapters").joinpath("java", f"{_HARNESS}.java")
-    compile_java(jars, {f"{_HARNESS}.java": source.read_bytes()}, jars.classes, "the client harness", status)
+    _compile_program(jars, _HARNESS, jars.classes, "the client harness", status)
 
 
 def pulsar_client_classes(jars: JarSet, status: Callable[[str], None] | None = None) -> Path:
     """``java/LedgerspecPulsarClient.java`` compiled against the jars (the broker set, :data:`BROKER_ARTIFACTS`),
     unless it already was: the directory of its classes."""
-    name = "LedgerspecPulsarClient.java"
-    source = resources.files("ledgerspec.conformance.adapters").joinpath("java", name)
     target = jars.root / "pulsar-client"
     with cache_lock(jars):
-        compile_java(jars, {name: source.read_bytes()}, target, "the Pulsar client harness", status)
+        _compile_program(jars, "LedgerspecPulsarClient", target, "the Pulsar client harness", status)
     return target
+
+
+def _compile_program(jars: JarSet, program: str, target: Path, what: str, status: Callable[[str], None] | None) -> None:
+    """``java/PROGRAM.java`` of this package compiled into ``target`` (:func:`compile_java`)."""
+    source = resources.files("ledgerspec.conformance.adapters").joinpath("java", f"{program}.java")
+    compile_java(jars, {f"{program}.java": source.read_bytes()}, target, what, status)
 
 
 def compile_java(

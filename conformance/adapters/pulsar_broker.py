@@ -69,11 +69,8 @@ class PulsarBroker:
     (``proxy.start()``) before the broker, and closes it after the last kill.
     """
 
-    def __init__(
-        self, cluster: BookKeeperCluster, jars: JarSet, *, deduplication: bool, max_entries_per_ledger: int
-    ) -> None:
+    def __init__(self, cluster: BookKeeperCluster, *, deduplication: bool, max_entries_per_ledger: int) -> None:
         self.cluster = cluster
-        self.jars = jars
         self.deduplication = deduplication
         self.max_entries_per_ledger = max_entries_per_ledger
         self.port, self.web_port = free_ports(2)
