@@ -3,17 +3,11 @@
 A client under test can log its own view of a ledger in the ledger spec's
 ``client`` mode, and reference bookies served with ``--trace`` log theirs in
 the ``bookies`` mode (:mod:`ledgerspec.reference.wire.trace`). Each log is
-checked against the spec on its own (``ledgerspec check``). They are not put
-into one trace: the spec's bookie step serves a request and delivers its
-reply at once (``BookieReceivesAdd`` and its kin, with ``replied``), so the
-client's log orders those steps as their replies reached it and the
-bookies' log as the bookies served them, and the two orders differ whenever
-replies cross (two bookies answering one add, two connections to one
-bookie). No one order of the spec's steps need then agree with both logs'
-observations, and a merge would reject correct runs.
-
-What both logs saw is the requests served, and this module joins them on
-those (:func:`cross_check`):
+checked against the spec on its own (``ledgerspec check``), and the two,
+stamped by one host's clock, merge into one trace checked with replies in
+flight (:mod:`.log_merge`, ``ledgerspec merge``). This module needs no
+stamps: it joins the logs on what both saw, the requests served
+(:func:`cross_check`):
 
 - a step the client logged as a bookie's answer must be one that bookie
   logged serving: the same action, bookie and message (its type, entry,
@@ -40,7 +34,16 @@ import orjson
 from ledgerspec.conformance.manifest import find_inputs
 from ledgerspec.conformance.reader import TraceFileError
 
-__all__ = ["CrossCheck", "Discrepancy", "LogLine", "cross_check", "cross_check_paths", "read_logs"]
+__all__ = [
+    "SERVED",
+    "CrossCheck",
+    "Discrepancy",
+    "LogLine",
+    "cross_check",
+    "cross_check_paths",
+    "paired_logs",
+    "read_logs",
+]
 
 #: The spec's bookie steps whose reply a client takes.
 SERVED = ("BookieReceivesAdd", "BookieReceivesFenceRead", "BookieReceivesRecoveryRead", "BookieReceivesWriteLac")
@@ -180,7 +183,13 @@ def read_logs(paths: Iterable[str | Path]) -> dict[str, dict[str, list[LogLine]]
 
 
 def cross_check_paths(client: str | Path, bookies: str | Path) -> list[CrossCheck]:
-    """Each client trace at ``client`` beside the bookies' trace of its ledger at ``bookies``: paired by trace id,
+    """Each client trace at ``client`` beside the bookies' trace of its ledger at ``bookies``
+    (:func:`paired_logs`)."""
+    return [cross_check(c, b) for c, b in paired_logs(client, bookies)]
+
+
+def paired_logs(client: str | Path, bookies: str | Path) -> list[tuple[list[LogLine], list[LogLine]]]:
+    """Each client trace at ``client`` with the bookies' trace of its ledger at ``bookies``: paired by trace id,
     or the one of each when each side holds one. :class:`TraceFileError` when a trace finds no partner."""
     clients = _one_mode(read_logs([client]), "client", client)
     served = _one_mode(read_logs([bookies]), "bookies", bookies)
@@ -194,7 +203,7 @@ def cross_check_paths(client: str | Path, bookies: str | Path) -> list[CrossChec
                 f"each client trace needs the bookies' trace of the same id (there: {', '.join(sorted(served))})"
             )
         pairs = [(t, t) for t in sorted(clients)]
-    return [cross_check(clients[c], served[b]) for c, b in pairs]
+    return [(clients[c], served[b]) for c, b in pairs]
 
 
 def _one_mode(logs: Mapping[str, dict[str, list[LogLine]]], mode: str, path: str | Path) -> dict[str, list[LogLine]]:

@@ -46,6 +46,9 @@ class CheckedModel:
     distinct_states: int
     why: str = ""  # what the model exercises
     larger: bool = False  # TLC's side checked only in the longer runs (--run-slow)
+    #: actions its constants switch off by design (a mode of the spec the model is not in): never taken, and taken
+    #: by other checked models
+    off: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:

@@ -47,6 +47,9 @@ class EngineEvent:
     args: tuple[Any, ...]  # the action's parameters, as spec values
     process: str  # the process that took the step
     observer: str | None  # the client that saw it; None: no client did
+    # when it was taken, on the host's monotonic clock (time.monotonic, CLOCK_MONOTONIC on Linux), where the
+    # engine reads one: a client's log and served bookies' log on one host are merged by it (conformance/log_merge.py)
+    time: float | None = None
 
     def __str__(self) -> str:
         args = ", ".join(repr(a) for a in self.args)

@@ -87,25 +87,27 @@ def test_an_unknown_preset_is_a_usage_error_that_names_the_presets(
     assert "unknown preset 'chaos'; presets: defaults, faults" in " ".join(err.split())
 
 
-def test_a_preset_takes_every_action_and_a_constant_on_top_of_it_can_leave_some_out(
+def test_a_preset_takes_every_action_its_mode_allows_and_a_constant_on_top_of_it_can_leave_some_out(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, out, _ = run(capsys, "model-check", "ledger", "--engine", "python", "--preset", "faults", "--json")
     data = json.loads(out)
     assert code == 0 and data["preset"] == "faults" and data["python"]["distinct_states"] == 15_538
-    assert data["constants"]["MaxLoss"] == 1 and data["python"]["never_taken"] == []
+    assert data["constants"]["MaxLoss"] == 1 and data["python"]["never_taken"] == ["ClientReceivesReply"]
     assert data["python"]["actions"]["NetworkLosesMessage"]["transitions"] > 0
     # without losses, nothing is resent: a vacuous run for those actions, pointed out
     argv = ["model-check", "ledger", "--engine", "python", "--preset", "faults", "--const", "MaxLoss=0"]
     code, out, _ = run(capsys, *argv)
     text = " ".join(out.split())
     assert code == 0 and "(preset faults)" in text and "MaxLoss=0" in text
+    assert "off under the preset's constants, by design: ClientReceivesReply" in text
     assert (
-        "warning: the python explorer never took 4 of 20 actions: NetworkLosesMessage, RecovererResendsFenceRead, "
+        "warning: the python explorer never took 4 of 21 actions: NetworkLosesMessage, RecovererResendsFenceRead, "
         "RecovererResendsRead, RecovererResendsWriteBack. The run checked none of their steps" in text
     )
     code, out, _ = run(capsys, *argv, "--json")
     assert json.loads(out)["python"]["never_taken"] == [
+        "ClientReceivesReply",
         "NetworkLosesMessage",
         "RecovererResendsFenceRead",
         "RecovererResendsRead",

@@ -141,7 +141,7 @@ def test_inconclusive_exits_4(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--mode", "bookie"], "spec ledger has no observation mode 'bookie'; modes: full, client, bookies"),
+        (["--mode", "bookie"], "spec ledger has no observation mode 'bookie'; modes: full, client, bookies, merged"),
         (["--spec", "nosuch"], "unknown spec 'nosuch'"),
         (["--const", "Qa=9"], "ack quorum larger than the write quorum"),
         (["--max-candidates", "0"], "bounds must be max_hidden_steps >= 0, max_candidates >= 1 and"),

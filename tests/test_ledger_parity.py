@@ -7,6 +7,7 @@ import json
 
 import pytest
 from ledgerspec.spec import catalog
+from ledgerspec.spec.ledger.ledger_models import IN_FLIGHT_CONSTANTS
 from ledgerspec.tools.cli.main import main
 from ledgerspec.tools.model_checking.model_check import ModelCheck, compare, run_python, run_tlc
 
@@ -26,6 +27,14 @@ def test_tlc_checks_recovery_closes_under_fairness() -> None:
     result = run_tlc(ModelCheck("ledger", {"MaxEntries": 1}, liveness=True))
     assert result.violations == ()
     assert result.distinct_states == 1898
+
+
+def test_recovery_closes_under_fairness_with_replies_in_flight() -> None:
+    """The clients take the replies sent (weak fairness of ClientReceivesReply), and a reply on its way keeps its
+    request awaited: no recovery waits forever, nor gives up while its answers are still coming."""
+    result = run_tlc(ModelCheck("ledger", IN_FLIGHT_CONSTANTS, liveness=True))
+    assert result.violations == ()
+    assert result.distinct_states == 15_556
 
 
 def test_liveness_fails_without_enough_live_bookies() -> None:

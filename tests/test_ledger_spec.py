@@ -359,3 +359,29 @@ def test_ensemble_coverage_is_safe_and_waits_for_more_fencing_replies() -> None:
     assert bookkeeper.states is not None and bp46.states is not None
     assert any(fenced_by_1_and_3(s) for s in bookkeeper.states)
     assert not any(fenced_by_1_and_3(s) for s in bp46.states)
+
+
+def test_with_replies_in_flight_two_bookies_acks_reach_the_writer_in_the_other_order_than_they_served() -> None:
+    # E=Qw=2, Qa=2: bookie 1 serves entry 0 before bookie 2, and the writer takes bookie 2's ack first. With
+    # RepliesInFlight = 0 the bookie's step is the writer's ack too, so the writer counts bookie 1's ack first:
+    # that run's client and bookie logs have no one order of steps.
+    spec = LedgerSpec(NumBookies=2, E=2, Qw=2, Qa=2, MaxEntries=1, NumRecoverers=0, MaxLoss=1, RepliesInFlight=1)
+    served = _run(spec, None, ("WriterAddsEntry", -1), *(("BookieReceivesAdd", add(b, 0), True) for b in (1, 2)))
+    assert served.bookie_entries == (frozenset({0}), frozenset({0})) and served.writer_acks == frozenset()
+    ack_1, ack_2 = (Msg("AddAck", WRITER, b, 0, data=-1) for b in (1, 2))
+    assert {ack_1, ack_2} <= served.net and repr(ack_2) == "AddAck(c0 b2 e0)"
+    s = _run(spec, served, ("ClientReceivesReply", ack_2))
+    assert s.writer_acks == {(0, 2)} and s.writer_lac == -1
+    s = _run(spec, s, ("ClientReceivesReply", ack_1))
+    assert s.writer_lac == 0 and not any(m.type == "AddAck" for m in s.net)
+    # A reply in flight is awaited: the writer does not give up on bookie 1 while its ack may still come.
+    assert not spec.timed_out(served, "AddReq", WRITER, 1, 0)
+    (serve,) = (a for a in LedgerSpec.actions if a.name == "BookieReceivesAdd")
+    pending = _run(spec, None, ("WriterAddsEntry", -1))
+    assert serve.params is not None and {replied for _, replied in serve.params(spec, pending)} == {True}
+    assert "the network loses it in a step of its own" in EXPLAIN["BookieReceivesAdd"](spec, pending, add(1, 0), False)
+    assert EXPLAIN["ClientReceivesReply"](spec, s, ack_1).startswith("no reply AddAck(c0 b1 e0) is in flight")
+    atomic = LedgerSpec(NumBookies=2, E=2, Qw=2, Qa=2, MaxEntries=1, NumRecoverers=0, MaxLoss=1)
+    assert serve.params is not None and {replied for _, replied in serve.params(atomic, pending)} == {True, False}
+    first = _run(atomic, None, ("WriterAddsEntry", -1), ("BookieReceivesAdd", add(1, 0), True))
+    assert first.writer_acks == {(0, 1)} and "RepliesInFlight=0" in EXPLAIN["ClientReceivesReply"](atomic, first, ack_2)

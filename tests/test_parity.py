@@ -67,7 +67,7 @@ def test_same_states(spec: str, model: CheckedModel) -> None:
     assert python.states == tlc.states
     assert tlc.unmatched_actions == ()
     if _preset_of(spec, model) is not None:
-        assert python.never_taken == tlc.never_taken == ()
+        assert python.never_taken == tlc.never_taken == model.off
 
 
 @pytest.mark.tlc
@@ -123,7 +123,7 @@ def test_every_spec_has_a_faults_preset_that_takes_every_action(spec: str) -> No
     result = run_python(ModelCheck(spec, models.preset("faults")))
     assert result.complete and result.distinct_states == models.presets["faults"].distinct_states
     assert result.actions is not None and list(result.actions) == [a.name for a in catalog.find(spec).python.actions]
-    assert result.never_taken == ()
+    assert result.never_taken == models.presets["faults"].off
 
 
 def test_a_preset_must_be_a_checked_model_and_defaults_is_every_specs() -> None:

@@ -25,6 +25,7 @@ import enum
 import hashlib
 import itertools
 import random
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Protocol
@@ -360,9 +361,9 @@ class LedgerHandle(_Operation):
     def status(self) -> WriterStatus:
         return self.writer.status
 
-    def _log(self, action: str, *bookies: str) -> None:
+    def _log(self, action: str, *bookies: str, at: float | None = None) -> None:
         if self.client.events is not None:
-            self.client.events.writer(action, *bookies)
+            self.client.events.writer(action, *bookies, at=at)
 
     def add_entry(self, payload: bytes) -> Future[int]:
         """Push an entry (WriterAddsEntry); the future gives its id once it and every entry before it completed."""
@@ -407,8 +408,9 @@ class LedgerHandle(_Operation):
         )
         if replacement is None:
             return False  # BKNotEnoughBookiesException: the add stays pending, to be retried
+        taken = time.monotonic()  # before the change sends the pending adds to the replacement
         self._change_ensemble(failed, replacement)
-        self._log("WriterChangesEnsemble", failed, replacement)
+        self._log("WriterChangesEnsemble", failed, replacement, at=taken)
         return True
 
     def _change_ensemble(self, failed: str, replacement: str) -> None:
@@ -499,11 +501,17 @@ class RecoveryOpen(_Operation):
         return self.recovery.ledger_id
 
     def _log(
-        self, action: str, *, entry: int | None = None, bookie: str | None = None, replacement: str | None = None
+        self,
+        action: str,
+        *,
+        entry: int | None = None,
+        bookie: str | None = None,
+        replacement: str | None = None,
+        at: float | None = None,
     ) -> None:
         if self.client.events is not None:
             self.client.events.recoverer(
-                action, self.client.client_id, entry=entry, bookie=bookie, replacement=replacement
+                action, self.client.client_id, entry=entry, bookie=bookie, replacement=replacement, at=at
             )
 
     def _send(self, requests: list[Request]) -> None:
@@ -563,8 +571,9 @@ class RecoveryOpen(_Operation):
             replacement = self.client.placement.replacement(recovery.current_ensemble, writable)
             if replacement is None:
                 return False  # no bookie to take its place: the write-back waits for the bookie
+            taken = time.monotonic()  # before the write-backs go to the replacement
             self._send(recovery.change_ensemble(request.bookie, replacement))
-            self._log("RecovererChangesEnsemble", bookie=request.bookie, replacement=replacement)
+            self._log("RecovererChangesEnsemble", bookie=request.bookie, replacement=replacement, at=taken)
             return True
         undecided = request.kind in (RequestKind.FENCE, RequestKind.RECOVERY_READ) and request in recovery.awaited()
         if undecided and recovery.give_up_if_undecided(set(writable)):

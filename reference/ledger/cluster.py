@@ -330,7 +330,7 @@ class InProcessCluster:
         self.events.bookie("BookieRestarts", bookie)
 
     def reply_cannot_come(self, request: Request) -> bool:
-        """The bookie is down, or no request like this one is in flight (the spec's ``_timed_out``)."""
+        """The bookie is down, or no request like this one is in flight (the spec's ``timed_out``)."""
         if not self.nodes[request.bookie].up:
             return True
         key = request.spec_key

@@ -32,6 +32,7 @@ mode.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -87,8 +88,12 @@ class EventLog:
         self.events: list[EngineEvent] = []
         self.listeners: list[Callable[[EngineEvent], None]] = []
 
-    def _emit(self, action: str, args: tuple[Any, ...], process: str, observer: str | None) -> None:
-        event = EngineEvent(action, args, process, observer)
+    def _emit(
+        self, action: str, args: tuple[Any, ...], process: str, observer: str | None, at: float | None = None
+    ) -> None:
+        """Log a step; ``at`` when it was taken (``time.monotonic()``), now if not given: before a client's step
+        sends its requests, or as a client takes a reply, before it acts on it."""
+        event = EngineEvent(action, args, process, observer, time.monotonic() if at is None else at)
         self.events.append(event)
         for listener in self.listeners:
             listener(event)
@@ -105,9 +110,9 @@ class EventLog:
         """WriterSendsExplicitLac(at): the explicit LAC, sent for the writer's LAC ``at``."""
         self._emit("WriterSendsExplicitLac", (at,), "writer", "writer")
 
-    def writer(self, action: str, *bookies: str) -> None:
-        """WriterClosesLedger (no parameters), WriterChangesEnsemble(b, nb)."""
-        self._emit(action, tuple(self.number(b) for b in bookies), "writer", "writer")
+    def writer(self, action: str, *bookies: str, at: float | None = None) -> None:
+        """WriterClosesLedger (no parameters), WriterChangesEnsemble(b, nb); ``at`` when it was taken."""
+        self._emit(action, tuple(self.number(b) for b in bookies), "writer", "writer", at)
 
     def recoverer(
         self,
@@ -117,9 +122,10 @@ class EventLog:
         entry: int | None = None,
         bookie: str | None = None,
         replacement: str | None = None,
+        at: float | None = None,
     ) -> None:
         """RecovererStartsRecovery(c), RecovererClosesLedger(c), RecovererGivesUp(c), RecovererResends*(c, [e,] b),
-        RecovererChangesEnsemble(c, b, nb)."""
+        RecovererChangesEnsemble(c, b, nb); ``at`` when it was taken."""
         args: tuple[int, ...] = (client,)
         if entry is not None:
             args += (entry,)
@@ -128,7 +134,7 @@ class EventLog:
         if replacement is not None:
             args += (self.number(replacement),)
         process = client_process(client)
-        self._emit(action, args, process, process)
+        self._emit(action, args, process, process, at)
 
     def reader(self, action: str, reader: int, *args: int | str) -> None:
         """ReaderReadsLac(r, lac), ReaderReadsEntry(r, e, b): a plain reader's steps (a bookie id is numbered)."""
@@ -136,10 +142,12 @@ class EventLog:
         process = f"reader-{reader}"
         self._emit(action, (reader, *values), process, process)
 
-    def bookie_served(self, action: str, request: Request, replied: bool) -> None:
-        """BookieReceivesAdd/FenceRead/RecoveryRead(m, replied): the reply reaches its client, or is lost."""
+    def bookie_served(self, action: str, request: Request, replied: bool, at: float | None = None) -> None:
+        """BookieReceivesAdd/FenceRead/RecoveryRead(m, replied): the reply reaches its client (``at``: when it took
+        it), or is lost."""
         m = to_msg(request, self.number, self.added)
-        self._emit(action, (m, replied), f"bookie-{m.bookie}", client_process(request.client) if replied else None)
+        observer = client_process(request.client) if replied else None
+        self._emit(action, (m, replied), f"bookie-{m.bookie}", observer, at)
 
     def bookie_took_lac(self, request: Request) -> None:
         """BookieReceivesWriteLac(m): the bookie keeps the explicit LAC; no client awaits the reply."""

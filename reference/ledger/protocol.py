@@ -48,7 +48,7 @@ SPEC_KINDS = {
 }
 
 # (kind, client, bookie, entry): requests the spec cannot tell apart when it asks
-# whether a client still waits for a reply (its ``_timed_out``).
+# whether a client still waits for a reply (its ``timed_out``).
 SpecKey = tuple[RequestKind, int, str, int]
 
 

@@ -24,7 +24,10 @@ merging by ``seq`` gives back the order of the run.
 :class:`ClientTraceRecorder` records the ``client`` mode of clients whose
 bookies are not the in-process cluster's (real bookies over TCP,
 :mod:`ledgerspec.reference.wire.network`): it reads only what the clients see
-(:mod:`.client_view`).
+(:mod:`.client_view`), and stamps each line with ``time``, when the client
+took the step on the host's monotonic clock, so that its log merges with
+the log of bookies served on the same host
+(:mod:`ledgerspec.conformance.log_merge`).
 """
 
 from __future__ import annotations
@@ -98,7 +101,10 @@ class ClientTraceRecorder:
             if event.observer is None:
                 continue  # no client sees this step
             changed = self._observed.since_last(self.view(), event.action)
-            self.lines.append(TRACE.event_line(self.trace_id, len(self.lines) + 1, event.observer, event, changed))
+            line = TRACE.event_line(self.trace_id, len(self.lines) + 1, event.observer, event, changed)
+            if event.time is not None:
+                line["time"] = event.time
+            self.lines.append(line)
 
 
 def simulate_traces(

@@ -492,13 +492,14 @@ class WireNetwork:
         client = self.clients.get(request.client)
         if client is None:
             return 0
+        taken = time.monotonic()  # before the client acts on it and sends what it calls for
         awaited = client.awaits(reply)
         if awaited:
             client.deliver(reply)
         elif not (reply.ok and request.kind in _SERVED_ACTION):
             return 0
         if request.kind in _SERVED_ACTION:
-            self.events.bookie_served(_SERVED_ACTION[request.kind], request, True)
+            self.events.bookie_served(_SERVED_ACTION[request.kind], request, True, at=taken)
         self._step_done()
         return int(awaited)
 

@@ -31,7 +31,10 @@ Each event observes ``bookie_entries``, ``bookie_fenced`` and
 ``bookie_explicit_lac`` as the bookies hold the ledger after it, and
 ``crashed``; a ledger whose trace has an explicit LAC is checked with
 ``ExplicitLac = 1``; the bookie's answer is in the
-extension field ``x-reply``. A request the spec has no message for (a
+extension field ``x-reply``, and ``time`` is the host's monotonic clock
+(``time.monotonic``) when the bookie had served the request, before its
+reply was sent: a client's log stamped with the same clock merges with
+it (``ledgerspec merge``). A request the spec has no message for (a
 malformed entry, another master key: the bookie changes nothing) is left
 out, and counted in the manifest's ``unmodelled``.
 
@@ -47,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -86,6 +90,7 @@ class _Served:
     m: Mapping[str, Any] | None
     reply: str | None
     held: Mapping[int, _Held]  # ledger -> what the bookie holds of it after the step
+    time: float = attrs.field(factory=time.monotonic)  # when: served and durable, its reply not yet sent
 
 
 def _held(bookie: Bookie, ledger: int) -> _Held:
@@ -225,6 +230,7 @@ class ServedTrace:
                 "crashed": sorted(crashed),
             }
             line = trace_line(trace_id, f"bookie-{b}", seq, step.action, params, observed)
+            line["time"] = step.time
             if step.reply is not None:
                 line["x-reply"] = step.reply
             lines.append(line)

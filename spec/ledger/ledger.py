@@ -63,10 +63,17 @@ What is left out, and why that is sound here:
   ``ReaderReadsLac`` followed by ``ReaderReadsEntry``;
 - the bookie's journal: a bookie stores an add durably before it replies
   (the bookie spec models the journal);
-- replies in flight: a bookie's step serves a request and delivers its reply
-  (or loses it, within ``MaxLoss``). A reply that would arrive after the
-  client stopped waiting for it acts as a lost one; one that arrives in time
-  acts as if the bookie had served the request later;
+- replies in flight, by default (``RepliesInFlight = 0``): a bookie's step
+  serves a request and delivers its reply (or loses it, within ``MaxLoss``).
+  A reply that would arrive after the client stopped waiting for it acts as
+  a lost one; one that arrives in time acts as if the bookie had served the
+  request later. With ``RepliesInFlight = 1`` the bookie's step sends its
+  reply as a message (``REPLY_TYPES``), which the client takes in a step of
+  its own (``ClientReceivesReply``) or the network loses: replies of two
+  bookies then reach a client in either order, whatever order the bookies
+  served in, which is what a trace that merges a client's log with the
+  bookies' log needs (``ledgerspec merge``); the states are more, the
+  behaviours of the clients and the bookies the same;
 - time: a timeout is taken only when the reply can no longer come (the
   bookie crashed, or the request or its reply was lost). A timeout that
   fires early behaves, for the client, like the loss of the reply.
@@ -113,6 +120,7 @@ __all__ = [
     "BUGS",
     "IDLE_RECOVERER",
     "PAYLOAD_BASE",
+    "REPLY_TYPES",
     "LedgerSpec",
     "LedgerState",
     "Msg",
@@ -130,6 +138,15 @@ IDLE, FENCING, READING, WRITING_BACK, DONE, FAILED = "IDLE", "FENCING", "READING
 
 WRITER = 0  # client id of the writer; recovering clients are 1 .. NumRecoverers
 PAYLOAD_BASE = 100  # the data of entry e is PAYLOAD_BASE + e: not e, so that content and ids are not confused
+# A bookie's replies, with RepliesInFlight = 1: an add stored (AddAck) or refused as fenced (AddFenced, EFENCED), a
+# fencing read's LAC (FenceResp), a recovery read's entry (ReadResp, its data) or NoSuchEntry.
+REPLY_TYPES = ("AddAck", "AddFenced", "FenceResp", "ReadResp", "NoSuchEntry")
+# A request a client awaits, and the replies that answer it: while one of them is in flight, it waits.
+_ANSWERS = {
+    "AddReq": ("AddReq", "AddAck", "AddFenced"),
+    "FenceReq": ("FenceReq", "FenceResp"),
+    "ReadReq": ("ReadReq", "ReadResp", "NoSuchEntry"),
+}
 
 
 def payload(e: int) -> int:
@@ -175,19 +192,26 @@ _MISSING_RULE_OF_BUG = {"missing_after_qa_no_such": "qa_no_such"}
 
 @attrs.frozen(cache_hash=True)
 class Msg:
-    """A request in flight. All kinds share one record shape, as in the TLA+ spec.
+    """A message in flight: a request, or with RepliesInFlight = 1 a bookie's reply. All kinds share one record
+    shape, as in the TLA+ spec.
 
-    ============  ===================================  ======================
-    ``type``      sent by                              fields that matter
-    ============  ===================================  ======================
-    ``AddReq``    writer, or recovering client         entry, lac, data, recovery
-    ``FenceReq``  recovering client (read of the LAC)  fence
-    ``ReadReq``   recovering client                    entry, fence
-    ``LacReq``    writer (its explicit LAC)            lac
-    ============  ===================================  ======================
+    ===============  ===================================  ======================
+    ``type``         sent by                              fields that matter
+    ===============  ===================================  ======================
+    ``AddReq``       writer, or recovering client         entry, lac, data, recovery
+    ``FenceReq``     recovering client (read of the LAC)  fence
+    ``ReadReq``      recovering client                    entry, fence
+    ``LacReq``       writer (its explicit LAC)            lac
+    ``AddAck``       bookie, to an add it stored          entry, recovery
+    ``AddFenced``    bookie, to a normal add it refused   entry
+    ``FenceResp``    bookie, to a fencing read            lac (the bookie's)
+    ``ReadResp``     bookie, to a recovery read           entry, data (what it stores)
+    ``NoSuchEntry``  bookie, to a recovery read           entry
+    ===============  ===================================  ======================
 
-    Replies are not messages: the bookie's step delivers (or loses) its reply. ``data`` is -1 but for an add,
-    whose data is by default the application's for its entry (``payload``).
+    A reply names the client it goes to and the bookie it comes from, as its request did. With RepliesInFlight =
+    0 replies are not messages: the bookie's step delivers (or loses) its reply. ``data`` is -1 but for an add,
+    whose data is by default the application's for its entry (``payload``), and a ``ReadResp``.
     """
 
     type: str
@@ -201,14 +225,14 @@ class Msg:
 
     def __repr__(self) -> str:
         parts = [f"c{self.client}", f"b{self.bookie}"]
-        if self.type not in ("FenceReq", "LacReq"):
+        if self.type not in ("FenceReq", "LacReq", "FenceResp"):
             parts.append(f"e{self.entry}")
         if self.type == "LacReq":
             parts.append(f"lac={self.lac}")
-        if self.type == "AddReq":
+        if self.type in ("AddReq", "FenceResp"):
             parts.append(f"lac={self.lac}")
-            if self.data != payload(self.entry):
-                parts.append(f"data={self.data}")
+        if (self.type == "AddReq" and self.data != payload(self.entry)) or self.type == "ReadResp":
+            parts.append(f"data={self.data}")
         parts += [flag for flag in ("recovery", "fence") if getattr(self, flag)]
         return f"{self.type}({' '.join(parts)})"
 
@@ -281,15 +305,20 @@ _MSG_ORDER = operator.attrgetter("type", "client", "bookie", "entry", "lac", "da
 
 
 def _requests_of(type_: str) -> Any:
-    """Each request of that type in flight, served with its reply delivered, or lost."""
+    """Each request of that type in flight, served with its reply delivered (or, with RepliesInFlight = 1, sent),
+    or lost."""
 
     def each(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[Msg, bool]]:
         for m in sorted((m for m in s.net if m.type == type_), key=_MSG_ORDER):
             yield (m, True)
-            if s.lost < spec.MaxLoss:
+            if s.lost < spec.MaxLoss and not spec.RepliesInFlight:
                 yield (m, False)
 
     return each
+
+
+def _replies(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[Msg]]:
+    return ((p,) for p in sorted((p for p in s.net if p.type in REPLY_TYPES), key=_MSG_ORDER))
 
 
 def _each_bookie(spec: LedgerSpec, s: LedgerState) -> Iterable[tuple[int]]:
@@ -382,6 +411,12 @@ class LedgerSpec(Spec[LedgerState]):
         ),
         int_constant("MaxCrashes", 0, "bookie crashes in all (a bookie that restarted may crash again)"),
         int_constant("MaxLoss", 0, "messages the network may lose"),
+        int_constant(
+            "RepliesInFlight",
+            0,
+            "1: a bookie's reply is a message in flight, which its client takes in a step of its own; 0: the "
+            "bookie's step delivers it (the default)",
+        ),
         Constant("Bug", str, "none", "a seeded bug, or none", choices=tuple(BUGS)),
     )
     liveness: ClassVar[Mapping[str, str]] = {
@@ -400,6 +435,7 @@ class LedgerSpec(Spec[LedgerState]):
     ExplicitLac: int
     MaxCrashes: int
     MaxLoss: int
+    RepliesInFlight: int
     Bug: str
 
     def check_constants(self) -> None:
@@ -412,7 +448,7 @@ class LedgerSpec(Spec[LedgerState]):
         for name in ("NumRecoverers", "NumReaders", "MaxEntries", "Throttle", "MaxCrashes", "MaxLoss"):
             if getattr(self, name) < 0:
                 raise ConstantError(f"{name} must not be negative, got {getattr(self, name)}")
-        for name in ("LacLag", "ExplicitLac"):
+        for name in ("LacLag", "ExplicitLac", "RepliesInFlight"):
             if getattr(self, name) not in (0, 1):
                 raise ConstantError(f"{name} is 0 or 1, got {getattr(self, name)}")
         # Precomputed tables; the TLA+ text computes the same with operators.
@@ -619,7 +655,7 @@ class LedgerSpec(Spec[LedgerState]):
         return any(
             b in self.writer_write_set(s, e)
             and (e, b) not in s.writer_acks
-            and self._timed_out(s, "AddReq", WRITER, b, e)
+            and self.timed_out(s, "AddReq", WRITER, b, e)
             for e in range(s.writer_lap + 1)
         )
 
@@ -674,12 +710,14 @@ class LedgerSpec(Spec[LedgerState]):
         sends = {Msg("LacReq", WRITER, ensemble[i], lac=bound) for i in self.windows[at % self.E]}
         return evolve(s, net=s.net | sends, writer_explicit_lac=at)
 
-    def _timed_out(self, s: LedgerState, request: str, c: int, b: int, e: int) -> bool:
-        """Client c gives up waiting on bookie b about entry e: b crashed, or the request is gone
-        (lost, or served with its reply lost). Replies already received are in the client's state."""
+    def timed_out(self, s: LedgerState, request: str, c: int, b: int, e: int) -> bool:
+        """Client c gives up waiting on bookie b about entry e: b crashed, or neither the request nor (with
+        RepliesInFlight = 1) its reply is in flight: it was lost, or served with its reply lost. Replies already
+        received are in the client's state. (TLA+'s TimedOut.)"""
         if b in s.crashed:
             return True
-        return not any(m.type == request and m.client == c and m.bookie == b and m.entry == e for m in s.net)
+        answers = _ANSWERS[request]
+        return not any(m.type in answers and m.client == c and m.bookie == b and m.entry == e for m in s.net)
 
     # -- bookies: each serves one request and replies in the same step ------------------
     # A reply is either delivered (the client acts on it at once) or lost. A reply
@@ -687,6 +725,9 @@ class LedgerSpec(Spec[LedgerState]):
     # A request whose serving would change nothing (a fenced bookie rejecting an add
     # that nobody awaits, a repeated fence) is left unserved: serving it is a
     # stuttering step, and leaving it keeps the interleavings down.
+    # With RepliesInFlight = 1 the step sends its reply instead, to be taken by
+    # ClientReceivesReply, and every request is served: whether its reply will
+    # matter depends on what the client does before it arrives.
     @action(_requests_of("AddReq"))
     def BookieReceivesAdd(self, s: LedgerState, m: Msg, replied: bool) -> LedgerState | None:
         """A fenced bookie rejects normal adds and accepts recovery adds; it stores, then acks."""
@@ -694,8 +735,7 @@ class LedgerSpec(Spec[LedgerState]):
         if b in s.crashed:
             return None
         if s.bookie_fenced[i] and not m.recovery:
-            served = evolve(s, net=s.net - {m})
-            return self._reply(s, served, self._writer_rejected(served, m), replied)
+            return self._reply(s, evolve(s, net=s.net - {m}), _reply_to(m, "AddFenced"), replied)
         # An entry added again replaces the data a read returns (the entry index points at the newest copy).
         data = frozenset(p for p in s.bookie_data[i] if p[0] != m.entry) | {(m.entry, m.data)}
         served = evolve(
@@ -705,8 +745,7 @@ class LedgerSpec(Spec[LedgerState]):
             bookie_data=_replace(s.bookie_data, i, data),
             bookie_lac=_replace(s.bookie_lac, i, max(s.bookie_lac[i], m.lac)),
         )
-        answered = self._writer_acked(served, m) if m.client == WRITER else self._write_back_acked(served, m)
-        return self._reply(s, served, answered, replied)
+        return self._reply(s, served, _reply_to(m, "AddAck"), replied)
 
     @action(_requests_of("FenceReq"))
     def BookieReceivesFenceRead(self, s: LedgerState, m: Msg, replied: bool) -> LedgerState | None:
@@ -715,7 +754,7 @@ class LedgerSpec(Spec[LedgerState]):
         if b in s.crashed:
             return None
         served = evolve(s, net=s.net - {m}, bookie_fenced=_replace(s.bookie_fenced, b - 1, True))
-        return self._reply(s, served, self._fence_replied(served, m.client, b, s.bookie_lac[b - 1]), replied)
+        return self._reply(s, served, _reply_to(m, "FenceResp", lac=s.bookie_lac[b - 1]), replied)
 
     @action(_requests_of("ReadReq"))
     def BookieReceivesRecoveryRead(self, s: LedgerState, m: Msg, replied: bool) -> LedgerState | None:
@@ -725,7 +764,9 @@ class LedgerSpec(Spec[LedgerState]):
             return None
         fenced = _replace(s.bookie_fenced, b - 1, True) if m.fence else s.bookie_fenced
         served = evolve(s, net=s.net - {m}, bookie_fenced=fenced)
-        return self._reply(s, served, self._read_replied(served, m, data_on(s, b, m.entry)), replied)
+        data = data_on(s, b, m.entry)
+        reply = _reply_to(m, "NoSuchEntry") if data is None else _reply_to(m, "ReadResp", data=data)
+        return self._reply(s, served, reply, replied)
 
     @action(_write_lacs)
     def BookieReceivesWriteLac(self, s: LedgerState, m: Msg) -> LedgerState | None:
@@ -739,12 +780,16 @@ class LedgerSpec(Spec[LedgerState]):
             return None
         return evolve(s, net=s.net - {m}, bookie_explicit_lac=_replace(s.bookie_explicit_lac, m.bookie - 1, m.lac))
 
-    def _reply(self, s: LedgerState, served: LedgerState, answered: LedgerState, replied: bool) -> LedgerState | None:
-        """The bookie's step: ``served`` is the bookie's side, ``answered`` adds the client's reaction.
+    def _reply(self, s: LedgerState, served: LedgerState, reply: Msg, replied: bool) -> LedgerState | None:
+        """The bookie's step: ``served`` is the bookie's side, then its ``reply`` is sent (RepliesInFlight = 1), or
+        taken by the client at once, or lost.
 
         A reply the client ignores is never lost (that would only spend the loss
         budget), and a request whose serving changes nothing is left unserved.
         """
+        if self.RepliesInFlight:
+            return evolve(served, net=served.net | {reply})
+        answered = self._answer(served, reply)
         unanswered = answered is served or answered == served  # most replies change nothing: no field compares
         if not replied:
             return evolve(served, lost=s.lost + 1) if not unanswered else None
@@ -755,6 +800,12 @@ class LedgerSpec(Spec[LedgerState]):
         ):
             return None
         return answered
+
+    @action(_replies, fairness="weak")
+    def ClientReceivesReply(self, s: LedgerState, p: Msg) -> LedgerState | None:
+        """With RepliesInFlight = 1, client p.client takes bookie p.bookie's reply p and acts on it, as the bookie's
+        step does at once with RepliesInFlight = 0. A late reply changes nothing but the messages in flight."""
+        return self._answer(evolve(s, net=s.net - {p}), p)
 
     @action(_each_bookie)
     def BookieCrashes(self, s: LedgerState, b: int) -> LedgerState | None:
@@ -778,7 +829,17 @@ class LedgerSpec(Spec[LedgerState]):
             return None
         return evolve(s, net=s.net - {m}, lost=s.lost + 1)
 
-    # -- what a client does with a reply (part of the bookie's step) ---------------------
+    # -- what a client does with a reply (part of the bookie's step, or ClientReceivesReply) -
+    def _answer(self, s: LedgerState, p: Msg) -> LedgerState:
+        """Client p.client acts on reply p (TLA+'s TakesReply)."""
+        if p.type == "AddAck":
+            return self._writer_acked(s, p) if p.client == WRITER else self._write_back_acked(s, p)
+        if p.type == "AddFenced":
+            return self._writer_rejected(s, p)
+        if p.type == "FenceResp":
+            return self._fence_replied(s, p.client, p.bookie, p.lac)
+        return self._read_replied(s, p, p.data if p.type == "ReadResp" else None)
+
     def _writer_acked(self, s: LedgerState, m: Msg) -> LedgerState:
         """An ack counts only from a bookie still in the entry's write set; completion is in entry order."""
         if s.writer_status != WRITING or m.bookie not in self.writer_write_set(s, m.entry):
@@ -914,7 +975,7 @@ class LedgerSpec(Spec[LedgerState]):
         r = s.rec[c - 1]
         segments = self.recovery_segments(s, r)
         return any(
-            b in self.write_set_in(segments, e) and (e, b) not in r.wb_acks and self._timed_out(s, "AddReq", c, b, e)
+            b in self.write_set_in(segments, e) and (e, b) not in r.wb_acks and self.timed_out(s, "AddReq", c, b, e)
             for e in range(r.start + 1, r.last + 1)
         )
 
@@ -930,10 +991,10 @@ class LedgerSpec(Spec[LedgerState]):
         """
         r = s.rec[c - 1]
         if r.phase == FENCING:
-            undecided = all(b in r.fence_replies or self._timed_out(s, "FenceReq", c, b, -1) for b in r.segments[-1][1])
+            undecided = all(b in r.fence_replies or self.timed_out(s, "FenceReq", c, b, -1) for b in r.segments[-1][1])
         elif r.phase == READING:
             undecided = all(
-                b in r.no_such or self._timed_out(s, "ReadReq", c, b, r.next)
+                b in r.no_such or self.timed_out(s, "ReadReq", c, b, r.next)
                 for b in self.write_set_in(r.segments, r.next)
             )
         else:
@@ -952,7 +1013,7 @@ class LedgerSpec(Spec[LedgerState]):
         r = s.rec[c - 1]
         if r.phase != FENCING or b in r.fence_replies or b in s.crashed or b not in r.segments[-1][1]:
             return None
-        if not self._timed_out(s, "FenceReq", c, b, -1):
+        if not self.timed_out(s, "FenceReq", c, b, -1):
             return None
         return evolve(s, net=s.net | {Msg("FenceReq", c, b, fence=True)})
 
@@ -962,7 +1023,7 @@ class LedgerSpec(Spec[LedgerState]):
         r = s.rec[c - 1]
         if r.phase != READING or b in s.crashed or b in r.no_such or b not in self.write_set_in(r.segments, r.next):
             return None
-        if not self._timed_out(s, "ReadReq", c, b, r.next):
+        if not self.timed_out(s, "ReadReq", c, b, r.next):
             return None
         return evolve(s, net=s.net | {Msg("ReadReq", c, b, r.next, fence=self.Bug != "recovery_read_no_fence")})
 
@@ -970,7 +1031,7 @@ class LedgerSpec(Spec[LedgerState]):
     def RecovererResendsWriteBack(self, s: LedgerState, c: int, e: int, b: int) -> LedgerState | None:
         """A recovery add to b got no ack, and none can come: send it again."""
         r = s.rec[c - 1]
-        if b in s.crashed or (e, b) in r.wb_acks or not self._timed_out(s, "AddReq", c, b, e):
+        if b in s.crashed or (e, b) in r.wb_acks or not self.timed_out(s, "AddReq", c, b, e):
             return None
         return evolve(s, net=s.net | {Msg("AddReq", c, b, e, -1, recovery=True, data=_recovered_data(r, e))})
 
@@ -1205,6 +1266,11 @@ def _replace(values: tuple[Any, ...], i: int, value: Any) -> tuple[Any, ...]:
 
 def _set_rec(s: LedgerState, c: int, r: Recoverer) -> LedgerState:
     return evolve(s, rec=_replace(s.rec, c - 1, r))
+
+
+def _reply_to(m: Msg, type_: str, *, lac: int = -1, data: int = -1) -> Msg:
+    """Bookie m.bookie's reply to request m, to its client (TLA+'s Reply)."""
+    return Msg(type_, m.client, m.bookie, m.entry, lac, m.recovery, m.fence, data)
 
 
 def data_on(s: LedgerState, b: int, e: int) -> int | None:

@@ -60,9 +60,14 @@
 (*    answers once its LAC passes the reader's, with the next entry; that  *)
 (*    is ReaderReadsLac followed by ReaderReadsEntry;                      *)
 (*  - the bookie journal: a bookie stores an add durably before replying;  *)
-(*  - replies in flight: a bookie's step serves a request and delivers its *)
-(*    reply, or loses it.  A reply that comes too late acts as a lost one; *)
-(*    one that comes in time acts as if the request were served later;    *)
+(*  - replies in flight, by default (RepliesInFlight = 0): a bookie's     *)
+(*    step serves a request and delivers its reply, or loses it.  A reply  *)
+(*    that comes too late acts as a lost one; one that comes in time acts  *)
+(*    as if the request were served later.  With RepliesInFlight = 1 the   *)
+(*    step sends its reply as a message (ReplyTypes), which the client     *)
+(*    takes in a step of its own (ClientReceivesReply) or the network      *)
+(*    loses: two bookies' replies reach a client in either order, as a     *)
+(*    trace merging a client's log with the bookies' log needs;           *)
 (*  - time: a client times out only when the reply can no longer come;    *)
 (*    an early timeout looks to the client like a lost reply;              *)
 (*  - recovery adds piggyback no LAC (-1): readers of a closed ledger use  *)
@@ -96,6 +101,7 @@ CONSTANTS
     ExplicitLac,    \* 1: the writer sends its LAC on a timer (explicitLacInterval > 0); 0: never
     MaxCrashes,     \* bookie crashes in all (a bookie that restarted may crash again)
     MaxLoss,        \* messages (requests and replies) the network may lose
+    RepliesInFlight, \* 1: a bookie's reply is a message, taken by its client in a step of its own; 0: delivered at once
     Bug             \* "none" or a seeded bug: see Bugs
 
 \* The seeded bugs, as in ledger.py's BUGS.  fence_ensemble_coverage (BP-46's
@@ -106,7 +112,7 @@ Bugs == {"none", "recovery_read_no_fence", "fence_qa_total", "lac_before_qa",
 
 ASSUME /\ E >= 1 /\ Qa >= 1 /\ Qw <= E /\ Qa <= Qw /\ NumBookies >= E
        /\ \A k \in {NumRecoverers, NumReaders, MaxEntries, Throttle, MaxCrashes, MaxLoss} : k \in Nat
-       /\ LacLag \in {0, 1} /\ ExplicitLac \in {0, 1}
+       /\ LacLag \in {0, 1} /\ ExplicitLac \in {0, 1} /\ RepliesInFlight \in {0, 1}
        /\ Bug \in Bugs
 
 VARIABLES
@@ -124,7 +130,7 @@ VARIABLES
     crashed,          \* bookies that are down; they answer nothing until they restart
     crashes,          \* bookie crashes so far (at most MaxCrashes)
     \* -- network
-    net,              \* requests in flight, delivered in any order
+    net,              \* requests (and, with RepliesInFlight = 1, replies) in flight, delivered in any order
     lost,             \* messages lost so far (at most MaxLoss)
     \* -- the writer (client 0)
     writer_status,    \* "WRITING", "CLOSED" (closed it itself) or "FENCED" (told to stop)
@@ -159,8 +165,9 @@ Range(f) == {f[i] : i \in DOMAIN f}
 (* The data the application added as entry e: a number that is not e.    *)
 Payload(e) == 100 + e
 
-(* A request in flight; every kind has all fields (lac and data -1, flags  *)
-(* FALSE where they do not matter).  Replies are not messages.             *)
+(* A message in flight; every kind has all fields (lac and data -1, flags *)
+(* FALSE where they do not matter).  With RepliesInFlight = 0 replies are  *)
+(* not messages.                                                           *)
 Msg(type, c, b, e, l, d, recovery, fence) ==
     [type |-> type, client |-> c, bookie |-> b, entry |-> e, lac |-> l, data |-> d,
      recovery |-> recovery, fence |-> fence]
@@ -170,6 +177,12 @@ FenceReq(c, b) == Msg("FenceReq", c, b, -1, -1, -1, FALSE, TRUE)
 LacReq(c, b, l) == Msg("LacReq", c, b, -1, l, -1, FALSE, FALSE)
 \* Recovery reads carry the fencing flag (#2614), unless the seeded bug drops it.
 ReadReq(c, b, e) == Msg("ReadReq", c, b, e, -1, -1, FALSE, Bug # "recovery_read_no_fence")
+
+(* A bookie's replies: an add stored or refused as fenced (EFENCED), a     *)
+(* fencing read's LAC, a recovery read's entry (its data) or NoSuchEntry.  *)
+(* A reply goes to the client of its request m, from m's bookie.          *)
+ReplyTypes == {"AddAck", "AddFenced", "FenceResp", "ReadResp", "NoSuchEntry"}
+Reply(type, m, l, d) == Msg(type, m.client, m.bookie, m.entry, l, d, m.recovery, m.fence)
 
 \* The data bookie b returns for entry e, which it stores.
 DataOn(b, e) == (CHOOSE p \in bookie_data[b] : p[1] = e)[2]
@@ -230,10 +243,17 @@ FencingComplete(replies, ens) ==
 (* from the entry's write set, that declare it missing.  Seeded bug: Qa.    *)
 NoSuchNeeded == IF Bug = "missing_after_qa_no_such" THEN Qa ELSE Qw - Qa + 1
 
-(* Client c gives up waiting on bookie b about entry e: b crashed, or the  *)
-(* request is gone (lost, or served with its reply lost).                  *)
+(* A request type, and the replies that answer it.                       *)
+Answers(type) ==
+    CASE type = "AddReq" -> {"AddReq", "AddAck", "AddFenced"}
+      [] type = "FenceReq" -> {"FenceReq", "FenceResp"}
+      [] type = "ReadReq" -> {"ReadReq", "ReadResp", "NoSuchEntry"}
+
+(* Client c gives up waiting on bookie b about entry e: b crashed, or      *)
+(* neither the request nor (RepliesInFlight = 1) its reply is in flight:  *)
+(* it was lost, or served with its reply lost.                             *)
 TimedOut(type, c, b, e) ==
-    b \notin crashed => ~\E m \in net : m.type = type /\ m.client = c /\ m.bookie = b /\ m.entry = e
+    b \notin crashed => ~\E m \in net : m.type \in Answers(type) /\ m.client = c /\ m.bookie = b /\ m.entry = e
 
 (* A recovering client fences, reads and writes back by the segments it    *)
 (* read when it opened the ledger (rec[c].segments: its own copy of the    *)
@@ -261,8 +281,9 @@ RecoveryLacFrom(c, segs, lac) ==
     ELSE lac
 RecoveryLac(c) == RecoveryLacFrom(c, RecoverySegments(c), rec[c].start)
 
-\* A bookie step may lose its reply only while the loss budget lasts.
-Replies == IF lost < MaxLoss THEN BOOLEAN ELSE {TRUE}
+(* A bookie step may lose its reply only while the loss budget lasts; with *)
+(* RepliesInFlight = 1 it sends it, and the network may lose it then.      *)
+Replies == IF lost < MaxLoss /\ RepliesInFlight = 0 THEN BOOLEAN ELSE {TRUE}
 
 -----------------------------------------------------------------------------
 Idle == [phase |-> "IDLE", version |-> 0, fence_replies |-> {}, max_lac |-> -1,
@@ -421,10 +442,65 @@ WriterClosesLedger ==
                    writer_lac, writer_add_lac, rec, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 -----------------------------------------------------------------------------
+(* What a client does with a bookie's reply: the second half of a bookie's *)
+(* step with RepliesInFlight = 0, the step ClientReceivesReply with 1.     *)
+
+(* The writer's acks and LAC once it takes bookie b's ack of entry e: an   *)
+(* ack counts only from a bookie still in the entry's write set, while the *)
+(* writer writes; completion is in entry order.                            *)
+WriterAcked(e, b) ==
+    LET counts == writer_status = "WRITING" /\ b \in WriterWriteSet(e)
+        acks == IF counts THEN writer_acks \cup {<<e, b>>} ELSE writer_acks
+    IN <<acks, IF counts THEN CompletedFrom(writer_lac, acks) ELSE writer_lac>>
+
+\* Recovering client c's write-back acks once it takes bookie b's ack of entry e, while it reads or writes back.
+WriteBackAcked(c, e, b) ==
+    IF rec[c].phase \in {"READING", "WRITING_BACK"} THEN rec[c].wb_acks \cup {<<e, b>>} ELSE rec[c].wb_acks
+
+(* Recovering client c once it takes bookie b's fencing reply, with LAC   *)
+(* lac: once the replies cover every write set, it reads from the entry   *)
+(* after max(highest LAC, first entry of the last segment - 1).           *)
+FenceReplied(c, b, lac) ==
+    LET r == rec[c]
+        r1 == [r EXCEPT !.fence_replies = @ \cup {b}, !.max_lac = Max(@, lac)]
+        start == Max(r1.max_lac, r.segments[Len(r.segments)][1] - 1)
+    IN IF r.phase # "FENCING" THEN r
+       ELSE IF FencingComplete(r1.fence_replies, RecovererEnsemble(c))
+            THEN [r1 EXCEPT !.phase = "READING", !.start = start, !.next = start + 1, !.last = start]
+            ELSE r1
+
+\* The recovery reads it sends then: none until fencing completes.
+FenceReplyReads(c, b, lac) ==
+    IF rec[c].phase = "FENCING" /\ FenceReplied(c, b, lac).phase = "READING"
+    THEN ReadRequests(c, FenceReplied(c, b, lac).next)
+    ELSE {}
+
+(* Recovering client c once it takes bookie b's answer about entry e:     *)
+(* found, with its data d, or NoSuchEntry.  A found entry is written back *)
+(* and the next one read; Qw - Qa + 1 NoSuchEntry replies from its write  *)
+(* set mean the entry never reached Qa acks, so the ledger ends before it. *)
+ReadReplied(c, b, e, found, d) ==
+    LET r == rec[c]
+        no_such == r.no_such \cup {b}
+    IN IF ~(r.phase = "READING" /\ e = r.next) THEN r
+       ELSE IF found THEN [r EXCEPT !.next = e + 1, !.last = e, !.no_such = {}, !.data = @ \cup {<<e, d>>}]
+       ELSE IF Cardinality(no_such) >= NoSuchNeeded
+            THEN [r EXCEPT !.phase = "WRITING_BACK", !.no_such = no_such]
+            ELSE [r EXCEPT !.no_such = no_such]
+
+\* What it sends then: the write-back of a found entry, and the read of the next one.
+ReadReplySends(c, e, found, d) ==
+    IF rec[c].phase = "READING" /\ e = rec[c].next /\ found
+    THEN {AddReq(c, x, e, -1, d, TRUE) : x \in RecoveryWriteSet(c, e)} \cup ReadRequests(c, e + 1)
+    ELSE {}
+
+-----------------------------------------------------------------------------
 (* Bookies.  A step serves one request and delivers its reply (replied) or *)
 (* loses it.  A lost reply is only taken when the reply would change the   *)
 (* client; a request whose serving changes nothing stays unserved (that    *)
-(* step would stutter).                                                    *)
+(* step would stutter).  With RepliesInFlight = 1 the step sends its reply *)
+(* instead, for ClientReceivesReply, and every request is served: whether  *)
+(* its reply will matter depends on what the client does before it comes. *)
 
 \* The writer's handle on EFENCED: it stops and its pending adds fail.
 AddRejected(m, replied) ==
@@ -449,17 +525,14 @@ Stores(m) ==
 StoreChanges(m) ==
     ~(<<m.entry, m.data>> \in bookie_data[m.bookie] /\ m.lac <= bookie_lac[m.bookie])
 
-\* The writer counts an ack from a bookie still in the entry's write set; completion is in entry order.
 AddStoredForWriter(m, replied) ==
-    LET counts == writer_status = "WRITING" /\ m.bookie \in WriterWriteSet(m.entry)
-        acks == IF counts THEN writer_acks \cup {<<m.entry, m.bookie>>} ELSE writer_acks
-        lac == IF counts THEN CompletedFrom(writer_lac, acks) ELSE writer_lac
-        answered == acks # writer_acks \/ lac # writer_lac
+    LET acked == WriterAcked(m.entry, m.bookie)
+        answered == acked[1] # writer_acks \/ acked[2] # writer_lac
     IN /\ ~answered => replied /\ StoreChanges(m)
        /\ net' = net \ {m}
        /\ Stores(m)
        /\ IF replied
-          THEN writer_acks' = acks /\ writer_lac' = lac /\ UNCHANGED lost
+          THEN writer_acks' = acked[1] /\ writer_lac' = acked[2] /\ UNCHANGED lost
           ELSE lost' = lost + 1 /\ UNCHANGED <<writer_acks, writer_lac>>
        /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                       bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap,
@@ -480,12 +553,9 @@ BookieReceivesWriteLac(m) ==
                    writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
                    reader_lac, reader_read, writer_explicit_lac>>
 
-\* A recovering client collects the acks of its write-back while it reads or writes back.
 AddStoredForRecoverer(m, replied) ==
-    LET r == rec[m.client]
-        wb == IF r.phase \in {"READING", "WRITING_BACK"}
-              THEN r.wb_acks \cup {<<m.entry, m.bookie>>} ELSE r.wb_acks
-        answered == wb # r.wb_acks
+    LET wb == WriteBackAcked(m.client, m.entry, m.bookie)
+        answered == wb # rec[m.client].wb_acks
     IN /\ ~answered => replied /\ StoreChanges(m)
        /\ net' = net \ {m}
        /\ Stores(m)
@@ -496,57 +566,59 @@ AddStoredForRecoverer(m, replied) ==
                       bookie_fenced, crashed, crashes, writer_status, writer_version, writer_lap,
                       writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
+\* With RepliesInFlight = 1: the bookie stores the add, or refuses it if fenced, and sends its reply.
+AddServed(m) ==
+    /\ IF bookie_fenced[m.bookie] /\ ~m.recovery
+       THEN /\ net' = (net \ {m}) \cup {Reply("AddFenced", m, -1, -1)}
+            /\ UNCHANGED <<bookie_entries, bookie_data, bookie_lac>>
+       ELSE /\ net' = (net \ {m}) \cup {Reply("AddAck", m, -1, -1)}
+            /\ Stores(m)
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version, bookie_fenced, crashed, crashes, lost,
+                   writer_status, writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, rec,
+                   reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
+
 (* A fenced bookie rejects normal adds (EFENCED) and accepts recovery      *)
 (* adds; it stores an add durably, then acks.                              *)
 BookieReceivesAdd(m, replied) ==
     /\ m.type = "AddReq"
     /\ replied \in Replies
     /\ m.bookie \notin crashed
-    /\ IF bookie_fenced[m.bookie] /\ ~m.recovery
+    /\ IF RepliesInFlight = 1
+       THEN AddServed(m)
+       ELSE IF bookie_fenced[m.bookie] /\ ~m.recovery
        THEN AddRejected(m, replied)
        ELSE IF m.client = Writer
             THEN AddStoredForWriter(m, replied)
             ELSE AddStoredForRecoverer(m, replied)
 
 (* Read of the LAC with FLAG_DO_FENCING: the bookie fences itself          *)
-(* (journaled), then answers its LAC; once the replies cover every write   *)
-(* set, the client starts the recovery reads after                         *)
-(* max(highest LAC, first entry of the last segment - 1)).                 *)
+(* (journaled), then answers its LAC (FenceReplied).                       *)
 BookieReceivesFenceRead(m, replied) ==
     /\ m.type = "FenceReq"
     /\ replied \in Replies
     /\ m.bookie \notin crashed
     /\ LET c == m.client
            b == m.bookie
-           r == rec[c]
-           r1 == [r EXCEPT !.fence_replies = @ \cup {b}, !.max_lac = Max(@, bookie_lac[b])]
-           done == FencingComplete(r1.fence_replies, RecovererEnsemble(c))
-           start == Max(r1.max_lac, r.segments[Len(r.segments)][1] - 1)
-           r2 == IF r.phase # "FENCING" THEN r
-                 ELSE IF done
-                      THEN [r1 EXCEPT !.phase = "READING", !.start = start,
-                                      !.next = start + 1, !.last = start]
-                      ELSE r1
-           reads == IF r.phase = "FENCING" /\ done THEN ReadRequests(c, start + 1) ELSE {}
-           answered == r2 # r
-       IN /\ ~answered => replied /\ ~bookie_fenced[b]
-          /\ bookie_fenced' = [bookie_fenced EXCEPT ![b] = TRUE]
-          /\ IF replied
-             THEN /\ rec' = [rec EXCEPT ![c] = r2]
-                  /\ net' = (net \ {m}) \cup reads
-                  /\ UNCHANGED lost
-             ELSE /\ lost' = lost + 1
-                  /\ net' = net \ {m}
-                  /\ UNCHANGED rec
+           r2 == FenceReplied(c, b, bookie_lac[b])
+           answered == r2 # rec[c]
+       IN /\ bookie_fenced' = [bookie_fenced EXCEPT ![b] = TRUE]
+          /\ IF RepliesInFlight = 1
+             THEN /\ net' = (net \ {m}) \cup {Reply("FenceResp", m, bookie_lac[b], -1)}
+                  /\ UNCHANGED <<rec, lost>>
+             ELSE /\ ~answered => replied /\ ~bookie_fenced[b]
+                  /\ IF replied
+                     THEN /\ rec' = [rec EXCEPT ![c] = r2]
+                          /\ net' = (net \ {m}) \cup FenceReplyReads(c, b, bookie_lac[b])
+                          /\ UNCHANGED lost
+                     ELSE /\ lost' = lost + 1
+                          /\ net' = net \ {m}
+                          /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                          bookie_entries, bookie_data, bookie_lac, crashed, crashes, writer_status,
                          writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
 
 (* A recovery read fences the bookie when its flag is set, then answers    *)
-(* found or NoSuchEntry.  A found entry is written back with recovery adds *)
-(* and the next one is read; Qw - Qa + 1 NoSuchEntry replies from its      *)
-(* write set mean the entry never reached Qa acks, so the ledger ends      *)
-(* before it.                                                              *)
+(* found, with the entry's data, or NoSuchEntry (ReadReplied).             *)
 BookieReceivesRecoveryRead(m, replied) ==
     /\ m.type = "ReadReq"
     /\ replied \in Replies
@@ -554,33 +626,58 @@ BookieReceivesRecoveryRead(m, replied) ==
     /\ LET c == m.client
            b == m.bookie
            e == m.entry
-           r == rec[c]
-           waiting == r.phase = "READING" /\ e = r.next
            found == e \in bookie_entries[b]
-           no_such == r.no_such \cup {b}
-           r2 == IF ~waiting THEN r
-                 ELSE IF found THEN [r EXCEPT !.next = e + 1, !.last = e, !.no_such = {},
-                                              !.data = @ \cup {<<e, DataOn(b, e)>>}]
-                 ELSE IF Cardinality(no_such) >= NoSuchNeeded
-                      THEN [r EXCEPT !.phase = "WRITING_BACK", !.no_such = no_such]
-                      ELSE [r EXCEPT !.no_such = no_such]
-           sends == IF waiting /\ found
-                    THEN {AddReq(c, x, e, -1, DataOn(b, e), TRUE) : x \in RecoveryWriteSet(c, e)}
-                         \cup ReadRequests(c, e + 1)
-                    ELSE {}
-           answered == r2 # r
-       IN /\ ~answered => replied /\ m.fence /\ ~bookie_fenced[b]
-          /\ bookie_fenced' = IF m.fence THEN [bookie_fenced EXCEPT ![b] = TRUE] ELSE bookie_fenced
-          /\ IF replied
-             THEN /\ rec' = [rec EXCEPT ![c] = r2]
-                  /\ net' = (net \ {m}) \cup sends
-                  /\ UNCHANGED lost
-             ELSE /\ lost' = lost + 1
-                  /\ net' = net \ {m}
-                  /\ UNCHANGED rec
+           d == IF found THEN DataOn(b, e) ELSE -1
+           r2 == ReadReplied(c, b, e, found, d)
+           answered == r2 # rec[c]
+       IN /\ bookie_fenced' = IF m.fence THEN [bookie_fenced EXCEPT ![b] = TRUE] ELSE bookie_fenced
+          /\ IF RepliesInFlight = 1
+             THEN /\ net' = (net \ {m}) \cup {Reply(IF found THEN "ReadResp" ELSE "NoSuchEntry", m, -1, d)}
+                  /\ UNCHANGED <<rec, lost>>
+             ELSE /\ ~answered => replied /\ m.fence /\ ~bookie_fenced[b]
+                  /\ IF replied
+                     THEN /\ rec' = [rec EXCEPT ![c] = r2]
+                          /\ net' = (net \ {m}) \cup ReadReplySends(c, e, found, d)
+                          /\ UNCHANGED lost
+                     ELSE /\ lost' = lost + 1
+                          /\ net' = net \ {m}
+                          /\ UNCHANGED rec
           /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
                          bookie_entries, bookie_data, bookie_lac, crashed, crashes, writer_status,
                          writer_version, writer_lap, writer_lac, writer_acks, writer_add_lac, reader_lac, reader_read, bookie_explicit_lac, writer_explicit_lac>>
+
+(* With RepliesInFlight = 1: client p.client takes bookie p.bookie's reply *)
+(* p and acts on it, as the bookie's step does at once with 0.  A late     *)
+(* reply changes nothing but the messages in flight.                       *)
+ClientReceivesReply(p) ==
+    /\ p.type \in ReplyTypes
+    /\ CASE p.type = "AddAck" /\ p.client = Writer ->
+              LET acked == WriterAcked(p.entry, p.bookie)
+              IN /\ writer_acks' = acked[1]
+                 /\ writer_lac' = acked[2]
+                 /\ net' = net \ {p}
+                 /\ UNCHANGED <<writer_status, rec>>
+         [] p.type = "AddAck" ->
+              /\ rec' = [rec EXCEPT ![p.client].wb_acks = WriteBackAcked(p.client, p.entry, p.bookie)]
+              /\ net' = net \ {p}
+              /\ UNCHANGED <<writer_status, writer_acks, writer_lac>>
+         [] p.type = "AddFenced" ->
+              /\ writer_status' = IF p.client = Writer /\ writer_status = "WRITING" THEN "FENCED" ELSE writer_status
+              /\ net' = net \ {p}
+              /\ UNCHANGED <<writer_acks, writer_lac, rec>>
+         [] p.type = "FenceResp" ->
+              /\ rec' = [rec EXCEPT ![p.client] = FenceReplied(p.client, p.bookie, p.lac)]
+              /\ net' = (net \ {p}) \cup FenceReplyReads(p.client, p.bookie, p.lac)
+              /\ UNCHANGED <<writer_status, writer_acks, writer_lac>>
+         [] OTHER ->
+              LET found == p.type = "ReadResp"
+              IN /\ rec' = [rec EXCEPT ![p.client] = ReadReplied(p.client, p.bookie, p.entry, found, p.data)]
+                 /\ net' = (net \ {p}) \cup ReadReplySends(p.client, p.entry, found, p.data)
+                 /\ UNCHANGED <<writer_status, writer_acks, writer_lac>>
+    /\ UNCHANGED <<meta_status, meta_segments, meta_last_entry, meta_version,
+                   bookie_entries, bookie_data, bookie_lac, bookie_fenced, crashed, crashes, lost,
+                   writer_version, writer_lap, writer_add_lac, reader_lac, reader_read, bookie_explicit_lac,
+                   writer_explicit_lac>>
 
 \* The bookie stops; what it stored stays on its disk, unreachable until it restarts.
 BookieCrashes(b) ==
@@ -820,6 +917,7 @@ BookieSteps ==
     \/ \E m \in net, replied \in Replies : BookieReceivesFenceRead(m, replied)
     \/ \E m \in net, replied \in Replies : BookieReceivesRecoveryRead(m, replied)
     \/ \E m \in net : BookieReceivesWriteLac(m)
+    \/ \E p \in net : ClientReceivesReply(p)
     \/ \E b \in Bookies : BookieCrashes(b)
     \/ \E b \in Bookies : BookieRestarts(b)
 
@@ -840,8 +938,9 @@ Next == WriterSteps \/ BookieSteps \/ NetworkSteps \/ RecovererSteps \/ ReaderSt
 Spec == Init /\ [][Next]_vars
 
 (* Fairness: the Python spec's fairness="weak" actions, for each recoverer *)
-(* (and each instance of their parameters), and each live bookie serving   *)
-(* some request with its reply delivered.                                  *)
+(* (and each instance of their parameters), each live bookie serving some *)
+(* request with its reply delivered (or sent), and the clients taking the  *)
+(* replies sent.                                                           *)
 Fairness ==
     /\ \A c \in Recoverers :
           /\ WF_vars(RecovererStartsRecovery(c))
@@ -854,6 +953,7 @@ Fairness ==
                                  /\ \/ BookieReceivesAdd(m, TRUE)
                                     \/ BookieReceivesFenceRead(m, TRUE)
                                     \/ BookieReceivesRecoveryRead(m, TRUE))
+    /\ WF_vars(\E p \in net : ClientReceivesReply(p))
 
 LiveSpec == Init /\ [][Next]_vars /\ Fairness
 

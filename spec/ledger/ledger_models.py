@@ -26,7 +26,17 @@ FAULTS = CheckedModel(
     15_538,
     "every action: a crash and a restart, a lost message and its resends, ensemble changes, a failed recovery, "
     "a plain reader, the explicit LAC",
+    # replies are delivered by the bookie's step (RepliesInFlight = 0); the models with replies in flight take it
+    off=("ClientReceivesReply",),
 )
+# Replies in flight (RepliesInFlight = 1), as a merged trace is checked: every step of the spec interleaves with the
+# replies still on their way, so the models are small. Two bookies acking one add in either order; a crash, and the
+# timeouts it calls for while a reply may still come; a lost reply. Every action, faults included, in the larger one.
+IN_FLIGHT_CONSTANTS = {"NumBookies": 2, "E": 2, "Qw": 2, "Qa": 1, "MaxEntries": 1, "RepliesInFlight": 1}
+IN_FLIGHT_CRASH_CONSTANTS = {**IN_FLIGHT_CONSTANTS, "Qw": 1, "MaxCrashes": 1}
+IN_FLIGHT_LOSS_CONSTANTS = {**IN_FLIGHT_CONSTANTS, "NumBookies": 1, "E": 1, "Qw": 1, "MaxLoss": 1}
+# The faults preset with one bookie an ensemble and one spare: with E = 2 it is too large to check in every run.
+IN_FLIGHT_FAULTS_CONSTANTS = {**FAULTS_CONSTANTS, "NumBookies": 2, "E": 1, "RepliesInFlight": 1}
 # E > Qw > Qa: an add complete without one bookie's ack, and a next add whose write set leaves that bookie out.
 DELAYED_FAILURE_CONSTANTS = {
     "NumBookies": 4,
@@ -81,6 +91,10 @@ MODELS = SpecModels(
         CheckedModel(READER_CONSTANTS, 470, "a plain reader while the writer writes"),
         CheckedModel(EXPLICIT_LAC_CONSTANTS, 4_890, "a plain reader and the writer's explicit LAC"),
         FAULTS,
+        CheckedModel(IN_FLIGHT_LOSS_CONSTANTS, 509, "replies in flight: a lost reply"),
+        CheckedModel(IN_FLIGHT_CRASH_CONSTANTS, 5_115, "replies in flight: a crash, timeouts, a restart"),
+        CheckedModel(IN_FLIGHT_CONSTANTS, 15_556, "replies in flight: two bookies' acks in either order, recovery"),
+        CheckedModel(IN_FLIGHT_FAULTS_CONSTANTS, 159_983, "replies in flight: every action", larger=True),
     ),
     seeded_bugs=(
         SeededBug("recovery_read_no_fence", "NoAckedEntryLost", 10, {"E": 3, "Qw": 3, "Qa": 2, "MaxEntries": 1}),
@@ -129,6 +143,9 @@ MODELS = SpecModels(
         "failed recoveries and recovery ensemble changes": FAULTS_CONSTANTS,
         "a plain reader": READER_CONSTANTS,
         "the explicit LAC": EXPLICIT_LAC_CONSTANTS,
+        "replies in flight": IN_FLIGHT_CONSTANTS,
+        "replies in flight, a crash": IN_FLIGHT_CRASH_CONSTANTS,
+        "replies in flight, a lost reply": IN_FLIGHT_LOSS_CONSTANTS,
     },
     explored_with_bugs=False,
     presets={"faults": FAULTS},

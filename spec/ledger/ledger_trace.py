@@ -44,6 +44,18 @@ Three observation modes:
     search: a writer may push every entry of the run between two requests
     a bookie serves, so the breadth-first search, which decides a
     violation, needs ``max_hidden_steps`` above the number of entries.
+``merged``
+    A client's log and the bookies' log in one trace (``ledgerspec
+    merge``), checked with ``RepliesInFlight = 1``: the client's steps and
+    each reply it takes (``ClientReceivesReply``), logged by the client,
+    with the client mode's observations; each request a bookie serves, and
+    its crashes and restarts, logged by the bookies, with the bookies
+    mode's. Only a lost message is hidden. With replies in flight a
+    bookie's step changes no client variable and a client's step no
+    bookie's, so each event reports its own side only; and two bookies'
+    replies reach the client in any order, whatever order they were served
+    in. A reply names the request it answers (its type is left out when
+    the client's log does not say which answer it was).
 
 Processes that log: ``writer``, ``recoverer-<c>``, ``bookie-<b>`` and, for
 lost requests in full mode, ``network``; in bookies mode the bookies only.
@@ -92,6 +104,7 @@ from ledgerspec.spec.ledger.ledger import (
     FENCING,
     IDLE,
     READING,
+    REPLY_TYPES,
     WRITER,
     WRITER_CLOSED,
     WRITING,
@@ -110,6 +123,7 @@ __all__ = [
     "CLIENT_OBSERVES",
     "FULL",
     "GUARDS",
+    "MERGED",
     "STUTTERS",
     "TRACE",
     "client_process",
@@ -161,6 +175,8 @@ def _actor(action: str, args: tuple[Any, ...]) -> str:
         return f"bookie-{args[0]}"
     if action.startswith("Bookie"):
         return f"bookie-{args[0].bookie}"
+    if action == "ClientReceivesReply":
+        return client_process(args[0].client)
     return "network"
 
 
@@ -229,6 +245,15 @@ BOOKIES = ObservationMode(
     logged_by=_actor,
 )
 
+MERGED = ObservationMode(
+    "merged",
+    "a client's log and the bookies' log in one trace, with RepliesInFlight = 1: the clients' steps and each reply "
+    "they take, each request the bookies serve, their crashes and restarts; only lost messages searched for",
+    observes=CLIENT_OBSERVES | BOOKIES_OBSERVE,
+    hidden={"NetworkLosesMessage": None},
+    logged_by=_actor,
+)
+
 
 # -- explanations: which guard fails ----------------------------------------------------
 def _in_flight(s: LedgerState, m: Any, type_: str) -> str | None:
@@ -246,6 +271,8 @@ def _served(spec: LedgerSpec, s: LedgerState, m: Msg, replied: Any) -> str | Non
     """The guards shared by the three bookie steps, after the request is found in flight."""
     if replied not in (True, False):
         return f"replied must be TRUE or FALSE, got {replied!r}"
+    if replied is False and spec.RepliesInFlight:
+        return "with RepliesInFlight=1 a bookie's step sends its reply, and the network loses it in a step of its own"
     if not replied and s.lost >= spec.MaxLoss:
         return f"its reply cannot be lost: {s.lost} of MaxLoss={spec.MaxLoss} losses have happened"
     if m.bookie in s.crashed:
@@ -280,6 +307,18 @@ def _bookie_step(type_: str, action: str) -> Callable[..., str | None]:
     return explain
 
 
+def _explain_take_reply(spec: LedgerSpec, s: LedgerState, p: Any) -> str | None:
+    if not isinstance(p, Msg) or p.type not in REPLY_TYPES:
+        return f"{p!r} is not a bookie's reply ({', '.join(REPLY_TYPES)})"
+    if not spec.RepliesInFlight:
+        return "with RepliesInFlight=0 a bookie's step delivers its reply: no reply is ever in flight"
+    if p not in s.net:
+        same = sorted((x for x in s.net if x.type in REPLY_TYPES and x.client == p.client), key=repr)
+        others = ", ".join(map(repr, same)) if same else "none"
+        return f"no reply {p!r} is in flight (in flight to client {p.client}: {others})"
+    return None
+
+
 def _writer_status(s: LedgerState) -> str | None:
     if s.writer_status != WRITING:
         return f"the writer's handle is {s.writer_status}, not WRITING"
@@ -308,11 +347,9 @@ def _explain_add(spec: LedgerSpec, s: LedgerState, lac: int | None = None) -> st
     return None
 
 
-def _awaited(s: LedgerState, type_: str, c: int, b: int, e: int) -> bool:
-    """The request is still in flight, so its reply can still come: the client has not timed out."""
-    return b not in s.crashed and any(
-        m.type == type_ and m.client == c and m.bookie == b and m.entry == e for m in s.net
-    )
+def _awaited(spec: LedgerSpec, s: LedgerState, type_: str, c: int, b: int, e: int) -> bool:
+    """The request or its reply is still in flight, so the reply can still come: the client has not timed out."""
+    return not spec.timed_out(s, type_, c, b, e)
 
 
 def _replacement(spec: LedgerSpec, ensemble: Any, b: Any, nb: Any, whose: str) -> str | None:
@@ -338,7 +375,7 @@ def _explain_change_ensemble(spec: LedgerSpec, s: LedgerState, b: Any, nb: Any) 
     if not spec.writer_gave_up_on(s, b):
         return (
             f"no add sent to bookie {b} has timed out: for each of entries 0..{s.writer_lap}, "
-            f"bookie {b} is not in its write set, has acked it, or still has the request in flight"
+            f"bookie {b} is not in its write set, has acked it, or still has the request or its reply in flight"
         )
     return None
 
@@ -442,7 +479,7 @@ def _explain_recovery_change(spec: LedgerSpec, s: LedgerState, c: Any, b: Any, n
     if not spec.recoverer_gave_up_on(s, c, b):
         return (
             f"no write-back sent to bookie {b} has timed out: for each of entries {r.start + 1}..{r.last}, "
-            f"bookie {b} is not in its write set, has acked it, or still has the request in flight"
+            f"bookie {b} is not in its write set, has acked it, or still has the request or its reply in flight"
         )
     return None
 
@@ -452,13 +489,13 @@ def _explain_gives_up(spec: LedgerSpec, s: LedgerState, c: Any) -> str | None:
         return why
     r = s.rec[c - 1]
     if r.phase == FENCING:
-        waiting = [b for b in r.segments[-1][1] if b not in r.fence_replies and _awaited(s, "FenceReq", c, b, -1)]
+        waiting = [b for b in r.segments[-1][1] if b not in r.fence_replies and _awaited(spec, s, "FenceReq", c, b, -1)]
         what = "the fencing read"
     else:
         waiting = [
             b
             for b in spec.write_set_in(r.segments, r.next)
-            if b not in r.no_such and _awaited(s, "ReadReq", c, b, r.next)
+            if b not in r.no_such and _awaited(spec, s, "ReadReq", c, b, r.next)
         ]
         what = f"the read of entry {r.next}"
     if waiting:
@@ -480,7 +517,7 @@ def _explain_resend_fence(spec: LedgerSpec, s: LedgerState, c: Any, b: Any) -> s
     ensemble = s.rec[c - 1].segments[-1][1]
     if b not in ensemble:
         return f"bookie {b} is not in the last ensemble {list(ensemble)} recovering client {c} read"
-    if _awaited(s, "FenceReq", c, b, -1):
+    if _awaited(spec, s, "FenceReq", c, b, -1):
         return f"the fencing read to bookie {b} is still in flight: its reply can still come"
     return None
 
@@ -500,7 +537,7 @@ def _explain_resend_read(spec: LedgerSpec, s: LedgerState, c: Any, b: Any) -> st
     write_set = spec.write_set_in(r.segments, r.next)
     if b not in write_set:
         return f"bookie {b} is not in the write set {list(write_set)} of entry {r.next}"
-    if _awaited(s, "ReadReq", c, b, r.next):
+    if _awaited(spec, s, "ReadReq", c, b, r.next):
         return f"the read of entry {r.next} from bookie {b} is still in flight: its reply can still come"
     return None
 
@@ -517,7 +554,7 @@ def _explain_resend_write_back(spec: LedgerSpec, s: LedgerState, c: Any, e: Any,
         return f"bookie {b} has crashed"
     if (e, b) in r.wb_acks:
         return f"bookie {b} has acked the write-back of entry {e}"
-    if _awaited(s, "AddReq", c, b, e):
+    if _awaited(spec, s, "AddReq", c, b, e):
         return f"the write-back of entry {e} to bookie {b} is still in flight: its ack can still come"
     return None
 
@@ -565,6 +602,7 @@ EXPLAIN: dict[str, Explanation] = {
     "BookieReceivesFenceRead": _bookie_step("FenceReq", "BookieReceivesFenceRead"),
     "BookieReceivesRecoveryRead": _bookie_step("ReadReq", "BookieReceivesRecoveryRead"),
     "BookieReceivesWriteLac": _explain_write_lac,
+    "ClientReceivesReply": _explain_take_reply,
     "BookieCrashes": _explain_crash,
     "BookieRestarts": _explain_restart,
     "NetworkLosesMessage": _explain_loss,
@@ -648,6 +686,11 @@ def _request_label(m: Mapping[str, Any]) -> str:
 def messages(action: str, params: Mapping[str, Any]) -> Sequence[Message]:
     """The requests and replies an event names in its params (some fields may be left out)."""
     m, c, b = params.get("m"), params.get("c"), params.get("b")
+    p = params.get("p")
+    if action == "ClientReceivesReply":
+        if not isinstance(p, dict) or not isinstance(p.get("client"), int) or not isinstance(p.get("bookie"), int):
+            return ()
+        return (Message(f"bookie-{p['bookie']}", client_process(p["client"]), _request_label(p)),)
     if (action.startswith("Bookie") and action not in _BOOKIE_UP_DOWN) or action == "NetworkLosesMessage":
         if not isinstance(m, dict) or not isinstance(m.get("client"), int) or not isinstance(m.get("bookie"), int):
             return ()
@@ -687,7 +730,7 @@ REQUIRES = {
 
 TRACE = TraceMapping(
     LedgerSpec,
-    (FULL, CLIENT, BOOKIES),
+    (FULL, CLIENT, BOOKIES, MERGED),
     requires=REQUIRES,
     projections=PROJECTIONS,
     explain=EXPLAIN,

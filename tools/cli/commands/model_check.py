@@ -367,10 +367,16 @@ def _print_actions(
                 + escape(", ".join(r.unmatched_actions)),
                 highlight=False,
             )
+    off = presets[preset].off if preset is not None and preset in presets else ()
+    if off and any(set(off) <= set(r.never_taken) for r in counted.values()):
+        out.print(
+            f"off under the preset's constants, by design: {escape(', '.join(off))}", highlight=False, soft_wrap=True
+        )
     by_never: dict[tuple[str, ...], list[str]] = {}
     for name, r in counted.items():
-        if r.never_taken:
-            by_never.setdefault(r.never_taken, []).append(name)
+        never = tuple(a for a in r.never_taken if a not in off)
+        if never:
+            by_never.setdefault(never, []).append(name)
     hint = f"; --preset {next(iter(presets))} takes every action" if presets and preset not in presets else ""
     for never, engines in by_never.items():
         listed = f"{len(never)} of {len(actions)} actions: {escape(', '.join(never))}"
