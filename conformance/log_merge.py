@@ -72,8 +72,7 @@ class LogMergeError(TraceFileError):
 class MergedTrace:
     """One client trace and the bookies' trace of its ledger, merged."""
 
-    trace: str
-    client_trace: str
+    trace: str  # the client's trace id, which the merged trace keeps
     bookies_trace: str
     lines: tuple[dict[str, Any], ...]
     constants: Mapping[str, Any]
@@ -155,7 +154,7 @@ def merge_paths(client: str | Path, bookies: str | Path, out: Path) -> list[Merg
                 constants[name] = max(int(served[name]), int(constants.get(name, 0)))
         lines = merge_logs(client_log, bookies_log, client_trace)
         replies = sum(1 for line in lines if line["type"] == "ClientReceivesReply")
-        merged.append(MergedTrace(client_trace, client_trace, bookies_trace, tuple(lines), constants, replies))
+        merged.append(MergedTrace(client_trace, bookies_trace, tuple(lines), constants, replies))
     out.mkdir(parents=True, exist_ok=True)
     (out / MERGED_FILE).write_bytes(b"".join(orjson.dumps(line) + b"\n" for m in merged for line in m.lines))
     manifest = manifest_json(

@@ -831,7 +831,7 @@ class LedgerSpec(Spec[LedgerState]):
 
     # -- what a client does with a reply (part of the bookie's step, or ClientReceivesReply) -
     def _answer(self, s: LedgerState, p: Msg) -> LedgerState:
-        """Client p.client acts on reply p (TLA+'s TakesReply)."""
+        """Client p.client acts on reply p (the CASE of TLA+'s ClientReceivesReply)."""
         if p.type == "AddAck":
             return self._writer_acked(s, p) if p.client == WRITER else self._write_back_acked(s, p)
         if p.type == "AddFenced":

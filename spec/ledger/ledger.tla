@@ -471,9 +471,8 @@ FenceReplied(c, b, lac) ==
 
 \* The recovery reads it sends then: none until fencing completes.
 FenceReplyReads(c, b, lac) ==
-    IF rec[c].phase = "FENCING" /\ FenceReplied(c, b, lac).phase = "READING"
-    THEN ReadRequests(c, FenceReplied(c, b, lac).next)
-    ELSE {}
+    LET r2 == FenceReplied(c, b, lac)
+    IN IF rec[c].phase = "FENCING" /\ r2.phase = "READING" THEN ReadRequests(c, r2.next) ELSE {}
 
 (* Recovering client c once it takes bookie b's answer about entry e:     *)
 (* found, with its data d, or NoSuchEntry.  A found entry is written back *)

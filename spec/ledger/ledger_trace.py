@@ -6,7 +6,7 @@ its params that action's parameters (``m`` a request record, ``replied``,
 ``c`` a recovering client, ``b`` and ``nb`` bookies, ``e`` an entry id), its
 observed values ``LedgerState`` variables or the projections below.
 
-Three observation modes:
+Four observation modes:
 
 ``full``
     A global observer (a test harness around an engine, or a simulator):
