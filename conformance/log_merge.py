@@ -32,6 +32,10 @@ What the merge changes (:func:`merge_logs`):
   request it names: its client, bookie, entry and flags, and its type where
   the request has one answer (``FenceResp``); which answer an add or a
   recovery read got, and what it carried, the checker finds;
+- the metadata store's writes, where the bookies' log has them
+  (``zookeeper``'s events, and the metadata each bookie's event
+  observes), are left out: the client logs its own writes, with its own
+  stamps, which the store's need not match;
 - ``seq`` counts the merged trace's events; type, process, params, observed,
   time and extension fields are kept as logged.
 
@@ -51,6 +55,7 @@ import orjson
 from ledgerspec.conformance.crosscheck import SERVED, LogLine, paired_logs
 from ledgerspec.conformance.manifest import find_inputs
 from ledgerspec.conformance.reader import TraceFileError
+from ledgerspec.spec.ledger.ledger_trace import METADATA_OBSERVE, METADATA_STORE
 from ledgerspec.spec.vocabulary import manifest_json, write_manifest
 
 __all__ = ["MERGED_FILE", "LogMergeError", "MergedTrace", "merge_logs", "merge_paths"]
@@ -81,6 +86,7 @@ class MergedTrace:
 
 def merge_logs(client: Sequence[LogLine], bookies: Sequence[LogLine], trace: str) -> list[dict[str, Any]]:
     """The events of both logs as one trace ``trace``, in the order of their stamps (module docstring)."""
+    bookies = [line for line in bookies if line.event.get("process") != METADATA_STORE]
     stamped = [
         (_stamp(line, previous), side, i, line)
         for side, log in enumerate((client, bookies))
@@ -93,6 +99,8 @@ def merge_logs(client: Sequence[LogLine], bookies: Sequence[LogLine], trace: str
         if side == 0 and event.get("type") in SERVED:
             event["params"] = {"p": _taken_reply(event, line)}
             event["type"] = "ClientReceivesReply"
+        elif side == 1 and isinstance(observed := event.get("observed"), dict):
+            event["observed"] = {k: v for k, v in observed.items() if k not in METADATA_OBSERVE}
         merged.append({**event, "trace": trace, "seq": seq})
     return merged
 

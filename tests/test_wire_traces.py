@@ -33,14 +33,21 @@ def bookkeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BookKeeperC
         yield cluster
 
 
-def _served(bookkeeper: BookKeeperCluster, root: Path, config: BookieConfig | None = None) -> ServedBookies:
+def _served(
+    bookkeeper: BookKeeperCluster, root: Path, config: BookieConfig | None = None, *, count: int = 3, **options: Any
+) -> ServedBookies:
     return ServedBookies(
-        root / "bookies", 3, zookeeper=f"127.0.0.1:{bookkeeper.zk_port}", config=config, trace=root / "run.ndjson"
+        root / "bookies",
+        count,
+        zookeeper=f"127.0.0.1:{bookkeeper.zk_port}",
+        config=config,
+        trace=root / "run.ndjson",
+        **options,
     )
 
 
 def _harness(bookkeeper: BookKeeperCluster, served: ServedBookies) -> Harness:
-    assert sorted(bookkeeper.wait_for_bookies(3)) == sorted(served.bookie_ids)
+    assert sorted(bookkeeper.wait_for_bookies(len(served.bookies))) == sorted(served.bookie_ids)
     assert bookkeeper.harness is not None
     return bookkeeper.harness
 
@@ -51,7 +58,8 @@ def _write_and_fence(harness: Harness, served: ServedBookies) -> int:
     assert harness.call("add", client=0, ledger=ledger, count=5)["results"] == [0] * 5
     opened = harness.call("open", client=2, ledger=ledger, recovery=True)
     assert opened["last_add_confirmed"] == 4 and opened["metadata"]["state"] == "CLOSED"
-    assert all(served.on_bookie(n, lambda b: b.is_fenced(ledger)) for n in (1, 2, 3))
+    live = [b.number for b in served.bookies if b.running]  # the ledger's ensemble: three bookies up
+    assert all(served.on_bookie(n, lambda b: b.is_fenced(ledger)) for n in live)
     return ledger
 
 
@@ -94,6 +102,43 @@ def test_a_run_of_the_java_client_on_traced_bookies_conforms(
     assert [x["seq"] for x in lines] == sorted(x["seq"] for x in lines)
     code, verdicts = _check(capsys, tmp_path / "run.ndjson")
     assert (code, verdicts["traces"], verdicts["conforms"], verdicts["mode"]) == (0, 2, 2, "bookies")
+
+
+def test_with_its_metadata_through_the_proxy_the_trace_holds_every_write_of_it_and_conforms(
+    bookkeeper: BookKeeperCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The released client's ZooKeeper is the served bookies' proxy: its ensemble change, its close, and a
+    recovery's IN_RECOVERY and close are events of the bookies' trace, and every event observes the metadata."""
+    with _served(bookkeeper, tmp_path, count=4, metadata_proxy=0) as served:
+        _harness(bookkeeper, served)
+        client = bookkeeper.start_harness(
+            "proxied", metadata_uri=f"zk+hierarchical://{served.metadata_address}/ledgers"
+        )
+        try:
+            changed = int(client.call("create", client=0, ensemble=3, write=2, ack=2)["ledger"])
+            assert client.call("add", client=0, ledger=changed, count=3)["results"] == [0] * 3
+            first = client.call("open", client=1, ledger=changed, recovery=False)["metadata"]["ensembles"]["0"]
+            served.crash(served.bookie_ids.index(first[0]) + 1)
+            assert client.call("add", client=0, ledger=changed, count=3)["results"] == [0] * 3
+            assert client.call("close", client=0, ledger=changed)["rc"] == 0
+            fenced = _write_and_fence(client, served)
+        finally:
+            client.close()
+    lines = _lines(tmp_path / "run.ndjson")
+    writes = {
+        t: [(x["type"], x.get("params")) for x in lines if x["trace"] == t and x["process"] == "zookeeper"]
+        for t in (f"run-L{changed}", f"run-L{fenced}")
+    }
+    # the first ensemble is 1, 2, 3 as the spec numbers it, so the crashed bookie is 1, the fourth its replacement
+    assert writes[f"run-L{changed}"] == [("WriterChangesEnsemble", {"b": 1, "nb": 4}), ("WriterClosesLedger", None)]
+    assert writes[f"run-L{fenced}"] == [("RecovererStartsRecovery", None), ("RecovererClosesLedger", None)]
+    (change,) = [x for x in lines if x["type"] == "WriterChangesEnsemble"]
+    assert change["observed"]["meta_segments"] == [[0, [1, 2, 3]], [3, [4, 2, 3]]]
+    assert all(x["observed"]["meta_version"] >= 1 for x in lines)
+    manifest = orjson.loads((tmp_path / "manifest.json").read_bytes())
+    assert [t.get("metadata_writes") for t in manifest["traces"]] == [2, 2]
+    code, verdicts = _check(capsys, tmp_path / "run.ndjson")
+    assert (code, verdicts["traces"], verdicts["conforms"]) == (0, 2, 2), verdicts["violations"]
 
 
 def test_a_run_of_a_client_on_the_v2_protocol_conforms_too(

@@ -321,16 +321,17 @@ class BookKeeperCluster:
         *,
         main: str | None = None,
         classes: Path | None = None,
+        metadata_uri: str | None = None,
     ) -> Harness:
         """Another client JVM (a broker, say), logging to ``NAME.log``; the caller closes or kills it.
 
         ``properties`` are Java system properties for it: ``ledgerspec.useV2WireProtocol=true`` makes its
         clients speak BookKeeper's v2 protocol, as Pulsar's brokers do. ``main`` is another class that speaks the
         harness's protocol, in ``classes`` (``java/LedgerspecPulsarClient.java``); without it, the client harness
-        of this cluster's metadata.
+        of this cluster's metadata, or of ``metadata_uri`` (the same ZooKeeper through a proxy, say).
         """
         options = [f"-D{key}={value}" for key, value in (properties or {}).items()]
-        program = (main,) if main is not None else ("LedgerspecHarness", self.metadata_uri)
+        program = (main,) if main is not None else ("LedgerspecHarness", metadata_uri or self.metadata_uri)
         process = self._spawn(
             self._java(f"{name}.log", *options, *program, classes=classes),
             f"{name}.err",

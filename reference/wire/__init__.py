@@ -7,6 +7,8 @@
   the same code as the in-process cluster (:mod:`ledgerspec.reference.ledger.serving`);
 - :mod:`.registration`: the znodes a BookKeeper client finds bookies by;
 - :mod:`.server`: bookies on TCP ports, served from one asyncio loop;
+- :mod:`.trace`: what they served, as traces of the ledger spec;
+- :mod:`.zookeeper_proxy`: ZooKeeper for their clients, each metadata write it passes recorded;
 - :mod:`.network`: the other side, the reference ledger client's requests to any v3 bookie.
 """
 

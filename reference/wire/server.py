@@ -19,6 +19,11 @@ crashes and restarts, in that one order (:mod:`.trace`); :meth:`ServedBookies.st
 writes them as ledger-spec traces in the ``bookies`` observation mode, one
 per ledger, in that file, with a ``manifest.json`` beside it.
 
+Given ``metadata_proxy`` (a port, 0 for any) and a ZooKeeper, a proxy in
+front of it (:mod:`.zookeeper_proxy`) serves ZooKeeper clients on that port
+(:attr:`ServedBookies.metadata_address`), on the same loop, and tells the
+trace of each ledger metadata write ZooKeeper accepted.
+
 Given a fault plan or a control port (:mod:`.faults`), the bookies crash,
 restart, lose or delay answers, fsync slowly, or turn read-only on command.
 
@@ -47,7 +52,8 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from ledgerspec.reference.bookie import Bookie, BookieConfig, BookieLayout, OsFileSystem
 from ledgerspec.reference.ledger.protocol import Reply, Request
-from ledgerspec.reference.metadata.ledger_metadata_format import decode_ledger_metadata
+from ledgerspec.reference.metadata.ledger_metadata import LedgerMetadata
+from ledgerspec.reference.metadata.ledger_metadata_format import LedgerMetadataFormatError, decode_ledger_metadata
 from ledgerspec.reference.metadata.ledger_paths import ledger_path
 from ledgerspec.reference.wire import v2 as v2_protocol
 from ledgerspec.reference.wire.codec import LENGTH, FrameError, decode_request, frame_length
@@ -56,6 +62,7 @@ from ledgerspec.reference.wire.protos import BookkeeperProtocol_pb2 as pb
 from ledgerspec.reference.wire.registration import BookieRegistration, connect
 from ledgerspec.reference.wire.service import WireService
 from ledgerspec.reference.wire.trace import ServedTrace
+from ledgerspec.reference.wire.zookeeper_proxy import MetadataWrite, ZooKeeperProxy
 
 __all__ = ["ServedBookie", "ServedBookies"]
 
@@ -273,6 +280,7 @@ class ServedBookies:
         trace: Path | None = None,
         plan: Sequence[FaultCommand] = (),
         control: int | None = None,
+        metadata_proxy: int | None = None,
     ) -> None:
         if count < 1:
             raise ValueError(f"serve at least one bookie, not {count}")
@@ -282,7 +290,15 @@ class ServedBookies:
         self.zookeeper = zookeeper
         self.ledgers_root = ledgers_root
         config = config or BookieConfig()
-        self.trace = ServedTrace(trace, count, config.mutant) if trace is not None else None
+        self.trace = ServedTrace(trace, count, config.mutant, ledgers_root) if trace is not None else None
+        if metadata_proxy is not None and zookeeper is None:
+            raise ValueError("a proxy for the clients' metadata writes needs the ZooKeeper it passes them to")
+        self.proxy: ZooKeeperProxy | None = None
+        if metadata_proxy is not None and zookeeper is not None:
+            self.proxy = ZooKeeperProxy(zookeeper, self._metadata_written, host)
+            if self.trace is not None:
+                self.trace.metadata_recorded = True
+        self._proxy_port = metadata_proxy
         self.bookies = [ServedBookie(n, root / f"bookie-{n}", host, config, self.trace) for n in range(1, count + 1)]
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="ledgerspec-bookies", daemon=True)
@@ -310,6 +326,9 @@ class ServedBookies:
             _log.info("bookie %d serving on %s, files in %s", bookie.number, bookie.bookie_id, bookie.directory)
         for bookie in self.bookies:
             self._register(bookie)
+        if self.proxy is not None:
+            self._run(self.proxy.start(self._proxy_port or 0))
+            _log.info("ZooKeeper %s served to clients on %s, its writes recorded", self.zookeeper, self.proxy.address)
         self._run(self._apply_due())
         if self._control is not None:
             self._run(self._open_control(self._control))
@@ -438,36 +457,50 @@ class ServedBookies:
     def bookie_ids(self) -> list[str]:
         return [b.bookie_id for b in self.bookies]
 
+    @property
+    def metadata_address(self) -> str | None:
+        """``host:port`` of the proxy in front of ZooKeeper that records the clients' metadata writes, if any: the
+        ZooKeeper a client should connect to."""
+        return self.proxy.address if self.proxy is not None and self.proxy.port is not None else None
+
+    def _metadata_written(self, write: MetadataWrite) -> None:
+        if self.trace is not None:
+            self.trace.metadata_written(write)
+
     def write_trace(self) -> Path | None:
         """Write what the bookies served so far as traces (module docstring); None when not tracing, or when no
         bookie has served a request of a ledger yet (a trace file holds at least one event)."""
         if self.trace is None or not self.trace.ledgers():
             return None
         if self.zookeeper is None:
-            return self.trace.write(lambda ledger: None)
+            return self.trace.write()
+        numbers = {b.bookie_id: b.number for b in self.bookies}
+        unrecorded = self.proxy.unreadable if self.proxy is not None else ()
         zk = connect(self.zookeeper)
         try:
-            return self.trace.write(lambda ledger: self._first_ensemble(zk, ledger))
+            return self.trace.write(lambda ledger: self._stored(zk, ledger), numbers, unrecorded)
         finally:
             zk.stop()
             zk.close()
 
-    def _first_ensemble(self, zk: KazooClient, ledger: int) -> tuple[list[int], dict[str, int]] | None:
-        """A ledger's first ensemble as served bookie numbers, and its quorums, from its metadata; None without."""
+    def _stored(self, zk: KazooClient, ledger: int) -> tuple[LedgerMetadata, int] | None:
+        """A ledger's metadata in ZooKeeper now, and its version; None without, or where it is not BookKeeper's
+        (logged: its trace is then written with the served bookies' numbers and no quorums)."""
         try:
-            data, _ = zk.get(ledger_path(ledger, self.ledgers_root))
+            data, stat = zk.get(ledger_path(ledger, self.ledgers_root))
+            return decode_ledger_metadata(data, ledger), stat.version
         except NoNodeError:
             return None
-        metadata = decode_ledger_metadata(data, ledger)
-        numbers = {b.bookie_id: b.number for b in self.bookies}
-        first = [numbers[b] for b in metadata.segments[0].ensemble if b in numbers]
-        quorums = {"E": metadata.ensemble_size, "Qw": metadata.write_quorum_size, "Qa": metadata.ack_quorum_size}
-        return first, quorums
+        except LedgerMetadataFormatError as exc:
+            _log.warning("ledger %d: its metadata in ZooKeeper is not read: %s", ledger, exc)
+            return None
 
     def stop(self) -> None:
-        """Write the trace, if any; leave ZooKeeper, stop listening, and stop each bookie the clean way (its files
-        flushed)."""
+        """Close the proxy in front of ZooKeeper, if any (no write is recorded after); write the trace, if any; leave
+        ZooKeeper, stop listening, and stop each bookie the clean way (its files flushed)."""
         if self._thread.is_alive():
+            if self.proxy is not None:
+                self._run(self.proxy.close())
             self.write_trace()
         for bookie in self.bookies:
             self._leave(bookie)

@@ -24,12 +24,24 @@ answers a write of the explicit LAC                    ``BookieReceivesWriteLac(
 crashes (``ServedBookies.crash``)                      ``BookieCrashes(b)``, in every ledger's trace
 restarts (``ServedBookies.restart``)                   ``BookieRestarts(b)``, in every ledger's trace
 a plain read, a read of the LAC                        none: no step of the ledger spec
+the proxy in front of ZooKeeper passes a write of the  logged by ``zookeeper``, the client step that
+ledger's metadata (``ServedBookies(metadata_proxy=)``) wrote it (:func:`_metadata_step`):
+                                                       ``WriterChangesEnsemble(b, nb)``,
+                                                       ``WriterClosesLedger``,
+                                                       ``RecovererStartsRecovery``,
+                                                       ``RecovererClosesLedger``; the ledger's creation
+                                                       is the spec's initial state
 =====================================================  ============================================
 
 ``replied`` is left out: a bookie does not know whether its reply arrived.
 Each event observes ``bookie_entries``, ``bookie_fenced`` and
 ``bookie_explicit_lac`` as the bookies hold the ledger after it, and
-``crashed``; a ledger whose trace has an explicit LAC is checked with
+``crashed``, and, where the ledger's metadata writes were recorded whole,
+the metadata as the store held it (``meta_status``, ``meta_segments``,
+``meta_last_entry``, ``meta_version``: ZooKeeper's version plus one); a
+ledger whose writes were not (a version that did not pass the proxy) is
+written without them, the reason in the manifest's
+``metadata_not_recorded``. A ledger whose trace has an explicit LAC is checked with
 ``ExplicitLac = 1``; the bookie's answer is in the
 extension field ``x-reply``, and ``time`` is the host's monotonic clock
 (``time.monotonic``) when the bookie had served the request, before its
@@ -39,9 +51,9 @@ malformed entry, another master key: the bookie changes nothing) is left
 out, and counted in the manifest's ``unmodelled``.
 
 Bookies are numbered as the spec numbers them: the ledger's first ensemble
-is ``1 .. E`` in order, read from the ledger's metadata in ZooKeeper when
-the bookies are registered there (with ``E``, ``Qw`` and ``Qa``), the other
-served bookies follow in their order. A ledger whose metadata cannot be
+is ``1 .. E`` in order, read from the ledger's recorded creation, or else
+from its metadata in ZooKeeper when the bookies are registered there (with
+``E``, ``Qw`` and ``Qa``), the other served bookies follow in their order. A ledger whose metadata cannot be
 read keeps the served bookies' numbers, and its quorums are left for
 ``ledgerspec check --const``.
 """
@@ -61,6 +73,11 @@ import orjson
 from ledgerspec.reference.bookie import Bookie
 from ledgerspec.reference.bookie.entry import EntryFormatError, decode_lac
 from ledgerspec.reference.ledger.protocol import Reply, ReplyCode, Request, RequestKind
+from ledgerspec.reference.metadata.ledger_metadata import LedgerMetadata, LedgerState
+from ledgerspec.reference.metadata.ledger_metadata_format import LedgerMetadataFormatError, decode_ledger_metadata
+from ledgerspec.reference.metadata.ledger_paths import DEFAULT_LEDGERS_ROOT, ledger_id_from_path
+from ledgerspec.reference.wire.zookeeper_proxy import MetadataWrite
+from ledgerspec.spec.ledger.ledger_trace import METADATA_STORE
 from ledgerspec.spec.vocabulary import manifest_json, trace_line, write_manifest
 
 __all__ = ["ServedTrace"]
@@ -91,6 +108,60 @@ class _Served:
     reply: str | None
     held: Mapping[int, _Held]  # ledger -> what the bookie holds of it after the step
     time: float = attrs.field(factory=time.monotonic)  # when: served and durable, its reply not yet sent
+
+
+@attrs.frozen
+class _Written:
+    """One write of a ledger's metadata that ZooKeeper accepted, as the proxy in front of it saw it."""
+
+    ledger: int
+    write: MetadataWrite
+
+
+@attrs.frozen
+class _MetadataLog:
+    """A ledger's metadata as the store's writes left it: its creation, then each write after, in order."""
+
+    created: LedgerMetadata
+    writes: Mapping[int, LedgerMetadata]  # the write's place in the steps -> the metadata it wrote
+
+
+def _observed_metadata(metadata: LedgerMetadata, version: int, spec_number: Mapping[str, int]) -> dict[str, Any]:
+    """The spec's metadata variables, bookies as the spec numbers them; ``meta_version`` is ZooKeeper's version
+    plus one (the spec counts the creation as version 1, ZooKeeper as 0; both add one a write)."""
+    return {
+        "meta_status": metadata.state.name,
+        "meta_segments": [[s.first_entry_id, [spec_number[b] for b in s.ensemble]] for s in metadata.segments],
+        "meta_last_entry": metadata.last_entry_id,
+        "meta_version": version + 1,
+    }
+
+
+def _metadata_step(
+    before: LedgerMetadata, after: LedgerMetadata, spec_number: Mapping[str, int]
+) -> tuple[str, dict[str, Any]]:
+    """The spec's step for one write of the metadata, as ``(action, params)``: which client took it is read from
+    what it changed, as BookKeeper's clients write (``LedgerHandle``, ``LedgerRecoveryOp``, release-4.17.2).
+
+    - IN_RECOVERY: a recovering client's open (``LedgerOpenOp``, doRecovery), ``RecovererStartsRecovery``;
+    - CLOSED from IN_RECOVERY: its close (``ReadOnlyLedgerHandle`` after ``LedgerRecoveryOp``),
+      ``RecovererClosesLedger``; which recovering client is not on the wire: the checker tries each;
+    - CLOSED from OPEN: the writer's ``LedgerHandle.close``, ``WriterClosesLedger``;
+    - OPEN: the writer's ensemble change (``LedgerHandle.ensembleChangeLoop``), ``WriterChangesEnsemble(b, nb)``,
+      ``b`` the bookie of the last ensemble replaced and ``nb`` its replacement. BookKeeper replaces every failed
+      bookie in one write, the spec one a step: a write that replaced several names neither, and no step of the
+      spec matches it.
+    """
+    if after.state is LedgerState.IN_RECOVERY:
+        return "RecovererStartsRecovery", {}
+    if after.state is LedgerState.CLOSED:
+        return ("RecovererClosesLedger" if before.state is LedgerState.IN_RECOVERY else "WriterClosesLedger"), {}
+    old, new = before.segments[-1].ensemble, after.segments[-1].ensemble
+    replaced = [(spec_number[b], spec_number[nb]) for b, nb in zip(old, new, strict=False) if b != nb]
+    if len(replaced) == 1:
+        ((b, nb),) = replaced
+        return "WriterChangesEnsemble", {"b": b, "nb": nb}
+    return "WriterChangesEnsemble", {}
 
 
 def _held(bookie: Bookie, ledger: int) -> _Held:
@@ -131,12 +202,17 @@ class ServedTrace:
     only, one request at a time.
     """
 
-    def __init__(self, path: Path, count: int, mutant: str | None = None) -> None:
+    def __init__(
+        self, path: Path, count: int, mutant: str | None = None, ledgers_root: str = DEFAULT_LEDGERS_ROOT
+    ) -> None:
         self.path = path
         self.count = count
         self.mutant = mutant
-        self.steps: list[_Served] = []
+        self.ledgers_root = ledgers_root
+        self.steps: list[_Served | _Written] = []
         self.unmodelled: Counter[str] = Counter()  # answered requests the spec has no message for, by kind
+        self.metadata_recorded = False  # the clients' metadata writes pass a proxy that tells of them
+        self.metadata_not_recorded: dict[str, str] = {}  # trace -> why its metadata writes are left out (at write)
 
     # -- what the bookies tell ----------------------------------------------------------------
     def served(self, number: int, bookie: Bookie, request: Request, reply: Reply) -> None:
@@ -154,6 +230,14 @@ class ServedTrace:
     def crashed(self, number: int) -> None:
         self.steps.append(_Served(number, _CRASH, None, None, None, {}))
 
+    def metadata_written(self, write: MetadataWrite) -> None:
+        """ZooKeeper accepted a write that passed the proxy (:mod:`.zookeeper_proxy`); kept if a ledger's metadata."""
+        try:
+            ledger = ledger_id_from_path(write.path, self.ledgers_root)
+        except ValueError:
+            return  # a bookie's registration, the ledger id generator's znodes: not a ledger's metadata
+        self.steps.append(_Written(ledger, write))
+
     def restarted(self, number: int, bookie: Bookie) -> None:
         """Served bookie ``number`` started again: what it holds of each ledger after its journal's replay."""
         held = {lid: _held(bookie, lid) for lid in bookie.storage.ledgers}
@@ -161,33 +245,63 @@ class ServedTrace:
 
     # -- the trace ------------------------------------------------------------------------------
     def ledgers(self) -> list[int]:
+        """The ledgers served, and those whose metadata was written through the proxy, in the order first seen."""
         return list(dict.fromkeys(s.ledger for s in self.steps if s.ledger is not None))
 
-    def write(self, ensembles: Callable[[int], tuple[Sequence[int], Mapping[str, int]] | None]) -> Path:
+    def write(
+        self,
+        stored: Callable[[int], tuple[LedgerMetadata, int] | None] = lambda ledger: None,
+        bookie_numbers: Mapping[str, int] | None = None,
+        unrecorded: Sequence[str] = (),
+    ) -> Path:
         """Write the trace file and its ``manifest.json``; returns the trace file's path.
 
-        ``ensembles(ledger)`` gives a ledger's first ensemble as served bookie
-        numbers, and its quorums (``E``, ``Qw``, ``Qa``), or None when they are
-        not known.
+        ``stored(ledger)`` gives a ledger's metadata as the store holds it now,
+        and its ZooKeeper version, or None when it is not there: the first
+        ensemble and the quorums come from it where the writes were not
+        recorded, and a version above the last recorded one is a write that
+        did not pass the proxy. ``bookie_numbers`` maps each served bookie's
+        id to its number; ``unrecorded`` says why a write that passed the
+        proxy may be missing (none of the ledgers' metadata writes is then
+        used).
         """
+        numbers = bookie_numbers or {}
         stem = self.path.name.split(".")[0]
         lines: list[dict[str, Any]] = []
         traces = []
         for ledger in self.ledgers():
-            known = ensembles(ledger)
-            first, quorums = known if known is not None else ((), {})
             trace_id = f"{stem}-L{ledger}"
-            ledger_lines = self._ledger_lines(trace_id, ledger, first)
-            entries = [m["entry"] for line in ledger_lines if (m := line["params"].get("m")) and m["type"] == "AddReq"]
+            now = stored(ledger)
+            log = self._metadata_log(ledger, numbers, unrecorded, now)
+            created = log.created if isinstance(log, _MetadataLog) else now[0] if now is not None else None
+            first: Sequence[int] = ()
+            quorums: dict[str, int] = {}
+            if created is not None:
+                first = [numbers[b] for b in created.segments[0].ensemble if b in numbers]
+                quorums = {"E": created.ensemble_size, "Qw": created.write_quorum_size, "Qa": created.ack_quorum_size}
+            ledger_lines = self._ledger_lines(trace_id, ledger, first, log, numbers)
+            if all(line["type"] in (_CRASH, _RESTART) for line in ledger_lines):
+                continue  # only written through the proxy, and its writes left out: nothing of its own to judge
+            entries = [
+                m["entry"] for line in ledger_lines if (m := line.get("params", {}).get("m")) and m["type"] == "AddReq"
+            ]
             constants = {**quorums, "MaxEntries": max(entries, default=0) + 1}
             if any(line["type"] == "BookieReceivesWriteLac" for line in ledger_lines):
                 constants["ExplicitLac"] = 1
-            traces.append({"trace": trace_id, "constants": constants})
+            starts = sum(1 for line in ledger_lines if line["type"] == "RecovererStartsRecovery")
+            if starts > 1:
+                constants["NumRecoverers"] = starts
+            trace: dict[str, Any] = {"trace": trace_id, "constants": constants}
+            if isinstance(log, _MetadataLog):
+                trace["metadata_writes"] = len(log.writes)
+            elif log is not None:
+                trace["metadata_not_recorded"] = self.metadata_not_recorded[trace_id] = log
+            traces.append(trace)
             lines += ledger_lines
         lines.sort(key=lambda line: line["seq"])
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-        crashes = sum(1 for s in self.steps if s.action == _CRASH)
+        crashes = sum(1 for s in self.steps if isinstance(s, _Served) and s.action == _CRASH)
         constants = {"NumBookies": self.count, "MaxCrashes": crashes}
         manifest = manifest_json(
             spec="ledger",
@@ -201,14 +315,73 @@ class ServedTrace:
         write_manifest(self.path.parent, manifest)
         return self.path
 
-    def _ledger_lines(self, trace_id: str, ledger: int, first: Sequence[int]) -> list[dict[str, Any]]:
-        """One ledger's events: its requests, and every crash and restart; ``seq`` the place in the run."""
+    def _metadata_log(
+        self,
+        ledger: int,
+        bookie_numbers: Mapping[str, int],
+        unrecorded: Sequence[str],
+        now: tuple[LedgerMetadata, int] | None,
+    ) -> _MetadataLog | str | None:
+        """The ledger's metadata as the recorded writes left it; else why they cannot stand for the store's log
+        (a write missed, or data that is not a ledger's metadata), or None when no proxy recorded writes."""
+        if not self.metadata_recorded:
+            return None
+        if unrecorded:
+            return f"the proxy could not read {len(unrecorded)} writes (the first: {unrecorded[0]})"
+        writes = [
+            (place, step.write)
+            for place, step in enumerate(self.steps)
+            if isinstance(step, _Written) and step.ledger == ledger and step.write.data is not None
+        ]
+        versions = [w.version for _, w in writes]
+        if versions != list(range(len(versions))) or not versions:
+            return f"ZooKeeper versions {versions} were written through the proxy: the others did not pass it"
+        if now is not None and now[1] > versions[-1]:
+            return f"ZooKeeper holds version {now[1]}, the proxy passed versions up to {versions[-1]}"
+        decoded: dict[int, LedgerMetadata] = {}
+        for place, write in writes:
+            assert write.data is not None
+            try:
+                decoded[place] = decode_ledger_metadata(write.data, ledger, where=f"{write.path} v{write.version}")
+            except LedgerMetadataFormatError as exc:
+                return f"version {write.version} is not BookKeeper's ledger metadata: {exc}"
+        named = {b for m in decoded.values() for segment in m.segments for b in segment.ensemble}
+        strangers = sorted(named - set(bookie_numbers))
+        if strangers:
+            return f"its ensembles name bookies not served here: {', '.join(strangers)}"
+        created, *later = decoded.values()
+        return _MetadataLog(created, dict(zip(list(decoded)[1:], later, strict=True)))
+
+    def _ledger_lines(
+        self,
+        trace_id: str,
+        ledger: int,
+        first: Sequence[int],
+        log: _MetadataLog | str | None,
+        bookie_numbers: Mapping[str, int],
+    ) -> list[dict[str, Any]]:
+        """One ledger's events: its requests, every crash and restart, and its metadata's writes when recorded
+        whole (each event then observes the metadata too); ``seq`` the place in the run."""
         order = [*first, *(n for n in range(1, self.count + 1) if n not in first)]
         spec_number = {served: n for n, served in enumerate(order, start=1)}
+        by_id = {bookie_id: spec_number[served] for bookie_id, served in bookie_numbers.items()}
+        metadata = log.created if isinstance(log, _MetadataLog) else None
+        version = 0
         held = {n: _Held(frozenset(), False) for n in order}
         crashed: set[int] = set()
         lines = []
         for seq, step in enumerate(self.steps, start=1):
+            if isinstance(step, _Written):
+                if not isinstance(log, _MetadataLog) or seq - 1 not in log.writes:
+                    continue
+                before, metadata, version = metadata, log.writes[seq - 1], step.write.version
+                assert before is not None
+                action, written = _metadata_step(before, metadata, by_id)
+                observed = self._observed(held, order, crashed, metadata, version, by_id)
+                line = trace_line(trace_id, METADATA_STORE, seq, action, written, observed)
+                line["time"] = step.write.time
+                lines.append(line)
+                continue
             if step.ledger not in (None, ledger):
                 continue
             b = spec_number[step.bookie]
@@ -223,15 +396,30 @@ class ServedTrace:
                 params = {"m": {**step.m, "bookie": b}}
             if ledger in step.held or step.action == _RESTART:
                 held[step.bookie] = step.held.get(ledger, _Held(frozenset(), False))
-            observed = {
-                "bookie_entries": [sorted(held[n].entries) for n in order],
-                "bookie_fenced": [held[n].fenced for n in order],
-                "bookie_explicit_lac": [held[n].explicit_lac for n in order],
-                "crashed": sorted(crashed),
-            }
+            observed = self._observed(held, order, crashed, metadata, version, by_id)
             line = trace_line(trace_id, f"bookie-{b}", seq, step.action, params, observed)
             line["time"] = step.time
             if step.reply is not None:
                 line["x-reply"] = step.reply
             lines.append(line)
         return lines
+
+    @staticmethod
+    def _observed(
+        held: Mapping[int, _Held],
+        order: Sequence[int],
+        crashed: set[int],
+        metadata: LedgerMetadata | None,
+        version: int,
+        by_id: Mapping[str, int],
+    ) -> dict[str, Any]:
+        """What an event observes: the bookies' side, and the metadata as the store holds it, when recorded."""
+        observed: dict[str, Any] = {
+            "bookie_entries": [sorted(held[n].entries) for n in order],
+            "bookie_fenced": [held[n].fenced for n in order],
+            "bookie_explicit_lac": [held[n].explicit_lac for n in order],
+            "crashed": sorted(crashed),
+        }
+        if metadata is not None:
+            observed.update(_observed_metadata(metadata, version, by_id))
+        return observed

@@ -37,7 +37,18 @@ Four observation modes:
     (docs/real-systems.md), which the bookie then holds. A bookie cannot
     tell who sent a request nor whether its reply arrived, so a request
     record names no client but the writer (a normal add: only the writer
-    sends those), and ``replied`` is left out. This is the client mode
+    sends those), and ``replied`` is left out. Where the clients' writes
+    to the metadata store are recorded too (``ledgerspec serve bookies
+    --metadata-proxy``), each is an event logged by ``zookeeper``, named
+    by the client step that wrote it (``WriterChangesEnsemble``,
+    ``WriterClosesLedger``, ``RecovererStartsRecovery``,
+    ``RecovererClosesLedger``; which recovering client wrote is not seen,
+    so ``c`` is left out), and every event of the trace observes the
+    metadata as the store holds it then (``meta_status``,
+    ``meta_segments``, ``meta_last_entry``, ``meta_version``). Those client
+    steps stay hidden too, for the ones whose compare-and-set fails and
+    write nothing; the observed version rules out a write that was not
+    logged. This is the client mode
     turned around: the clients are searched for, the bookies are seen,
     so a bookie that breaks a promise (acks an add to a fenced ledger,
     loses a fence in a restart) shows at its own step. The price is the
@@ -124,6 +135,8 @@ __all__ = [
     "FULL",
     "GUARDS",
     "MERGED",
+    "METADATA_OBSERVE",
+    "METADATA_STORE",
     "STUTTERS",
     "TRACE",
     "client_process",
@@ -236,13 +249,19 @@ CLIENT = ObservationMode(
 )
 
 BOOKIES_OBSERVE = frozenset({"bookie_entries", "bookie_fenced", "bookie_explicit_lac", "crashed"})
+#: The metadata store's variables: observed in bookies mode where the store's writes are recorded too.
+METADATA_OBSERVE = frozenset({"meta_status", "meta_segments", "meta_last_entry", "meta_version"})
+#: The process that logs the metadata store's writes in bookies mode.
+METADATA_STORE = "zookeeper"
 
 BOOKIES = ObservationMode(
     "bookies",
-    "what the bookies see: each request they serve, their crashes and restarts; the clients' steps searched for",
-    observes=BOOKIES_OBSERVE,
+    "what the bookies see: each request they serve, their crashes and restarts, and the metadata store's writes "
+    "where they are recorded; the clients' steps searched for",
+    observes=BOOKIES_OBSERVE | METADATA_OBSERVE,
     hidden={a.name: None for a in LedgerSpec.actions if not a.name.startswith("Bookie")},
     logged_by=_actor,
+    unseen={"RecovererStartsRecovery": frozenset({"c"}), "RecovererClosesLedger": frozenset({"c"})},
 )
 
 MERGED = ObservationMode(

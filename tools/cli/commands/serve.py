@@ -15,7 +15,11 @@ serve, and at the stop write it to ``FILE`` as ledger-spec traces in the
 beside it, for ``ledgerspec check FILE``. ``--faults PLAN`` (a JSON list of
 fault commands) and ``--control PORT`` (one JSON fault command a line, on
 loopback) make the bookies crash, restart, drop or delay answers, fsync
-slowly or turn read-only (:mod:`ledgerspec.reference.wire.faults`). Exit
+slowly or turn read-only (:mod:`ledgerspec.reference.wire.faults`). With
+``--metadata-proxy PORT`` (0: any free one) it also listens for ZooKeeper
+clients and passes them to ``--zookeeper``, recording each write ZooKeeper
+accepted (:mod:`ledgerspec.reference.wire.zookeeper_proxy`): a client that
+connects there has its ledgers' metadata writes in the trace too. Exit
 status 2 for bad options, a bad fault plan, or a cluster it cannot register
 in.
 """
@@ -60,6 +64,13 @@ def register(commands: Any) -> None:
     serve.add_argument(
         "--control", type=int, metavar="PORT", help="take fault commands on this loopback port (0: any free one)"
     )
+    serve.add_argument(
+        "--metadata-proxy",
+        type=int,
+        metavar="PORT",
+        help="listen for ZooKeeper clients on this port (0: any free one), pass them to --zookeeper and record "
+        "their metadata writes in the trace",
+    )
     serve.set_defaults(run=_serve)
 
 
@@ -68,6 +79,8 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
         raise UsageError(f"unknown thing to serve {args.what!r}; it serves: {', '.join(SERVED)}")
     if args.count < 1:
         raise UsageError(f"--count must be at least 1, got {args.count}")
+    if args.metadata_proxy is not None and args.zookeeper is None:
+        raise UsageError("--metadata-proxy passes clients to a ZooKeeper: give it with --zookeeper")
     if args.port is not None and len(args.port) != args.count:
         raise UsageError(f"{len(args.port)} --port given for {args.count} bookies: give one for each, or none")
     try:
@@ -84,6 +97,7 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
         trace=Path(args.trace) if args.trace else None,
         plan=plan,
         control=args.control,
+        metadata_proxy=args.metadata_proxy,
     )
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -104,6 +118,8 @@ def _serve(args: argparse.Namespace, out: Console, err: Console) -> int:
         ledgers = len(served.trace.ledgers())
         written = f"traces of {ledgers} ledgers written to {args.trace}" if ledgers else "no ledger served: no trace"
         err.print(written, highlight=False)
+        for trace, why in served.trace.metadata_not_recorded.items():
+            err.print(f"{trace}: its metadata writes are left out of the trace: {why}", highlight=False)
     return EXIT_OK
 
 
@@ -117,6 +133,7 @@ def _report(served: ServedBookies, args: argparse.Namespace, out: Console) -> No
                     "zookeeper": args.zookeeper,
                     "ledgers_root": args.ledgers_root,
                     "control_port": served.control_port,
+                    "metadata_proxy": served.metadata_address,
                 }
             )
         )
@@ -127,4 +144,9 @@ def _report(served: ServedBookies, args: argparse.Namespace, out: Console) -> No
         out.print(f"{len(bookies)} bookies {where}; Ctrl-C stops them", highlight=False)
         if served.control_port is not None:
             out.print(f"fault commands on 127.0.0.1:{served.control_port}, one JSON object a line", highlight=False)
+        if served.metadata_address is not None:
+            out.print(
+                f"ZooKeeper for clients at {served.metadata_address}: their metadata writes are recorded",
+                highlight=False,
+            )
     out.file.flush()
