@@ -278,6 +278,21 @@ class TraceChecker:
             expected=self._expected,
         )
         self._judge = PromiseJudge(spec, self.mapping, self.mode)
+        # A coarser model of the spec (TraceMapping.coarser), tried first: a trace that conforms to it conforms.
+        coarse = self.mapping.coarser(spec) if self.mapping.coarser is not None else None
+        self._coarser = (
+            TraceChecker(
+                coarse,
+                self.mode,
+                bounds,
+                mapping=self.mapping,
+                cache_limit=cache_limit,
+                coverage=coverage,
+                depth_first=depth_first,
+            )
+            if coarse is not None
+            else None
+        )
 
     def _state(self, state: Any) -> Any:
         """The interned copy of a state. All state caches are emptied together when they hold too much."""
@@ -334,6 +349,10 @@ class TraceChecker:
     def check(self, events: Sequence[Event], input_errors: Iterable[InputError] = ()) -> Verdict:
         """Check one trace. ``events`` in reading order; ``input_errors`` are its lines that could not be read."""
         unread = tuple(input_errors)
+        if self._coarser is not None and not unread:
+            quick = self._coarser.conforming(events)
+            if quick is not None:
+                return quick
         trace = events[0].trace if events else (unread[0].trace if unread else None) or "?"
         ordered, total, merge_errors = self._replay_order(events, trace)
         errors = list(unread) + merge_errors
@@ -373,6 +392,27 @@ class TraceChecker:
             search=outcome.search,
             further=further,
             stopped=stopped,
+        )
+
+    def conforming(self, events: Sequence[Event]) -> Verdict | None:
+        """The verdict on one trace if it conforms; else None, with nothing counted and nothing judged (a coarser
+        model's check, :meth:`check`)."""
+        trace = events[0].trace if events else "?"
+        ordered, total, merge_errors = self._replay_order(events, trace)
+        if merge_errors:
+            return None
+        outcome = self._search(ordered)
+        if outcome.failure_index is not None or outcome.bad_value is not None:
+            return None
+        if self._tally is not None:
+            self._count(outcome.witness, outcome.tail)
+        return Verdict(
+            trace=trace,
+            status=CONFORMS,
+            events=total,
+            checked=outcome.checked,
+            max_candidates=outcome.peak,
+            search=outcome.search,
         )
 
     # -- after a divergence: which promise broke, and the divergences after it -------------------
@@ -1026,7 +1066,10 @@ class TraceChecker:
         """What the traces checked so far exercised (:mod:`ledgerspec.conformance.coverage`)."""
         if self._tally is None:
             raise ValueError("this checker does not collect coverage (coverage=False)")
-        return self._tally.coverage()
+        covered = self._tally.coverage()
+        if self._coarser is not None:
+            covered.add(self._coarser.coverage())  # the traces the coarser model decided
+        return covered
 
     def _count(self, witness: Node | None, tail: Sequence[Transition]) -> None:
         """Add a trace's witness to the tally: ``witness``, then the steps of ``tail``."""

@@ -14,7 +14,10 @@ divergence breaks"):
   the trace format asks that an observer report an observed variable
   whenever it changes (every recorder of the project does, through
   ``ObservedChanges``), and no step a mode hides changes a variable the
-  mode observes (the tests check it on every mapping);
+  mode observes, but one whose witness it advances too
+  (``ObservationMode.witnessed``: the metadata's version, which each event
+  that reports the metadata reports, so a hidden write fails the next
+  report; the tests check it on every mapping);
 - the *reported state*: a spec state the trace could have reached (a
   candidate before the event, or the state a way of taking the event
   reaches) with the reports imposed on it: its observed variables replaced

@@ -186,6 +186,11 @@ class ObservationMode:
     # hidden steps can follow one another longer than the checker's default (a rollover, persists, a skip and a
     # trim between two acknowledgements), a bound below that leaves some traces undecided. None: the default.
     hidden_steps: int | None = None
+    # observed name -> its witness, an observed counter that every step changing the name advances. A step this
+    # mode hides may change such a name (a client's write of the metadata, which the bookies see only where the
+    # store's writes are recorded): an event that reports the name reports its witness too, so the next report
+    # rules the hidden step out, and a value reported still stands until the next report.
+    witnessed: Mapping[str, str] = attrs.field(factory=dict)
 
     def hides(self, action: str, args: tuple[Any, ...]) -> bool:
         """Is this action instance invisible to the observer?"""
@@ -213,8 +218,13 @@ class TraceMapping:
         partition: PartitionKey | None = None,
         requires: Mapping[str, Iterable[str]] | None = None,
         observed_promises: Iterable[ObservedPromise] = (),
+        coarser: Callable[[Any], Any] | None = None,
     ) -> None:
         self.spec_type = spec_type
+        # spec -> a model of the same spec whose behaviours, as every mode observes them, are all behaviours of
+        # the given one, and fewer to search (None where there is none): a trace that conforms to it conforms to
+        # the given model, so a checker may try it first.
+        self.coarser = coarser
         self.partition = partition
         self.modes = {m.name: m for m in modes}
         self.projections = {p.name: p for p in projections}
@@ -251,6 +261,9 @@ class TraceMapping:
             unknown = sorted(set(mode.hidden) - set(self.actions))
             if unknown:
                 raise ValueError(f"mode {mode.name} hides unknown actions {', '.join(unknown)}")
+            unknown = sorted({*mode.witnessed, *mode.witnessed.values()} - mode.observes)
+            if unknown:
+                raise ValueError(f"mode {mode.name} names witnessed names it does not observe: {', '.join(unknown)}")
             for action_name, params in mode.unseen.items():
                 if not params <= set(self.param_codecs.get(action_name, ())):
                     raise ValueError(f"mode {mode.name} leaves out parameters of {action_name} it does not have")

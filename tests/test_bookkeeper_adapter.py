@@ -82,6 +82,27 @@ def test_a_bookie_that_refused_an_add_after_it_completed_is_replaced_at_the_next
     assert acks == {(2, 5), (3, 5), (4, 5)} and lines[close]["observed"]["meta_last_entry"] == 5
 
 
+def test_two_bookies_replaced_in_one_metadata_write_are_two_steps_each_one_version(tmp_path: Path) -> None:
+    """On reference bookies, E=3 Qw=3 Qa=1: entry 3 completed on bookie 1 before bookies 2 and 3 refused it late;
+    both failures waited for the next add (delayedWriteFailedBookies, 4.17.2), which replaced them in one write of
+    the metadata, ZooKeeper's version 1. The spec replaces one bookie a step: two steps, its version 3."""
+    recording = recheck(tmp_path, "replace-two-in-one-write")
+    assert recording.status == "conforms", [r.verdict.reason for r in recording.ledgers]
+    observations = [
+        orjson.loads(line) for line in (RECORDINGS / "replace-two-in-one-write" / "observations.ndjson").open("rb")
+    ]
+    writes = [o["written"]["version"] for o in observations if o["ev"] == "metadata" and o["op"] == "write"]
+    assert writes == [1, 2]  # ZooKeeper's: the change, the close
+    lines = [orjson.loads(line) for line in (tmp_path / "replace-two-in-one-write" / "trace.ndjson").open("rb")]
+    steps = ("WriterChangesEnsemble", "WriterClosesLedger")
+    metadata = [(x["type"], x.get("params"), x.get("observed")) for x in lines if x["type"] in steps]
+    (first, _, _), (second, _, after_change), (close, _, after_close) = metadata
+    assert (first, second, close) == ("WriterChangesEnsemble", "WriterChangesEnsemble", "WriterClosesLedger")
+    assert {metadata[0][1]["b"], metadata[1][1]["b"]} == {2, 3} and metadata[0][2] is None
+    assert after_change["meta_version"] == 3 and after_change["meta_segments"][-1][0] == 4
+    assert after_close["meta_version"] == 4 and after_close["meta_last_entry"] == 4
+
+
 def test_the_lost_fence_is_a_violation_of_the_acked_entry_promise(tmp_path: Path) -> None:
     recording = recheck(tmp_path, "fence-empty-ledger-then-restart")
     (ledger,) = recording.ledgers

@@ -8,6 +8,7 @@ the file by the manifest written beside it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +51,17 @@ def _harness(bookkeeper: BookKeeperCluster, served: ServedBookies) -> Harness:
     assert sorted(bookkeeper.wait_for_bookies(len(served.bookies))) == sorted(served.bookie_ids)
     assert bookkeeper.harness is not None
     return bookkeeper.harness
+
+
+@contextlib.contextmanager
+def _proxied_client(bookkeeper: BookKeeperCluster, served: ServedBookies, name: str) -> Iterator[Harness]:
+    """A client harness whose ZooKeeper is the served bookies' proxy, so that its metadata writes are traced."""
+    _harness(bookkeeper, served)
+    client = bookkeeper.start_harness(name, metadata_uri=f"zk+hierarchical://{served.metadata_address}/ledgers")
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def _write_and_fence(harness: Harness, served: ServedBookies) -> int:
@@ -104,26 +116,77 @@ def test_a_run_of_the_java_client_on_traced_bookies_conforms(
     assert (code, verdicts["traces"], verdicts["conforms"], verdicts["mode"]) == (0, 2, 2, "bookies")
 
 
+def test_adds_in_flight_carry_a_lac_behind_the_acks_the_bookies_sent_and_conform(
+    bookkeeper: BookKeeperCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ten adds in flight on E=5 Qw=2 Qa=2: the handle takes the acks in one at a time, so an add may carry a LAC
+    behind acks the bookies had already sent; the bookies' trace is checked with LacLag = 1, and conforms."""
+    with _served(bookkeeper, tmp_path, count=5) as served:
+        harness = _harness(bookkeeper, served)
+        ledger = int(harness.call("create", client=0, ensemble=5, write=2, ack=2)["ledger"])
+        for _ in range(3):
+            assert harness.call("add", client=0, ledger=ledger, count=10)["results"] == [0] * 10
+        assert harness.call("close", client=0, ledger=ledger)["rc"] == 0
+    manifest = orjson.loads((tmp_path / "manifest.json").read_bytes())
+    assert manifest["traces"][0]["constants"]["LacLag"] == 1
+    code, verdicts = _check(capsys, tmp_path / "run.ndjson")
+    assert (code, verdicts["conforms"]) == (0, 1), verdicts["violations"]
+
+
+def test_a_ledger_trace_holds_the_crashes_that_can_matter_to_it(
+    bookkeeper: BookKeeperCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An orderly stop is the spec's crash; a ledger's trace holds the crashes of the bookies down as it starts,
+    and after its last request those of the bookies that hold some of it: a restart could lose that."""
+    with _served(bookkeeper, tmp_path, count=4) as served:
+        harness = _harness(bookkeeper, served)
+        first = int(harness.call("create", client=0, ensemble=3, write=3, ack=2)["ledger"])
+        assert harness.call("add", client=0, ledger=first, count=2)["results"] == [0] * 2
+        ensemble = harness.call("open", client=1, ledger=first, recovery=False)["metadata"]["ensembles"]["0"]
+        assert harness.call("close", client=0, ledger=first)["rc"] == 0
+        member = served.bookie_ids.index(ensemble[0]) + 1
+        (spare,) = [n for n in range(1, 5) if served.bookie_ids[n - 1] not in ensemble]
+        served.shut_down(spare)  # holds nothing of the first ledger
+        served.shut_down(member)
+        served.restart(member)
+        assert len(bookkeeper.wait_for_bookies(3)) == 3
+        second = int(harness.call("create", client=0, ensemble=3, write=3, ack=2)["ledger"])
+        assert harness.call("add", client=0, ledger=second, count=2)["results"] == [0] * 2
+        assert harness.call("close", client=0, ledger=second)["rc"] == 0
+        served.restart(spare)
+    lines = _lines(tmp_path / "run.ndjson")
+    faults = {
+        t: [x["type"] for x in lines if x["trace"] == t and x["type"] in ("BookieCrashes", "BookieRestarts")]
+        for t in (f"run-L{first}", f"run-L{second}")
+    }
+    assert faults == {f"run-L{first}": ["BookieCrashes", "BookieRestarts"], f"run-L{second}": ["BookieCrashes"]}
+    (down,) = [x for x in lines if x["trace"] == f"run-L{second}" and x["type"] == "BookieCrashes"]
+    assert down["params"]["b"] == 4 and down["observed"]["crashed"] == [4]  # the spare: outside its ensemble
+    constants = {
+        t["trace"]: t["constants"]["MaxCrashes"]
+        for t in orjson.loads((tmp_path / "manifest.json").read_bytes())["traces"]
+    }
+    assert constants == {f"run-L{first}": 1, f"run-L{second}": 1}
+    code, verdicts = _check(capsys, tmp_path / "run.ndjson")
+    assert (code, verdicts["conforms"]) == (0, 2), verdicts["violations"]
+
+
 def test_with_its_metadata_through_the_proxy_the_trace_holds_every_write_of_it_and_conforms(
     bookkeeper: BookKeeperCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The released client's ZooKeeper is the served bookies' proxy: its ensemble change, its close, and a
     recovery's IN_RECOVERY and close are events of the bookies' trace, and every event observes the metadata."""
-    with _served(bookkeeper, tmp_path, count=4, metadata_proxy=0) as served:
-        _harness(bookkeeper, served)
-        client = bookkeeper.start_harness(
-            "proxied", metadata_uri=f"zk+hierarchical://{served.metadata_address}/ledgers"
-        )
-        try:
-            changed = int(client.call("create", client=0, ensemble=3, write=2, ack=2)["ledger"])
-            assert client.call("add", client=0, ledger=changed, count=3)["results"] == [0] * 3
-            first = client.call("open", client=1, ledger=changed, recovery=False)["metadata"]["ensembles"]["0"]
-            served.crash(served.bookie_ids.index(first[0]) + 1)
-            assert client.call("add", client=0, ledger=changed, count=3)["results"] == [0] * 3
-            assert client.call("close", client=0, ledger=changed)["rc"] == 0
-            fenced = _write_and_fence(client, served)
-        finally:
-            client.close()
+    with (
+        _served(bookkeeper, tmp_path, count=4, metadata_proxy=0) as served,
+        _proxied_client(bookkeeper, served, "proxied") as client,
+    ):
+        changed = int(client.call("create", client=0, ensemble=3, write=2, ack=2)["ledger"])
+        assert client.call("add", client=0, ledger=changed, count=3)["results"] == [0] * 3
+        first = client.call("open", client=1, ledger=changed, recovery=False)["metadata"]["ensembles"]["0"]
+        served.crash(served.bookie_ids.index(first[0]) + 1)
+        assert client.call("add", client=0, ledger=changed, count=3)["results"] == [0] * 3
+        assert client.call("close", client=0, ledger=changed)["rc"] == 0
+        fenced = _write_and_fence(client, served)
     lines = _lines(tmp_path / "run.ndjson")
     writes = {
         t: [(x["type"], x.get("params")) for x in lines if x["trace"] == t and x["process"] == "zookeeper"]
@@ -139,6 +202,37 @@ def test_with_its_metadata_through_the_proxy_the_trace_holds_every_write_of_it_a
     assert [t.get("metadata_writes") for t in manifest["traces"]] == [2, 2]
     code, verdicts = _check(capsys, tmp_path / "run.ndjson")
     assert (code, verdicts["traces"], verdicts["conforms"]) == (0, 2, 2), verdicts["violations"]
+
+
+def test_bookies_replaced_in_one_write_are_as_many_steps_and_the_trace_conforms(
+    bookkeeper: BookKeeperCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The whole ensemble crashes: the add's three failures reach the handle, the first starts a change, the
+    other two wait for it (``delayedWriteFailedBookies``) and are replaced together in the next write, which the
+    trace gives as one ``WriterChangesEnsemble`` a bookie, each counting a version of the spec's."""
+    with (
+        _served(bookkeeper, tmp_path, count=6, metadata_proxy=0) as served,
+        _proxied_client(bookkeeper, served, "proxied-six") as client,
+    ):
+        ledger = int(client.call("create", client=0, ensemble=3, write=3, ack=2)["ledger"])
+        assert client.call("add", client=0, ledger=ledger, count=2)["results"] == [0] * 2
+        first = client.call("open", client=1, ledger=ledger, recovery=False)["metadata"]["ensembles"]["0"]
+        for bookie_id in first:
+            served.crash(served.bookie_ids.index(bookie_id) + 1)
+        assert client.call("add", client=0, ledger=ledger, count=2)["results"] == [0] * 2
+        assert client.call("close", client=0, ledger=ledger)["rc"] == 0
+    lines = _lines(tmp_path / "run.ndjson")
+    writes = [x for x in lines if x["process"] == "zookeeper"]
+    changes = [(x["params"]["b"], x["params"]["nb"]) for x in writes if x["type"] == "WriterChangesEnsemble"]
+    assert sorted(b for b, _ in changes) == [1, 2, 3] and sorted(nb for _, nb in changes) == [4, 5, 6]
+    manifest = orjson.loads((tmp_path / "manifest.json").read_bytes())
+    (trace,) = manifest["traces"]
+    # ZooKeeper's versions: the creation, the changes' writes, the close; the spec's: one more a bookie replaced
+    assert trace["metadata_writes"] < len(writes) == 4
+    assert writes[-1]["type"] == "WriterClosesLedger" and writes[-1]["observed"]["meta_version"] == 5
+    assert sorted(writes[-1]["observed"]["meta_segments"][-1][1]) == [4, 5, 6]
+    code, verdicts = _check(capsys, tmp_path / "run.ndjson")
+    assert (code, verdicts["conforms"]) == (0, 1), verdicts["violations"]
 
 
 def test_a_run_of_a_client_on_the_v2_protocol_conforms_too(

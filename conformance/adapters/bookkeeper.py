@@ -63,7 +63,11 @@ client r's long poll answered                            ``ReaderReadsLac(r, lac
 
 Every metadata event observes ``meta_status``, ``meta_last_entry`` and
 ``meta_version``: ZooKeeper's znode version plus one, since the spec counts
-the creation as version 1 and ZooKeeper as 0, and both add one a write.
+the creation as version 1 and ZooKeeper as 0, and both add one a write;
+plus one for each bookie beyond the first that an ensemble change replaced
+in one write (``LedgerHandle.handleBookieFailure``, release-4.17.2, replaces
+together the failures that reached the handle during the change before),
+since the spec replaces one a step.
 
 Bookies are numbered as the spec numbers them: the ledger's first ensemble
 is ``1 .. E`` in order, the cluster's other bookies follow in the cluster's
@@ -150,6 +154,7 @@ class LedgerTraceMapper:
         self.numbers: dict[str, int] = {}
         self.quorum: tuple[int, int, int] | None = None  # E, Qw, Qa
         self._metadata: _Metadata | None = None
+        self._extra_versions = 0  # the spec's versions beyond ZooKeeper's: a write that replaced k bookies is k steps
         self._lap = -1
         self._writer_fenced = False
         self._started: set[int] = set()
@@ -301,9 +306,8 @@ class LedgerTraceMapper:
     def _read_metadata(self, obs: Mapping[str, Any], written: Mapping[str, Any]) -> _Metadata:
         ensembles = sorted(((int(first), bookies) for first, bookies in written["ensembles"].items()))
         segments = tuple((first, tuple(self._bookie(obs, b) for b in bookies)) for first, bookies in ensembles)
-        return _Metadata(
-            str(written["state"]), segments, int(written["last_entry"]), int(written.get("version", -2)) + 1
-        )
+        version = int(written.get("version", -2)) + 1 + self._extra_versions
+        return _Metadata(str(written["state"]), segments, int(written["last_entry"]), version)
 
     @staticmethod
     def _observed_metadata(m: _Metadata) -> dict[str, Any]:
@@ -662,7 +666,12 @@ class LedgerTraceMapper:
                 closed = {**observed, "writer_status": WRITER_CLOSED}
                 self._emit(obs, client, "WriterClosesLedger", observed=closed, at=self._drained)
                 return
-            for b, nb in _replaced(before.segments[-1][1], after.segments[-1][1]):
+            replaced = _replaced(before.segments[-1][1], after.segments[-1][1])
+            if len(replaced) > 1:
+                self._extra_versions += len(replaced) - 1
+                after.version += len(replaced) - 1
+                observed = self._observed_metadata(after)
+            for b, nb in replaced:
                 self._emit(obs, client, "WriterChangesEnsemble", {"b": b, "nb": nb})
                 self._changed_while_held = bool(self._held)
                 # The change drops the replaced bookie's acks and resends pending adds: new acks count again.

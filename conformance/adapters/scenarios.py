@@ -532,6 +532,21 @@ def _two_changes(driver: Driver) -> None:
 _LATE_REFUSAL_MS, _BEFORE_NEXT_ADD_S = 300, 2.0
 
 
+def _refused_late_then_next_add(driver: Driver, ledger: Ledger, late: list[int]) -> None:
+    """The ``late`` bookies answer adds late and refuse them as read-only: the next add completes on the others
+    before their refusals arrive, and the add after it replaces them first; then they heal, and the ledger closes."""
+    for bookie in late:
+        driver.fault(bookie, "delay-replies", ms=_LATE_REFUSAL_MS, operation="ADD_ENTRY")
+        driver.fault(bookie, "read-only")
+    ledger.add(1)  # completes on the other bookies of its write set; refused by the late ones after
+    time.sleep(_BEFORE_NEXT_ADD_S)
+    ledger.add(1)  # replaces the late bookies before it sends
+    for bookie in late:
+        driver.fault(bookie, "writable")
+        driver.fault(bookie, "heal")
+    ledger.close()
+
+
 @_scenario(
     "replace-after-late-refusal",
     "an add completes on E=4 Qw=3 Qa=2 before its third bookie refuses it; the next add, which goes to the other "
@@ -544,16 +559,26 @@ def _replace_after_late_refusal(driver: Driver) -> None:
     # (maybeHandleDelayedWriteBookieFailure) before it sends, though its own write set leaves the bookie out.
     ledger = driver.create(4, 3, 2)
     ledger.add(4)
-    late = ledger.bookie(1)
-    driver.fault(late, "delay-replies", ms=_LATE_REFUSAL_MS, operation="ADD_ENTRY")
-    driver.fault(late, "read-only")
-    ledger.add(1)  # entry 4 goes to bookies 1, 2 and 3: acked by 2 and 3, refused by 1 later
-    time.sleep(_BEFORE_NEXT_ADD_S)
-    ledger.add(1)  # entry 5 goes to bookies 2, 3 and 4
-    driver.fault(late, "writable")
-    driver.fault(late, "heal")
-    ledger.close()
+    # entry 4 goes to bookies 1, 2 and 3: acked by 2 and 3, refused by 1 later; entry 5 to bookies 2, 3 and 4
+    _refused_late_then_next_add(driver, ledger, [ledger.bookie(1)])
     ledger.read_back(0, 5)
+
+
+@_scenario(
+    "replace-two-in-one-write",
+    "an add completes on E=3 Qw=3 Qa=1 before its other two bookies refuse it; the next add replaces both in one "
+    "metadata write",
+    bookies="reference",
+)
+def _replace_two_in_one_write(driver: Driver) -> None:
+    # Both late failures wait in LedgerHandle.delayedWriteFailedBookies (notifyWriteFailed, 4.17.2); the next
+    # add's initiate hands them to handleBookieFailure together, and ensembleChangeLoop replaces both bookies
+    # in one write of the metadata, where the spec replaces one a step.
+    ledger = driver.create(3, 3, 1)
+    ledger.add(3)
+    # entry 3 goes to bookies 1, 2 and 3: acked by 1, refused by 2 and 3 later; entry 4 replaces both
+    _refused_late_then_next_add(driver, ledger, [ledger.bookie(2), ledger.bookie(3)])
+    ledger.read_back(0, 4)
 
 
 @_scenario("recover-with-bookie-down", "a bookie is down while a second client recovers the ledger")

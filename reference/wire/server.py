@@ -97,6 +97,7 @@ class ServedBookie:
         self.closed_for_bad_frames = 0  # connections closed because of a frame the bookie could not take
         self.faults = BookieFaults()  # what it is told to do wrong (:mod:`.faults`)
         self.replies_dropped = 0  # requests served whose answer a fault kept back
+        self._traced: object | None = None  # the trace's step of the request being answered, if it made one
         self.on_answered: Callable[[], None] | None = None  # told after each request answered (a fault plan)
 
     @property
@@ -117,13 +118,15 @@ class ServedBookie:
         self.bookie.start()
         self._server = await asyncio.start_server(self._serve_connection, self.host, port)
         self.port = int(self._server.sockets[0].getsockname()[1])
-        self.service = WireService(self.bookie, self.bookie_id, str(self.directory), self._served)
+        self.service = WireService(
+            self.bookie, self.bookie_id, str(self.directory), self._served, self.trace.refused if self.trace else None
+        )
         if restart and self.trace is not None:
             self.trace.restarted(self.number, self.bookie)
 
     def _served(self, request: Request, reply: Reply) -> None:
         if self.trace is not None:
-            self.trace.served(self.number, self.bookie, request, reply)
+            self._traced = self.trace.served(self.number, self.bookie, request, reply)
 
     async def close(self, *, clean: bool = True) -> None:
         """Stop listening and drop every connection; then stop the bookie: ``clean``, flushed and checkpointed;
@@ -159,8 +162,11 @@ class ServedBookie:
                     polls.add(asyncio.create_task(self._answer_long_poll(request, wait, writer)))
                     polls = {p for p in polls if not p.done()}
                     continue
+                self._traced = None
                 answer, operation, changes = self._answer(request)
                 send, wait = self.faults.answer(operation, changes)
+                if not send and self.trace is not None and self._traced is not None:
+                    self.trace.reply_dropped(self._traced)  # before any await: the step this request made
                 if wait:
                     await asyncio.sleep(wait)
                 if send:
@@ -437,8 +443,11 @@ class ServedBookies:
     def shut_down(self, n: int) -> None:
         """Stop bookie ``n`` the orderly way: it leaves ZooKeeper, drops its connections, flushes and checkpoints."""
         bookie = self.bookies[n - 1]
+        running = bookie.running
         self._leave(bookie)
         self._run(bookie.close(clean=True))
+        if self.trace is not None and running:
+            self.trace.crashed(n)  # the spec's bookie stops one way: its crash, which loses nothing it stored
 
     def restart(self, n: int) -> None:
         """Start bookie ``n`` again on its files and its port: it replays its journal and registers again."""

@@ -92,12 +92,18 @@ class WireService:
     """One reference bookie, answering v3 requests; ``bookie_id`` is its id in ledger metadata (``host:port``)."""
 
     def __init__(
-        self, bookie: Bookie, bookie_id: str, disk: str, on_served: Callable[[Request, Reply], None] | None = None
+        self,
+        bookie: Bookie,
+        bookie_id: str,
+        disk: str,
+        on_served: Callable[[Request, Reply], None] | None = None,
+        on_refused: Callable[[int], None] | None = None,
     ) -> None:
         self.bookie = bookie
         self.bookie_id = bookie_id
         self.disk = disk  # a directory on the bookie's disk, for GET_BOOKIE_INFO
         self.on_served = on_served  # told of each request of :mod:`.protocol` served, and its reply (a trace)
+        self.on_refused = on_refused  # told of the ledger of each add refused unserved, read-only (a trace)
         self.read_only = False  # a fault (:mod:`.faults`): normal adds are refused EREADONLY
         # Each takes the request's header, its body and the response body to fill, status included.
         self._handlers: dict[int, Callable[[pb.BKPacketHeader, Any, Any], None]] = {
@@ -175,6 +181,8 @@ class WireService:
             # WriteEntryProcessorV3.processPacket: a read-only bookie refuses all but high-priority writes (the
             # Java client sends a recovery's write-backs with priority); this one has room left for those.
             out.status = pb.EREADONLY
+            if self.on_refused is not None:
+                self.on_refused(add.ledgerId)
             return
         reply = self._serve(
             RequestKind.ADD,

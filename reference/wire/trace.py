@@ -21,13 +21,18 @@ answers a fencing read of entry e >= 0                 ``BookieReceivesRecoveryR
                                                        ``ReadReq`` with ``fence``
 answers a write of the explicit LAC                    ``BookieReceivesWriteLac(m)``, a ``LacReq``
                                                        from the writer with the LAC in the body
-crashes (``ServedBookies.crash``)                      ``BookieCrashes(b)``, in every ledger's trace
-restarts (``ServedBookies.restart``)                   ``BookieRestarts(b)``, in every ledger's trace
+crashes or stops (``ServedBookies.crash``,            ``BookieCrashes(b)`` (the spec's bookie has no
+``shut_down``)                                         orderly stop), in each ledger's trace where it
+                                                       may matter (below)
+restarts (``ServedBookies.restart``)                   ``BookieRestarts(b)``, likewise
 a plain read, a read of the LAC                        none: no step of the ledger spec
+refuses an add as read-only (a fault), storing nothing none: the hidden loss of its request
+serves a request but drops its answer (a fault)        its step, its reply lost: the checker tries
+                                                       ``replied`` either way
 the proxy in front of ZooKeeper passes a write of the  logged by ``zookeeper``, the client step that
-ledger's metadata (``ServedBookies(metadata_proxy=)``) wrote it (:func:`_metadata_step`):
-                                                       ``WriterChangesEnsemble(b, nb)``,
-                                                       ``WriterClosesLedger``,
+ledger's metadata (``ServedBookies(metadata_proxy=)``) wrote it (:func:`_metadata_steps`):
+                                                       ``WriterChangesEnsemble(b, nb)`` for each
+                                                       bookie replaced, ``WriterClosesLedger``,
                                                        ``RecovererStartsRecovery``,
                                                        ``RecovererClosesLedger``; the ledger's creation
                                                        is the spec's initial state
@@ -38,17 +43,33 @@ Each event observes ``bookie_entries``, ``bookie_fenced`` and
 ``bookie_explicit_lac`` as the bookies hold the ledger after it, and
 ``crashed``, and, where the ledger's metadata writes were recorded whole,
 the metadata as the store held it (``meta_status``, ``meta_segments``,
-``meta_last_entry``, ``meta_version``: ZooKeeper's version plus one); a
+``meta_last_entry``, ``meta_version``: ZooKeeper's version plus one, and
+plus one for each step of a write beyond its first); a
 ledger whose writes were not (a version that did not pass the proxy) is
 written without them, the reason in the manifest's
-``metadata_not_recorded``. A ledger whose trace has an explicit LAC is checked with
+``metadata_not_recorded``. Each ledger is checked with ``LacLag = 1``: an
+add carries the LAC its client had when it packaged the add
+(``PendingAddOp.initiate``, release-4.17.2), which may be behind the acks the
+bookies had already sent. A ledger whose trace holds an ensemble change
+the store recorded is checked with ``RepliesInFlight = 1`` too: the new
+ensemble starts after the LAC the writer had as it decided the change, and
+the writer takes in no ack from then until the change is written
+(``LedgerHandle.changingEnsemble``), though the bookies sent them, so its
+taking of each is a step of its own, searched for; the search is larger,
+and such a run may need ``--max-candidates`` above the default to be
+decided. A ledger whose trace has an explicit LAC is checked with
 ``ExplicitLac = 1``; the bookie's answer is in the
 extension field ``x-reply``, and ``time`` is the host's monotonic clock
 (``time.monotonic``) when the bookie had served the request, before its
 reply was sent: a client's log stamped with the same clock merges with
 it (``ledgerspec merge``). A request the spec has no message for (a
 malformed entry, another master key: the bookie changes nothing) is left
-out, and counted in the manifest's ``unmodelled``.
+out, and counted in the manifest's ``unmodelled``. A ledger's trace
+starts at its first step (its creation, where the metadata's writes are
+recorded), with the crashes of the bookies down then; after its last
+request it holds the crashes and restarts of the bookies that hold some of
+it, which a restart may lose. It is checked with ``MaxCrashes`` the
+crashes it holds, and ``MaxLoss`` the requests and replies the faults lost.
 
 Bookies are numbered as the spec numbers them: the ledger's first ensemble
 is ``1 .. E`` in order, read from the ledger's recorded creation, or else
@@ -60,6 +81,7 @@ read keeps the served bookies' numbers, and its quorums are left for
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import struct
 import time
@@ -96,6 +118,10 @@ class _Held:
     fenced: bool
     explicit_lac: int = -1
 
+    @property
+    def anything(self) -> bool:
+        return bool(self.entries) or self.fenced or self.explicit_lac >= 0
+
 
 @attrs.frozen
 class _Served:
@@ -117,6 +143,10 @@ class _Written:
     ledger: int
     write: MetadataWrite
 
+    @property
+    def time(self) -> float:
+        return self.write.time  # when its request passed the proxy
+
 
 @attrs.frozen
 class _MetadataLog:
@@ -127,41 +157,41 @@ class _MetadataLog:
 
 
 def _observed_metadata(metadata: LedgerMetadata, version: int, spec_number: Mapping[str, int]) -> dict[str, Any]:
-    """The spec's metadata variables, bookies as the spec numbers them; ``meta_version`` is ZooKeeper's version
-    plus one (the spec counts the creation as version 1, ZooKeeper as 0; both add one a write)."""
+    """The spec's metadata variables, bookies as the spec numbers them; ``version`` the spec's (the spec counts
+    the creation as version 1, ZooKeeper as 0; both add one a step, and a write of the store may be several)."""
     return {
         "meta_status": metadata.state.name,
         "meta_segments": [[s.first_entry_id, [spec_number[b] for b in s.ensemble]] for s in metadata.segments],
         "meta_last_entry": metadata.last_entry_id,
-        "meta_version": version + 1,
+        "meta_version": version,
     }
 
 
-def _metadata_step(
+def _metadata_steps(
     before: LedgerMetadata, after: LedgerMetadata, spec_number: Mapping[str, int]
-) -> tuple[str, dict[str, Any]]:
-    """The spec's step for one write of the metadata, as ``(action, params)``: which client took it is read from
+) -> list[tuple[str, dict[str, Any]]]:
+    """The spec's steps for one write of the metadata, as ``(action, params)``: which client took it is read from
     what it changed, as BookKeeper's clients write (``LedgerHandle``, ``LedgerRecoveryOp``, release-4.17.2).
 
     - IN_RECOVERY: a recovering client's open (``LedgerOpenOp``, doRecovery), ``RecovererStartsRecovery``;
     - CLOSED from IN_RECOVERY: its close (``ReadOnlyLedgerHandle`` after ``LedgerRecoveryOp``),
       ``RecovererClosesLedger``; which recovering client is not on the wire: the checker tries each;
     - CLOSED from OPEN: the writer's ``LedgerHandle.close``, ``WriterClosesLedger``;
-    - OPEN: the writer's ensemble change (``LedgerHandle.ensembleChangeLoop``), ``WriterChangesEnsemble(b, nb)``,
-      ``b`` the bookie of the last ensemble replaced and ``nb`` its replacement. BookKeeper replaces every failed
-      bookie in one write, the spec one a step: a write that replaced several names neither, and no step of the
-      spec matches it.
+    - OPEN: the writer's ensemble change (``LedgerHandle.ensembleChangeLoop``), ``WriterChangesEnsemble(b, nb)``
+      for each bookie ``b`` of the last ensemble replaced by ``nb``. BookKeeper replaces in one write every bookie
+      whose failure reached the handle while it changed the ensemble before (``handleBookieFailure`` keeps them
+      in ``delayedWriteFailedBookies``); the spec replaces one a step, so such a write is as many steps, each
+      one more version (:meth:`ServedTrace._ledger_lines` counts them). A write that replaced none (an OPEN
+      ledger written again with the same ensembles) is named ``WriterChangesEnsemble`` with no bookie: no step
+      of the spec writes that, and the checker says so.
     """
     if after.state is LedgerState.IN_RECOVERY:
-        return "RecovererStartsRecovery", {}
+        return [("RecovererStartsRecovery", {})]
     if after.state is LedgerState.CLOSED:
-        return ("RecovererClosesLedger" if before.state is LedgerState.IN_RECOVERY else "WriterClosesLedger"), {}
+        return [("RecovererClosesLedger" if before.state is LedgerState.IN_RECOVERY else "WriterClosesLedger", {})]
     old, new = before.segments[-1].ensemble, after.segments[-1].ensemble
     replaced = [(spec_number[b], spec_number[nb]) for b, nb in zip(old, new, strict=False) if b != nb]
-    if len(replaced) == 1:
-        ((b, nb),) = replaced
-        return "WriterChangesEnsemble", {"b": b, "nb": nb}
-    return "WriterChangesEnsemble", {}
+    return [("WriterChangesEnsemble", {"b": b, "nb": nb}) for b, nb in replaced] or [("WriterChangesEnsemble", {})]
 
 
 def _held(bookie: Bookie, ledger: int) -> _Held:
@@ -211,21 +241,34 @@ class ServedTrace:
         self.ledgers_root = ledgers_root
         self.steps: list[_Served | _Written] = []
         self.unmodelled: Counter[str] = Counter()  # answered requests the spec has no message for, by kind
+        self.losses: Counter[int] = Counter()  # ledger -> its requests or replies the spec counts as lost
         self.metadata_recorded = False  # the clients' metadata writes pass a proxy that tells of them
         self.metadata_not_recorded: dict[str, str] = {}  # trace -> why its metadata writes are left out (at write)
 
     # -- what the bookies tell ----------------------------------------------------------------
-    def served(self, number: int, bookie: Bookie, request: Request, reply: Reply) -> None:
-        """Served bookie ``number`` answered ``request`` with ``reply``."""
+    def served(self, number: int, bookie: Bookie, request: Request, reply: Reply) -> object | None:
+        """Served bookie ``number`` answered ``request`` with ``reply``; the step it makes of it, if any (for
+        :meth:`reply_dropped`)."""
         found = _request_record(request)
         if found is None:
-            return
+            return None
         if reply.code in _UNMODELLED:
             self.unmodelled[request.kind.value] += 1
-            return
+            return None
         action, m = found
         lid = request.ledger_id
-        self.steps.append(_Served(number, action, lid, m, reply.code.value, {lid: _held(bookie, lid)}))
+        step = _Served(number, action, lid, m, reply.code.value, {lid: _held(bookie, lid)})
+        self.steps.append(step)
+        return step
+
+    def reply_dropped(self, step: object) -> None:
+        """The answer to the request of ``step`` was not sent (a fault): in the spec, its reply lost."""
+        if isinstance(step, _Served) and step.ledger is not None:
+            self.losses[step.ledger] += 1
+
+    def refused(self, ledger: int) -> None:
+        """A bookie refused an add of ``ledger`` as read-only, storing nothing: in the spec, its request lost."""
+        self.losses[ledger] += 1
 
     def crashed(self, number: int) -> None:
         self.steps.append(_Served(number, _CRASH, None, None, None, {}))
@@ -236,7 +279,12 @@ class ServedTrace:
             ledger = ledger_id_from_path(write.path, self.ledgers_root)
         except ValueError:
             return  # a bookie's registration, the ledger id generator's znodes: not a ledger's metadata
-        self.steps.append(_Written(ledger, write))
+        # In its place among the steps by when its request passed: the client decided the write then, from what
+        # it knew then (the LAC a new ensemble starts after, say); what the bookies served while ZooKeeper took
+        # it comes after it, as in the spec, whose step decides and writes at once.
+        self.steps.insert(
+            bisect.bisect_right(self.steps, write.time, key=lambda step: step.time), _Written(ledger, write)
+        )
 
     def restarted(self, number: int, bookie: Bookie) -> None:
         """Served bookie ``number`` started again: what it holds of each ledger after its journal's replay."""
@@ -285,7 +333,16 @@ class ServedTrace:
             entries = [
                 m["entry"] for line in ledger_lines if (m := line.get("params", {}).get("m")) and m["type"] == "AddReq"
             ]
-            constants = {**quorums, "MaxEntries": max(entries, default=0) + 1}
+            # An add carries the LAC of the moment its client packaged it, which may be behind the acks the
+            # bookies had sent (the client takes them in one at a time): the writer's LAC may lag (LacLag).
+            crashes = sum(1 for line in ledger_lines if line["type"] == _CRASH)
+            constants = {
+                **quorums,
+                "MaxEntries": max(entries, default=0) + 1,
+                "LacLag": 1,
+                "MaxCrashes": crashes,
+                "MaxLoss": self.losses[ledger],
+            }
             if any(line["type"] == "BookieReceivesWriteLac" for line in ledger_lines):
                 constants["ExplicitLac"] = 1
             starts = sum(1 for line in ledger_lines if line["type"] == "RecovererStartsRecovery")
@@ -296,9 +353,16 @@ class ServedTrace:
                 trace["metadata_writes"] = len(log.writes)
             elif log is not None:
                 trace["metadata_not_recorded"] = self.metadata_not_recorded[trace_id] = log
+            if any(line["type"] == "WriterChangesEnsemble" for line in ledger_lines):
+                # A new ensemble starts after the LAC the writer had as it decided the change; it takes in no ack
+                # from then until the change is written (LedgerHandle.changingEnsemble), though the bookies sent
+                # them: its taking of each is a step of its own.
+                constants["RepliesInFlight"] = 1
             traces.append(trace)
             lines += ledger_lines
-        lines.sort(key=lambda line: line["seq"])
+        lines.sort(key=lambda line: line["seq"])  # stable: the steps of one write keep their order
+        for seq, line in enumerate(lines, start=1):
+            line["seq"] = seq
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
         crashes = sum(1 for s in self.steps if isinstance(s, _Served) and s.action == _CRASH)
@@ -361,26 +425,36 @@ class ServedTrace:
         bookie_numbers: Mapping[str, int],
     ) -> list[dict[str, Any]]:
         """One ledger's events: its requests, every crash and restart, and its metadata's writes when recorded
-        whole (each event then observes the metadata too); ``seq`` the place in the run."""
+        whole (each event then observes the metadata too); ``seq`` the place in the run, renumbered at
+        :meth:`write` (a write of the store may be several steps)."""
         order = [*first, *(n for n in range(1, self.count + 1) if n not in first)]
         spec_number = {served: n for n, served in enumerate(order, start=1)}
         by_id = {bookie_id: spec_number[served] for bookie_id, served in bookie_numbers.items()}
         metadata = log.created if isinstance(log, _MetadataLog) else None
-        version = 0
+        version = 1  # the spec's: ZooKeeper's plus one, plus one for each step of a write beyond its first
         held = {n: _Held(frozenset(), False) for n in order}
         crashed: set[int] = set()
         lines = []
+        start, final, down = self._lifetime(ledger)
         for seq, step in enumerate(self.steps, start=1):
+            if seq - 1 < start and not (isinstance(step, _Served) and seq - 1 in down):
+                continue  # before the ledger: only the crashes of the bookies still down when it starts matter
+            if seq - 1 > final and isinstance(step, _Served) and not held[step.bookie].anything:
+                continue  # after it, a crash and restart matter where the bookie holds some of it, to lose
             if isinstance(step, _Written):
                 if not isinstance(log, _MetadataLog) or seq - 1 not in log.writes:
                     continue
-                before, metadata, version = metadata, log.writes[seq - 1], step.write.version
+                before, metadata = metadata, log.writes[seq - 1]
                 assert before is not None
-                action, written = _metadata_step(before, metadata, by_id)
-                observed = self._observed(held, order, crashed, metadata, version, by_id)
-                line = trace_line(trace_id, METADATA_STORE, seq, action, written, observed)
-                line["time"] = step.write.time
-                lines.append(line)
+                steps = _metadata_steps(before, metadata, by_id)
+                version += len(steps)
+                for i, (action, written) in enumerate(steps, start=1):
+                    # the steps before the last leave the metadata between two versions the store never held
+                    whole = i == len(steps)
+                    observed = self._observed(held, order, crashed, metadata if whole else None, version, by_id)
+                    line = trace_line(trace_id, METADATA_STORE, seq, action, written, observed)
+                    line["time"] = step.write.time
+                    lines.append(line)
                 continue
             if step.ledger not in (None, ledger):
                 continue
@@ -403,6 +477,20 @@ class ServedTrace:
                 line["x-reply"] = step.reply
             lines.append(line)
         return lines
+
+    def _lifetime(self, ledger: int) -> tuple[int, int, set[int]]:
+        """The places of the ledger's first and last steps in the run, and those of the crashes before its first
+        step of the bookies that had not restarted by then."""
+        own = [place for place, step in enumerate(self.steps) if step.ledger == ledger]  # a crash's is None
+        if not own:
+            return len(self.steps), len(self.steps), set()
+        down: dict[int, int] = {}  # served bookie -> the place of its crash
+        for place, step in enumerate(self.steps[: own[0]]):
+            if isinstance(step, _Served) and step.action == _CRASH:
+                down[step.bookie] = place
+            elif isinstance(step, _Served) and step.action == _RESTART:
+                down.pop(step.bookie, None)
+        return own[0], own[-1], set(down.values())
 
     @staticmethod
     def _observed(

@@ -10,8 +10,9 @@ frame as it is and reads the writes off the wire: each create, set and
 delete, alone or in a ``multi``, that ZooKeeper answered without error, with
 the zxid and the znode version ZooKeeper gave it. It tells of a write
 (:class:`MetadataWrite`) as the reply passes, before the client has it, so a
-step the client takes because of the write comes after it in any log kept
-on the same loop, and a step the client took before it, before.
+step the client takes because of the write is told of after it on the same
+loop; the write carries the time its request passed, when the client had
+decided it.
 
 The protocol (ZooKeeper 3.x's client protocol, ``ClientCnxn`` and
 ``zookeeper.jute``): each frame is a big-endian int32 length, then that
@@ -78,8 +79,9 @@ _MULTI_HEADER = struct.Struct(">i?i")
 @attrs.frozen
 class MetadataWrite:
     """One write ZooKeeper accepted: ``data`` None for a delete; ``version`` the znode's version after it (-1 for
-    a delete); ``zxid`` ZooKeeper's transaction id, its order of writes; ``time`` when its reply passed the proxy
-    (``time.monotonic``)."""
+    a delete); ``zxid`` ZooKeeper's transaction id, its order of writes; ``time`` when its request passed the
+    proxy (``time.monotonic``): the write took effect between then and its reply, and what the client wrote it
+    from (its LAC, say) it had when it sent it."""
 
     path: str
     data: bytes | None
@@ -176,7 +178,8 @@ class _Session:
     def __init__(self, proxy: ZooKeeperProxy, peer: object) -> None:
         self.proxy = proxy
         self.peer = peer
-        self.pending: dict[int, tuple[int, list[_Op]]] = {}  # xid -> the request's type, its operations
+        # xid -> the request's type, its operations, when it passed the proxy
+        self.pending: dict[int, tuple[int, list[_Op], float]] = {}
 
     def sent(self, payload: bytes) -> None:
         if len(payload) < 8:
@@ -190,7 +193,7 @@ class _Session:
             self._unreadable(f"from {self.peer}: {exc}")
             return
         if ops:
-            self.pending[xid] = (op_type, ops)
+            self.pending[xid] = (op_type, ops, time.monotonic())
 
     def answered(self, payload: bytes) -> None:
         if len(payload) < reply_header_struct.size:
@@ -199,7 +202,7 @@ class _Session:
         request = self.pending.pop(xid, None)
         if request is None or err != 0:
             return
-        op_type, ops = request
+        op_type, ops, requested = request
         try:
             if op_type == _MULTI:
                 versions = _versions(ops, payload)
@@ -214,7 +217,7 @@ class _Session:
             return
         for op, version in zip(ops, versions, strict=True):
             if op.type in _WRITES:
-                self.proxy.record(MetadataWrite(op.path, op.data, version, zxid))
+                self.proxy.record(MetadataWrite(op.path, op.data, version, zxid, requested))
 
     def _unreadable(self, why: str) -> None:
         self.proxy.unreadable.append(why)

@@ -262,6 +262,9 @@ BOOKIES = ObservationMode(
     hidden={a.name: None for a in LedgerSpec.actions if not a.name.startswith("Bookie")},
     logged_by=_actor,
     unseen={"RecovererStartsRecovery": frozenset({"c"}), "RecovererClosesLedger": frozenset({"c"})},
+    # Every write of the metadata is one more version: a trace that reports the metadata reports its version at
+    # each event, so no write goes unlogged between two.
+    witnessed=dict.fromkeys(METADATA_OBSERVE, "meta_version"),
 )
 
 MERGED = ObservationMode(
@@ -747,9 +750,20 @@ REQUIRES = {
     "RecovererClosesLedger": {"meta_status", "meta_last_entry"},
 }
 
+
+def _replies_taken_at_once(spec: LedgerSpec) -> LedgerSpec | None:
+    """With ``RepliesInFlight = 1``, the same model with 0: each of its bookie steps is a bookie's step of the
+    given model followed at once by the client's ``ClientReceivesReply`` (or the reply's loss), so its behaviours
+    are among the given model's, with none of the orders in which clients take replies late to search."""
+    if not spec.RepliesInFlight:
+        return None
+    return LedgerSpec(**{**spec.values, "RepliesInFlight": 0})
+
+
 TRACE = TraceMapping(
     LedgerSpec,
     (FULL, CLIENT, BOOKIES, MERGED),
+    coarser=_replies_taken_at_once,
     requires=REQUIRES,
     projections=PROJECTIONS,
     explain=EXPLAIN,
