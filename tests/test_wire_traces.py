@@ -227,8 +227,10 @@ def test_bookies_replaced_in_one_write_are_as_many_steps_and_the_trace_conforms(
     assert sorted(b for b, _ in changes) == [1, 2, 3] and sorted(nb for _, nb in changes) == [4, 5, 6]
     manifest = orjson.loads((tmp_path / "manifest.json").read_bytes())
     (trace,) = manifest["traces"]
-    # ZooKeeper's versions: the creation, the changes' writes, the close; the spec's: one more a bookie replaced
-    assert trace["metadata_writes"] < len(writes) == 4
+    # ZooKeeper's versions: the creation, the changes' writes, the close; the spec's: one a bookie replaced. (The
+    # failures after the first reach the handle within microseconds, the change takes a ZooKeeper round trip: they
+    # are replaced together unless the machine holds them back that long; replace-two-in-one-write is sure to.)
+    assert trace["metadata_writes"] <= len(writes) == 4
     assert writes[-1]["type"] == "WriterClosesLedger" and writes[-1]["observed"]["meta_version"] == 5
     assert sorted(writes[-1]["observed"]["meta_segments"][-1][1]) == [4, 5, 6]
     code, verdicts = _check(capsys, tmp_path / "run.ndjson")
