@@ -279,7 +279,7 @@ class TraceChecker:
         )
         self._judge = PromiseJudge(spec, self.mapping, self.mode)
         # A coarser model of the spec (TraceMapping.coarser), tried first: a trace that conforms to it conforms.
-        coarse = self.mapping.coarser(spec) if self.mapping.coarser is not None else None
+        coarse = self.mapping.coarser(spec, self.mode) if self.mapping.coarser is not None else None
         self._coarser = (
             TraceChecker(
                 coarse,

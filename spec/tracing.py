@@ -218,12 +218,12 @@ class TraceMapping:
         partition: PartitionKey | None = None,
         requires: Mapping[str, Iterable[str]] | None = None,
         observed_promises: Iterable[ObservedPromise] = (),
-        coarser: Callable[[Any], Any] | None = None,
+        coarser: Callable[[Any, ObservationMode], Any] | None = None,
     ) -> None:
         self.spec_type = spec_type
-        # spec -> a model of the same spec whose behaviours, as every mode observes them, are all behaviours of
-        # the given one, and fewer to search (None where there is none): a trace that conforms to it conforms to
-        # the given model, so a checker may try it first.
+        # (spec, mode) -> a model of the same spec whose behaviours, as the mode observes them, are all behaviours
+        # of the given one, and fewer to search (None where there is none, or where the mode sees steps only the
+        # given model takes): a trace that conforms to it conforms to the given model, so a checker may try it first.
         self.coarser = coarser
         self.partition = partition
         self.modes = {m.name: m for m in modes}

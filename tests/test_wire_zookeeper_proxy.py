@@ -169,6 +169,11 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def _traced_bookies(tmp_path: Path, hosts: str, root: str, trace: Path) -> ServedBookies:
+    """Three traced bookies registered under ``root``, with the proxy in front of ZooKeeper on any free port."""
+    return ServedBookies(tmp_path / "bookies", 3, zookeeper=hosts, ledgers_root=root, trace=trace, metadata_proxy=0)
+
+
 SMALL = {"NumBookies": 3, "E": 3, "Qw": 2, "Qa": 2, "MaxEntries": 3}
 #: Every client step is hidden from the bookies: room for all of them between two events.
 BOUNDS = Bounds(max_hidden_steps=20)
@@ -179,7 +184,7 @@ def test_the_served_trace_holds_the_writers_close_as_the_store_took_it_and_confo
 ) -> None:
     hosts, root, _ = cluster_root
     trace = tmp_path / "run" / "run.ndjson"
-    with ServedBookies(tmp_path / "bookies", 3, zookeeper=hosts, ledgers_root=root, trace=trace, metadata_proxy=0) as s:
+    with _traced_bookies(tmp_path, hosts, root, trace) as s:
         ledger = _write_and_close(s, root, 3)
     lines = _lines(trace)
     *served, close = lines
@@ -209,7 +214,7 @@ def test_a_write_that_did_not_pass_the_proxy_leaves_the_ledgers_metadata_out_of_
 ) -> None:
     hosts, root, zk = cluster_root
     trace = tmp_path / "run" / "run.ndjson"
-    with ServedBookies(tmp_path / "bookies", 3, zookeeper=hosts, ledgers_root=root, trace=trace, metadata_proxy=0) as s:
+    with _traced_bookies(tmp_path, hosts, root, trace) as s:
         ledger = _write_and_close(s, root, 2)
         path = next(p for p in _ledger_paths(zk, root) if p.endswith(f"{ledger:04d}"))
         data, stat = zk.get(path)

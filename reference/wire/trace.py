@@ -333,9 +333,9 @@ class ServedTrace:
             entries = [
                 m["entry"] for line in ledger_lines if (m := line.get("params", {}).get("m")) and m["type"] == "AddReq"
             ]
+            crashes = sum(1 for line in ledger_lines if line["type"] == _CRASH)
             # An add carries the LAC of the moment its client packaged it, which may be behind the acks the
             # bookies had sent (the client takes them in one at a time): the writer's LAC may lag (LacLag).
-            crashes = sum(1 for line in ledger_lines if line["type"] == _CRASH)
             constants = {
                 **quorums,
                 "MaxEntries": max(entries, default=0) + 1,

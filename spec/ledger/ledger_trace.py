@@ -751,11 +751,12 @@ REQUIRES = {
 }
 
 
-def _replies_taken_at_once(spec: LedgerSpec) -> LedgerSpec | None:
+def _replies_taken_at_once(spec: LedgerSpec, mode: ObservationMode) -> LedgerSpec | None:
     """With ``RepliesInFlight = 1``, the same model with 0: each of its bookie steps is a bookie's step of the
     given model followed at once by the client's ``ClientReceivesReply`` (or the reply's loss), so its behaviours
-    are among the given model's, with none of the orders in which clients take replies late to search."""
-    if not spec.RepliesInFlight:
+    are among the given model's, with none of the orders in which clients take replies late to search. Only where
+    the mode hides ``ClientReceivesReply``: an event of it, as a merged trace has, no step of the coarser takes."""
+    if not spec.RepliesInFlight or not mode.hides("ClientReceivesReply", ()):
         return None
     return LedgerSpec(**{**spec.values, "RepliesInFlight": 0})
 
